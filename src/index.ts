@@ -1,0 +1,16 @@
+export { Status, DnnlError } from './common/status.js';
+export { dt, f32ToBf16, bf16ToF32, f32ToF16, f16ToF32, type DataType, type ValuesView } from './common/data_type.js';
+export { RUNTIME_DIM_VAL, type Dims } from './common/dims.js';
+export { setVerbose, getVerbose, setVerboseSink } from './common/verbose.js';
+export { memory } from './memory/index.js';
+export { MemoryDesc, RUNTIME_SIZE_VAL, type GroupedInfo, type PackedLayout } from './memory/desc.js';
+export { tag, type FormatTag } from './memory/format_tag.js';
+export { offsets } from './memory/offsets.js';
+export { Memory, type Handle } from './memory/memory.js';
+export { Engine, type EngineOptions } from './runtime/engine.js';
+export { Stream } from './runtime/stream.js';
+export { PrimitiveAttr } from './attr/primitive_attr.js';
+export { PostOps, type PostOp } from './attr/post_ops.js';
+export { algorithm, type EltwiseAlg } from './attr/eltwise.js';
+export { ARG } from './primitives/args.js';
+export * as matmul from './primitives/matmul/index.js';

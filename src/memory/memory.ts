@@ -1,0 +1,134 @@
+import { DnnlError, check } from '../common/status.js';
+import { dtBytes, fromStored, makeView, toStored, type ValuesView } from '../common/data_type.js';
+import type { Engine } from '../runtime/engine.js';
+import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
+import { fromSizes } from './offsets.js';
+
+/** A buffer address in the engine heap (what oneDNN calls a handle). */
+export type Handle = number;
+
+/**
+ * A memory object: a descriptor plus its buffers in the engine heap. Grouped descriptors have two
+ * buffers, values and offsets; the same offsets buffer may back several objects (src and dst).
+ */
+export class Memory {
+  readonly desc: MemoryDesc;
+  readonly engine: Engine;
+  /** Byte addresses of the buffers in the engine heap: [values] or [values, offsets]. */
+  readonly handles: readonly Handle[];
+  private readonly owned: readonly boolean[];
+  private freed = false;
+  private valuesView: ValuesView | undefined;
+  private offsetsView: Int32Array | undefined;
+
+  private constructor(desc: MemoryDesc, engine: Engine, handles: Handle[], owned: boolean[]) {
+    this.desc = desc;
+    this.engine = engine;
+    this.handles = Object.freeze(handles);
+    this.owned = Object.freeze(owned);
+  }
+
+  /**
+   * `Memory.create(md, eng)` allocates every buffer; `Memory.create(md, eng, handles)` wraps existing
+   * heap buffers (one handle, or `[values, offsets]` for grouped; `undefined` in the array allocates
+   * that one). A grouped desc with per-group sizes gets its allocated offsets filled in.
+   */
+  static create(desc: MemoryDesc, engine: Engine, handles?: Handle | readonly (Handle | undefined)[]): Memory {
+    const fn = 'Memory.create';
+    check(desc.format !== 'any', `${fn}: cannot create memory for a 'tag.any' descriptor; query the pd for the chosen one`);
+    const list = handles === undefined ? [] : Array.isArray(handles) ? [...handles] : [handles as Handle];
+    check(list.length <= desc.bufferCount, `${fn}: ${desc.bufferCount} buffer(s) expected, got ${list.length} handles`);
+    const out: Handle[] = [];
+    const owned: boolean[] = [];
+    try {
+      for (let i = 0; i < desc.bufferCount; i++) {
+        const bytes = desc.getSize(i);
+        const h = list[i];
+        if (h === undefined) {
+          check(bytes !== RUNTIME_SIZE_VAL, `${fn}: buffer ${i} size depends on runtime dims; pass a handle`);
+          out.push(engine.alloc(bytes));
+          owned.push(true);
+          continue;
+        }
+        const elt = i === 0 ? Math.max(1, dtBytes(desc.dataType, 1)) : 4;
+        const need = bytes === RUNTIME_SIZE_VAL ? 0 : bytes;
+        check(Number.isSafeInteger(h) && h > 0, `${fn}: handle ${i} must be a positive heap address, got ${h}`);
+        check(h % elt === 0, `${fn}: handle ${i} (0x${h.toString(16)}) must be aligned to ${elt} bytes`);
+        check(engine.heap.owningBlock(h, need) !== undefined, `${fn}: handle ${i} [0x${h.toString(16)}, +${need}) does not lie inside a live allocation of this engine`);
+        out.push(h);
+        owned.push(false);
+      }
+    } catch (e) {
+      out.forEach((h, i) => owned[i] && engine.free(h));
+      throw e;
+    }
+    const mem = new Memory(desc, engine, out, owned);
+    const g = desc.grouped;
+    if (g?.groupSizes && list[1] === undefined) fromSizes(g.groupSizes, mem.offsets);
+    return mem;
+  }
+
+  get isFreed(): boolean {
+    return this.freed;
+  }
+
+  /** Zero-copy view of the values buffer (raw bits for bf16/f16). */
+  get values(): ValuesView {
+    this.checkAlive('values');
+    if (!this.valuesView) {
+      const n = this.desc.format === 'packed' ? 0 : this.desc.spanElems;
+      this.valuesView = makeView(this.desc.dataType, this.engine.buffer, this.handles[0], n);
+    }
+    return this.valuesView;
+  }
+
+  /** Zero-copy view of the offsets buffer (grouped descriptors: G+1 int32 entries). */
+  get offsets(): Int32Array {
+    this.checkAlive('offsets');
+    check(this.desc.isGrouped, 'Memory.offsets: only grouped memory has an offsets buffer');
+    if (!this.offsetsView) {
+      this.offsetsView = new Int32Array(this.engine.buffer, this.handles[1], (this.desc.grouped?.groupCount ?? 0) + 1);
+    }
+    return this.offsetsView;
+  }
+
+  /** Raw bytes of buffer `index` (0 values, 1 offsets). */
+  bytes(index = 0): Uint8Array {
+    this.checkAlive('bytes');
+    const n = this.desc.getSize(index);
+    check(n !== RUNTIME_SIZE_VAL, 'Memory.bytes: size depends on runtime dims');
+    return new Uint8Array(this.engine.buffer, this.handles[index], n);
+  }
+
+  /** Copies logical values in (converted to the data type: f32 -> bf16/f16 bits, saturated ints). */
+  write(data: ArrayLike<number>): this {
+    const v = this.values;
+    check(data.length === v.length, `Memory.write: expected ${v.length} values, got ${data.length}`);
+    const t = this.desc.dataType;
+    if (t === 'f32' || t === 's32') v.set(data);
+    else for (let i = 0; i < data.length; i++) v[i] = toStored(t, data[i]);
+    return this;
+  }
+
+  /** Copies the values out as numbers (bf16/f16 decoded). */
+  read(): Float64Array {
+    const v = this.values;
+    const t = this.desc.dataType;
+    const out = new Float64Array(v.length);
+    for (let i = 0; i < v.length; i++) out[i] = fromStored(t, v[i]);
+    return out;
+  }
+
+  /** Releases the buffers this object allocated (never the ones passed in as handles). */
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.handles.forEach((h, i) => this.owned[i] && !this.engine.isReleased && this.engine.free(h));
+    this.valuesView = undefined;
+    this.offsetsView = undefined;
+  }
+
+  private checkAlive(what: string): void {
+    if (this.freed) throw new DnnlError('invalid_arguments', `Memory.${what}: memory object used after free()`);
+  }
+}

@@ -1,0 +1,29 @@
+import type { Memory } from '../../memory/memory.js';
+import type { MemoryDesc } from '../../memory/desc.js';
+import type { StreamTask } from '../../runtime/stream.js';
+import type { Engine } from '../../runtime/engine.js';
+import type { MatmulProblem } from './problem.js';
+
+/** Resolved execution arguments, already checked against the pd. */
+export interface MatmulArgs {
+  readonly src: Memory;
+  readonly weights: Memory;
+  readonly dst: Memory;
+  readonly bias: Memory | undefined;
+}
+
+/** A prepared implementation for one pd: turns arguments into stream work. */
+export interface MatmulExecutor {
+  task(args: MatmulArgs): StreamTask;
+}
+
+/**
+ * One entry of the ordered implementation list. `reject` says why the impl cannot run a problem
+ * (undefined = it can). `weightsLayout` resolves `tag.any` weights to the layout the impl wants.
+ */
+export interface MatmulImpl {
+  readonly name: string;
+  reject(p: MatmulProblem, engine: Engine): string | undefined;
+  weightsLayout(p: MatmulProblem, engine: Engine): MemoryDesc;
+  createExecutor(p: MatmulProblem, engine: Engine): MatmulExecutor;
+}

@@ -1,0 +1,3 @@
+export { PrimitiveDesc } from './pd.js';
+export { Primitive } from './primitive.js';
+export type { MatmulProblem, MatmulKind } from './problem.js';

@@ -1,0 +1,90 @@
+import { DnnlError, check } from '../../common/status.js';
+import { getVerbose, now, verboseLine } from '../../common/verbose.js';
+import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../memory/desc.js';
+import { Memory } from '../../memory/memory.js';
+import type { Stream } from '../../runtime/stream.js';
+import { ARG, argName } from '../args.js';
+import type { MatmulArgs, MatmulExecutor } from './impl.js';
+import type { PrimitiveDesc } from './pd.js';
+import { problemString } from './problem.js';
+
+export type ExecArgs = Readonly<Record<number, Memory>>;
+
+/** Bytes [start, end) of buffer 0, for the aliasing check. */
+function span(m: Memory): [number, number] {
+  const n = m.desc.getSize(0);
+  return [m.handles[0], m.handles[0] + (n === RUNTIME_SIZE_VAL ? 0 : n)];
+}
+
+function overlaps(a: Memory, b: Memory): boolean {
+  const [a0, a1] = span(a), [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
+
+/** Group sizes of a grouped argument for the verbose line (read after execution). */
+function groupSizesString(m: Memory): string {
+  const o = m.offsets;
+  const n = Math.min(o.length - 1, 64);
+  const parts: number[] = [];
+  for (let i = 0; i < n; i++) parts.push(o[i + 1] - o[i]);
+  return `groups:${parts.join('+')}${o.length - 1 > n ? '+...' : ''}`;
+}
+
+/** The matmul primitive: `new matmul.Primitive(pd).execute(stream, { [ARG.SRC]: src, ... })`. */
+export class Primitive {
+  readonly pd: PrimitiveDesc;
+  private readonly executor: MatmulExecutor;
+
+  constructor(pd: PrimitiveDesc) {
+    this.pd = pd;
+    this.executor = pd.impl.createExecutor(pd.problem, pd.engine);
+  }
+
+  /**
+   * Enqueues the computation on `stream`. Argument errors throw here; errors found in runtime data
+   * (offsets) are raised by `stream.wait()`. Rows past the last offset of a grouped dst are not written.
+   */
+  execute(stream: Stream, args: ExecArgs): void {
+    const p = this.pd.problem;
+    check(stream.engine === this.pd.engine, 'matmul.execute: stream belongs to another engine');
+    const a: MatmulArgs = {
+      src: this.arg(args, ARG.SRC, p.src),
+      weights: this.arg(args, ARG.WEIGHTS, p.weights),
+      dst: this.arg(args, ARG.DST, p.dst),
+      bias: p.bias ? this.arg(args, ARG.BIAS, p.bias) : undefined,
+    };
+    for (const [m, name] of [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS']] as const) {
+      check(!m || !overlaps(a.dst, m), `matmul.execute: ARG.DST values overlap ${name} values (in-place matmul is not supported)`);
+    }
+    const task = this.executor.task(a);
+    if (getVerbose() < 1) {
+      stream.enqueue(task);
+      return;
+    }
+    stream.enqueue(() => {
+      const t0 = now();
+      const line = (): void => {
+        const groups = p.kind === 'grouped_m' ? groupSizesString(a.src) : p.kind === 'grouped_k' ? groupSizesString(a.src) : '';
+        verboseLine('exec', ['matmul', this.pd.implInfo, 'undef', this.pd.mdsString(), p.attr.toString(), groups, problemString(p), (now() - t0).toFixed(4)]);
+      };
+      const r = task();
+      if (r) return r.then(line);
+      line();
+    });
+  }
+
+  private arg(args: ExecArgs, id: number, md: MemoryDesc): Memory {
+    const m = args[id];
+    const name = argName(id);
+    if (m === undefined) throw new DnnlError('invalid_arguments', `matmul.execute: missing argument ${name}`);
+    check(m instanceof Memory, `matmul.execute: ${name} must be a Memory object`);
+    check(!m.isFreed, `matmul.execute: ${name} was freed`);
+    check(m.engine === this.pd.engine, `matmul.execute: ${name} belongs to another engine`);
+    check(m.desc.equals(md), `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+    m.handles.forEach((h, i) => {
+      const n = m.desc.getSize(i);
+      check(m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);
+    });
+    return m;
+  }
+}

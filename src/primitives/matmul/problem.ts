@@ -1,0 +1,35 @@
+import type { MemoryDesc } from '../../memory/desc.js';
+import type { PrimitiveAttr } from '../../attr/primitive_attr.js';
+
+/**
+ * What a matmul computes, derived once by the pd from the descriptors.
+ *  - dense:     dst[b, M, N] = src[b|1, M, K] x wei[b|1, K, N]  (2D or batched with broadcast)
+ *  - grouped_m: grouped src [total_M, K] x dense wei [G, K, N] -> grouped dst [total_M, N]
+ *               (rows offs[g] .. offs[g+1] use expert g's weights)
+ *  - grouped_k: grouped src [M, total_K] x grouped wei [total_K, N] -> dense dst [G, M, N]
+ *               (contraction over columns offs[g] .. offs[g+1]; weight-gradient shape)
+ */
+export type MatmulKind = 'dense' | 'grouped_m' | 'grouped_k';
+
+export interface MatmulProblem {
+  readonly kind: MatmulKind;
+  readonly M: number;
+  readonly K: number;
+  readonly N: number;
+  /** Group count (grouped kinds), 1 for dense. */
+  readonly G: number;
+  /** Dense: dst batch dims (empty for 2D). */
+  readonly batch: readonly number[];
+  readonly src: MemoryDesc;
+  readonly weights: MemoryDesc;
+  readonly bias: MemoryDesc | undefined;
+  readonly dst: MemoryDesc;
+  readonly attr: PrimitiveAttr;
+}
+
+/** "mb8:m512k1024n2816"-like short problem string for verbose and benchmarks. */
+export function problemString(p: MatmulProblem): string {
+  if (p.kind === 'dense') return `${[...p.batch, p.M, p.K].join('x')}:${[...p.batch, p.K, p.N].join('x')}`;
+  if (p.kind === 'grouped_m') return `g${p.G}:${p.M}x${p.K}:${p.G}x${p.K}x${p.N}`;
+  return `g${p.G}:${p.M}x${p.K}:${p.K}x${p.N}`;
+}

@@ -1,0 +1,66 @@
+import { DnnlError } from '../common/status.js';
+import type { Engine } from './engine.js';
+
+/** One unit of stream work: runs synchronously (reference, threads = 1) or returns a promise (workers). */
+export type StreamTask = () => void | Promise<void>;
+
+/**
+ * An in-order execution queue on an engine. `execute` calls enqueue work and return at once; `wait()`
+ * resolves when everything enqueued so far has finished, or rejects with the first error raised by
+ * that work (e.g. invalid runtime offsets) since the previous `wait()`. Later work still runs after
+ * an error, as on a device queue.
+ */
+export class Stream {
+  readonly engine: Engine;
+  private tail: Promise<void> | undefined;
+  private firstError: DnnlError | undefined;
+
+  constructor(engine: Engine) {
+    this.engine = engine;
+  }
+
+  /** @internal used by primitives. */
+  enqueue(task: StreamTask): void {
+    if (this.tail === undefined) {
+      const r = this.runGuarded(task);
+      if (r) this.track(r);
+      return;
+    }
+    this.track(this.tail.then(() => this.runGuarded(task)));
+  }
+
+  /** Resolves when all enqueued work is done; rejects with the first error since the last wait. */
+  async wait(): Promise<void> {
+    while (this.tail !== undefined) await this.tail;
+    const e = this.firstError;
+    this.firstError = undefined;
+    if (e) throw e;
+  }
+
+  /** True while enqueued work has not finished. */
+  get busy(): boolean {
+    return this.tail !== undefined;
+  }
+
+  private track(p: Promise<void>): void {
+    const t: Promise<void> = p.then(() => {
+      if (this.tail === t) this.tail = undefined;
+    });
+    this.tail = t;
+  }
+
+  private runGuarded(task: StreamTask): Promise<void> | undefined {
+    try {
+      const r = task();
+      return r ? r.catch((e: unknown) => this.record(e)) : undefined;
+    } catch (e) {
+      this.record(e);
+      return undefined;
+    }
+  }
+
+  private record(e: unknown): void {
+    const err = e instanceof DnnlError ? e : new DnnlError('runtime_error', `stream: ${e instanceof Error ? e.message : String(e)}`);
+    this.firstError ??= err;
+  }
+}
