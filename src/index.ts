@@ -14,3 +14,4 @@ export { PostOps, type PostOp } from './attr/post_ops.js';
 export { algorithm, type EltwiseAlg } from './attr/eltwise.js';
 export { ARG } from './primitives/args.js';
 export * as matmul from './primitives/matmul/index.js';
+export * as reorder from './primitives/reorder/index.js';

@@ -1,9 +1,14 @@
 import { check } from '../common/status.js';
 import { Heap } from './heap.js';
+import { CTRL } from './control_block.js';
+import { instantiate, loadKernels, resolveIsa, type KernelChoice, type KernelExports, type KernelIsa } from './wasm_kernels.js';
+import { WorkerPool } from './worker_pool.js';
 
 export interface EngineOptions {
-  /** Compute threads: 1 runs kernels in the calling thread; N > 1 starts N workers. Default: 1 here (workers come with the wasm engine). */
+  /** Compute threads: 1 runs kernels in the calling thread; N > 1 starts N workers. Default: one per core. */
   threads?: number;
+  /** Kernel build: 'auto' (relaxed SIMD when the runtime has it on, else SIMD128), 'simd128', 'relaxed', or 'none' (reference only). */
+  kernels?: KernelChoice;
   /** Initial heap size in bytes (grows on demand). Default 16 MiB. */
   initialBytes?: number;
   /** Heap limit in bytes; allocations beyond it fail with `out_of_memory`. Default and maximum 4 GiB - 64 KiB. */
@@ -11,6 +16,18 @@ export interface EngineOptions {
 }
 
 const PAGE = 65536;
+/** Stack of each kernel instance (main thread and every worker). */
+const STACK_BYTES = 256 << 10;
+
+async function defaultThreads(): Promise<number> {
+  const nav = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator;
+  let n = nav?.hardwareConcurrency;
+  if (n === undefined && (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node) {
+    const os = await import('node:os');
+    n = os.availableParallelism();
+  }
+  return Math.max(1, Math.min(n ?? 1, 64));
+}
 const MAX_PAGES = 65535;
 /** Bytes kept at the bottom of the heap for the kernels' static data. */
 export const RESERVED_LOW_BYTES = 1 << 20;
@@ -24,16 +41,27 @@ export class Engine {
   readonly threads: number;
   readonly memory: WebAssembly.Memory;
   readonly heap: Heap;
+  /** The kernel build in use, or undefined when the engine runs the reference only. */
+  readonly isa: KernelIsa | undefined;
+  /** @internal kernels instantiated in the calling thread (threads = 1, packing, benchmarks). */
+  readonly kernels: KernelExports | undefined;
+  /** @internal the workers (threads > 1). */
+  readonly pool: WorkerPool | undefined;
   private released = false;
+  private scratchPtr = 0;
+  private scratchStride = 0;
 
-  protected constructor(threads: number, memory: WebAssembly.Memory, heap: Heap) {
+  protected constructor(threads: number, memory: WebAssembly.Memory, heap: Heap, isa: KernelIsa | undefined, kernels: KernelExports | undefined, pool: WorkerPool | undefined) {
     this.threads = threads;
     this.memory = memory;
     this.heap = heap;
+    this.isa = isa;
+    this.kernels = kernels;
+    this.pool = pool;
   }
 
   static async create(options: EngineOptions = {}): Promise<Engine> {
-    const threads = options.threads ?? 1;
+    const threads = options.threads ?? (await defaultThreads());
     check(Number.isSafeInteger(threads) && threads >= 1 && threads <= 256, `Engine.create: threads must be an integer in [1, 256], got ${threads}`);
     const maxBytes = options.maxBytes ?? MAX_PAGES * PAGE;
     check(Number.isSafeInteger(maxBytes) && maxBytes > RESERVED_LOW_BYTES && maxBytes <= MAX_PAGES * PAGE, `Engine.create: maxBytes must be in (${RESERVED_LOW_BYTES}, ${MAX_PAGES * PAGE}], got ${maxBytes}`);
@@ -44,7 +72,35 @@ export class Engine {
       maximum: Math.ceil(maxBytes / PAGE),
       shared: true,
     });
-    return new Engine(threads, memory, new Heap(memory, RESERVED_LOW_BYTES, maxBytes));
+    const heap = new Heap(memory, RESERVED_LOW_BYTES, maxBytes);
+    const choice = options.kernels ?? 'auto';
+    check(['auto', 'simd128', 'relaxed', 'none'].includes(choice), `Engine.create: kernels must be 'auto', 'simd128', 'relaxed' or 'none', got '${String(choice)}'`);
+    const isa = resolveIsa(choice);
+    if (!isa) return new Engine(threads, memory, heap, undefined, undefined, undefined);
+    const module = await loadKernels(isa);
+    const stackTop = (): number => heap.alloc(STACK_BYTES, 'kernel stack') + STACK_BYTES;
+    const kernels = await instantiate(module, memory, stackTop());
+    check((kernels.__heap_base.value as number) <= RESERVED_LOW_BYTES, 'engine: kernel static data exceeds the reserved low memory');
+    let pool: WorkerPool | undefined;
+    if (threads > 1) {
+      const ctrlPtr = heap.alloc(CTRL.INTS * 4, 'control block');
+      new Int32Array(memory.buffer, ctrlPtr, CTRL.INTS).fill(0);
+      pool = new WorkerPool(threads, module, memory, ctrlPtr, Array.from({ length: threads }, stackTop));
+      await pool.start();
+    }
+    return new Engine(threads, memory, heap, isa, kernels, pool);
+  }
+
+  /** @internal per-thread kernel scratch of at least `bytesPerThread`; call only while no job runs. */
+  scratch(bytesPerThread: number): { ptr: number; stride: number } {
+    const stride = Math.ceil(bytesPerThread / 64) * 64;
+    if (stride > this.scratchStride) {
+      if (this.scratchPtr) this.heap.release(this.scratchPtr);
+      this.scratchPtr = 0;
+      this.scratchPtr = this.heap.alloc(stride * this.threads, 'kernel scratch');
+      this.scratchStride = stride;
+    }
+    return { ptr: this.scratchPtr, stride: this.scratchStride };
   }
 
   /** The current buffer of the heap (a new object after growth; earlier views stay valid). */
@@ -66,6 +122,7 @@ export class Engine {
   /** Stops the engine's workers. Memory objects of the engine must not be used afterwards. */
   release(): void {
     this.released = true;
+    this.pool?.close();
   }
 
   get isReleased(): boolean {

@@ -63,7 +63,7 @@ export class PrimitiveDesc {
     const wei = p.weights.format === 'any' ? chosen.weightsLayout(p, engine) : p.weights;
     this.problem = Object.freeze({ ...p, weights: wei });
     this.creationMs = now() - t0;
-    verboseLine('create', ['matmul', this.impl.name, 'undef', this.mdsString(), attr.toString(), '', problemString(this.problem), this.creationMs.toFixed(4)]);
+    verboseLine('create', ['matmul', this.implInfo, 'undef', this.mdsString(), attr.toString(), '', problemString(this.problem), this.creationMs.toFixed(4)]);
   }
 
   /** Validation rules, one per line, in the order oneDNN's `init()` would check them. */
@@ -153,7 +153,7 @@ export class PrimitiveDesc {
 
   /** Name of the chosen implementation (oneDNN `impl_info_str`). */
   get implInfo(): string {
-    return this.impl.name;
+    return this.impl.describe?.(this.engine) ?? this.impl.name;
   }
 
   /** @internal verbose rendering of all descriptors. */

@@ -8,7 +8,7 @@ import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
 import { problemString } from './problem.js';
 
-export type ExecArgs = Readonly<Record<number, Memory>>;
+export type ExecArgs = Readonly<Record<number, Memory | undefined>>;
 
 /** Bytes [start, end) of buffer 0, for the aliasing check. */
 function span(m: Memory): [number, number] {

@@ -1,0 +1,41 @@
+import { dtBytes, fromStored, type DataType } from '../common/data_type.js';
+import type { Dims } from '../common/dims.js';
+import { MemoryDesc } from './desc.js';
+
+/** Panel width of the packed weights layout: the microkernel's NR. */
+export const PANEL = 8;
+/**
+ * `f32:p8`: weights [G, K, N] (or [K, N]) stored per expert as ceil(N/8) panels of K x 8 f32,
+ * N zero-padded to a multiple of 8: every microkernel call streams one contiguous panel.
+ */
+export const PACKED_P8 = 'f32:p8';
+
+export function packedGeometry(dims: Dims): { G: number; K: number; N: number; panels: number; expertFloats: number } {
+  const nd = dims.length;
+  const G = nd === 3 ? dims[0] : 1;
+  const K = dims[nd - 2], N = dims[nd - 1];
+  const panels = Math.ceil(N / PANEL);
+  return { G, K, N, panels, expertFloats: panels * K * PANEL };
+}
+
+/** The packed descriptor chosen for `tag.any` weights (storage is f32 whatever the logical type). */
+export function packedWeightsDesc(dims: Dims): MemoryDesc {
+  const { G, expertFloats } = packedGeometry(dims);
+  return new MemoryDesc({ dims, dataType: 'f32', format: 'packed', packed: { name: PACKED_P8, byteSize: dtBytes('f32', G * expertFloats) } });
+}
+
+/** Plain TypeScript packing (used when the engine has no kernels). */
+export function packWeightsTs(src: ArrayLike<number>, dt: DataType, dims: Dims, strides: Dims, out: Float32Array): void {
+  const { G, K, N, panels, expertFloats } = packedGeometry(dims);
+  const nd = dims.length;
+  const sg = nd === 3 ? strides[0] : 0, sk = strides[nd - 2], sn = strides[nd - 1];
+  for (let g = 0; g < G; g++)
+    for (let p = 0; p < panels; p++)
+      for (let k = 0; k < K; k++) {
+        const o = g * expertFloats + (p * K + k) * PANEL;
+        for (let q = 0; q < PANEL; q++) {
+          const n = p * PANEL + q;
+          out[o + q] = n < N ? fromStored(dt, src[g * sg + k * sk + n * sn]) : 0;
+        }
+      }
+}

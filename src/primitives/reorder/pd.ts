@@ -1,0 +1,45 @@
+import { check, checkImpl } from '../../common/status.js';
+import { dimsEqual } from '../../common/dims.js';
+import { now, verboseLine } from '../../common/verbose.js';
+import { MemoryDesc } from '../../memory/desc.js';
+import { PACKED_P8 } from '../../memory/packed_weights.js';
+import type { Engine } from '../../runtime/engine.js';
+
+export type ReorderKind = 'pack' | 'copy';
+
+/**
+ * Reorder primitive descriptor: `new reorder.PrimitiveDesc(eng, srcMd, dstMd)`. Supports plain ->
+ * packed weights (`f32:p8`, the layout a matmul pd picks for `tag.any`), and plain -> plain copies
+ * with data-type conversion (f32/bf16/f16).
+ */
+export class PrimitiveDesc {
+  readonly engine: Engine;
+  readonly src: MemoryDesc;
+  readonly dst: MemoryDesc;
+  readonly kind: ReorderKind;
+
+  constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc) {
+    const t0 = now();
+    check(src instanceof MemoryDesc, 'reorder: src must be a memory descriptor');
+    check(dst instanceof MemoryDesc, 'reorder: dst must be a memory descriptor');
+    check(dimsEqual(src.dims, dst.dims), `reorder: src dims [${src.dims.join(',')}] must equal dst dims [${dst.dims.join(',')}]`);
+    check(src.format === 'blocked', `reorder: src must be a plain descriptor, got ${src.format}`);
+    check(dst.format === 'blocked' || dst.format === 'packed', `reorder: dst must be plain or packed, got ${dst.format}`);
+    check(!src.hasRuntimeDims, 'reorder: dims must be known');
+    const floats = ['f32', 'bf16', 'f16'];
+    checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} is not supported (f32, bf16, f16)`);
+    if (dst.format === 'packed') {
+      checkImpl(dst.packed?.name === PACKED_P8, `reorder: packed layout ${dst.packed?.name} is not supported`);
+      check(src.ndims === 2 || src.ndims === 3, `reorder: packed weights must be 2D [K,N] or 3D [G,K,N], got ${src.ndims} dims`);
+    }
+    this.engine = engine;
+    this.src = src;
+    this.dst = dst;
+    this.kind = dst.format === 'packed' ? 'pack' : 'copy';
+    verboseLine('create', ['reorder', this.implInfo, 'undef', `src:${src} dst:${dst}`, '', '', src.dims.join('x'), (now() - t0).toFixed(4)]);
+  }
+
+  get implInfo(): string {
+    return this.kind === 'pack' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-p8` : `ref:${this.kind}`;
+  }
+}

@@ -1,0 +1,64 @@
+import { DnnlError, check } from '../../common/status.js';
+import { fromStored, toStored } from '../../common/data_type.js';
+import { getVerbose, now, verboseLine } from '../../common/verbose.js';
+import { packWeightsTs } from '../../memory/packed_weights.js';
+import { Memory } from '../../memory/memory.js';
+import type { Stream } from '../../runtime/stream.js';
+import { ARG } from '../args.js';
+import type { PrimitiveDesc } from './pd.js';
+
+const JOB_DT: Record<string, number> = { f32: 0, bf16: 1, f16: 2 };
+
+/** Reorder: `new reorder.Primitive(pd).execute(strm, { [ARG.FROM]: a, [ARG.TO]: b })`. */
+export class Primitive {
+  readonly pd: PrimitiveDesc;
+
+  constructor(pd: PrimitiveDesc) {
+    this.pd = pd;
+  }
+
+  execute(stream: Stream, args: Readonly<Record<number, Memory | undefined>>): void {
+    const from = args[ARG.FROM], to = args[ARG.TO];
+    if (!from) throw new DnnlError('invalid_arguments', 'reorder.execute: missing argument ARG.FROM');
+    if (!to) throw new DnnlError('invalid_arguments', 'reorder.execute: missing argument ARG.TO');
+    for (const [m, name, md] of [[from, 'ARG.FROM', this.pd.src], [to, 'ARG.TO', this.pd.dst]] as const) {
+      check(m instanceof Memory && !m.isFreed, `reorder.execute: ${name} must be a live Memory object`);
+      check(m.engine === this.pd.engine, `reorder.execute: ${name} belongs to another engine`);
+      check(m.desc.equals(md), `reorder.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+    }
+    check(from.handles[0] !== to.handles[0], 'reorder.execute: ARG.FROM and ARG.TO must be different buffers');
+    stream.enqueue(() => {
+      const t0 = now();
+      this.run(from, to);
+      if (getVerbose() >= 1) verboseLine('exec', ['reorder', this.pd.implInfo, 'undef', `src:${this.pd.src} dst:${this.pd.dst}`, '', '', this.pd.src.dims.join('x'), (now() - t0).toFixed(4)]);
+    });
+  }
+
+  private run(from: Memory, to: Memory): void {
+    const { src, dst, engine } = this.pd;
+    if (this.pd.kind === 'pack') {
+      const nd = src.ndims;
+      const k = engine.kernels;
+      if (k) {
+        const G = nd === 3 ? src.dims[0] : 1;
+        k.pack_weights(from.handles[0], JOB_DT[src.dataType], G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1], to.handles[0]);
+      } else {
+        packWeightsTs(from.values, src.dataType, src.dims, src.strides, new Float32Array(engine.buffer, to.handles[0], dst.getSize(0) / 4));
+      }
+      return;
+    }
+    // Plain copy: walk logical indices, converting types.
+    const fv = from.values, tv = to.values;
+    const nd = src.ndims;
+    const idx = new Array<number>(nd).fill(0);
+    for (let e = 0; e < src.nelems; e++) {
+      let so = 0, d = 0;
+      for (let i = 0; i < nd; i++) {
+        so += idx[i] * src.strides[i];
+        d += idx[i] * dst.strides[i];
+      }
+      tv[d] = toStored(dst.dataType, fromStored(src.dataType, fv[so]));
+      for (let i = nd - 1; i >= 0 && ++idx[i] === src.dims[i]; i--) idx[i] = 0;
+    }
+  }
+}

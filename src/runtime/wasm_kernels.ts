@@ -1,0 +1,66 @@
+import { DnnlError } from '../common/status.js';
+import { relaxed as relaxedB64, simd128 as simd128B64 } from './wasm_embedded.js';
+
+/** Which kernel build an engine uses: baseline SIMD128 (mul + add) or relaxed SIMD (FMA). */
+export type KernelIsa = 'simd128' | 'relaxed';
+export type KernelChoice = 'auto' | KernelIsa | 'none';
+
+export interface KernelExports {
+  run_job(job: number, tid: number): number;
+  pack_weights(src: number, dt: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
+  peak_f32(iters: number, seed: number): number;
+  ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
+  __stack_pointer: WebAssembly.Global;
+  __heap_base: WebAssembly.Global;
+}
+
+function decode(b64: string): Uint8Array<ArrayBuffer> {
+  const g = globalThis as { Buffer?: { from(s: string, enc: string): Uint8Array } };
+  if (g.Buffer) return Uint8Array.from(g.Buffer.from(b64, "base64"));
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+const cache = new Map<KernelIsa, WebAssembly.Module>();
+
+/** Node 20 ships relaxed SIMD behind a flag: switch it on before compiling (a no-op on Node 22+). */
+async function enableRelaxedFlag(): Promise<void> {
+  const proc = (globalThis as { process?: { versions?: { node?: string } } }).process;
+  if (!proc?.versions?.node) return;
+  try {
+    const v8 = await import('node:v8');
+    v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
+  } catch {
+    // Not Node, or flags locked: validation below decides.
+  }
+}
+
+/** Compiles (once per process) the module for `isa`; throws `unimplemented` if the runtime lacks it. */
+export async function loadKernels(isa: KernelIsa): Promise<WebAssembly.Module> {
+  const hit = cache.get(isa);
+  if (hit) return hit;
+  const bytes = decode(isa === 'relaxed' ? relaxedB64 : simd128B64);
+  if (isa === 'relaxed' && !WebAssembly.validate(bytes)) await enableRelaxedFlag();
+  if (!WebAssembly.validate(bytes)) {
+    throw new DnnlError('unimplemented', `engine: this runtime cannot compile the ${isa} kernels (WebAssembly ${isa === 'relaxed' ? 'relaxed SIMD' : 'SIMD128'} unsupported)`);
+  }
+  const mod = await WebAssembly.compile(bytes);
+  cache.set(isa, mod);
+  return mod;
+}
+
+/** 'auto': relaxed SIMD when the runtime has it on by default (Node 22+, recent browsers), else SIMD128. */
+export function resolveIsa(choice: KernelChoice): KernelIsa | undefined {
+  if (choice === 'none') return undefined;
+  if (choice !== 'auto') return choice;
+  return WebAssembly.validate(decode(relaxedB64)) ? 'relaxed' : 'simd128';
+}
+
+export async function instantiate(mod: WebAssembly.Module, memory: WebAssembly.Memory, stackTop: number): Promise<KernelExports> {
+  const inst = await WebAssembly.instantiate(mod, { env: { memory } });
+  const ex = inst.exports as unknown as KernelExports;
+  ex.__stack_pointer.value = stackTop;
+  return ex;
+}

@@ -1,0 +1,30 @@
+/* Kernels for the benchmark driver: the machine's SIMD ceiling and the bare microkernel. */
+#include "common.h"
+#include "ukernel.h"
+
+
+/* 12 independent accumulator chains of the microkernel's own operation (mul+add, or FMA): the
+   register-only ceiling. 96 flops per iteration. */
+EXPORT(peak_f32) float peak_f32(int32_t iters, float seed) {
+  v128_t x0 = wasm_f32x4_splat(seed), x1 = wasm_f32x4_splat(seed * 0.5f), y = wasm_f32x4_splat(0.999f);
+  v128_t a0 = x0, a1 = x1, a2 = x0, a3 = x1, a4 = x0, a5 = x1, a6 = x0, a7 = x1, a8 = x0, a9 = x1, a10 = x0, a11 = x1;
+  for (int32_t i = 0; i < iters; i++) {
+    __asm__ volatile("" : "+X"(y));
+    a0 = MADD(x0, y, a0); a1 = MADD(x1, y, a1); a2 = MADD(x0, y, a2); a3 = MADD(x1, y, a3);
+    a4 = MADD(x0, y, a4); a5 = MADD(x1, y, a5); a6 = MADD(x0, y, a6); a7 = MADD(x1, y, a7);
+    a8 = MADD(x0, y, a8); a9 = MADD(x1, y, a9); a10 = MADD(x0, y, a10); a11 = MADD(x1, y, a11);
+  }
+  v128_t s = wasm_f32x4_add(wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3)),
+                            wasm_f32x4_add(wasm_f32x4_add(a4, a5), wasm_f32x4_add(a6, a7)));
+  s = wasm_f32x4_add(s, wasm_f32x4_add(wasm_f32x4_add(a8, a9), wasm_f32x4_add(a10, a11)));
+  return wasm_f32x4_extract_lane(s, 0);
+}
+
+/* The bare microkernel on L1-resident operands: reps calls of MR x NR x kc. */
+EXPORT(ukernel_f32) float ukernel_f32(int32_t reps, int32_t kc, const float* a, const float* w, float* c) {
+  for (int32_t r = 0; r < reps; r++) {
+    __asm__ volatile("" ::: "memory");
+    f32_gemm_4x8(MR, NR, (size_t)kc, a, (size_t)kc, w, c, NR, r > 0, 0);
+  }
+  return c[0];
+}

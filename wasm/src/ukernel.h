@@ -1,0 +1,19 @@
+#pragma once
+#include "common.h"
+#include "job.h"
+
+/* What the epilogue applies at the last K block: bias (NR floats, or NULL) then element-wise ops. */
+typedef struct epilogue {
+  const float* bias;
+  int n_elt;
+  const int32_t* alg;
+  const float* alpha;
+  const float* beta;
+} epilogue_t;
+
+#define UKERNEL_NAME(base) base
+
+/* C[mr x nc] (+)= A[mr x kc] (row stride lda) * W (packed kc x NR panel); mr <= MR, nc <= NR. */
+void f32_gemm_4x8(size_t mr, size_t nc, size_t kc, const float* restrict a, size_t lda,
+                  const float* restrict w, float* restrict c, size_t ldc, int accumulate,
+                  const epilogue_t* epi);
