@@ -70,6 +70,7 @@ export function fromStarts(starts: ArrayLike<number>, total: number, out?: Int32
     check(i > 0 || starts[0] === 0, `${fn}: starts[0] must be 0, got ${starts[0]}`);
     check(i === 0 || starts[i] >= starts[i - 1], `${fn}: starts must be non-decreasing: starts[${i}] = ${starts[i]} < starts[${i - 1}] = ${starts[i - 1]}`);
   }
+  check(starts.length > 0 || total === 0, `${fn}: with no starts (G = 0) total must be 0, got ${total}`);
   check(starts.length === 0 || starts[starts.length - 1] <= total, `${fn}: starts[${starts.length - 1}] = ${starts[starts.length - 1]} exceeds total ${total}`);
   const o = output(out, starts.length + 1, fn);
   for (let i = 0; i < starts.length; i++) o[i] = starts[i];

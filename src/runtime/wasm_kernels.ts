@@ -10,6 +10,7 @@ export interface KernelExports {
   pack_weights(src: number, dt: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
+  stream_f32(ptr: number, n: number): number;
   __stack_pointer: WebAssembly.Global;
   __heap_base: WebAssembly.Global;
 }

@@ -28,3 +28,19 @@ EXPORT(ukernel_f32) float ukernel_f32(int32_t reps, int32_t kc, const float* a, 
   }
   return c[0];
 }
+
+/* Reads n floats once with 4 independent f32x4 accumulators: the time to stream weights, for the
+   decode target (touched weights must stream at most 2x slower inside the matmul). */
+EXPORT(stream_f32) float stream_f32(const float* p, int32_t n) {
+  v128_t s0 = wasm_f32x4_splat(0.0f), s1 = s0, s2 = s0, s3 = s0;
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = wasm_f32x4_add(s0, wasm_v128_load(p + i));
+    s1 = wasm_f32x4_add(s1, wasm_v128_load(p + i + 4));
+    s2 = wasm_f32x4_add(s2, wasm_v128_load(p + i + 8));
+    s3 = wasm_f32x4_add(s3, wasm_v128_load(p + i + 12));
+  }
+  float r = wasm_f32x4_extract_lane(wasm_f32x4_add(wasm_f32x4_add(s0, s1), wasm_f32x4_add(s2, s3)), 0);
+  for (; i < n; i++) r += p[i];
+  return r;
+}

@@ -81,18 +81,20 @@ static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t 
   for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
     const int32_t kc = MIN(KC, Kg - k0);
     const int last = k0 + KC >= Kg;
-    const float* a;
-    size_t lda;
+    /* A is always copied into a contiguous MB x KC block: rows of the user's matrix sit K floats
+       apart, and with K a multiple of 1024 they would all alias the same L1 sets. */
+    const size_t lda = (size_t)KC;
     if (A.dt == DT_F32 && A.s1 == 1) {
-      a = (const float*)A.base + (size_t)m0 * A.s0 + k0;
-      lda = (size_t)A.s0;
+      for (int32_t i = 0; i < mc; i++) {
+        const float* row = (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0;
+        __builtin_memcpy(s->a + (size_t)i * KC, row, (size_t)kc * 4);
+      }
     } else {
       for (int32_t i = 0; i < mc; i++)
         for (int32_t k = 0; k < kc; k++)
-          s->a[i * KC + k] = load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
-      a = s->a;
-      lda = (size_t)KC;
+          s->a[(size_t)i * KC + k] = load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
     }
+    const float* a = s->a;
     const float* bp;
     size_t panel_stride;
     if (wpacked) {

@@ -1,0 +1,227 @@
+/**
+ * benchdnn-style driver for groupdnn. Examples:
+ *   npm run bench                                   # all built-in workloads, peak + ukernel + matmul
+ *   npm run bench -- --mode=matmul --workload=moe-b --threads=1,2 --json
+ *   npm run bench -- --grouped=0:4:100+0+28+384 512x1024:4x1024x2816 --dt=bf16
+ *   npm run bench -- --peer=ort                     # add onnxruntime-web's per-expert MatMul loop
+ * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
+ * object per line instead.
+ */
+import { availableParallelism } from 'node:os';
+import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
+import { fillRandom, timeIt, type Timing } from './timing.js';
+import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
+
+interface Row {
+  workload: string;
+  impl: string;
+  dt: string;
+  threads: number;
+  median_ms: number;
+  min_ms: number;
+  max_ms: number;
+  gflops: number;
+  note?: string;
+}
+
+const args = new Map<string, string>();
+const positional: string[] = [];
+for (const a of process.argv.slice(2)) {
+  const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
+  if (m) args.set(m[1], m[2] ?? 'true');
+  else positional.push(a);
+}
+const json = args.has('json');
+const mode = args.get('mode') ?? 'all';
+const dtArg = (args.get('dt') ?? 'f32') as DataType;
+const threadList = (args.get('threads') ?? `1,${availableParallelism()}`).split(',').map(Number).filter((v, i, a) => a.indexOf(v) === i);
+const weightForms = (args.get('weights') ?? 'packed,abc').split(',');
+const isaList = (args.get('isa') ?? 'auto').split(',') as ('auto' | 'simd128' | 'relaxed')[];
+const minMs = Number(args.get('min-ms') ?? 1500);
+const peers = (args.get('peer') ?? '').split(',').filter(Boolean);
+
+function customWorkload(): Workload | undefined {
+  const g = args.get('grouped');
+  if (!g) return undefined;
+  const m = /^(\d+):(\d+):([\d+]+)$/.exec(g);
+  const p = /^(\d+)x(\d+):(\d+)x(\d+)x(\d+)$/.exec(positional[0] ?? '');
+  if (!m || !p) throw new Error('usage: --grouped=0:G:s0+s1+... totalMxK:GxKxN');
+  if (m[1] !== '0') throw new Error('--grouped: only variable dim 0 (rows) is benchmarked');
+  const sizes = m[3].split('+').map(Number);
+  const [totalM, K, G, K2, N] = p.slice(1).map(Number);
+  if (sizes.length !== Number(m[2]) || G !== sizes.length) throw new Error(`--grouped: ${sizes.length} sizes for G = ${m[2]} / ${G}`);
+  if (K !== K2) throw new Error('--grouped: K of src and weights differ');
+  if (sizes.reduce((a, b) => a + b, 0) > totalM) throw new Error('--grouped: sizes exceed totalM');
+  return { name: `custom:g${G}`, sizes, K, N, description: `${g} ${positional[0]}` };
+}
+
+const custom = customWorkload();
+const workloads: Workload[] = custom ? [custom] : (args.get('workload') ?? 'dense512,moe-a,moe-b,decode').split(',').map((n) => {
+  const w = WORKLOADS[n];
+  if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
+  return w;
+});
+
+const rows: Row[] = [];
+function report(r: Row): void {
+  rows.push(r);
+  if (json) console.log(JSON.stringify(r));
+  else console.log(`${r.workload.padEnd(10)} ${r.impl.padEnd(34)} ${r.dt.padEnd(5)} ${String(r.threads).padStart(3)} ${r.median_ms.toFixed(3).padStart(10)} ${r.min_ms.toFixed(3).padStart(10)} ${r.max_ms.toFixed(3).padStart(10)} ${r.gflops.toFixed(2).padStart(9)}${r.note ? `  ${r.note}` : ''}`);
+}
+function row(workload: string, impl: string, dtName: string, threads: number, t: Timing, flops: number, note?: string): Row {
+  return { workload, impl, dt: dtName, threads, median_ms: t.median, min_ms: t.min, max_ms: t.max, gflops: flops / t.median / 1e6, ...(note ? { note } : {}) };
+}
+
+async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void> {
+  const eng = await Engine.create({ threads: 1, kernels: isa });
+  const k = eng.kernels!;
+  const iters = 2_000_000;
+  const tp = await timeIt(() => void k.peak_f32(iters, 1.0001), { minMs });
+  report(row('peak', `wasm:${eng.isa}:f32x4-${eng.isa === 'relaxed' ? 'fma' : 'mul+add'}`, 'f32', 1, tp, 96 * iters));
+  const kc = 256, reps = 20_000;
+  const a = eng.alloc(4 * kc * 4), w = eng.alloc(kc * 8 * 4), c = eng.alloc(4 * 8 * 4);
+  fillRandom(new Float32Array(eng.buffer, a, 4 * kc), 1);
+  fillRandom(new Float32Array(eng.buffer, w, kc * 8), 2, 0.01);
+  const tu = await timeIt(() => void k.ukernel_f32(reps, kc, a, w, c), { minMs });
+  report(row('ukernel', `wasm:${eng.isa}:f32-gemm-4x8 kc=${kc}`, 'f32', 1, tu, 2 * 4 * 8 * kc * reps));
+  eng.release();
+}
+
+async function runMatmul(w: Workload, eng: Engine, threads: number, isaName: string): Promise<void> {
+  const strm = new Stream(eng);
+  const E = w.sizes.length;
+  const totalM = w.sizes.reduce((a, b) => a + b, 0);
+  const { K, N } = w;
+  const flops = usefulFlops(w);
+  const srcMd = w.dense ? memory.desc([totalM, K], dtArg, tag.ab) : memory.desc.grouped([totalM, K], dtArg, E, [RUNTIME_DIM_VAL, K]);
+  const dstMd = w.dense ? memory.desc([totalM, N], dtArg, tag.ab) : memory.desc.grouped([totalM, N], dtArg, E, [RUNTIME_DIM_VAL, N]);
+  const weiDims = w.dense ? [K, N] : [E, K, N];
+  const src = Memory.create(srcMd, eng);
+  const dst = Memory.create(dstMd, eng, w.dense ? undefined : [undefined, src.handles[1]]);
+  if (!w.dense) {
+    let acc = 0;
+    src.offsets[0] = 0;
+    w.sizes.forEach((s, i) => (src.offsets[i + 1] = acc += s));
+  }
+  const f32src = new Float32Array(src.desc.nelems);
+  fillRandom(f32src, 3);
+  src.write(f32src);
+  const plainTag = w.dense ? tag.ab : tag.abc;
+  const userWeiMd = memory.desc(weiDims, dtArg, plainTag);
+  const userWei = Memory.create(userWeiMd, eng);
+  if (dtArg === 'f32') fillRandom(userWei.values as Float32Array, 4, 0.05);
+  else {
+    const tmp = new Float32Array(userWeiMd.nelems);
+    fillRandom(tmp, 4, 0.05);
+    userWei.write(tmp);
+  }
+  const dtName = dtArg;
+  for (const form of weightForms) {
+    let weiMem: Memory;
+    let pd: matmul.PrimitiveDesc;
+    let free = false;
+    if (form === 'packed') {
+      pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc(weiDims, dtArg, tag.any), dstMd);
+      weiMem = Memory.create(pd.queryMd('weights')!, eng);
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, userWeiMd, weiMem.desc)).execute(strm, { [ARG.FROM]: userWei, [ARG.TO]: weiMem });
+      await strm.wait();
+      free = true;
+    } else if (form === 'abc') {
+      pd = new matmul.PrimitiveDesc(eng, srcMd, userWeiMd, dstMd);
+      weiMem = userWei;
+    } else if (form === 'acb') {
+      if (w.dense) continue;
+      const acbMd = memory.desc(weiDims, dtArg, tag.acb);
+      weiMem = Memory.create(acbMd, eng);
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, userWeiMd, acbMd)).execute(strm, { [ARG.FROM]: userWei, [ARG.TO]: weiMem });
+      await strm.wait();
+      pd = new matmul.PrimitiveDesc(eng, srcMd, acbMd, dstMd);
+      free = true;
+    } else throw new Error(`unknown --weights form ${form}`);
+    const mm = new matmul.Primitive(pd);
+    const t = await timeIt(async () => {
+      mm.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: weiMem, [ARG.DST]: dst });
+      await strm.wait();
+    }, { minMs });
+    let note = `weights=${form}`;
+    if (w.name === 'decode') {
+      const touched = w.sizes.filter((s) => s > 0).length;
+      const bytes = touched * K * N * (form === 'packed' ? 4 : DT.f32 === dtArg ? 4 : 2);
+      note += ` experts=${touched} weights=${(bytes / 1e6).toFixed(1)}MB ${(bytes / t.median / 1e6).toFixed(1)}GB/s`;
+      if (form === 'packed' && threads === 1) {
+        const packedFloats = touched * K * N;
+        const k = eng.kernels!;
+        const ts = await timeIt(() => {
+          // Stream the same number of bytes from the packed buffer, one expert after another.
+          const per = K * N;
+          for (let e = 0; e < touched; e++) k.stream_f32(weiMem.handles[0] + e * per * 4, per);
+        }, { minMs });
+        report(row(w.name, 'stream-touched-weights-once', 'f32', 1, ts, 0, `${(packedFloats * 4 / ts.median / 1e6).toFixed(1)}GB/s ratio=${(t.median / ts.median).toFixed(2)}`));
+      }
+    }
+    report(row(w.name, `${pd.implInfo}`, dtName, threads, t, flops, note + (isaName !== 'auto' ? ` isa=${isaName}` : '')));
+    if (free) weiMem.free();
+  }
+  for (const peer of peers) {
+    if (peer !== 'ort' || w.dense) continue;
+    const { createOrtPeer } = await import('./ort_peer.js');
+    const wf32 = dtArg === 'f32' ? (userWei.values as Float32Array) : Float32Array.from(userWei.read());
+    const ort = await createOrtPeer(wf32, E, K, N, threads);
+    const x = Float32Array.from(src.read());
+    const y = new Float32Array(totalM * N);
+    const t = await timeIt(() => ort.run(x, w.sizes, y), { minMs });
+    report(row(w.name, 'onnxruntime-web:per-expert-matmul', 'f32', threads, t, flops));
+    await ort.close();
+  }
+  src.free();
+  dst.free();
+  userWei.free();
+}
+
+async function main(): Promise<void> {
+  if (!json) {
+    console.log(`groupdnn bench  node ${process.version}  cores ${availableParallelism()}  threads ${threadList.join(',')}  dt ${dtArg}`);
+    for (const w of workloads) console.log(`  ${w.name}: ${w.description}; sizes ${w.sizes.join('+')}`);
+    console.log(`${'workload'.padEnd(10)} ${'impl'.padEnd(34)} ${'dt'.padEnd(5)} thr  median_ms     min_ms     max_ms   GFLOP/s`);
+  }
+  if (mode === 'all' || mode === 'peak' || mode === 'ukernel') for (const isa of isaList) await peakAndUkernel(isa);
+  if (mode === 'all' || mode === 'matmul') {
+    for (const isa of isaList) {
+      for (const threads of threadList) {
+        const eng = await Engine.create({ threads, kernels: isa });
+        for (const w of workloads) await runMatmul(w, eng, threads, isa);
+        eng.release();
+      }
+    }
+  }
+  if (!json) summarize();
+}
+
+function summarize(): void {
+  const find = (wl: string, pred: (r: Row) => boolean): Row | undefined => rows.find((r) => r.workload === wl && pred(r));
+  const lines: string[] = [];
+  const peak = find('peak', () => true), uk = find('ukernel', () => true);
+  if (peak && uk) lines.push(`ukernel / peak                 = ${(uk.gflops / peak.gflops).toFixed(3)}  (target >= 0.90)`);
+  for (const wl of ['moe-a', 'moe-b']) {
+    const r = find(wl, (x) => x.threads === 1 && (x.note ?? '').startsWith('weights=packed'));
+    if (r && uk) lines.push(`${wl} packed 1T / ukernel       = ${(r.gflops / uk.gflops).toFixed(3)}  (target >= 0.80)`);
+    const rp = find(wl, (x) => x.threads === 1 && (x.note ?? '').startsWith('weights=abc'));
+    if (r && rp) lines.push(`${wl} plain abc / packed (1T)   = ${(rp.gflops / r.gflops).toFixed(3)}`);
+  }
+  const b1 = find('moe-b', (x) => x.threads === 1 && (x.note ?? '').startsWith('weights=packed'));
+  const b2 = rows.find((x) => x.workload === 'moe-b' && x.threads > 1 && (x.note ?? '').startsWith('weights=packed'));
+  if (b1 && b2) lines.push(`moe-b packed ${b2.threads}T / 1T            = ${(b2.gflops / b1.gflops).toFixed(3)}  (target >= 1.80)`);
+  for (const wl of ['moe-a', 'moe-b']) {
+    for (const th of threadList) {
+      const ours = find(wl, (x) => x.threads === th && (x.note ?? '').startsWith('weights=packed'));
+      const ort = find(wl, (x) => x.threads === th && x.impl.startsWith('onnxruntime'));
+      if (ours && ort) lines.push(`${wl} ${th}T groupdnn / onnxruntime-web = ${(ours.gflops / ort.gflops).toFixed(3)}  (target >= 1.50)`);
+    }
+  }
+  const st = find('decode', (x) => x.impl === 'stream-touched-weights-once');
+  const dec = find('decode', (x) => x.threads === 1 && (x.note ?? '').startsWith('weights=packed'));
+  if (st && dec) lines.push(`decode packed 1T / stream once = ${(dec.median_ms / st.median_ms).toFixed(3)}  (target <= 2.0)`);
+  if (lines.length) console.log(`\nratios (same run):\n  ${lines.join('\n  ')}`);
+}
+
+await main();
