@@ -14,6 +14,6 @@ export default tseslint.config(
   },
   {
     files: ['**/*.js'],
-    languageOptions: { globals: { console: 'readonly', process: 'readonly', WebAssembly: 'readonly', Atomics: 'readonly', SharedArrayBuffer: 'readonly', Int32Array: 'readonly', self: 'readonly', URL: 'readonly' } },
+    languageOptions: { globals: { TextEncoder: 'readonly', setTimeout: 'readonly', console: 'readonly', process: 'readonly', WebAssembly: 'readonly', Atomics: 'readonly', SharedArrayBuffer: 'readonly', Int32Array: 'readonly', self: 'readonly', URL: 'readonly' } },
   },
 );
