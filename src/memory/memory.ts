@@ -76,6 +76,7 @@ export class Memory {
   get values(): ValuesView {
     this.checkAlive('values');
     if (!this.valuesView) {
+      check(this.desc.getSize(0) !== RUNTIME_SIZE_VAL, 'Memory.values: size depends on runtime dims');
       const n = this.desc.format === 'packed' ? 0 : this.desc.spanElems;
       this.valuesView = makeView(this.desc.dataType, this.engine.buffer, this.handles[0], n);
     }

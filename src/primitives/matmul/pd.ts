@@ -96,7 +96,7 @@ export class PrimitiveDesc {
     for (let b = 0; b < nd - 2; b++) {
       check(src.dims[b] === dst.dims[b] || src.dims[b] === 1, `matmul: src batch dims[${b}] = ${src.dims[b]} must equal dst's ${dst.dims[b]} or be 1 (broadcast)`);
       check(wei.dims[b] === dst.dims[b] || wei.dims[b] === 1, `matmul: weights batch dims[${b}] = ${wei.dims[b]} must equal dst's ${dst.dims[b]} or be 1 (broadcast)`);
-      check(dst.dims[b] === Math.max(src.dims[b], wei.dims[b]), `matmul: dst batch dims[${b}] = ${dst.dims[b]} must be the broadcast of src's ${src.dims[b]} and weights' ${wei.dims[b]}`);
+      check(dst.dims[b] === (src.dims[b] === 1 ? wei.dims[b] : src.dims[b]), `matmul: dst batch dims[${b}] = ${dst.dims[b]} must be the broadcast of src's ${src.dims[b]} and weights' ${wei.dims[b]}`);
     }
     PrimitiveDesc.checkBias(bias, dst.dims);
     return { kind: 'dense', M, K, N, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr };

@@ -21,9 +21,11 @@ export function checkedOffsets(primary: Memory, primaryName: string, others: Rea
     if (offs[i] < offs[i - 1]) fail(`${primaryName} offsets must be non-decreasing: offsets[${i}] = ${offs[i]} < offsets[${i - 1}] = ${offs[i - 1]}`);
   }
   if (offs[G] > total) fail(`${primaryName} offsets[${G}] = ${offs[G]} exceeds the total extent ${total} of dims[${g.variableDim}]`);
-  if (g.groupSizes) {
+  // Host-known sizes may come from any grouped argument (e.g. a per-group dst sharing a runtime src's offsets).
+  const groupSizes = g.groupSizes ?? others.map(([m]) => m.desc.grouped?.groupSizes).find((s) => s !== undefined);
+  if (groupSizes) {
     for (let i = 0; i < G; i++) {
-      const want = g.groupSizes[i];
+      const want = groupSizes[i];
       if (offs[i + 1] - offs[i] !== want) fail(`${primaryName} offsets give group ${i} ${offs[i + 1] - offs[i]} rows but the descriptor's per-group dims say ${want}`);
     }
   }
