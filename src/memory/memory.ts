@@ -101,7 +101,7 @@ export class Memory {
     return new Uint8Array(this.engine.buffer, this.handles[index], n);
   }
 
-  /** Copies logical values in (converted to the data type: f32 -> bf16/f16 bits, saturated ints). */
+  /** Copies the whole values buffer in (padding of strided layouts included), converting to the data type: f32 -> bf16/f16 bits, saturated ints. */
   write(data: ArrayLike<number>): this {
     const v = this.values;
     check(data.length === v.length, `Memory.write: expected ${v.length} values, got ${data.length}`);
@@ -111,7 +111,7 @@ export class Memory {
     return this;
   }
 
-  /** Copies the values out as numbers (bf16/f16 decoded). */
+  /** Copies the whole values buffer out as numbers (padding included; bf16/f16 decoded). */
   read(): Float64Array {
     const v = this.values;
     const t = this.desc.dataType;

@@ -1,5 +1,4 @@
 import { DnnlError, check, checkImpl } from '../../common/status.js';
-import { isRuntime } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
@@ -143,7 +142,6 @@ export class PrimitiveDesc {
     if (!bias) return;
     check(bias.ndims === want.length, `matmul: bias must have ${want.length} dims [${want.join(',')}] (each may be 1), got [${bias.dims.join(',')}]`);
     bias.dims.forEach((b, i) => check(b === want[i] || b === 1, `matmul: bias dims[${i}] = ${b} must equal ${want[i]} or be 1`));
-    check(!bias.dims.some(isRuntime), 'matmul: bias dims must be known');
   }
 
   /** The descriptor the primitive expects for an argument (`weights` resolved from `tag.any`). */

@@ -42,7 +42,9 @@ export class Primitive {
 
   /**
    * Enqueues the computation on `stream`. Argument errors throw here; errors found in runtime data
-   * (offsets) are raised by `stream.wait()`. Rows past the last offset of a grouped dst are not written.
+   * (offsets) are raised by `stream.wait()`. Runtime data is read when the work runs (immediately with
+   * threads = 1, later with workers), as on a device queue: do not rewrite inputs before `wait()`.
+   * Rows past the last offset of a grouped dst are not written.
    */
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem;
