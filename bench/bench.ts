@@ -7,7 +7,9 @@
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead.
  */
+import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
 import { fillRandom, timeIt, type Timing } from './timing.js';
 import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
@@ -163,15 +165,12 @@ async function runMatmul(w: Workload, eng: Engine, threads: number, isaName: str
     if (free) weiMem.free();
   }
   for (const peer of peers) {
-    if (peer !== 'ort' || w.dense) continue;
-    const { createOrtPeer } = await import('./ort_peer.js');
-    const wf32 = dtArg === 'f32' ? (userWei.values as Float32Array) : Float32Array.from(userWei.read());
-    const ort = await createOrtPeer(wf32, E, K, N, threads);
-    const x = Float32Array.from(src.read());
-    const y = new Float32Array(totalM * N);
-    const t = await timeIt(() => ort.run(x, w.sizes, y), { minMs });
-    report(row(w.name, 'onnxruntime-web:per-expert-matmul', 'f32', threads, t, flops));
-    await ort.close();
+    if (peer !== 'ort' || w.dense || dtArg !== 'f32') continue;
+    // onnxruntime-web fixes its thread count per process: measure it in a child process.
+    const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(new URL('./ort_peer_cli.ts', import.meta.url)), `--workload=${w.name}`, `--threads=${threads}`, `--min-ms=${minMs}`], { encoding: 'utf8', maxBuffer: 1 << 24 });
+    const line = child.stdout.trim().split('\n').pop() ?? '';
+    if (child.status !== 0 || !line.startsWith('{')) throw new Error(`onnxruntime-web peer failed: ${child.stderr}`);
+    report(JSON.parse(line) as Row);
   }
   src.free();
   dst.free();
