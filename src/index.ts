@@ -15,3 +15,4 @@ export { algorithm, type EltwiseAlg } from './attr/eltwise.js';
 export { ARG } from './primitives/args.js';
 export * as matmul from './primitives/matmul/index.js';
 export * as reorder from './primitives/reorder/index.js';
+export * as grouped_gemm from './primitives/grouped_gemm/index.js';

@@ -10,8 +10,17 @@ export const ARG = {
   WEIGHTS: 33,
   WEIGHTS_0: 33,
   BIAS: 41,
+  /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
+  MULTIPLE_SRC: 1024,
+  MULTIPLE_DST: 2048,
+  /** Proposal #3: `ARG.MULTIPLE_WEIGHTS + i` is expert i's weights (i < 1024; not a oneDNN id). */
+  MULTIPLE_WEIGHTS: 3072,
+  /** Proposal #3: the `[G]` int32 buffer of rows per expert (not a oneDNN id). */
+  RUNTIME_DIMS: 90,
   ATTR_SCALES: 4096,
   ATTR_ZERO_POINTS: 8192,
+  /** Proposal #2: `ARG.ATTR_GROUPED_OFFSETS | ARG.SRC` carries the G+1 offsets (not a oneDNN id). */
+  ATTR_GROUPED_OFFSETS: 1 << 22,
   /** `ARG.ATTR_MULTIPLE_POST_OP(i) | ARG.SRC_1`: the second input of binary post-op i. */
   ATTR_MULTIPLE_POST_OP: (idx: number): number => 32768 * (idx + 1),
 } as const;
@@ -23,6 +32,12 @@ export function argName(id: number): string {
     case ARG.DST: return 'ARG.DST';
     case ARG.WEIGHTS: return 'ARG.WEIGHTS';
     case ARG.BIAS: return 'ARG.BIAS';
-    default: return `arg ${id}`;
+    case ARG.RUNTIME_DIMS: return 'ARG.RUNTIME_DIMS';
+    case ARG.ATTR_GROUPED_OFFSETS | ARG.SRC: return 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC';
+    default:
+      if (id >= ARG.MULTIPLE_SRC && id < ARG.MULTIPLE_DST) return `ARG.MULTIPLE_SRC + ${id - ARG.MULTIPLE_SRC}`;
+      if (id >= ARG.MULTIPLE_DST && id < ARG.MULTIPLE_WEIGHTS) return `ARG.MULTIPLE_DST + ${id - ARG.MULTIPLE_DST}`;
+      if (id >= ARG.MULTIPLE_WEIGHTS && id < ARG.ATTR_SCALES) return `ARG.MULTIPLE_WEIGHTS + ${id - ARG.MULTIPLE_WEIGHTS}`;
+      return `arg ${id}`;
   }
 }

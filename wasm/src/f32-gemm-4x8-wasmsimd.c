@@ -1,10 +1,35 @@
 /* f32 GEMM microkernel, 4 rows x 8 columns, on weights packed in 8-column panels (kc x 8, contiguous).
    Baseline build: f32x4 mul + add. Relaxed build (-DRELAXED): f32x4.relaxed_madd (FMA on x86/ARM).
    C (+)= A[mr x kc] * W[kc x 8]; at the last K block the epilogue adds bias and applies element-wise
-   post-ops while the tile is still in registers. */
+   post-ops while the tile is still in registers.
+
+   The main loop is shaped for what V8's TurboFan (x64, 15 usable xmm registers) makes of it; each rule
+   below was measured (scratch/gemm in the repo history of this kernel):
+   - K is unrolled by 2 and every load carries its constant offset inside the wasm instruction (inline
+     asm: clang-16 never folds `p + const` into a load offset, which cost an i32.add per load).
+   - The loads are volatile asm in a fixed order: the 4 weight vectors of both k first, then the two
+     A values of each row. V8 keeps loads in wasm order and schedules the arithmetic late; this order is
+     the one where it needs only 15 xmm registers (8 accumulators + 4 weights + 2 A splats + 1 product)
+     and spills nothing. Other orders, k-unroll by 4, and 5 or 6 row tiles all spill an accumulator,
+     whose store/reload then sits in the loop-carried chain (30-45% slower).
+   - Each accumulator is updated as (v + x0*b0) + x1*b1 with the second product computed off the chain.
+     In the FMA build this is fma(x0, b0, v) + x1*b1: the chain per 2 k is FMA + add instead of two
+     FMAs, because 8 accumulators of back-to-back FMAs are latency-bound (~88% of peak on Zen 5).
+     In the mul+add build it is exactly the sequential sum.
+   - Pointers start as the result of an i32 add (of a zero V8 cannot see through), so V8 knows their
+     upper 32 bits are clear and emits no zero-extending movl per pointer per iteration; the loop counts
+     down to zero (add + jnz). */
 #include "common.h"
 #include "ukernel.h"
 
+/* v128.load / v128.load32_splat of p + off bytes, off folded into the instruction. Volatile: the
+   order of the loads is part of the register allocation recipe above. A and W are never written by the
+   kernel, so no memory clobber is needed. */
+#define LDV(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+#define LDS(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load32_splat %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+
+/* v + x0*b0 + x1*b1 (two consecutive k), the second product off the accumulator chain. */
+#define MADD2(x0, b0, x1, b1, v) wasm_f32x4_add(wasm_f32x4_mul((x1), (b1)), MADD((x0), (b0), (v)))
 
 INLINE v128_t apply_elt(v128_t x, int alg, float alpha, float beta) {
   switch (alg) {
@@ -47,14 +72,18 @@ INLINE void store_row(float* c, size_t nc, v128_t lo, v128_t hi) {
 void UKERNEL_NAME(f32_gemm_4x8)(size_t mr, size_t nc, size_t kc, const float* restrict a, size_t lda,
                                const float* restrict w, float* restrict c, size_t ldc, int accumulate,
                                const epilogue_t* epi) {
-  const float* a0 = a;
-  const float* a1 = mr > 1 ? a0 + lda : a0;
-  const float* a2 = mr > 2 ? a1 + lda : a1;
-  const float* a3 = mr > 3 ? a2 + lda : a2;
+  /* 0 for every valid call (kc < 2^31: W alone holds 8 * kc floats), but V8 cannot fold it, so the
+     pointers below are i32.add results it knows to be zero-extended. */
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  const float* a0 = a + z;
+  const float* a1 = a0 + (mr > 1 ? lda : 0);
+  const float* a2 = a1 + (mr > 2 ? lda : 0);
+  const float* a3 = a2 + (mr > 3 ? lda : 0);
   float* c0 = c;
-  float* c1 = mr > 1 ? c0 + ldc : c0;
-  float* c2 = mr > 2 ? c1 + ldc : c1;
-  float* c3 = mr > 3 ? c2 + ldc : c2;
+  float* c1 = c0 + (mr > 1 ? ldc : 0);
+  float* c2 = c1 + (mr > 2 ? ldc : 0);
+  float* c3 = c2 + (mr > 3 ? ldc : 0);
+  w = w + z;
 
   v128_t v00, v01, v10, v11, v20, v21, v30, v31;
   if (accumulate) {
@@ -65,14 +94,43 @@ void UKERNEL_NAME(f32_gemm_4x8)(size_t mr, size_t nc, size_t kc, const float* re
   } else {
     v00 = v01 = v10 = v11 = v20 = v21 = v30 = v31 = wasm_f32x4_splat(0.0f);
   }
-  for (size_t k = 0; k < kc; k++) {
+
+  size_t n = kc / 2;
+  if (n) do {
+    /* k: weights b0 (cols 0-3), b1 (cols 4-7); k+1: b2, b3. */
+    const v128_t b0 = LDV(w, 0);
+    const v128_t b2 = LDV(w, 32);
+    const v128_t b1 = LDV(w, 16);
+    const v128_t b3 = LDV(w, 48);
+    const v128_t x00 = LDS(a0, 0);
+    const v128_t x01 = LDS(a0, 4);
+    const v128_t x10 = LDS(a1, 0);
+    const v128_t x11 = LDS(a1, 4);
+    const v128_t x20 = LDS(a2, 0);
+    const v128_t x21 = LDS(a2, 4);
+    const v128_t x30 = LDS(a3, 0);
+    const v128_t x31 = LDS(a3, 4);
+    v00 = MADD2(x00, b0, x01, b2, v00);
+    v01 = MADD2(x00, b1, x01, b3, v01);
+    v10 = MADD2(x10, b0, x11, b2, v10);
+    v11 = MADD2(x10, b1, x11, b3, v11);
+    v20 = MADD2(x20, b0, x21, b2, v20);
+    v21 = MADD2(x20, b1, x21, b3, v21);
+    v30 = MADD2(x30, b0, x31, b2, v30);
+    v31 = MADD2(x30, b1, x31, b3, v31);
+    w += 16;
+    a0 += 2;
+    a1 += 2;
+    a2 += 2;
+    a3 += 2;
+  } while (--n);
+  if (kc & 1) {
     const v128_t b0 = wasm_v128_load(w);
     const v128_t b1 = wasm_v128_load(w + 4);
-    w += 8;
-    const v128_t x0 = wasm_v128_load32_splat(a0 + k);
-    const v128_t x1 = wasm_v128_load32_splat(a1 + k);
-    const v128_t x2 = wasm_v128_load32_splat(a2 + k);
-    const v128_t x3 = wasm_v128_load32_splat(a3 + k);
+    const v128_t x0 = wasm_v128_load32_splat(a0);
+    const v128_t x1 = wasm_v128_load32_splat(a1);
+    const v128_t x2 = wasm_v128_load32_splat(a2);
+    const v128_t x3 = wasm_v128_load32_splat(a3);
     v00 = MADD(x0, b0, v00);
     v01 = MADD(x0, b1, v01);
     v10 = MADD(x1, b0, v10);

@@ -16,13 +16,24 @@ static void set_error(job_t* j, int code, int32_t idx, int32_t a, int32_t b) {
   __atomic_store_n(&j->status, code, __ATOMIC_SEQ_CST);
 }
 
-/* Copies the offsets into private scratch and checks them; only worker 0 reports (all reach the same verdict). */
-static int load_offsets(job_t* j, int32_t* o, int tid) {
+/* Copies the group-defining buffer into private scratch and checks it; only worker 0 reports (all
+   workers reach the same verdict). Offsets modes: G+1 offsets. Pointer mode: G row counts. */
+static int load_groups(job_t* j, int32_t* o, int tid) {
   const int32_t* src = (const int32_t*)(uintptr_t)j->offs;
   const int G = j->G;
-  for (int i = 0; i <= G; i++) o[i] = src[i];
   int code = ERR_NONE;
   int32_t idx = 0, a = 0, b = 0;
+  if (j->group_mode == GROUPS_POINTERS) {
+    const group_rec_t* t = (const group_rec_t*)(uintptr_t)j->groups;
+    for (int i = 0; i < G; i++) o[i] = src[i];
+    for (int i = 0; !code && i < G; i++) {
+      if (o[i] < 0) { code = ERR_DIMS_NEGATIVE; idx = i; a = o[i]; }
+      else if ((uint32_t)o[i] > t[i].max_rows) { code = ERR_DIMS_CAPACITY; idx = i; a = o[i]; b = (int32_t)t[i].max_rows; }
+    }
+    if (code && tid == 0) set_error(j, code, idx, a, b);
+    return code;
+  }
+  for (int i = 0; i <= G; i++) o[i] = src[i];
   if (o[0] != 0) { code = ERR_OFFS_FIRST; a = o[0]; }
   for (int i = 1; !code && i <= G; i++)
     if (o[i] < o[i - 1]) { code = ERR_OFFS_DECREASING; idx = i; a = o[i]; b = o[i - 1]; }
@@ -55,8 +66,8 @@ typedef struct scratch {
   float* bias; /* NB */
 } scratch_t;
 
-static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t B, const float* wpacked, operand_t C,
-                     const char* bias_g, int32_t Kg, int32_t m0, int32_t mc, int32_t n0, int32_t nc) {
+static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t B, const float* wpacked, int32_t Kfull,
+                     operand_t C, const char* bias_g, int32_t Kg, int32_t m0, int32_t mc, int32_t n0, int32_t nc) {
   const int32_t KC = j->kc, NB = j->nb;
   const int32_t npan = cdiv(nc, NR);
   const int direct_c = C.dt == DT_F32 && C.s1 == 1;
@@ -98,8 +109,8 @@ static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t 
     const float* bp;
     size_t panel_stride;
     if (wpacked) {
-      bp = wpacked + ((size_t)(n0 / NR) * j->K + k0) * NR;
-      panel_stride = (size_t)j->K * NR;
+      bp = wpacked + ((size_t)(n0 / NR) * Kfull + k0) * NR;
+      panel_stride = (size_t)Kfull * NR;
     } else {
       for (int32_t p = 0; p < npan; p++)
         for (int32_t k = 0; k < kc; k++)
@@ -126,43 +137,60 @@ static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t 
         store_elem((char*)C.base, C.dt, (size_t)(m0 + i) * C.s0 + (size_t)(n0 + n) * C.s1, c[i * ldc + n]);
 }
 
-/* Rows (grouped_m) or contraction length (grouped_k) of group g. */
-INLINE int32_t group_extent(const job_t* j, const int32_t* o, int32_t g) {
-  return j->group_mode == GROUPS_OFFSETS ? o[g + 1] - o[g] : (j->kind == KIND_GROUPED_M ? j->M : j->K);
-}
+/* Everything a tile needs to know about its group. */
+typedef struct group_view {
+  operand_t A, B, C;
+  const float* wpacked;
+  const char* bias;
+  int32_t rows, Kg, Kfull, N;
+} group_view_t;
 
-INLINE int32_t group_tiles(const job_t* j, const int32_t* o, int32_t g) {
-  const int32_t rows = j->kind == KIND_GROUPED_M ? group_extent(j, o, g) : j->M;
-  return cdiv(rows, j->mb) * cdiv(j->N, j->nb);
-}
-
-static void run_group_tile(const job_t* j, const scratch_t* s, const int32_t* o, int32_t g, int32_t t) {
-  const int32_t mbn = j->kind == KIND_GROUPED_M ? cdiv(group_extent(j, o, g), j->mb) : cdiv(j->M, j->mb);
-  const int32_t m0 = (t % mbn) * j->mb, n0 = (t / mbn) * j->nb;
+/* Resolves group g: the only place where the three ways of defining groups differ. */
+static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t* v) {
   const size_t ss = esz(j->dt_src), ws = esz(j->dt_wei), ds = esz(j->dt_dst);
   const char* src = (const char*)(uintptr_t)j->src;
   const char* wei = (const char*)(uintptr_t)j->wei;
   char* dst = (char*)(uintptr_t)j->dst;
-  const char* bias_g = j->bias ? (const char*)(uintptr_t)j->bias + (size_t)g * j->b_g * 4 : 0;
-  operand_t A, B, C;
-  int32_t rows, Kg;
+  v->bias = j->bias ? (const char*)(uintptr_t)j->bias + (size_t)g * j->b_g * 4 : 0;
+  v->N = j->N;
+  if (j->group_mode == GROUPS_POINTERS) {
+    const group_rec_t* t = (const group_rec_t*)(uintptr_t)j->groups + g;
+    v->rows = o[g];
+    v->Kg = v->Kfull = t->K;
+    v->N = t->N;
+    v->A = (operand_t){ (const char*)(uintptr_t)t->src, t->s_0, 1, j->dt_src };
+    v->B = (operand_t){ (const char*)(uintptr_t)t->wei, t->w_k, t->w_n, j->dt_wei };
+    v->C = (operand_t){ (const char*)(uintptr_t)t->dst, t->d_0, 1, j->dt_dst };
+    v->wpacked = t->wei_packed ? (const float*)(uintptr_t)t->wei : 0;
+    return;
+  }
   if (j->kind == KIND_GROUPED_M) {
     const int32_t r0 = j->group_mode == GROUPS_OFFSETS ? o[g] : 0;
-    rows = group_extent(j, o, g);
-    Kg = j->K;
-    A = (operand_t){ src + ((size_t)g * j->s_g + (size_t)r0 * j->s_0) * ss, j->s_0, j->s_1, j->dt_src };
-    B = (operand_t){ wei + (size_t)g * j->w_g * ws, j->w_k, j->w_n, j->dt_wei };
-    C = (operand_t){ dst + ((size_t)g * j->d_g + (size_t)r0 * j->d_0) * ds, j->d_0, j->d_1, j->dt_dst };
+    v->rows = j->group_mode == GROUPS_OFFSETS ? o[g + 1] - o[g] : j->M;
+    v->Kg = v->Kfull = j->K;
+    v->A = (operand_t){ src + ((size_t)g * j->s_g + (size_t)r0 * j->s_0) * ss, j->s_0, j->s_1, j->dt_src };
+    v->B = (operand_t){ wei + (size_t)g * j->w_g * ws, j->w_k, j->w_n, j->dt_wei };
+    v->C = (operand_t){ dst + ((size_t)g * j->d_g + (size_t)r0 * j->d_0) * ds, j->d_0, j->d_1, j->dt_dst };
   } else {
     const int32_t k0 = j->group_mode == GROUPS_OFFSETS ? o[g] : g * j->K;
-    rows = j->M;
-    Kg = group_extent(j, o, g);
-    A = (operand_t){ src + (size_t)k0 * j->s_1 * ss, j->s_0, j->s_1, j->dt_src };
-    B = (operand_t){ wei + (size_t)k0 * j->w_k * ws, j->w_k, j->w_n, j->dt_wei };
-    C = (operand_t){ dst + (size_t)g * j->d_g * ds, j->d_0, j->d_1, j->dt_dst };
+    v->rows = j->M;
+    v->Kg = v->Kfull = j->group_mode == GROUPS_OFFSETS ? o[g + 1] - o[g] : j->K;
+    v->A = (operand_t){ src + (size_t)k0 * j->s_1 * ss, j->s_0, j->s_1, j->dt_src };
+    v->B = (operand_t){ wei + (size_t)k0 * j->w_k * ws, j->w_k, j->w_n, j->dt_wei };
+    v->C = (operand_t){ dst + (size_t)g * j->d_g * ds, j->d_0, j->d_1, j->dt_dst };
   }
-  const float* wpacked = j->wei_packed ? (const float*)B.base : 0;
-  run_tile(j, s, A, B, wpacked, C, bias_g, Kg, m0, MIN(j->mb, rows - m0), n0, MIN(j->nb, j->N - n0));
+  v->wpacked = j->wei_packed ? (const float*)v->B.base : 0;
+}
+
+INLINE int32_t view_tiles(const job_t* j, const group_view_t* v) {
+  return cdiv(v->rows, j->mb) * cdiv(v->N, j->nb);
+}
+
+static void run_group_tile(const job_t* j, const scratch_t* s, const group_view_t* v, int32_t t) {
+  const int32_t mbn = cdiv(v->rows, j->mb);
+  const int32_t m0 = (t % mbn) * j->mb, n0 = (t / mbn) * j->nb;
+  run_tile(j, s, v->A, v->B, v->wpacked, v->Kfull, v->C, v->bias, v->Kg, m0, MIN(j->mb, v->rows - m0), n0,
+           MIN(j->nb, v->N - n0));
 }
 
 EXPORT(run_job) int run_job(job_t* j, int tid) {
@@ -174,17 +202,25 @@ EXPORT(run_job) int run_job(job_t* j, int tid) {
   s.b = s.a + (size_t)j->mb * j->kc;
   s.c = s.b + (size_t)j->kc * j->nb;
   s.bias = s.c + (size_t)j->mb * j->nb;
-  if (j->group_mode == GROUPS_OFFSETS && load_offsets(j, o, tid)) return 0;
-  int32_t g = 0, base_tile = 0, tiles_g = j->G > 0 ? group_tiles(j, o, 0) : 0;
+  if (j->group_mode != GROUPS_UNIFORM && load_groups(j, o, tid)) return 0;
+  /* Tiles are numbered group by group (N-block major, M-block minor, so consecutive tiles share a
+     weight panel); each worker walks the groups forward as the shared counter grows. */
+  int32_t g = 0, base_tile = 0;
+  group_view_t v;
+  if (j->G > 0) view_group(j, o, 0, &v);
+  int32_t tiles_g = j->G > 0 ? view_tiles(j, &v) : 0;
   int done = 0;
   for (;;) {
     const int32_t t = __atomic_fetch_add(&j->tile_next, 1, __ATOMIC_RELAXED);
     while (g < j->G && t >= base_tile + tiles_g) {
       base_tile += tiles_g;
-      if (++g < j->G) tiles_g = group_tiles(j, o, g);
+      if (++g < j->G) {
+        view_group(j, o, g, &v);
+        tiles_g = view_tiles(j, &v);
+      }
     }
     if (g >= j->G) break;
-    run_group_tile(j, &s, o, g, t - base_tile);
+    run_group_tile(j, &s, &v, t - base_tile);
     done++;
   }
   return done;

@@ -10,6 +10,8 @@ export interface MatmulArgs {
   readonly weights: Memory;
   readonly dst: Memory;
   readonly bias: Memory | undefined;
+  /** Proposal #2: the offsets passed as `ARG.ATTR_GROUPED_OFFSETS | ARG.SRC`. */
+  readonly offsets: Memory | undefined;
 }
 
 /** A prepared implementation for one pd: turns arguments into stream work. */

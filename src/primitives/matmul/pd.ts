@@ -1,6 +1,6 @@
 import { DnnlError, check, checkImpl } from '../../common/status.js';
 import { now, verboseLine } from '../../common/verbose.js';
-import { MemoryDesc } from '../../memory/desc.js';
+import { MemoryDesc, plainDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
@@ -78,6 +78,7 @@ export class PrimitiveDesc {
     check(bias === undefined || (bias.format !== 'any' && !bias.isGrouped), 'matmul: bias must be a plain descriptor with a layout');
     const kind = classify(src, wei, dst);
     const s = resolveActivation(src), d = resolveActivation(dst);
+    if (attr.groupedOffsets) return PrimitiveDesc.initOffsetsAttr(kind, s, wei, bias, d, attr);
     if (kind === 'dense') return PrimitiveDesc.initDense(s, wei, bias, d, attr);
     if (kind === 'grouped_m') return PrimitiveDesc.initGroupedM(s, wei, bias, d, attr);
     return PrimitiveDesc.initGroupedK(s, wei, bias, d, attr);
@@ -98,7 +99,7 @@ export class PrimitiveDesc {
       check(dst.dims[b] === (src.dims[b] === 1 ? wei.dims[b] : src.dims[b]), `matmul: dst batch dims[${b}] = ${dst.dims[b]} must be the broadcast of src's ${src.dims[b]} and weights' ${wei.dims[b]}`);
     }
     PrimitiveDesc.checkBias(bias, dst.dims);
-    return { kind: 'dense', M, K, N, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr };
+    return { kind: 'dense', M, K, N, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr, offsetsFrom: undefined };
   }
 
   private static initGroupedM(src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
@@ -116,7 +117,7 @@ export class PrimitiveDesc {
     check(gs.offsetsDt === gd.offsetsDt, `matmul: src and dst offsets data types differ (${gs.offsetsDt} vs ${gd.offsetsDt})`);
     check(!gs.groupSizes || !gd.groupSizes || gs.groupSizes.every((v, i) => v === gd.groupSizes![i]), 'matmul: src and dst per-group dims differ');
     PrimitiveDesc.checkBias(bias, [G, N]);
-    return { kind: 'grouped_m', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr };
+    return { kind: 'grouped_m', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc' };
   }
 
   private static initGroupedK(src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
@@ -135,7 +136,24 @@ export class PrimitiveDesc {
     check(gs.offsetsDt === gw.offsetsDt, `matmul: src and weights offsets data types differ (${gs.offsetsDt} vs ${gw.offsetsDt})`);
     check(!gs.groupSizes || !gw.groupSizes || gs.groupSizes.every((v, i) => v === gw.groupSizes![i]), 'matmul: src and weights per-group dims differ');
     PrimitiveDesc.checkBias(bias, [G, M, N]);
-    return { kind: 'grouped_k', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr };
+    return { kind: 'grouped_k', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc' };
+  }
+
+  /** Proposal #2: plain 2D src/dst whose rows are grouped by offsets given at execution. */
+  private static initOffsetsAttr(kind: MatmulKind, src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
+    const ga = attr.groupedOffsets!;
+    check(kind === 'dense', 'matmul: grouped-offsets attribute needs plain src and dst, not grouped descriptors (use one or the other)');
+    check(src.ndims === 2, `matmul: with grouped offsets, src must be 2D [total_M, K], got ${src.ndims} dims`);
+    check(dst.ndims === 2, `matmul: with grouped offsets, dst must be 2D [total_M, N], got ${dst.ndims} dims`);
+    check(wei.ndims === 3, `matmul: with grouped offsets, weights must be 3D [G, K, N], got ${wei.ndims} dims`);
+    const [M, K] = src.dims;
+    const [G, , N] = wei.dims;
+    check(ga.groupCount === G, `matmul: grouped-offsets group count ${ga.groupCount} must equal weights dims[0] = ${G}`);
+    check(wei.dims[1] === K, `matmul: weights dims[1] = ${wei.dims[1]} must equal src K = ${K}`);
+    check(dst.dims[0] === M, `matmul: dst dims[0] = ${dst.dims[0]} must equal src total rows ${M}`);
+    check(dst.dims[1] === N, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N = ${N}`);
+    PrimitiveDesc.checkBias(bias, [G, N]);
+    return { kind: 'grouped_m', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'attr' };
   }
 
   private static checkBias(bias: MemoryDesc | undefined, want: readonly number[]): void {
@@ -145,7 +163,8 @@ export class PrimitiveDesc {
   }
 
   /** The descriptor the primitive expects for an argument (`weights` resolved from `tag.any`). */
-  queryMd(what: 'src' | 'weights' | 'bias' | 'dst'): MemoryDesc | undefined {
+  queryMd(what: 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets'): MemoryDesc | undefined {
+    if (what === 'grouped_offsets') return this.problem.offsetsFrom === 'attr' ? plainDesc([this.problem.G + 1], 's32', 'a') : undefined;
     return what === 'src' ? this.problem.src : what === 'weights' ? this.problem.weights : what === 'bias' ? this.problem.bias : this.problem.dst;
   }
 

@@ -22,8 +22,7 @@ function overlaps(a: Memory, b: Memory): boolean {
 }
 
 /** Group sizes of a grouped argument for the verbose line (read after execution). */
-function groupSizesString(m: Memory): string {
-  const o = m.offsets;
+function groupSizesString(o: Int32Array): string {
   const n = Math.min(o.length - 1, 64);
   const parts: number[] = [];
   for (let i = 0; i < n; i++) parts.push(o[i + 1] - o[i]);
@@ -54,6 +53,7 @@ export class Primitive {
       weights: this.arg(args, ARG.WEIGHTS, p.weights),
       dst: this.arg(args, ARG.DST, p.dst),
       bias: p.bias ? this.arg(args, ARG.BIAS, p.bias) : undefined,
+      offsets: p.offsetsFrom === 'attr' ? this.arg(args, ARG.ATTR_GROUPED_OFFSETS | ARG.SRC, this.pd.queryMd('grouped_offsets')!) : undefined,
     };
     for (const [m, name] of [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS']] as const) {
       check(!m || !overlaps(a.dst, m), `matmul.execute: ARG.DST values overlap ${name} values (in-place matmul is not supported)`);
@@ -66,7 +66,7 @@ export class Primitive {
     stream.enqueue(() => {
       const t0 = now();
       const line = (): void => {
-        const groups = p.kind === 'grouped_m' ? groupSizesString(a.src) : p.kind === 'grouped_k' ? groupSizesString(a.src) : '';
+        const groups = p.offsetsFrom === 'attr' ? groupSizesString(a.offsets!.values as Int32Array) : p.kind !== 'dense' ? groupSizesString(a.src.offsets) : '';
         verboseLine('exec', ['matmul', this.pd.implInfo, 'undef', this.pd.mdsString(), p.attr.toString(), groups, problemString(p), (now() - t0).toFixed(4)]);
       };
       const r = task();

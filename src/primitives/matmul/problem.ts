@@ -25,6 +25,8 @@ export interface MatmulProblem {
   readonly bias: MemoryDesc | undefined;
   readonly dst: MemoryDesc;
   readonly attr: PrimitiveAttr;
+  /** grouped_m: where the offsets come from: the grouped src/dst memory (P#1) or an attribute argument (P#2). */
+  readonly offsetsFrom: 'desc' | 'attr' | undefined;
 }
 
 /** "mb8:m512k1024n2816"-like short problem string for verbose and benchmarks. */

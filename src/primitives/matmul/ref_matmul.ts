@@ -7,7 +7,7 @@ import type { Memory } from '../../memory/memory.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
-import { checkedOffsets } from './runtime_offsets.js';
+import { checkedOffsets, groupingOf } from './runtime_offsets.js';
 
 const FLOAT_TYPES: readonly DataType[] = ['f32', 'bf16', 'f16'];
 
@@ -68,7 +68,7 @@ function runRef(p: MatmulProblem, a: MatmulArgs): void {
 }
 
 function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
-  const offs = checkedOffsets(a.src, 'src', [[a.dst, 'dst']]);
+  const offs = checkedOffsets(groupingOf(p, a));
   const [ss0, ss1] = p.src.strides;
   const [ws0, ws1, ws2] = p.weights.strides;
   const [ds0, ds1] = p.dst.strides;
@@ -89,7 +89,7 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
 }
 
 function refGroupedK(p: MatmulProblem, a: MatmulArgs): void {
-  const offs = checkedOffsets(a.src, 'src', [[a.weights, 'weights']]);
+  const offs = checkedOffsets(groupingOf(p, a));
   const [ss0, ss1] = p.src.strides;
   const [ws0, ws1] = p.weights.strides;
   const [ds0, ds1, ds2] = p.dst.strides;

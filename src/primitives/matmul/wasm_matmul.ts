@@ -1,11 +1,12 @@
-import { DnnlError } from '../../common/status.js';
 import type { DataType } from '../../common/data_type.js';
 import type { MemoryDesc } from '../../memory/desc.js';
 import { packedGeometry, packedWeightsDesc, PACKED_P8 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
-import { ELT_CODE, GROUP_MODE, JOB, JOB_DT, JOB_ERR, JOB_KIND, MAX_ELT, type JobField } from '../../runtime/job_layout.js';
+import { GROUP_MODE, JOB, JOB_DT, JOB_ERR, JOB_KIND, type JobField } from '../../runtime/job_layout.js';
+import { epilogueRejection, writeEpilogue } from '../kernel_epilogue.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
+import { groupingOf, offsetsError } from './runtime_offsets.js';
 
 /** Tile geometry: MB x NB output blocks, K blocked by KC (B micro-panel 8 KiB in L1, A block in L2). */
 const MB = 64;
@@ -13,7 +14,6 @@ const NB = 128;
 const KC = 256;
 
 const KERNEL_TYPES: readonly DataType[] = ['f32', 'bf16', 'f16'];
-const isElt = (alg: string): alg is keyof typeof ELT_CODE => alg in ELT_CODE;
 
 function fits32(md: MemoryDesc): boolean {
   return md.dims.every((d) => d <= 0x7fffffff) && md.strides.every((s) => s <= 0x7fffffff) && md.spanElems <= 0x7fffffff;
@@ -41,13 +41,8 @@ export const wasmMatmul: MatmulImpl = {
       const nd = p.bias.ndims;
       if ((p.kind !== 'grouped_m' || nd === 3) && nd >= 2 && p.bias.dims[nd - 2] !== 1) return 'bias that varies along M';
     }
-    const ops = p.attr.postOps.entries;
-    if (ops.filter((o) => o.kind === 'eltwise').length > MAX_ELT) return `more than ${MAX_ELT} eltwise post-ops`;
-    for (let i = 0; i < ops.length; i++) {
-      const o = ops[i];
-      if (o.kind === 'sum' && i !== 0) return 'a sum post-op must come first';
-      if (o.kind === 'eltwise' && !isElt(o.alg)) return `eltwise ${o.alg} is not in the kernel epilogue`;
-    }
+    const epi = epilogueRejection(p.attr);
+    if (epi) return epi;
     return undefined;
   },
   weightsLayout(p) {
@@ -83,10 +78,10 @@ class WasmMatmulExecutor implements MatmulExecutor {
 
   task(a: MatmulArgs): () => void | Promise<void> {
     const eng = this.engine;
-    if (eng.pool) return () => eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus());
+    if (eng.pool) return () => eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus(a));
     return () => {
       eng.kernels!.run_job(this.fill(a), 0);
-      this.checkStatus();
+      this.checkStatus(a);
     };
   }
 
@@ -145,7 +140,9 @@ class WasmMatmulExecutor implements MatmulExecutor {
         this.set('w_g', weiBatched ? ws[0] : 0);
         this.set('w_k', wk); this.set('w_n', wn);
       }
-      if (p.kind === 'grouped_m') {
+      if (p.offsetsFrom === 'attr') {
+        this.set('offs', a.offsets!.handles[0]);
+      } else if (p.kind === 'grouped_m') {
         this.set('offs', a.src.handles[1]);
         this.set('offs2', a.dst.handles[1]);
       }
@@ -158,38 +155,14 @@ class WasmMatmulExecutor implements MatmulExecutor {
       const perGroup = p.kind !== 'dense' || (batched && nd === 3);
       this.set('b_g', perGroup && b.dims[0] !== 1 ? b.strides[0] : 0);
     }
-    let ne = 0;
-    for (const op of p.attr.postOps.entries) {
-      if (op.kind === 'sum') {
-        this.set('has_sum', 1);
-        this.f32[JOB.sum_scale / 4] = op.scale;
-        continue;
-      }
-      this.i32[JOB.elt_alg / 4 + ne] = ELT_CODE[op.alg as keyof typeof ELT_CODE];
-      this.f32[JOB.elt_alpha / 4 + ne] = op.alpha;
-      this.f32[JOB.elt_beta / 4 + ne] = op.beta;
-      ne++;
-    }
-    this.set('n_elt', ne);
+    writeEpilogue(this.i32, this.f32, p.attr);
     return this.job;
   }
 
   /** Turns the kernel's verdict on the runtime offsets into the same errors as the reference. */
-  private checkStatus(): void {
+  private checkStatus(a: MatmulArgs): void {
     const code = this.i32[JOB.status / 4];
     if (code === JOB_ERR.none) return;
-    const i = this.i32[JOB.err_index / 4], x = this.i32[JOB.err_a / 4], y = this.i32[JOB.err_b / 4];
-    const p = this.p;
-    const prim = 'src';
-    const other = p.kind === 'grouped_k' ? 'weights' : 'dst';
-    const vd = p.kind === 'grouped_k' ? 1 : 0;
-    const msg =
-      code === JOB_ERR.offs_first ? `${prim} offsets[0] must be 0, got ${x}` :
-      code === JOB_ERR.offs_decreasing ? `${prim} offsets must be non-decreasing: offsets[${i}] = ${x} < offsets[${i - 1}] = ${y}` :
-      code === JOB_ERR.offs_total ? `${prim} offsets[${i}] = ${x} exceeds the total extent ${y} of dims[${vd}]` :
-      code === JOB_ERR.offs_sizes ? `${prim} offsets give group ${i} ${x} rows but the descriptor's per-group dims say ${y}` :
-      code === JOB_ERR.offs_mismatch ? `${other} offsets must equal ${prim} offsets: ${other} offsets[${i}] = ${x}, ${prim} offsets[${i}] = ${y}` :
-      `kernel status ${code}`;
-    throw new DnnlError(code === JOB_ERR.none ? 'runtime_error' : 'invalid_arguments', msg);
+    throw offsetsError(groupingOf(this.p, a), code, this.i32[JOB.err_index / 4], this.i32[JOB.err_a / 4], this.i32[JOB.err_b / 4]);
   }
 }

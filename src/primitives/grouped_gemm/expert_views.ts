@@ -1,0 +1,26 @@
+import { check } from '../../common/status.js';
+import { RUNTIME_DIM_VAL } from '../../common/dims.js';
+import { dtBytes } from '../../common/data_type.js';
+import { plainDesc } from '../../memory/desc.js';
+import { Memory } from '../../memory/memory.js';
+
+/**
+ * The RFC's "Frameworks Compatibility" mapping: zero-copy per-expert views `[RUNTIME_DIM_VAL, K]` over
+ * a contiguous `[total, K]` buffer (plain or grouped memory), one per group, starting at the host-side
+ * offsets `offs` (G+1 entries). The views alias `mem`; they need rebuilding whenever the offsets move.
+ */
+export function expertViews(mem: Memory, offs: ArrayLike<number>): Memory[] {
+  const md = mem.desc;
+  check(md.ndims === 2 && md.format !== 'packed', 'expertViews: needs a 2D [total, K] memory');
+  check(md.strides[1] === 1, 'expertViews: rows must be contiguous (row-major)');
+  check(offs.length >= 2, 'expertViews: offsets need G+1 >= 2 entries');
+  const [total, K] = md.dims;
+  const row = md.strides[0] * dtBytes(md.dataType, 1);
+  const viewMd = plainDesc([RUNTIME_DIM_VAL, K], md.dataType, 'ab');
+  const out: Memory[] = [];
+  for (let g = 0; g + 1 < offs.length; g++) {
+    check(Number.isInteger(offs[g]) && offs[g] >= 0 && offs[g] <= total, `expertViews: offsets[${g}] = ${offs[g]} is outside [0, ${total}]`);
+    out.push(Memory.create(viewMd, mem.engine, mem.handles[0] + offs[g] * row));
+  }
+  return out;
+}

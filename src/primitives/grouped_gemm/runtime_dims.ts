@@ -1,0 +1,41 @@
+import { DnnlError } from '../../common/status.js';
+import type { Memory } from '../../memory/memory.js';
+import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
+import { dtBytes } from '../../common/data_type.js';
+
+/**
+ * Rows that fit in an expert's buffer: its descriptor has a runtime M, so the only bound is the heap
+ * allocation the handle points into. The kernel checks each runtime M against min(src, dst) capacity.
+ */
+export function rowCapacity(m: Memory): number {
+  const md = m.desc;
+  const elt = dtBytes(md.dataType, 1);
+  const block = m.engine.heap.owningBlock(m.handles[0], 0);
+  if (!block) return 0;
+  const avail = block.start + block.size - m.handles[0];
+  const rowBytes = md.strides[0] * elt, lastRow = md.dims[1] * elt;
+  if (md.dims[1] === 0) return 0x7fffffff;
+  if (avail < lastRow) return 0;
+  return Math.min(0x7fffffff, Math.floor((avail - lastRow) / rowBytes) + 1);
+}
+
+export const DIMS_ERR = { negative: 6, capacity: 7 } as const;
+
+export function runtimeDimsError(code: number, i: number, x: number, y: number): DnnlError {
+  if (code === DIMS_ERR.negative) return new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} must be non-negative`);
+  if (code === DIMS_ERR.capacity) return new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} rows do not fit expert ${i}'s src/dst allocations (${y} rows fit)`);
+  return new DnnlError('runtime_error', `grouped_gemm: kernel status ${code}`);
+}
+
+/** Host-side validation (reference path): same rules, same messages as the kernel. */
+export function checkedRuntimeDims(dims: Int32Array, capacity: (i: number) => number): Int32Array {
+  const m = Int32Array.from(dims);
+  for (let i = 0; i < m.length; i++) {
+    if (m[i] < 0) throw runtimeDimsError(DIMS_ERR.negative, i, m[i], 0);
+    const cap = capacity(i);
+    if (m[i] > cap) throw runtimeDimsError(DIMS_ERR.capacity, i, m[i], cap);
+  }
+  return m;
+}
+
+export { RUNTIME_SIZE_VAL };
