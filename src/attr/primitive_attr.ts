@@ -1,6 +1,7 @@
 import { check, checkImpl } from '../common/status.js';
 import { isDataType, type DataType } from '../common/data_type.js';
 import { PostOps } from './post_ops.js';
+import { countObject } from '../common/census.js';
 
 /** Proposal #2: groups of an argument defined by offsets passed at execution. */
 export interface GroupedOffsetsAttr {
@@ -16,6 +17,10 @@ export interface GroupedOffsetsAttr {
 export class PrimitiveAttr {
   postOps = new PostOps();
   private grouped: GroupedOffsetsAttr | undefined;
+
+  constructor() {
+    countObject('attr');
+  }
 
   setPostOps(ops: PostOps): this {
     this.postOps = ops;

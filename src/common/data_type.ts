@@ -1,6 +1,6 @@
 import {
   e8m0ToF32, f32ToF4E2m1, f32ToF8E4m3, f32ToF8E5m2, f32ToS4, f32ToU4, f4E2m1ToF32, f8E4m3ToF32, f8E5m2ToF32,
-  pack4, s4ToF32, toE8m0, u4ToF32, unpack4, type E8m0Rounding,
+  pack4, s4ToF32, toE8m0, u4ToF32, unpack4, type E8m0Rounding, type Fp8Options,
 } from './low_precision.js';
 
 /**
@@ -188,7 +188,7 @@ export function fromStored(t: DataType, v: number): number {
 
 /** Options of {@link encodeArray}. */
 export interface EncodeOptions {
-  /** FP8 saturation (default true), see `Fp8Options` in `low_precision.ts`. */
+  /** FP8 saturation (default true), see {@link Fp8Options}. */
   readonly saturate?: boolean;
   /** Rounding of e8m0 values (default `'floor'`), see `toE8m0`. */
   readonly e8m0Rounding?: E8m0Rounding;
@@ -208,7 +208,7 @@ export function encodeArray(t: DataType, values: ArrayLike<number>, opts?: Encod
   const n = values.length;
   const out = new Uint8Array(dtBytes(t, n));
   const dv = new DataView(out.buffer);
-  const saturate = { saturate: opts?.saturate ?? true };
+  const fp8: Fp8Options = { saturate: opts?.saturate ?? true };
   switch (t) {
     case 'f32': for (let i = 0; i < n; i++) dv.setFloat32(4 * i, values[i], true); break;
     case 'bf16': for (let i = 0; i < n; i++) dv.setUint16(2 * i, f32ToBf16(values[i]), true); break;
@@ -216,8 +216,8 @@ export function encodeArray(t: DataType, values: ArrayLike<number>, opts?: Encod
     case 's32': for (let i = 0; i < n; i++) dv.setInt32(4 * i, toStored(t, values[i]), true); break;
     case 's8':
     case 'u8': for (let i = 0; i < n; i++) out[i] = toStored(t, values[i]) & 0xff; break;
-    case 'f8_e4m3': for (let i = 0; i < n; i++) out[i] = f32ToF8E4m3(values[i], saturate); break;
-    case 'f8_e5m2': for (let i = 0; i < n; i++) out[i] = f32ToF8E5m2(values[i], saturate); break;
+    case 'f8_e4m3': for (let i = 0; i < n; i++) out[i] = f32ToF8E4m3(values[i], fp8); break;
+    case 'f8_e5m2': for (let i = 0; i < n; i++) out[i] = f32ToF8E5m2(values[i], fp8); break;
     case 'e8m0': {
       const mode = opts?.e8m0Rounding ?? 'floor';
       for (let i = 0; i < n; i++) out[i] = toE8m0(values[i], mode);

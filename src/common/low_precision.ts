@@ -243,9 +243,10 @@ export function e8m0ToExponent(code: number): number {
 /**
  * Unbiased power-of-two exponent -> e8m0 code, e.g. the OCP MX shared scale exponent
  * `floor(log2(amax)) - emax_elem`. Integers are clamped to the representable range [-127, 127]
- * (0x00..0xFE); -Infinity (log2 of 0) gives 0x00 and +Infinity or NaN give NaN (0xFF), so
- * `e8m0FromExponent(Math.floor(Math.log2(x)))` agrees with `toE8m0(x, 'floor')` for every x >= 0.
- * A finite non-integer throws a RangeError.
+ * (0x00..0xFE); -Infinity (log2 of 0) gives 0x00 and +Infinity or NaN give NaN (0xFF), so for
+ * every x >= 0, `e8m0FromExponent(k)` with k = floor(log2(x)) computed exactly equals
+ * `toE8m0(x, 'floor')` (beware: `Math.floor(Math.log2(x))` can be off by one just below a power of
+ * two). A finite non-integer throws a RangeError.
  */
 export function e8m0FromExponent(e: number): number {
   if (e !== e || e === Infinity) return E8M0_NAN;
@@ -311,7 +312,7 @@ export function f32ToU4(x: number): number {
 
 /** s4 code -> value: the low nibble sign-extended, so both -8..7 and the nibble 0..15 work. */
 export function s4ToF32(code: number): number {
-  return ((code & 0xf) ^ 0x8) - 0x8;
+  return code & 0xf;
 }
 
 /** u4 code -> value: the low nibble. */

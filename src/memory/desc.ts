@@ -2,6 +2,7 @@ import { DnnlError, check } from '../common/status.js';
 import { dtBytes, isDataType, type DataType } from '../common/data_type.js';
 import { RUNTIME_DIM_VAL, isRuntime, dimsEqual, dimsToString, type Dims } from '../common/dims.js';
 import { tagToStrides, stridesToTag } from './format_tag.js';
+import { countObject } from '../common/census.js';
 
 /** Byte size that depends on runtime dims (oneDNN `DNNL_RUNTIME_SIZE_VAL`). */
 export const RUNTIME_SIZE_VAL = -1;
@@ -182,6 +183,7 @@ export function validateStrides(strides: Dims, dims: Dims, argName: string): voi
 
 /** `memory.desc(dims, dt, tagOrStrides)`: a plain (dense or strided) descriptor, or `tag.any`. */
 export function plainDesc(dims: Dims, dataType: DataType, tagOrStrides: string | Dims): MemoryDesc {
+  countObject('memory_desc');
   validateDims(dims, 'memory.desc', true);
   validateDataType(dataType, 'memory.desc');
   if (typeof tagOrStrides === 'string') {

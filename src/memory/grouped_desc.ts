@@ -1,5 +1,6 @@
 import { check, checkImpl } from '../common/status.js';
 import { type DataType } from '../common/data_type.js';
+import { countObject } from '../common/census.js';
 import { isRuntime, denseStrides, type Dims } from '../common/dims.js';
 import { MemoryDesc, validateDataType, validateDims, validateStrides } from './desc.js';
 
@@ -21,6 +22,7 @@ export function groupedDesc(
   strides?: Dims,
 ): MemoryDesc {
   const arg = 'memory.desc.grouped';
+  countObject('memory_desc');
   validateDims(dims, arg, false);
   validateDataType(dataType, arg);
   validateDataType(offsetsDt, `${arg}: offsetsDt`);

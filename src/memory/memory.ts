@@ -3,6 +3,7 @@ import { dtBytes, fromStored, makeView, toStored, type ValuesView } from '../com
 import type { Engine } from '../runtime/engine.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
+import { countObject } from '../common/census.js';
 
 /** A buffer address in the engine heap (what oneDNN calls a handle). */
 export type Handle = number;
@@ -63,6 +64,7 @@ export class Memory {
       throw e;
     }
     const mem = new Memory(desc, engine, out, owned);
+    countObject('memory');
     const g = desc.grouped;
     if (g?.groupSizes && list[1] === undefined) fromSizes(g.groupSizes, mem.offsets);
     return mem;

@@ -1,6 +1,7 @@
 import { DnnlError, check, checkImpl } from '../../common/status.js';
 import { isRuntime } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
+import { countObject, countPdTime } from '../../common/census.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { packedWeightsDesc } from '../../memory/packed_weights.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
@@ -26,6 +27,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, srcMds: readonly MemoryDesc[], weiMds: readonly MemoryDesc[], dstMds: readonly MemoryDesc[], runtimeDimsMd: MemoryDesc, attr: PrimitiveAttr = new PrimitiveAttr()) {
     const t0 = now();
+    countObject('primitive_desc');
     check(Array.isArray(srcMds) && Array.isArray(weiMds) && Array.isArray(dstMds), 'grouped_gemm: srcMds, weiMds and dstMds must be arrays');
     const G = srcMds.length;
     check(G >= 1, 'grouped_gemm: at least one expert is required');
@@ -60,6 +62,7 @@ export class PrimitiveDesc {
     const anyW = experts.some((e) => e.weights.format === 'any');
     this.problem = Object.freeze({ ...p, experts: anyW ? experts.map((e) => (e.weights.format === 'any' ? { ...e, weights: chosen.weightsLayout(e, engine) } : e)) : experts });
     this.creationMs = now() - t0;
+    countPdTime(this.creationMs);
     verboseLine('create', ['grouped_gemm', this.implInfo, 'undef', this.mdsString(), attr.toString(), '', `g${G}`, this.creationMs.toFixed(4)]);
   }
 

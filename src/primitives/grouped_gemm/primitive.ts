@@ -6,6 +6,7 @@ import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { GroupedGemmArgs } from './impl_list.js';
 import type { PrimitiveDesc } from './pd.js';
+import { countObject } from '../../common/census.js';
 
 /**
  * Proposal #3 primitive. `execute(strm, args)` takes `ARG.MULTIPLE_SRC + i`, `ARG.MULTIPLE_WEIGHTS + i`,
@@ -17,6 +18,7 @@ export class Primitive {
   private readonly executor: { task(args: GroupedGemmArgs): () => void | Promise<void> };
 
   constructor(pd: PrimitiveDesc) {
+    countObject('primitive');
     this.pd = pd;
     this.executor = pd.impl.createExecutor(pd.problem, pd.engine);
   }

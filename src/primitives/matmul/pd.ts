@@ -1,6 +1,7 @@
 import { DnnlError, check, checkImpl } from '../../common/status.js';
 import { now, verboseLine } from '../../common/verbose.js';
-import { MemoryDesc, plainDesc } from '../../memory/desc.js';
+import { countObject, countPdTime } from '../../common/census.js';
+import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
@@ -38,9 +39,11 @@ export class PrimitiveDesc {
   readonly problem: MatmulProblem;
   readonly impl: MatmulImpl;
   readonly creationMs: number;
+  private offsetsMd: MemoryDesc | undefined;
 
   constructor(engine: Engine, src: MemoryDesc, weights: MemoryDesc, biasOrDst: MemoryDesc, dstOrAttr?: MemoryDesc | PrimitiveAttr, attrArg?: PrimitiveAttr) {
     const t0 = now();
+    countObject('primitive_desc');
     const hasBias = dstOrAttr instanceof MemoryDesc;
     const bias = hasBias ? biasOrDst : undefined;
     const dst = hasBias ? dstOrAttr : biasOrDst;
@@ -62,6 +65,7 @@ export class PrimitiveDesc {
     const wei = p.weights.format === 'any' ? chosen.weightsLayout(p, engine) : p.weights;
     this.problem = Object.freeze({ ...p, weights: wei });
     this.creationMs = now() - t0;
+    countPdTime(this.creationMs);
     verboseLine('create', ['matmul', this.implInfo, 'undef', this.mdsString(), attr.toString(), '', problemString(this.problem), this.creationMs.toFixed(4)]);
   }
 
@@ -164,7 +168,11 @@ export class PrimitiveDesc {
 
   /** The descriptor the primitive expects for an argument (`weights` resolved from `tag.any`). */
   queryMd(what: 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets'): MemoryDesc | undefined {
-    if (what === 'grouped_offsets') return this.problem.offsetsFrom === 'attr' ? plainDesc([this.problem.G + 1], 's32', 'a') : undefined;
+    if (what === 'grouped_offsets') {
+      if (this.problem.offsetsFrom !== 'attr') return undefined;
+      this.offsetsMd ??= new MemoryDesc({ dims: [this.problem.G + 1], dataType: 's32', format: 'blocked', strides: [1] });
+      return this.offsetsMd;
+    }
     return what === 'src' ? this.problem.src : what === 'weights' ? this.problem.weights : what === 'bias' ? this.problem.bias : this.problem.dst;
   }
 

@@ -6,6 +6,7 @@ import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
+import { countObject } from '../../common/census.js';
 import { problemString } from './problem.js';
 
 export type ExecArgs = Readonly<Record<number, Memory | undefined>>;
@@ -35,6 +36,7 @@ export class Primitive {
   private readonly executor: MatmulExecutor;
 
   constructor(pd: PrimitiveDesc) {
+    countObject('primitive');
     this.pd = pd;
     this.executor = pd.impl.createExecutor(pd.problem, pd.engine);
   }

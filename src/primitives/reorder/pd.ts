@@ -1,6 +1,7 @@
 import { check, checkImpl } from '../../common/status.js';
 import { dimsEqual } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
+import { countObject } from '../../common/census.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { PACKED_P8 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
@@ -20,6 +21,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc) {
     const t0 = now();
+    countObject('primitive_desc');
     check(src instanceof MemoryDesc, 'reorder: src must be a memory descriptor');
     check(dst instanceof MemoryDesc, 'reorder: dst must be a memory descriptor');
     check(dimsEqual(src.dims, dst.dims), `reorder: src dims [${src.dims.join(',')}] must equal dst dims [${dst.dims.join(',')}]`);

@@ -6,6 +6,7 @@ import { Memory } from '../../memory/memory.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG } from '../args.js';
 import type { PrimitiveDesc } from './pd.js';
+import { countObject } from '../../common/census.js';
 
 const JOB_DT: Record<string, number> = { f32: 0, bf16: 1, f16: 2 };
 
@@ -14,6 +15,7 @@ export class Primitive {
   readonly pd: PrimitiveDesc;
 
   constructor(pd: PrimitiveDesc) {
+    countObject('primitive');
     this.pd = pd;
   }
 

@@ -1,0 +1,223 @@
+/**
+ * `npm run compare`: the same MoE work through RFC Proposals #1, #2, #3 and today's per-expert loop.
+ * Routing changes on every step. Checks the four outputs are bit-identical, measures setup and
+ * primitive-descriptor creation, per-step host work and step time (medians), extra heap memory,
+ * objects created and lines of user code (from examples/), and writes reports/compare.md,
+ * reports/compare.html and rfcs/proposal-comparison.md.
+ *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b]
+ */
+import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Engine, Memory, Stream, dt, memory, objectCensus, tag } from '../src/index.js';
+import { createBaseline } from '../examples/baseline-per-expert-loop.js';
+import { createP1 } from '../examples/p1-grouped-memory.js';
+import { createP2 } from '../examples/p2-offsets-attr.js';
+import { createP3 } from '../examples/p3-pointer-array.js';
+import type { MoeShape, ProposalFactory } from '../examples/moe_layer.js';
+import { fillRandom } from './timing.js';
+import { routeZipf } from './workloads.js';
+
+interface CompareWorkload {
+  name: string;
+  tokens: number;
+  topk: number;
+  E: number;
+  K: number;
+  N: number;
+  zipf: number;
+  description: string;
+}
+
+const WORKLOADS: CompareWorkload[] = [
+  { name: 'decode-e64', tokens: 8, topk: 6, E: 64, K: 1024, N: 1408, zipf: 0.6, description: 'decode: 8 tokens, top-6 of 64 experts, K=1024 N=1408' },
+  { name: 'decode-e256', tokens: 4, topk: 8, E: 256, K: 512, N: 512, zipf: 0.6, description: 'decode: 4 tokens, top-8 of 256 experts, K=512 N=512' },
+  { name: 'prefill-balanced-e8', tokens: 256, topk: 2, E: 8, K: 1024, N: 1408, zipf: 0, description: 'prefill: 256 tokens, top-2 of 8, uniform routing, K=1024 N=1408' },
+  { name: 'prefill-skewed-e8', tokens: 256, topk: 2, E: 8, K: 1024, N: 1408, zipf: 1.5, description: 'prefill: 256 tokens, top-2 of 8, Zipf(1.5) routing, K=1024 N=1408' },
+  { name: 'prefill-skewed-e64', tokens: 256, topk: 6, E: 64, K: 1024, N: 704, zipf: 1.0, description: 'prefill: 256 tokens, top-6 of 64, Zipf(1.0) routing, K=1024 N=704' },
+];
+
+const PROPOSALS: ReadonlyArray<readonly [string, ProposalFactory, string]> = [
+  ['P1 grouped memory', createP1, 'p1-grouped-memory.ts'],
+  ['P2 offsets attr', createP2, 'p2-offsets-attr.ts'],
+  ['P3 pointer array', createP3, 'p3-pointer-array.ts'],
+  ['baseline loop', createBaseline, 'baseline-per-expert-loop.ts'],
+];
+
+const args = new Map(process.argv.slice(2).map((a) => {
+  const [k, v] = a.replace(/^--/, '').split('=');
+  return [k, v ?? 'true'] as const;
+}));
+const threads = Number(args.get('threads') ?? availableParallelism());
+const steps = Number(args.get('steps') ?? 12);
+const chosen = (args.get('workload') ?? WORKLOADS.map((w) => w.name).join(',')).split(',');
+
+interface Result {
+  workload: string;
+  proposal: string;
+  setup_ms: number;
+  pd_setup_ms: number;
+  pd_per_step_ms: number;
+  host_ms: number;
+  step_ms: number;
+  extra_heap_bytes: number;
+  setup_objects: number;
+  objects_per_step: number;
+  loc: number;
+  identical: boolean;
+}
+
+function median(a: number[]): number {
+  const s = [...a].sort((x, y) => x - y);
+  return s[Math.floor(s.length / 2)];
+}
+
+function objects(c: ReturnType<typeof objectCensus>): number {
+  return c.memory_desc + c.memory + c.attr + c.primitive_desc + c.primitive;
+}
+
+/** Non-blank, non-comment lines between the user-code markers of an example. */
+function linesOfUserCode(file: string): number {
+  const text = readFileSync(fileURLToPath(new URL(`../examples/${file}`, import.meta.url)), 'utf8');
+  const body = text.slice(text.indexOf('// user-code-begin'), text.indexOf('// user-code-end')).split('\n').slice(1);
+  return body.map((l) => l.trim()).filter((l) => l && !l.startsWith('//')).length;
+}
+
+async function runWorkload(w: CompareWorkload): Promise<Result[]> {
+  const eng = await Engine.create({ threads });
+  eng.scratch(1 << 20); // size the shared kernel scratch up front so no proposal is charged for it
+  const strm = new Stream(eng);
+  const shape: MoeShape = { E: w.E, K: w.K, N: w.N, capacity: w.tokens * w.topk };
+  const weights = Memory.create(memory.desc([w.E, w.K, w.N], dt.f32, tag.abc), eng);
+  fillRandom(weights.values as Float32Array, 9, 0.05);
+  const routings = Array.from({ length: steps + 2 }, (_, s) => routeZipf(w.tokens, w.E, w.topk, w.zipf, 1000 + s));
+  const tokens = new Float32Array(shape.capacity * w.K);
+  fillRandom(tokens, 17);
+  const results: Result[] = [];
+  const outputs: Float32Array[] = [];
+  for (const [name, factory, file] of PROPOSALS) {
+    const c0 = objectCensus();
+    const h0 = eng.heap.usedBytes;
+    const t0 = performance.now();
+    const run = factory(eng, strm, shape, weights);
+    const setupMs = performance.now() - t0;
+    const c1 = objectCensus();
+    const host: number[] = [], total: number[] = [];
+    let pdStep = 0, objStep = 0;
+    for (let s = 0; s < routings.length; s++) {
+      run.srcValues.set(tokens);
+      const cs = objectCensus();
+      const a = performance.now();
+      run.step(routings[s]);
+      const b = performance.now();
+      await strm.wait();
+      const c = performance.now();
+      const ce = objectCensus();
+      if (s >= 2) {
+        host.push(b - a);
+        total.push(c - a);
+        pdStep += ce.pd_creation_ms - cs.pd_creation_ms;
+        objStep += objects(ce) - objects(cs);
+      }
+    }
+    // Heap the proposal needs beyond the values of its src and dst buffers.
+    const valuesBytes = 4 * shape.capacity * (w.K + w.N);
+    outputs.push(run.dstValues.slice(0, shape.capacity * w.N));
+    results.push({
+      workload: w.name, proposal: name, setup_ms: setupMs, pd_setup_ms: c1.pd_creation_ms - c0.pd_creation_ms,
+      pd_per_step_ms: pdStep / steps, host_ms: median(host), step_ms: median(total),
+      extra_heap_bytes: eng.heap.usedBytes - h0 - valuesBytes, setup_objects: objects(c1) - objects(c0),
+      objects_per_step: objStep / steps, loc: linesOfUserCode(file), identical: true,
+    });
+  }
+  const ref = Buffer.from(outputs[0].buffer);
+  results.forEach((r, i) => (r.identical = Buffer.from(outputs[i].buffer).equals(ref)));
+  eng.release();
+  return results;
+}
+
+const all: Result[] = [];
+console.log(`groupdnn proposal comparison: threads ${threads}, ${steps} timed steps (routing changes every step), node ${process.version}`);
+for (const w of WORKLOADS.filter((x) => chosen.includes(x.name))) {
+  console.log(`\n${w.name}: ${w.description}`);
+  console.log(`  ${'proposal'.padEnd(20)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'setup ms'.padStart(9)} ${'pd ms/step'.padStart(10)} ${'extra heap'.padStart(11)} ${'objs'.padStart(5)} ${'objs/step'.padStart(9)} ${'LoC'.padStart(4)}  identical`);
+  for (const r of await runWorkload(w)) {
+    all.push(r);
+    console.log(`  ${r.proposal.padEnd(20)} ${r.step_ms.toFixed(3).padStart(9)} ${r.host_ms.toFixed(3).padStart(9)} ${r.setup_ms.toFixed(2).padStart(9)} ${r.pd_per_step_ms.toFixed(3).padStart(10)} ${String(r.extra_heap_bytes).padStart(11)} ${String(r.setup_objects).padStart(5)} ${r.objects_per_step.toFixed(1).padStart(9)} ${String(r.loc).padStart(4)}  ${r.identical ? 'yes' : 'NO'}`);
+  }
+}
+if (all.some((r) => !r.identical)) {
+  console.error('outputs differ between proposals');
+  process.exitCode = 1;
+}
+
+mkdirSync(fileURLToPath(new URL('../reports/', import.meta.url)), { recursive: true });
+const stamp = `node ${process.version}, ${availableParallelism()} cores, threads ${threads}, ${steps} steps, ${new Date().toISOString().slice(0, 10)}`;
+writeFileSync(new URL('../reports/compare.md', import.meta.url), markdownReport(all, stamp));
+writeFileSync(new URL('../reports/compare.html', import.meta.url), htmlReport(all, stamp));
+writeFileSync(new URL('../reports/compare.json', import.meta.url), JSON.stringify({ stamp, results: all }, null, 1));
+console.log('\nwrote reports/compare.md, reports/compare.html, reports/compare.json');
+
+function markdownReport(rs: Result[], stampText: string): string {
+  const lines = [
+    '# Proposal comparison (measured)',
+    '',
+    `Generated by \`npm run compare\` (${stampText}). Medians over the timed steps; the routing changes on every step.`,
+    'step ms = host work + execution until `stream.wait()` resolves; host ms = time inside the step function (building',
+    'objects, writing offsets, `execute` argument checks); pd ms/step = primitive-descriptor creation inside steps;',
+    'extra heap = engine heap used beyond the src/dst values; objs = user-created descriptors, memory objects, attrs,',
+    'pds and primitives at setup; objs/step = the same per step; LoC = lines of user code in `examples/`.',
+    '',
+  ];
+  for (const w of WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name))) {
+    lines.push(`## ${w.name}: ${w.description}`, '', '| proposal | step ms | host ms | setup ms | pd ms/step | extra heap B | objs | objs/step | LoC | bit-identical |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+    for (const r of rs.filter((x) => x.workload === w.name)) {
+      lines.push(`| ${r.proposal} | ${r.step_ms.toFixed(3)} | ${r.host_ms.toFixed(3)} | ${r.setup_ms.toFixed(2)} | ${r.pd_per_step_ms.toFixed(3)} | ${r.extra_heap_bytes} | ${r.setup_objects} | ${r.objects_per_step.toFixed(1)} | ${r.loc} | ${r.identical ? 'yes' : 'NO'} |`);
+    }
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+function bars(title: string, rs: Result[], value: (r: Result) => number, unit: string): string {
+  const ws = WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name));
+  const names = PROPOSALS.map((p) => p[0]);
+  const colors = ['#4e79a7', '#f28e2b', '#59a14f', '#bab0ac'];
+  const groupH = names.length * 16 + 14, left = 150, width = 460;
+  const h = ws.length * groupH + 40;
+  const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${left + width + 120}" height="${h}" font-family="sans-serif" font-size="11">`, `<text x="4" y="14" font-weight="bold" font-size="13">${title}</text>`];
+  ws.forEach((w, wi) => {
+    const group = rs.filter((r) => r.workload === w.name);
+    const max = Math.max(...group.map(value), 1e-9);
+    const y0 = 26 + wi * groupH;
+    parts.push(`<text x="4" y="${y0 + groupH / 2}">${w.name}</text>`);
+    group.forEach((r, i) => {
+      const v = value(r);
+      const bw = Math.max(1, (v / max) * width);
+      const y = y0 + i * 16;
+      parts.push(`<rect x="${left}" y="${y}" width="${bw.toFixed(1)}" height="13" fill="${colors[names.indexOf(r.proposal)]}"><title>${r.proposal}: ${v.toFixed(3)} ${unit}</title></rect>`);
+      parts.push(`<text x="${left + bw + 4}" y="${y + 10}">${r.proposal} ${v.toFixed(3)} ${unit}</text>`);
+    });
+  });
+  parts.push('</svg>');
+  return parts.join('\n');
+}
+
+function htmlReport(rs: Result[], stampText: string): string {
+  const md = markdownReport(rs, stampText);
+  const table = md.split('\n').filter((l) => l.startsWith('|') || l.startsWith('## ')).map((l) => {
+    if (l.startsWith('## ')) return `</table><h2>${l.slice(3)}</h2><table>`;
+    if (l.startsWith('|---')) return '';
+    const cells = l.split('|').slice(1, -1).map((c) => c.trim());
+    const tagName = cells[0] === 'proposal' ? 'th' : 'td';
+    return `<tr>${cells.map((c) => `<${tagName}>${c}</${tagName}>`).join('')}</tr>`;
+  }).join('\n');
+  return `<!doctype html><html><head><meta charset="utf-8"><title>groupdnn proposal comparison</title>
+<style>body{font-family:sans-serif;max-width:1000px;margin:20px auto}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}</style></head><body>
+<h1>RFC grouped-GEMM proposals: measured comparison</h1><p>${stampText}. Medians; routing changes every step; all four outputs checked bit-identical.</p>
+${bars('Step time (host work + execution), ms — lower is better', rs, (r) => r.step_ms, 'ms')}
+${bars('Host-side work per step, ms — lower is better', rs, (r) => r.host_ms, 'ms')}
+${bars('Objects created per step', rs, (r) => r.objects_per_step, '')}
+<table>${table}</table></body></html>
+`;
+}
