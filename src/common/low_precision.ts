@@ -312,7 +312,7 @@ export function f32ToU4(x: number): number {
 
 /** s4 code -> value: the low nibble sign-extended, so both -8..7 and the nibble 0..15 work. */
 export function s4ToF32(code: number): number {
-  return code & 0xf;
+  return ((code & 0xf) ^ 0x8) - 0x8;
 }
 
 /** u4 code -> value: the low nibble. */
