@@ -8,6 +8,14 @@ import { countObject } from '../common/census.js';
 /** A buffer address in the engine heap (what oneDNN calls a handle). */
 export type Handle = number;
 
+export interface MemoryOptions {
+  /**
+   * Bytes usable from handle 0, for views over part of a buffer whose descriptor has runtime dims:
+   * runtime sizes are checked against it instead of the end of the enclosing allocation.
+   */
+  capacityBytes?: number;
+}
+
 /**
  * A memory object: a descriptor plus its buffers in the engine heap. Grouped descriptors have two
  * buffers, values and offsets; the same offsets buffer may back several objects (src and dst).
@@ -19,6 +27,8 @@ export class Memory {
   readonly handles: readonly Handle[];
   private readonly owned: readonly boolean[];
   private freed = false;
+  /** Bytes usable from handle 0 when set explicitly (views); otherwise up to the end of its allocation. */
+  capacityBytes: number | undefined;
   private valuesView: ValuesView | undefined;
   private offsetsView: Int32Array | undefined;
 
@@ -34,7 +44,7 @@ export class Memory {
    * heap buffers (one handle, or `[values, offsets]` for grouped; `undefined` in the array allocates
    * that one). A grouped desc with per-group sizes gets its allocated offsets filled in.
    */
-  static create(desc: MemoryDesc, engine: Engine, handles?: Handle | readonly (Handle | undefined)[]): Memory {
+  static create(desc: MemoryDesc, engine: Engine, handles?: Handle | readonly (Handle | undefined)[], options: MemoryOptions = {}): Memory {
     const fn = 'Memory.create';
     check(desc.format !== 'any', `${fn}: cannot create memory for a 'tag.any' descriptor; query the pd for the chosen one`);
     const list = handles === undefined ? [] : Array.isArray(handles) ? [...handles] : [handles as Handle];
@@ -63,7 +73,13 @@ export class Memory {
       out.forEach((h, i) => owned[i] && engine.free(h));
       throw e;
     }
+    const cap = options.capacityBytes;
+    if (cap !== undefined) {
+      check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);
+      check(list[0] !== undefined && engine.heap.owningBlock(out[0], cap) !== undefined, `${fn}: capacityBytes ${cap} from handle 0 must lie inside one live allocation`);
+    }
     const mem = new Memory(desc, engine, out, owned);
+    mem.capacityBytes = cap;
     countObject('memory');
     const g = desc.grouped;
     if (g?.groupSizes && list[1] === undefined) fromSizes(g.groupSizes, mem.offsets);

@@ -17,10 +17,16 @@ export function expertViews(mem: Memory, offs: ArrayLike<number>): Memory[] {
   const [total, K] = md.dims;
   const row = md.strides[0] * dtBytes(md.dataType, 1);
   const viewMd = plainDesc([RUNTIME_DIM_VAL, K], md.dataType, 'ab');
+  // A [RUNTIME_DIM_VAL, K] view steps K elements per row: padded rows would be misread.
+  check(md.strides[0] === viewMd.strides[0], `expertViews: rows must be contiguous (row stride ${md.strides[0]} != K = ${K})`);
+  for (let g = 0; g < offs.length; g++) {
+    check(Number.isInteger(offs[g]) && offs[g] >= 0 && offs[g] <= total, `expertViews: offsets[${g}] = ${offs[g]} is outside [0, ${total}]`);
+  }
   const out: Memory[] = [];
   for (let g = 0; g + 1 < offs.length; g++) {
-    check(Number.isInteger(offs[g]) && offs[g] >= 0 && offs[g] <= total, `expertViews: offsets[${g}] = ${offs[g]} is outside [0, ${total}]`);
-    out.push(Memory.create(viewMd, mem.engine, mem.handles[0] + offs[g] * row));
+    check(offs[g + 1] >= offs[g], `expertViews: offsets must be non-decreasing at [${g + 1}]`);
+    // Each view may hold only its own slice: a runtime M beyond it is rejected, never written.
+    out.push(Memory.create(viewMd, mem.engine, mem.handles[0] + offs[g] * row, { capacityBytes: (offs[g + 1] - offs[g]) * row }));
   }
   return out;
 }

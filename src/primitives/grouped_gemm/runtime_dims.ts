@@ -10,9 +10,12 @@ import { dtBytes } from '../../common/data_type.js';
 export function rowCapacity(m: Memory): number {
   const md = m.desc;
   const elt = dtBytes(md.dataType, 1);
-  const block = m.engine.heap.owningBlock(m.handles[0], 0);
-  if (!block) return 0;
-  const avail = block.start + block.size - m.handles[0];
+  let avail = m.capacityBytes;
+  if (avail === undefined) {
+    const block = m.engine.heap.owningBlock(m.handles[0], 0);
+    if (!block) return 0;
+    avail = block.start + block.size - m.handles[0];
+  }
   const rowBytes = md.strides[0] * elt, lastRow = md.dims[1] * elt;
   if (md.dims[1] === 0) return 0x7fffffff;
   if (avail < lastRow) return 0;

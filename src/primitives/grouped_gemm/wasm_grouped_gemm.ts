@@ -76,7 +76,10 @@ class Executor {
     set('groups', this.table);
     const e0 = p.experts[0];
     set('dt_src', dt(e0.src.dataType));
-    set('dt_wei', e0.weights.format === 'packed' ? JOB_DT.f32 : dt(e0.weights.dataType));
+    // One dt_wei serves every plain expert (packed panels are always f32 and ignore it), so take it
+    // from the first plain expert, not expert 0, which may be packed while the others are bf16/f16.
+    const plainWei = p.experts.find((e) => e.weights.format !== 'packed');
+    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : JOB_DT.f32);
     set('dt_dst', dt(e0.dst.dataType));
     writeEpilogue(i32, this.f32, p.attr);
     const R = GROUP_REC.SIZE / 4;

@@ -1,0 +1,30 @@
+/** Regression: expert views are bounded by their own slice, even at the very end of the parent buffer. */
+import { describe, expect, it } from 'vitest';
+import { ARG, DnnlError, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag } from '../src/index.js';
+
+describe('grouped_gemm expert views', () => {
+  for (const kernels of ['simd128', 'none'] as const) {
+    it(`a view at the end of its parent rejects rows beyond its slice (${kernels})`, async () => {
+      const eng = await Engine.create({ threads: 1, kernels });
+      const strm = new Stream(eng);
+      const K = 16, N = 16, T = 10;
+      const src = Memory.create(memory.desc([T, K], dt.f32, tag.ab), eng).write(new Float32Array(T * K).fill(1));
+      const dst = Memory.create(memory.desc([T, N], dt.f32, tag.ab), eng);
+      const weights = [0, 1].map(() => Memory.create(memory.desc([K, N], dt.f32, tag.ab), eng).write(new Float32Array(K * N).fill(2)));
+      const guard = new Float32Array(weights[0].values as Float32Array);
+      const offs = [0, 10, 10];
+      const sv = grouped_gemm.expertViews(src, offs), dv = grouped_gemm.expertViews(dst, offs);
+      const dims = Memory.create(memory.desc([2], dt.s32, tag.x), eng).write([10, 3]);
+      const pd = new grouped_gemm.PrimitiveDesc(eng, sv.map((m) => m.desc), weights.map((m) => m.desc), dv.map((m) => m.desc), dims.desc);
+      const args: Record<number, Memory> = { [ARG.RUNTIME_DIMS]: dims };
+      for (let i = 0; i < 2; i++) Object.assign(args, { [ARG.MULTIPLE_SRC + i]: sv[i], [ARG.MULTIPLE_WEIGHTS + i]: weights[i], [ARG.MULTIPLE_DST + i]: dv[i] });
+      new grouped_gemm.Primitive(pd).execute(strm, args);
+      const err = await strm.wait().then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(DnnlError);
+      expect((err as DnnlError).message).toContain('ARG.RUNTIME_DIMS[1] = 3 rows do not fit');
+      expect(Array.from(weights[0].values as Float32Array)).toEqual(Array.from(guard));
+      expect(memory.desc([RUNTIME_DIM_VAL, K], dt.f32, tag.ab).equals(sv[1].desc)).toBe(true);
+      eng.release();
+    });
+  }
+});
