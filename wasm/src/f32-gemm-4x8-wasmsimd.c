@@ -4,7 +4,7 @@
    post-ops while the tile is still in registers.
 
    The main loop is shaped for what V8's TurboFan (x64, 15 usable xmm registers) makes of it; each rule
-   below was measured (scratch/gemm in the repo history of this kernel):
+   below was measured on Node 20 / Zen 5 against the disassembly (node --print-wasm-code):
    - K is unrolled by 2 and every load carries its constant offset inside the wasm instruction (inline
      asm: clang-16 never folds `p + const` into a load offset, which cost an i32.add per load).
    - The loads are volatile asm in a fixed order: the 4 weight vectors of both k first, then the two

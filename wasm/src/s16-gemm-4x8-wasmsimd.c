@@ -1,0 +1,127 @@
+/* Integer GEMM microkernel, 4 rows x 8 columns, exact int32 accumulation of int16 products.
+   A: mr rows of kc int16 (kc even; row stride lda elements): the tile's src rows, already widened
+      (s8/u8 minus the src zero point, or raw when the zero point is applied as a compensation).
+   W: one 8-column panel of kc/2 k-pairs; k-pair t is 16 int16 = two vectors:
+      [w(2t,0) w(2t+1,0) w(2t,1) w(2t+1,1) w(2t,2) w(2t+1,2) w(2t,3) w(2t+1,3)] and the same for
+      columns 4..7. An odd K is padded with a zero k (in A and W).
+   Each k-pair of a row is one i32 (two int16) splat across the vector; i32x4.dot_i16x8_s
+   (x64: pmaddwd) multiplies it with a weight vector and adds adjacent products: 4 columns x 2 k in
+   one instruction, added to an i32x4 accumulator. Products of int16 never overflow int32 except
+   (-32768)^2 * 2, which the widened 8/4-bit data cannot produce; the sums wrap modulo 2^32 like any
+   int32 accumulator (exact whenever the true result fits in int32).
+   C (+)= A * W in int32: the per-tile epilogue (scales, bias, post-ops) runs later on the C tile. */
+#include "common.h"
+#include "ukernel.h"
+
+/* v128.load / v128.load32_splat at p + off bytes with the offset inside the instruction (see the f32
+   kernel: clang-16 does not fold constant offsets into wasm loads). */
+#define LDV(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+#define LDS(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load32_splat %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+#define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
+
+INLINE void load_row_i32(const int32_t* c, size_t nc, v128_t* lo, v128_t* hi) {
+  if (nc == 8) {
+    *lo = wasm_v128_load(c);
+    *hi = wasm_v128_load(c + 4);
+    return;
+  }
+  int32_t t[8] = {0};
+  for (size_t j = 0; j < nc; j++) t[j] = c[j];
+  *lo = wasm_v128_load(t);
+  *hi = wasm_v128_load(t + 4);
+}
+
+INLINE void store_row_i32(int32_t* c, size_t nc, v128_t lo, v128_t hi) {
+  if (nc == 8) {
+    wasm_v128_store(c, lo);
+    wasm_v128_store(c + 4, hi);
+    return;
+  }
+  int32_t t[8];
+  wasm_v128_store(t, lo);
+  wasm_v128_store(t + 4, hi);
+  for (size_t j = 0; j < nc; j++) c[j] = t[j];
+}
+
+void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, size_t lda,
+                  const int16_t* restrict w, int32_t* restrict c, size_t ldc, int accumulate) {
+  /* 0 for every valid call; makes the pointers i32.add results V8 knows are zero-extended. */
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  const int16_t* a0 = a + z;
+  const int16_t* a1 = a0 + (mr > 1 ? lda : 0);
+  const int16_t* a2 = a1 + (mr > 2 ? lda : 0);
+  const int16_t* a3 = a2 + (mr > 3 ? lda : 0);
+  int32_t* c0 = c;
+  int32_t* c1 = c0 + (mr > 1 ? ldc : 0);
+  int32_t* c2 = c1 + (mr > 2 ? ldc : 0);
+  int32_t* c3 = c2 + (mr > 3 ? ldc : 0);
+  w = w + z;
+
+  v128_t v00, v01, v10, v11, v20, v21, v30, v31;
+  if (accumulate) {
+    load_row_i32(c0, nc, &v00, &v01);
+    load_row_i32(c1, nc, &v10, &v11);
+    load_row_i32(c2, nc, &v20, &v21);
+    load_row_i32(c3, nc, &v30, &v31);
+  } else {
+    v00 = v01 = v10 = v11 = v20 = v21 = v30 = v31 = wasm_i32x4_splat(0);
+  }
+
+  /* Two k-pairs (4 k) per iteration. */
+  size_t n = kc / 4;
+  if (n) do {
+    const v128_t b0 = LDV(w, 0);
+    const v128_t b1 = LDV(w, 16);
+    const v128_t x0 = LDS(a0, 0);
+    const v128_t x1 = LDS(a1, 0);
+    const v128_t x2 = LDS(a2, 0);
+    const v128_t x3 = LDS(a3, 0);
+    v00 = DOT(x0, b0, v00);
+    v01 = DOT(x0, b1, v01);
+    v10 = DOT(x1, b0, v10);
+    v11 = DOT(x1, b1, v11);
+    v20 = DOT(x2, b0, v20);
+    v21 = DOT(x2, b1, v21);
+    v30 = DOT(x3, b0, v30);
+    v31 = DOT(x3, b1, v31);
+    const v128_t b2 = LDV(w, 32);
+    const v128_t b3 = LDV(w, 48);
+    const v128_t y0 = LDS(a0, 4);
+    const v128_t y1 = LDS(a1, 4);
+    const v128_t y2 = LDS(a2, 4);
+    const v128_t y3 = LDS(a3, 4);
+    v00 = DOT(y0, b2, v00);
+    v01 = DOT(y0, b3, v01);
+    v10 = DOT(y1, b2, v10);
+    v11 = DOT(y1, b3, v11);
+    v20 = DOT(y2, b2, v20);
+    v21 = DOT(y2, b3, v21);
+    v30 = DOT(y3, b2, v30);
+    v31 = DOT(y3, b3, v31);
+    w += 32;
+    a0 += 4;
+    a1 += 4;
+    a2 += 4;
+    a3 += 4;
+  } while (--n);
+  if (kc & 2) {
+    const v128_t b0 = wasm_v128_load(w);
+    const v128_t b1 = wasm_v128_load(w + 8);
+    const v128_t x0 = wasm_v128_load32_splat(a0);
+    const v128_t x1 = wasm_v128_load32_splat(a1);
+    const v128_t x2 = wasm_v128_load32_splat(a2);
+    const v128_t x3 = wasm_v128_load32_splat(a3);
+    v00 = DOT(x0, b0, v00);
+    v01 = DOT(x0, b1, v01);
+    v10 = DOT(x1, b0, v10);
+    v11 = DOT(x1, b1, v11);
+    v20 = DOT(x2, b0, v20);
+    v21 = DOT(x2, b1, v21);
+    v30 = DOT(x3, b0, v30);
+    v31 = DOT(x3, b1, v31);
+  }
+  store_row_i32(c3, nc, v30, v31);
+  store_row_i32(c2, nc, v20, v21);
+  store_row_i32(c1, nc, v10, v11);
+  store_row_i32(c0, nc, v00, v01);
+}
