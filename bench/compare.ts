@@ -158,7 +158,29 @@ const stamp = `node ${process.version}, ${availableParallelism()} cores, threads
 writeFileSync(new URL('../reports/compare.md', import.meta.url), markdownReport(all, stamp));
 writeFileSync(new URL('../reports/compare.html', import.meta.url), htmlReport(all, stamp));
 writeFileSync(new URL('../reports/compare.json', import.meta.url), JSON.stringify({ stamp, results: all }, null, 1));
-console.log('\nwrote reports/compare.md, reports/compare.html, reports/compare.json');
+writeFileSync(new URL('../rfcs/proposal-comparison.md', import.meta.url), rfcFromTemplate(all, stamp));
+console.log('\nwrote reports/compare.md, reports/compare.html, reports/compare.json, rfcs/proposal-comparison.md');
+
+/** Fills bench/proposal-comparison.template.md with this run's numbers. */
+function rfcFromTemplate(rs: Result[], stampText: string): string {
+  const tpl = readFileSync(new URL('./proposal-comparison.template.md', import.meta.url), 'utf8');
+  const keys: Record<string, string> = { P1: 'P1 grouped memory', P2: 'P2 offsets attr', P3: 'P3 pointer array', BASE: 'baseline loop' };
+  const pick = (prop: string, wl: string): Result | undefined => rs.find((r) => r.proposal === prop && r.workload === wl);
+  const ms = (v: number | undefined): string => (v === undefined ? 'n/a' : `${v.toFixed(2)} ms`);
+  let out = tpl;
+  for (const [k, prop] of Object.entries(keys)) {
+    const e64 = pick(prop, 'decode-e64') ?? rs.find((r) => r.proposal === prop);
+    const e256 = pick(prop, 'decode-e256');
+    out = out
+      .replaceAll(`LOC_${k}`, String(e64?.loc ?? 'n/a'))
+      .replaceAll(`OBJ_${k}`, e64 ? `${e64.setup_objects} / ${e64.objects_per_step.toFixed(0)} (E=64)${e256 ? `; ${e256.setup_objects} / ${e256.objects_per_step.toFixed(0)} (E=256)` : ''}` : 'n/a')
+      .replaceAll(`HOST_${k}`, `${ms(e64?.host_ms)} (E=64)${e256 ? `, ${ms(e256.host_ms)} (E=256)` : ''}`)
+      .replaceAll(`STEP_DEC_${k}`, `${ms(pick(prop, 'decode-e64')?.step_ms)} / ${ms(e256?.step_ms)}`)
+      .replaceAll(`STEP_PRE_${k}`, ['prefill-balanced-e8', 'prefill-skewed-e8', 'prefill-skewed-e64'].map((w) => ms(pick(prop, w)?.step_ms)).join(' / '));
+  }
+  const measured = markdownReport(rs, stampText).split('\n').slice(2).join('\n');
+  return out.replace('MEASURED_TABLES', `Command: \`npm run compare\` (${stampText}).\n${measured}`);
+}
 
 function markdownReport(rs: Result[], stampText: string): string {
   const lines = [
