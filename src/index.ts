@@ -19,9 +19,13 @@ export { offsets } from './memory/offsets.js';
 export { Memory, type Handle, type MemoryOptions } from './memory/memory.js';
 export { Engine, type EngineOptions } from './runtime/engine.js';
 export { Stream } from './runtime/stream.js';
-export { PrimitiveAttr } from './attr/primitive_attr.js';
+export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr } from './attr/primitive_attr.js';
 export { PostOps, type PostOp } from './attr/post_ops.js';
-export { algorithm, type EltwiseAlg } from './attr/eltwise.js';
+export {
+  algorithm, eltwiseAlgorithm, binaryAlgorithm, gluAlgorithm, type Algorithm, type EltwiseAlg, type BinaryAlg, type GluAlg, type GluLayout,
+} from './attr/eltwise.js';
+export type { Fusion, QuantParam, BinaryParam, GluParam, IndexMap, QuantArg } from './primitives/fusion.js';
+export * as quant from './quant/index.js';
 export { ARG } from './primitives/args.js';
 export * as matmul from './primitives/matmul/index.js';
 export * as reorder from './primitives/reorder/index.js';

@@ -45,7 +45,7 @@ export function physicalIndices(dims: readonly number[], strides: readonly numbe
 export function writeLogical(mem: Memory, logical: ArrayLike<number>, pad = Number.NaN): void {
   const phys = physicalIndices(mem.desc.dims, mem.desc.strides);
   expect(logical.length).toBe(phys.length);
-  const span = new Float64Array(mem.values.length).fill(pad);
+  const span = new Float64Array(mem.elementCount).fill(pad);
   phys.forEach((p, i) => { span[p] = logical[i]; });
   mem.write(span);
 }

@@ -225,11 +225,14 @@ describe.each(ENGINE_CONFIGS)('matmul primitive descriptor rules [%s]', (_engine
   });
 
   describe('unimplemented', () => {
-    it('integer data types have no implementation', () => {
-      const e = expectDnnlError(pd(memory.desc([5, 4], dt.s8, tag.ab), plain([4, 6]), plain([5, 6])), 'unimplemented', 'matmul: no implementation for');
-      expect(e.message).toContain('src data type s8');
-      expectDnnlError(pd(gM(10, 4, 3), plain([3, 4, 6]), memory.desc.grouped([10, 6], dt.s32, 3, [RT, 6])), 'unimplemented', 'dst data type s32');
-      expectDnnlError(pd(gM(10, 4, 3), memory.desc([3, 4, 6], dt.u8, tag.abc), gM(10, 6, 3)), 'unimplemented', 'weights data type u8');
+    it('data type combinations outside rfcs/0002 section 3 are unimplemented, naming the combination', () => {
+      const e = expectDnnlError(pd(memory.desc([5, 4], dt.s8, tag.ab), plain([4, 6]), plain([5, 6])), 'unimplemented', 'matmul: data type combination src s8 x weights f32 -> dst f32 is not supported');
+      expect(e.message).toContain('supported: f32/bf16/f16 x f32/bf16/f16 -> f32/bf16/f16');
+      expectDnnlError(pd(gM(10, 4, 3), plain([3, 4, 6]), memory.desc.grouped([10, 6], dt.s32, 3, [RT, 6])), 'unimplemented', 'src f32 x weights f32 -> dst s32');
+    });
+
+    it('u8 weights with f32 src and dst are weight-only quantization (accepted)', () => {
+      expect(pd(gM(10, 4, 3), memory.desc([3, 4, 6], dt.u8, tag.abc), gM(10, 6, 3))()).toBeInstanceOf(matmul.PrimitiveDesc);
     });
 
     it('an integer bias has no implementation', () => {

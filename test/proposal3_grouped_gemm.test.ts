@@ -188,9 +188,9 @@ describe.each(PROPOSAL_CONFIGS)('Proposal #3: grouped_gemm [%s]', (_engine, opts
         await run({ layout: 'views', experts: same([5, 0, 6, 2], 9, 7), totalM: 15, dstDt: dt.bf16, postOps: [{ kind: 'sum', scale: 1 }, { kind: 'relu', alpha: 0 }] });
       });
 
-      it('an eltwise post-op outside the kernel epilogue falls back to the reference', async () => {
+      it('a post-op chain longer than the kernels take falls back to the reference', async () => {
         const attr = new PrimitiveAttr();
-        attr.postOps.appendEltwise(algorithm.eltwise_tanh);
+        for (let i = 0; i < 9; i++) attr.postOps.appendEltwise(algorithm.eltwise_tanh);
         const pd = new grouped_gemm.PrimitiveDesc(eng, [runtimeRows(3, dt.f32)], [memory.desc([3, 4], dt.f32, tag.ab)], [runtimeRows(4, dt.f32)], memory.desc([1], dt.s32, tag.x), attr);
         expect(pd.implInfo).toMatch(/^ref:/);
       });
@@ -359,11 +359,15 @@ describe.each(PROPOSAL_CONFIGS)('Proposal #3: grouped_gemm [%s]', (_engine, opts
     });
 
     it.each([
-      ['src s8', () => pd([s(K, dt.s8), s(K, dt.s8)], [w(), w()], [d(), d()])],
-      ['weights s8', () => pd([s(), s()], [w(K, N, dt.s8), w(K, N, dt.s8)], [d(), d()])],
-      ['dst s32', () => pd([s(), s()], [w(), w()], [d(N, dt.s32), d(N, dt.s32)])],
-    ] as const)('data types must be f32, bf16 or f16: %s is unimplemented', (_n, fn) => {
-      expectDnnlError(fn, 'unimplemented', 'expert 0 data types must be f32, bf16 or f16');
+      ['src s8', () => pd([s(K, dt.s8), s(K, dt.s8)], [w(), w()], [d(), d()]), 'src s8 x weights f32 -> dst f32'],
+      ['dst s32', () => pd([s(), s()], [w(), w()], [d(N, dt.s32), d(N, dt.s32)]), 'src f32 x weights f32 -> dst s32'],
+    ] as const)('data types follow rfcs/0002 section 3: %s is unimplemented', (_n, fn, combo) => {
+      const e = expectDnnlError(fn, 'unimplemented', `grouped_gemm: data type combination ${combo} is not supported`);
+      expect(e.message).toContain('s8/u8 x s8/u8/s4/u4 -> f32/bf16/f16/s8/u8/s32');
+    });
+
+    it('s8 weights with f32 src are weight-only quantization (accepted)', () => {
+      expect(pd([s(), s()], [w(K, N, dt.s8), w(K, N, dt.s8)], [d(), d()])).toBeInstanceOf(grouped_gemm.PrimitiveDesc);
     });
 
     it('all experts share the src data type', () => {
@@ -384,9 +388,9 @@ describe.each(PROPOSAL_CONFIGS)('Proposal #3: grouped_gemm [%s]', (_engine, opts
       expect(e.message).toContain('packed weights are read only by the wasm kernels');
     });
 
-    it('packed weights with an eltwise outside the kernel epilogue: no implementation', () => {
+    it('packed weights with a post-op chain longer than the kernels take: no implementation', () => {
       const attr = new PrimitiveAttr();
-      attr.postOps.appendEltwise(algorithm.eltwise_tanh);
+      for (let i = 0; i < 9; i++) attr.postOps.appendEltwise(algorithm.eltwise_tanh);
       const packed = pd([s()], [memory.desc([K, N], dt.f32, tag.any)], [d()]).queryMd('weights')!;
       if (opts.kernels === 'none') {
         expect(packed.format).toBe('blocked'); // the reference resolves tag.any to plain

@@ -1,5 +1,5 @@
 /** Element-wise algorithms (oneDNN `algorithm::eltwise_*`), shared by post-ops and the reference. */
-export const algorithm = {
+export const eltwiseAlgorithm = {
   eltwise_relu: 'eltwise_relu',
   eltwise_gelu_erf: 'eltwise_gelu_erf',
   eltwise_gelu_tanh: 'eltwise_gelu_tanh',
@@ -12,19 +12,67 @@ export const algorithm = {
   eltwise_square: 'eltwise_square',
   eltwise_exp: 'eltwise_exp',
 } as const;
-export type EltwiseAlg = (typeof algorithm)[keyof typeof algorithm];
+export type EltwiseAlg = (typeof eltwiseAlgorithm)[keyof typeof eltwiseAlgorithm];
+
+/** Binary post-op algorithms (oneDNN `algorithm::binary_*`): `x = x (op) src1`. */
+export const binaryAlgorithm = {
+  binary_mul: 'binary_mul',
+  binary_add: 'binary_add',
+} as const;
+export type BinaryAlg = (typeof binaryAlgorithm)[keyof typeof binaryAlgorithm];
+
+/**
+ * Fused gated-linear-unit post-ops (not in oneDNN; rfcs/0002 section 4): the GEMM's N columns hold
+ * gate and up, the destination N/2 columns `act(gate) * up`.
+ */
+export const gluAlgorithm = {
+  glu_swiglu: 'glu_swiglu',
+  glu_geglu_erf: 'glu_geglu_erf',
+  glu_geglu_tanh: 'glu_geglu_tanh',
+  glu_swiglu_oai: 'glu_swiglu_oai',
+} as const;
+export type GluAlg = (typeof gluAlgorithm)[keyof typeof gluAlgorithm];
+
+/** Every algorithm name: `algorithm.eltwise_relu`, `algorithm.binary_mul`, `algorithm.glu_swiglu`, ... */
+export const algorithm = { ...eltwiseAlgorithm, ...binaryAlgorithm, ...gluAlgorithm } as const;
+export type Algorithm = EltwiseAlg | BinaryAlg | GluAlg;
 
 export function isEltwiseAlg(x: unknown): x is EltwiseAlg {
-  return typeof x === 'string' && Object.values(algorithm).includes(x as EltwiseAlg);
+  return typeof x === 'string' && Object.values(eltwiseAlgorithm).includes(x as EltwiseAlg);
 }
 
-/** erf with |error| < 1.5e-7 (Abramowitz-Stegun 7.1.26); enough for an f32 result. */
-function erf(x: number): number {
-  const s = x < 0 ? -1 : 1;
+export function isBinaryAlg(x: unknown): x is BinaryAlg {
+  return typeof x === 'string' && Object.values(binaryAlgorithm).includes(x as BinaryAlg);
+}
+
+export function isGluAlg(x: unknown): x is GluAlg {
+  return typeof x === 'string' && Object.values(gluAlgorithm).includes(x as GluAlg);
+}
+
+/**
+ * erf to about 1e-15 relative: the Maclaurin series for |x| < 3, the erfc continued fraction
+ * (Laplace) beyond, ±1 past 6. The reference is the oracle the kernels' approximations are measured
+ * against, so it is accurate rather than fast.
+ */
+export function erf(x: number): number {
   const a = Math.abs(x);
-  const t = 1 / (1 + 0.3275911 * a);
-  const y = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-a * a);
-  return s * y;
+  if (a >= 6) return x < 0 ? -1 : 1;
+  if (a < 3) {
+    // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1))
+    let term = x, sum = x;
+    for (let n = 1; n < 100; n++) {
+      term *= (-x * x) / n;
+      const t = term / (2 * n + 1);
+      sum += t;
+      if (Math.abs(t) < 1e-17 * Math.abs(sum)) break;
+    }
+    return (2 / Math.sqrt(Math.PI)) * sum;
+  }
+  // erfc(a) = exp(-a^2) / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / (a + 2 / ...))))
+  let f = a;
+  for (let n = 80; n >= 1; n--) f = a + n / 2 / f;
+  const erfc = Math.exp(-a * a) / Math.sqrt(Math.PI) / f;
+  return x < 0 ? erfc - 1 : 1 - erfc;
 }
 
 /** Scalar semantics of each algorithm, with oneDNN's alpha/beta meanings. */
@@ -41,5 +89,41 @@ export function eltwiseScalar(alg: EltwiseAlg, x: number, alpha: number, beta: n
     case 'eltwise_abs': return Math.abs(x);
     case 'eltwise_square': return x * x;
     case 'eltwise_exp': return Math.exp(x);
+  }
+}
+
+/** How a GLU's gate and up columns are laid out in the GEMM's N columns (rfcs/0002 section 4). */
+export type GluLayout = 'halves' | 'interleaved' | 'blocks32';
+export const GLU_LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];
+
+/**
+ * GEMM columns of destination column `j` of a GLU over `N` GEMM columns (dst has N/2):
+ * `halves`: gate j, up N/2 + j; `interleaved`: gate 2j, up 2j + 1; `blocks32`: alternating 32-column
+ * blocks, gate first: gate 64*floor(j/32) + j%32, up that + 32.
+ */
+export function gluColumns(layout: GluLayout, N: number, j: number): [gate: number, up: number] {
+  if (layout === 'halves') return [j, N / 2 + j];
+  if (layout === 'interleaved') return [2 * j, 2 * j + 1];
+  const g = 64 * Math.floor(j / 32) + (j % 32);
+  return [g, g + 32];
+}
+
+const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
+
+/**
+ * `act(gate) * up` of each GLU: swiglu `gate * sigmoid(alpha * gate) * up` (alpha 1 = SiLU),
+ * geglu_erf / geglu_tanh `gelu(gate) * up`, swiglu_oai (GPT-OSS) `g * sigmoid(alpha * g) * (u + 1)`
+ * with `g = min(gate, limit)`, `u = clamp(up, -limit, limit)`.
+ */
+export function gluScalar(alg: GluAlg, gate: number, up: number, alpha: number, limit: number): number {
+  switch (alg) {
+    case 'glu_swiglu': return gate * sigmoid(alpha * gate) * up;
+    case 'glu_geglu_erf': return eltwiseScalar('eltwise_gelu_erf', gate, 0, 0) * up;
+    case 'glu_geglu_tanh': return eltwiseScalar('eltwise_gelu_tanh', gate, 0, 0) * up;
+    case 'glu_swiglu_oai': {
+      const g = Math.min(gate, limit);
+      const u = Math.min(limit, Math.max(-limit, up));
+      return g * sigmoid(alpha * g) * (u + 1);
+    }
   }
 }

@@ -11,12 +11,31 @@ export interface GroupedOffsetsAttr {
 }
 
 /**
- * Primitive attributes (oneDNN `primitive_attr`): post-ops, and the grouped-offsets attribute of
- * RFC Proposal #2. Scales and zero points arrive with the quantization work.
+ * Scales or zero points of one argument (oneDNN `set_scales` / `set_zero_points`): `mask` bits name
+ * the dimensions of the argument's logical tensor that have their own value, `groups` (empty, or one
+ * entry per dimension) how many consecutive elements of each masked dimension share one value, and
+ * `dataType` the type of the values memory. See rfcs/0002 section 2 for the granularities.
+ */
+export interface QuantAttr {
+  readonly mask: number;
+  readonly groups: readonly number[];
+  readonly dataType: DataType;
+}
+
+/** Argument ids that take scales / zero points (ids of ARG; the MULTIPLE_* ones mean "every expert" of grouped_gemm). */
+const QUANT_ARGS: ReadonlyMap<number, string> = new Map([
+  [1, 'src'], [33, 'wei'], [17, 'dst'], [1024, 'msrc'], [3072, 'mwei'], [2048, 'mdst'],
+]);
+
+/**
+ * Primitive attributes (oneDNN `primitive_attr`): post-ops, scales and zero points, and the
+ * grouped-offsets attribute of RFC Proposal #2.
  */
 export class PrimitiveAttr {
   postOps = new PostOps();
   private grouped: GroupedOffsetsAttr | undefined;
+  private readonly scaleMap = new Map<number, QuantAttr>();
+  private readonly zpMap = new Map<number, QuantAttr>();
 
   constructor() {
     countObject('attr');
@@ -44,14 +63,70 @@ export class PrimitiveAttr {
     return this.grouped;
   }
 
-  get isDefault(): boolean {
-    return this.postOps.length === 0 && !this.grouped;
+  /**
+   * Scales of `arg` (ARG.SRC, ARG.WEIGHTS, ARG.DST; for grouped_gemm ARG.MULTIPLE_SRC /
+   * ARG.MULTIPLE_WEIGHTS / ARG.MULTIPLE_DST, meaning every expert). Values are passed at execution
+   * as `ARG.ATTR_SCALES | arg` (grouped_gemm: `ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i)` per expert).
+   * Setting an argument again replaces its scales. Which masks, groups and data types a primitive
+   * takes is checked by its primitive descriptor.
+   */
+  setScales(arg: number, mask: number, groups: readonly number[] = [], dataType: DataType = 'f32'): this {
+    this.scaleMap.set(arg, quantAttr('attr.setScales', arg, mask, groups, dataType));
+    return this;
   }
 
+  /** `setScales(arg, mask)`: f32 values, no groups (oneDNN `set_scales_mask`). */
+  setScalesMask(arg: number, mask: number): this {
+    return this.setScales(arg, mask);
+  }
+
+  /** Zero points of `arg` (same arguments and meaning as {@link setScales}; default data type s32). */
+  setZeroPoints(arg: number, mask: number, groups: readonly number[] = [], dataType: DataType = 's32'): this {
+    this.zpMap.set(arg, quantAttr('attr.setZeroPoints', arg, mask, groups, dataType));
+    return this;
+  }
+
+  getScales(arg: number): QuantAttr | undefined {
+    return this.scaleMap.get(arg);
+  }
+
+  getZeroPoints(arg: number): QuantAttr | undefined {
+    return this.zpMap.get(arg);
+  }
+
+  /** Arguments that have scales, in the order they were first set. */
+  get scalesArgs(): readonly number[] {
+    return [...this.scaleMap.keys()];
+  }
+
+  /** Arguments that have zero points. */
+  get zeroPointsArgs(): readonly number[] {
+    return [...this.zpMap.keys()];
+  }
+
+  get isDefault(): boolean {
+    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0;
+  }
+
+  /** oneDNN-verbose-like rendering: `attr-scales:src:1:f32+wei:7:e8m0:1x32x1 attr-zero-points:src:0:s32 attr-post-ops:...`. */
   toString(): string {
     const parts: string[] = [];
+    const q = (m: Map<number, QuantAttr>): string =>
+      [...m].map(([a, v]) => `${QUANT_ARGS.get(a)}:${v.mask}:${v.dataType}${v.groups.length ? `:${v.groups.join('x')}` : ''}`).join('+');
+    if (this.scaleMap.size) parts.push(`attr-scales:${q(this.scaleMap)}`);
+    if (this.zpMap.size) parts.push(`attr-zero-points:${q(this.zpMap)}`);
     if (this.grouped) parts.push(`attr-grouped-offsets:src:g${this.grouped.groupCount}:${this.grouped.offsetsDt}`);
     if (this.postOps.length) parts.push(`attr-post-ops:${this.postOps.toString()}`);
     return parts.join(' ');
   }
+}
+
+function quantAttr(fn: string, arg: number, mask: number, groups: readonly number[], dataType: DataType): QuantAttr {
+  check(QUANT_ARGS.has(arg), `${fn}: arg must be ARG.SRC, ARG.WEIGHTS or ARG.DST (ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or ARG.MULTIPLE_DST for every expert of grouped_gemm), got arg ${arg}`);
+  check(Number.isSafeInteger(mask) && mask >= 0 && mask < 1 << 12, `${fn}: mask must be an integer in [0, 4096), got ${mask}`);
+  check(Array.isArray(groups), `${fn}: groups must be an array`);
+  check(groups.length <= 12, `${fn}: groups must have at most 12 entries, got ${groups.length}`);
+  groups.forEach((g, i) => check(Number.isSafeInteger(g) && g >= 1, `${fn}: groups[${i}] must be a positive integer, got ${g}`));
+  check(isDataType(dataType), `${fn}: unknown data type '${String(dataType)}'`);
+  return Object.freeze({ mask, groups: Object.freeze([...groups]), dataType });
 }

@@ -1,6 +1,6 @@
 import {
   e8m0ToF32, f32ToF4E2m1, f32ToF8E4m3, f32ToF8E5m2, f32ToS4, f32ToU4, f4E2m1ToF32, f8E4m3ToF32, f8E5m2ToF32,
-  pack4, s4ToF32, toE8m0, u4ToF32, unpack4, type E8m0Rounding, type Fp8Options,
+  pack4, roundHalfEven, s4ToF32, toE8m0, u4ToF32, unpack4, type E8m0Rounding, type Fp8Options,
 } from './low_precision.js';
 
 /**
@@ -147,9 +147,15 @@ export function f16ToF32(h: number): number {
   return sign * (1 + m / 1024) * 2 ** (e - 15);
 }
 
+/** Round half to even, then saturate to [lo, hi]; NaN gives 0 (oneDNN `nearbyint` + saturation). */
+function toInt(x: number, lo: number, hi: number): number {
+  if (x !== x) return 0;
+  return Math.max(lo, Math.min(hi, roundHalfEven(x)));
+}
+
 /**
  * Converts a number to the stored representation of `t` for one element: bits for 16-bit floats,
- * saturated ints, and for the low-precision types the element's code (not a packed byte): the
+ * integers rounded half to even and saturated (NaN -> 0), and for the low-precision types the element's code (not a packed byte): the
  * value -8..7 for `s4`, 0..15 for `u4`, the nibble 0..15 for `f4_e2m1`, the byte 0..255 for
  * `f8_e4m3 f8_e5m2 e8m0`. FP8 conversion saturates, e8m0 rounds down (`'floor'`); see
  * `low_precision.ts` for every rule.
@@ -158,9 +164,9 @@ export function toStored(t: DataType, x: number): number {
   switch (t) {
     case 'bf16': return f32ToBf16(x);
     case 'f16': return f32ToF16(x);
-    case 's8': return Math.max(-128, Math.min(127, Math.round(x)));
-    case 'u8': return Math.max(0, Math.min(255, Math.round(x)));
-    case 's32': return Math.max(-2147483648, Math.min(2147483647, Math.round(x)));
+    case 's8': return toInt(x, -128, 127);
+    case 'u8': return toInt(x, 0, 255);
+    case 's32': return toInt(x, -2147483648, 2147483647);
     case 's4': return f32ToS4(x);
     case 'u4': return f32ToU4(x);
     case 'f8_e4m3': return f32ToF8E4m3(x);
@@ -200,7 +206,7 @@ function checkCount(fn: string, count: number): void {
 
 /**
  * Encodes numbers as the little-endian bytes of `dtBytes(t, n)` for any data type: f32 as IEEE
- * single, bf16/f16 as 16-bit patterns (round to nearest even), s8/u8/s32 saturated, the 8-bit
+ * single, bf16/f16 as 16-bit patterns (round to nearest even), s8/u8/s32 rounded half to even and saturated, the 8-bit
  * low-precision types one code per byte, the 4-bit types packed two per byte (element 2i in the
  * low nibble of byte i, padding nibble 0).
  */

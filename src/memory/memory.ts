@@ -1,5 +1,5 @@
 import { DnnlError, check } from '../common/status.js';
-import { dtBytes, fromStored, makeView, toStored, type ValuesView } from '../common/data_type.js';
+import { decodeArray, dtBytes, encodeArray, fromStored, isSubByteType, makeView, toStored, type ValuesView } from '../common/data_type.js';
 import type { Engine } from '../runtime/engine.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
@@ -90,7 +90,10 @@ export class Memory {
     return this.freed;
   }
 
-  /** Zero-copy view of the values buffer (raw bits for bf16/f16). */
+  /**
+   * Zero-copy view of the values buffer: raw bits for bf16/f16, codes for the 8-bit low-precision
+   * types, packed bytes (two elements per byte) for `s4 u4 f4_e2m1`. Use `write`/`read` for logical values.
+   */
   get values(): ValuesView {
     this.checkAlive('values');
     if (!this.valuesView) {
@@ -119,20 +122,39 @@ export class Memory {
     return new Uint8Array(this.engine.buffer, this.handles[index], n);
   }
 
-  /** Copies the whole values buffer in (padding of strided layouts included), converting to the data type: f32 -> bf16/f16 bits, saturated ints. */
+  /**
+   * Number of elements `write` takes and `read` returns: every element of the values span (padding of
+   * strided layouts included). Equals `values.length` except for the 4-bit types, whose view holds
+   * packed bytes (two elements per byte).
+   */
+  get elementCount(): number {
+    const v = this.values;
+    return isSubByteType(this.desc.dataType) ? this.desc.spanElems : v.length;
+  }
+
+  /**
+   * Copies the whole values span in (padding of strided layouts included) from logical numbers,
+   * converting to the data type: f32 -> bf16/f16 bits (RNE), integers rounded half to even and
+   * saturated, the low-precision types through their codecs (`toStored`: fp8 saturating, e8m0 rounded
+   * down); `s4 u4 f4_e2m1` are encoded and packed two per byte (`encodeArray`). `data` has
+   * `elementCount` entries.
+   */
   write(data: ArrayLike<number>): this {
     const v = this.values;
-    check(data.length === v.length, `Memory.write: expected ${v.length} values, got ${data.length}`);
     const t = this.desc.dataType;
-    if (t === 'f32' || t === 's32') v.set(data);
-    else for (let i = 0; i < data.length; i++) v[i] = toStored(t, data[i]);
+    const n = this.elementCount;
+    check(data.length === n, `Memory.write: expected ${n} values, got ${data.length}`);
+    if (isSubByteType(t)) (v as Uint8Array).set(encodeArray(t, data));
+    else if (t === 'f32') v.set(data);
+    else for (let i = 0; i < n; i++) v[i] = toStored(t, data[i]);
     return this;
   }
 
-  /** Copies the whole values buffer out as numbers (padding included; bf16/f16 decoded). */
+  /** Copies the whole values span out as logical numbers (`elementCount` of them, padding included; every type decoded). */
   read(): Float64Array {
     const v = this.values;
     const t = this.desc.dataType;
+    if (isSubByteType(t)) return Float64Array.from(decodeArray(t, v as Uint8Array, this.desc.spanElems));
     const out = new Float64Array(v.length);
     for (let i = 0; i < v.length; i++) out[i] = fromStored(t, v[i]);
     return out;

@@ -38,6 +38,17 @@ export function argName(id: number): string {
       if (id >= ARG.MULTIPLE_SRC && id < ARG.MULTIPLE_DST) return `ARG.MULTIPLE_SRC + ${id - ARG.MULTIPLE_SRC}`;
       if (id >= ARG.MULTIPLE_DST && id < ARG.MULTIPLE_WEIGHTS) return `ARG.MULTIPLE_DST + ${id - ARG.MULTIPLE_DST}`;
       if (id >= ARG.MULTIPLE_WEIGHTS && id < ARG.ATTR_SCALES) return `ARG.MULTIPLE_WEIGHTS + ${id - ARG.MULTIPLE_WEIGHTS}`;
+      if (id > ARG.ATTR_SCALES && id < ARG.ATTR_ZERO_POINTS) return `ARG.ATTR_SCALES | ${paren(argName(id - ARG.ATTR_SCALES))}`;
+      if (id > ARG.ATTR_ZERO_POINTS && id < 2 * ARG.ATTR_ZERO_POINTS) return `ARG.ATTR_ZERO_POINTS | ${paren(argName(id - ARG.ATTR_ZERO_POINTS))}`;
+      if (id > ARG.ATTR_MULTIPLE_POST_OP(0) && id < ARG.ATTR_GROUPED_OFFSETS && id % ARG.ATTR_MULTIPLE_POST_OP(0) !== 0) {
+        const step = ARG.ATTR_MULTIPLE_POST_OP(0);
+        return `ARG.ATTR_MULTIPLE_POST_OP(${Math.floor(id / step) - 1}) | ${paren(argName(id % step))}`;
+      }
       return `arg ${id}`;
   }
+}
+
+/** `ARG.MULTIPLE_SRC + 3` -> `(ARG.MULTIPLE_SRC + 3)` inside an `|` expression. */
+function paren(name: string): string {
+  return name.includes(' + ') ? `(${name})` : name;
 }

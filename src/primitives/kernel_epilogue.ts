@@ -11,6 +11,7 @@ export function epilogueRejection(attr: PrimitiveAttr): string | undefined {
     const o = ops[i];
     if (o.kind === 'sum' && i !== 0) return 'a sum post-op must come first';
     if (o.kind === 'eltwise' && !isElt(o.alg)) return `eltwise ${o.alg} is not in the kernel epilogue`;
+    if (o.kind === 'binary' || o.kind === 'glu') return `${o.alg} is not in the kernel epilogue`;
   }
   return undefined;
 }
@@ -24,6 +25,7 @@ export function writeEpilogue(i32: Int32Array, f32: Float32Array, attr: Primitiv
       f32[JOB.sum_scale / 4] = op.scale;
       continue;
     }
+    if (op.kind !== 'eltwise') continue; // binary / glu: the impls reject them before (not in the kernels yet)
     i32[JOB.elt_alg / 4 + ne] = ELT_CODE[op.alg as keyof typeof ELT_CODE];
     f32[JOB.elt_alpha / 4 + ne] = op.alpha;
     f32[JOB.elt_beta / 4 + ne] = op.beta;

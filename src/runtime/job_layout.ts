@@ -14,8 +14,27 @@ export const JOB = {
   dt_src: 144, dt_wei: 148, dt_dst: 152, total: 156,
   n_elt: 160, has_sum: 164, sum_scale: 168, groups: 172,
   elt_alg: 176, elt_alpha: 192, elt_beta: 208,
-  SIZE: 224,
+  path: 224, b_dt: 228, glu_alg: 232, glu_layout: 236,
+  glu_alpha: 240, glu_limit: 244, n_po: 248,
+  /** NQ `qarg_t` records (QARG offsets), indexed by Q. */
+  q: 256,
+  /** MAX_PO `post_op_t` records (PO offsets). */
+  po: 544,
+  SIZE: 928,
 } as const;
+
+/** Byte offsets inside a `qarg_t` (scale / zero-point location, job.h). */
+export const QARG = { ptr: 0, table: 4, dt: 8, st_g: 12, st_r: 16, st_k: 20, st_n: 24, blk_k: 28, blk_n: 32, SIZE: 48 } as const;
+/** Index of each `qarg_t` in `job.q`. */
+export const Q = { src_scale: 0, wei_scale: 1, dst_scale: 2, src_zp: 3, wei_zp: 4, dst_zp: 5 } as const;
+/** Byte offsets inside a `post_op_t` (fused post-op, job.h). */
+export const PO = { kind: 0, alg: 4, alpha: 8, beta: 12, ptr: 16, table: 20, st_g: 24, st_r: 28, st_n: 32, SIZE: 48 } as const;
+export const PO_KIND = { eltwise: 1, sum: 2, binary_add: 3, binary_mul: 4 } as const;
+export const MAX_PO = 8;
+export const PATH = { f32: 0, f32_fused: 1, int: 2 } as const;
+export const WEI_PACKED = { plain: 0, f32_p8: 1, s16_p8k2: 2 } as const;
+export const GLU_CODE = { glu_swiglu: 1, glu_geglu_erf: 2, glu_geglu_tanh: 3, glu_swiglu_oai: 4 } as const;
+export const GLU_LAYOUT_CODE = { halves: 0, interleaved: 1, blocks32: 2 } as const;
 
 export type JobField = Exclude<keyof typeof JOB, 'SIZE'>;
 
@@ -24,10 +43,27 @@ export const GROUP_MODE = { offsets: 0, uniform: 1, pointers: 2 } as const;
 /** Byte offsets of `group_rec_t` (P#3 pointer table entry). */
 export const GROUP_REC = { src: 0, wei: 4, dst: 8, max_rows: 12, K: 16, N: 20, s_0: 24, d_0: 28, w_k: 32, w_n: 36, wei_packed: 40, SIZE: 48 } as const;
 export const JOB_DT = { f32: 0, bf16: 1, f16: 2 } as const;
+/** Every element type the fused paths decode (job.h DT_*). */
+export const JOB_DT_ALL = { ...JOB_DT, s8: 3, u8: 4, s4: 5, u4: 6, f8_e4m3: 7, f8_e5m2: 8, f4_e2m1: 9, s32: 10, e8m0: 11 } as const;
+/** Eltwise algorithms of the fast path's in-register epilogue. */
 export const ELT_CODE = { eltwise_relu: 1, eltwise_linear: 2, eltwise_clip: 3, eltwise_abs: 4, eltwise_square: 5 } as const;
+/** Every eltwise algorithm of the fused epilogue (wasm/src/vmath.h). */
+export const ELT_CODE_ALL = {
+  ...ELT_CODE, eltwise_gelu_erf: 6, eltwise_gelu_tanh: 7, eltwise_swish: 8, eltwise_logistic: 9, eltwise_tanh: 10, eltwise_exp: 11,
+} as const;
 export const MAX_ELT = 4;
 /** Microkernel geometry of the built modules (wasm/src/common.h). */
 export const MR = 4;
 export const NR = 8;
+
+/**
+ * Bytes of one worker's scratch (wasm/src/driver.h): offsets, A block (MB x KC f32), B block
+ * (KC x NBC f32), C tile (MB x NBC f32), epilogue vectors (8 NBC + 4 MB f32), NBC = NB + 16. `kcF32` is
+ * KC in f32 units (the integer path's int16 blocks with twice the KC take the same room).
+ */
+export function scratchBytes(G: number, mb: number, nb: number, kcF32: number): number {
+  const nbc = nb + 16;
+  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * (mb * kcF32 + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb);
+}
 
 export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7 } as const;

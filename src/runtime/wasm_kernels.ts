@@ -8,6 +8,14 @@ export type KernelChoice = 'auto' | KernelIsa | 'none';
 export interface KernelExports {
   run_job(job: number, tid: number): number;
   pack_weights(src: number, dt: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
+  /** Integer weights (s8 u8 s4 u4, job DT codes) -> s16:p8k2 panels. */
+  pack_weights_s16(src: number, dt: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
+  /** Tests: the fused epilogue's eltwise (job codes; 100 = erf) over n floats (n % 4 == 0). */
+  check_eltwise(alg: number, alpha: number, beta: number, src: number, dst: number, n: number): void;
+  /** Tests: decode n elements of a job DT to f32. */
+  check_decode(dt: number, src: number, dst: number, n: number): void;
+  /** Tests: encode n floats to a dst job DT (RNE, saturating). */
+  check_encode(dt: number, src: number, dst: number, n: number): void;
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
   stream_f32(ptr: number, n: number): number;

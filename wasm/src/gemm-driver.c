@@ -1,13 +1,15 @@
 /* The grouped GEMM driver run by every worker: validate the runtime offsets (before touching any row),
    turn them into a tile space (group x N-block x M-block), take tiles from one atomic counter, and run
-   each tile with K blocking on the f32 microkernel. Every tile is computed by exactly one worker with
-   the same accumulation order whatever the thread count, so results are bitwise reproducible. */
+   each tile with K blocking on the f32 microkernel (path F32) or through the fused paths
+   (gemm-fused.c). Every tile is computed by exactly one worker with the same accumulation order
+   whatever the thread count, so results are bitwise reproducible. */
 #include "common.h"
 #include "job.h"
 #include "ukernel.h"
+#include "driver.h"
+#include "lowp.h"
 
 INLINE size_t esz(int dt) { return dt == DT_F32 ? 4 : 2; }
-INLINE int32_t cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
 static void set_error(job_t* j, int code, int32_t idx, int32_t a, int32_t b) {
   j->err_index = idx;
@@ -52,23 +54,14 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
   return code;
 }
 
-/* One GEMM tile: C[m0 : m0+mc, n0 : n0+nc] of a group whose operands are described below. */
-typedef struct operand {
-  const char* base;
-  int32_t s0, s1; /* element strides: A (row, k); B (k, n); C (row, n) */
-  int dt;
-} operand_t;
-
-typedef struct scratch {
-  float* a;    /* MB x KC */
-  float* b;    /* KC x NB (NR-column panels) */
-  float* c;    /* MB x NB */
-  float* bias; /* NB */
-} scratch_t;
-
+/* One GEMM tile of the fast f32 path: C[m0 : m0+mc, n0 : n0+nc], operands f32/bf16/f16. */
 static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t B, const float* wpacked, int32_t Kfull,
-                     operand_t C, const char* bias_g, int32_t Kg, int32_t m0, int32_t mc, int32_t n0, int32_t nc) {
+                     operand_t C, const char* bias_g, size_t bias_off, int32_t Kg, int32_t m0, int32_t mc, int32_t n0,
+                     int32_t nc) {
   const int32_t KC = j->kc, NB = j->nb;
+  A.base += A.off * esz(A.dt);
+  B.base += B.off * esz(B.dt);
+  C.base += C.off * esz(C.dt);
   const int32_t npan = cdiv(nc, NR);
   const int direct_c = C.dt == DT_F32 && C.s1 == 1;
   float* c = direct_c ? (float*)C.base + (size_t)m0 * C.s0 + n0 : s->c;
@@ -84,7 +77,7 @@ static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t 
   const float* biasv = 0;
   if (bias_g) {
     for (int32_t n = 0; n < npan * NR; n++)
-      s->bias[n] = n < nc ? ((const float*)bias_g)[(size_t)(n0 + n) * j->b_n] : 0.0f;
+      s->bias[n] = n < nc ? load_elem(bias_g, j->b_dt, bias_off + (size_t)(n0 + n) * j->b_n) : 0.0f;
     biasv = s->bias;
   }
   epilogue_t epi = { 0, j->n_elt, j->elt_alg, j->elt_alpha, j->elt_beta };
@@ -137,71 +130,82 @@ static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t 
         store_elem((char*)C.base, C.dt, (size_t)(m0 + i) * C.s0 + (size_t)(n0 + n) * C.s1, c[i * ldc + n]);
 }
 
-/* Everything a tile needs to know about its group. */
-typedef struct group_view {
-  operand_t A, B, C;
-  const float* wpacked;
-  const char* bias;
-  int32_t rows, Kg, Kfull, N;
-} group_view_t;
-
 /* Resolves group g: the only place where the three ways of defining groups differ. */
 static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t* v) {
-  const size_t ss = esz(j->dt_src), ws = esz(j->dt_wei), ds = esz(j->dt_dst);
   const char* src = (const char*)(uintptr_t)j->src;
   const char* wei = (const char*)(uintptr_t)j->wei;
-  char* dst = (char*)(uintptr_t)j->dst;
-  v->bias = j->bias ? (const char*)(uintptr_t)j->bias + (size_t)g * j->b_g * 4 : 0;
+  const char* dst = (const char*)(uintptr_t)j->dst;
+  v->bias = j->bias ? (const char*)(uintptr_t)j->bias : 0;
+  v->bias_off = (size_t)g * j->b_g;
   v->N = j->N;
+  v->g = g;
+  v->r0 = 0;
+  v->k0 = 0;
   if (j->group_mode == GROUPS_POINTERS) {
     const group_rec_t* t = (const group_rec_t*)(uintptr_t)j->groups + g;
     v->rows = o[g];
     v->Kg = v->Kfull = t->K;
     v->N = t->N;
-    v->A = (operand_t){ (const char*)(uintptr_t)t->src, t->s_0, 1, j->dt_src };
-    v->B = (operand_t){ (const char*)(uintptr_t)t->wei, t->w_k, t->w_n, j->dt_wei };
-    v->C = (operand_t){ (const char*)(uintptr_t)t->dst, t->d_0, 1, j->dt_dst };
-    v->wpacked = t->wei_packed ? (const float*)(uintptr_t)t->wei : 0;
+    v->A = (operand_t){ (const char*)(uintptr_t)t->src, 0, t->s_0, 1, j->dt_src };
+    v->B = (operand_t){ (const char*)(uintptr_t)t->wei, 0, t->w_k, t->w_n, j->dt_wei };
+    v->C = (operand_t){ (const char*)(uintptr_t)t->dst, 0, t->d_0, 1, j->dt_dst };
+    v->wpacked = t->wei_packed ? (const void*)(uintptr_t)t->wei : 0;
+    v->wfmt = t->wei_packed;
     return;
   }
   if (j->kind == KIND_GROUPED_M) {
     const int32_t r0 = j->group_mode == GROUPS_OFFSETS ? o[g] : 0;
+    v->r0 = r0;
     v->rows = j->group_mode == GROUPS_OFFSETS ? o[g + 1] - o[g] : j->M;
     v->Kg = v->Kfull = j->K;
-    v->A = (operand_t){ src + ((size_t)g * j->s_g + (size_t)r0 * j->s_0) * ss, j->s_0, j->s_1, j->dt_src };
-    v->B = (operand_t){ wei + (size_t)g * j->w_g * ws, j->w_k, j->w_n, j->dt_wei };
-    v->C = (operand_t){ dst + ((size_t)g * j->d_g + (size_t)r0 * j->d_0) * ds, j->d_0, j->d_1, j->dt_dst };
+    v->A = (operand_t){ src, (size_t)g * j->s_g + (size_t)r0 * j->s_0, j->s_0, j->s_1, j->dt_src };
+    v->B = (operand_t){ wei, (size_t)g * j->w_g, j->w_k, j->w_n, j->dt_wei };
+    v->C = (operand_t){ dst, (size_t)g * j->d_g + (size_t)r0 * j->d_0, j->d_0, j->d_1, j->dt_dst };
   } else {
     const int32_t k0 = j->group_mode == GROUPS_OFFSETS ? o[g] : g * j->K;
+    v->k0 = k0;
     v->rows = j->M;
     v->Kg = v->Kfull = j->group_mode == GROUPS_OFFSETS ? o[g + 1] - o[g] : j->K;
-    v->A = (operand_t){ src + (size_t)k0 * j->s_1 * ss, j->s_0, j->s_1, j->dt_src };
-    v->B = (operand_t){ wei + (size_t)k0 * j->w_k * ws, j->w_k, j->w_n, j->dt_wei };
-    v->C = (operand_t){ dst + (size_t)g * j->d_g * ds, j->d_0, j->d_1, j->dt_dst };
+    v->A = (operand_t){ src, (size_t)k0 * j->s_1, j->s_0, j->s_1, j->dt_src };
+    v->B = (operand_t){ wei, (size_t)k0 * j->w_k, j->w_k, j->w_n, j->dt_wei };
+    v->C = (operand_t){ dst, (size_t)g * j->d_g, j->d_0, j->d_1, j->dt_dst };
   }
-  v->wpacked = j->wei_packed ? (const float*)v->B.base : 0;
+  /* Packed weights: w_g counts elements of the packed type (f32 or int16). */
+  v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)g * j->w_g)
+             : j->wei_packed == WEI_S16_P8K2 ? (const void*)((const int16_t*)wei + (size_t)g * j->w_g) : 0;
+  v->wfmt = j->wei_packed;
 }
 
+/* dst columns of a group: N, or N / 2 behind a GLU; a tile covers nb GEMM columns. */
+INLINE int32_t view_cols(const job_t* j, const group_view_t* v) { return j->glu_alg ? v->N / 2 : v->N; }
+INLINE int32_t tile_cols(const job_t* j) { return j->glu_alg ? j->nb / 2 : j->nb; }
+
 INLINE int32_t view_tiles(const job_t* j, const group_view_t* v) {
-  return cdiv(v->rows, j->mb) * cdiv(v->N, j->nb);
+  return cdiv(v->rows, j->mb) * cdiv(view_cols(j, v), tile_cols(j));
 }
 
 static void run_group_tile(const job_t* j, const scratch_t* s, const group_view_t* v, int32_t t) {
-  const int32_t mbn = cdiv(v->rows, j->mb);
-  const int32_t m0 = (t % mbn) * j->mb, n0 = (t / mbn) * j->nb;
-  run_tile(j, s, v->A, v->B, v->wpacked, v->Kfull, v->C, v->bias, v->Kg, m0, MIN(j->mb, v->rows - m0), n0,
-           MIN(j->nb, v->N - n0));
+  const int32_t mbn = cdiv(v->rows, j->mb), nbt = tile_cols(j);
+  const int32_t m0 = (t % mbn) * j->mb, n0 = (t / mbn) * nbt;
+  const int32_t mc = MIN(j->mb, v->rows - m0), nc = MIN(nbt, view_cols(j, v) - n0);
+  if (j->path != PATH_F32) {
+    run_tile_fused(j, s, v, m0, mc, n0, nc);
+    return;
+  }
+  run_tile(j, s, v->A, v->B, (const float*)v->wpacked, v->Kfull, v->C, v->bias, v->bias_off, v->Kg, m0, mc, n0, nc);
 }
 
 EXPORT(run_job) int run_job(job_t* j, int tid) {
   char* base = (char*)(uintptr_t)j->scratch + (size_t)tid * (size_t)j->scratch_stride;
   int32_t* o = (int32_t*)base;
   const size_t offs_bytes = ((size_t)(j->G + 1) * 4 + 63) & ~(size_t)63;
+  const size_t nbc = (size_t)scratch_nbc(j);
   scratch_t s;
   s.a = (float*)(base + offs_bytes);
   s.b = s.a + (size_t)j->mb * j->kc;
-  s.c = s.b + (size_t)j->kc * j->nb;
-  s.bias = s.c + (size_t)j->mb * j->nb;
+  s.c = s.b + (size_t)j->kc * nbc;
+  s.bias = s.c + (size_t)j->mb * nbc;
+  s.vec = s.bias;
   if (j->group_mode != GROUPS_UNIFORM && load_groups(j, o, tid)) return 0;
   /* Tiles are numbered group by group (N-block major, M-block minor, so consecutive tiles share a
      weight panel); each worker walks the groups forward as the shared counter grows. */
@@ -237,6 +241,23 @@ EXPORT(pack_weights) void pack_weights(const char* w, int dt, int32_t G, int32_t
         for (int32_t q = 0; q < NR; q++) {
           const int32_t n = p * NR + q;
           o[q] = n < N ? load_elem(w, dt, (size_t)g * sg + (size_t)k * sk + (size_t)n * sn) : 0.0f;
+        }
+      }
+}
+
+/* Packs integer weights [G, K, N] (s8/u8/s4/u4, any strides, element indices) into the s16:p8k2
+   panels the integer microkernel reads: per group ceil(N/8) panels of Kp/2 k-pairs x 8 columns x 2,
+   int16, zero padded (Kp = K rounded up to even). */
+EXPORT(pack_weights_s16) void pack_weights_s16(const char* w, int dt, int32_t G, int32_t K, int32_t N, int32_t sg,
+                                               int32_t sk, int32_t sn, int16_t* out) {
+  const int32_t npan = cdiv(N, NR), Kp = (K + 1) & ~1;
+  for (int32_t g = 0; g < G; g++)
+    for (int32_t p = 0; p < npan; p++)
+      for (int32_t k = 0; k < Kp; k++) {
+        int16_t* o = out + (((size_t)g * npan + p) * Kp + (k & ~1)) * NR + (k & 1);
+        for (int32_t q = 0; q < NR; q++) {
+          const int32_t n = p * NR + q;
+          o[2 * q] = (int16_t)(n < N && k < K ? load_int(w, dt, (size_t)g * sg + (size_t)k * sk + (size_t)n * sn) : 0);
         }
       }
 }

@@ -4,7 +4,20 @@
 #include <stdint.h>
 
 enum { KIND_GROUPED_M = 1, KIND_GROUPED_K = 2 };
-enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 };
+/* Element types. The fast f32 path reads only the first three; the others are decoded by the fused
+   paths (wasm/src/lowp.h). 4-bit types: element i is the low (even i) or high nibble of byte i/2. */
+enum {
+  DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2, DT_S8 = 3, DT_U8 = 4, DT_S4 = 5, DT_U4 = 6,
+  DT_F8_E4M3 = 7, DT_F8_E5M2 = 8, DT_F4_E2M1 = 9, DT_S32 = 10, DT_E8M0 = 11,
+};
+/* Compute paths. F32: the original kernel, epilogue (bias, eltwise 1..5, leading sum) in registers.
+   F32_FUSED: f32 microkernel into a scratch C tile, then the generic per-tile epilogue; operands of
+   any type are decoded in packing, zero points and K-varying scales folded there. INT: s8/u8 src x
+   s8/u8/s4/u4 weights widened to int16, exact int32 accumulation, the same epilogue. */
+enum { PATH_F32 = 0, PATH_F32_FUSED = 1, PATH_INT = 2 };
+/* wei_packed: 0 plain (strides w_k, w_n), 1 f32:p8 panels (f32 [ceil(N/8)][K][8] per group),
+   2 s16:p8k2 panels (int16 [ceil(N/8)][Kp/2][8][2] per group, Kp = K rounded up to even). */
+enum { WEI_PLAIN = 0, WEI_F32_P8 = 1, WEI_S16_P8K2 = 2 };
 /* How a job learns where each group lives: a canonical offsets buffer (P#1 grouped memory, P#2
    offsets attribute), uniform groups (dense and batched matmul: group g starts at g * group stride),
    or a table of per-group pointers with the rows of each group in a runtime-dims buffer (P#3). */
@@ -17,12 +30,48 @@ typedef struct group_rec {
   int32_t w_k, w_n, wei_packed, pad;
 } group_rec_t;
 _Static_assert(sizeof(group_rec_t) == 48, "group_rec_t layout changed: update grouped_gemm executor");
-enum { ELT_RELU = 1, ELT_LINEAR = 2, ELT_CLIP = 3, ELT_ABS = 4, ELT_SQUARE = 5 };
+/* Eltwise codes: 1..5 are also in the fast path's in-register epilogue. */
+enum {
+  ELT_RELU = 1, ELT_LINEAR = 2, ELT_CLIP = 3, ELT_ABS = 4, ELT_SQUARE = 5, ELT_GELU_ERF = 6,
+  ELT_GELU_TANH = 7, ELT_SWISH = 8, ELT_LOGISTIC = 9, ELT_TANH = 10, ELT_EXP = 11,
+};
+/* Fused post-op chain entries (job.po), after bias and the GLU. */
+enum { PO_ELTWISE = 1, PO_SUM = 2, PO_BIN_ADD = 3, PO_BIN_MUL = 4 };
+enum { GLU_NONE = 0, GLU_SWIGLU = 1, GLU_GEGLU_ERF = 2, GLU_GEGLU_TANH = 3, GLU_SWIGLU_OAI = 4 };
+enum { GLU_HALVES = 0, GLU_INTERLEAVED = 1, GLU_BLOCKS32 = 2 };
+/* Scales and zero points (job.q). */
+enum { Q_SRC_SCALE = 0, Q_WEI_SCALE = 1, Q_DST_SCALE = 2, Q_SRC_ZP = 3, Q_WEI_ZP = 4, Q_DST_ZP = 5, NQ = 6 };
 enum {
   ERR_NONE = 0, ERR_OFFS_FIRST = 1, ERR_OFFS_DECREASING = 2, ERR_OFFS_TOTAL = 3,
   ERR_OFFS_MISMATCH = 4, ERR_OFFS_SIZES = 5, ERR_DIMS_NEGATIVE = 6, ERR_DIMS_CAPACITY = 7,
 };
 #define MAX_ELT 4
+#define MAX_PO 8
+
+/* Where one scale / zero-point value lives: element
+     g * st_g + row * st_r + (k / blk_k) * st_k + (n / blk_n) * st_n
+   of ptr (type dt), with row the absolute row (offs[g] + m; m for uniform and pointer groups), k the
+   absolute k (offs[g] + k for variable-K groups), n the weights column for weights and the dst
+   column for dst. A zero stride broadcasts. ptr == 0: absent. table != 0: ptr holds G pointers, one
+   per group (Proposal #3 per-expert memories), and st_g is not used. */
+typedef struct qarg {
+  uint32_t ptr;
+  int32_t table, dt, st_g;
+  int32_t st_r, st_k, st_n, blk_k;
+  int32_t blk_n, pad0, pad1, pad2;
+} qarg_t;
+_Static_assert(sizeof(qarg_t) == 48, "qarg_t layout changed: update job_layout.ts");
+
+/* One fused post-op. PO_ELTWISE: alg, alpha, beta. PO_SUM: x += alpha * dst_before. PO_BIN_*: the
+   f32 src1 element g * st_g + row * st_r + n * st_n of ptr (table: per-group pointers), n the dst column. */
+typedef struct post_op {
+  int32_t kind, alg;
+  float alpha, beta;
+  uint32_t ptr;
+  int32_t table, st_g, st_r;
+  int32_t st_n, pad0, pad1, pad2;
+} post_op_t;
+_Static_assert(sizeof(post_op_t) == 48, "post_op_t layout changed: update job_layout.ts");
 
 typedef struct job {
   /* 0 */ int32_t kind, group_mode, status, err_index;
@@ -40,7 +89,13 @@ typedef struct job {
   /* 176 */ int32_t elt_alg[MAX_ELT];
   /* 192 */ float elt_alpha[MAX_ELT];
   /* 208 */ float elt_beta[MAX_ELT];
-  /* 224 */
+  /* 224: the fused paths (rfcs/0002). nb is the tile's GEMM columns; with a GLU a tile writes nb/2
+     dst columns. b_dt: bias type (f32/bf16/f16, all paths); n_po: entries of po. */
+  int32_t path, b_dt, glu_alg, glu_layout;
+  /* 240 */ float glu_alpha, glu_limit; int32_t n_po, pad240;
+  /* 256 */ qarg_t q[NQ];
+  /* 544 */ post_op_t po[MAX_PO];
+  /* 928 */
 } job_t;
 
-_Static_assert(sizeof(job_t) == 224, "job_t layout changed: update job_layout.ts");
+_Static_assert(sizeof(job_t) == 928, "job_t layout changed: update job_layout.ts");

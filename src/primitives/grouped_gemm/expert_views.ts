@@ -1,6 +1,6 @@
-import { check } from '../../common/status.js';
+import { check, checkImpl } from '../../common/status.js';
 import { RUNTIME_DIM_VAL } from '../../common/dims.js';
-import { dtBytes } from '../../common/data_type.js';
+import { dtBytes, isSubByteType } from '../../common/data_type.js';
 import { plainDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
 
@@ -15,7 +15,9 @@ export function expertViews(mem: Memory, offs: ArrayLike<number>): Memory[] {
   check(md.strides[1] === 1, 'expertViews: rows must be contiguous (row-major)');
   check(offs.length >= 2, 'expertViews: offsets need G+1 >= 2 entries');
   const [total, K] = md.dims;
-  const row = md.strides[0] * dtBytes(md.dataType, 1);
+  // 4-bit types pack two elements per byte: every view must start on a byte.
+  checkImpl(!isSubByteType(md.dataType) || md.strides[0] % 2 === 0, `expertViews: ${md.dataType} rows of ${md.strides[0]} elements do not start on byte boundaries`);
+  const row = dtBytes(md.dataType, md.strides[0]);
   const viewMd = plainDesc([RUNTIME_DIM_VAL, K], md.dataType, 'ab');
   // A [RUNTIME_DIM_VAL, K] view steps K elements per row: padded rows would be misread.
   check(md.strides[0] === viewMd.strides[0], `expertViews: rows must be contiguous (row stride ${md.strides[0]} != K = ${K})`);

@@ -8,10 +8,26 @@ import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
 import { groupedGemmImplList, type GroupedGemmImpl } from './impl_list.js';
+import type { PostOp } from '../../attr/post_ops.js';
+import { ARG, argName } from '../args.js';
+import {
+  NO_FUSION, dataTypeRejection, resolveQuant,
+  type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
+} from '../fusion.js';
+
+/** The attribute ids of grouped_gemm scales / zero points: one setting for every expert. */
+const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
+const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
+
+/**
+ * What `pd.queryMd(what, expert)` answers: the expert's arguments, `runtime_dims`, and the values
+ * memories of rfcs/0002 for that expert: `scales:src|weights|dst`, `zero_points:src|weights|dst`,
+ * `binary:i` (src1 of the post-op at chain position i).
+ */
+export type GroupedGemmQuery = 'src' | 'weights' | 'dst' | 'runtime_dims' | `scales:${QuantArg}` | `zero_points:${QuantArg}` | `binary:${number}`;
 
 /** Largest G: `ARG.MULTIPLE_WEIGHTS + i` must stay below `ARG.ATTR_SCALES`. */
 export const MAX_EXPERTS = 1024;
-const FLOATS = ['f32', 'bf16', 'f16'];
 
 /**
  * RFC Proposal #3: `new grouped_gemm.PrimitiveDesc(eng, srcMds, weiMds, dstMds, runtimeDimsMd, attr?)`.
@@ -40,11 +56,18 @@ export class PrimitiveDesc {
     check(runtimeDimsMd.format === 'blocked', 'grouped_gemm: runtimeDimsMd must be a plain descriptor');
     check(attr instanceof PrimitiveAttr, 'grouped_gemm: attr must be a PrimitiveAttr');
     check(!attr.groupedOffsets, 'grouped_gemm: the grouped-offsets attribute belongs to matmul (Proposal #2)');
+    check(attr.postOps.entries.every((o, i) => o.kind !== 'glu' || i === 0), 'grouped_gemm: a glu post-op must be the first post-op');
+    for (const a of [...attr.scalesArgs, ...attr.zeroPointsArgs]) check(a === ARG.MULTIPLE_SRC || a === ARG.MULTIPLE_WEIGHTS || a === ARG.MULTIPLE_DST, `grouped_gemm: scales and zero points take ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or ARG.MULTIPLE_DST (one setting for every expert), got ${argName(a)}`);
     const experts: Expert[] = [];
-    for (let i = 0; i < G; i++) experts.push(PrimitiveDesc.expert(i, srcMds[i], weiMds[i], dstMds[i]));
+    for (let i = 0; i < G; i++) experts.push(PrimitiveDesc.expert(i, srcMds[i], weiMds[i], dstMds[i], attr));
     checkImpl(experts.every((e) => e.src.dataType === experts[0].src.dataType), 'grouped_gemm: all experts must share the src data type');
     checkImpl(experts.every((e) => e.dst.dataType === experts[0].dst.dataType), 'grouped_gemm: all experts must share the dst data type');
     checkImpl(experts.every((e) => e.weights.dataType === experts[0].weights.dataType), 'grouped_gemm: all experts must share the weights data type');
+    const why = dataTypeRejection(experts[0].src.dataType, experts[0].weights.dataType, experts[0].dst.dataType);
+    checkImpl(why === undefined, `grouped_gemm: ${why}`);
+    for (let i = 0; i < G; i++) experts[i] = { ...experts[i], fusion: PrimitiveDesc.fusion(i, experts[i], attr) };
+    const shared = experts[0].fusion.binary.filter((b) => !b.perExpert && b.md.dims[1] !== 1);
+    shared.forEach((b) => check(experts.every((e) => e.dstN === b.md.dims[1]), `grouped_gemm: binary post-op ${b.position} src1 [1, ${b.md.dims[1]}] is shared by every expert, so every expert needs ${b.md.dims[1]} dst columns`));
     const p: GroupedGemmProblem = { G, experts, runtimeDims: runtimeDimsMd, attr };
     const reasons: string[] = [];
     let chosen: GroupedGemmImpl | undefined;
@@ -66,7 +89,7 @@ export class PrimitiveDesc {
     verboseLine('create', ['grouped_gemm', this.implInfo, 'undef', this.mdsString(), attr.toString(), '', `g${G}`, this.creationMs.toFixed(4)]);
   }
 
-  private static expert(i: number, src: MemoryDesc, wei: MemoryDesc, dst: MemoryDesc): Expert {
+  private static expert(i: number, src: MemoryDesc, wei: MemoryDesc, dst: MemoryDesc, attr: PrimitiveAttr): Expert {
     check(src instanceof MemoryDesc && wei instanceof MemoryDesc && dst instanceof MemoryDesc, `grouped_gemm: expert ${i} descriptors must be memory descriptors`);
     check(!src.isGrouped && !wei.isGrouped && !dst.isGrouped, `grouped_gemm: expert ${i} descriptors must be plain (one expert each)`);
     check(src.ndims === 2, `grouped_gemm: src[${i}] must be 2D [M, K], got ${src.ndims} dims`);
@@ -77,18 +100,65 @@ export class PrimitiveDesc {
     const K = src.dims[1], N = wei.dims[1];
     check(!isRuntime(K) && !isRuntime(N) && !isRuntime(wei.dims[0]), `grouped_gemm: expert ${i} K and N must be known`);
     check(wei.dims[0] === K, `grouped_gemm: weights[${i}] dims[0] = ${wei.dims[0]} must equal src[${i}] K = ${K}`);
-    check(dst.dims[1] === N, `grouped_gemm: dst[${i}] dims[1] = ${dst.dims[1]} must equal weights[${i}] N = ${N}`);
+    const glu = attr.postOps.glu;
+    check(!glu || N % 2 === 0, `grouped_gemm: a glu post-op needs an even number of GEMM columns (gate + up), weights[${i}] N = ${N}`);
+    check(!glu || glu.layout !== 'blocks32' || N % 64 === 0, `grouped_gemm: glu layout blocks32 needs N % 64 == 0, weights[${i}] N = ${N}`);
+    const dstN = glu ? N / 2 : N;
+    check(dst.dims[1] === dstN, `grouped_gemm: dst[${i}] dims[1] = ${dst.dims[1]} must equal weights[${i}] N${glu ? ' / 2 (glu)' : ''} = ${dstN}`);
     check(src.format === 'blocked' && src.strides[1] === 1, `grouped_gemm: src[${i}] must be row-major (tag.ab)`);
     check(dst.format === 'blocked' && dst.strides[1] === 1, `grouped_gemm: dst[${i}] must be row-major (tag.ab)`);
     check(wei.format !== 'packed' || wei.packed !== undefined, `grouped_gemm: weights[${i}] packed layout unknown`);
-    checkImpl(FLOATS.includes(src.dataType) && FLOATS.includes(dst.dataType) && FLOATS.includes(wei.dataType), `grouped_gemm: expert ${i} data types must be f32, bf16 or f16`);
-    return { K, N, src, weights: wei, dst };
+    return { K, N, dstN, src, weights: wei, dst, fusion: NO_FUSION };
   }
 
-  queryMd(what: 'src' | 'weights' | 'dst' | 'runtime_dims', expert = 0): MemoryDesc | undefined {
+  /** Expert i's scales, zero points and binary src1 (rfcs/0002; oneDNN's mask rule on the expert's plain tensors). */
+  private static fusion(i: number, e: Expert, attr: PrimitiveAttr): Fusion {
+    const ops = attr.postOps.entries;
+    if (attr.scalesArgs.length + attr.zeroPointsArgs.length === 0 && !ops.some((o) => o.kind === 'binary' || o.kind === 'glu')) return NO_FUSION;
+    const RT = e.src.dims[0];
+    const shape = (dims: number[], names: string[], groupable: number[], tensorDt: MemoryDesc['dataType']): QuantShape =>
+      ({ dims, names, groupable, perGroupG: undefined, table: undefined, tensorDt, rowsPartition: undefined });
+    const shapes: Record<QuantArg, QuantShape> = {
+      src: shape([RT, e.K], ['M', 'K'], [1], e.src.dataType),
+      weights: shape([e.K, e.N], ['K', 'N'], [0, 1], e.weights.dataType),
+      dst: shape([RT, e.dstN], ['M', 'N'], [], e.dst.dataType),
+    };
+    const scales: Partial<Record<QuantArg, QuantParam>> = {};
+    const zeroPoints: Partial<Record<QuantArg, QuantParam>> = {};
+    for (const arg of QUANT_ARGS) {
+      const sq = attr.getScales(QUANT_ARG_ID[arg]);
+      if (sq) scales[arg] = resolveQuant(`grouped_gemm: scales of ${arg} (expert ${i})`, 'scales', arg, sq, shapes[arg]);
+      const zq = attr.getZeroPoints(QUANT_ARG_ID[arg]);
+      if (zq) zeroPoints[arg] = resolveQuant(`grouped_gemm: zero points of ${arg} (expert ${i})`, 'zero_points', arg, zq, shapes[arg]);
+    }
+    const binary = ops.flatMap((o, pos) => (o.kind === 'binary' ? [PrimitiveDesc.binaryParam(i, e, o, pos)] : []));
+    return Object.freeze({ scales: Object.freeze(scales), zeroPoints: Object.freeze(zeroPoints), binary: Object.freeze(binary), glu: attr.postOps.glu });
+  }
+
+  /**
+   * src1 of a binary post-op: f32, `[1, 1]` or `[1, N]` (one memory shared by every expert, passed as
+   * `ARG.ATTR_MULTIPLE_POST_OP(pos) | ARG.SRC_1`), or `[RUNTIME_DIM_VAL, 1]` / `[RUNTIME_DIM_VAL, N]`
+   * (per row, one memory per expert: `ARG.ATTR_MULTIPLE_POST_OP(pos) | (ARG.MULTIPLE_SRC + i)`).
+   */
+  private static binaryParam(i: number, e: Expert, o: Extract<PostOp, { kind: 'binary' }>, position: number): BinaryParam {
+    const md = o.src1;
+    const what = `grouped_gemm: binary post-op ${position} src1`;
+    checkImpl(md.dataType === 'f32', `${what}: data type ${md.dataType} is not supported (f32)`);
+    check(md.format === 'blocked', `${what}: must be a plain descriptor`);
+    check(md.ndims === 2 && (md.dims[0] === 1 || isRuntime(md.dims[0])) && (md.dims[1] === 1 || md.dims[1] === e.dstN), `${what}: dims [${md.dims.map((d) => (isRuntime(d) ? 'RUNTIME_DIM_VAL' : d)).join(',')}] must be [1 or RUNTIME_DIM_VAL (per row), 1 or N = ${e.dstN} (expert ${i}'s dst columns)]`);
+    const perExpert = isRuntime(md.dims[0]);
+    const map = { gStride: 0, strides: [perExpert ? md.strides[0] : 0, md.dims[1] === 1 ? 0 : md.strides[1]], blocks: [1, 1] };
+    return Object.freeze({ position, alg: o.alg, md, map, perExpert });
+  }
+
+  /** The descriptor of an argument or values memory of expert `expert` (see {@link GroupedGemmQuery}). */
+  queryMd(what: GroupedGemmQuery, expert = 0): MemoryDesc | undefined {
     if (what === 'runtime_dims') return this.problem.runtimeDims;
     const e = this.problem.experts[expert];
     if (!e) return undefined;
+    if (what.startsWith('binary:')) return e.fusion.binary.find((b) => `binary:${b.position}` === what)?.md;
+    if (what.startsWith('scales:')) return e.fusion.scales[what.slice(7) as QuantArg]?.md;
+    if (what.startsWith('zero_points:')) return e.fusion.zeroPoints[what.slice(12) as QuantArg]?.md;
     return what === 'src' ? e.src : what === 'weights' ? e.weights : e.dst;
   }
 

@@ -7,11 +7,19 @@ import { ARG, argName } from '../args.js';
 import type { GroupedGemmArgs } from './impl_list.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
+import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
+import type { QuantArg } from '../fusion.js';
+
+const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
+const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 
 /**
  * Proposal #3 primitive. `execute(strm, args)` takes `ARG.MULTIPLE_SRC + i`, `ARG.MULTIPLE_WEIGHTS + i`,
  * `ARG.MULTIPLE_DST + i` for every expert and `ARG.RUNTIME_DIMS` (`[G]` s32 rows per expert).
  * Row counts are read and checked when the work runs (against each expert's allocation), like offsets.
+ * With scales / zero points (set on ARG.MULTIPLE_SRC / _WEIGHTS / _DST): `ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i)`
+ * etc. per expert; binary post-op src1: `ARG.ATTR_MULTIPLE_POST_OP(j) | ARG.SRC_1` (shared `[1, 1|N]`) or
+ * `ARG.ATTR_MULTIPLE_POST_OP(j) | (ARG.MULTIPLE_SRC + i)` (per expert `[RUNTIME_DIM_VAL, 1|N]`).
  */
 export class Primitive {
   readonly pd: PrimitiveDesc;
@@ -33,14 +41,33 @@ export class Primitive {
       check(m instanceof Memory && !m.isFreed, `grouped_gemm.execute: ${name} must be a live Memory object`);
       check(m.engine === this.pd.engine, `grouped_gemm.execute: ${name} belongs to another engine`);
       check(m.desc.equals(md), `grouped_gemm.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
-      check(m.engine.heap.owningBlock(m.handles[0], 0) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
+      const n = m.desc.getSize(0);
+      check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
       return m;
+    };
+    const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, Memory[]>> => {
+      const out: Partial<Record<QuantArg, Memory[]>> = {};
+      for (const arg of QUANT_ARGS) {
+        if (!p.experts[0].fusion[kind][arg]) continue;
+        out[arg] = p.experts.map((e, i) => get(base | (QUANT_ARG_ID[arg] + i), e.fusion[kind][arg]!.md));
+      }
+      return out;
     };
     const a: GroupedGemmArgs = {
       src: p.experts.map((e, i) => get(ARG.MULTIPLE_SRC + i, e.src)),
       weights: p.experts.map((e, i) => get(ARG.MULTIPLE_WEIGHTS + i, e.weights)),
       dst: p.experts.map((e, i) => get(ARG.MULTIPLE_DST + i, e.dst)),
       runtimeDims: get(ARG.RUNTIME_DIMS, p.runtimeDims),
+      scales: quant(ARG.ATTR_SCALES, 'scales'),
+      zeroPoints: quant(ARG.ATTR_ZERO_POINTS, 'zeroPoints'),
+      binary: p.experts[0].fusion.binary.map((b, j) => {
+        const id = ARG.ATTR_MULTIPLE_POST_OP(b.position);
+        if (!b.perExpert) {
+          const shared = get(id | ARG.SRC_1, b.md);
+          return p.experts.map(() => shared);
+        }
+        return p.experts.map((e, i) => get(id | (ARG.MULTIPLE_SRC + i), e.fusion.binary[j].md));
+      }),
     };
     const task = this.executor.task(a);
     if (getVerbose() < 1) {

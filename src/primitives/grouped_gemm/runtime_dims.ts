@@ -1,25 +1,28 @@
 import { DnnlError } from '../../common/status.js';
 import type { Memory } from '../../memory/memory.js';
 import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
-import { dtBytes } from '../../common/data_type.js';
+import { dtBits } from '../../common/data_type.js';
 
 /**
  * Rows that fit in an expert's buffer: its descriptor has a runtime M, so the only bound is the heap
  * allocation the handle points into. The kernel checks each runtime M against min(src, dst) capacity.
+ * Works for `[RUNTIME_DIM_VAL, cols]` and `[RUNTIME_DIM_VAL]` (per-row values) descriptors of any type.
  */
 export function rowCapacity(m: Memory): number {
   const md = m.desc;
-  const elt = dtBytes(md.dataType, 1);
   let avail = m.capacityBytes;
   if (avail === undefined) {
     const block = m.engine.heap.owningBlock(m.handles[0], 0);
     if (!block) return 0;
     avail = block.start + block.size - m.handles[0];
   }
-  const rowBytes = md.strides[0] * elt, lastRow = md.dims[1] * elt;
-  if (md.dims[1] === 0) return 0x7fffffff;
-  if (avail < lastRow) return 0;
-  return Math.min(0x7fffffff, Math.floor((avail - lastRow) / rowBytes) + 1);
+  const cols = md.ndims === 2 ? md.dims[1] : 1;
+  if (cols === 0) return 0x7fffffff;
+  // Elements that fit (4-bit types hold two per byte); a row starts every strides[0] elements.
+  const elems = Math.floor((avail * 8) / dtBits(md.dataType));
+  const lastRow = md.ndims === 2 ? (cols - 1) * md.strides[1] + 1 : 1;
+  if (elems < lastRow) return 0;
+  return Math.min(0x7fffffff, Math.floor((elems - lastRow) / md.strides[0]) + 1);
 }
 
 export const DIMS_ERR = { negative: 6, capacity: 7 } as const;

@@ -1,13 +1,36 @@
 import type { DataType } from '../../common/data_type.js';
-import { packedWeightsDesc, PACKED_P8 } from '../../memory/packed_weights.js';
+import { MemoryDesc } from '../../memory/desc.js';
+import { tagToStrides } from '../../memory/format_tag.js';
+import { packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, GROUP_REC, JOB, JOB_DT, JOB_ERR, JOB_KIND } from '../../runtime/job_layout.js';
-import { epilogueRejection, writeEpilogue } from '../kernel_epilogue.js';
+import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, WEI_PACKED, scratchBytes } from '../../runtime/job_layout.js';
+import { writeEpilogue } from '../kernel_epilogue.js';
 import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
-import type { GroupedGemmProblem } from './problem.js';
-import { rowCapacity, runtimeDimsError } from './runtime_dims.js';
+import type { Expert, GroupedGemmProblem } from './problem.js';
+import { checkedRuntimeDims, rowCapacity, runtimeDimsError } from './runtime_dims.js';
+import { DnnlError } from '../../common/status.js';
+import type { Memory } from '../../memory/memory.js';
+import { ARG, argName } from '../args.js';
+import { FLOAT_TYPES, type QuantArg } from '../fusion.js';
+import { fits32, planFused, samePlan, takesIntPath, writeFused, type FusedPlan, type Roles } from '../fused_job.js';
 
-const MB = 64, NB = 128, KC = 256;
+const MB = 64, NB = 128, KC = 256, KC_INT = 512;
+
+/** Expert coordinates (fusion.ts): src [m, k], weights [k, n], dst and binary [m, n]; values per expert. */
+const ROLES: Roles = { src: ['r', 'k'], weights: ['k', 'n'], dst: ['r', 'n'], zeroG: {} };
+
+/** One plan for every expert (the job has one set of strides; pointers come per expert), or why not. */
+function planExperts(p: GroupedGemmProblem): FusedPlan | string {
+  let first: FusedPlan | undefined;
+  for (let i = 0; i < p.G; i++) {
+    const e = p.experts[i];
+    const plan = planFused(e.src.dataType, e.weights.dataType, e.dst.dataType, undefined, e.fusion, p.attr, ROLES, ['r', 'n']);
+    if (typeof plan === 'string') return `expert ${i}: ${plan}`;
+    if (!first) first = plan;
+    else if (!samePlan(first, plan)) return `expert ${i}'s scales / zero points / binary inputs are laid out differently from expert 0's (the kernels take one layout for all experts)`;
+  }
+  return first!;
+}
 
 /**
  * Proposal #3 on the matmul kernel core: the job's group mode is a pointer table (one record per
@@ -19,16 +42,42 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
   describe: (engine) => `wasm:${engine.isa}:f32-gemm-4x8`,
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
-    if (p.experts.some((e) => e.weights.format === 'packed' && e.weights.packed?.name !== PACKED_P8)) return 'unknown packed layout';
-    return epilogueRejection(p.attr);
+    if (p.experts.some((e) => e.weights.format === 'packed' && e.weights.packed?.name !== PACKED_P8 && e.weights.packed?.name !== PACKED_S16)) return 'unknown packed layout';
+    const plan = planExperts(p);
+    if (typeof plan === 'string') return plan;
+    if (plan.po.length > MAX_PO) return `more than ${MAX_PO} post-ops`;
+    for (const e of p.experts) {
+      const mds = [...Object.values(e.fusion.scales), ...Object.values(e.fusion.zeroPoints)].map((q) => q!.md);
+      if (mds.some((md) => !md.hasRuntimeDims && !fits32(md))) return 'a scales / zero points memory is too large for 32-bit indexing';
+    }
+    return undefined;
   },
-  weightsLayout(e) {
-    return packedWeightsDesc(e.weights.dims);
+  weightsLayout(e: Expert) {
+    if (takesIntPath(e.src.dataType, e.weights.dataType, e.fusion, ROLES)) return packedS16WeightsDesc(e.weights.dims, e.weights.dataType);
+    if (FLOAT_TYPES.includes(e.weights.dataType)) return packedWeightsDesc(e.weights.dims);
+    const w = e.weights;
+    return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('ab', w.dims, 'weights') });
   },
   createExecutor(p, engine) {
     return new Executor(p, engine);
   },
 };
+
+const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
+
+/** Runtime dims against src/dst, then per-row values memories against M_i (the reference's checks and messages). */
+function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[]): void {
+  const M = checkedRuntimeDims(a.runtimeDims.values as Int32Array, (i) => Math.min(rowCapacity(a.src[i]), rowCapacity(a.dst[i])));
+  const check = (m: Memory, name: string, i: number): void => {
+    if (!m.desc.hasRuntimeDims) return;
+    const cap = rowCapacity(m);
+    if (M[i] > cap) throw new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${M[i]} rows do not fit ${name} (${cap} rows fit)`);
+  };
+  for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
+    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly Memory[]][]) mems.forEach((m, i) => check(m, argName(base | (QUANT_ARG_ID[arg] + i)), i));
+  }
+  a.binary.forEach((mems, j) => mems.forEach((m, i) => check(m, argName(ARG.ATTR_MULTIPLE_POST_OP(binaryPositions[j]) | (ARG.MULTIPLE_SRC + i)), i)));
+}
 
 class Executor {
   private readonly job: number;
@@ -37,8 +86,18 @@ class Executor {
   private readonly f32: Float32Array;
   private readonly t32: Int32Array;
   private readonly t32u: Uint32Array;
+  private readonly plan: FusedPlan;
+  /** Per-expert pointer tables of the values memories: 6 scale / zero-point slots, then one per binary post-op. */
+  private readonly ptrs: number;
+  private readonly p32: Uint32Array;
 
   constructor(private readonly p: GroupedGemmProblem, private readonly engine: Engine) {
+    const plan = planExperts(p);
+    if (typeof plan === 'string') throw new Error(`wasm grouped_gemm: ${plan}`);
+    this.plan = plan;
+    const slots = 6 + p.experts[0].fusion.binary.length;
+    this.ptrs = engine.alloc(slots * p.G * 4);
+    this.p32 = new Uint32Array(engine.buffer, this.ptrs, slots * p.G);
     this.job = engine.alloc(JOB.SIZE);
     this.table = engine.alloc(p.G * GROUP_REC.SIZE);
     this.i32 = new Int32Array(engine.buffer, this.job, JOB.SIZE / 4);
@@ -49,8 +108,19 @@ class Executor {
 
   task(a: GroupedGemmArgs): () => void | Promise<void> {
     const eng = this.engine;
-    if (eng.pool) return () => eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus());
+    // Per-row values memories (scales, zero points, binary src1 with runtime rows) must hold M_i rows:
+    // the kernel only knows src/dst capacities, so all runtime dims are checked on the host first
+    // (same rules, order and messages as the reference).
+    const perRow = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].some((ms) => ms!.some((m) => m.desc.hasRuntimeDims));
+    const pre = (): void => {
+      if (perRow) checkRowValues(a, this.p.experts[0].fusion.binary.map((b) => b.position));
+    };
+    if (eng.pool) return () => {
+      pre();
+      return eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus());
+    };
     return () => {
+      pre();
       eng.kernels!.run_job(this.fill(a), 0);
       this.checkStatus();
     };
@@ -58,8 +128,8 @@ class Executor {
 
   private fill(a: GroupedGemmArgs): number {
     const { p, i32 } = this;
-    const dt = (t: DataType): number => JOB_DT[t as keyof typeof JOB_DT];
-    const scratch = this.engine.scratch(Math.ceil(((p.G + 1) * 4) / 64) * 64 + 4 * (MB * KC + KC * NB + MB * NB + NB));
+    const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
+    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC));
     i32.fill(0);
     const set = (f: keyof typeof JOB, v: number): void => {
       i32[JOB[f] / 4] = v;
@@ -69,7 +139,7 @@ class Executor {
     set('G', p.G);
     set('mb', MB);
     set('nb', NB);
-    set('kc', KC);
+    set('kc', this.plan.path === PATH.int ? KC_INT : KC);
     set('scratch', scratch.ptr);
     set('scratch_stride', scratch.stride);
     set('offs', a.runtimeDims.handles[0]);
@@ -79,9 +149,21 @@ class Executor {
     // One dt_wei serves every plain expert (packed panels are always f32 and ignore it), so take it
     // from the first plain expert, not expert 0, which may be packed while the others are bf16/f16.
     const plainWei = p.experts.find((e) => e.weights.format !== 'packed');
-    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : JOB_DT.f32);
+    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : JOB_DT_ALL.f32);
     set('dt_dst', dt(e0.dst.dataType));
-    writeEpilogue(i32, this.f32, p.attr);
+    if (this.plan.path === PATH.f32) writeEpilogue(i32, this.f32, p.attr);
+    const G = p.G, slot = (qa: QuantArg, kind: 'scales' | 'zeroPoints'): number => (kind === 'scales' ? 0 : 3) + (qa === 'src' ? 0 : qa === 'weights' ? 1 : 2);
+    writeFused(i32, this.f32, this.plan, e0.fusion, undefined,
+      (kind, arg) => {
+        const s = slot(arg, kind), mems = a[kind][arg]!;
+        for (let g = 0; g < G; g++) this.p32[s * G + g] = mems[g].handles[0];
+        return { ptr: this.ptrs + s * G * 4, table: true };
+      },
+      (i) => {
+        const s = 6 + i;
+        for (let g = 0; g < G; g++) this.p32[s * G + g] = a.binary[i][g].handles[0];
+        return { ptr: this.ptrs + s * G * 4, table: true };
+      });
     const R = GROUP_REC.SIZE / 4;
     p.experts.forEach((e, g) => {
       const o = g * R;
@@ -96,7 +178,7 @@ class Executor {
       const packed = e.weights.format === 'packed';
       this.t32[o + GROUP_REC.w_k / 4] = packed ? 0 : e.weights.strides[0];
       this.t32[o + GROUP_REC.w_n / 4] = packed ? 0 : e.weights.strides[1];
-      this.t32[o + GROUP_REC.wei_packed / 4] = packed ? 1 : 0;
+      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : e.weights.packed?.name === PACKED_S16 ? WEI_PACKED.s16_p8k2 : WEI_PACKED.f32_p8;
     });
     return this.job;
   }

@@ -3,6 +3,7 @@ import type { MemoryDesc } from '../../memory/desc.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { MatmulProblem } from './problem.js';
+import type { QuantArg } from '../fusion.js';
 
 /** Resolved execution arguments, already checked against the pd. */
 export interface MatmulArgs {
@@ -12,6 +13,12 @@ export interface MatmulArgs {
   readonly bias: Memory | undefined;
   /** Proposal #2: the offsets passed as `ARG.ATTR_GROUPED_OFFSETS | ARG.SRC`. */
   readonly offsets: Memory | undefined;
+  /** `ARG.ATTR_SCALES | ARG.SRC / WEIGHTS / DST`, one per entry of `problem.fusion.scales`. */
+  readonly scales: Readonly<Partial<Record<QuantArg, Memory>>>;
+  /** `ARG.ATTR_ZERO_POINTS | ARG.SRC / WEIGHTS / DST`, one per entry of `problem.fusion.zeroPoints`. */
+  readonly zeroPoints: Readonly<Partial<Record<QuantArg, Memory>>>;
+  /** `ARG.ATTR_MULTIPLE_POST_OP(i) | ARG.SRC_1`: entry j is the src1 of `problem.fusion.binary[j]`. */
+  readonly binary: readonly Memory[];
 }
 
 /** A prepared implementation for one pd: turns arguments into stream work. */

@@ -8,6 +8,26 @@ import type { Engine } from '../../runtime/engine.js';
 import type { MatmulImpl } from './impl.js';
 import { matmulImplList } from './impl_list.js';
 import { problemString, type MatmulKind, type MatmulProblem } from './problem.js';
+import type { PostOp } from '../../attr/post_ops.js';
+import { ARG, argName } from '../args.js';
+import {
+  FLOAT_TYPES, NO_FUSION, broadcastMap, dataTypeRejection, resolveQuant,
+  type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
+} from '../fusion.js';
+
+/** The ids of the arguments that take scales / zero points. */
+const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };
+const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
+
+/**
+ * What `pd.queryMd` answers: the arguments, the P#2 offsets, and the values memories of rfcs/0002:
+ * `scales:src|weights|dst`, `zero_points:src|weights|dst` (plain descriptors),
+ * `scales:src:grouped` / `zero_points:src:grouped` (P#1 per-row values as a grouped descriptor
+ * sharing src's partition; also accepted) and `binary:i` (src1 of the post-op at chain position i).
+ */
+export type MatmulQuery =
+  | 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets'
+  | `scales:${QuantArg}` | `zero_points:${QuantArg}` | 'scales:src:grouped' | 'zero_points:src:grouped' | `binary:${number}`;
 
 function describe(md: MemoryDesc): string {
   return md.isGrouped ? `grouped(var dim${md.grouped?.variableDim})` : md.format === 'any' ? 'any' : 'plain';
@@ -82,10 +102,26 @@ export class PrimitiveDesc {
     check(bias === undefined || (bias.format !== 'any' && !bias.isGrouped), 'matmul: bias must be a plain descriptor with a layout');
     const kind = classify(src, wei, dst);
     const s = resolveActivation(src), d = resolveActivation(dst);
-    if (attr.groupedOffsets) return PrimitiveDesc.initOffsetsAttr(kind, s, wei, bias, d, attr);
-    if (kind === 'dense') return PrimitiveDesc.initDense(s, wei, bias, d, attr);
-    if (kind === 'grouped_m') return PrimitiveDesc.initGroupedM(s, wei, bias, d, attr);
-    return PrimitiveDesc.initGroupedK(s, wei, bias, d, attr);
+    const base =
+      attr.groupedOffsets ? PrimitiveDesc.initOffsetsAttr(kind, s, wei, bias, d, attr) :
+      kind === 'dense' ? PrimitiveDesc.initDense(s, wei, bias, d, attr) :
+      kind === 'grouped_m' ? PrimitiveDesc.initGroupedM(s, wei, bias, d, attr) :
+      PrimitiveDesc.initGroupedK(s, wei, bias, d, attr);
+    return { ...base, fusion: PrimitiveDesc.initFusion(base) };
+  }
+
+  /** GLU rules on the GEMM's N columns; returns the destination's column count. */
+  private static dstCols(attr: PrimitiveAttr, N: number): number {
+    const glu = attr.postOps.glu;
+    if (!glu) return N;
+    check(N % 2 === 0, `matmul: a glu post-op needs an even number of GEMM columns (gate + up), weights N = ${N}`);
+    check(glu.layout !== 'blocks32' || N % 64 === 0, `matmul: glu layout blocks32 needs N % 64 == 0 (alternating 32-column gate/up blocks), weights N = ${N}`);
+    return N / 2;
+  }
+
+  /** Message suffix naming the GLU when dst has N/2 columns. */
+  private static gluNote(attr: PrimitiveAttr): string {
+    return attr.postOps.glu ? ' / 2 (glu)' : '';
   }
 
   private static initDense(src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
@@ -96,14 +132,15 @@ export class PrimitiveDesc {
     const [M, K, N] = [src.dims[nd - 2], src.dims[nd - 1], wei.dims[nd - 1]];
     check(wei.dims[nd - 2] === K, `matmul: weights dims[${nd - 2}] = ${wei.dims[nd - 2]} must equal src K = ${K}`);
     check(dst.dims[nd - 2] === M, `matmul: dst dims[${nd - 2}] = ${dst.dims[nd - 2]} must equal src M = ${M}`);
-    check(dst.dims[nd - 1] === N, `matmul: dst dims[${nd - 1}] = ${dst.dims[nd - 1]} must equal weights N = ${N}`);
+    const Nd = PrimitiveDesc.dstCols(attr, N);
+    check(dst.dims[nd - 1] === Nd, `matmul: dst dims[${nd - 1}] = ${dst.dims[nd - 1]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
     for (let b = 0; b < nd - 2; b++) {
       check(src.dims[b] === dst.dims[b] || src.dims[b] === 1, `matmul: src batch dims[${b}] = ${src.dims[b]} must equal dst's ${dst.dims[b]} or be 1 (broadcast)`);
       check(wei.dims[b] === dst.dims[b] || wei.dims[b] === 1, `matmul: weights batch dims[${b}] = ${wei.dims[b]} must equal dst's ${dst.dims[b]} or be 1 (broadcast)`);
       check(dst.dims[b] === (src.dims[b] === 1 ? wei.dims[b] : src.dims[b]), `matmul: dst batch dims[${b}] = ${dst.dims[b]} must be the broadcast of src's ${src.dims[b]} and weights' ${wei.dims[b]}`);
     }
-    PrimitiveDesc.checkBias(bias, dst.dims);
-    return { kind: 'dense', M, K, N, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr, offsetsFrom: undefined };
+    PrimitiveDesc.checkBias(bias, [...dst.dims.slice(0, nd - 1), N], attr);
+    return { kind: 'dense', M, K, N, dstN: Nd, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr, offsetsFrom: undefined, fusion: NO_FUSION };
   }
 
   private static initGroupedM(src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
@@ -117,11 +154,12 @@ export class PrimitiveDesc {
     check(gd.groupCount === G, `matmul: dst group count ${gd.groupCount} must equal weights dims[0] = ${G}`);
     check(wei.dims[1] === K, `matmul: weights dims[1] = ${wei.dims[1]} must equal src K = ${K}`);
     check(dst.dims[0] === M, `matmul: dst dims[0] = ${dst.dims[0]} must equal src total rows ${M}`);
-    check(dst.dims[1] === N, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N = ${N}`);
+    const Nd = PrimitiveDesc.dstCols(attr, N);
+    check(dst.dims[1] === Nd, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
     check(gs.offsetsDt === gd.offsetsDt, `matmul: src and dst offsets data types differ (${gs.offsetsDt} vs ${gd.offsetsDt})`);
     check(!gs.groupSizes || !gd.groupSizes || gs.groupSizes.every((v, i) => v === gd.groupSizes![i]), 'matmul: src and dst per-group dims differ');
-    PrimitiveDesc.checkBias(bias, [G, N]);
-    return { kind: 'grouped_m', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc' };
+    PrimitiveDesc.checkBias(bias, [G, N], attr);
+    return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', fusion: NO_FUSION };
   }
 
   private static initGroupedK(src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
@@ -136,11 +174,12 @@ export class PrimitiveDesc {
     check(gw.groupCount === G, `matmul: weights group count ${gw.groupCount} must equal dst dims[0] = ${G}`);
     check(wei.dims[0] === K, `matmul: weights dims[0] = ${wei.dims[0]} must equal src total K = ${K}`);
     check(dst.dims[1] === M, `matmul: dst dims[1] = ${dst.dims[1]} must equal src M = ${M}`);
-    check(dst.dims[2] === N, `matmul: dst dims[2] = ${dst.dims[2]} must equal weights N = ${N}`);
+    const Nd = PrimitiveDesc.dstCols(attr, N);
+    check(dst.dims[2] === Nd, `matmul: dst dims[2] = ${dst.dims[2]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
     check(gs.offsetsDt === gw.offsetsDt, `matmul: src and weights offsets data types differ (${gs.offsetsDt} vs ${gw.offsetsDt})`);
     check(!gs.groupSizes || !gw.groupSizes || gs.groupSizes.every((v, i) => v === gw.groupSizes![i]), 'matmul: src and weights per-group dims differ');
-    PrimitiveDesc.checkBias(bias, [G, M, N]);
-    return { kind: 'grouped_k', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc' };
+    PrimitiveDesc.checkBias(bias, [G, M, N], attr);
+    return { kind: 'grouped_k', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', fusion: NO_FUSION };
   }
 
   /** Proposal #2: plain 2D src/dst whose rows are grouped by offsets given at execution. */
@@ -155,19 +194,114 @@ export class PrimitiveDesc {
     check(ga.groupCount === G, `matmul: grouped-offsets group count ${ga.groupCount} must equal weights dims[0] = ${G}`);
     check(wei.dims[1] === K, `matmul: weights dims[1] = ${wei.dims[1]} must equal src K = ${K}`);
     check(dst.dims[0] === M, `matmul: dst dims[0] = ${dst.dims[0]} must equal src total rows ${M}`);
-    check(dst.dims[1] === N, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N = ${N}`);
-    PrimitiveDesc.checkBias(bias, [G, N]);
-    return { kind: 'grouped_m', M, K, N, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'attr' };
+    const Nd = PrimitiveDesc.dstCols(attr, N);
+    check(dst.dims[1] === Nd, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
+    PrimitiveDesc.checkBias(bias, [G, N], attr);
+    return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'attr', fusion: NO_FUSION };
   }
 
-  private static checkBias(bias: MemoryDesc | undefined, want: readonly number[]): void {
+  /** Bias covers the GEMM's N columns (all of them with a GLU: it is added before it). */
+  private static checkBias(bias: MemoryDesc | undefined, want: readonly number[], attr: PrimitiveAttr): void {
     if (!bias) return;
-    check(bias.ndims === want.length, `matmul: bias must have ${want.length} dims [${want.join(',')}] (each may be 1), got [${bias.dims.join(',')}]`);
-    bias.dims.forEach((b, i) => check(b === want[i] || b === 1, `matmul: bias dims[${i}] = ${b} must equal ${want[i]} or be 1`));
+    const note = attr.postOps.glu ? ' (with a glu, bias covers all N GEMM columns: it is added before the glu)' : '';
+    check(bias.ndims === want.length, `matmul: bias must have ${want.length} dims [${want.join(',')}] (each may be 1), got [${bias.dims.join(',')}]${note}`);
+    bias.dims.forEach((b, i) => check(b === want[i] || b === 1, `matmul: bias dims[${i}] = ${b} must equal ${want[i]} or be 1${note}`));
   }
 
-  /** The descriptor the primitive expects for an argument (`weights` resolved from `tag.any`). */
-  queryMd(what: 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets'): MemoryDesc | undefined {
+  /** rfcs/0002: data types, scales, zero points, binary post-ops, GLU placement. Rules one per line. */
+  private static initFusion(p: MatmulProblem): Fusion {
+    const { attr } = p;
+    const ops = attr.postOps.entries;
+    check(ops.every((o, i) => o.kind !== 'glu' || i === 0), 'matmul: a glu post-op must be the first post-op');
+    checkImpl(!p.bias || FLOAT_TYPES.includes(p.bias.dataType), `matmul: bias data type ${p.bias?.dataType} is not supported (f32, bf16, f16)`);
+    const why = dataTypeRejection(p.src.dataType, p.weights.dataType, p.dst.dataType);
+    checkImpl(why === undefined, `matmul: ${why}`);
+    for (const a of [...attr.scalesArgs, ...attr.zeroPointsArgs]) check(a === ARG.SRC || a === ARG.WEIGHTS || a === ARG.DST, `matmul: scales and zero points take ARG.SRC, ARG.WEIGHTS or ARG.DST, got ${argName(a)} (the MULTIPLE_* ids are for grouped_gemm)`);
+    const hasAny = attr.scalesArgs.length + attr.zeroPointsArgs.length > 0 || ops.some((o) => o.kind === 'binary' || o.kind === 'glu');
+    if (!hasAny) return NO_FUSION;
+    const shapes = PrimitiveDesc.quantShapes(p);
+    const scales: Partial<Record<QuantArg, QuantParam>> = {};
+    const zeroPoints: Partial<Record<QuantArg, QuantParam>> = {};
+    for (const arg of QUANT_ARGS) {
+      const sq = attr.getScales(QUANT_ARG_ID[arg]);
+      if (sq) scales[arg] = resolveQuant(`matmul: scales of ${arg}`, 'scales', arg, sq, shapes[arg]);
+      const zq = attr.getZeroPoints(QUANT_ARG_ID[arg]);
+      if (zq) zeroPoints[arg] = resolveQuant(`matmul: zero points of ${arg}`, 'zero_points', arg, zq, shapes[arg]);
+    }
+    const binary = ops.flatMap((o, i) => (o.kind === 'binary' ? [PrimitiveDesc.binaryParam(p, o, i)] : []));
+    return Object.freeze({ scales: Object.freeze(scales), zeroPoints: Object.freeze(zeroPoints), binary: Object.freeze(binary), glu: attr.postOps.glu });
+  }
+
+  /** The logical tensors scales and zero points refer to, with the granularities each kind takes (rfcs/0002 section 2). */
+  private static quantShapes(p: MatmulProblem): Record<QuantArg, QuantShape> {
+    const { G, M, K, N, dstN } = p;
+    if (p.kind === 'dense') {
+      const nd = p.dst.ndims;
+      const names = (a: string, b: string): string[] => [...p.batch.map((_, i) => `batch dim ${i}`), a, b];
+      return {
+        src: { dims: p.src.dims, names: names('M', 'K'), groupable: [nd - 1], perGroupG: undefined, table: undefined, tensorDt: p.src.dataType, rowsPartition: undefined },
+        weights: { dims: p.weights.dims, names: names('K', 'N'), groupable: [nd - 2, nd - 1], perGroupG: undefined, table: undefined, tensorDt: p.weights.dataType, rowsPartition: undefined },
+        dst: { dims: p.dst.dims, names: names('M', 'N'), groupable: [], perGroupG: undefined, table: undefined, tensorDt: p.dst.dataType, rowsPartition: undefined },
+      };
+    }
+    if (p.kind === 'grouped_m') {
+      return {
+        src: { dims: [M, K], names: ['total_M', 'K'], groupable: [1], perGroupG: G, table: [[0, []], [1, []], [3, [1]]], tensorDt: p.src.dataType, rowsPartition: p.offsetsFrom === 'desc' ? p.src : undefined },
+        weights: { dims: [G, K, N], names: ['G', 'K', 'N'], groupable: [1, 2], perGroupG: undefined, table: [[0, []], [1, []], [5, []], [7, [1, 2]]], tensorDt: p.weights.dataType, rowsPartition: undefined },
+        dst: { dims: [M, dstN], names: ['total_M', 'N'], groupable: [], perGroupG: G, table: [[0, []]], tensorDt: p.dst.dataType, rowsPartition: undefined },
+      };
+    }
+    return {
+      src: { dims: [M, K], names: ['M', 'total_K'], groupable: [], perGroupG: G, table: [[0, []]], tensorDt: p.src.dataType, rowsPartition: undefined },
+      weights: { dims: [K, N], names: ['total_K', 'N'], groupable: [], perGroupG: G, table: [[0, []]], tensorDt: p.weights.dataType, rowsPartition: undefined },
+      dst: { dims: [G, M, dstN], names: ['G', 'M', 'N'], groupable: [], perGroupG: undefined, table: [[0, []]], tensorDt: p.dst.dataType, rowsPartition: undefined },
+    };
+  }
+
+  /** src1 of a binary post-op: f32, and a shape from rfcs/0002 section 4 (grouped M) or oneDNN broadcast (dense, variable K). */
+  private static binaryParam(p: MatmulProblem, o: Extract<PostOp, { kind: 'binary' }>, position: number): BinaryParam {
+    const md = o.src1;
+    const what = `matmul: binary post-op ${position} src1`;
+    const dims = `[${md.dims.join(',')}]`;
+    checkImpl(md.dataType === 'f32', `${what}: data type ${md.dataType} is not supported (f32)`);
+    check(!md.hasRuntimeDims, `${what}: dims ${dims} must be known (RUNTIME_DIM_VAL src1 is for grouped_gemm)`);
+    const param = (map: BinaryParam['map']): BinaryParam => Object.freeze({ position, alg: o.alg, md, map, perExpert: false });
+    if (p.kind !== 'grouped_m') {
+      check(md.format === 'blocked', `${what}: must be a plain descriptor for a ${p.kind === 'dense' ? 'dense' : 'variable-K'} matmul`);
+      check(md.ndims === p.dst.ndims && md.dims.every((d, i) => d === p.dst.dims[i] || d === 1), `${what}: dims ${dims} must have dst's ${p.dst.ndims} dims [${p.dst.dims.join(',')}], each equal or 1`);
+      return param(broadcastMap(md));
+    }
+    const { M: rows, G, dstN: N } = p;
+    const cols = (d: number): boolean => d === N || d === 1;
+    const shapes = `[total_M = ${rows}, ${N} or 1] (per row), [G = ${G}, ${N} or 1] (per expert) or [G, 1, ${N} or 1] (per expert, needed when G = total_M)`;
+    if (md.isGrouped) {
+      check(p.offsetsFrom === 'desc', `${what}: a grouped src1 needs grouped src/dst (Proposal #1); with the grouped-offsets attribute pass a plain [total_M, ${N} or 1] src1`);
+      check(md.ndims === 2 && md.grouped?.variableDim === 0 && md.dims[0] === rows && cols(md.dims[1]), `${what}: a grouped src1 must be [total_M = ${rows}, ${N} or 1] grouped by rows, got ${md}`);
+      const gs = md.grouped!, gd = p.dst.grouped!;
+      check(gs.groupCount === G && gs.offsetsDt === gd.offsetsDt && (gs.groupSizes ?? []).join() === (gd.groupSizes ?? []).join(), `${what}: a grouped src1 must share dst's partition (${G} groups, ${gd.offsetsDt} offsets, ${gd.groupSizes ? `sizes ${gd.groupSizes.join('+')}` : 'runtime sizes'})`);
+      return param(broadcastMap(md));
+    }
+    if (md.ndims === 2 && md.dims[0] === rows && cols(md.dims[1])) return param(broadcastMap(md));
+    // Per expert: the group index selects the row of src1 (g * strides[0]); dst rows broadcast.
+    const last = md.ndims - 1;
+    const perExpert = { gStride: md.strides[0], strides: [0, md.dims[last] === 1 ? 0 : md.strides[last]], blocks: [1, 1] };
+    if (md.ndims === 2 && md.dims[0] === G && cols(md.dims[1])) return param(perExpert);
+    check(md.ndims === 3 && md.dims[0] === G && md.dims[1] === 1 && cols(md.dims[2]), `${what}: dims ${dims} must be ${shapes}`);
+    return param(perExpert);
+  }
+
+  /**
+   * The descriptor the primitive expects for an argument (`weights` resolved from `tag.any`), or for
+   * a values memory of rfcs/0002 (see {@link MatmulQuery}); undefined when the primitive takes none.
+   */
+  queryMd(what: MatmulQuery): MemoryDesc | undefined {
+    const f = this.problem.fusion;
+    if (what.startsWith('binary:')) return f.binary.find((b) => `binary:${b.position}` === what)?.md;
+    if (what.startsWith('scales:') || what.startsWith('zero_points:')) {
+      const [kind, arg, alt] = what.split(':');
+      const q = (kind === 'scales' ? f.scales : f.zeroPoints)[arg as QuantArg];
+      return alt === 'grouped' ? q?.altMd : q?.md;
+    }
     if (what === 'grouped_offsets') {
       if (this.problem.offsetsFrom !== 'attr') return undefined;
       this.offsetsMd ??= new MemoryDesc({ dims: [this.problem.G + 1], dataType: 's32', format: 'blocked', strides: [1] });

@@ -8,6 +8,9 @@ import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
 import { problemString } from './problem.js';
+import type { QuantArg, QuantParam } from '../fusion.js';
+
+const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };
 
 export type ExecArgs = Readonly<Record<number, Memory | undefined>>;
 
@@ -56,8 +59,16 @@ export class Primitive {
       dst: this.arg(args, ARG.DST, p.dst),
       bias: p.bias ? this.arg(args, ARG.BIAS, p.bias) : undefined,
       offsets: p.offsetsFrom === 'attr' ? this.arg(args, ARG.ATTR_GROUPED_OFFSETS | ARG.SRC, this.pd.queryMd('grouped_offsets')!) : undefined,
+      scales: this.quantArgs(args, ARG.ATTR_SCALES, p.fusion.scales),
+      zeroPoints: this.quantArgs(args, ARG.ATTR_ZERO_POINTS, p.fusion.zeroPoints),
+      binary: p.fusion.binary.map((b) => this.arg(args, ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1, b.md)),
     };
-    for (const [m, name] of [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS']] as const) {
+    const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS']];
+    for (const [id, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
+      for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | QUANT_ARG_ID[arg as QuantArg])]);
+    }
+    p.fusion.binary.forEach((b, j) => inputs.push([a.binary[j], argName(ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1)]));
+    for (const [m, name] of inputs) {
       check(!m || !overlaps(a.dst, m), `matmul.execute: ARG.DST values overlap ${name} values (in-place matmul is not supported)`);
     }
     const task = this.executor.task(a);
@@ -77,14 +88,21 @@ export class Primitive {
     });
   }
 
-  private arg(args: ExecArgs, id: number, md: MemoryDesc): Memory {
+  /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each. */
+  private quantArgs(args: ExecArgs, base: number, params: Readonly<Partial<Record<QuantArg, QuantParam>>>): Partial<Record<QuantArg, Memory>> {
+    const out: Partial<Record<QuantArg, Memory>> = {};
+    for (const [arg, q] of Object.entries(params) as [QuantArg, QuantParam][]) out[arg] = this.arg(args, base | QUANT_ARG_ID[arg], q.md, q.altMd);
+    return out;
+  }
+
+  private arg(args: ExecArgs, id: number, md: MemoryDesc, alt?: MemoryDesc): Memory {
     const m = args[id];
     const name = argName(id);
     if (m === undefined) throw new DnnlError('invalid_arguments', `matmul.execute: missing argument ${name}`);
     check(m instanceof Memory, `matmul.execute: ${name} must be a Memory object`);
     check(!m.isFreed, `matmul.execute: ${name} was freed`);
     check(m.engine === this.pd.engine, `matmul.execute: ${name} belongs to another engine`);
-    check(m.desc.equals(md), `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+    check(m.desc.equals(md) || (alt !== undefined && m.desc.equals(alt)), `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}${alt ? ` (or ${alt})` : ''}`);
     m.handles.forEach((h, i) => {
       const n = m.desc.getSize(i);
       check(m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);

@@ -1,5 +1,6 @@
 import type { MemoryDesc } from '../../memory/desc.js';
 import type { PrimitiveAttr } from '../../attr/primitive_attr.js';
+import type { Fusion } from '../fusion.js';
 
 /**
  * What a matmul computes, derived once by the pd from the descriptors.
@@ -15,7 +16,10 @@ export interface MatmulProblem {
   readonly kind: MatmulKind;
   readonly M: number;
   readonly K: number;
+  /** GEMM columns: weights' N (the GLU's gate + up columns when there is one). */
   readonly N: number;
+  /** Destination columns: N, or N / 2 with a GLU post-op. */
+  readonly dstN: number;
   /** Group count (grouped kinds), 1 for dense. */
   readonly G: number;
   /** Dense: dst batch dims (empty for 2D). */
@@ -27,6 +31,11 @@ export interface MatmulProblem {
   readonly attr: PrimitiveAttr;
   /** grouped_m: where the offsets come from: the grouped src/dst memory (P#1) or an attribute argument (P#2). */
   readonly offsetsFrom: 'desc' | 'attr' | undefined;
+  /**
+   * Scales, zero points, binary post-op inputs and the GLU (rfcs/0002), resolved by the pd: values
+   * descriptors and index maps. `NO_FUSION` when the attribute has none of them.
+   */
+  readonly fusion: Fusion;
 }
 
 /** "mb8:m512k1024n2816"-like short problem string for verbose and benchmarks. */

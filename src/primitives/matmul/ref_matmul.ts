@@ -1,6 +1,5 @@
-import { fromStored, toStored, type DataType } from '../../common/data_type.js';
-import { eltwiseScalar } from '../../attr/eltwise.js';
-import type { PostOp } from '../../attr/post_ops.js';
+import { toStored, type DataType, type ValuesView } from '../../common/data_type.js';
+import { eltwiseScalar, gluColumns, gluScalar } from '../../attr/eltwise.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Memory } from '../../memory/memory.js';
@@ -8,47 +7,110 @@ import type { Engine } from '../../runtime/engine.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf } from './runtime_offsets.js';
+import { elementReader, mapIndex, type Fusion, type GluParam, type IndexMap, type QuantArg, type QuantParam } from '../fusion.js';
+import type { PostOp } from '../../attr/post_ops.js';
 
-const FLOAT_TYPES: readonly DataType[] = ['f32', 'bf16', 'f16'];
-
-/** Reads element i of a memory's values as a number. */
-function reader(m: Memory): (i: number) => number {
-  const v = m.values;
-  const t = m.desc.dataType;
-  return t === 'f32' ? (i) => v[i] : (i) => fromStored(t, v[i]);
-}
-
-function writer(m: Memory): (i: number, x: number) => void {
-  const v = m.values;
-  const t = m.desc.dataType;
-  return t === 'f32' ? (i, x) => { v[i] = x; } : (i, x) => { v[i] = toStored(t, x); };
-}
-
-function applyPostOps(x: number, ops: readonly PostOp[], prev: () => number): number {
-  let r = x;
-  for (const op of ops) r = op.kind === 'sum' ? r + op.scale * prev() : eltwiseScalar(op.alg, r, op.alpha, op.beta);
-  return r;
-}
-
-/** Bias element for a dst position: each bias dim is either the dst extent or 1 (broadcast). */
+/** Bias element for a position: each bias dim is either the dst extent or 1 (broadcast). */
 function biasIndex(bias: MemoryDesc, idx: readonly number[]): number {
   let off = 0;
   for (let d = 0; d < idx.length; d++) if (bias.dims[d] !== 1) off += idx[d] * bias.strides[d];
   return off;
 }
 
+/** Stores a value computed in f32: f32 directly, everything else converted (RNE; saturating ints and fp8). */
+export function elementWriter(t: DataType, v: ValuesView): (i: number, x: number) => void {
+  return t === 'f32' ? (i, x) => { v[i] = x; } : (i, x) => { v[i] = toStored(t, Math.fround(x)); };
+}
+
+/** A scales or zero-point memory with the map that indexes it. */
+export interface QuantView {
+  readonly read: (i: number) => number;
+  readonly map: IndexMap;
+}
+
+export function quantView(q: QuantParam | undefined, m: Memory | undefined, values?: ValuesView): QuantView | undefined {
+  if (!q || !m) return undefined;
+  return { read: elementReader(q.dataType, values ?? m.values), map: q.map };
+}
+
+/** Operand dequantization of rfcs/0002 (1): `(x - zp) * scale` at the element's logical coordinate. */
+export function dequantizer(zp: QuantView | undefined, sc: QuantView | undefined): (x: number, g: number, idx: readonly number[]) => number {
+  if (!zp && !sc) return (x) => x;
+  return (x, g, idx) => {
+    let v = x;
+    if (zp) v -= zp.read(mapIndex(zp.map, g, idx));
+    if (sc) v *= sc.read(mapIndex(sc.map, g, idx));
+    return v;
+  };
+}
+
+export function quantViews(f: Fusion, scales: Readonly<Partial<Record<QuantArg, Memory>>>, zps: Readonly<Partial<Record<QuantArg, Memory>>>, arg: QuantArg, values?: { scale?: ValuesView; zp?: ValuesView }): ReturnType<typeof dequantizer> {
+  return dequantizer(quantView(f.zeroPoints[arg], zps[arg], values?.zp), quantView(f.scales[arg], scales[arg], values?.scale));
+}
+
+/**
+ * rfcs/0002 (3)-(4) after the GEMM: GLU (on the f32 GEMM columns, bias included), then eltwise /
+ * binary / sum in chain order, then `/ s_dst + zp_dst`. Returns the value before the dst conversion.
+ */
+export interface Epilogue {
+  readonly glu: GluParam | undefined;
+  /** Columns of the GEMM for destination column n (one, or gate and up). */
+  value(col: (c: number) => number, n: number, N: number): number;
+  apply(x: number, g: number, idx: readonly number[], prev: () => number): number;
+}
+
+export function makeEpilogue(ops: readonly PostOp[], f: Fusion, binary: readonly { read: (i: number) => number }[], dstScale: QuantView | undefined, dstZp: QuantView | undefined): Epilogue {
+  const steps: ((x: number, g: number, idx: readonly number[], prev: () => number) => number)[] = [];
+  let bi = 0;
+  for (const op of ops) {
+    if (op.kind === 'eltwise') steps.push((x) => eltwiseScalar(op.alg, x, op.alpha, op.beta));
+    else if (op.kind === 'sum') steps.push((x, _g, _idx, prev) => x + op.scale * prev());
+    else if (op.kind === 'binary') {
+      const map = f.binary[bi].map, r = binary[bi].read;
+      bi++;
+      steps.push(op.alg === 'binary_mul' ? (x, g, idx) => x * r(mapIndex(map, g, idx)) : (x, g, idx) => x + r(mapIndex(map, g, idx)));
+    }
+  }
+  const glu = f.glu;
+  return {
+    glu,
+    value(col, n, N) {
+      if (!glu) return col(n);
+      const [gc, uc] = gluColumns(glu.layout, N, n);
+      return gluScalar(glu.alg, col(gc), col(uc), glu.alpha, glu.limit);
+    },
+    apply(x0, g, idx, prev) {
+      let x = x0;
+      for (const s of steps) x = s(x, g, idx, prev);
+      if (dstScale) x /= dstScale.read(mapIndex(dstScale.map, g, idx));
+      if (dstZp) x += dstZp.read(mapIndex(dstZp.map, g, idx));
+      return x;
+    },
+  };
+}
+
+/** C[rows x N] = A[rows x K] * W[K x N] in float64, k ascending for every element. */
+export function gemmF64(A: Float64Array, W: Float64Array, rows: number, K: number, N: number): Float64Array {
+  const C = new Float64Array(rows * N);
+  for (let i = 0; i < rows; i++) {
+    for (let k = 0; k < K; k++) {
+      const a = A[i * K + k];
+      const w0 = k * N, c0 = i * N;
+      for (let j = 0; j < N; j++) C[c0 + j] += a * W[w0 + j];
+    }
+  }
+  return C;
+}
+
 /**
  * The reference implementation: plain loops over logical indices with float64 accumulation, any
- * strides, every kind. Last in the implementation list; the oracle the fast kernels are tested against.
+ * strides, every kind, every data type, scale, zero point and post-op of rfcs/0002. Last in the
+ * implementation list; the oracle the fast kernels are tested against.
  */
 export const refMatmul: MatmulImpl = {
   name: 'ref:any',
   reject(p) {
     if (p.weights.format === 'packed') return 'packed weights are read only by the wasm kernels';
-    for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst]] as const) {
-      if (!FLOAT_TYPES.includes(md.dataType)) return `${name} data type ${md.dataType} is not supported (f32, bf16, f16)`;
-    }
-    if (p.bias && !FLOAT_TYPES.includes(p.bias.dataType)) return `bias data type ${p.bias.dataType} is not supported`;
     return undefined;
   },
   weightsLayout(p) {
@@ -61,6 +123,33 @@ export const refMatmul: MatmulImpl = {
   },
 };
 
+interface Prepared {
+  readonly src: (i: number) => number;
+  readonly wei: (i: number) => number;
+  readonly dstR: (i: number) => number;
+  readonly dstW: (i: number, x: number) => void;
+  readonly bias: ((i: number) => number) | undefined;
+  readonly deqSrc: ReturnType<typeof dequantizer>;
+  readonly deqWei: ReturnType<typeof dequantizer>;
+  readonly ep: Epilogue;
+}
+
+function prepare(p: MatmulProblem, a: MatmulArgs): Prepared {
+  const f = p.fusion;
+  const binary = a.binary.map((m) => ({ read: elementReader('f32', m.values) }));
+  const ep = makeEpilogue(p.attr.postOps.entries, f, binary, quantView(f.scales.dst, a.scales.dst), quantView(f.zeroPoints.dst, a.zeroPoints.dst));
+  return {
+    src: elementReader(p.src.dataType, a.src.values),
+    wei: elementReader(p.weights.dataType, a.weights.values),
+    dstR: elementReader(p.dst.dataType, a.dst.values),
+    dstW: elementWriter(p.dst.dataType, a.dst.values),
+    bias: a.bias ? elementReader(a.bias.desc.dataType, a.bias.values) : undefined,
+    deqSrc: quantViews(f, a.scales, a.zeroPoints, 'src'),
+    deqWei: quantViews(f, a.scales, a.zeroPoints, 'weights'),
+    ep,
+  };
+}
+
 function runRef(p: MatmulProblem, a: MatmulArgs): void {
   if (p.kind === 'grouped_m') return refGroupedM(p, a);
   if (p.kind === 'grouped_k') return refGroupedK(p, a);
@@ -69,20 +158,37 @@ function runRef(p: MatmulProblem, a: MatmulArgs): void {
 
 function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const offs = checkedOffsets(groupingOf(p, a));
+  const { K, N, dstN } = p;
   const [ss0, ss1] = p.src.strides;
   const [ws0, ws1, ws2] = p.weights.strides;
   const [ds0, ds1] = p.dst.strides;
-  const src = reader(a.src), wei = reader(a.weights), dstR = reader(a.dst), dstW = writer(a.dst);
-  const bias = a.bias ? reader(a.bias) : undefined;
-  const ops = p.attr.postOps.entries;
+  const r = prepare(p, a);
+  const i2 = [0, 0], i3 = [0, 0, 0];
   for (let g = 0; g < p.G; g++) {
-    for (let m = offs[g]; m < offs[g + 1]; m++) {
-      for (let n = 0; n < p.N; n++) {
-        let acc = 0;
-        for (let k = 0; k < p.K; k++) acc += src(m * ss0 + k * ss1) * wei(g * ws0 + k * ws1 + n * ws2);
-        if (bias && p.bias) acc += bias(biasIndex(p.bias, [g, n]));
-        const di = m * ds0 + n * ds1;
-        dstW(di, applyPostOps(Math.fround(acc), ops, () => dstR(di)));
+    const r0 = offs[g], rows = offs[g + 1] - r0;
+    if (rows === 0) continue;
+    const W = new Float64Array(K * N);
+    for (let k = 0; k < K; k++) {
+      for (let c = 0; c < N; c++) {
+        i3[0] = g; i3[1] = k; i3[2] = c;
+        W[k * N + c] = r.deqWei(r.wei(g * ws0 + k * ws1 + c * ws2), g, i3);
+      }
+    }
+    const A = new Float64Array(rows * K);
+    for (let m = 0; m < rows; m++) {
+      for (let k = 0; k < K; k++) {
+        i2[0] = r0 + m; i2[1] = k;
+        A[m * K + k] = r.deqSrc(r.src((r0 + m) * ss0 + k * ss1), g, i2);
+      }
+    }
+    const C = gemmF64(A, W, rows, K, N);
+    for (let m = 0; m < rows; m++) {
+      const row = r0 + m;
+      const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [g, c])) : 0));
+      for (let n = 0; n < dstN; n++) {
+        const di = row * ds0 + n * ds1;
+        i2[0] = row; i2[1] = n;
+        r.dstW(di, r.ep.apply(r.ep.value(col, n, N), g, i2, () => r.dstR(di)));
       }
     }
   }
@@ -90,20 +196,35 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
 
 function refGroupedK(p: MatmulProblem, a: MatmulArgs): void {
   const offs = checkedOffsets(groupingOf(p, a));
+  const { M, N, dstN } = p;
   const [ss0, ss1] = p.src.strides;
   const [ws0, ws1] = p.weights.strides;
   const [ds0, ds1, ds2] = p.dst.strides;
-  const src = reader(a.src), wei = reader(a.weights), dstR = reader(a.dst), dstW = writer(a.dst);
-  const bias = a.bias ? reader(a.bias) : undefined;
-  const ops = p.attr.postOps.entries;
+  const r = prepare(p, a);
+  const i2 = [0, 0], i3 = [0, 0, 0];
   for (let g = 0; g < p.G; g++) {
-    for (let m = 0; m < p.M; m++) {
-      for (let n = 0; n < p.N; n++) {
-        let acc = 0;
-        for (let k = offs[g]; k < offs[g + 1]; k++) acc += src(m * ss0 + k * ss1) * wei(k * ws0 + n * ws1);
-        if (bias && p.bias) acc += bias(biasIndex(p.bias, [g, m, n]));
+    const k0 = offs[g], kn = offs[g + 1] - k0;
+    const A = new Float64Array(M * kn);
+    for (let m = 0; m < M; m++) {
+      for (let kk = 0; kk < kn; kk++) {
+        i2[0] = m; i2[1] = k0 + kk;
+        A[m * kn + kk] = r.deqSrc(r.src(m * ss0 + (k0 + kk) * ss1), g, i2);
+      }
+    }
+    const W = new Float64Array(kn * N);
+    for (let kk = 0; kk < kn; kk++) {
+      for (let c = 0; c < N; c++) {
+        i2[0] = k0 + kk; i2[1] = c;
+        W[kk * N + c] = r.deqWei(r.wei((k0 + kk) * ws0 + c * ws1), g, i2);
+      }
+    }
+    const C = gemmF64(A, W, M, kn, N);
+    for (let m = 0; m < M; m++) {
+      const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [g, m, c])) : 0));
+      for (let n = 0; n < dstN; n++) {
         const di = g * ds0 + m * ds1 + n * ds2;
-        dstW(di, applyPostOps(Math.fround(acc), ops, () => dstR(di)));
+        i3[0] = g; i3[1] = m; i3[2] = n;
+        r.dstW(di, r.ep.apply(r.ep.value(col, n, N), g, i3, () => r.dstR(di)));
       }
     }
   }
@@ -111,31 +232,51 @@ function refGroupedK(p: MatmulProblem, a: MatmulArgs): void {
 
 function refDense(p: MatmulProblem, a: MatmulArgs): void {
   const nb = p.batch.length;
+  const { M, K, N, dstN } = p;
   const ss = p.src.strides, ws = p.weights.strides, ds = p.dst.strides;
-  const src = reader(a.src), wei = reader(a.weights), dstR = reader(a.dst), dstW = writer(a.dst);
-  const bias = a.bias ? reader(a.bias) : undefined;
-  const ops = p.attr.postOps.entries;
+  const r = prepare(p, a);
   const batches = p.batch.reduce((x, y) => x * y, 1);
   const idx = new Array<number>(nb + 2).fill(0);
+  const sIdx = new Array<number>(nb + 2).fill(0), wIdx = new Array<number>(nb + 2).fill(0);
   for (let b = 0; b < batches; b++) {
     let rem = b, sOff = 0, wOff = 0, dOff = 0;
     for (let d = nb - 1; d >= 0; d--) {
       const i = rem % p.batch[d];
       rem = Math.floor(rem / p.batch[d]);
       idx[d] = i;
-      if (p.src.dims[d] !== 1) sOff += i * ss[d];
-      if (p.weights.dims[d] !== 1) wOff += i * ws[d];
+      sIdx[d] = p.src.dims[d] !== 1 ? i : 0;
+      wIdx[d] = p.weights.dims[d] !== 1 ? i : 0;
+      sOff += sIdx[d] * ss[d];
+      wOff += wIdx[d] * ws[d];
       dOff += i * ds[d];
     }
-    for (let m = 0; m < p.M; m++) {
-      for (let n = 0; n < p.N; n++) {
-        let acc = 0;
-        for (let k = 0; k < p.K; k++) acc += src(sOff + m * ss[nb] + k * ss[nb + 1]) * wei(wOff + k * ws[nb] + n * ws[nb + 1]);
-        idx[nb] = m;
-        idx[nb + 1] = n;
-        if (bias && p.bias) acc += bias(biasIndex(p.bias, idx));
+    const A = new Float64Array(M * K);
+    for (let m = 0; m < M; m++) {
+      for (let k = 0; k < K; k++) {
+        sIdx[nb] = m; sIdx[nb + 1] = k;
+        A[m * K + k] = r.deqSrc(r.src(sOff + m * ss[nb] + k * ss[nb + 1]), 0, sIdx);
+      }
+    }
+    const W = new Float64Array(K * N);
+    for (let k = 0; k < K; k++) {
+      for (let c = 0; c < N; c++) {
+        wIdx[nb] = k; wIdx[nb + 1] = c;
+        W[k * N + c] = r.deqWei(r.wei(wOff + k * ws[nb] + c * ws[nb + 1]), 0, wIdx);
+      }
+    }
+    const C = gemmF64(A, W, M, K, N);
+    for (let m = 0; m < M; m++) {
+      idx[nb] = m;
+      const col = (c: number): number => {
+        if (!r.bias || !p.bias) return Math.fround(C[m * N + c]);
+        idx[nb + 1] = c;
+        return Math.fround(C[m * N + c] + r.bias(biasIndex(p.bias, idx)));
+      };
+      for (let n = 0; n < dstN; n++) {
         const di = dOff + m * ds[nb] + n * ds[nb + 1];
-        dstW(di, applyPostOps(Math.fround(acc), ops, () => dstR(di)));
+        const v = r.ep.value(col, n, N);
+        idx[nb + 1] = n;
+        r.dstW(di, r.ep.apply(v, 0, idx, () => r.dstR(di)));
       }
     }
   }

@@ -1,6 +1,8 @@
 import { DnnlError } from '../../common/status.js';
 import type { MatmulArgs } from './impl.js';
 import type { MatmulProblem } from './problem.js';
+import { ARG, argName } from '../args.js';
+import type { Memory } from '../../memory/memory.js';
 
 /** One offsets buffer an execution reads: where it lives and what to call it in messages. */
 export interface OffsetsArg {
@@ -32,7 +34,15 @@ export function groupingOf(p: MatmulProblem, a: MatmulArgs): Grouping {
     const m = a.offsets!;
     return { primary: { name: 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC', handle: m.handles[0], view: m.values as Int32Array }, others: [], G: p.G, total: p.M, variableDim: 0, sizes };
   }
-  return { primary: arg('src', a.src), others: [arg('dst', a.dst)], G: p.G, total: p.M, variableDim: 0, sizes };
+  // P#1: grouped per-row scales / zero points and grouped binary src1 share src's partition too.
+  const extra: OffsetsArg[] = [];
+  const grouped = (name: string, m: Memory | undefined): void => {
+    if (m?.desc.isGrouped) extra.push(arg(name, m));
+  };
+  grouped(argName(ARG.ATTR_SCALES | ARG.SRC), a.scales.src);
+  grouped(argName(ARG.ATTR_ZERO_POINTS | ARG.SRC), a.zeroPoints.src);
+  p.fusion.binary.forEach((b, j) => grouped(argName(ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1), a.binary[j]));
+  return { primary: arg('src', a.src), others: [arg('dst', a.dst), ...extra], G: p.G, total: p.M, variableDim: 0, sizes };
 }
 
 /** Error codes shared with the wasm driver (wasm/src/job.h). */

@@ -1,22 +1,36 @@
 import type { DataType } from '../../common/data_type.js';
-import type { MemoryDesc } from '../../memory/desc.js';
-import { packedGeometry, packedWeightsDesc, PACKED_P8 } from '../../memory/packed_weights.js';
+import { packedGeometry, packedS16Geometry, packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
+import { MemoryDesc } from '../../memory/desc.js';
+import { tagToStrides } from '../../memory/format_tag.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, JOB, JOB_DT, JOB_ERR, JOB_KIND, type JobField } from '../../runtime/job_layout.js';
-import { epilogueRejection, writeEpilogue } from '../kernel_epilogue.js';
+import { GROUP_MODE, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, PATH, WEI_PACKED, scratchBytes, type JobField } from '../../runtime/job_layout.js';
+import { writeEpilogue } from '../kernel_epilogue.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
-import { groupingOf, offsetsError } from './runtime_offsets.js';
+import { checkedOffsets, groupingOf, offsetsError } from './runtime_offsets.js';
+import { FLOAT_TYPES } from '../fusion.js';
+import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../fused_job.js';
 
 /** Tile geometry: MB x NB output blocks, K blocked by KC (B micro-panel 8 KiB in L1, A block in L2). */
 const MB = 64;
 const NB = 128;
 const KC = 256;
+/** The integer path's K block: int16 A and B blocks take the room of the f32 ones at KC. */
+const KC_INT = 512;
 
-const KERNEL_TYPES: readonly DataType[] = ['f32', 'bf16', 'f16'];
+/** Roles of each logical dimension of the arguments of a matmul (fusion.ts's table of coordinates). */
+function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } {
+  if (p.kind === 'grouped_m') return { roles: { src: ['r', 'k'], weights: ['g', 'k', 'n'], dst: ['r', 'n'], zeroG: {} }, binary: ['r', 'n'] };
+  if (p.kind === 'grouped_k') return { roles: { src: ['r', 'k'], weights: ['k', 'n'], dst: ['g', 'r', 'n'], zeroG: {} }, binary: ['g', 'r', 'n'] };
+  if (p.dst.ndims === 2) return { roles: { src: ['r', 'k'], weights: ['k', 'n'], dst: ['r', 'n'], zeroG: {} }, binary: ['r', 'n'] };
+  const zeroG = { src: p.src.dims[0] === 1, weights: p.weights.dims[0] === 1 };
+  return { roles: { src: ['g', 'r', 'k'], weights: ['g', 'k', 'n'], dst: ['g', 'r', 'n'], zeroG }, binary: ['g', 'r', 'n'] };
+}
 
-function fits32(md: MemoryDesc): boolean {
-  return md.dims.every((d) => d <= 0x7fffffff) && md.strides.every((s) => s <= 0x7fffffff) && md.spanElems <= 0x7fffffff;
+/** The kernels' plan for a problem, or why they cannot run it. */
+function planMatmul(p: MatmulProblem): FusedPlan | string {
+  const { roles, binary } = matmulRoles(p);
+  return planFused(p.src.dataType, p.weights.dataType, p.dst.dataType, p.bias?.dataType, p.fusion, p.attr, roles, binary);
 }
 
 /**
@@ -30,23 +44,31 @@ export const wasmMatmul: MatmulImpl = {
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
     for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst]] as const) {
-      if (!KERNEL_TYPES.includes(md.dataType)) return `${name} data type ${md.dataType} is not supported`;
       if (md.format !== 'any' && md.format !== 'packed' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
     }
-    if (p.weights.format === 'packed' && p.weights.packed?.name !== PACKED_P8) return `packed layout ${p.weights.packed?.name} is not ${PACKED_P8}`;
+    if (p.weights.format === 'packed' && p.weights.packed?.name !== PACKED_P8 && p.weights.packed?.name !== PACKED_S16) return `packed layout ${p.weights.packed?.name} is not ${PACKED_P8} or ${PACKED_S16}`;
     if (p.kind === 'dense' && p.dst.ndims > 3) return 'dense matmul with more than one batch dim';
     if (p.kind === 'grouped_k' && p.weights.format !== 'blocked') return 'variable-K weights must be plain';
     if (p.bias) {
-      if (p.bias.dataType !== 'f32') return `bias data type ${p.bias.dataType} (kernels take f32 bias)`;
+      if (!FLOAT_TYPES.includes(p.bias.dataType)) return `bias data type ${p.bias.dataType} (kernels take f32, bf16, f16 bias)`;
       const nd = p.bias.ndims;
       if ((p.kind !== 'grouped_m' || nd === 3) && nd >= 2 && p.bias.dims[nd - 2] !== 1) return 'bias that varies along M';
     }
-    const epi = epilogueRejection(p.attr);
-    if (epi) return epi;
+    const plan = planMatmul(p);
+    if (typeof plan === 'string') return plan;
+    const mds = [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)].map((q) => q!.md);
+    for (const b of p.fusion.binary) mds.push(b.md);
+    if (mds.some((md) => !fits32(md))) return 'a scales / zero points / binary memory is too large for 32-bit indexing';
     return undefined;
   },
   weightsLayout(p) {
-    return packedWeightsDesc(p.weights.dims);
+    const plan = planMatmul(p);
+    const path = typeof plan === 'string' ? PATH.f32 : plan.path;
+    if (path === PATH.int) return packedS16WeightsDesc(p.weights.dims, p.weights.dataType);
+    if (FLOAT_TYPES.includes(p.weights.dataType)) return packedWeightsDesc(p.weights.dims);
+    // Low-precision weights on the f32 path are decoded per tile from their own plain layout.
+    const w = p.weights;
+    return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('abcdefghijkl'.slice(0, w.ndims), w.dims, 'weights') });
   },
   createExecutor(p, engine) {
     return new WasmMatmulExecutor(p, engine);
@@ -60,10 +82,14 @@ class WasmMatmulExecutor implements MatmulExecutor {
   private readonly sizes: number;
   private readonly i32: Int32Array;
   private readonly f32: Float32Array;
+  private readonly plan: FusedPlan;
 
   constructor(p: MatmulProblem, engine: Engine) {
     this.p = p;
     this.engine = engine;
+    const plan = planMatmul(p);
+    if (typeof plan === 'string') throw new Error(`wasm matmul: ${plan}`);
+    this.plan = plan;
     // Freed with the engine heap: primitives have no destructor, like oneDNN's C++ API objects.
     this.job = engine.alloc(JOB.SIZE);
     this.i32 = new Int32Array(engine.buffer, this.job, JOB.SIZE / 4);
@@ -78,8 +104,18 @@ class WasmMatmulExecutor implements MatmulExecutor {
 
   task(a: MatmulArgs): () => void | Promise<void> {
     const eng = this.engine;
-    if (eng.pool) return () => eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus(a));
+    // Grouped values memories beyond src/dst carry their own offsets: validate all of them on the host
+    // first (same rules and messages as the kernel's check and the reference).
+    const extra = this.p.kind === 'grouped_m' && this.p.offsetsFrom === 'desc' && groupingOf(this.p, a).others.length > 1;
+    const pre = (): void => {
+      if (extra) checkedOffsets(groupingOf(this.p, a));
+    };
+    if (eng.pool) return () => {
+      pre();
+      return eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus(a));
+    };
     return () => {
+      pre();
       eng.kernels!.run_job(this.fill(a), 0);
       this.checkStatus(a);
     };
@@ -93,9 +129,10 @@ class WasmMatmulExecutor implements MatmulExecutor {
   private fill(a: MatmulArgs): number {
     const p = this.p;
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
-    const scratch = this.engine.scratch(Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * (MB * KC + KC * NB + MB * NB + NB));
+    const kc = this.plan.path === PATH.int ? KC_INT : KC;
+    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, KC));
     this.i32.fill(0);
-    const dt = (t: DataType): number => JOB_DT[t as keyof typeof JOB_DT];
+    const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
     this.set('kind', p.kind === 'grouped_k' ? JOB_KIND.grouped_k : JOB_KIND.grouped_m);
     this.set('group_mode', p.kind === 'dense' ? GROUP_MODE.uniform : GROUP_MODE.offsets);
     this.set('G', G);
@@ -105,7 +142,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     this.set('total', p.kind === 'grouped_k' ? p.K : p.M);
     this.set('mb', MB);
     this.set('nb', NB);
-    this.set('kc', KC);
+    this.set('kc', kc);
     this.set('scratch', scratch.ptr);
     this.set('scratch_stride', scratch.stride);
     this.set('nthreads', this.engine.threads);
@@ -131,9 +168,12 @@ class WasmMatmulExecutor implements MatmulExecutor {
       this.set('d_g', batched ? ds[0] : 0);
       this.set('d_0', d0); this.set('d_1', d1);
       const weiBatched = p.weights.ndims === 3 && p.weights.dims[0] !== 1;
-      if (p.weights.format === 'packed') {
-        this.set('wei_packed', 1);
-        this.set('dt_wei', JOB_DT.f32);
+      if (p.weights.format === 'packed' && p.weights.packed?.name === PACKED_S16) {
+        this.set('wei_packed', WEI_PACKED.s16_p8k2);
+        this.set('w_g', weiBatched ? packedS16Geometry(p.weights.dims).expertElems : 0);
+      } else if (p.weights.format === 'packed') {
+        this.set('wei_packed', WEI_PACKED.f32_p8);
+        this.set('dt_wei', JOB_DT_ALL.f32);
         this.set('w_g', weiBatched ? packedGeometry(p.weights.dims).expertFloats : 0);
       } else {
         const [wk, wn] = tail(ws, 2);
@@ -155,7 +195,10 @@ class WasmMatmulExecutor implements MatmulExecutor {
       const perGroup = p.kind !== 'dense' || (batched && nd === 3);
       this.set('b_g', perGroup && b.dims[0] !== 1 ? b.strides[0] : 0);
     }
-    writeEpilogue(this.i32, this.f32, p.attr);
+    if (this.plan.path === PATH.f32) writeEpilogue(this.i32, this.f32, p.attr);
+    writeFused(this.i32, this.f32, this.plan, p.fusion, p.bias?.dataType,
+      (kind, arg) => ({ ptr: a[kind][arg]!.handles[0], table: false }),
+      (i) => ({ ptr: a.binary[i].handles[0], table: false }));
     return this.job;
   }
 

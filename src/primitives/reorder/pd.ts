@@ -3,15 +3,15 @@ import { dimsEqual } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { countObject } from '../../common/census.js';
 import { MemoryDesc } from '../../memory/desc.js';
-import { PACKED_P8 } from '../../memory/packed_weights.js';
+import { PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 
 export type ReorderKind = 'pack' | 'copy';
 
 /**
  * Reorder primitive descriptor: `new reorder.PrimitiveDesc(eng, srcMd, dstMd)`. Supports plain ->
- * packed weights (`f32:p8`, the layout a matmul pd picks for `tag.any`), and plain -> plain copies
- * with data-type conversion (f32/bf16/f16).
+ * packed weights (`f32:p8`, the layout a matmul pd picks for `tag.any`; `s16:p8k2` for integer
+ * weights of the integer kernel), and plain -> plain copies with data-type conversion (f32/bf16/f16).
  */
 export class PrimitiveDesc {
   readonly engine: Engine;
@@ -29,9 +29,14 @@ export class PrimitiveDesc {
     check(dst.format === 'blocked' || dst.format === 'packed', `reorder: dst must be plain or packed, got ${dst.format}`);
     check(!src.hasRuntimeDims, 'reorder: dims must be known');
     const floats = ['f32', 'bf16', 'f16'];
-    checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} is not supported (f32, bf16, f16)`);
+    const ints = ['s8', 'u8', 's4', 'u4'];
+    if (dst.format === 'packed' && dst.packed?.name === PACKED_S16) {
+      checkImpl(ints.includes(src.dataType) && dst.dataType === src.dataType, `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_S16} is not supported (s8, u8, s4, u4 to the same type)`);
+    } else {
+      checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} is not supported (f32, bf16, f16)`);
+    }
     if (dst.format === 'packed') {
-      checkImpl(dst.packed?.name === PACKED_P8, `reorder: packed layout ${dst.packed?.name} is not supported`);
+      checkImpl(dst.packed?.name === PACKED_P8 || dst.packed?.name === PACKED_S16, `reorder: packed layout ${dst.packed?.name} is not supported`);
       check(src.ndims === 2 || src.ndims === 3, `reorder: packed weights must be 2D [K,N] or 3D [G,K,N], got ${src.ndims} dims`);
     }
     this.engine = engine;
@@ -42,6 +47,6 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
-    return this.kind === 'pack' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-p8` : `ref:${this.kind}`;
+    return this.kind === 'pack' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-${this.dst.packed?.name === PACKED_S16 ? 's16p8k2' : 'p8'}` : `ref:${this.kind}`;
   }
 }

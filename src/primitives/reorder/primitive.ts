@@ -1,7 +1,9 @@
 import { DnnlError, check } from '../../common/status.js';
 import { fromStored, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
-import { packWeightsTs } from '../../memory/packed_weights.js';
+import { PACKED_S16, packWeightsS16Ts, packWeightsTs } from '../../memory/packed_weights.js';
+import { JOB_DT_ALL } from '../../runtime/job_layout.js';
+import { elementReader } from '../fusion.js';
 import { Memory } from '../../memory/memory.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG } from '../args.js';
@@ -38,6 +40,17 @@ export class Primitive {
 
   private run(from: Memory, to: Memory): void {
     const { src, dst, engine } = this.pd;
+    if (this.pd.kind === 'pack' && dst.packed?.name === PACKED_S16) {
+      const nd = src.ndims;
+      const k = engine.kernels;
+      if (k) {
+        const G = nd === 3 ? src.dims[0] : 1;
+        k.pack_weights_s16(from.handles[0], JOB_DT_ALL[src.dataType as keyof typeof JOB_DT_ALL], G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1], to.handles[0]);
+      } else {
+        packWeightsS16Ts(elementReader(src.dataType, from.values), src.dims, src.strides, new Int16Array(engine.buffer, to.handles[0], dst.getSize(0) / 2));
+      }
+      return;
+    }
     if (this.pd.kind === 'pack') {
       const nd = src.ndims;
       const k = engine.kernels;

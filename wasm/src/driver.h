@@ -1,0 +1,46 @@
+/* Shared between the driver (gemm-driver.c: groups, tile space, the fast f32 path) and the fused
+   paths (gemm-fused.c: any data type, scales, zero points, GLU, binary/eltwise/sum chains). */
+#pragma once
+#include "common.h"
+#include "job.h"
+
+INLINE int32_t cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+/* A matrix operand of one group: element (i, j) is element off + i * s0 + j * s1 of base (type dt).
+   A: (row, k); B: (k, n); C: (row, n). Elements, not bytes: 4-bit types have no byte address. */
+typedef struct operand {
+  const char* base;
+  size_t off;
+  int32_t s0, s1;
+  int dt;
+} operand_t;
+
+/* Per-worker scratch (layout mirrored by scratchBytes() in src/runtime/job_layout.ts):
+   offsets | a: MB x KC f32 | b: KC x NBC f32 | c: MB x NBC f32 | vec: 8 x NBC + 4 x MB f32,
+   with NBC = NB + 16 (two GLU segments, each padded to a panel). */
+typedef struct scratch {
+  float* a;
+  float* b;
+  float* c;
+  float* bias; /* NBC (fast path: NB) */
+  float* vec;  /* the fused epilogue's per-column and per-row vectors (bias is its first NBC) */
+} scratch_t;
+
+INLINE int32_t scratch_nbc(const job_t* j) { return j->nb + 16; }
+
+/* Everything a tile needs to know about its group. */
+typedef struct group_view {
+  operand_t A, B, C;
+  const void* wpacked; /* packed weights of this group, or 0 */
+  int wfmt;            /* their format: WEI_F32_P8 or WEI_S16_P8K2 (WEI_PLAIN when wpacked is 0) */
+  const char* bias;    /* bias buffer and this group's element offset */
+  size_t bias_off;
+  int32_t rows, Kg, Kfull, N;
+  int32_t g;  /* group index (dense batched: batch index) */
+  int32_t r0; /* absolute row of the group's row 0 (scales, binary src1) */
+  int32_t k0; /* absolute k of the group's k 0 (variable-K groups) */
+} group_view_t;
+
+/* The fused paths' tile: C[m0 : m0 + mc] x dst columns [n0, n0 + nc) (GEMM columns: twice as many with a GLU). */
+void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
+                    int32_t nc);

@@ -1,0 +1,500 @@
+/* The fused paths of the driver (rfcs/0002): one tile = K loop on a microkernel into a scratch C tile,
+   then one epilogue pass over that tile:
+
+     acc  = sum_k A'[m, k] * B'[k, n]          f32 microkernel (F32_FUSED) or exact int32 (INT)
+     x    = acc * s_src[row] * s_wei[n] + bias[n]
+     y    = GLU(x) (N -> N/2 columns), then the post-op chain (eltwise / binary / sum)
+     dst  = convert(y / s_dst + zp_dst)       round to nearest even, saturating
+
+   What varies along K cannot wait for the epilogue, so it is folded into packing:
+   F32_FUSED: A' = (decode(src) - zp_src[row, kblock]) * s_src[row, kblock] when s_src varies along K
+              (else the per-row scale waits for the epilogue); B' = (decode(wei) - zp_wei) * s_wei when
+              s_wei varies along K. Every data type is decoded here (lowp.h).
+   INT:       A' = src - zp_src[row] in int16 (or raw src, with the zero point applied in the epilogue
+              as a compensation when it does not fit int16); B' = raw weights in int16 panels (plain
+              weights packed per tile, or the s16:p8k2 layout read in place); the weights zero point
+              is a compensation with the row sums of A': acc - zp_wei[n] * sum_k A'[m, k].
+   Every epilogue step is O(MB x NB) per tile, against O(MB x NB x K) for the GEMM. */
+#include "common.h"
+#include "job.h"
+#include "ukernel.h"
+#include "driver.h"
+#include "lowp.h"
+#include "vmath.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Scales, zero points and binary inputs */
+
+INLINE const void* q_base(const qarg_t* q, int32_t g) {
+  if (!q->ptr) return 0;
+  return q->table ? (const void*)(uintptr_t)((const uint32_t*)(uintptr_t)q->ptr)[g] : (const void*)(uintptr_t)q->ptr;
+}
+
+INLINE size_t q_index(const qarg_t* q, int32_t g, int32_t row, int32_t k, int32_t n) {
+  return (q->table ? 0 : (size_t)g * (size_t)q->st_g) + (size_t)row * (size_t)q->st_r +
+         (size_t)(k / q->blk_k) * (size_t)q->st_k + (size_t)(n / q->blk_n) * (size_t)q->st_n;
+}
+
+INLINE float q_float(const qarg_t* q, const void* base, int32_t g, int32_t row, int32_t k, int32_t n) {
+  return load_any(base, q->dt, q_index(q, g, row, k, n));
+}
+
+INLINE int32_t q_int(const qarg_t* q, const void* base, int32_t g, int32_t row, int32_t k, int32_t n) {
+  return load_int(base, q->dt, q_index(q, g, row, k, n));
+}
+
+INLINE const float* po_base(const post_op_t* o, int32_t g) {
+  return o->table ? (const float*)(uintptr_t)((const uint32_t*)(uintptr_t)o->ptr)[g]
+                  : (const float*)(uintptr_t)o->ptr + (size_t)g * (size_t)o->st_g;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Decoding runs of elements (the type switch hoisted out of the loop) */
+
+static void decode_f32(float* out, const char* base, int dt, size_t i0, int32_t stride, int32_t n) {
+  if (dt == DT_F32 && stride == 1) {
+    __builtin_memcpy(out, (const float*)base + i0, (size_t)n * 4);
+    return;
+  }
+#define RUN(expr) for (int32_t x = 0; x < n; x++) { const size_t i = i0 + (size_t)x * (size_t)stride; out[x] = (expr); } break
+  switch (dt) {
+    case DT_F32: RUN(((const float*)base)[i]);
+    case DT_BF16: RUN(bf16_to_f32(((const uint16_t*)base)[i]));
+    case DT_F16: RUN(f16_to_f32(((const uint16_t*)base)[i]));
+    case DT_S8: RUN((float)((const int8_t*)base)[i]);
+    case DT_U8: RUN((float)((const uint8_t*)base)[i]);
+    case DT_F8_E4M3: RUN(f8e4m3_to_f32(((const uint8_t*)base)[i]));
+    case DT_F8_E5M2: RUN(f8e5m2_to_f32(((const uint8_t*)base)[i]));
+    default: RUN(load_any(base, dt, i));
+  }
+#undef RUN
+}
+
+static void decode_i16(int16_t* out, const char* base, int dt, size_t i0, int32_t stride, int32_t n, int32_t zp) {
+  int32_t x = 0;
+  if (stride == 1 && (dt == DT_S8 || dt == DT_U8)) {
+    const v128_t z = wasm_i16x8_splat((int16_t)zp);
+    const char* p = base + i0;
+    for (; x + 8 <= n; x += 8) {
+      const v128_t b = wasm_v128_load64_zero(p + x);
+      const v128_t w = dt == DT_S8 ? wasm_i16x8_extend_low_i8x16(b) : wasm_u16x8_extend_low_u8x16(b);
+      wasm_v128_store(out + x, wasm_i16x8_sub(w, z));
+    }
+  }
+  for (; x < n; x++) out[x] = (int16_t)(load_int(base, dt, i0 + (size_t)x * (size_t)stride) - zp);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The tile: dst columns [n0, n0 + nc) and the GEMM columns they need, as 1 or 2 segments */
+
+typedef struct tile {
+  int32_t m0, mc, n0, nc;
+  int nseg;
+  int32_t seg_n[2], seg_w[2], seg_c[2]; /* first GEMM column, width, first C column */
+  int32_t ncc;                          /* C columns in use, panel padding included */
+  int32_t ldc;
+} tile_t;
+
+INLINE int32_t round8(int32_t x) { return (x + 7) & ~7; }
+
+static void tile_setup(const job_t* j, const group_view_t* v, tile_t* t, int32_t m0, int32_t mc, int32_t n0, int32_t nc) {
+  t->m0 = m0;
+  t->mc = mc;
+  t->n0 = n0;
+  t->nc = nc;
+  t->ldc = scratch_nbc(j);
+  t->nseg = 1;
+  if (!j->glu_alg) {
+    t->seg_n[0] = n0;
+    t->seg_w[0] = nc;
+  } else if (j->glu_layout == GLU_HALVES) {
+    t->nseg = 2;
+    t->seg_n[0] = n0;
+    t->seg_n[1] = v->N / 2 + n0;
+    t->seg_w[0] = t->seg_w[1] = nc;
+  } else { /* interleaved; blocks32 (n0 is a multiple of 32: the tile starts on a 64-column block) */
+    t->seg_n[0] = 2 * n0;
+    t->seg_w[0] = 2 * nc;
+  }
+  t->seg_c[0] = 0;
+  t->seg_c[1] = round8(t->seg_w[0]);
+  t->ncc = t->seg_c[t->nseg - 1] + round8(t->seg_w[t->nseg - 1]);
+}
+
+/* GEMM column of C column c (c inside a segment). */
+INLINE int32_t tile_col(const tile_t* t, int32_t c) {
+  return t->nseg == 2 && c >= t->seg_c[1] ? t->seg_n[1] + (c - t->seg_c[1]) : t->seg_n[0] + c;
+}
+
+INLINE int tile_col_valid(const tile_t* t, int32_t c) {
+  for (int s = 0; s < t->nseg; s++)
+    if (c >= t->seg_c[s] && c < t->seg_c[s] + t->seg_w[s]) return 1;
+  return 0;
+}
+
+/* Scratch vectors of the epilogue (NBC floats each, then MB-long row vectors). */
+typedef struct vecs {
+  float* bias;    /* per C column */
+  float* cscale;  /* per C column: weights scale (not K-varying) */
+  int32_t* czp;   /* per C column: weights zero point (INT) */
+  int32_t* csum;  /* per C column: sum over K of B' (INT, src zero point as a compensation) */
+  float* wz;      /* 8: weights zero points of a panel's columns (F32_FUSED packing) */
+  float* ws;      /* 8: weights scales of a panel's columns (F32_FUSED packing) */
+  float* rscale;  /* per row: src scale (not K-varying) */
+  int32_t* rzp;   /* per row: src zero point (INT) */
+  int32_t* rsum;  /* per row: sum over K of A' (INT, weights zero point) */
+  float* dscale;  /* per dst column of the tile (dst scale varying along N) */
+  float* dzp;     /* per dst column of the tile (dst zero point varying along N) */
+} vecs_t;
+
+static void vecs_setup(const job_t* j, const scratch_t* s, vecs_t* w) {
+  const size_t nbc = (size_t)scratch_nbc(j), mb = (size_t)j->mb;
+  float* p = s->vec;
+  w->bias = p;
+  w->cscale = p + nbc;
+  w->czp = (int32_t*)(p + 2 * nbc);
+  w->csum = (int32_t*)(p + 3 * nbc);
+  w->wz = p + 4 * nbc;
+  w->ws = p + 4 * nbc + 8;
+  w->dscale = p + 5 * nbc;
+  w->dzp = p + 6 * nbc;
+  w->rscale = p + 8 * nbc;
+  w->rzp = (int32_t*)(p + 8 * nbc + mb);
+  w->rsum = (int32_t*)(p + 8 * nbc + 2 * mb);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Packing */
+
+/* Element (k, n) of the group's weights as f32, whatever their storage. */
+INLINE float wei_f32(const group_view_t* v, int32_t k, int32_t n) {
+  if (v->wfmt == WEI_F32_P8)
+    return ((const float*)v->wpacked)[((size_t)(n / NR) * v->Kfull + k) * NR + n % NR];
+  if (v->wfmt == WEI_S16_P8K2)
+    return ((const int16_t*)v->wpacked)[((size_t)(n / NR) * ((v->Kfull + 1) & ~1) + (k & ~1)) * NR + (n % NR) * 2 + (k & 1)];
+  return load_any(v->B.base, v->B.dt, v->B.off + (size_t)k * v->B.s0 + (size_t)n * v->B.s1);
+}
+
+INLINE int32_t wei_int(const group_view_t* v, int32_t k, int32_t n) {
+  if (v->wfmt == WEI_S16_P8K2)
+    return ((const int16_t*)v->wpacked)[((size_t)(n / NR) * ((v->Kfull + 1) & ~1) + (k & ~1)) * NR + (n % NR) * 2 + (k & 1)];
+  return load_int(v->B.base, v->B.dt, v->B.off + (size_t)k * v->B.s0 + (size_t)n * v->B.s1);
+}
+
+/* A block, F32_FUSED: rows m0.., k0 .. k0 + kc, decoded, minus zero point, times K-varying scale. */
+static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, float* a, int32_t lda, int32_t k0,
+                       int32_t kc) {
+  const qarg_t* qs = &j->q[Q_SRC_SCALE];
+  const qarg_t* qz = &j->q[Q_SRC_ZP];
+  const void* sb = qs->st_k ? q_base(qs, v->g) : 0; /* per-row scales wait for the epilogue */
+  const void* zb = q_base(qz, v->g);
+  for (int32_t i = 0; i < t->mc; i++) {
+    float* row = a + (size_t)i * lda;
+    decode_f32(row, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)k0 * v->A.s1, v->A.s1, kc);
+    if (!sb && !zb) continue;
+    const int32_t r = v->r0 + t->m0 + i;
+    for (int32_t x = 0; x < kc;) {
+      const int32_t kabs = v->k0 + k0 + x;
+      int32_t len = kc - x;
+      if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
+      if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
+      const float z = zb ? (float)q_int(qz, zb, v->g, r, kabs, 0) : 0.0f;
+      const float sc = sb ? q_float(qs, sb, v->g, r, kabs, 0) : 1.0f;
+      for (int32_t y = x; y < x + len; y++) row[y] = (row[y] - z) * sc;
+      x += len;
+    }
+  }
+}
+
+/* B block, F32_FUSED: the segment's panels for k0 .. k0 + kc as f32 [panel][kc][8], zero padded. */
+static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, int32_t n0, int32_t width, float* b,
+                       int32_t k0, int32_t kc) {
+  const qarg_t* qs = &j->q[Q_WEI_SCALE];
+  const qarg_t* qz = &j->q[Q_WEI_ZP];
+  const void* sb = qs->st_k ? q_base(qs, v->g) : 0;
+  const void* zb = q_base(qz, v->g);
+  const int plain = !v->wpacked;
+  const int32_t npan = cdiv(width, NR);
+  for (int32_t p = 0; p < npan; p++) {
+    const int32_t nb = n0 + p * NR, cnt = MIN(NR, width - p * NR);
+    int32_t next = 0; /* k (block relative) where the panel's zero points / scales change */
+    for (int32_t k = 0; k < kc; k++) {
+      float* o = b + ((size_t)p * kc + k) * NR;
+      const int32_t kabs = v->k0 + k0 + k;
+      if (plain) decode_f32(o, v->B.base, v->B.dt, v->B.off + (size_t)(k0 + k) * v->B.s0 + (size_t)nb * v->B.s1, v->B.s1, cnt);
+      else for (int32_t q = 0; q < cnt; q++) o[q] = wei_f32(v, k0 + k, nb + q);
+      for (int32_t q = cnt; q < NR; q++) o[q] = 0.0f;
+      if (!sb && !zb) continue;
+      if (k == next) {
+        for (int32_t q = 0; q < cnt; q++) {
+          w->wz[q] = zb ? (float)q_int(qz, zb, v->g, 0, kabs, nb + q) : 0.0f;
+          w->ws[q] = sb ? q_float(qs, sb, v->g, 0, kabs, nb + q) : 1.0f;
+        }
+        int32_t len = kc - k;
+        if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
+        if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
+        next = k + len;
+      }
+      for (int32_t q = 0; q < cnt; q++) o[q] = (o[q] - w->wz[q]) * w->ws[q];
+    }
+  }
+}
+
+/* A block, INT: rows as int16 (kc rounded up to even, zero padded), minus the row's zero point unless
+   it is applied as a compensation; row sums of A' when the weights have zero points. */
+static void pack_a_s16(const group_view_t* v, const tile_t* t, const vecs_t* w, int16_t* a, int32_t lda, int32_t k0,
+                       int32_t kc, int comp, int need_rsum) {
+  for (int32_t i = 0; i < t->mc; i++) {
+    int16_t* row = a + (size_t)i * lda;
+    decode_i16(row, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)k0 * v->A.s1, v->A.s1, kc,
+               comp ? 0 : w->rzp[i]);
+    if (kc & 1) row[kc] = 0;
+    if (need_rsum) {
+      int32_t x = 0;
+      v128_t acc = wasm_i32x4_splat(0);
+      for (; x + 8 <= kc; x += 8) acc = wasm_i32x4_add(acc, wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(row + x)));
+      uint32_t sum = (uint32_t)wasm_i32x4_extract_lane(acc, 0) + (uint32_t)wasm_i32x4_extract_lane(acc, 1) +
+                     (uint32_t)wasm_i32x4_extract_lane(acc, 2) + (uint32_t)wasm_i32x4_extract_lane(acc, 3);
+      for (; x < kc; x++) sum += (uint32_t)(int32_t)row[x];
+      w->rsum[i] = (int32_t)((uint32_t)w->rsum[i] + sum);
+    }
+  }
+}
+
+/* B block, INT: the segment's plain weights as int16 k-pair panels [panel][kcp/2][8][2], zero padded. */
+static void pack_b_s16(const group_view_t* v, int32_t n0, int32_t width, int16_t* b, int32_t k0,
+                       int32_t kc) {
+  const int32_t kcp = (kc + 1) & ~1, npan = cdiv(width, NR);
+  const int dt = v->B.dt;
+  for (int32_t p = 0; p < npan; p++) {
+    const int32_t nb = n0 + p * NR, cnt = MIN(NR, width - p * NR);
+    for (int32_t k = 0; k < kcp; k += 2) {
+      int16_t* o = b + ((size_t)p * kcp + k) * NR;
+      const size_t i0 = v->B.off + (size_t)(k0 + k) * v->B.s0 + (size_t)nb * v->B.s1;
+      if (!v->wpacked && cnt == NR && k + 1 < kc && v->B.s1 == 1 && (dt == DT_S8 || dt == DT_U8)) {
+        const v128_t r0 = wasm_v128_load64_zero(v->B.base + i0);
+        const v128_t r1 = wasm_v128_load64_zero(v->B.base + i0 + v->B.s0);
+        const v128_t w0 = dt == DT_S8 ? wasm_i16x8_extend_low_i8x16(r0) : wasm_u16x8_extend_low_u8x16(r0);
+        const v128_t w1 = dt == DT_S8 ? wasm_i16x8_extend_low_i8x16(r1) : wasm_u16x8_extend_low_u8x16(r1);
+        wasm_v128_store(o, wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11));
+        wasm_v128_store(o + 8, wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15));
+        continue;
+      }
+      for (int32_t q = 0; q < NR; q++) {
+        o[2 * q] = (int16_t)(q < cnt ? wei_int(v, k0 + k, nb + q) : 0);
+        o[2 * q + 1] = (int16_t)(q < cnt && k + 1 < kc ? wei_int(v, k0 + k + 1, nb + q) : 0);
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Epilogue */
+
+INLINE v128_t load_lanes(const float* p, int32_t stride, int32_t cnt) {
+  if (stride == 1 && cnt == 4) return wasm_v128_load(p);
+  if (stride == 0) return wasm_v128_load32_splat(p);
+  float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+  for (int32_t l = 0; l < cnt; l++) t[l] = p[(size_t)l * stride];
+  return wasm_v128_load(t);
+}
+
+INLINE v128_t glu_apply(const job_t* j, v128_t g, v128_t u) {
+  switch (j->glu_alg) {
+    case GLU_SWIGLU: return VMUL(VMUL(g, v_logistic(VMUL(g, VF(j->glu_alpha)))), u);
+    case GLU_GEGLU_ERF: return VMUL(v_gelu_erf(g), u);
+    case GLU_GEGLU_TANH: return VMUL(v_gelu_tanh(g), u);
+    default: { /* swiglu_oai */
+      const v128_t lim = VF(j->glu_limit);
+      const v128_t gc = wasm_f32x4_min(g, lim);
+      const v128_t uc = wasm_f32x4_min(lim, wasm_f32x4_max(wasm_f32x4_neg(lim), u));
+      return VMUL(VMUL(gc, v_logistic(VMUL(gc, VF(j->glu_alpha)))), VADD(uc, VF(1.0f)));
+    }
+  }
+}
+
+static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, const vecs_t* w, float* c, int is_int,
+                     int has_bias, int has_cscale, int has_rscale, int wzp, int comp) {
+  const int32_t ldc = t->ldc, ncc = t->ncc;
+  const qarg_t* qds = &j->q[Q_DST_SCALE];
+  const qarg_t* qdz = &j->q[Q_DST_ZP];
+  const void* dsb = q_base(qds, v->g);
+  const void* dzb = q_base(qdz, v->g);
+  const operand_t C = v->C;
+  /* dst scale / zero point varying along N: staged once per tile (they never vary along rows then) */
+  const int ds_cols = dsb && qds->st_n, dz_cols = dzb && qdz->st_n;
+  for (int32_t x = 0; x < t->nc; x++) {
+    if (ds_cols) w->dscale[x] = q_float(qds, dsb, v->g, 0, 0, t->n0 + x);
+    if (dz_cols) w->dzp[x] = (float)q_int(qdz, dzb, v->g, 0, 0, t->n0 + x);
+  }
+  const int step1 = is_int || has_rscale || has_cscale || has_bias;
+  for (int32_t i = 0; i < t->mc; i++) {
+    const int32_t r = v->r0 + t->m0 + i;
+    float* x = c + (size_t)i * ldc;
+    if ((ds_cols && qds->st_r) || (dz_cols && qdz->st_r)) /* varying along rows and columns */
+      for (int32_t xx = 0; xx < t->nc; xx++) {
+        if (ds_cols) w->dscale[xx] = q_float(qds, dsb, v->g, r, 0, t->n0 + xx);
+        if (dz_cols) w->dzp[xx] = (float)q_int(qdz, dzb, v->g, r, 0, t->n0 + xx);
+      }
+    /* 1. accumulator -> f32 (INT: zero-point compensations first, exact modulo 2^32), scales, bias */
+    const v128_t rs = VF(has_rscale ? w->rscale[i] : 1.0f);
+    const v128_t rsum = wasm_i32x4_splat(wzp ? w->rsum[i] : 0);
+    const v128_t za = wasm_i32x4_splat(comp ? w->rzp[i] : 0);
+    const v128_t kza = wasm_i32x4_splat(comp ? (int32_t)((uint32_t)v->Kg * (uint32_t)w->rzp[i]) : 0);
+    for (int32_t cc = 0; step1 && cc < ncc; cc += 4) {
+      v128_t y;
+      if (is_int) {
+        v128_t acc = wasm_v128_load(x + cc);
+        if (wzp) {
+          const v128_t zw = wasm_v128_load(w->czp + cc);
+          acc = wasm_i32x4_sub(acc, wasm_i32x4_mul(zw, rsum));
+          if (comp) acc = wasm_i32x4_add(acc, wasm_i32x4_mul(zw, kza));
+        }
+        if (comp) acc = wasm_i32x4_sub(acc, wasm_i32x4_mul(za, wasm_v128_load(w->csum + cc)));
+        y = wasm_f32x4_convert_i32x4(acc);
+      } else {
+        y = wasm_v128_load(x + cc);
+      }
+      if (has_rscale) y = VMUL(y, rs);
+      if (has_cscale) y = VMUL(y, wasm_v128_load(w->cscale + cc));
+      if (has_bias) y = VADD(y, wasm_v128_load(w->bias + cc));
+      wasm_v128_store(x + cc, y);
+    }
+    /* 2. per dst column: GLU, post-ops, dst scale and zero point, conversion */
+    const float ds_row = dsb && !ds_cols ? q_float(qds, dsb, v->g, r, 0, 0) : 1.0f;
+    const float dz_row = dzb && !dz_cols ? (float)q_int(qdz, dzb, v->g, r, 0, 0) : 0.0f;
+    const size_t drow = C.off + (size_t)(t->m0 + i) * C.s0;
+    for (int32_t jj = 0; jj < t->nc; jj += 4) {
+      const int32_t cnt = MIN(4, t->nc - jj);
+      v128_t y;
+      if (!j->glu_alg) {
+        y = wasm_v128_load(x + jj);
+      } else if (j->glu_layout == GLU_HALVES) {
+        y = glu_apply(j, wasm_v128_load(x + jj), wasm_v128_load(x + t->seg_c[1] + jj));
+      } else if (j->glu_layout == GLU_INTERLEAVED) {
+        const v128_t lo = wasm_v128_load(x + 2 * jj), hi = wasm_v128_load(x + 2 * jj + 4);
+        y = glu_apply(j, wasm_i32x4_shuffle(lo, hi, 0, 2, 4, 6), wasm_i32x4_shuffle(lo, hi, 1, 3, 5, 7));
+      } else {
+        const int32_t cb = 64 * (jj / 32) + jj % 32;
+        y = glu_apply(j, wasm_v128_load(x + cb), wasm_v128_load(x + cb + 32));
+      }
+      const int32_t n = t->n0 + jj;
+      for (int32_t e = 0; e < j->n_po; e++) {
+        const post_op_t* o = &j->po[e];
+        if (o->kind == PO_ELTWISE) {
+          y = v_eltwise(y, o->alg, o->alpha, o->beta);
+        } else if (o->kind == PO_SUM) {
+          float t4[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+          for (int32_t l = 0; l < cnt; l++) t4[l] = load_any(C.base, C.dt, drow + (size_t)(n + l) * C.s1);
+          y = VADD(y, VMUL(VF(o->alpha), wasm_v128_load(t4)));
+        } else {
+          const float* p = po_base(o, v->g) + (size_t)r * (size_t)o->st_r + (size_t)n * (size_t)o->st_n;
+          const v128_t s1 = load_lanes(p, o->st_n, cnt);
+          y = o->kind == PO_BIN_MUL ? VMUL(y, s1) : VADD(y, s1);
+        }
+      }
+      if (dsb) y = wasm_f32x4_div(y, ds_cols ? wasm_v128_load(w->dscale + jj) : VF(ds_row));
+      if (dzb) y = VADD(y, dz_cols ? wasm_v128_load(w->dzp + jj) : VF(dz_row));
+      if (C.dt == DT_F32 && C.s1 == 1 && cnt == 4) {
+        wasm_v128_store((float*)C.base + drow + n, y);
+      } else {
+        float t4[4];
+        wasm_v128_store(t4, y);
+        for (int32_t l = 0; l < cnt; l++) store_any((char*)C.base, C.dt, drow + (size_t)(n + l) * C.s1, t4[l]);
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
+                    int32_t nc) {
+  tile_t t;
+  tile_setup(j, v, &t, m0, mc, n0, nc);
+  vecs_t w;
+  vecs_setup(j, s, &w);
+  const int is_int = j->path == PATH_INT;
+  const int32_t KC = j->kc, Kg = v->Kg, ldc = t.ldc, g = v->g;
+
+  /* Per-column and per-row parameters of the tile (constant along K by construction of the path). */
+  const qarg_t *qss = &j->q[Q_SRC_SCALE], *qws = &j->q[Q_WEI_SCALE], *qsz = &j->q[Q_SRC_ZP], *qwz = &j->q[Q_WEI_ZP];
+  const void* ssb = qss->st_k ? 0 : q_base(qss, g);
+  const void* wsb = qws->st_k ? 0 : q_base(qws, g);
+  const void* szb = is_int ? q_base(qsz, g) : 0;
+  const void* wzb = is_int ? q_base(qwz, g) : 0;
+  const int has_bias = v->bias != 0;
+  int comp = 0;
+  for (int32_t cc = 0; cc < t.ncc; cc++) {
+    const int ok = tile_col_valid(&t, cc);
+    const int32_t n = tile_col(&t, cc);
+    if (has_bias) w.bias[cc] = ok ? load_elem(v->bias, j->b_dt, v->bias_off + (size_t)n * j->b_n) : 0.0f;
+    if (wsb) w.cscale[cc] = ok ? q_float(qws, wsb, g, 0, 0, n) : 0.0f;
+    if (wzb) w.czp[cc] = ok ? q_int(qwz, wzb, g, 0, 0, n) : 0;
+    w.csum[cc] = 0;
+  }
+  for (int32_t i = 0; i < mc; i++) {
+    const int32_t r = v->r0 + m0 + i;
+    if (ssb) w.rscale[i] = q_float(qss, ssb, g, r, 0, 0);
+    w.rzp[i] = szb ? q_int(qsz, szb, g, r, 0, 0) : 0;
+    if (w.rzp[i] < -32512 || w.rzp[i] > 32512) comp = 1; /* a - zp would leave int16 */
+    w.rsum[i] = 0;
+  }
+
+  const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
+  for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
+    const int32_t kc = MIN(KC, Kg - k0), kcp = (kc + 1) & ~1;
+    const int first = k0 == 0;
+    if (is_int) pack_a_s16(v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, wzb != 0);
+    else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
+    for (int sg = 0; sg < t.nseg; sg++) {
+      const int32_t sn = t.seg_n[sg], sw = t.seg_w[sg], npan = cdiv(sw, NR);
+      float* cseg = s->c + t.seg_c[sg];
+      if (is_int) {
+        const int16_t* bp;
+        size_t pstride;
+        if (v->wfmt == WEI_S16_P8K2 && sn % NR == 0) {
+          const int32_t Kp = (v->Kfull + 1) & ~1;
+          bp = (const int16_t*)v->wpacked + ((size_t)(sn / NR) * Kp + k0) * NR;
+          pstride = (size_t)Kp * NR;
+        } else {
+          pack_b_s16(v, sn, sw, (int16_t*)s->b, k0, kc);
+          bp = (const int16_t*)s->b;
+          pstride = (size_t)kcp * NR;
+        }
+        if (comp)
+          for (int32_t p = 0; p < npan; p++)
+            for (int32_t q = 0; q < NR; q++) {
+              uint32_t sum = 0;
+              const int16_t* pw = bp + p * pstride + 2 * q;
+              for (int32_t kk = 0; kk < kcp; kk += 2) sum += (uint32_t)(int32_t)pw[kk * NR] + (uint32_t)(int32_t)pw[kk * NR + 1];
+              w.csum[t.seg_c[sg] + p * NR + q] = (int32_t)((uint32_t)w.csum[t.seg_c[sg] + p * NR + q] + sum);
+            }
+        for (int32_t p = 0; p < npan; p++) {
+          const int32_t ncp = MIN(NR, sw - p * NR);
+          for (int32_t i = 0; i < mc; i += MR)
+            s16_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC, (size_t)KC,
+                         bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
+        }
+      } else {
+        const float* bp;
+        size_t pstride;
+        if (f32_direct_ok && sn % NR == 0) {
+          bp = (const float*)v->wpacked + ((size_t)(sn / NR) * v->Kfull + k0) * NR;
+          pstride = (size_t)v->Kfull * NR;
+        } else {
+          pack_b_f32(j, v, &w, sn, sw, s->b, k0, kc);
+          bp = s->b;
+          pstride = (size_t)kc * NR;
+        }
+        for (int32_t p = 0; p < npan; p++) {
+          const int32_t ncp = MIN(NR, sw - p * NR);
+          for (int32_t i = 0; i < mc; i += MR)
+            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, s->a + (size_t)i * KC, (size_t)KC,
+                         bp + p * pstride, cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first, 0);
+        }
+      }
+    }
+  }
+  epilogue(j, v, &t, &w, s->c, is_int, has_bias, wsb != 0, ssb != 0, wzb != 0, comp);
+}

@@ -1,0 +1,159 @@
+/* f32x4 transcendental functions for the fused epilogue: exp, logistic, tanh, erf and the GELUs.
+   Plain mul + add (never FMA), so both builds give the same bits. Relative error vs double < 1e-6
+   over the whole f32 range where the result is a normal number (checked by test/vmath.test.ts):
+   - exp: Cody-Waite reduction by ln2 and the Cephes expf polynomial; 2^n applied in two halves so
+     that results down to the subnormal range and up to FLT_MAX are exact scalings.
+   - logistic: e = exp(-|x|), 1/(1+e) or e/(1+e): never overflows, relative accuracy on both tails.
+   - tanh: x + x^3 T(x^2) below 0.625, else 1 - 2/(exp(2|x|) + 1), sign restored.
+   - erf: x P(x^2) below 1, else 1 - erfc(|x|), erfc(a) = exp(-a^2) Q(1/a) (Q fitted on [1, 6]).
+   - gelu_tanh(x) = x * logistic(2 y), y = sqrt(2/pi) (x + 0.044715 x^3) (= 0.5 x (1 + tanh y), without
+     the cancellation of 1 + tanh y for negative x).
+   - gelu_erf(x) = 0.5 x (1 + erf(x / sqrt 2)), as 0.5 x erfc(-x / sqrt 2) below -sqrt 2. The rounding
+     of x / sqrt 2 limits its relative accuracy on the far negative tail (~2e-6 at x = -8, where
+     |gelu| < 1e-14). */
+#pragma once
+#include "common.h"
+
+#define VF(c) wasm_f32x4_splat(c)
+#define VADD wasm_f32x4_add
+#define VSUB wasm_f32x4_sub
+#define VMUL wasm_f32x4_mul
+
+/* p * 2^n for integral float n in [-150, 128]: two exact scalings by 2^(n/2) and 2^(n - n/2) (each
+   a normal power of two), so only the last one rounds (into the subnormal range). */
+INLINE v128_t v_ldexp(v128_t p, v128_t n) {
+  const v128_t ni = wasm_i32x4_trunc_sat_f32x4(n);
+  const v128_t h = wasm_i32x4_shr(ni, 1);
+  const v128_t l = wasm_i32x4_sub(ni, h);
+  const v128_t bias = wasm_i32x4_splat(127);
+  const v128_t ph = wasm_i32x4_shl(wasm_i32x4_add(h, bias), 23);
+  const v128_t pl = wasm_i32x4_shl(wasm_i32x4_add(l, bias), 23);
+  return VMUL(VMUL(p, pl), ph);
+}
+
+INLINE v128_t v_exp(v128_t x) {
+  const v128_t hi = VF(88.72283935546875f), lo = VF(-103.97208f);
+  const v128_t xc = wasm_f32x4_pmin(hi, wasm_f32x4_pmax(lo, x));
+  const v128_t n = wasm_f32x4_nearest(VMUL(xc, VF(1.44269504088896341f)));
+  v128_t r = VSUB(xc, VMUL(n, VF(0.693359375f)));
+  r = VSUB(r, VMUL(n, VF(-2.12194440e-4f)));
+  const v128_t r2 = VMUL(r, r);
+  v128_t p = VF(1.9875691500E-4f);
+  p = VADD(VMUL(p, r), VF(1.3981999507E-3f));
+  p = VADD(VMUL(p, r), VF(8.3334519073E-3f));
+  p = VADD(VMUL(p, r), VF(4.1665795894E-2f));
+  p = VADD(VMUL(p, r), VF(1.6666665459E-1f));
+  p = VADD(VMUL(p, r), VF(5.0000001201E-1f));
+  p = VADD(VADD(VMUL(p, r2), r), VF(1.0f));
+  v128_t y = v_ldexp(p, n);
+  y = wasm_v128_bitselect(VF(__builtin_inff()), y, wasm_f32x4_gt(x, hi));
+  y = wasm_v128_bitselect(VF(0.0f), y, wasm_f32x4_lt(x, lo));
+  return wasm_v128_bitselect(x, y, wasm_f32x4_ne(x, x)); /* NaN in, NaN out */
+}
+
+INLINE v128_t v_abs(v128_t x) { return wasm_f32x4_abs(x); }
+INLINE v128_t v_copysign(v128_t mag, v128_t sgn) {
+  const v128_t m = wasm_i32x4_splat((int32_t)0x80000000);
+  return wasm_v128_or(wasm_v128_andnot(mag, m), wasm_v128_and(sgn, m));
+}
+
+/* 1 / (1 + exp(-x)) */
+INLINE v128_t v_logistic(v128_t x) {
+  const v128_t e = v_exp(wasm_f32x4_neg(v_abs(x)));
+  const v128_t d = VADD(VF(1.0f), e);
+  const v128_t pos = wasm_f32x4_div(VF(1.0f), d);
+  const v128_t neg = wasm_f32x4_div(e, d);
+  return wasm_v128_bitselect(neg, pos, wasm_f32x4_lt(x, VF(0.0f)));
+}
+
+INLINE v128_t v_tanh(v128_t x) {
+  const v128_t a = v_abs(x);
+  const v128_t z = VMUL(x, x);
+  v128_t t = VF(0.0022929413236903555f);
+  t = VADD(VMUL(t, z), VF(-0.008344148901963628f));
+  t = VADD(VMUL(t, z), VF(0.02176899429790256f));
+  t = VADD(VMUL(t, z), VF(-0.053959271658272925f));
+  t = VADD(VMUL(t, z), VF(0.13333303633144983f));
+  t = VADD(VMUL(t, z), VF(-0.3333333317340132f));
+  const v128_t small = VADD(x, VMUL(VMUL(z, x), t));
+  const v128_t e = v_exp(VADD(a, a));
+  const v128_t big = v_copysign(VSUB(VF(1.0f), wasm_f32x4_div(VF(2.0f), VADD(e, VF(1.0f)))), x);
+  return wasm_v128_bitselect(small, big, wasm_f32x4_lt(a, VF(0.625f)));
+}
+
+/* erf(x) / x for |x| < 1, a polynomial in x^2. */
+INLINE v128_t v_erf_small(v128_t x) {
+  const v128_t z = VMUL(x, x);
+  v128_t p = VF(7.854026326871433e-05f);
+  p = VADD(VMUL(p, z), VF(-0.0008010247659407249f));
+  p = VADD(VMUL(p, z), VF(0.0051883345022822325f));
+  p = VADD(VMUL(p, z), VF(-0.02685381607033449f));
+  p = VADD(VMUL(p, z), VF(0.11283585270822155f));
+  p = VADD(VMUL(p, z), VF(-0.37612625839751235f));
+  p = VADD(VMUL(p, z), VF(1.1283791657323474f));
+  return p;
+}
+
+/* erfc(a) for a >= 1: exp(-a^2) Q(a), Q fitted on [1, 6] in 1/a; beyond 6 the asymptotic series
+   1/(a sqrt(pi)) (1 - 1/(2a^2) + 3/(4a^4)) (relative error < 5e-5 there, where erfc < 2e-17). */
+INLINE v128_t v_erfc_big(v128_t a) {
+  const v128_t u = wasm_f32x4_div(VF(1.0f), a);
+  const v128_t s = VSUB(wasm_f32x4_pmax(u, VF(1.0f / 6.0f)), VF(0.58f));
+  v128_t q = VF(0.053761120415378456f);
+  q = VADD(VMUL(q, s), VF(-0.02542326501671487f));
+  q = VADD(VMUL(q, s), VF(-0.030674322277622762f));
+  q = VADD(VMUL(q, s), VF(0.05440927241971381f));
+  q = VADD(VMUL(q, s), VF(-0.05925275973899749f));
+  q = VADD(VMUL(q, s), VF(0.035121676568563076f));
+  q = VADD(VMUL(q, s), VF(0.038511063460253486f));
+  q = VADD(VMUL(q, s), VF(-0.17797061212871848f));
+  q = VADD(VMUL(q, s), VF(0.39805595690594f));
+  q = VADD(VMUL(q, s), VF(0.2883972273252244f));
+  const v128_t u2 = VMUL(u, u);
+  const v128_t asym = VMUL(VMUL(u, VF(0.56418958354775628f)), VADD(VF(1.0f), VMUL(u2, VADD(VF(-0.5f), VMUL(u2, VF(0.75f))))));
+  q = wasm_v128_bitselect(asym, q, wasm_f32x4_gt(a, VF(6.0f)));
+  return VMUL(v_exp(wasm_f32x4_neg(VMUL(a, a))), q);
+}
+
+INLINE v128_t v_erf(v128_t x) {
+  const v128_t a = v_abs(x);
+  const v128_t small = VMUL(x, v_erf_small(x));
+  const v128_t big = v_copysign(VSUB(VF(1.0f), v_erfc_big(wasm_f32x4_pmax(a, VF(1.0f)))), x);
+  return wasm_v128_bitselect(small, big, wasm_f32x4_lt(a, VF(1.0f)));
+}
+
+/* 0.5 x (1 + erf(x / sqrt 2)); below x = -sqrt 2 as 0.5 x erfc(|x| / sqrt 2), accurate on the tail. */
+INLINE v128_t v_gelu_erf(v128_t x) {
+  const v128_t z = VMUL(x, VF(0.70710678118654752f));
+  const v128_t a = v_abs(z);
+  const v128_t small = VADD(VF(1.0f), VMUL(z, v_erf_small(z)));
+  const v128_t ec = v_erfc_big(wasm_f32x4_pmax(a, VF(1.0f)));
+  const v128_t big = wasm_v128_bitselect(ec, VSUB(VF(2.0f), ec), wasm_f32x4_lt(z, VF(0.0f)));
+  return VMUL(VMUL(VF(0.5f), x), wasm_v128_bitselect(small, big, wasm_f32x4_lt(a, VF(1.0f))));
+}
+
+INLINE v128_t v_gelu_tanh(v128_t x) {
+  const v128_t y = VMUL(VF(0.7978845608028654f), VADD(x, VMUL(VF(0.044715f), VMUL(VMUL(x, x), x))));
+  return VMUL(x, v_logistic(VADD(y, y)));
+}
+
+/* One eltwise algorithm (oneDNN semantics; see src/attr/eltwise.ts). */
+INLINE v128_t v_eltwise(v128_t x, int alg, float alpha, float beta) {
+  switch (alg) {
+    case 1: { /* relu */
+      const v128_t neg = VMUL(x, VF(alpha));
+      return wasm_v128_bitselect(x, neg, wasm_f32x4_gt(x, VF(0.0f)));
+    }
+    case 2: return VADD(VMUL(x, VF(alpha)), VF(beta));                               /* linear */
+    case 3: return wasm_f32x4_pmin(VF(beta), wasm_f32x4_pmax(VF(alpha), x));         /* clip */
+    case 4: return wasm_f32x4_abs(x);                                               /* abs */
+    case 5: return VMUL(x, x);                                                      /* square */
+    case 6: return v_gelu_erf(x);                                                   /* gelu_erf */
+    case 7: return v_gelu_tanh(x);                                                  /* gelu_tanh */
+    case 8: return VMUL(x, v_logistic(VMUL(x, VF(alpha))));                         /* swish */
+    case 9: return v_logistic(x);                                                   /* logistic */
+    case 10: return v_tanh(x);                                                      /* tanh */
+    case 11: return v_exp(x);                                                       /* exp */
+    default: return x;
+  }
+}
