@@ -4,6 +4,7 @@
  *   npm run bench -- --mode=matmul --workload=moe-b --threads=1,2 --json
  *   npm run bench -- --grouped=0:4:100+0+28+384 512x1024:4x1024x2816 --dt=bf16
  *   npm run bench -- --peer=ort                     # add onnxruntime-web's per-expert MatMul loop
+ *   npm run bench -- --mode=quant --threads=1 --min-ms=1500   # int8 and fused epilogue vs f32 (bench/quant_bench.ts)
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead.
  */
@@ -13,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
 import { fillRandom, timeIt, type Timing } from './timing.js';
 import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
+import { quantBench, quantRatios } from './quant_bench.js';
 
 interface Row {
   workload: string;
@@ -58,7 +60,7 @@ function customWorkload(): Workload | undefined {
 }
 
 const custom = customWorkload();
-const workloads: Workload[] = custom ? [custom] : (args.get('workload') ?? 'dense512,moe-a,moe-b,decode').split(',').map((n) => {
+const workloads: Workload[] = custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
@@ -211,7 +213,33 @@ async function main(): Promise<void> {
       }
     }
   }
-  if (!json) summarize();
+  if (mode === 'quant') await runQuant();
+  else if (!json) summarize();
+}
+
+/** --mode=quant: f32 / int8 / fused variants interleaved per engine, the two targets as ratios, table rows. */
+async function runQuant(): Promise<void> {
+  const form = args.get('weights') ?? 'packed';
+  const table: string[] = [];
+  for (const isa of isaList) {
+    for (const threads of threadList) {
+      for (const w of workloads) {
+        const qrows = await quantBench(w, threads, isa, minMs, form);
+        for (const q of qrows) {
+          report({ workload: q.workload, impl: q.impl, dt: q.variant, threads, median_ms: q.median_ms, min_ms: q.min_ms, max_ms: q.max_ms, gflops: q.gflops, note: `weights=${form}${isa !== 'auto' ? ` isa=${isa}` : ''}` });
+        }
+        const r = quantRatios(qrows);
+        const cmd = `npm run bench -- --mode=quant --workload=${w.name} --threads=${threads} --isa=${isa} --weights=${form} --min-ms=${minMs}`;
+        const isaName = qrows[0].impl.split(':')[1];
+        table.push(`| (a) int8 / f32 GFLOP/s | ${w.name} | ${threads} | ${isaName} | ${r.a.toFixed(3)} | >= 1.60 | \`${cmd}\` |`);
+        table.push(`| (b) f32+scales+bias+swiglu / f32 time | ${w.name} | ${threads} | ${isaName} | ${r.b.toFixed(3)} | <= 1.10 | \`${cmd}\` |`);
+        table.push(`| int8+bias+swiglu / int8 time | ${w.name} | ${threads} | ${isaName} | ${r.fusedInt8.toFixed(3)} | - | \`${cmd}\` |`);
+      }
+    }
+  }
+  if (json) return;
+  console.log('\n| target | workload | threads | isa | ratio | goal | command |\n|---|---|---|---|---|---|---|');
+  for (const t of table) console.log(t);
 }
 
 function summarize(): void {

@@ -11,7 +11,8 @@ import {
   ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, offsets, reorder, tag,
   toStored, fromStored, type BinaryAlg, type DataType, type EltwiseAlg, type GluAlg, type GluLayout,
 } from '../src/index.js';
-import { JOB_DT_ALL } from '../src/runtime/job_layout.js';
+import { JOB, JOB_DT_ALL, PATH, scratchBytes } from '../src/runtime/job_layout.js';
+import { TILE } from '../src/primitives/matmul/wasm_matmul.js';
 import { mulberry32, type Rng } from './workloads.js';
 
 const RT = RUNTIME_DIM_VAL;
@@ -94,6 +95,24 @@ describe('fused kernels: vector math and codecs', () => {
     expect(worst, `worst at x = ${at}`).toBeLessThan(bound);
     eng.free(inP);
     eng.free(outP);
+  });
+
+  it('the scratch the host allocates covers what the driver carves on every path', () => {
+    const k = eng.kernels!;
+    const job = eng.alloc(JOB.SIZE);
+    const i32 = new Int32Array(eng.buffer, job, JOB.SIZE / 4);
+    for (const [path, kc] of [[PATH.f32, TILE.KC], [PATH.f32_fused, TILE.KC], [PATH.int, TILE.KC_INT]] as const) {
+      for (const G of [1, 7, 64, 1000]) {
+        i32.fill(0);
+        i32[JOB.G / 4] = G;
+        i32[JOB.mb / 4] = TILE.MB;
+        i32[JOB.nb / 4] = TILE.NB;
+        i32[JOB.kc / 4] = kc;
+        i32[JOB.path / 4] = path;
+        expect(k.check_scratch_bytes(job), `path ${path} G ${G}`).toBeLessThanOrEqual(scratchBytes(G, TILE.MB, TILE.NB, TILE.KC));
+      }
+    }
+    eng.free(job);
   });
 
   it('exp saturates to Inf / 0 and keeps NaN', () => {
@@ -331,6 +350,8 @@ const CASES: Case[] = [
   { name: 'int: dense 2D', kind: 'dense', sizes: [70], K: 40, N: 20, srcDt: U8, weiDt: S8, scales: { src: [1, [], dt.f32], weights: [2, [], dt.f32] }, zps: { src: [0, [], dt.s32] } },
   { name: 'int: K-blocked scales take the f32 path', ...SHAPE, srcDt: S8, weiDt: dt.s4, packed: true, scales: { src: [3, [1, 37], dt.f32], weights: [7, [1, 37, 1], dt.f8_e4m3] } },
   // f32 fused path
+  { name: 'f32: bf16 x bf16 plain weights (vector packing), per-column scales, bf16 dst', ...SHAPE, srcDt: dt.bf16, weiDt: dt.bf16, dstDt: dt.bf16, scales: { weights: [5, [], dt.f32] } },
+  { name: 'f32: f32 plain weights, per-row scales, f16 bias', ...SHAPE, biasDt: dt.f16, scales: { src: [1, [], dt.f32] } },
   { name: 'f32: per-row + per-column scales + bias + swiglu halves', ...SHAPE, N: 32, biasDt: dt.f32, packed: true, scales: { src: [1, [], dt.f32], weights: [5, [], dt.f32] }, glu: ['glu_swiglu', 'halves'], tol: 2e-6 },
   { name: 'f32: swiglu halves with N/2 not a multiple of 8 (repacked panels)', ...SHAPE, N: 28, packed: true, glu: ['glu_swiglu', 'halves'], tol: 2e-6 },
   { name: 'f32: geglu_tanh interleaved, bf16 bias', ...SHAPE, N: 24, biasDt: dt.bf16, glu: ['glu_geglu_tanh', 'interleaved'], tol: 2e-6 },
@@ -436,6 +457,101 @@ async function runP3(eng: Engine, c: Case): Promise<Built> {
   return { out, implInfo: pd.implInfo };
 }
 
+/** Batched dense [B, M, K] x [B|1, K, N] and variable-K [M, total_K] x [total_K, N] -> [G, M, N]. */
+interface Case3 {
+  readonly name: string;
+  readonly kind: 'dense3' | 'gk';
+  readonly B: number;
+  readonly M: number;
+  readonly K: number;
+  readonly N: number;
+  readonly weiB?: number;
+  readonly srcB?: number;
+  readonly srcDt?: DataType;
+  readonly weiDt?: DataType;
+  readonly dstDt?: DataType;
+  readonly scales?: { readonly src?: QSpec; readonly weights?: QSpec; readonly dst?: QSpec };
+  readonly zps?: { readonly src?: QSpec; readonly weights?: QSpec };
+  readonly glu?: readonly [GluAlg, GluLayout];
+  readonly binary?: readonly (readonly number[])[];
+  readonly tol?: number;
+}
+
+async function run3(eng: Engine, c: Case3): Promise<Built> {
+  const strm = new Stream(eng);
+  const { B, M, K, N } = c;
+  const Nd = c.glu ? N / 2 : N;
+  const sdt = c.srcDt ?? dt.f32, wdt = c.weiDt ?? dt.f32, ddt = c.dstDt ?? dt.f32;
+  const rng = mulberry32(B * 1000 + M * 10 + K);
+  const kSizes = Array.from({ length: B }, (_, g) => (g === 1 ? 0 : K + g));
+  const totalK = kSizes.reduce((a, b) => a + b, 0);
+  const srcMd = c.kind === 'dense3' ? memory.desc([c.srcB ?? B, M, K], sdt, tag.abc) : memory.desc.grouped([M, totalK], sdt, B, [M, RT]);
+  const weiMd = c.kind === 'dense3' ? memory.desc([c.weiB ?? B, K, N], wdt, tag.abc) : memory.desc.grouped([totalK, N], wdt, B, [RT, N]);
+  const dstMd = memory.desc([B, M, Nd], ddt, tag.abc);
+  const attr = new PrimitiveAttr();
+  const id = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST } as const;
+  for (const a of ['src', 'weights', 'dst'] as const) {
+    const sc = c.scales?.[a];
+    if (sc) attr.setScales(id[a], sc[0], [...sc[1]], sc[2]);
+  }
+  for (const a of ['src', 'weights'] as const) {
+    const z = c.zps?.[a];
+    if (z) attr.setZeroPoints(id[a], z[0], [...z[1]], z[2]);
+  }
+  if (c.glu) attr.postOps.appendGlu(c.glu[0], c.glu[1]);
+  for (const d of c.binary ?? []) attr.postOps.appendBinary('binary_add', memory.desc([...d], dt.f32, tag.abc));
+  const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
+  const mems: Memory[] = [];
+  const mk = (md: MemoryDesc, share?: number): Memory => {
+    const m = Memory.create(md, eng, share === undefined ? undefined : [undefined, share]);
+    mems.push(m);
+    return m;
+  };
+  const src = mk(srcMd);
+  src.write(valuesOf(sdt, rng, src.elementCount, true));
+  const wei = mk(weiMd);
+  wei.write(valuesOf(wdt, rng, wei.elementCount, true));
+  if (c.kind === 'gk') {
+    offsets.fromSizes(kSizes, src.offsets);
+    offsets.fromSizes(kSizes, wei.offsets);
+  }
+  const dst = mk(dstMd);
+  dst.write(valuesOf('f32', rng, dst.elementCount));
+  const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+  for (const a of ['src', 'weights', 'dst'] as const) {
+    for (const [k, base] of [['scales', ARG.ATTR_SCALES], ['zero_points', ARG.ATTR_ZERO_POINTS]] as const) {
+      const md = pd.queryMd(`${k}:${a}`);
+      if (!md) continue;
+      const m = mk(md);
+      m.write(k === 'scales' ? pow2(rng, m.elementCount) : valuesOf('s4', rng, m.elementCount).map((v) => Math.max(-3, Math.min(3, v))));
+      args[base | id[a]] = m;
+    }
+  }
+  (c.binary ?? []).forEach((_d, i) => {
+    const pos = i + (c.glu ? 1 : 0);
+    const m = mk(pd.queryMd(`binary:${pos}`)!);
+    m.write(valuesOf('f32', rng, m.elementCount));
+    args[ARG.ATTR_MULTIPLE_POST_OP(pos) | ARG.SRC_1] = m;
+  });
+  new matmul.Primitive(pd).execute(strm, args);
+  await strm.wait();
+  const out = dst.read();
+  mems.forEach((m) => m.free());
+  return { out, implInfo: pd.implInfo };
+}
+
+const CASES3: Case3[] = [
+  { name: 'dense batched: s8 x s8 per-(batch,row) src and per-(batch,column) weights scales, GLU, binary [B, M, 1] + [1, 1, N/2]', kind: 'dense3', B: 3, M: 9, K: 21, N: 16,
+    srcDt: S8, weiDt: S8, scales: { src: [3, [], dt.f32], weights: [5, [], dt.f32] }, zps: { src: [0, [], dt.s32] }, glu: ['glu_swiglu', 'interleaved'], binary: [[3, 9, 1], [1, 1, 8]], tol: 2e-6 },
+  { name: 'dense batched, broadcast weights [1, K, N] with K-blocked scales and a zero point, per-row src scales', kind: 'dense3', B: 3, M: 7, K: 24, N: 12, weiB: 1,
+    weiDt: dt.s4, scales: { src: [2, [], dt.bf16], weights: [6, [1, 8, 1], dt.f32] }, zps: { weights: [0, [], dt.s8] } },
+  { name: 'dense batched, broadcast src [1, M, K] with per-(batch, row) scales over src\'s own dims', kind: 'dense3', B: 2, M: 6, K: 10, N: 8, srcB: 1,
+    srcDt: S8, weiDt: dt.u8, scales: { src: [3, [], dt.f32], weights: [1, [], dt.f32], dst: [0, [], dt.f32] }, zps: { weights: [5, [], dt.u8] } },
+  { name: 'variable K: u8 x s8 per-group scales and zero points, binary [G, M, N], s32 dst', kind: 'gk', B: 4, M: 6, K: 9, N: 10, srcDt: U8, weiDt: S8, dstDt: dt.s32,
+    scales: { src: [0, [], dt.f32], weights: [0, [], dt.f32], dst: [0, [], dt.f32] }, zps: { src: [0, [], dt.u8], weights: [0, [], dt.s32] }, binary: [[4, 6, 10]] },
+  { name: 'variable K: f32 with swiglu halves and per-group src scales', kind: 'gk', B: 3, M: 5, K: 8, N: 20, scales: { src: [0, [], dt.f32] }, glu: ['glu_swiglu', 'halves'], tol: 2e-6 },
+];
+
 const P3_CASES: Case[] = [
   { name: 'P3 int: s8 x s8 packed, per-row src and per-column weights scales, swiglu halves, routing weights', sizes: [3, 0, 9, 1], K: 20, N: 32, srcDt: S8, weiDt: S8, packed: true,
     scales: { src: [1, [], dt.f32], weights: [2, [], dt.f32] }, glu: ['glu_swiglu', 'halves'], ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'M1' }], tol: 2e-6 },
@@ -448,7 +564,7 @@ const P3_CASES: Case[] = [
 function compare(got: Float64Array, want: Float64Array, tol: number): string[] {
   const bad: string[] = [];
   for (let i = 0; i < want.length; i++) {
-    const ok = tol === 0 ? Object.is(got[i], want[i]) || (Number.isNaN(got[i]) && Number.isNaN(want[i])) : Math.abs(got[i] - want[i]) <= tol * Math.max(1, Math.abs(want[i]));
+    const ok = Object.is(got[i], want[i]) || (Number.isNaN(got[i]) && Number.isNaN(want[i])) || (tol > 0 && Math.abs(got[i] - want[i]) <= tol * Math.max(1, Math.abs(want[i])));
     if (!ok) bad.push(`[${i}] got ${got[i]} want ${want[i]}`);
   }
   return bad;
@@ -463,6 +579,16 @@ describe('fused kernels: whole problems, wasm vs reference', () => {
     engines.t2 = await Engine.create({ threads: 2, kernels: 'simd128' });
   });
   afterAll(() => Object.values(engines).forEach((e) => e.release()));
+
+  it.each(CASES3.map((c) => [c.name, c] as const))('%s', async (_n, c) => {
+    const want = await run3(engines.ref, c);
+    expect(want.implInfo).toBe('ref:any');
+    const got1 = await run3(engines.simd, c);
+    expect(got1.implInfo).toMatch(/^wasm:/);
+    expect(compare(got1.out, want.out, c.tol ?? 0).slice(0, 5)).toEqual([]);
+    const got2 = await run3(engines.t2, c);
+    expect(compare(got2.out, got1.out, 0).slice(0, 5), 'thread count must not change a bit').toEqual([]);
+  });
 
   it.each(P3_CASES.map((c) => [c.name, c] as const))('%s', async (_n, c) => {
     const want = await runP3(engines.ref, c);
@@ -487,4 +613,52 @@ describe('fused kernels: whole problems, wasm vs reference', () => {
   });
 });
 
-
+/** Random problems (fixed seed): every path, type, granularity, GLU layout and post-op mix the kernels take. */
+describe('fused kernels: randomized problems, wasm (2 threads) vs reference', () => {
+  const engines: Record<string, Engine> = {};
+  beforeAll(async () => {
+    engines.ref = await Engine.create({ threads: 1, kernels: 'none' });
+    engines.wasm = await Engine.create({ threads: 2, kernels: 'simd128' });
+  });
+  afterAll(() => Object.values(engines).forEach((e) => e.release()));
+  const R = mulberry32(2024);
+  const pick = <T,>(a: readonly T[]): T => a[Math.floor(R() * a.length)];
+  const cases: Case[] = [];
+  for (let i = 0; i < 60; i++) {
+    const intPath = R() < 0.5;
+    const srcDt = intPath ? pick([dt.s8, dt.u8] as DataType[]) : pick([dt.f32, dt.bf16, dt.f16, dt.f8_e4m3, dt.f4_e2m1] as DataType[]);
+    const lowf = ['f8_e4m3', 'f8_e5m2', 'f4_e2m1'].includes(srcDt);
+    const weiDt = intPath ? pick([dt.s8, dt.u8, dt.s4, dt.u4] as DataType[]) : lowf ? pick([dt.f8_e4m3, dt.f8_e5m2, dt.f4_e2m1] as DataType[]) : pick([dt.f32, dt.bf16, dt.f16, dt.s8, dt.u4] as DataType[]);
+    const dstDt = intPath ? pick([dt.f32, dt.bf16, dt.s8, dt.u8, dt.s32] as DataType[]) : lowf ? pick([dt.f32, dt.f8_e4m3] as DataType[]) : pick([dt.f32, dt.f16] as DataType[]);
+    const G = 1 + Math.floor(R() * 5);
+    const sizes = Array.from({ length: G }, () => (R() < 0.2 ? 0 : Math.floor(R() * 70)));
+    const glu = R() < 0.3 ? pick([['glu_swiglu', 'halves'], ['glu_geglu_tanh', 'interleaved'], ['glu_swiglu_oai', 'blocks32']] as const) : undefined;
+    const N = glu?.[1] === 'blocks32' ? 64 * (1 + Math.floor(R() * 3)) : glu ? 2 * (1 + Math.floor(R() * 40)) : 1 + Math.floor(R() * 60);
+    const gK = pick([4, 8]);
+    const K = gK * (1 + Math.floor(R() * 8)) + (R() < 0.3 && !lowf ? 0 : 0);
+    const Kodd = R() < 0.3 ? K + 1 : K;
+    const useKb = R() < 0.4;
+    const KK = useKb ? K : Kodd;
+    const scales: Record<string, QSpec> = {};
+    const zps: Record<string, QSpec> = {};
+    if (R() < 0.7) scales.src = pick([[0, [], dt.f32], [1, [], dt.bf16], ...(useKb ? [[3, [1, gK], dt.e8m0]] : [])] as QSpec[]);
+    if (R() < 0.7) scales.weights = pick([[0, [], dt.f32], [1, [], dt.f16], [5, [], dt.f8_e4m3], ...(useKb ? [[7, [1, gK, 1], dt.f32]] : [])] as QSpec[]);
+    if (R() < 0.3) scales.dst = [0, [], dt.f32];
+    const intW = ['s8', 'u8', 's4', 'u4'].includes(weiDt);
+    if (intPath && R() < 0.5) zps.src = pick([[0, [], dt.s32], [1, [], dt.s8]] as QSpec[]);
+    if (intW && R() < 0.5) zps.weights = pick([[0, [], dt.s32], [1, [], dt.s8], [5, [], dt.s32], ...(useKb ? [[7, [1, gK, 1], dt.s8]] : [])] as QSpec[]);
+    if (['s8', 'u8', 's32'].includes(dstDt) && R() < 0.5) zps.dst = [0, [], dt.s32];
+    const ops: Op[] = [];
+    const nops = Math.floor(R() * 3);
+    for (let o = 0; o < nops; o++) ops.push(pick([{ kind: 'binary', alg: 'binary_mul', shape: 'M1' }, { kind: 'binary', alg: 'binary_add', shape: 'MN' }, { kind: 'binary', alg: 'binary_add', shape: 'GN' }, { kind: 'sum', scale: 2 }, { kind: 'eltwise', alg: 'eltwise_relu', alpha: 0.5 }, { kind: 'eltwise', alg: 'eltwise_clip', alpha: -7, beta: 9 }] as Op[]));
+    if (ops.filter((o) => o.kind === 'sum').length > 1) ops.splice(0, ops.length);
+    cases.push({ name: `#${i}`, kind: pick(['P1', 'P2'] as const), sizes, K: KK, N, srcDt, weiDt, dstDt, packed: R() < 0.5, biasDt: R() < 0.3 ? dt.f32 : undefined,
+      scales, zps, glu: glu as Case['glu'], ops, tol: glu ? ({ f32: 3e-6, f16: 2.1e-3, bf16: 1.6e-2, f8_e4m3: 0.26, s8: 1, u8: 1, s32: 1 } as Record<string, number>)[dstDt] ?? 3e-6 : 0 });
+  }
+  it.each(cases.map((c) => [`${c.name} ${c.kind} ${c.srcDt}x${c.weiDt}->${c.dstDt}${c.glu ? ` ${c.glu.join(':')}` : ''}`, c] as const))('%s', async (_n, c) => {
+    const want = await runCase(engines.ref, c);
+    const got = await runCase(engines.wasm, c);
+    expect(got.implInfo, JSON.stringify(c)).toMatch(/^wasm:/);
+    expect(compare(got.out, want.out, c.tol ?? 0).slice(0, 3), JSON.stringify(c)).toEqual([]);
+  });
+});

@@ -2,10 +2,10 @@
  * Fast element encoders for the scales tool, built from (and checked against) the library's exact
  * codecs in src/common/low_precision.ts: round to nearest, ties to even, saturating.
  *
- * The minifloat encoders binary-search the sorted positive values of the format (decoded with the
- * library codec); the tie between two neighbours goes to the even code, which is exactly the RNE of
- * the codec (the codes of a sign-magnitude minifloat increase with the value, and the code's low bit
- * is the mantissa's low bit). `selfTest()` compares them with the codecs on edge and random values.
+ * The minifloat encoders read the binade from the float64 exponent bits, scale by the binade's
+ * quantum (exact), round half to even and assemble the code; decoding uses a table filled by the
+ * library codec. `selfTest()` compares every encoder with the library codec on every code, every tie
+ * between neighbours, values next to the ties, saturation and random values.
  */
 import {
   bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, type DataType,
@@ -32,6 +32,8 @@ export interface Codec {
 
 interface MiniSpec {
   readonly dt: 'f8_e4m3' | 'f8_e5m2' | 'f4_e2m1';
+  readonly mbits: number;
+  readonly bias: number;
   readonly maxCode: number;
   readonly signBit: number;
   readonly emax: number;
@@ -40,18 +42,25 @@ interface MiniSpec {
 }
 
 const MINI: Record<MiniSpec['dt'], MiniSpec> = {
-  f8_e4m3: { dt: 'f8_e4m3', maxCode: 0x7e, signBit: 0x80, emax: 8, dec: f8E4m3ToF32, ref: (x) => f32ToF8E4m3(x) },
-  f8_e5m2: { dt: 'f8_e5m2', maxCode: 0x7b, signBit: 0x80, emax: 15, dec: f8E5m2ToF32, ref: (x) => f32ToF8E5m2(x) },
-  f4_e2m1: { dt: 'f4_e2m1', maxCode: 0x7, signBit: 0x8, emax: 2, dec: f4E2m1ToF32, ref: (x) => f32ToF4E2m1(x) },
+  f8_e4m3: { dt: 'f8_e4m3', mbits: 3, bias: 7, maxCode: 0x7e, signBit: 0x80, emax: 8, dec: f8E4m3ToF32, ref: (x) => f32ToF8E4m3(x) },
+  f8_e5m2: { dt: 'f8_e5m2', mbits: 2, bias: 15, maxCode: 0x7b, signBit: 0x80, emax: 15, dec: f8E5m2ToF32, ref: (x) => f32ToF8E5m2(x) },
+  f4_e2m1: { dt: 'f4_e2m1', mbits: 1, bias: 1, maxCode: 0x7, signBit: 0x8, emax: 2, dec: f4E2m1ToF32, ref: (x) => f32ToF4E2m1(x) },
 };
 
+const f64 = new Float64Array(1);
+const u32 = new Uint32Array(f64.buffer);
+
 function miniCodec(s: MiniSpec): Codec {
-  const pos = new Float64Array(s.maxCode + 1);
-  for (let c = 0; c <= s.maxCode; c++) pos[c] = s.dec(c);
   const table = new Float64Array(2 * s.signBit);
   for (let c = 0; c < table.length; c++) table[c] = s.dec(c);
-  const maxv = pos[s.maxCode];
+  const maxv = table[s.maxCode];
   const top = s.maxCode;
+  const { mbits, bias } = s;
+  const emin = 1 - bias;
+  // 2^-(e - mbits) for every binade exponent e the encoder can meet.
+  const lo = emin, hi = s.emax + 1;
+  const invQ = new Float64Array(hi - lo + 1);
+  for (let e = lo; e <= hi; e++) invQ[e - lo] = 2 ** -(e - mbits);
   return {
     dt: s.dt,
     max: maxv,
@@ -59,22 +68,20 @@ function miniCodec(s: MiniSpec): Codec {
     emax: s.emax,
     encode(x: number): number {
       if (x !== x) return s.ref(x);
-      const neg = x < 0 || Object.is(x, -0);
+      const neg = x < 0 || (x === 0 && 1 / x < 0);
       const a = neg ? -x : x;
       const sign = neg ? s.signBit : 0;
-      if (a >= maxv) return sign | top;
-      // Largest i with pos[i] <= a.
-      let lo = 0, hi = top;
-      while (hi - lo > 1) {
-        const mid = (lo + hi) >>> 1;
-        if (pos[mid] <= a) lo = mid;
-        else hi = mid;
-      }
-      if (pos[hi] <= a) lo = hi;
-      const i = lo;
-      const d0 = a - pos[i], d1 = pos[i + 1] - a;
-      const c = d0 < d1 ? i : d1 < d0 ? i + 1 : (i & 1) === 0 ? i : i + 1;
-      return sign | c;
+      if (a >= maxv) return sign | top; // saturating (the range check also keeps e <= emax)
+      if (a === 0) return sign;
+      f64[0] = a;
+      let e = ((u32[1] >>> 20) & 0x7ff) - 1023; // floor(log2 a) for a normal double
+      if (e < emin) e = emin;
+      const r = a * invQ[e - lo]; // exact: a power-of-two scaling, r < 2^(mbits+1)
+      let n = Math.floor(r);
+      const f = r - n;
+      if (f > 0.5 || (f === 0.5 && (n & 1) === 1)) n += 1;
+      // ((e + bias - 1) << mbits) + n also handles the carry into the next binade and the subnormals.
+      return sign | (((e - emin) << mbits) + n);
     },
     decode: (code: number): number => table[code & (2 * s.signBit - 1)],
   };

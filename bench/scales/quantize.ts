@@ -30,11 +30,13 @@ export type WeiGran =
 /**
  * - `absmax`: symmetric, scale = amax / max(elem), rounded to the scale data type;
  * - `asym`: integer with zero point, scale = (max - min) / (qmax - qmin), zp = RNE(-min / s) + qmin;
- * - `mx`: OCP MX v1.0, scale = 2^(floor(log2 amax) - emax_elem) in e8m0;
+ * - `mx`: OCP MX v1.0, scale = 2^(floor(log2 amax) - emax_elem) in e8m0 (amax / scale can exceed
+ *   the element's max, e.g. up to 511 > 448 for e4m3: the block maximum saturates);
+ * - `mx-ceil`: e8m0 scale 2^ceil(log2(amax / max_elem)): never saturates, up to 1 bit of range lost;
  * - `nv`: NVFP4, per-expert (weights) / per-tensor (src) f32 global scale amax / (448 * 6) and an
  *   f8_e4m3 block scale (block amax / 6) / global.
  */
-export type ScaleMethod = 'absmax' | 'asym' | 'mx' | 'nv';
+export type ScaleMethod = 'absmax' | 'asym' | 'mx' | 'mx-ceil' | 'nv';
 
 export interface QuantSpec {
   readonly dt: ElemType;
@@ -155,7 +157,7 @@ function roundScale(dt: DataType, s: number): [number, number] {
   }
 }
 
-function imageOfCodes(dt: ElemType, codes: Int32Array): Uint8Array {
+export function imageOfCodes(dt: ElemType, codes: Int32Array): Uint8Array {
   switch (dt) {
     case 's4':
     case 'u4':
@@ -183,17 +185,9 @@ interface QuantOut {
   global?: Float32Array;
 }
 
-/** The quantizer core over a grid. */
-function quantizeGrid(x: ArrayLike<number>, grid: Grid, spec: QuantSpec): QuantOut {
-  const { A, B, C, aPart, bPart, cPart, nScales } = grid;
-  const cd = codec(spec.dt);
-  const n = A * B * C;
-  const codes = new Int32Array(n);
-  const deq = new Float64Array(n);
-  const amax = new Float64Array(nScales);
-  const vmin = new Float64Array(nScales).fill(Infinity);
-  const vmax = new Float64Array(nScales).fill(-Infinity);
-  // Pass 1: block statistics.
+/** Pass 1: per-scale absolute maximum, minimum and maximum. */
+function statsPass(x: ArrayLike<number>, grid: Grid, amax: Float64Array, vmin: Float64Array, vmax: Float64Array): void {
+  const { A, B, C, aPart, bPart, cPart } = grid;
   for (let a = 0, i = 0; a < A; a++) {
     for (let b = 0; b < B; b++) {
       const sb = aPart[a] + bPart[b];
@@ -206,6 +200,46 @@ function quantizeGrid(x: ArrayLike<number>, grid: Grid, spec: QuantSpec): QuantO
       }
     }
   }
+}
+
+/** Pass 2: q = encode(x / s), or clamp(RNE(x / s) + zp) with zero points; deq = (decode(q) - zp) * s. */
+function encodePass(x: ArrayLike<number>, grid: Grid, eff: Float64Array, zp: Float64Array | undefined, enc: (v: number) => number, dec: (c: number) => number, codes: Int32Array, deq: Float64Array): void {
+  const { A, B, C, aPart, bPart, cPart } = grid;
+  const zero = enc(0);
+  for (let a = 0, i = 0; a < A; a++) {
+    for (let b = 0; b < B; b++) {
+      const sb = aPart[a] + bPart[b];
+      for (let c = 0; c < C; c++, i++) {
+        const si = sb + cPart[c];
+        const s = eff[si];
+        if (s === 0) {
+          codes[i] = zero;
+          deq[i] = 0;
+        } else if (zp) {
+          const q = enc(roundHalfEven(x[i] / s) + zp[si]); // RFC 0002: clamp(RNE(x / s) + zp), integer types only
+          codes[i] = q;
+          deq[i] = (dec(q) - zp[si]) * s;
+        } else {
+          const q = enc(x[i] / s);
+          codes[i] = q;
+          deq[i] = dec(q) * s;
+        }
+      }
+    }
+  }
+}
+
+/** The quantizer core over a grid. */
+function quantizeGrid(x: ArrayLike<number>, grid: Grid, spec: QuantSpec): QuantOut {
+  const { A, B, C, aPart, bPart, cPart, nScales } = grid;
+  const cd = codec(spec.dt);
+  const n = A * B * C;
+  const codes = new Int32Array(n);
+  const deq = new Float64Array(n);
+  const amax = new Float64Array(nScales);
+  const vmin = new Float64Array(nScales).fill(Infinity);
+  const vmax = new Float64Array(nScales).fill(-Infinity);
+  statsPass(x, grid, amax, vmin, vmax);
   const scaleVals = new Float64Array(nScales);
   const scaleStored: number[] = new Array<number>(nScales);
   let zp: Float64Array | undefined;
@@ -239,6 +273,13 @@ function quantizeGrid(x: ArrayLike<number>, grid: Grid, spec: QuantSpec): QuantO
         scaleVals[s] = e8m0ToF32(code);
       }
       break;
+    case 'mx-ceil':
+      for (let s = 0; s < nScales; s++) {
+        const code = amax[s] > 0 ? toE8m0(amax[s] / cd.max, 'ceil') : 0;
+        scaleStored[s] = code;
+        scaleVals[s] = e8m0ToF32(code);
+      }
+      break;
     case 'nv': {
       const gAmax = new Float64Array(grid.nGlobal);
       for (let a = 0; a < A; a++) {
@@ -268,30 +309,7 @@ function quantizeGrid(x: ArrayLike<number>, grid: Grid, spec: QuantSpec): QuantO
       break;
     }
   }
-  // Pass 2: elements.
-  for (let a = 0, i = 0; a < A; a++) {
-    for (let b = 0; b < B; b++) {
-      const sb = aPart[a] + bPart[b];
-      for (let c = 0; c < C; c++, i++) {
-        const si = sb + cPart[c];
-        const s = eff[si];
-        if (s === 0) {
-          codes[i] = cd.encode(0);
-          deq[i] = 0;
-          continue;
-        }
-        let q: number;
-        if (zp) {
-          q = cd.encode(x[i] / s + zp[si]);
-          deq[i] = (cd.decode(q) - zp[si]) * s;
-        } else {
-          q = cd.encode(x[i] / s);
-          deq[i] = cd.decode(q) * s;
-        }
-        codes[i] = q;
-      }
-    }
-  }
+  encodePass(x, grid, eff, zp, cd.encode, cd.decode, codes, deq);
   return { codes, deq, scaleVals, scaleStored, zp, global };
 }
 

@@ -14,6 +14,8 @@ export interface KernelExports {
   check_eltwise(alg: number, alpha: number, beta: number, src: number, dst: number, n: number): void;
   /** Tests: decode n elements of a job DT to f32. */
   check_decode(dt: number, src: number, dst: number, n: number): void;
+  /** Tests: bytes of per-worker scratch the driver carves for a job (must fit job.scratch_stride). */
+  check_scratch_bytes(job: number): number;
   /** Tests: encode n floats to a dst job DT (RNE, saturating). */
   check_encode(dt: number, src: number, dst: number, n: number): void;
   peak_f32(iters: number, seed: number): number;

@@ -4,6 +4,13 @@
 #include "job.h"
 #include "lowp.h"
 #include "vmath.h"
+#include "driver.h"
+
+/* Bytes of one worker's scratch the driver carves for this job (must not exceed job.scratch_stride). */
+EXPORT(check_scratch_bytes) int32_t check_scratch_bytes(const job_t* j) {
+  scratch_t s;
+  return (int32_t)scratch_setup(j, 0, &s);
+}
 
 /* out[i] = eltwise alg (job codes 1..11; 100 = erf) of in[i]; n a multiple of 4. */
 EXPORT(check_eltwise) void check_eltwise(int32_t alg, float alpha, float beta, const float* in, float* out, int32_t n) {

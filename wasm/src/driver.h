@@ -16,8 +16,8 @@ typedef struct operand {
 } operand_t;
 
 /* Per-worker scratch (layout mirrored by scratchBytes() in src/runtime/job_layout.ts):
-   offsets | a: MB x KC f32 | b: KC x NBC f32 | c: MB x NBC f32 | vec: 8 x NBC + 4 x MB f32,
-   with NBC = NB + 16 (two GLU segments, each padded to a panel). */
+   offsets | a: MB x KCF f32 | b: KCF x NBC f32 | c: MB x NBC f32 | vec: 8 x NBC + 4 x MB f32,
+   with NBC = NB + 16 (two GLU segments, each padded to a panel) and KCF = scratch_kcf(). */
 typedef struct scratch {
   float* a;
   float* b;
@@ -27,6 +27,20 @@ typedef struct scratch {
 } scratch_t;
 
 INLINE int32_t scratch_nbc(const job_t* j) { return j->nb + 16; }
+/* KC in f32 units: the integer path's int16 A and B blocks with KC = 2x take the room of f32 ones. */
+INLINE int32_t scratch_kcf(const job_t* j) { return j->path == PATH_INT ? j->kc / 2 : j->kc; }
+
+/* Carves one worker's scratch starting at base; returns the bytes it spans. */
+INLINE size_t scratch_setup(const job_t* j, char* base, scratch_t* s) {
+  const size_t offs_bytes = ((size_t)(j->G + 1) * 4 + 63) & ~(size_t)63;
+  const size_t nbc = (size_t)scratch_nbc(j), kcf = (size_t)scratch_kcf(j), mb = (size_t)j->mb;
+  s->a = (float*)(base + offs_bytes);
+  s->b = s->a + mb * kcf;
+  s->c = s->b + kcf * nbc;
+  s->bias = s->c + mb * nbc;
+  s->vec = s->bias;
+  return offs_bytes + 4 * (mb * kcf + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb);
+}
 
 /* Everything a tile needs to know about its group. */
 typedef struct group_view {

@@ -198,14 +198,8 @@ static void run_group_tile(const job_t* j, const scratch_t* s, const group_view_
 EXPORT(run_job) int run_job(job_t* j, int tid) {
   char* base = (char*)(uintptr_t)j->scratch + (size_t)tid * (size_t)j->scratch_stride;
   int32_t* o = (int32_t*)base;
-  const size_t offs_bytes = ((size_t)(j->G + 1) * 4 + 63) & ~(size_t)63;
-  const size_t nbc = (size_t)scratch_nbc(j);
   scratch_t s;
-  s.a = (float*)(base + offs_bytes);
-  s.b = s.a + (size_t)j->mb * j->kc;
-  s.c = s.b + (size_t)j->kc * nbc;
-  s.bias = s.c + (size_t)j->mb * nbc;
-  s.vec = s.bias;
+  scratch_setup(j, base, &s);
   if (j->group_mode != GROUPS_UNIFORM && load_groups(j, o, tid)) return 0;
   /* Tiles are numbered group by group (N-block major, M-block minor, so consecutive tiles share a
      weight panel); each worker walks the groups forward as the shared counter grows. */

@@ -31,8 +31,10 @@ INLINE const void* q_base(const qarg_t* q, int32_t g) {
 }
 
 INLINE size_t q_index(const qarg_t* q, int32_t g, int32_t row, int32_t k, int32_t n) {
-  return (q->table ? 0 : (size_t)g * (size_t)q->st_g) + (size_t)row * (size_t)q->st_r +
-         (size_t)(k / q->blk_k) * (size_t)q->st_k + (size_t)(n / q->blk_n) * (size_t)q->st_n;
+  size_t i = (q->table ? 0 : (size_t)g * (size_t)q->st_g) + (size_t)row * (size_t)q->st_r;
+  if (q->st_k) i += (size_t)(q->blk_k == 1 ? k : k / q->blk_k) * (size_t)q->st_k;
+  if (q->st_n) i += (size_t)(q->blk_n == 1 ? n : n / q->blk_n) * (size_t)q->st_n;
+  return i;
 }
 
 INLINE float q_float(const qarg_t* q, const void* base, int32_t g, int32_t row, int32_t k, int32_t n) {
@@ -52,8 +54,17 @@ INLINE const float* po_base(const post_op_t* o, int32_t g) {
 /* Decoding runs of elements (the type switch hoisted out of the loop) */
 
 static void decode_f32(float* out, const char* base, int dt, size_t i0, int32_t stride, int32_t n) {
-  if (dt == DT_F32 && stride == 1) {
-    __builtin_memcpy(out, (const float*)base + i0, (size_t)n * 4);
+  if (stride == 1 && (dt == DT_F32 || dt == DT_BF16)) { /* vector loops (memory.copy is a call in V8) */
+    int32_t x = 0;
+    if (dt == DT_F32) {
+      const float* p = (const float*)base + i0;
+      for (; x + 4 <= n; x += 4) wasm_v128_store(out + x, wasm_v128_load(p + x));
+      for (; x < n; x++) out[x] = p[x];
+    } else {
+      const uint16_t* p = (const uint16_t*)base + i0;
+      for (; x + 4 <= n; x += 4) wasm_v128_store(out + x, wasm_u32x4_load16x4(p + x) << 16);
+      for (; x < n; x++) out[x] = bf16_to_f32(p[x]);
+    }
     return;
   }
 #define RUN(expr) for (int32_t x = 0; x < n; x++) { const size_t i = i0 + (size_t)x * (size_t)stride; out[x] = (expr); } break
@@ -119,17 +130,6 @@ static void tile_setup(const job_t* j, const group_view_t* v, tile_t* t, int32_t
   t->seg_c[0] = 0;
   t->seg_c[1] = round8(t->seg_w[0]);
   t->ncc = t->seg_c[t->nseg - 1] + round8(t->seg_w[t->nseg - 1]);
-}
-
-/* GEMM column of C column c (c inside a segment). */
-INLINE int32_t tile_col(const tile_t* t, int32_t c) {
-  return t->nseg == 2 && c >= t->seg_c[1] ? t->seg_n[1] + (c - t->seg_c[1]) : t->seg_n[0] + c;
-}
-
-INLINE int tile_col_valid(const tile_t* t, int32_t c) {
-  for (int s = 0; s < t->nseg; s++)
-    if (c >= t->seg_c[s] && c < t->seg_c[s] + t->seg_w[s]) return 1;
-  return 0;
 }
 
 /* Scratch vectors of the epilogue (NBC floats each, then MB-long row vectors). */
@@ -217,6 +217,26 @@ static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, i
   const int32_t npan = cdiv(width, NR);
   for (int32_t p = 0; p < npan; p++) {
     const int32_t nb = n0 + p * NR, cnt = MIN(NR, width - p * NR);
+    if (plain && !sb && !zb && cnt == NR && v->B.s1 == 1 && (v->B.dt == DT_F32 || v->B.dt == DT_BF16)) {
+      /* the common case, one row of 8 per k in two vectors (this runs once per tile: K x NB elements) */
+      float* o = b + (size_t)p * kc * NR;
+      const size_t s0 = (size_t)v->B.s0, i0 = v->B.off + (size_t)k0 * s0 + (size_t)nb;
+      if (v->B.dt == DT_F32) {
+        const float* q = (const float*)v->B.base + i0;
+        for (int32_t k = 0; k < kc; k++, q += s0) {
+          wasm_v128_store(o + k * NR, wasm_v128_load(q));
+          wasm_v128_store(o + k * NR + 4, wasm_v128_load(q + 4));
+        }
+      } else {
+        const uint16_t* q = (const uint16_t*)v->B.base + i0;
+        for (int32_t k = 0; k < kc; k++, q += s0) {
+          const v128_t h = wasm_v128_load(q);
+          wasm_v128_store(o + k * NR, wasm_i16x8_shuffle(wasm_i16x8_splat(0), h, 0, 8, 0, 9, 0, 10, 0, 11));
+          wasm_v128_store(o + k * NR + 4, wasm_i16x8_shuffle(wasm_i16x8_splat(0), h, 0, 12, 0, 13, 0, 14, 0, 15));
+        }
+      }
+      continue;
+    }
     int32_t next = 0; /* k (block relative) where the panel's zero points / scales change */
     for (int32_t k = 0; k < kc; k++) {
       float* o = b + ((size_t)p * kc + k) * NR;
@@ -313,70 +333,87 @@ INLINE v128_t glu_apply(const job_t* j, v128_t g, v128_t u) {
   }
 }
 
+/* What turns one row's accumulators into f32 values (rfcs/0002 (1)-(2)): INT compensations and
+   conversion, row and column scales, bias. */
+typedef struct rowpre {
+  const float* x; /* the row's accumulators (f32 or int32 bits) */
+  const vecs_t* w;
+  int is_int, wzp, comp, has_bias, has_cscale, has_rscale;
+  v128_t rs, rsum, za, kza;
+} rowpre_t;
+
+/* C columns cc .. cc + 3 of the row, as f32 with scales and bias applied. */
+INLINE v128_t pre(const rowpre_t* q, int32_t cc) {
+  v128_t y;
+  if (q->is_int) {
+    v128_t acc = wasm_v128_load(q->x + cc);
+    if (q->wzp) {
+      const v128_t zw = wasm_v128_load(q->w->czp + cc);
+      acc = wasm_i32x4_sub(acc, wasm_i32x4_mul(zw, q->rsum));
+      if (q->comp) acc = wasm_i32x4_add(acc, wasm_i32x4_mul(zw, q->kza));
+    }
+    if (q->comp) acc = wasm_i32x4_sub(acc, wasm_i32x4_mul(q->za, wasm_v128_load(q->w->csum + cc)));
+    y = wasm_f32x4_convert_i32x4(acc);
+  } else {
+    y = wasm_v128_load(q->x + cc);
+  }
+  if (q->has_rscale) y = VMUL(y, q->rs);
+  if (q->has_cscale) y = VMUL(y, wasm_v128_load(q->w->cscale + cc));
+  if (q->has_bias) y = VADD(y, wasm_v128_load(q->w->bias + cc));
+  return y;
+}
+
+/* One pass over the tile: every C column is read once, turned into f32 (pre), combined by the GLU,
+   run through the post-op chain, divided by the dst scale, shifted by the dst zero point, stored. */
 static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, const vecs_t* w, float* c, int is_int,
                      int has_bias, int has_cscale, int has_rscale, int wzp, int comp) {
-  const int32_t ldc = t->ldc, ncc = t->ncc;
+  const int32_t ldc = t->ldc;
   const qarg_t* qds = &j->q[Q_DST_SCALE];
   const qarg_t* qdz = &j->q[Q_DST_ZP];
   const void* dsb = q_base(qds, v->g);
   const void* dzb = q_base(qdz, v->g);
   const operand_t C = v->C;
-  /* dst scale / zero point varying along N: staged once per tile (they never vary along rows then) */
+  /* dst scale / zero point varying along N: staged per tile (per row too if they also vary along rows) */
   const int ds_cols = dsb && qds->st_n, dz_cols = dzb && qdz->st_n;
   for (int32_t x = 0; x < t->nc; x++) {
-    if (ds_cols) w->dscale[x] = q_float(qds, dsb, v->g, 0, 0, t->n0 + x);
-    if (dz_cols) w->dzp[x] = (float)q_int(qdz, dzb, v->g, 0, 0, t->n0 + x);
+    if (ds_cols) w->dscale[x] = q_float(qds, dsb, v->g, v->r0 + t->m0, 0, t->n0 + x);
+    if (dz_cols) w->dzp[x] = (float)q_int(qdz, dzb, v->g, v->r0 + t->m0, 0, t->n0 + x);
   }
-  const int step1 = is_int || has_rscale || has_cscale || has_bias;
+  rowpre_t q = { 0, w, is_int, wzp, comp, has_bias, has_cscale, has_rscale, VF(1.0f), wasm_i32x4_splat(0),
+                 wasm_i32x4_splat(0), wasm_i32x4_splat(0) };
+  const int fast_store = C.dt == DT_F32 && C.s1 == 1;
+  const int glu = j->glu_alg, layout = j->glu_layout;
+  const int32_t up = t->seg_c[1];
   for (int32_t i = 0; i < t->mc; i++) {
     const int32_t r = v->r0 + t->m0 + i;
-    float* x = c + (size_t)i * ldc;
-    if ((ds_cols && qds->st_r) || (dz_cols && qdz->st_r)) /* varying along rows and columns */
+    if (i > 0 && ((ds_cols && qds->st_r) || (dz_cols && qdz->st_r)))
       for (int32_t xx = 0; xx < t->nc; xx++) {
         if (ds_cols) w->dscale[xx] = q_float(qds, dsb, v->g, r, 0, t->n0 + xx);
         if (dz_cols) w->dzp[xx] = (float)q_int(qdz, dzb, v->g, r, 0, t->n0 + xx);
       }
-    /* 1. accumulator -> f32 (INT: zero-point compensations first, exact modulo 2^32), scales, bias */
-    const v128_t rs = VF(has_rscale ? w->rscale[i] : 1.0f);
-    const v128_t rsum = wasm_i32x4_splat(wzp ? w->rsum[i] : 0);
-    const v128_t za = wasm_i32x4_splat(comp ? w->rzp[i] : 0);
-    const v128_t kza = wasm_i32x4_splat(comp ? (int32_t)((uint32_t)v->Kg * (uint32_t)w->rzp[i]) : 0);
-    for (int32_t cc = 0; step1 && cc < ncc; cc += 4) {
-      v128_t y;
-      if (is_int) {
-        v128_t acc = wasm_v128_load(x + cc);
-        if (wzp) {
-          const v128_t zw = wasm_v128_load(w->czp + cc);
-          acc = wasm_i32x4_sub(acc, wasm_i32x4_mul(zw, rsum));
-          if (comp) acc = wasm_i32x4_add(acc, wasm_i32x4_mul(zw, kza));
-        }
-        if (comp) acc = wasm_i32x4_sub(acc, wasm_i32x4_mul(za, wasm_v128_load(w->csum + cc)));
-        y = wasm_f32x4_convert_i32x4(acc);
-      } else {
-        y = wasm_v128_load(x + cc);
-      }
-      if (has_rscale) y = VMUL(y, rs);
-      if (has_cscale) y = VMUL(y, wasm_v128_load(w->cscale + cc));
-      if (has_bias) y = VADD(y, wasm_v128_load(w->bias + cc));
-      wasm_v128_store(x + cc, y);
+    q.x = c + (size_t)i * ldc;
+    if (has_rscale) q.rs = VF(w->rscale[i]);
+    if (wzp) q.rsum = wasm_i32x4_splat(w->rsum[i]);
+    if (comp) {
+      q.za = wasm_i32x4_splat(w->rzp[i]);
+      q.kza = wasm_i32x4_splat((int32_t)((uint32_t)v->Kg * (uint32_t)w->rzp[i]));
     }
-    /* 2. per dst column: GLU, post-ops, dst scale and zero point, conversion */
     const float ds_row = dsb && !ds_cols ? q_float(qds, dsb, v->g, r, 0, 0) : 1.0f;
     const float dz_row = dzb && !dz_cols ? (float)q_int(qdz, dzb, v->g, r, 0, 0) : 0.0f;
     const size_t drow = C.off + (size_t)(t->m0 + i) * C.s0;
     for (int32_t jj = 0; jj < t->nc; jj += 4) {
       const int32_t cnt = MIN(4, t->nc - jj);
       v128_t y;
-      if (!j->glu_alg) {
-        y = wasm_v128_load(x + jj);
-      } else if (j->glu_layout == GLU_HALVES) {
-        y = glu_apply(j, wasm_v128_load(x + jj), wasm_v128_load(x + t->seg_c[1] + jj));
-      } else if (j->glu_layout == GLU_INTERLEAVED) {
-        const v128_t lo = wasm_v128_load(x + 2 * jj), hi = wasm_v128_load(x + 2 * jj + 4);
+      if (!glu) {
+        y = pre(&q, jj);
+      } else if (layout == GLU_HALVES) {
+        y = glu_apply(j, pre(&q, jj), pre(&q, up + jj));
+      } else if (layout == GLU_INTERLEAVED) {
+        const v128_t lo = pre(&q, 2 * jj), hi = pre(&q, 2 * jj + 4);
         y = glu_apply(j, wasm_i32x4_shuffle(lo, hi, 0, 2, 4, 6), wasm_i32x4_shuffle(lo, hi, 1, 3, 5, 7));
       } else {
         const int32_t cb = 64 * (jj / 32) + jj % 32;
-        y = glu_apply(j, wasm_v128_load(x + cb), wasm_v128_load(x + cb + 32));
+        y = glu_apply(j, pre(&q, cb), pre(&q, cb + 32));
       }
       const int32_t n = t->n0 + jj;
       for (int32_t e = 0; e < j->n_po; e++) {
@@ -395,7 +432,7 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
       }
       if (dsb) y = wasm_f32x4_div(y, ds_cols ? wasm_v128_load(w->dscale + jj) : VF(ds_row));
       if (dzb) y = VADD(y, dz_cols ? wasm_v128_load(w->dzp + jj) : VF(dz_row));
-      if (C.dt == DT_F32 && C.s1 == 1 && cnt == 4) {
+      if (fast_store && cnt == 4) {
         wasm_v128_store((float*)C.base + drow + n, y);
       } else {
         float t4[4];
@@ -425,18 +462,18 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
   const void* wzb = is_int ? q_base(qwz, g) : 0;
   const int has_bias = v->bias != 0;
   int comp = 0;
-  for (int32_t cc = 0; cc < t.ncc; cc++) {
-    const int ok = tile_col_valid(&t, cc);
-    const int32_t n = tile_col(&t, cc);
-    if (has_bias) w.bias[cc] = ok ? load_elem(v->bias, j->b_dt, v->bias_off + (size_t)n * j->b_n) : 0.0f;
-    if (wsb) w.cscale[cc] = ok ? q_float(qws, wsb, g, 0, 0, n) : 0.0f;
-    if (wzb) w.czp[cc] = ok ? q_int(qwz, wzb, g, 0, 0, n) : 0;
-    w.csum[cc] = 0;
+  /* Column vectors over each segment's contiguous GEMM columns (padding columns are never stored). */
+  for (int sg = 0; sg < t.nseg; sg++) {
+    const int32_t c0 = t.seg_c[sg], n0s = t.seg_n[sg], wd = t.seg_w[sg];
+    if (has_bias) decode_f32(w.bias + c0, v->bias, j->b_dt, v->bias_off + (size_t)n0s * j->b_n, j->b_n, wd);
+    if (wsb && qws->blk_n == 1) decode_f32(w.cscale + c0, (const char*)wsb, qws->dt, q_index(qws, g, 0, 0, n0s), qws->st_n, wd);
+    else if (wsb) for (int32_t x = 0; x < wd; x++) w.cscale[c0 + x] = q_float(qws, wsb, g, 0, 0, n0s + x);
+    if (wzb) for (int32_t x = 0; x < wd; x++) w.czp[c0 + x] = q_int(qwz, wzb, g, 0, 0, n0s + x);
+    for (int32_t x = 0; x < wd; x++) w.csum[c0 + x] = 0;
   }
+  if (ssb) decode_f32(w.rscale, (const char*)ssb, qss->dt, q_index(qss, g, v->r0 + m0, 0, 0), qss->st_r, mc);
   for (int32_t i = 0; i < mc; i++) {
-    const int32_t r = v->r0 + m0 + i;
-    if (ssb) w.rscale[i] = q_float(qss, ssb, g, r, 0, 0);
-    w.rzp[i] = szb ? q_int(qsz, szb, g, r, 0, 0) : 0;
+    w.rzp[i] = szb ? q_int(qsz, szb, g, v->r0 + m0 + i, 0, 0) : 0;
     if (w.rzp[i] < -32512 || w.rzp[i] > 32512) comp = 1; /* a - zp would leave int16 */
     w.rsum[i] = 0;
   }

@@ -60,10 +60,8 @@ INLINE v128_t v_copysign(v128_t mag, v128_t sgn) {
 /* 1 / (1 + exp(-x)) */
 INLINE v128_t v_logistic(v128_t x) {
   const v128_t e = v_exp(wasm_f32x4_neg(v_abs(x)));
-  const v128_t d = VADD(VF(1.0f), e);
-  const v128_t pos = wasm_f32x4_div(VF(1.0f), d);
-  const v128_t neg = wasm_f32x4_div(e, d);
-  return wasm_v128_bitselect(neg, pos, wasm_f32x4_lt(x, VF(0.0f)));
+  const v128_t r = wasm_f32x4_div(VF(1.0f), VADD(VF(1.0f), e));
+  return wasm_v128_bitselect(VMUL(e, r), r, wasm_f32x4_lt(x, VF(0.0f)));
 }
 
 INLINE v128_t v_tanh(v128_t x) {

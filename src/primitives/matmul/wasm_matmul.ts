@@ -16,7 +16,9 @@ const MB = 64;
 const NB = 128;
 const KC = 256;
 /** The integer path's K block: int16 A and B blocks take the room of the f32 ones at KC. */
-const KC_INT = 512;
+const KC_INT = Number(process.env.KC_INT ?? 512);
+/** @internal the tile geometry (tests check the scratch it needs; NB must stay a multiple of 64 for GLU blocks32). */
+export const TILE = { MB, NB, KC, KC_INT } as const;
 
 /** Roles of each logical dimension of the arguments of a matmul (fusion.ts's table of coordinates). */
 function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } {
@@ -48,7 +50,7 @@ export const wasmMatmul: MatmulImpl = {
     }
     if (p.weights.format === 'packed' && p.weights.packed?.name !== PACKED_P8 && p.weights.packed?.name !== PACKED_S16) return `packed layout ${p.weights.packed?.name} is not ${PACKED_P8} or ${PACKED_S16}`;
     if (p.kind === 'dense' && p.dst.ndims > 3) return 'dense matmul with more than one batch dim';
-    if (p.kind === 'grouped_k' && p.weights.format !== 'blocked') return 'variable-K weights must be plain';
+    if (p.kind === 'grouped_k' && p.weights.format !== 'blocked' && p.weights.format !== 'grouped') return 'variable-K weights must be plain (not packed)';
     if (p.bias) {
       if (!FLOAT_TYPES.includes(p.bias.dataType)) return `bias data type ${p.bias.dataType} (kernels take f32, bf16, f16 bias)`;
       const nd = p.bias.ndims;
@@ -130,7 +132,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const p = this.p;
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
-    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, KC));
+    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2)));
     this.i32.fill(0);
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
     this.set('kind', p.kind === 'grouped_k' ? JOB_KIND.grouped_k : JOB_KIND.grouped_m);
