@@ -58,7 +58,11 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
 static void run_tile(const job_t* j, const scratch_t* s, operand_t A, operand_t B, const float* wpacked, int32_t Kfull,
                      operand_t C, const char* bias_g, size_t bias_off, int32_t Kg, int32_t m0, int32_t mc, int32_t n0,
                      int32_t nc) {
-  const int32_t KC = j->kc, NB = j->nb;
+  const int32_t NB = j->nb;
+  /* A tile of one micro-row-block (decode: a few tokens per expert) streams each packed weight panel
+     once, whole: K blocking would interleave 16 panel streams in 8 KiB pieces and starve the
+     prefetcher. The k order of the sums is the same either way, so results do not change. */
+  const int32_t KC = (wpacked && mc <= MR && (int64_t)MR * Kg <= (int64_t)j->mb * j->kc) ? MAX(Kg, 1) : j->kc;
   A.base += A.off * esz(A.dt);
   B.base += B.off * esz(B.dt);
   C.base += C.off * esz(C.dt);

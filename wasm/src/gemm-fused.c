@@ -54,10 +54,14 @@ INLINE const float* po_base(const post_op_t* o, int32_t g) {
 /* Decoding runs of elements (the type switch hoisted out of the loop) */
 
 static void decode_f32(float* out, const char* base, int dt, size_t i0, int32_t stride, int32_t n) {
-  if (stride == 1 && (dt == DT_F32 || dt == DT_BF16)) { /* vector loops (memory.copy is a call in V8) */
+  if (stride == 1 && (dt == DT_F32 || dt == DT_BF16)) { /* vector loops for short runs (memory.copy is a call in V8) */
     int32_t x = 0;
     if (dt == DT_F32) {
       const float* p = (const float*)base + i0;
+      if (n >= 64) { /* A rows: memory.copy (V8 calls an optimized memmove) */
+        __builtin_memcpy(out, p, (size_t)n * 4);
+        return;
+      }
       for (; x + 4 <= n; x += 4) wasm_v128_store(out + x, wasm_v128_load(p + x));
       for (; x < n; x++) out[x] = p[x];
     } else {
@@ -207,6 +211,48 @@ static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, f
 }
 
 /* B block, F32_FUSED: the segment's panels for k0 .. k0 + kc as f32 [panel][kc][8], zero padded. */
+/* 8 consecutive elements (element index i, 4-bit types: i even) of a plain buffer as two f32x4. */
+INLINE void load8_f32(const char* base, int dt, size_t i, v128_t* lo, v128_t* hi) {
+  switch (dt) {
+    case DT_F32: {
+      const float* q = (const float*)base + i;
+      *lo = wasm_v128_load(q);
+      *hi = wasm_v128_load(q + 4);
+      return;
+    }
+    case DT_BF16: {
+      const v128_t h = wasm_v128_load((const uint16_t*)base + i);
+      *lo = wasm_i16x8_shuffle(wasm_i16x8_splat(0), h, 0, 8, 0, 9, 0, 10, 0, 11);
+      *hi = wasm_i16x8_shuffle(wasm_i16x8_splat(0), h, 0, 12, 0, 13, 0, 14, 0, 15);
+      return;
+    }
+    default: { /* s8 u8 s4 u4: to int16 x 8, then two int32x4 */
+      v128_t w16;
+      if (dt == DT_S8 || dt == DT_U8) {
+        const v128_t b = wasm_v128_load64_zero(base + i);
+        w16 = dt == DT_S8 ? wasm_i16x8_extend_low_i8x16(b) : wasm_u16x8_extend_low_u8x16(b);
+      } else {
+        const v128_t b = wasm_v128_load32_zero(base + (i >> 1));
+        const v128_t lo4 = wasm_v128_and(b, wasm_i8x16_splat(0x0f)), hi4 = wasm_u8x16_shr(b, 4);
+        v128_t n = wasm_i8x16_shuffle(lo4, hi4, 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+        if (dt == DT_S4) n = wasm_i8x16_sub(wasm_v128_xor(n, wasm_i8x16_splat(8)), wasm_i8x16_splat(8));
+        w16 = dt == DT_S4 ? wasm_i16x8_extend_low_i8x16(n) : wasm_u16x8_extend_low_u8x16(n);
+      }
+      *lo = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(w16));
+      *hi = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(w16));
+      return;
+    }
+  }
+}
+
+INLINE int load8_ok(int dt, size_t i0, size_t s0) {
+  if (dt == DT_F32 || dt == DT_BF16 || dt == DT_S8 || dt == DT_U8) return 1;
+  return (dt == DT_S4 || dt == DT_U4) && !(i0 & 1) && !(s0 & 1); /* every row starts on a byte */
+}
+
+/* B block, F32_FUSED: the segment's panels for k0 .. k0 + kc as f32 [panel][kc][8], zero padded,
+   minus the zero point and times the K-varying scale (both staged per panel and K-block). This runs
+   once per tile (K x NB elements): full panels of plain weights take the vector loads above. */
 static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, int32_t n0, int32_t width, float* b,
                        int32_t k0, int32_t kc) {
   const qarg_t* qs = &j->q[Q_WEI_SCALE];
@@ -215,47 +261,46 @@ static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, i
   const void* zb = q_base(qz, v->g);
   const int plain = !v->wpacked;
   const int32_t npan = cdiv(width, NR);
+  const size_t s0 = (size_t)v->B.s0;
   for (int32_t p = 0; p < npan; p++) {
     const int32_t nb = n0 + p * NR, cnt = MIN(NR, width - p * NR);
-    if (plain && !sb && !zb && cnt == NR && v->B.s1 == 1 && (v->B.dt == DT_F32 || v->B.dt == DT_BF16)) {
-      /* the common case, one row of 8 per k in two vectors (this runs once per tile: K x NB elements) */
-      float* o = b + (size_t)p * kc * NR;
-      const size_t s0 = (size_t)v->B.s0, i0 = v->B.off + (size_t)k0 * s0 + (size_t)nb;
-      if (v->B.dt == DT_F32) {
-        const float* q = (const float*)v->B.base + i0;
-        for (int32_t k = 0; k < kc; k++, q += s0) {
-          wasm_v128_store(o + k * NR, wasm_v128_load(q));
-          wasm_v128_store(o + k * NR + 4, wasm_v128_load(q + 4));
-        }
-      } else {
-        const uint16_t* q = (const uint16_t*)v->B.base + i0;
-        for (int32_t k = 0; k < kc; k++, q += s0) {
-          const v128_t h = wasm_v128_load(q);
-          wasm_v128_store(o + k * NR, wasm_i16x8_shuffle(wasm_i16x8_splat(0), h, 0, 8, 0, 9, 0, 10, 0, 11));
-          wasm_v128_store(o + k * NR + 4, wasm_i16x8_shuffle(wasm_i16x8_splat(0), h, 0, 12, 0, 13, 0, 14, 0, 15));
-        }
-      }
-      continue;
-    }
+    const size_t i0 = v->B.off + (size_t)k0 * s0 + (size_t)nb * v->B.s1;
+    const int vec = plain && cnt == NR && v->B.s1 == 1 && load8_ok(v->B.dt, i0, s0);
     int32_t next = 0; /* k (block relative) where the panel's zero points / scales change */
+    v128_t z0 = wasm_f32x4_splat(0.0f), z1 = z0, c0 = wasm_f32x4_splat(1.0f), c1 = c0;
     for (int32_t k = 0; k < kc; k++) {
       float* o = b + ((size_t)p * kc + k) * NR;
-      const int32_t kabs = v->k0 + k0 + k;
-      if (plain) decode_f32(o, v->B.base, v->B.dt, v->B.off + (size_t)(k0 + k) * v->B.s0 + (size_t)nb * v->B.s1, v->B.s1, cnt);
-      else for (int32_t q = 0; q < cnt; q++) o[q] = wei_f32(v, k0 + k, nb + q);
-      for (int32_t q = cnt; q < NR; q++) o[q] = 0.0f;
-      if (!sb && !zb) continue;
-      if (k == next) {
-        for (int32_t q = 0; q < cnt; q++) {
-          w->wz[q] = zb ? (float)q_int(qz, zb, v->g, 0, kabs, nb + q) : 0.0f;
-          w->ws[q] = sb ? q_float(qs, sb, v->g, 0, kabs, nb + q) : 1.0f;
-        }
-        int32_t len = kc - k;
-        if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
-        if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
-        next = k + len;
+      v128_t lo, hi;
+      if (vec) {
+        load8_f32(v->B.base, v->B.dt, i0 + (size_t)k * s0, &lo, &hi);
+      } else {
+        float t8[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+        if (plain) decode_f32(t8, v->B.base, v->B.dt, i0 + (size_t)k * s0, v->B.s1, cnt);
+        else for (int32_t q = 0; q < cnt; q++) t8[q] = wei_f32(v, k0 + k, nb + q);
+        lo = wasm_v128_load(t8);
+        hi = wasm_v128_load(t8 + 4);
       }
-      for (int32_t q = 0; q < cnt; q++) o[q] = (o[q] - w->wz[q]) * w->ws[q];
+      if (sb || zb) {
+        if (k == next) {
+          const int32_t kabs = v->k0 + k0 + k;
+          for (int32_t q = 0; q < NR; q++) {
+            w->wz[q] = zb && q < cnt ? (float)q_int(qz, zb, v->g, 0, kabs, nb + q) : 0.0f;
+            w->ws[q] = sb && q < cnt ? q_float(qs, sb, v->g, 0, kabs, nb + q) : 1.0f;
+          }
+          z0 = wasm_v128_load(w->wz);
+          z1 = wasm_v128_load(w->wz + 4);
+          c0 = wasm_v128_load(w->ws);
+          c1 = wasm_v128_load(w->ws + 4);
+          int32_t len = kc - k;
+          if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
+          if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
+          next = k + len;
+        }
+        lo = VMUL(VSUB(lo, z0), c0);
+        hi = VMUL(VSUB(hi, z1), c1);
+      }
+      wasm_v128_store(o, lo);
+      wasm_v128_store(o + 4, hi);
     }
   }
 }
@@ -470,6 +515,10 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
     else if (wsb) for (int32_t x = 0; x < wd; x++) w.cscale[c0 + x] = q_float(qws, wsb, g, 0, 0, n0s + x);
     if (wzb) for (int32_t x = 0; x < wd; x++) w.czp[c0 + x] = q_int(qwz, wzb, g, 0, 0, n0s + x);
     for (int32_t x = 0; x < wd; x++) w.csum[c0 + x] = 0;
+    for (int32_t x = wd; x < round8(wd); x++) { /* panel padding: read by the vector epilogue, never stored */
+      w.bias[c0 + x] = w.cscale[c0 + x] = 0.0f;
+      w.czp[c0 + x] = w.csum[c0 + x] = 0;
+    }
   }
   if (ssb) decode_f32(w.rscale, (const char*)ssb, qss->dt, q_index(qss, g, v->r0 + m0, 0, 0), qss->st_r, mc);
   for (int32_t i = 0; i < mc; i++) {
@@ -477,6 +526,12 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
     if (w.rzp[i] < -32512 || w.rzp[i] > 32512) comp = 1; /* a - zp would leave int16 */
     w.rsum[i] = 0;
   }
+
+  /* C columns past a segment's width are never written by the microkernel but read by the vector
+     epilogue: zero them (stale bits of another path's tile could be denormals, slow on x64). */
+  for (int sg = 0; sg < t.nseg; sg++)
+    for (int32_t x = t.seg_c[sg] + t.seg_w[sg]; x < t.seg_c[sg] + round8(t.seg_w[sg]); x++)
+      for (int32_t i = 0; i < mc; i++) s->c[(size_t)i * ldc + x] = 0.0f;
 
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
   for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
