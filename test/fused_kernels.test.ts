@@ -349,7 +349,8 @@ const CASES: Case[] = [
   { name: 'int: P2 offsets attribute, f16 dst', kind: 'P2', ...SHAPE, srcDt: S8, weiDt: S8, dstDt: dt.f16, scales: { src: [1, [], dt.f32] } },
   { name: 'int: dense 2D', kind: 'dense', sizes: [70], K: 40, N: 20, srcDt: U8, weiDt: S8, scales: { src: [1, [], dt.f32], weights: [2, [], dt.f32] }, zps: { src: [0, [], dt.s32] } },
   { name: 'int: K-blocked scales take the f32 path', ...SHAPE, srcDt: S8, weiDt: dt.s4, packed: true, scales: { src: [3, [1, 37], dt.f32], weights: [7, [1, 37, 1], dt.f8_e4m3] } },
-  // f32 fused path
+  // f32 fused path (and the fast path with a 16-bit bias)
+  { name: 'f32 fast path: f16 bias, relu', ...SHAPE, biasDt: dt.f16, ops: [{ kind: 'eltwise', alg: 'eltwise_relu', alpha: 0 }] },
   { name: 'f32: bf16 x bf16 plain weights (vector packing), per-column scales, bf16 dst', ...SHAPE, srcDt: dt.bf16, weiDt: dt.bf16, dstDt: dt.bf16, scales: { weights: [5, [], dt.f32] } },
   { name: 'f32: f32 plain weights, per-row scales, f16 bias', ...SHAPE, biasDt: dt.f16, scales: { src: [1, [], dt.f32] } },
   { name: 'f32: per-row + per-column scales + bias + swiglu halves', ...SHAPE, N: 32, biasDt: dt.f32, packed: true, scales: { src: [1, [], dt.f32], weights: [5, [], dt.f32] }, glu: ['glu_swiglu', 'halves'], tol: 2e-6 },
@@ -359,6 +360,8 @@ const CASES: Case[] = [
   { name: 'f32: swiglu_oai halves', ...SHAPE, N: 40, glu: ['glu_swiglu_oai', 'halves'], tol: 2e-6 },
   { name: 'f32: K-blocks and 2D blocks (DeepSeek style)', ...SHAPE, K: 32, scales: { src: [3, [1, 8], dt.f32], weights: [7, [1, 8, 8], dt.e8m0] } },
   { name: 'f32: weight-only s4 with K-blocked zero points and scales', ...SHAPE, K: 32, weiDt: dt.s4, scales: { weights: [7, [1, 16, 1], dt.bf16] }, zps: { weights: [7, [1, 16, 1], dt.s8] } },
+  { name: 'f32: weight-only u4 with odd N (rows start mid-byte), per-column zero points', sizes: [5, 3], K: 19, N: 13, weiDt: dt.u4, zps: { weights: [5, [], dt.u8] }, scales: { weights: [5, [], dt.f32] } },
+  { name: 'f32: weight-only s4 with even N, 8-column panels decoded as vectors', sizes: [5, 30], K: 20, N: 40, weiDt: dt.s4, zps: { weights: [1, [], dt.s32] }, scales: { weights: [5, [], dt.bf16] } },
   { name: 'f32: weight-only u8 per column, bf16 src, f16 dst', ...SHAPE, srcDt: dt.bf16, weiDt: U8, dstDt: dt.f16, zps: { weights: [5, [], dt.u8] }, scales: { weights: [5, [], dt.f32] } },
   { name: 'f32: MXFP8 (f8_e4m3 x f8_e5m2, e8m0 per 32)', sizes: [4, 9], K: 64, N: 16, srcDt: dt.f8_e4m3, weiDt: dt.f8_e5m2, scales: { src: [3, [1, 32], dt.e8m0], weights: [7, [1, 32, 1], dt.e8m0] } },
   { name: 'f32: MXFP4 to f8_e4m3 dst', sizes: [4, 9], K: 64, N: 16, srcDt: dt.f4_e2m1, weiDt: dt.f4_e2m1, dstDt: dt.f8_e4m3, scales: { src: [3, [1, 32], dt.e8m0], weights: [7, [1, 32, 1], dt.e8m0], dst: [0, [], dt.f32] } },

@@ -16,7 +16,7 @@ const MB = 64;
 const NB = 128;
 const KC = 256;
 /** The integer path's K block: int16 A and B blocks take the room of the f32 ones at KC. */
-const KC_INT = Number(process.env.KC_INT ?? 512);
+const KC_INT = 512;
 /** @internal the tile geometry (tests check the scratch it needs; NB must stay a multiple of 64 for GLU blocks32). */
 export const TILE = { MB, NB, KC, KC_INT } as const;
 
@@ -37,8 +37,11 @@ function planMatmul(p: MatmulProblem): FusedPlan | string {
 
 /**
  * The SIMD wasm implementation: one job per execution, run by the workers (or the calling thread
- * when threads = 1) on the f32 4x8 microkernel. Grouped variable-M, variable-K, dense 2D and batched
- * 3D all become the same tile space; only how a group finds its rows differs.
+ * when threads = 1). Grouped variable-M, variable-K, dense 2D and batched 3D all become the same tile
+ * space; only how a group finds its rows differs. The job's path (fused_job.ts) picks the f32 4x8
+ * microkernel with its in-register epilogue, the same kernel with the fused tile epilogue (any data
+ * type, scales, zero points, GLU, binary / eltwise / sum chains), or the int16 x int16 -> int32 kernel
+ * for s8/u8 x s8/u8/s4/u4 (weights `tag.any` resolves to `s16:p8k2` panels for it).
  */
 export const wasmMatmul: MatmulImpl = {
   name: 'wasm:f32-gemm-4x8',
