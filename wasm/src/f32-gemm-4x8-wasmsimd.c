@@ -21,12 +21,11 @@
      down to zero (add + jnz). */
 #include "common.h"
 #include "ukernel.h"
+#include "tile_io.h"
 
-/* v128.load / v128.load32_splat of p + off bytes, off folded into the instruction. Volatile: the
-   order of the loads is part of the register allocation recipe above. A and W are never written by the
-   kernel, so no memory clobber is needed. */
-#define LDV(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
-#define LDS(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load32_splat %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+/* LDV/LDS (tile_io.h) are volatile asm: the order of the loads is part of the register allocation
+   recipe above. A and W are never written by the kernel, so no memory clobber is needed. The float row
+   helpers below stay local: the generic 32-bit ones in tile_io.h measured ~10% slower here under V8. */
 
 /* v + x0*b0 + x1*b1 (two consecutive k), the second product off the accumulator chain. */
 #define MADD2(x0, b0, x1, b1, v) wasm_f32x4_add(wasm_f32x4_mul((x1), (b1)), MADD((x0), (b0), (v)))

@@ -12,38 +12,11 @@
    C (+)= A * W in int32: the per-tile epilogue (scales, bias, post-ops) runs later on the C tile. */
 #include "common.h"
 #include "ukernel.h"
+#include "tile_io.h"
 
-/* v128.load / v128.load32_splat at p + off bytes with the offset inside the instruction (see the f32
-   kernel: clang-16 does not fold constant offsets into wasm loads). */
-#define LDV(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
-#define LDS(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load32_splat %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
 /* acc + a0.b0 + a1.b1 (two k-pairs) */
 #define DOT2(a0, b0, a1, b1, acc) DOT((a1), (b1), DOT((a0), (b0), (acc)))
-
-INLINE void load_row_i32(const int32_t* c, size_t nc, v128_t* lo, v128_t* hi) {
-  if (nc == 8) {
-    *lo = wasm_v128_load(c);
-    *hi = wasm_v128_load(c + 4);
-    return;
-  }
-  int32_t t[8] = {0};
-  for (size_t j = 0; j < nc; j++) t[j] = c[j];
-  *lo = wasm_v128_load(t);
-  *hi = wasm_v128_load(t + 4);
-}
-
-INLINE void store_row_i32(int32_t* c, size_t nc, v128_t lo, v128_t hi) {
-  if (nc == 8) {
-    wasm_v128_store(c, lo);
-    wasm_v128_store(c + 4, hi);
-    return;
-  }
-  int32_t t[8];
-  wasm_v128_store(t, lo);
-  wasm_v128_store(t + 4, hi);
-  for (size_t j = 0; j < nc; j++) c[j] = t[j];
-}
 
 void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, size_t lda,
                   const int16_t* restrict w, int32_t* restrict c, size_t ldc, int accumulate) {
@@ -61,10 +34,10 @@ void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, si
 
   v128_t v00, v01, v10, v11, v20, v21, v30, v31;
   if (accumulate) {
-    load_row_i32(c0, nc, &v00, &v01);
-    load_row_i32(c1, nc, &v10, &v11);
-    load_row_i32(c2, nc, &v20, &v21);
-    load_row_i32(c3, nc, &v30, &v31);
+    load_row8(c0, nc, &v00, &v01);
+    load_row8(c1, nc, &v10, &v11);
+    load_row8(c2, nc, &v20, &v21);
+    load_row8(c3, nc, &v30, &v31);
   } else {
     v00 = v01 = v10 = v11 = v20 = v21 = v30 = v31 = wasm_i32x4_splat(0);
   }
@@ -94,8 +67,8 @@ void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, si
     a2 += 2;
     a3 += 2;
   } while (--n);
-  store_row_i32(c3, nc, v30, v31);
-  store_row_i32(c2, nc, v20, v21);
-  store_row_i32(c1, nc, v10, v11);
-  store_row_i32(c0, nc, v00, v01);
+  store_row8(c3, nc, v30, v31);
+  store_row8(c2, nc, v20, v21);
+  store_row8(c1, nc, v10, v11);
+  store_row8(c0, nc, v00, v01);
 }

@@ -1,0 +1,35 @@
+#pragma once
+/* Shared by the 4x8 microkernels: loads with the offset inside the instruction, and C rows of eight
+   32-bit lanes (f32 or i32) with a partial-width path for the last panel. */
+#include "common.h"
+
+/* v128.load / v128.load32_splat at p + off bytes with the offset in the instruction: clang-16 does
+   not fold constant offsets into wasm loads, and every extra i32.add costs an x64 instruction. */
+#define LDV(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+#define LDS(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\tv128.load32_splat %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+
+/* Loads nc <= 8 lanes of a C row (missing lanes read as 0, nothing past nc is touched). */
+INLINE void load_row8(const void* c, size_t nc, v128_t* lo, v128_t* hi) {
+  if (nc == 8) {
+    *lo = wasm_v128_load(c);
+    *hi = wasm_v128_load((const uint32_t*)c + 4);
+    return;
+  }
+  uint32_t t[8] = {0};
+  for (size_t j = 0; j < nc; j++) t[j] = ((const uint32_t*)c)[j];
+  *lo = wasm_v128_load(t);
+  *hi = wasm_v128_load(t + 4);
+}
+
+/* Stores nc <= 8 lanes of a C row. */
+INLINE void store_row8(void* c, size_t nc, v128_t lo, v128_t hi) {
+  if (nc == 8) {
+    wasm_v128_store(c, lo);
+    wasm_v128_store((uint32_t*)c + 4, hi);
+    return;
+  }
+  uint32_t t[8];
+  wasm_v128_store(t, lo);
+  wasm_v128_store(t + 4, hi);
+  for (size_t j = 0; j < nc; j++) ((uint32_t*)c)[j] = t[j];
+}
