@@ -176,6 +176,44 @@ describe.each(ENGINE_CONFIGS)('matmul grouped variable M: [total_M, K] x [G, K, 
     [plain, src, wei, dst].forEach((m) => m.free());
   });
 
+  /** Packed (tag.any) weights filled by a reorder; src rewritten between executions (no block survives a run). */
+  const runPacked = async (G: number, K: number, N: number, sizes: readonly number[], rewrites = 1): Promise<void> => {
+    const total = sizes.reduce((a, b) => a + b, 0);
+    const srcMd = memory.desc.grouped([total, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+    const dstMd = memory.desc.grouped([total, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
+    const pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([G, K, N], dt.f32, tag.any), dstMd);
+    const weiMd = pd.queryMd('weights')!;
+    const plainMd = memory.desc([G, K, N], dt.f32, tag.abc);
+    const plain = Memory.create(plainMd, eng), wei = Memory.create(weiMd, eng), src = Memory.create(srcMd, eng);
+    const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+    const rng = mulberry32(K + N);
+    const w = Float64Array.from({ length: G * K * N }, () => Math.fround(rng() - 0.5));
+    writeLogical(plain, w);
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, plainMd, weiMd)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
+    let acc = 0;
+    src.offsets.set([0, ...sizes.map((v) => (acc += v))]);
+    const prim = new matmul.Primitive(pd);
+    try {
+      for (let r = 0; r < rewrites; r++) {
+        const x = Float64Array.from({ length: total * K }, () => Math.fround(rng() - 0.5));
+        writeLogical(src, x);
+        prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+        await strm.wait();
+        assertClose(readLogical(dst), refGroupedM(x, w, sizes, K, N));
+      }
+    } finally {
+      [plain, src, wei, dst].forEach((m) => m.free());
+    }
+  };
+
+  it('packed weights, K = 4099 (split in K blocks for full tiles, whole for small ones), N = 140 (tiles share A blocks)', async () => {
+    await runPacked(6, 4099, 140, [0, 3, 64, 70, 1, 5]);
+  });
+
+  it('packed weights: a second execution with new src values does not reuse the previous A blocks', async () => {
+    await runPacked(3, 301, 150, [9, 0, 66], 3);
+  });
+
   it('re-executing the same primitive with new offsets recomputes with the new routing', async () => {
     const G = 6, K = 13, N = 11, totalM = 40;
     const f = setupGroupedM(eng, { G, K, N, sizes: balanced(G, totalM), offsets: 'shared' });

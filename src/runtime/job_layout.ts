@@ -15,7 +15,7 @@ export const JOB = {
   n_elt: 160, has_sum: 164, sum_scale: 168, groups: 172,
   elt_alg: 176, elt_alpha: 192, elt_beta: 208,
   path: 224, b_dt: 228, glu_alg: 232, glu_layout: 236,
-  glu_alpha: 240, glu_limit: 244, n_po: 248,
+  glu_alpha: 240, glu_limit: 244, n_po: 248, kc_packed: 252,
   /** NQ `qarg_t` records (QARG offsets), indexed by Q. */
   q: 256,
   /** MAX_PO `post_op_t` records (PO offsets). */
@@ -57,13 +57,14 @@ export const MR = 4;
 export const NR = 8;
 
 /**
- * Bytes of one worker's scratch (wasm/src/driver.h): offsets, A block (MB x KC f32), B block
- * (KC x NBC f32), C tile (MB x NBC f32), epilogue vectors (8 NBC + 4 MB f32), NBC = NB + 16. `kcF32` is
- * KC in f32 units (the integer path's int16 blocks with twice the KC take the same room).
+ * Bytes of one worker's scratch (wasm/src/driver.h): offsets, A block (MB x max(KC, kcPacked) f32), B
+ * block (KC x NBC f32), C tile (MB x NBC f32), epilogue vectors (8 NBC + 4 MB f32), NBC = NB + 16.
+ * `kcF32` is KC in f32 units (the integer path's int16 blocks with twice the KC take the same room);
+ * `kcPacked` the fast path's K block on packed weights (job.kc_packed).
  */
-export function scratchBytes(G: number, mb: number, nb: number, kcF32: number): number {
+export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0): number {
   const nbc = nb + 16;
-  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * (mb * kcF32 + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb);
+  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * (mb * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb);
 }
 
 export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7 } as const;

@@ -16,7 +16,7 @@ typedef struct operand {
 } operand_t;
 
 /* Per-worker scratch (layout mirrored by scratchBytes() in src/runtime/job_layout.ts):
-   offsets | a: MB x KCF f32 | b: KCF x NBC f32 | c: MB x NBC f32 | vec: 8 x NBC + 4 x MB f32,
+   offsets | a: MB x max(KCF, kc_packed) f32 | b: KCF x NBC f32 | c: MB x NBC f32 | vec: 8 x NBC + 4 x MB f32,
    with NBC = NB + 16 (two GLU segments, each padded to a panel) and KCF = scratch_kcf(). */
 typedef struct scratch {
   float* a;
@@ -24,6 +24,11 @@ typedef struct scratch {
   float* c;
   float* bias; /* NBC (fast path: NB) */
   float* vec;  /* the fused epilogue's per-column and per-row vectors (bias is its first NBC) */
+  /* Which A block `a` holds (fast path): consecutive tiles of a group share it, so the copy is skipped.
+     Reset per run_job call: the job's operands may have changed since the last one. */
+  const char* a_base;
+  size_t a_off;
+  int32_t a_m0, a_mc, a_k0, a_kc, a_ld;
 } scratch_t;
 
 INLINE int32_t scratch_nbc(const job_t* j) { return j->nb + 16; }
@@ -34,12 +39,14 @@ INLINE int32_t scratch_kcf(const job_t* j) { return j->path == PATH_INT ? j->kc 
 INLINE size_t scratch_setup(const job_t* j, char* base, scratch_t* s) {
   const size_t offs_bytes = ((size_t)(j->G + 1) * 4 + 63) & ~(size_t)63;
   const size_t nbc = (size_t)scratch_nbc(j), kcf = (size_t)scratch_kcf(j), mb = (size_t)j->mb;
+  const size_t kca = MAX(kcf, (size_t)j->kc_packed);
   s->a = (float*)(base + offs_bytes);
-  s->b = s->a + mb * kcf;
+  s->b = s->a + mb * kca;
   s->c = s->b + kcf * nbc;
   s->bias = s->c + mb * nbc;
   s->vec = s->bias;
-  return offs_bytes + 4 * (mb * kcf + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb);
+  s->a_base = 0;
+  return offs_bytes + 4 * (mb * kca + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb);
 }
 
 /* Everything a tile needs to know about its group. */

@@ -92,7 +92,9 @@ typedef struct job {
   /* 224: the fused paths (rfcs/0002). nb is the tile's GEMM columns; with a GLU a tile writes nb/2
      dst columns. b_dt: bias type (f32/bf16/f16, all paths); n_po: entries of po. */
   int32_t path, b_dt, glu_alg, glu_layout;
-  /* 240 */ float glu_alpha, glu_limit; int32_t n_po, pad240;
+  /* 240: kc_packed: the fast path's largest K block on packed weights (0: kc); the A block holds
+     mb x max(kc, kc_packed) floats. */
+  float glu_alpha, glu_limit; int32_t n_po, kc_packed;
   /* 256 */ qarg_t q[NQ];
   /* 544 */ post_op_t po[MAX_PO];
   /* 928 */

@@ -12,9 +12,10 @@ import { DnnlError } from '../../common/status.js';
 import type { Memory } from '../../memory/memory.js';
 import { ARG, argName } from '../args.js';
 import { FLOAT_TYPES, type QuantArg } from '../fusion.js';
+import { TILE } from '../tile_geometry.js';
 import { fits32, planFused, samePlan, takesIntPath, writeFused, type FusedPlan, type Roles } from '../fused_job.js';
 
-const MB = 64, NB = 128, KC = 256, KC_INT = 512;
+const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 
 /** Expert coordinates (fusion.ts): src [m, k], weights [k, n], dst and binary [m, n]; values per expert. */
 const ROLES: Roles = { src: ['r', 'k'], weights: ['k', 'n'], dst: ['r', 'n'], zeroG: {} };
@@ -129,7 +130,8 @@ class Executor {
   private fill(a: GroupedGemmArgs): number {
     const { p, i32 } = this;
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
-    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC));
+    const kcPacked = this.plan.path === PATH.f32 && p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : 0;
+    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked));
     i32.fill(0);
     const set = (f: keyof typeof JOB, v: number): void => {
       i32[JOB[f] / 4] = v;
@@ -140,6 +142,7 @@ class Executor {
     set('mb', MB);
     set('nb', NB);
     set('kc', this.plan.path === PATH.int ? KC_INT : KC);
+    set('kc_packed', kcPacked);
     set('scratch', scratch.ptr);
     set('scratch_stride', scratch.stride);
     set('offs', a.runtimeDims.handles[0]);

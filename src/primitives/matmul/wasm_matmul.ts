@@ -11,14 +11,11 @@ import { checkedOffsets, groupingOf, offsetsError } from './runtime_offsets.js';
 import { FLOAT_TYPES } from '../fusion.js';
 import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../fused_job.js';
 
-/** Tile geometry: MB x NB output blocks, K blocked by KC (B micro-panel 8 KiB in L1, A block in L2). */
-const MB = 64;
-const NB = 128;
-const KC = 256;
-/** The integer path's K block: int16 A and B blocks take the room of the f32 ones at KC. */
-const KC_INT = 512;
+import { TILE } from '../tile_geometry.js';
+
+const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 /** @internal the tile geometry (tests check the scratch it needs; NB must stay a multiple of 64 for GLU blocks32). */
-export const TILE = { MB, NB, KC, KC_INT } as const;
+export { TILE };
 
 /** Roles of each logical dimension of the arguments of a matmul (fusion.ts's table of coordinates). */
 function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } {
@@ -135,7 +132,8 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const p = this.p;
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
-    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2)));
+    const kcPacked = this.plan.path === PATH.f32 && p.weights.format === 'packed' ? KC_PACKED : 0;
+    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked));
     this.i32.fill(0);
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
     this.set('kind', p.kind === 'grouped_k' ? JOB_KIND.grouped_k : JOB_KIND.grouped_m);
@@ -148,6 +146,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     this.set('mb', MB);
     this.set('nb', NB);
     this.set('kc', kc);
+    this.set('kc_packed', kcPacked);
     this.set('scratch', scratch.ptr);
     this.set('scratch_stride', scratch.stride);
     this.set('nthreads', this.engine.threads);
