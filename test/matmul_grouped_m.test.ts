@@ -214,6 +214,41 @@ describe.each(ENGINE_CONFIGS)('matmul grouped variable M: [total_M, K] x [G, K, 
     await runPacked(3, 301, 150, [9, 0, 66], 3);
   });
 
+  it.each([['plain', tag.abc], ['packed', tag.any]] as const)(
+    'a token\'s result does not depend on how many tokens its expert got (%s weights, K = 4099: whole or blocked K, 1..4-row kernels)',
+    async (_name, weiTag) => {
+      const G = 4, K = 4099, N = 20, R = 70;
+      const srcMd = memory.desc.grouped([R, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+      const dstMd = memory.desc.grouped([R, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
+      const pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([G, K, N], dt.f32, weiTag), dstMd);
+      const plainMd = memory.desc([G, K, N], dt.f32, tag.abc);
+      const plain = Memory.create(plainMd, eng), wei = Memory.create(pd.queryMd('weights')!, eng), src = Memory.create(srcMd, eng);
+      const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+      const rng = mulberry32(11);
+      const w1 = Float64Array.from({ length: K * N }, () => Math.fround(rng() - 0.5));
+      const w = new Float64Array(G * K * N);
+      for (let g = 0; g < G; g++) w.set(w1, g * K * N); // every expert has the same weights
+      writeLogical(plain, w);
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plainMd, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
+      writeLogical(src, Float64Array.from({ length: R * K }, () => Math.fround(rng() - 0.5)));
+      const prim = new matmul.Primitive(pd);
+      let first: Float64Array | undefined;
+      try {
+        for (const sizes of [[70, 0, 0, 0], [1, 2, 3, 64], [5, 65, 0, 0], [33, 33, 3, 1], [0, 0, 0, 70]]) {
+          let acc = 0;
+          src.offsets.set([0, ...sizes.map((v) => (acc += v))]);
+          prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+          await strm.wait();
+          const got = readLogical(dst);
+          if (!first) first = got;
+          else expect(got, `routing ${sizes.join('+')}`).toEqual(first);
+        }
+      } finally {
+        [plain, src, wei, dst].forEach((m) => m.free());
+      }
+    },
+  );
+
   it('re-executing the same primitive with new offsets recomputes with the new routing', async () => {
     const G = 6, K = 13, N = 11, totalM = 40;
     const f = setupGroupedM(eng, { G, K, N, sizes: balanced(G, totalM), offsets: 'shared' });

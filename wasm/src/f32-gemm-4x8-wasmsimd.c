@@ -1,4 +1,5 @@
-/* f32 GEMM microkernel, 4 rows x 8 columns, on weights packed in 8-column panels (kc x 8, contiguous).
+/* f32 GEMM microkernel, up to 4 rows x 8 columns, on weights packed in 8-column panels (kc x 8,
+   contiguous); 1-, 2- and 3-row instances of the same body serve the last rows of a group.
    Baseline build: f32x4 mul + add. Relaxed build (-DRELAXED): f32x4.relaxed_madd (FMA on x86/ARM).
    C (+)= A[mr x kc] * W[kc x 8]; at the last K block the epilogue adds bias and applies element-wise
    post-ops while the tile is still in registers.
@@ -68,30 +69,33 @@ INLINE void store_row(float* c, size_t nc, v128_t lo, v128_t hi) {
   for (size_t j = 0; j < nc; j++) c[j] = t[j];
 }
 
-void UKERNEL_NAME(f32_gemm_4x8)(size_t mr, size_t nc, size_t kc, const float* restrict a, size_t lda,
-                               const float* restrict w, float* restrict c, size_t ldc, int accumulate,
-                               const epilogue_t* epi) {
+/* The kernel body for R = 1..4 rows (a constant after inlining: every `R > i` test folds away). Rows
+   a short tile does not have are not computed: a 1-row tail costs about half a 4-row block (the
+   accumulator chains, not the ports, bound it), where the padded 4-row kernel cost a whole one. Each
+   row's arithmetic is the same in every instance, so a token's result never depends on how many other
+   tokens its expert got. */
+INLINE void gemm_rows(const int R, size_t nc, size_t kc, const float* restrict a, size_t lda,
+                      const float* restrict w, float* restrict c, size_t ldc, int accumulate, const epilogue_t* epi) {
   /* 0 for every valid call (kc < 2^31: W alone holds 8 * kc floats), but V8 cannot fold it, so the
      pointers below are i32.add results it knows to be zero-extended. */
   const size_t z = (size_t)((uint32_t)kc >> 31);
   const float* a0 = a + z;
-  const float* a1 = a0 + (mr > 1 ? lda : 0);
-  const float* a2 = a1 + (mr > 2 ? lda : 0);
-  const float* a3 = a2 + (mr > 3 ? lda : 0);
+  const float* a1 = a0 + lda;
+  const float* a2 = a1 + lda;
+  const float* a3 = a2 + lda;
   float* c0 = c;
-  float* c1 = c0 + (mr > 1 ? ldc : 0);
-  float* c2 = c1 + (mr > 2 ? ldc : 0);
-  float* c3 = c2 + (mr > 3 ? ldc : 0);
+  float* c1 = c0 + ldc;
+  float* c2 = c1 + ldc;
+  float* c3 = c2 + ldc;
   w = w + z;
 
-  v128_t v00, v01, v10, v11, v20, v21, v30, v31;
+  const v128_t zero = wasm_f32x4_splat(0.0f);
+  v128_t v00 = zero, v01 = zero, v10 = zero, v11 = zero, v20 = zero, v21 = zero, v30 = zero, v31 = zero;
   if (accumulate) {
     load_row(c0, nc, &v00, &v01);
-    load_row(c1, nc, &v10, &v11);
-    load_row(c2, nc, &v20, &v21);
-    load_row(c3, nc, &v30, &v31);
-  } else {
-    v00 = v01 = v10 = v11 = v20 = v21 = v30 = v31 = wasm_f32x4_splat(0.0f);
+    if (R > 1) load_row(c1, nc, &v10, &v11);
+    if (R > 2) load_row(c2, nc, &v20, &v21);
+    if (R > 3) load_row(c3, nc, &v30, &v31);
   }
 
   size_t n = kc / 2;
@@ -101,43 +105,45 @@ void UKERNEL_NAME(f32_gemm_4x8)(size_t mr, size_t nc, size_t kc, const float* re
     const v128_t b2 = LDV(w, 32);
     const v128_t b1 = LDV(w, 16);
     const v128_t b3 = LDV(w, 48);
-    const v128_t x00 = LDS(a0, 0);
-    const v128_t x01 = LDS(a0, 4);
-    const v128_t x10 = LDS(a1, 0);
-    const v128_t x11 = LDS(a1, 4);
-    const v128_t x20 = LDS(a2, 0);
-    const v128_t x21 = LDS(a2, 4);
-    const v128_t x30 = LDS(a3, 0);
-    const v128_t x31 = LDS(a3, 4);
+    /* Unused rows load nothing; the loads keep the order of the 4-row recipe above. */
+    v128_t x00, x01, x10 = zero, x11 = zero, x20 = zero, x21 = zero, x30 = zero, x31 = zero;
+    x00 = LDS(a0, 0);
+    x01 = LDS(a0, 4);
+    if (R > 1) { x10 = LDS(a1, 0); x11 = LDS(a1, 4); }
+    if (R > 2) { x20 = LDS(a2, 0); x21 = LDS(a2, 4); }
+    if (R > 3) { x30 = LDS(a3, 0); x31 = LDS(a3, 4); }
     v00 = MADD2(x00, b0, x01, b2, v00);
     v01 = MADD2(x00, b1, x01, b3, v01);
-    v10 = MADD2(x10, b0, x11, b2, v10);
-    v11 = MADD2(x10, b1, x11, b3, v11);
-    v20 = MADD2(x20, b0, x21, b2, v20);
-    v21 = MADD2(x20, b1, x21, b3, v21);
-    v30 = MADD2(x30, b0, x31, b2, v30);
-    v31 = MADD2(x30, b1, x31, b3, v31);
+    if (R > 1) { v10 = MADD2(x10, b0, x11, b2, v10); v11 = MADD2(x10, b1, x11, b3, v11); }
+    if (R > 2) { v20 = MADD2(x20, b0, x21, b2, v20); v21 = MADD2(x20, b1, x21, b3, v21); }
+    if (R > 3) { v30 = MADD2(x30, b0, x31, b2, v30); v31 = MADD2(x30, b1, x31, b3, v31); }
     w += 16;
     a0 += 2;
-    a1 += 2;
-    a2 += 2;
-    a3 += 2;
+    if (R > 1) a1 += 2;
+    if (R > 2) a2 += 2;
+    if (R > 3) a3 += 2;
   } while (--n);
   if (kc & 1) {
     const v128_t b0 = wasm_v128_load(w);
     const v128_t b1 = wasm_v128_load(w + 4);
     const v128_t x0 = wasm_v128_load32_splat(a0);
-    const v128_t x1 = wasm_v128_load32_splat(a1);
-    const v128_t x2 = wasm_v128_load32_splat(a2);
-    const v128_t x3 = wasm_v128_load32_splat(a3);
     v00 = MADD(x0, b0, v00);
     v01 = MADD(x0, b1, v01);
-    v10 = MADD(x1, b0, v10);
-    v11 = MADD(x1, b1, v11);
-    v20 = MADD(x2, b0, v20);
-    v21 = MADD(x2, b1, v21);
-    v30 = MADD(x3, b0, v30);
-    v31 = MADD(x3, b1, v31);
+    if (R > 1) {
+      const v128_t x1 = wasm_v128_load32_splat(a1);
+      v10 = MADD(x1, b0, v10);
+      v11 = MADD(x1, b1, v11);
+    }
+    if (R > 2) {
+      const v128_t x2 = wasm_v128_load32_splat(a2);
+      v20 = MADD(x2, b0, v20);
+      v21 = MADD(x2, b1, v21);
+    }
+    if (R > 3) {
+      const v128_t x3 = wasm_v128_load32_splat(a3);
+      v30 = MADD(x3, b0, v30);
+      v31 = MADD(x3, b1, v31);
+    }
   }
   if (epi) {
     if (epi->bias) {
@@ -157,8 +163,19 @@ void UKERNEL_NAME(f32_gemm_4x8)(size_t mr, size_t nc, size_t kc, const float* re
       v30 = apply_elt(v30, alg, al, be); v31 = apply_elt(v31, alg, al, be);
     }
   }
-  store_row(c3, nc, v30, v31);
-  store_row(c2, nc, v20, v21);
-  store_row(c1, nc, v10, v11);
+  if (R > 3) store_row(c3, nc, v30, v31);
+  if (R > 2) store_row(c2, nc, v20, v21);
+  if (R > 1) store_row(c1, nc, v10, v11);
   store_row(c0, nc, v00, v01);
+}
+
+void UKERNEL_NAME(f32_gemm_4x8)(size_t mr, size_t nc, size_t kc, const float* restrict a, size_t lda,
+                               const float* restrict w, float* restrict c, size_t ldc, int accumulate,
+                               const epilogue_t* epi) {
+  switch (mr) {
+    case 4: gemm_rows(4, nc, kc, a, lda, w, c, ldc, accumulate, epi); break;
+    case 3: gemm_rows(3, nc, kc, a, lda, w, c, ldc, accumulate, epi); break;
+    case 2: gemm_rows(2, nc, kc, a, lda, w, c, ldc, accumulate, epi); break;
+    default: gemm_rows(1, nc, kc, a, lda, w, c, ldc, accumulate, epi); break;
+  }
 }
