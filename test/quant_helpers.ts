@@ -7,7 +7,7 @@
  */
 import { expect } from 'vitest';
 import {
-  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, tag,
+  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, reorder, tag,
   type BinaryAlg, type DataType, type EltwiseAlg, type GluAlg, type GluLayout,
 } from '../src/index.js';
 import { cumulative, mulberry32, type Rng } from './workloads.js';
@@ -299,6 +299,8 @@ export interface GMCase {
   readonly bias?: boolean;
   readonly glu?: GluSpec;
   readonly ops?: readonly TestOp[];
+  /** Weights `tag.any`: the pd picks the (packed) layout and a reorder fills it from plain weights. */
+  readonly packed?: boolean;
   readonly seed?: number;
 }
 
@@ -343,7 +345,8 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
 
   const srcMd = p2 ? memory.desc([M, K], srcDt, tag.ab) : memory.desc.grouped([M, K], srcDt, G, [RT, K]);
   const dstMd = p2 ? memory.desc([M, Nd], dstDt, tag.ab) : memory.desc.grouped([M, Nd], dstDt, G, [RT, Nd]);
-  const weiMd = memory.desc([G, K, N], weiDt, tag.abc);
+  const plainWeiMd = memory.desc([G, K, N], weiDt, tag.abc);
+  const weiMd = c.packed ? memory.desc([G, K, N], weiDt, tag.any) : plainWeiMd;
   const biasMd = c.bias ? memory.desc([G, N], dt.f32, tag.ab) : undefined;
   const bins = (c.ops ?? []).map((op) => (op.kind === 'binary' ? binaryTensor(op.shape, S, rng) : undefined));
   const attr = attrOf(c, bins.map((b) => b?.md));
@@ -355,7 +358,14 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
   const mk = (md: MemoryDesc, handles?: (number | undefined)[]): Memory => { const m = Memory.create(md, eng, handles); mems.push(m); return m; };
   try {
     const x = tensorValues(srcDt, rng, M * K), w = tensorValues(weiDt, rng, G * K * N);
-    const src = mk(srcMd).write(x), wei = mk(weiMd).write(w);
+    const src = mk(srcMd).write(x);
+    let wei = mk(plainWeiMd).write(w);
+    if (c.packed) {
+      const plain = wei;
+      wei = mk(pd.queryMd('weights')!);
+      expect(wei.desc.format, 'the pd picks a layout').not.toBe('any');
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
+    }
     const dst = p2 ? mk(dstMd) : mk(dstMd, [undefined, src.handles[1]]);
     const prev = tensorValues(dstDt, rng, M * Nd);
     dst.write(prev);

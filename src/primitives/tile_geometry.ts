@@ -9,10 +9,10 @@ export const TILE = {
   /** The integer path's K block: int16 A and B blocks take the room of the f32 ones at KC. */
   KC_INT: 512,
   /**
-   * The fast f32 path's largest K block on packed weights (job.kc_packed): a 64 x 2048 f32 A block is
-   * 512 KiB, half an L2 of current x86 cores. Packed panels are [K][8] per 8 columns, so one long K block
-   * reads each panel in one contiguous stream instead of 8 KiB pieces 64 KiB apart (20% faster on MoE
-   * shapes, where the weights come from DRAM; wasm/src/gemm-driver.c k_block()).
+   * The largest K block, in f32 units, on weights read straight from packed panels (job.kc_packed): a
+   * 64 x 2048 f32 A block is 512 KiB, half an L2 of current x86 cores. Panels are [K][8] per 8 columns;
+   * short K blocks read 8 KiB pieces K x 32 bytes apart, which at K = 2048 all fall in the same L2 sets
+   * (MoE shapes 20% slower; wasm/src/driver.h k_block()).
    */
   KC_PACKED: 2048,
 } as const;

@@ -55,27 +55,12 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
   return code;
 }
 
-/* The K block of a fast-path tile of mc rows. Packed weights sit [panel][K][8]: a K block reads a
-   piece of every panel of the tile, kc x 32 bytes each, 32 KiB..64 KiB apart. With kc = 256 those are
-   16 streams of 8 KiB, each restarting the hardware prefetcher, which costs 20% on MoE shapes (a few
-   rows per expert: the weights stream from DRAM). So packed weights take K whole, or in as few equal
-   blocks as the A block (mb x kc_packed floats, sized for L2) allows. Blocks stay even: the kernel sums
-   k in pairs, so results do not depend on the blocking. Plain weights are packed per tile into a
-   kc x NB block: kc stays. */
-INLINE int32_t k_block(const job_t* j, int packed, int32_t mc, int32_t Kg) {
-  if (!packed || j->kc_packed <= j->kc) return j->kc;
-  const int32_t rows = (mc + MR - 1) & ~(MR - 1);
-  const int32_t cap = (int32_t)(((int64_t)j->mb * j->kc_packed / rows) & ~(int64_t)1);
-  if (Kg <= cap) return MAX(Kg, 1);
-  return (cdiv(Kg, cdiv(Kg, cap)) + 1) & ~1;
-}
-
 /* One GEMM tile of the fast f32 path: C[m0 : m0+mc, n0 : n0+nc], operands f32/bf16/f16. */
 static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, const float* wpacked, int32_t Kfull,
                      operand_t C, const char* bias_g, size_t bias_off, int32_t Kg, int32_t m0, int32_t mc, int32_t n0,
                      int32_t nc) {
   const int32_t NB = j->nb;
-  const int32_t KC = k_block(j, wpacked != 0, mc, Kg);
+  const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1);
   A.base += A.off * esz(A.dt);
   B.base += B.off * esz(B.dt);
   C.base += C.off * esz(C.dt);

@@ -21,6 +21,7 @@
 #include "driver.h"
 #include "lowp.h"
 #include "vmath.h"
+#include "tile_io.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Scales, zero points and binary inputs */
@@ -497,7 +498,12 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
   vecs_t w;
   vecs_setup(j, s, &w);
   const int is_int = j->path == PATH_INT;
-  const int32_t KC = j->kc, Kg = v->Kg, ldc = t.ldc, g = v->g;
+  const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g;
+  const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
+  /* Weights read straight from their packed panels (every segment starts on a panel). */
+  int direct = is_int ? v->wfmt == WEI_S16_P8K2 : f32_direct_ok;
+  for (int sg = 0; sg < t.nseg; sg++) direct = direct && t.seg_n[sg] % NR == 0;
+  const int32_t KC = k_block(j, direct, mc, Kg, is_int ? 2 : 1);
 
   /* Per-column and per-row parameters of the tile (constant along K by construction of the path). */
   const qarg_t *qss = &j->q[Q_SRC_SCALE], *qws = &j->q[Q_WEI_SCALE], *qsz = &j->q[Q_SRC_ZP], *qwz = &j->q[Q_WEI_ZP];
@@ -533,7 +539,6 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
     for (int32_t x = t.seg_c[sg] + t.seg_w[sg]; x < t.seg_c[sg] + round8(t.seg_w[sg]); x++)
       for (int32_t i = 0; i < mc; i++) s->c[(size_t)i * ldc + x] = 0.0f;
 
-  const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
   for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
     const int32_t kc = MIN(KC, Kg - k0), kcp = (kc + 1) & ~1;
     const int first = k0 == 0;
@@ -545,7 +550,7 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
       if (is_int) {
         const int16_t* bp;
         size_t pstride;
-        if (v->wfmt == WEI_S16_P8K2 && sn % NR == 0) {
+        if (direct) {
           const int32_t Kp = (v->Kfull + 1) & ~1;
           bp = (const int16_t*)v->wpacked + ((size_t)(sn / NR) * Kp + k0) * NR;
           pstride = (size_t)Kp * NR;
@@ -564,6 +569,7 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
             }
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
+          if (direct) touch_range(bp + p * pstride, (size_t)kcp * NR * sizeof(int16_t));
           for (int32_t i = 0; i < mc; i += MR)
             s16_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC, (size_t)KC,
                          bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
@@ -571,7 +577,7 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
       } else {
         const float* bp;
         size_t pstride;
-        if (f32_direct_ok && sn % NR == 0) {
+        if (direct) {
           bp = (const float*)v->wpacked + ((size_t)(sn / NR) * v->Kfull + k0) * NR;
           pstride = (size_t)v->Kfull * NR;
         } else {
@@ -581,6 +587,7 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
         }
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
+          if (direct) touch_range(bp + p * pstride, (size_t)kc * NR * sizeof(float));
           for (int32_t i = 0; i < mc; i += MR)
             f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, s->a + (size_t)i * KC, (size_t)KC,
                          bp + p * pstride, cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first, 0);

@@ -130,7 +130,7 @@ class Executor {
   private fill(a: GroupedGemmArgs): number {
     const { p, i32 } = this;
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
-    const kcPacked = this.plan.path === PATH.f32 && p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : 0;
+    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : 0;
     const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked));
     i32.fill(0);
     const set = (f: keyof typeof JOB, v: number): void => {

@@ -132,7 +132,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const p = this.p;
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
-    const kcPacked = this.plan.path === PATH.f32 && p.weights.format === 'packed' ? KC_PACKED : 0;
+    const kcPacked = p.weights.format === 'packed' ? KC_PACKED : 0;
     const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked));
     this.i32.fill(0);
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];

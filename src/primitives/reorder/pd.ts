@@ -32,8 +32,12 @@ export class PrimitiveDesc {
     const ints = ['s8', 'u8', 's4', 'u4'];
     if (dst.format === 'packed' && dst.packed?.name === PACKED_S16) {
       checkImpl(ints.includes(src.dataType) && dst.dataType === src.dataType, `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_S16} is not supported (s8, u8, s4, u4 to the same type)`);
+    } else if (dst.format === 'packed') {
+      checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_P8} is not supported (f32, bf16, f16)`);
     } else {
-      checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} is not supported (f32, bf16, f16)`);
+      // Plain to plain: any layout change of one type (codes copied as stored), or a float conversion.
+      const ok = src.dataType === dst.dataType || (floats.includes(src.dataType) && floats.includes(dst.dataType));
+      checkImpl(ok, `reorder: ${src.dataType} -> ${dst.dataType} is not supported (same type, or between f32, bf16, f16)`);
     }
     if (dst.format === 'packed') {
       checkImpl(dst.packed?.name === PACKED_P8 || dst.packed?.name === PACKED_S16, `reorder: packed layout ${dst.packed?.name} is not supported`);

@@ -1,5 +1,5 @@
 import { DnnlError, check } from '../../common/status.js';
-import { fromStored, toStored } from '../../common/data_type.js';
+import { fromStored, isSubByteType, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import { PACKED_S16, packWeightsS16Ts, packWeightsTs } from '../../memory/packed_weights.js';
 import { JOB_DT_ALL } from '../../runtime/job_layout.js';
@@ -62,17 +62,22 @@ export class Primitive {
       }
       return;
     }
-    // Plain copy: walk logical indices, converting types.
+    // Plain copy: walk logical indices; one type copies stored codes (4-bit: nibble e of byte e / 2),
+    // floats convert.
     const fv = from.values, tv = to.values;
     const nd = src.ndims;
     const idx = new Array<number>(nd).fill(0);
+    const same = src.dataType === dst.dataType, nibbles = isSubByteType(src.dataType);
     for (let e = 0; e < src.nelems; e++) {
       let so = 0, d = 0;
       for (let i = 0; i < nd; i++) {
         so += idx[i] * src.strides[i];
         d += idx[i] * dst.strides[i];
       }
-      tv[d] = toStored(dst.dataType, fromStored(src.dataType, fv[so]));
+      if (nibbles) {
+        const code = (fv[so >>> 1] >>> ((so & 1) << 2)) & 0xf, sh = (d & 1) << 2;
+        tv[d >>> 1] = (tv[d >>> 1] & ~(0xf << sh)) | (code << sh);
+      } else tv[d] = same ? fv[so] : toStored(dst.dataType, fromStored(src.dataType, fv[so]));
       for (let i = nd - 1; i >= 0 && ++idx[i] === src.dims[i]; i--) idx[i] = 0;
     }
   }
