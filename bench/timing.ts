@@ -16,8 +16,35 @@ export async function timeIt(fn: () => Promise<void> | void, opts: { warmup?: nu
     await fn();
     t.push(performance.now() - t0);
   }
-  t.sort((a, b) => a - b);
-  return { median: t[Math.floor(t.length / 2)], min: t[0], max: t[t.length - 1], runs: t.length };
+  return stats(t);
+}
+
+/**
+ * Times `fn` and a reference `ref` alternately, sample by sample, so both see the same interference
+ * from other tenants of a shared machine: their ratio is then meaningful even when each alone is not.
+ */
+export async function timePaired(fn: () => Promise<void> | void, ref: () => void, opts: { warmup?: number; minRuns?: number; minMs?: number; maxRuns?: number } = {}): Promise<[Timing, Timing]> {
+  const { warmup = 2, minRuns = 7, minMs = 1000, maxRuns = 200 } = opts;
+  for (let i = 0; i < warmup; i++) {
+    await fn();
+    ref();
+  }
+  const a: number[] = [], b: number[] = [];
+  const start = performance.now();
+  while (a.length < minRuns || (performance.now() - start < minMs && a.length < maxRuns)) {
+    let t0 = performance.now();
+    await fn();
+    a.push(performance.now() - t0);
+    t0 = performance.now();
+    ref();
+    b.push(performance.now() - t0);
+  }
+  return [stats(a), stats(b)];
+}
+
+function stats(t: number[]): Timing {
+  const s = [...t].sort((x, y) => x - y);
+  return { median: s[s.length >> 1], min: s[0], max: s[s.length - 1], runs: s.length };
 }
 
 export function fillRandom(a: Float32Array, seed: number, scale = 1): void {
