@@ -25,7 +25,7 @@ export interface GroupedGemmArgs {
 
 export interface GroupedGemmImpl {
   readonly name: string;
-  describe?(engine: Engine): string;
+  describe?(engine: Engine, p: GroupedGemmProblem): string;
   reject(p: GroupedGemmProblem, engine: Engine): string | undefined;
   weightsLayout(e: Expert, engine: Engine): MemoryDesc;
   createExecutor(p: GroupedGemmProblem, engine: Engine): { task(args: GroupedGemmArgs): StreamTask };

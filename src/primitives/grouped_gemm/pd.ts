@@ -163,7 +163,7 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
-    return this.impl.describe?.(this.engine) ?? this.impl.name;
+    return this.impl.describe?.(this.engine, this.problem) ?? this.impl.name;
   }
 
   /** @internal */

@@ -3,7 +3,7 @@ import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, WEI_PACKED, scratchBytes } from '../../runtime/job_layout.js';
+import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes } from '../../runtime/job_layout.js';
 import { writeEpilogue } from '../kernel_epilogue.js';
 import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
@@ -40,7 +40,10 @@ function planExperts(p: GroupedGemmProblem): FusedPlan | string {
  */
 export const wasmGroupedGemm: GroupedGemmImpl = {
   name: 'wasm:f32-gemm-4x8',
-  describe: (engine) => `wasm:${engine.isa}:f32-gemm-4x8`,
+  describe(engine, p) {
+    const plan = planExperts(p);
+    return `wasm:${engine.isa}:${PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
+  },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
     if (p.experts.some((e) => e.weights.format === 'packed' && e.weights.packed?.name !== PACKED_P8 && e.weights.packed?.name !== PACKED_S16)) return 'unknown packed layout';

@@ -32,8 +32,8 @@ export interface MatmulExecutor {
  */
 export interface MatmulImpl {
   readonly name: string;
-  /** Full name for `pd.implInfo` on this engine (e.g. with the ISA); defaults to `name`. */
-  describe?(engine: Engine): string;
+  /** Full name for `pd.implInfo` of this problem on this engine (ISA, kernel path); defaults to `name`. */
+  describe?(engine: Engine, p: MatmulProblem): string;
   reject(p: MatmulProblem, engine: Engine): string | undefined;
   weightsLayout(p: MatmulProblem, engine: Engine): MemoryDesc;
   createExecutor(p: MatmulProblem, engine: Engine): MatmulExecutor;

@@ -312,7 +312,7 @@ export class PrimitiveDesc {
 
   /** Name of the chosen implementation (oneDNN `impl_info_str`). */
   get implInfo(): string {
-    return this.impl.describe?.(this.engine) ?? this.impl.name;
+    return this.impl.describe?.(this.engine, this.problem) ?? this.impl.name;
   }
 
   /** @internal verbose rendering of all descriptors. */

@@ -3,7 +3,7 @@ import { packedGeometry, packedS16Geometry, packedS16WeightsDesc, packedWeightsD
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, PATH, WEI_PACKED, scratchBytes, type JobField } from '../../runtime/job_layout.js';
+import { GROUP_MODE, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes, type JobField } from '../../runtime/job_layout.js';
 import { writeEpilogue } from '../kernel_epilogue.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
@@ -42,7 +42,10 @@ function planMatmul(p: MatmulProblem): FusedPlan | string {
  */
 export const wasmMatmul: MatmulImpl = {
   name: 'wasm:f32-gemm-4x8',
-  describe: (engine) => `wasm:${engine.isa}:f32-gemm-4x8`,
+  describe(engine, p) {
+    const plan = planMatmul(p);
+    return `wasm:${engine.isa}:${PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
+  },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
     for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst]] as const) {
