@@ -114,6 +114,14 @@ describe.each(QUANT_ENGINES)('fused post-ops [%s]', (_name, opts) => {
       expectBitwise(await runP3Q(eng, strm, { experts, ...c }));
     });
 
+    it.each([
+      ['s8 x s8 -> s32, src zero point per expert (folded into the packed A block)', { srcDt: dt.s8, weiDt: dt.s8, dstDt: dt.s32, zps: { src: { kind: 'tensor', dt: dt.s8 } } }],
+      ['f8_e4m3 x f8_e4m3 -> f32, src scale per expert', { srcDt: dt.f8_e4m3, weiDt: dt.f8_e4m3, scales: { src: { kind: 'tensor' } } }],
+    ] as const)('experts given the same src memory: %s', async (_n, c) => {
+      const same = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 8, N: 6, rows: 3, cap: 4 }, { K: 8, N: 6, rows: 2, cap: 4 }];
+      expectBitwise(await runP3Q(eng, strm, { experts: same, sharedSrc: true, ...c }));
+    });
+
     it.each(['shared_1', 'shared_n', 'row_1', 'row_n'] as const)('binary src1 %s', async (shape) => {
       expectBitwise(await runP3Q(eng, strm, { experts, ops: [{ kind: 'binary', alg: 'binary_mul', shape }, { kind: 'binary', alg: 'binary_add', shape }, { kind: 'sum', scale: 0.5 }] }));
     });

@@ -525,6 +525,8 @@ export interface P3QCase {
   readonly glu?: GluSpec;
   /** Binary src1: 'shared_1' [1,1], 'shared_n' [1,N], 'row_1' [RT,1] per expert, 'row_n' [RT,N] per expert. */
   readonly ops?: readonly (Exclude<TestOp, { kind: 'binary' }> | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly shape: 'shared_1' | 'shared_n' | 'row_1' | 'row_n' })[];
+  /** Every expert reads expert 0's src memory (same K, rows and cap): the same tokens for all. */
+  readonly sharedSrc?: boolean;
   readonly seed?: number;
 }
 
@@ -576,11 +578,14 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
     const dstPlain: Memory[] = [];
     /** Values of the shared (`[1, 1|N]`) src1 tensors, by op index: written once, read by every expert. */
     const sharedVals: (Float64Array | undefined)[] = [];
+    let x0: Float64Array = new Float64Array(0);
     c.experts.forEach((e, i) => {
       const cap = e.cap ?? e.rows;
       const Nd = nd(e.N);
-      const x = tensorValues(srcDt, rng, cap * e.K), w = tensorValues(weiDt, rng, e.K * e.N), prev = tensorValues(dstDt, rng, cap * Nd);
-      args[ARG.MULTIPLE_SRC + i] = rowsMem(srcMds[i], cap, x);
+      const own = tensorValues(srcDt, rng, cap * e.K), w = tensorValues(weiDt, rng, e.K * e.N), prev = tensorValues(dstDt, rng, cap * Nd);
+      const x = c.sharedSrc && i > 0 ? x0 : own;
+      args[ARG.MULTIPLE_SRC + i] = c.sharedSrc && i > 0 ? args[ARG.MULTIPLE_SRC] : rowsMem(srcMds[i], cap, x);
+      if (i === 0) x0 = x;
       const dp = mk(memory.desc([cap, Nd], dstDt, tag.ab)).write(prev);
       dstPlain.push(dp);
       prevs.push(prev);

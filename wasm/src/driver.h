@@ -28,7 +28,7 @@ typedef struct scratch {
      Reset per run_job call: the job's operands may have changed since the last one. */
   const char* a_base;
   size_t a_off;
-  int32_t a_m0, a_mc, a_k0, a_kc, a_ld;
+  int32_t a_g, a_m0, a_mc, a_k0, a_kc, a_ld;
 } scratch_t;
 
 INLINE int32_t scratch_nbc(const job_t* j) { return j->nb + 16; }
@@ -79,5 +79,24 @@ typedef struct group_view {
 } group_view_t;
 
 /* The fused paths' tile: C[m0 : m0 + mc] x dst columns [n0, n0 + nc) (GEMM columns: twice as many with a GLU). */
-void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
+void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc);
+
+/* Whether s->a already holds this A block (the worker's previous tile packed it); records it if not,
+   assuming the caller packs it next. The group is part of the key: groups may share src rows (P#3
+   experts given the same memory) but fold different scales or zero points into the packed block. */
+INLINE int a_block_cached(scratch_t* s, int32_t g, const char* base, size_t off, int32_t m0, int32_t mc, int32_t k0,
+                          int32_t kc, int32_t ld) {
+  if (s->a_base == base && s->a_g == g && s->a_off == off && s->a_m0 == m0 && s->a_mc == mc && s->a_k0 == k0 &&
+      s->a_kc == kc && s->a_ld == ld)
+    return 1;
+  s->a_base = base;
+  s->a_g = g;
+  s->a_off = off;
+  s->a_m0 = m0;
+  s->a_mc = mc;
+  s->a_k0 = k0;
+  s->a_kc = kc;
+  s->a_ld = ld;
+  return 0;
+}

@@ -58,7 +58,7 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
 /* One GEMM tile of the fast f32 path: C[m0 : m0+mc, n0 : n0+nc], operands f32/bf16/f16. */
 static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, const float* wpacked, int32_t Kfull,
                      operand_t C, const char* bias_g, size_t bias_off, int32_t Kg, int32_t m0, int32_t mc, int32_t n0,
-                     int32_t nc) {
+                     int32_t nc, int32_t g) {
   const int32_t NB = j->nb;
   const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1);
   A.base += A.off * esz(A.dt);
@@ -90,8 +90,7 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
     /* A is always copied into a contiguous MB x KC block: rows of the user's matrix sit K floats
        apart, and with K a multiple of 1024 they would all alias the same L1 sets. */
     const size_t lda = (size_t)KC;
-    if (s->a_base == A.base && s->a_off == A.off && s->a_m0 == m0 && s->a_mc == mc && s->a_k0 == k0 && s->a_kc == kc &&
-        s->a_ld == KC) {
+    if (a_block_cached(s, g, A.base, A.off, m0, mc, k0, kc, KC)) {
       /* the previous tile of this worker left exactly this block in s->a */
     } else if (A.dt == DT_F32 && A.s1 == 1) {
       for (int32_t i = 0; i < mc; i++) {
@@ -103,13 +102,6 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
         for (int32_t k = 0; k < kc; k++)
           s->a[(size_t)i * KC + k] = load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
     }
-    s->a_base = A.base;
-    s->a_off = A.off;
-    s->a_m0 = m0;
-    s->a_mc = mc;
-    s->a_k0 = k0;
-    s->a_kc = kc;
-    s->a_ld = KC;
     const float* a = s->a;
     const float* bp;
     size_t panel_stride;
@@ -205,7 +197,7 @@ static void run_group_tile(const job_t* j, scratch_t* s, const group_view_t* v, 
     run_tile_fused(j, s, v, m0, mc, n0, nc);
     return;
   }
-  run_tile(j, s, v->A, v->B, (const float*)v->wpacked, v->Kfull, v->C, v->bias, v->bias_off, v->Kg, m0, mc, n0, nc);
+  run_tile(j, s, v->A, v->B, (const float*)v->wpacked, v->Kfull, v->C, v->bias, v->bias_off, v->Kg, m0, mc, n0, nc, v->g);
 }
 
 EXPORT(run_job) int run_job(job_t* j, int tid) {

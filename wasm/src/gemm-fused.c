@@ -491,7 +491,7 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
 
 /* ---------------------------------------------------------------------------------------------- */
 
-void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
+void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc) {
   tile_t t;
   tile_setup(j, v, &t, m0, mc, n0, nc);
@@ -542,8 +542,15 @@ void run_tile_fused(const job_t* j, const scratch_t* s, const group_view_t* v, i
   for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
     const int32_t kc = MIN(KC, Kg - k0), kcp = (kc + 1) & ~1;
     const int first = k0 == 0;
-    if (is_int) pack_a_s16(v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, wzb != 0);
-    else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
+    /* Consecutive tiles of a group (N-blocks) share their A block: pack it once per worker, unless the
+       packing also sums the rows (weights zero points), which the tile epilogue needs afresh. */
+    if (is_int && wzb) {
+      s->a_base = 0;
+      pack_a_s16(v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 1);
+    } else if (!a_block_cached(s, g, v->A.base, v->A.off, m0, mc, k0, kc, KC)) {
+      if (is_int) pack_a_s16(v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 0);
+      else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
+    }
     for (int sg = 0; sg < t.nseg; sg++) {
       const int32_t sn = t.seg_n[sg], sw = t.seg_w[sg], npan = cdiv(sw, NR);
       float* cseg = s->c + t.seg_c[sg];

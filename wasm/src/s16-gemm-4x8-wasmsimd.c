@@ -1,4 +1,5 @@
-/* Integer GEMM microkernel, 4 rows x 8 columns, exact int32 accumulation of int16 products.
+/* Integer GEMM microkernel, up to 4 rows x 8 columns, exact int32 accumulation of int16 products
+   (1-, 2- and 3-row instances serve the last rows of a group: a padded row cost a whole one).
    A: mr rows of kc int16 (kc even; row stride lda elements): the tile's src rows, already widened
       (s8/u8 minus the src zero point, or raw when the zero point is applied as a compensation).
    W: one 8-column panel of kc/2 k-pairs; k-pair t is 16 int16 = two vectors:
@@ -15,31 +16,29 @@
 #include "tile_io.h"
 
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
-/* acc + a0.b0 + a1.b1 (two k-pairs) */
-#define DOT2(a0, b0, a1, b1, acc) DOT((a1), (b1), DOT((a0), (b0), (acc)))
 
-void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, size_t lda,
-                  const int16_t* restrict w, int32_t* restrict c, size_t ldc, int accumulate) {
+/* The kernel for R = 1..4 rows (a constant after inlining; rows a short tile lacks are not computed). */
+INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict a, size_t lda, const int16_t* restrict w,
+                     int32_t* restrict c, size_t ldc, int accumulate) {
   /* 0 for every valid call; makes the pointers i32.add results V8 knows are zero-extended. */
   const size_t z = (size_t)((uint32_t)kc >> 31);
   const int16_t* a0 = a + z;
-  const int16_t* a1 = a0 + (mr > 1 ? lda : 0);
-  const int16_t* a2 = a1 + (mr > 2 ? lda : 0);
-  const int16_t* a3 = a2 + (mr > 3 ? lda : 0);
+  const int16_t* a1 = a0 + lda;
+  const int16_t* a2 = a1 + lda;
+  const int16_t* a3 = a2 + lda;
   int32_t* c0 = c;
-  int32_t* c1 = c0 + (mr > 1 ? ldc : 0);
-  int32_t* c2 = c1 + (mr > 2 ? ldc : 0);
-  int32_t* c3 = c2 + (mr > 3 ? ldc : 0);
+  int32_t* c1 = c0 + ldc;
+  int32_t* c2 = c1 + ldc;
+  int32_t* c3 = c2 + ldc;
   w = w + z;
 
-  v128_t v00, v01, v10, v11, v20, v21, v30, v31;
+  const v128_t zero = wasm_i32x4_splat(0);
+  v128_t v00 = zero, v01 = zero, v10 = zero, v11 = zero, v20 = zero, v21 = zero, v30 = zero, v31 = zero;
   if (accumulate) {
     load_row8(c0, nc, &v00, &v01);
-    load_row8(c1, nc, &v10, &v11);
-    load_row8(c2, nc, &v20, &v21);
-    load_row8(c3, nc, &v30, &v31);
-  } else {
-    v00 = v01 = v10 = v11 = v20 = v21 = v30 = v31 = wasm_i32x4_splat(0);
+    if (R > 1) load_row8(c1, nc, &v10, &v11);
+    if (R > 2) load_row8(c2, nc, &v20, &v21);
+    if (R > 3) load_row8(c3, nc, &v30, &v31);
   }
 
   /* One k-pair per iteration: V8 issues the 6 loads first and schedules the arithmetic late, so
@@ -49,26 +48,34 @@ void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, si
   if (n) do {
     const v128_t b0 = LDV(w, 0);
     const v128_t b1 = LDV(w, 16);
-    const v128_t x0 = LDS(a0, 0);
-    const v128_t x1 = LDS(a1, 0);
-    const v128_t x2 = LDS(a2, 0);
-    const v128_t x3 = LDS(a3, 0);
+    v128_t x0, x1 = zero, x2 = zero, x3 = zero;
+    x0 = LDS(a0, 0);
+    if (R > 1) x1 = LDS(a1, 0);
+    if (R > 2) x2 = LDS(a2, 0);
+    if (R > 3) x3 = LDS(a3, 0);
     v00 = DOT(x0, b0, v00);
     v01 = DOT(x0, b1, v01);
-    v10 = DOT(x1, b0, v10);
-    v11 = DOT(x1, b1, v11);
-    v20 = DOT(x2, b0, v20);
-    v21 = DOT(x2, b1, v21);
-    v30 = DOT(x3, b0, v30);
-    v31 = DOT(x3, b1, v31);
+    if (R > 1) { v10 = DOT(x1, b0, v10); v11 = DOT(x1, b1, v11); }
+    if (R > 2) { v20 = DOT(x2, b0, v20); v21 = DOT(x2, b1, v21); }
+    if (R > 3) { v30 = DOT(x3, b0, v30); v31 = DOT(x3, b1, v31); }
     w += 16;
     a0 += 2;
-    a1 += 2;
-    a2 += 2;
-    a3 += 2;
+    if (R > 1) a1 += 2;
+    if (R > 2) a2 += 2;
+    if (R > 3) a3 += 2;
   } while (--n);
-  store_row8(c3, nc, v30, v31);
-  store_row8(c2, nc, v20, v21);
-  store_row8(c1, nc, v10, v11);
+  if (R > 3) store_row8(c3, nc, v30, v31);
+  if (R > 2) store_row8(c2, nc, v20, v21);
+  if (R > 1) store_row8(c1, nc, v10, v11);
   store_row8(c0, nc, v00, v01);
+}
+
+void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, size_t lda,
+                  const int16_t* restrict w, int32_t* restrict c, size_t ldc, int accumulate) {
+  switch (mr) {
+    case 4: s16_rows(4, nc, kc, a, lda, w, c, ldc, accumulate); break;
+    case 3: s16_rows(3, nc, kc, a, lda, w, c, ldc, accumulate); break;
+    case 2: s16_rows(2, nc, kc, a, lda, w, c, ldc, accumulate); break;
+    default: s16_rows(1, nc, kc, a, lda, w, c, ldc, accumulate); break;
+  }
 }
