@@ -87,11 +87,14 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   const a = eng.alloc(4 * kc * 4), w = eng.alloc(kc * 8 * 4), c = eng.alloc(4 * 8 * 4);
   fillRandom(new Float32Array(eng.buffer, a, 4 * kc), 1);
   fillRandom(new Float32Array(eng.buffer, w, kc * 8), 2, 0.01);
-  const tp: number[] = [], tu: number[] = [];
+  // The integer kernel on int16 operands of the same bytes (kc2 = 2 kc k-values), for int8 recipes.
+  const kc2 = 2 * kc, repsInt = reps / 2;
+  const tp: number[] = [], tu: number[] = [], ti: number[] = [];
   const t0 = performance.now();
   for (let i = 0; i < 3; i++) {
     k.peak_f32(iters, 1.0001);
     k.ukernel_f32(reps, kc, a, w, c);
+    k.ukernel_s16(repsInt, kc2, a, w, c);
   }
   while (tp.length < 15 || (performance.now() - t0 < 2 * minMs && tp.length < 400)) {
     let s = performance.now();
@@ -100,6 +103,9 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
     s = performance.now();
     k.ukernel_f32(reps, kc, a, w, c);
     tu.push(performance.now() - s);
+    s = performance.now();
+    k.ukernel_s16(repsInt, kc2, a, w, c);
+    ti.push(performance.now() - s);
   }
   const stats = (t: number[]): Timing => {
     const x = [...t].sort((p, q) => p - q);
@@ -109,6 +115,8 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   const peakFlops = 96 * iters, ukFlops = 2 * 4 * 8 * kc * reps;
   report(row('peak', `wasm:${eng.isa}:f32x4-${eng.isa === 'relaxed' ? 'fma' : 'mul+add'}`, 'f32', 1, sp, peakFlops));
   report(row('ukernel', `wasm:${eng.isa}:f32-gemm-4x8 kc=${kc}`, 'f32', 1, su, ukFlops, `best/best=${((ukFlops / su.min) / (peakFlops / sp.min)).toFixed(3)}`));
+  const intOps = 2 * 4 * 8 * kc2 * repsInt;
+  report(row('ukernel', `wasm:${eng.isa}:s16-gemm-4x8 kc=${kc2}`, 's16', 1, stats(ti), intOps, `int ops; / f32 ukernel = ${((intOps / stats(ti).median) / (ukFlops / su.median)).toFixed(3)}`));
   eng.release();
 }
 

@@ -20,6 +20,7 @@ export interface KernelExports {
   check_encode(dt: number, src: number, dst: number, n: number): void;
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
+  ukernel_s16(reps: number, kc: number, a: number, w: number, c: number): number;
   stream_f32(ptr: number, n: number): number;
   __stack_pointer: WebAssembly.Global;
   __heap_base: WebAssembly.Global;

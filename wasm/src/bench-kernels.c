@@ -29,6 +29,15 @@ EXPORT(ukernel_f32) float ukernel_f32(int32_t reps, int32_t kc, const float* a, 
   return c[0];
 }
 
+/* The bare integer microkernel on L1-resident operands: reps calls of MR x NR x kc (kc even). */
+EXPORT(ukernel_s16) int32_t ukernel_s16(int32_t reps, int32_t kc, const int16_t* a, const int16_t* w, int32_t* c) {
+  for (int32_t r = 0; r < reps; r++) {
+    __asm__ volatile("" ::: "memory");
+    s16_gemm_4x8(MR, NR, (size_t)kc, a, (size_t)kc, w, c, NR, r > 0);
+  }
+  return c[0];
+}
+
 /* Reads n floats once with 4 independent f32x4 accumulators: the time to stream weights, for the
    decode target (touched weights must stream at most 2x slower inside the matmul). */
 EXPORT(stream_f32) float stream_f32(const float* p, int32_t n) {
