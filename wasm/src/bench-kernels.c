@@ -24,7 +24,7 @@ EXPORT(peak_f32) float peak_f32(int32_t iters, float seed) {
 EXPORT(ukernel_f32) float ukernel_f32(int32_t reps, int32_t kc, const float* a, const float* w, float* c) {
   for (int32_t r = 0; r < reps; r++) {
     __asm__ volatile("" ::: "memory");
-    f32_gemm_4x8(MR, NR, (size_t)kc, a, (size_t)kc, w, c, NR, r > 0, 0);
+    f32_gemm_4x8(MR, NR, (size_t)kc, a, w, c, NR, r > 0, 0);
   }
   return c[0];
 }

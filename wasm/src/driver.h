@@ -65,6 +65,30 @@ INLINE int32_t k_block(const job_t* j, int direct, int32_t mc, int32_t Kg, int32
   return (cdiv(Kg, cdiv(Kg, cap)) + 1) & ~1;
 }
 
+/* A blocks of the f32 kernels are micro-panels of MR rows: rows 4p..4p+3 at a + p * MR * lda, element
+   (r, k) at [k * MR + r]. Stores kc values of row i (x[0..kc)) into that layout. */
+INLINE void put_row_panel(float* a, size_t lda, int32_t i, const float* x, int32_t kc) {
+  float* o = a + (size_t)(i / MR) * MR * lda + (i % MR);
+  for (int32_t k = 0; k < kc; k++) o[(size_t)k * MR] = x[k];
+}
+
+/* Rows i..i+3 of f32 data (row stride ld) into one micro-panel, four k at a time (4x4 transposes). */
+INLINE void put_panel4(float* o, const float* x, size_t ld, int32_t kc) {
+  int32_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    const v128_t r0 = wasm_v128_load(x + k), r1 = wasm_v128_load(x + ld + k);
+    const v128_t r2 = wasm_v128_load(x + 2 * ld + k), r3 = wasm_v128_load(x + 3 * ld + k);
+    const v128_t t0 = wasm_i32x4_shuffle(r0, r1, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(r2, r3, 0, 4, 1, 5);
+    const v128_t t2 = wasm_i32x4_shuffle(r0, r1, 2, 6, 3, 7), t3 = wasm_i32x4_shuffle(r2, r3, 2, 6, 3, 7);
+    wasm_v128_store(o + (size_t)k * MR, wasm_i64x2_shuffle(t0, t1, 0, 2));
+    wasm_v128_store(o + (size_t)(k + 1) * MR, wasm_i64x2_shuffle(t0, t1, 1, 3));
+    wasm_v128_store(o + (size_t)(k + 2) * MR, wasm_i64x2_shuffle(t2, t3, 0, 2));
+    wasm_v128_store(o + (size_t)(k + 3) * MR, wasm_i64x2_shuffle(t2, t3, 1, 3));
+  }
+  for (; k < kc; k++)
+    for (int32_t r = 0; r < MR; r++) o[(size_t)k * MR + r] = x[(size_t)r * ld + k];
+}
+
 /* Everything a tile needs to know about its group. */
 typedef struct group_view {
   operand_t A, B, C;

@@ -87,20 +87,21 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
   for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
     const int32_t kc = MIN(KC, Kg - k0);
     const int last = k0 + KC >= Kg;
-    /* A is always copied into a contiguous MB x KC block: rows of the user's matrix sit K floats
-       apart, and with K a multiple of 1024 they would all alias the same L1 sets. */
+    /* A is copied into 4-row micro-panels (driver.h): the kernel then reads one A stream, and rows of
+       the user's matrix, K floats apart, no longer alias the same L1 sets. */
     const size_t lda = (size_t)KC;
     if (a_block_cached(s, g, A.base, A.off, m0, mc, k0, kc, KC)) {
       /* the previous tile of this worker left exactly this block in s->a */
     } else if (A.dt == DT_F32 && A.s1 == 1) {
-      for (int32_t i = 0; i < mc; i++) {
-        const float* row = (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0;
-        __builtin_memcpy(s->a + (size_t)i * KC, row, (size_t)kc * 4);
-      }
+      int32_t i = 0;
+      for (; i + MR <= mc; i += MR)
+        put_panel4(s->a + (size_t)i * lda, (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0, (size_t)A.s0, kc);
+      for (; i < mc; i++) put_row_panel(s->a, lda, i, (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0, kc);
     } else {
       for (int32_t i = 0; i < mc; i++)
         for (int32_t k = 0; k < kc; k++)
-          s->a[(size_t)i * KC + k] = load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
+          s->a[(size_t)(i / MR) * MR * lda + (size_t)k * MR + i % MR] =
+              load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
     }
     const float* a = s->a;
     const float* bp;
@@ -124,7 +125,7 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
       const int32_t ncp = MIN(NR, nc - p * NR);
       if (wpacked) touch_range(bp + p * panel_stride, (size_t)kc * NR * sizeof(float));
       for (int32_t i = 0; i < mc; i += MR)
-        f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, a + i * lda, lda, bp + p * panel_stride,
+        f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, a + i * lda, bp + p * panel_stride,
                      c + i * ldc + p * NR, ldc, accumulate, last ? &epi : 0);
     }
     accumulate = 1;

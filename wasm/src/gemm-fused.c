@@ -186,27 +186,32 @@ INLINE int32_t wei_int(const group_view_t* v, int32_t k, int32_t n) {
   return load_int(v->B.base, v->B.dt, v->B.off + (size_t)k * v->B.s0 + (size_t)n * v->B.s1);
 }
 
-/* A block, F32_FUSED: rows m0.., k0 .. k0 + kc, decoded, minus zero point, times K-varying scale. */
+/* A block, F32_FUSED: rows m0.., k0 .. k0 + kc, decoded, minus zero point, times K-varying scale, in
+   4-row micro-panels (driver.h). Rows are decoded in pieces of 64 k on the stack, then interleaved. */
 static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, float* a, int32_t lda, int32_t k0,
                        int32_t kc) {
   const qarg_t* qs = &j->q[Q_SRC_SCALE];
   const qarg_t* qz = &j->q[Q_SRC_ZP];
   const void* sb = qs->st_k ? q_base(qs, v->g) : 0; /* per-row scales wait for the epilogue */
   const void* zb = q_base(qz, v->g);
+  float piece[64];
   for (int32_t i = 0; i < t->mc; i++) {
-    float* row = a + (size_t)i * lda;
-    decode_f32(row, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)k0 * v->A.s1, v->A.s1, kc);
-    if (!sb && !zb) continue;
     const int32_t r = v->r0 + t->m0 + i;
-    for (int32_t x = 0; x < kc;) {
-      const int32_t kabs = v->k0 + k0 + x;
-      int32_t len = kc - x;
-      if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
-      if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
-      const float z = zb ? (float)q_int(qz, zb, v->g, r, kabs, 0) : 0.0f;
-      const float sc = sb ? q_float(qs, sb, v->g, r, kabs, 0) : 1.0f;
-      for (int32_t y = x; y < x + len; y++) row[y] = (row[y] - z) * sc;
-      x += len;
+    for (int32_t p0 = 0; p0 < kc; p0 += 64) {
+      const int32_t pn = MIN(64, kc - p0);
+      decode_f32(piece, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
+                 v->A.s1, pn);
+      for (int32_t x = 0; (sb || zb) && x < pn;) {
+        const int32_t kabs = v->k0 + k0 + p0 + x;
+        int32_t len = pn - x;
+        if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
+        if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
+        const float z = zb ? (float)q_int(qz, zb, v->g, r, kabs, 0) : 0.0f;
+        const float sc = sb ? q_float(qs, sb, v->g, r, kabs, 0) : 1.0f;
+        for (int32_t y = x; y < x + len; y++) piece[y] = (piece[y] - z) * sc;
+        x += len;
+      }
+      put_row_panel(a + (size_t)p0 * MR, (size_t)lda, i, piece, pn);
     }
   }
 }
@@ -596,8 +601,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
           const int32_t ncp = MIN(NR, sw - p * NR);
           if (direct) touch_range(bp + p * pstride, (size_t)kc * NR * sizeof(float));
           for (int32_t i = 0; i < mc; i += MR)
-            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, s->a + (size_t)i * KC, (size_t)KC,
-                         bp + p * pstride, cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first, 0);
+            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, s->a + (size_t)i * KC, bp + p * pstride,
+                         cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first, 0);
         }
       }
     }

@@ -13,10 +13,10 @@ typedef struct epilogue {
 
 #define UKERNEL_NAME(base) base
 
-/* C[mr x nc] (+)= A[mr x kc] (row stride lda) * W (packed kc x NR panel); mr <= MR, nc <= NR. */
-void f32_gemm_4x8(size_t mr, size_t nc, size_t kc, const float* restrict a, size_t lda,
-                  const float* restrict w, float* restrict c, size_t ldc, int accumulate,
-                  const epilogue_t* epi);
+/* C[mr x nc] (+)= A[mr x kc] * W (packed kc x NR panel); mr <= MR, nc <= NR. A is a micro-panel:
+   element (r, k) at a[k * MR + r] (rows past mr are never read). */
+void f32_gemm_4x8(size_t mr, size_t nc, size_t kc, const float* restrict a, const float* restrict w,
+                  float* restrict c, size_t ldc, int accumulate, const epilogue_t* epi);
 
 /* C[mr x nc] (+)= A[mr x kc] (int16, row stride lda, kc even) * W (int16 k-pair-interleaved kc x NR
    panel), exact int32 accumulation (wrapping); mr <= MR, nc <= NR. */
