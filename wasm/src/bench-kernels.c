@@ -33,7 +33,7 @@ EXPORT(ukernel_f32) float ukernel_f32(int32_t reps, int32_t kc, const float* a, 
 EXPORT(ukernel_s16) int32_t ukernel_s16(int32_t reps, int32_t kc, const int16_t* a, const int16_t* w, int32_t* c) {
   for (int32_t r = 0; r < reps; r++) {
     __asm__ volatile("" ::: "memory");
-    s16_gemm_4x8(MR, NR, (size_t)kc, a, (size_t)kc, w, c, NR, r > 0);
+    s16_gemm_4x8(MR, NR, (size_t)kc, a, w, c, NR, r > 0);
   }
   return c[0];
 }

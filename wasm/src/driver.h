@@ -55,13 +55,14 @@ INLINE size_t scratch_setup(const job_t* j, char* base, scratch_t* s) {
    the way size of a 1 MiB 16-way L2, so with kc = 256 the 16 pieces of 8 KiB all land in the same L2
    sets and evict each other (MoE shapes 20% slower, with the weights in cache or not). So K is taken
    whole, or in as few equal blocks as the A block (mb x kc_packed f32, per_f32 elements per f32)
-   allows. Blocks stay even: the kernels take k in pairs, so results do not depend on the blocking. */
+   allows. Blocks stay even: the kernels take k in pairs, so results do not depend on the blocking,
+   and an odd last block padded to a whole pair still fits its micro-panel (stride MR x KC). */
 INLINE int32_t k_block(const job_t* j, int direct, int32_t mc, int32_t Kg, int32_t per_f32) {
   const int64_t room = (int64_t)j->mb * j->kc_packed * per_f32;
   if (!direct || room <= (int64_t)j->mb * j->kc) return j->kc;
   const int32_t rows = (mc + MR - 1) & ~(MR - 1);
   const int32_t cap = (int32_t)((room / rows) & ~(int64_t)1);
-  if (Kg <= cap) return MAX(Kg, 1);
+  if (Kg <= cap) return (MAX(Kg, 1) + 1) & ~1;
   return (cdiv(Kg, cdiv(Kg, cap)) + 1) & ~1;
 }
 

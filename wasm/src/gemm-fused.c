@@ -312,23 +312,36 @@ static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, i
 }
 
 /* A block, INT: rows as int16 (kc rounded up to even, zero padded), minus the row's zero point unless
-   it is applied as a compensation; row sums of A' when the weights have zero points. */
+   it is applied as a compensation, in 4-row micro-panels of k-pairs (rows 4p.. at a + p * 4 * lda,
+   k-pair t of row r as the i32 at [2 (4t + r)]); row sums of A' when the weights have zero points.
+   Rows are decoded in pieces of 128 k on the stack, then interleaved. */
 static void pack_a_s16(const group_view_t* v, const tile_t* t, const vecs_t* w, int16_t* a, int32_t lda, int32_t k0,
                        int32_t kc, int comp, int need_rsum) {
+  int16_t piece[128];
   for (int32_t i = 0; i < t->mc; i++) {
-    int16_t* row = a + (size_t)i * lda;
-    decode_i16(row, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)k0 * v->A.s1, v->A.s1, kc,
-               comp ? 0 : w->rzp[i]);
-    if (kc & 1) row[kc] = 0;
-    if (need_rsum) {
-      int32_t x = 0;
-      v128_t acc = wasm_i32x4_splat(0);
-      for (; x + 8 <= kc; x += 8) acc = wasm_i32x4_add(acc, wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(row + x)));
-      uint32_t sum = (uint32_t)wasm_i32x4_extract_lane(acc, 0) + (uint32_t)wasm_i32x4_extract_lane(acc, 1) +
-                     (uint32_t)wasm_i32x4_extract_lane(acc, 2) + (uint32_t)wasm_i32x4_extract_lane(acc, 3);
-      for (; x < kc; x++) sum += (uint32_t)(int32_t)row[x];
-      w->rsum[i] = (int32_t)((uint32_t)w->rsum[i] + sum);
+    uint32_t sum = 0;
+    int32_t* panel = (int32_t*)(a + (size_t)(i / MR) * MR * lda) + i % MR;
+    for (int32_t p0 = 0; p0 < kc; p0 += 128) {
+      const int32_t pn = MIN(128, kc - p0);
+      decode_i16(piece, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
+                 v->A.s1, pn, comp ? 0 : w->rzp[i]);
+      if (pn & 1) piece[pn] = 0;
+      if (need_rsum) {
+        int32_t x = 0;
+        v128_t acc = wasm_i32x4_splat(0);
+        for (; x + 8 <= pn; x += 8) acc = wasm_i32x4_add(acc, wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(piece + x)));
+        sum += (uint32_t)wasm_i32x4_extract_lane(acc, 0) + (uint32_t)wasm_i32x4_extract_lane(acc, 1) +
+               (uint32_t)wasm_i32x4_extract_lane(acc, 2) + (uint32_t)wasm_i32x4_extract_lane(acc, 3);
+        for (; x < pn; x++) sum += (uint32_t)(int32_t)piece[x];
+      }
+      /* k-pairs of this piece (p0 is even: pieces are 128 long) */
+      for (int32_t q = 0; q < pn; q += 2) {
+        int32_t pair;
+        __builtin_memcpy(&pair, piece + q, 4);
+        panel[(size_t)(p0 + q) / 2 * MR] = pair;
+      }
     }
+    if (need_rsum) w->rsum[i] = (int32_t)((uint32_t)w->rsum[i] + sum);
   }
 }
 
@@ -583,7 +596,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
           const int32_t ncp = MIN(NR, sw - p * NR);
           if (direct) touch_range(bp + p * pstride, (size_t)kcp * NR * sizeof(int16_t));
           for (int32_t i = 0; i < mc; i += MR)
-            s16_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC, (size_t)KC,
+            s16_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC,
                          bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
         }
       } else {

@@ -1,7 +1,8 @@
 /* Integer GEMM microkernel, up to 4 rows x 8 columns, exact int32 accumulation of int16 products
    (1-, 2- and 3-row instances serve the last rows of a group: a padded row cost a whole one).
-   A: mr rows of kc int16 (kc even; row stride lda elements): the tile's src rows, already widened
-      (s8/u8 minus the src zero point, or raw when the zero point is applied as a compensation).
+   A: a micro-panel of 4 rows x kc int16 (kc even): k-pair t of row r is the i32 at a + 2 * (4t + r)
+      (one stream, as in the f32 kernel); the tile's src rows, already widened (s8/u8 minus the src
+      zero point, or raw when the zero point is applied as a compensation).
    W: one 8-column panel of kc/2 k-pairs; k-pair t is 16 int16 = two vectors:
       [w(2t,0) w(2t+1,0) w(2t,1) w(2t+1,1) w(2t,2) w(2t+1,2) w(2t,3) w(2t+1,3)] and the same for
       columns 4..7. An odd K is padded with a zero k (in A and W).
@@ -18,14 +19,11 @@
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
 
 /* The kernel for R = 1..4 rows (a constant after inlining; rows a short tile lacks are not computed). */
-INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict a, size_t lda, const int16_t* restrict w,
+INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
                      int32_t* restrict c, size_t ldc, int accumulate) {
   /* 0 for every valid call; makes the pointers i32.add results V8 knows are zero-extended. */
   const size_t z = (size_t)((uint32_t)kc >> 31);
-  const int16_t* a0 = a + z;
-  const int16_t* a1 = a0 + lda;
-  const int16_t* a2 = a1 + lda;
-  const int16_t* a3 = a2 + lda;
+  a = a + z;
   int32_t* c0 = c;
   int32_t* c1 = c0 + ldc;
   int32_t* c2 = c1 + ldc;
@@ -52,40 +50,37 @@ INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict 
     const v128_t b1 = LDV(w, 16);
     const v128_t b3 = LDV(w, 48);
     v128_t x00, x01, x10 = zero, x11 = zero, x20 = zero, x21 = zero, x30 = zero, x31 = zero;
-    x00 = LDS(a0, 0);
-    x01 = LDS(a0, 4);
-    if (R > 1) { x10 = LDS(a1, 0); x11 = LDS(a1, 4); }
-    if (R > 2) { x20 = LDS(a2, 0); x21 = LDS(a2, 4); }
-    if (R > 3) { x30 = LDS(a3, 0); x31 = LDS(a3, 4); }
+    x00 = LDS(a, 0);
+    x01 = LDS(a, 16);
+    if (R > 1) { x10 = LDS(a, 4); x11 = LDS(a, 20); }
+    if (R > 2) { x20 = LDS(a, 8); x21 = LDS(a, 24); }
+    if (R > 3) { x30 = LDS(a, 12); x31 = LDS(a, 28); }
     v00 = DOT(x01, b2, DOT(x00, b0, v00));
     v01 = DOT(x01, b3, DOT(x00, b1, v01));
     if (R > 1) { v10 = DOT(x11, b2, DOT(x10, b0, v10)); v11 = DOT(x11, b3, DOT(x10, b1, v11)); }
     if (R > 2) { v20 = DOT(x21, b2, DOT(x20, b0, v20)); v21 = DOT(x21, b3, DOT(x20, b1, v21)); }
     if (R > 3) { v30 = DOT(x31, b2, DOT(x30, b0, v30)); v31 = DOT(x31, b3, DOT(x30, b1, v31)); }
     w += 32;
-    a0 += 4;
-    if (R > 1) a1 += 4;
-    if (R > 2) a2 += 4;
-    if (R > 3) a3 += 4;
+    a += 16;
   } while (--n);
   if (kc & 2) {
     const v128_t b0 = wasm_v128_load(w);
     const v128_t b1 = wasm_v128_load(w + 8);
-    const v128_t x0 = wasm_v128_load32_splat(a0);
+    const v128_t x0 = wasm_v128_load32_splat(a);
     v00 = DOT(x0, b0, v00);
     v01 = DOT(x0, b1, v01);
     if (R > 1) {
-      const v128_t x1 = wasm_v128_load32_splat(a1);
+      const v128_t x1 = wasm_v128_load32_splat(a + 2);
       v10 = DOT(x1, b0, v10);
       v11 = DOT(x1, b1, v11);
     }
     if (R > 2) {
-      const v128_t x2 = wasm_v128_load32_splat(a2);
+      const v128_t x2 = wasm_v128_load32_splat(a + 4);
       v20 = DOT(x2, b0, v20);
       v21 = DOT(x2, b1, v21);
     }
     if (R > 3) {
-      const v128_t x3 = wasm_v128_load32_splat(a3);
+      const v128_t x3 = wasm_v128_load32_splat(a + 6);
       v30 = DOT(x3, b0, v30);
       v31 = DOT(x3, b1, v31);
     }
@@ -96,12 +91,12 @@ INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict 
   store_row8(c0, nc, v00, v01);
 }
 
-void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, size_t lda,
-                  const int16_t* restrict w, int32_t* restrict c, size_t ldc, int accumulate) {
+void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
+                  int32_t* restrict c, size_t ldc, int accumulate) {
   switch (mr) {
-    case 4: s16_rows(4, nc, kc, a, lda, w, c, ldc, accumulate); break;
-    case 3: s16_rows(3, nc, kc, a, lda, w, c, ldc, accumulate); break;
-    case 2: s16_rows(2, nc, kc, a, lda, w, c, ldc, accumulate); break;
-    default: s16_rows(1, nc, kc, a, lda, w, c, ldc, accumulate); break;
+    case 4: s16_rows(4, nc, kc, a, w, c, ldc, accumulate); break;
+    case 3: s16_rows(3, nc, kc, a, w, c, ldc, accumulate); break;
+    case 2: s16_rows(2, nc, kc, a, w, c, ldc, accumulate); break;
+    default: s16_rows(1, nc, kc, a, w, c, ldc, accumulate); break;
   }
 }
