@@ -1,5 +1,5 @@
 /**
- * The fused kernel paths (wasm/src/gemm-fused.c, s16-gemm-4x8-wasmsimd.c, vmath.h, lowp.h) against
+ * The fused kernel paths (wasm/src/gemm-fused.c, s16-gemm-3x8-wasmsimd.c, vmath.h, lowp.h) against
  * the reference implementation run on a kernel-less engine with the same inputs:
  *  - the vector math (exp, logistic, tanh, erf, GELUs) against double-precision truth;
  *  - every element codec the kernels use (decoders exhaustively, dst encoders on hard values);

@@ -33,7 +33,7 @@ export const PO_KIND = { eltwise: 1, sum: 2, binary_add: 3, binary_mul: 4 } as c
 export const MAX_PO = 8;
 export const PATH = { f32: 0, f32_fused: 1, int: 2 } as const;
 /** What each path runs, for `pd.implInfo`: the microkernel, and `-fused` when the tile epilogue and decode-in-packing run around it. */
-export const PATH_KERNEL: Readonly<Record<number, string>> = { [PATH.f32]: 'f32-gemm-4x8', [PATH.f32_fused]: 'f32-gemm-4x8-fused', [PATH.int]: 's16-gemm-4x8' };
+export const PATH_KERNEL: Readonly<Record<number, string>> = { [PATH.f32]: 'f32-gemm-4x8', [PATH.f32_fused]: 'f32-gemm-4x8-fused', [PATH.int]: 's16-gemm-3x8' };
 export const WEI_PACKED = { plain: 0, f32_p8: 1, s16_p8k2: 2 } as const;
 export const GLU_CODE = { glu_swiglu: 1, glu_geglu_erf: 2, glu_geglu_tanh: 3, glu_swiglu_oai: 4 } as const;
 export const GLU_LAYOUT_CODE = { halves: 0, interleaved: 1, blocks32: 2 } as const;
@@ -59,14 +59,15 @@ export const MR = 4;
 export const NR = 8;
 
 /**
- * Bytes of one worker's scratch (wasm/src/driver.h): offsets, A block (MB x max(KC, kcPacked) f32), B
+ * Bytes of one worker's scratch (wasm/src/driver.h): offsets, A block ((MB + MR) x max(KC, kcPacked) f32:
+ * the integer path's 3-row panels round MB up), B
  * block (KC x NBC f32), C tile (MB x NBC f32), epilogue vectors (8 NBC + 4 MB f32), NBC = NB + 16.
  * `kcF32` is KC in f32 units (the integer path's int16 blocks with twice the KC take the same room);
  * `kcPacked` the fast path's K block on packed weights (job.kc_packed).
  */
 export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0): number {
   const nbc = nb + 16;
-  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * (mb * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb);
+  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb);
 }
 
 export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7 } as const;

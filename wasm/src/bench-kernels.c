@@ -29,11 +29,11 @@ EXPORT(ukernel_f32) float ukernel_f32(int32_t reps, int32_t kc, const float* a, 
   return c[0];
 }
 
-/* The bare integer microkernel on L1-resident operands: reps calls of MR x NR x kc (kc even). */
+/* The bare integer microkernel on L1-resident operands: reps calls of MR_INT x NR x kc (kc even). */
 EXPORT(ukernel_s16) int32_t ukernel_s16(int32_t reps, int32_t kc, const int16_t* a, const int16_t* w, int32_t* c) {
   for (int32_t r = 0; r < reps; r++) {
     __asm__ volatile("" ::: "memory");
-    s16_gemm_4x8(MR, NR, (size_t)kc, a, w, c, NR, r > 0);
+    s16_gemm_3x8(MR_INT, NR, (size_t)kc, a, w, c, NR, r > 0);
   }
   return c[0];
 }

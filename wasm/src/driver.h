@@ -16,7 +16,7 @@ typedef struct operand {
 } operand_t;
 
 /* Per-worker scratch (layout mirrored by scratchBytes() in src/runtime/job_layout.ts):
-   offsets | a: MB x max(KCF, kc_packed) f32 | b: KCF x NBC f32 | c: MB x NBC f32 | vec: 8 x NBC + 4 x MB f32,
+   offsets | a: (MB + MR) x max(KCF, kc_packed) f32 | b: KCF x NBC f32 | c: MB x NBC f32 | vec: 8 x NBC + 4 x MB f32,
    with NBC = NB + 16 (two GLU segments, each padded to a panel) and KCF = scratch_kcf(). */
 typedef struct scratch {
   float* a;
@@ -41,12 +41,12 @@ INLINE size_t scratch_setup(const job_t* j, char* base, scratch_t* s) {
   const size_t nbc = (size_t)scratch_nbc(j), kcf = (size_t)scratch_kcf(j), mb = (size_t)j->mb;
   const size_t kca = MAX(kcf, (size_t)j->kc_packed);
   s->a = (float*)(base + offs_bytes);
-  s->b = s->a + mb * kca;
+  s->b = s->a + (mb + MR) * kca; /* + MR rows: the integer path's 3-row panels round mb up */
   s->c = s->b + kcf * nbc;
   s->bias = s->c + mb * nbc;
   s->vec = s->bias;
   s->a_base = 0;
-  return offs_bytes + 4 * (mb * kca + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb);
+  return offs_bytes + 4 * ((mb + MR) * kca + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb);
 }
 
 /* The K block of a tile of mc rows that reads its weights straight from packed panels (`direct`;
@@ -57,10 +57,10 @@ INLINE size_t scratch_setup(const job_t* j, char* base, scratch_t* s) {
    whole, or in as few equal blocks as the A block (mb x kc_packed f32, per_f32 elements per f32)
    allows. Blocks stay even: the kernels take k in pairs, so results do not depend on the blocking,
    and an odd last block padded to a whole pair still fits its micro-panel (stride MR x KC). */
-INLINE int32_t k_block(const job_t* j, int direct, int32_t mc, int32_t Kg, int32_t per_f32) {
+INLINE int32_t k_block(const job_t* j, int direct, int32_t mc, int32_t Kg, int32_t per_f32, int32_t mr) {
   const int64_t room = (int64_t)j->mb * j->kc_packed * per_f32;
   if (!direct || room <= (int64_t)j->mb * j->kc) return j->kc;
-  const int32_t rows = (mc + MR - 1) & ~(MR - 1);
+  const int32_t rows = cdiv(mc, mr) * mr;
   const int32_t cap = (int32_t)((room / rows) & ~(int64_t)1);
   if (Kg <= cap) return (MAX(Kg, 1) + 1) & ~1;
   return (cdiv(Kg, cdiv(Kg, cap)) + 1) & ~1;
@@ -73,8 +73,11 @@ INLINE void put_row_panel(float* a, size_t lda, int32_t i, const float* x, int32
   for (int32_t k = 0; k < kc; k++) o[(size_t)k * MR] = x[k];
 }
 
-/* Rows i..i+3 of f32 data (row stride ld) into one micro-panel, four k at a time (4x4 transposes). */
-INLINE void put_panel4(float* o, const float* x, size_t ld, int32_t kc) {
+/* Rows i..i+3 of 32-bit data (f32, or int16 k-pairs; row stride ld) into one micro-panel, four k at
+   a time (4x4 transposes). */
+INLINE void put_panel4(void* out, const void* in, size_t ld, int32_t kc) {
+  uint32_t* o = (uint32_t*)out;
+  const uint32_t* x = (const uint32_t*)in;
   int32_t k = 0;
   for (; k + 4 <= kc; k += 4) {
     const v128_t r0 = wasm_v128_load(x + k), r1 = wasm_v128_load(x + ld + k);

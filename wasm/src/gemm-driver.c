@@ -60,7 +60,7 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
                      operand_t C, const char* bias_g, size_t bias_off, int32_t Kg, int32_t m0, int32_t mc, int32_t n0,
                      int32_t nc, int32_t g) {
   const int32_t NB = j->nb;
-  const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1);
+  const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1, MR);
   A.base += A.off * esz(A.dt);
   B.base += B.off * esz(B.dt);
   C.base += C.off * esz(C.dt);

@@ -194,24 +194,30 @@ static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, f
   const qarg_t* qz = &j->q[Q_SRC_ZP];
   const void* sb = qs->st_k ? q_base(qs, v->g) : 0; /* per-row scales wait for the epilogue */
   const void* zb = q_base(qz, v->g);
-  float piece[64];
-  for (int32_t i = 0; i < t->mc; i++) {
-    const int32_t r = v->r0 + t->m0 + i;
+  float piece[MR][64];
+  for (int32_t i0 = 0; i0 < t->mc; i0 += MR) {
+    const int32_t rows = MIN(MR, t->mc - i0);
     for (int32_t p0 = 0; p0 < kc; p0 += 64) {
       const int32_t pn = MIN(64, kc - p0);
-      decode_f32(piece, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
-                 v->A.s1, pn);
-      for (int32_t x = 0; (sb || zb) && x < pn;) {
-        const int32_t kabs = v->k0 + k0 + p0 + x;
-        int32_t len = pn - x;
-        if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
-        if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
-        const float z = zb ? (float)q_int(qz, zb, v->g, r, kabs, 0) : 0.0f;
-        const float sc = sb ? q_float(qs, sb, v->g, r, kabs, 0) : 1.0f;
-        for (int32_t y = x; y < x + len; y++) piece[y] = (piece[y] - z) * sc;
-        x += len;
+      for (int32_t q = 0; q < rows; q++) {
+        const int32_t i = i0 + q, r = v->r0 + t->m0 + i;
+        float* x = piece[q];
+        decode_f32(x, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
+                   v->A.s1, pn);
+        for (int32_t y0 = 0; (sb || zb) && y0 < pn;) {
+          const int32_t kabs = v->k0 + k0 + p0 + y0;
+          int32_t len = pn - y0;
+          if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
+          if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
+          const float z = zb ? (float)q_int(qz, zb, v->g, r, kabs, 0) : 0.0f;
+          const float sc = sb ? q_float(qs, sb, v->g, r, kabs, 0) : 1.0f;
+          for (int32_t y = y0; y < y0 + len; y++) x[y] = (x[y] - z) * sc;
+          y0 += len;
+        }
       }
-      put_row_panel(a + (size_t)p0 * MR, (size_t)lda, i, piece, pn);
+      float* o = a + (size_t)i0 * lda + (size_t)p0 * MR;
+      if (rows == MR) put_panel4(o, piece[0], 64, pn);
+      else for (int32_t q = 0; q < rows; q++) put_row_panel(o, (size_t)lda, q, piece[q], pn);
     }
   }
 }
@@ -312,36 +318,36 @@ static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, i
 }
 
 /* A block, INT: rows as int16 (kc rounded up to even, zero padded), minus the row's zero point unless
-   it is applied as a compensation, in 4-row micro-panels of k-pairs (rows 4p.. at a + p * 4 * lda,
-   k-pair t of row r as the i32 at [2 (4t + r)]); row sums of A' when the weights have zero points.
+   it is applied as a compensation, in 3-row micro-panels of k-pairs (rows 3p.. at a + p * 3 * lda,
+   k-pair t of row r as the i32 at [2 (3t + r)]); row sums of A' when the weights have zero points.
    Rows are decoded in pieces of 128 k on the stack, then interleaved. */
 static void pack_a_s16(const group_view_t* v, const tile_t* t, const vecs_t* w, int16_t* a, int32_t lda, int32_t k0,
                        int32_t kc, int comp, int need_rsum) {
-  int16_t piece[128];
-  for (int32_t i = 0; i < t->mc; i++) {
-    uint32_t sum = 0;
-    int32_t* panel = (int32_t*)(a + (size_t)(i / MR) * MR * lda) + i % MR;
-    for (int32_t p0 = 0; p0 < kc; p0 += 128) {
-      const int32_t pn = MIN(128, kc - p0);
-      decode_i16(piece, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
-                 v->A.s1, pn, comp ? 0 : w->rzp[i]);
-      if (pn & 1) piece[pn] = 0;
-      if (need_rsum) {
-        int32_t x = 0;
+  int16_t piece[MR_INT][128];
+  for (int32_t i0 = 0; i0 < t->mc; i0 += MR_INT) {
+    const int32_t rows = MIN(MR_INT, t->mc - i0);
+    for (int32_t p0 = 0; p0 < kc; p0 += 128) { /* p0 even: pieces hold whole k-pairs */
+      const int32_t pn = MIN(128, kc - p0), pairs = (pn + 1) / 2;
+      for (int32_t q = 0; q < rows; q++) {
+        const int32_t i = i0 + q;
+        int16_t* x = piece[q];
+        decode_i16(x, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
+                   v->A.s1, pn, comp ? 0 : w->rzp[i]);
+        if (pn & 1) x[pn] = 0;
+        if (!need_rsum) continue;
+        int32_t y = 0;
         v128_t acc = wasm_i32x4_splat(0);
-        for (; x + 8 <= pn; x += 8) acc = wasm_i32x4_add(acc, wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(piece + x)));
-        sum += (uint32_t)wasm_i32x4_extract_lane(acc, 0) + (uint32_t)wasm_i32x4_extract_lane(acc, 1) +
-               (uint32_t)wasm_i32x4_extract_lane(acc, 2) + (uint32_t)wasm_i32x4_extract_lane(acc, 3);
-        for (; x < pn; x++) sum += (uint32_t)(int32_t)piece[x];
+        for (; y + 8 <= pn; y += 8) acc = wasm_i32x4_add(acc, wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(x + y)));
+        uint32_t sum = (uint32_t)wasm_i32x4_extract_lane(acc, 0) + (uint32_t)wasm_i32x4_extract_lane(acc, 1) +
+                       (uint32_t)wasm_i32x4_extract_lane(acc, 2) + (uint32_t)wasm_i32x4_extract_lane(acc, 3);
+        for (; y < pn; y++) sum += (uint32_t)(int32_t)x[y];
+        w->rsum[i] = (int32_t)((uint32_t)w->rsum[i] + sum);
       }
-      /* k-pairs of this piece (p0 is even: pieces are 128 long) */
-      for (int32_t q = 0; q < pn; q += 2) {
-        int32_t pair;
-        __builtin_memcpy(&pair, piece + q, 4);
-        panel[(size_t)(p0 + q) / 2 * MR] = pair;
-      }
+      /* the k-pairs as 32-bit lanes, MR_INT per k-pair */
+      uint32_t* o = (uint32_t*)(a + (size_t)i0 * lda) + (size_t)p0 / 2 * MR_INT;
+      for (int32_t q = 0; q < rows; q++)
+        for (int32_t u = 0; u < pairs; u++) __builtin_memcpy(o + (size_t)u * MR_INT + q, piece[q] + 2 * u, 4);
     }
-    if (need_rsum) w->rsum[i] = (int32_t)((uint32_t)w->rsum[i] + sum);
   }
 }
 
@@ -521,7 +527,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   /* Weights read straight from their packed panels (every segment starts on a panel). */
   int direct = is_int ? v->wfmt == WEI_S16_P8K2 : f32_direct_ok;
   for (int sg = 0; sg < t.nseg; sg++) direct = direct && t.seg_n[sg] % NR == 0;
-  const int32_t KC = k_block(j, direct, mc, Kg, is_int ? 2 : 1);
+  const int32_t KC = k_block(j, direct, mc, Kg, is_int ? 2 : 1, is_int ? MR_INT : MR);
 
   /* Per-column and per-row parameters of the tile (constant along K by construction of the path). */
   const qarg_t *qss = &j->q[Q_SRC_SCALE], *qws = &j->q[Q_WEI_SCALE], *qsz = &j->q[Q_SRC_ZP], *qwz = &j->q[Q_WEI_ZP];
@@ -595,8 +601,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
           if (direct) touch_range(bp + p * pstride, (size_t)kcp * NR * sizeof(int16_t));
-          for (int32_t i = 0; i < mc; i += MR)
-            s16_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC,
+          for (int32_t i = 0; i < mc; i += MR_INT)
+            s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC,
                          bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
         }
       } else {

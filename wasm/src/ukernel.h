@@ -18,7 +18,7 @@ typedef struct epilogue {
 void f32_gemm_4x8(size_t mr, size_t nc, size_t kc, const float* restrict a, const float* restrict w,
                   float* restrict c, size_t ldc, int accumulate, const epilogue_t* epi);
 
-/* C[mr x nc] (+)= A[mr x kc] (int16 micro-panel: k-pair t of row r at a[2 (4t + r)], kc even) * W
-   (int16 k-pair-interleaved kc x NR panel), exact int32 accumulation (wrapping); mr <= MR, nc <= NR. */
-void s16_gemm_4x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
+/* C[mr x nc] (+)= A[mr x kc] (int16 micro-panel: k-pair t of row r at a[2 (3t + r)], kc even) * W
+   (int16 k-pair-interleaved kc x NR panel), exact int32 accumulation (wrapping); mr <= MR_INT, nc <= NR. */
+void s16_gemm_3x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
                   int32_t* restrict c, size_t ldc, int accumulate);
