@@ -14,7 +14,7 @@ import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
-import { fillRandom, timeIt, timePaired, type Timing } from './timing.js';
+import { fillRandom, timeIt, timePaired, timingOf, type Timing } from './timing.js';
 import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
 import { quantBench, quantRatios } from './quant_bench.js';
 
@@ -83,62 +83,60 @@ function row(workload: string, impl: string, dtName: string, threads: number, t:
 async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void> {
   const eng = await Engine.create({ threads: 1, kernels: isa });
   const k = eng.kernels!;
-  const iters = 2_000_000, kc = 256, reps = 10_000;
-  const a = eng.alloc(4 * kc * 4), w = eng.alloc(kc * 8 * 4), c = eng.alloc(4 * 8 * 4);
-  fillRandom(new Float32Array(eng.buffer, a, 4 * kc), 1);
-  fillRandom(new Float32Array(eng.buffer, w, kc * 8), 2, 0.01);
-  // The integer kernel on int16 operands of the same bytes (kc2 = 2 kc k-values), for int8 recipes.
-  const kc2 = 2 * kc, repsInt = reps / 2;
+  const iters = 2_000_000;
+  const uk = ukernelSampler(eng, 10_000);
   const tp: number[] = [], tu: number[] = [], ti: number[] = [];
   const t0 = performance.now();
   for (let i = 0; i < 3; i++) {
     k.peak_f32(iters, 1.0001);
-    k.ukernel_f32(reps, kc, a, w, c);
-    k.ukernel_s16(repsInt, kc2, a, w, c);
+    uk.sample();
+    uk.sampleInt();
   }
   while (tp.length < 15 || (performance.now() - t0 < 2 * minMs && tp.length < 400)) {
     let s = performance.now();
     k.peak_f32(iters, 1.0001);
     tp.push(performance.now() - s);
     s = performance.now();
-    k.ukernel_f32(reps, kc, a, w, c);
+    uk.sample();
     tu.push(performance.now() - s);
     s = performance.now();
-    k.ukernel_s16(repsInt, kc2, a, w, c);
+    uk.sampleInt();
     ti.push(performance.now() - s);
   }
-  const stats = (t: number[]): Timing => {
-    const x = [...t].sort((p, q) => p - q);
-    return { median: x[x.length >> 1], min: x[0], max: x[x.length - 1], runs: x.length };
-  };
-  const sp = stats(tp), su = stats(tu);
-  const peakFlops = 96 * iters, ukFlops = 2 * 4 * 8 * kc * reps;
+  const sp = timingOf(tp), su = timingOf(tu), si = timingOf(ti);
+  const peakFlops = 96 * iters;
   report(row('peak', `wasm:${eng.isa}:f32x4-${eng.isa === 'relaxed' ? 'fma' : 'mul+add'}`, 'f32', 1, sp, peakFlops));
-  report(row('ukernel', `wasm:${eng.isa}:f32-gemm-4x8 kc=${kc}`, 'f32', 1, su, ukFlops, `best/best=${((ukFlops / su.min) / (peakFlops / sp.min)).toFixed(3)}`));
-  const intOps = 2 * 3 * 8 * kc2 * repsInt; // 3-row integer kernel
-  report(row('ukernel', `wasm:${eng.isa}:s16-gemm-3x8 kc=${kc2}`, 's16', 1, stats(ti), intOps, `int ops; / f32 ukernel = ${((intOps / stats(ti).median) / (ukFlops / su.median)).toFixed(3)}`));
+  report(row('ukernel', `wasm:${eng.isa}:f32-gemm-4x8 kc=${UK_KC}`, 'f32', 1, su, uk.flops, `best/best=${((uk.flops / su.min) / (peakFlops / sp.min)).toFixed(3)}`));
+  report(row('ukernel', `wasm:${eng.isa}:s16-gemm-3x8 kc=${2 * UK_KC}`, 's16', 1, si, uk.intOps, `int ops; / f32 ukernel = ${((uk.intOps / si.median) / (uk.flops / su.median)).toFixed(3)}`));
+  uk.free();
   eng.release();
 }
 
 const UK_KC = 256;
 
-/** One short bare-microkernel sample (L1-resident operands) on the engine's calling-thread instance. */
-function ukernelSampler(eng: Engine): { sample: () => void; flops: number; free: () => void } {
+/**
+ * Bare-microkernel samples on L1-resident operands (the engine's calling-thread instance): `sample`
+ * runs the f32 4x8 kernel reps times at kc = UK_KC; `sampleInt` the integer 3x8 kernel on the same
+ * bytes as int16 (2 UK_KC k-values), reps / 2 times.
+ */
+function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sampleInt: () => void; flops: number; intOps: number; free: () => void } {
   const k = eng.kernels!;
-  const reps = 4000;
   const a = eng.alloc(4 * UK_KC * 4), wp = eng.alloc(UK_KC * 8 * 4), c = eng.alloc(4 * 8 * 4);
   fillRandom(new Float32Array(eng.buffer, a, 4 * UK_KC), 1);
   fillRandom(new Float32Array(eng.buffer, wp, UK_KC * 8), 2, 0.01);
+  const repsInt = reps / 2;
   return {
     sample: () => void k.ukernel_f32(reps, UK_KC, a, wp, c),
+    sampleInt: () => void k.ukernel_s16(repsInt, 2 * UK_KC, a, wp, c),
     flops: 2 * 4 * 8 * UK_KC * reps,
+    intOps: 2 * 3 * 8 * 2 * UK_KC * repsInt,
     free: () => [a, wp, c].forEach((p) => eng.free(p)),
   };
 }
 
 async function runMatmul(w: Workload, eng: Engine, threads: number, isaName: string): Promise<void> {
   const strm = new Stream(eng);
-  const ukernel = ukernelSampler(eng);
+  const ukernel = ukernelSampler(eng, 4000);
   const E = w.sizes.length;
   const totalM = w.sizes.reduce((a, b) => a + b, 0);
   const { K, N } = w;

@@ -16,7 +16,7 @@ export async function timeIt(fn: () => Promise<void> | void, opts: { warmup?: nu
     await fn();
     t.push(performance.now() - t0);
   }
-  return stats(t);
+  return timingOf(t);
 }
 
 /**
@@ -39,10 +39,11 @@ export async function timePaired(fn: () => Promise<void> | void, ref: () => void
     ref();
     b.push(performance.now() - t0);
   }
-  return [stats(a), stats(b)];
+  return [timingOf(a), timingOf(b)];
 }
 
-function stats(t: number[]): Timing {
+/** Median / min / max of samples (ms). */
+export function timingOf(t: readonly number[]): Timing {
   const s = [...t].sort((x, y) => x - y);
   return { median: s[s.length >> 1], min: s[0], max: s[s.length - 1], runs: s.length };
 }

@@ -24,8 +24,8 @@ typedef struct scratch {
   float* c;
   float* bias; /* NBC (fast path: NB) */
   float* vec;  /* the fused epilogue's per-column and per-row vectors (bias is its first NBC) */
-  /* Which A block `a` holds (fast path): consecutive tiles of a group share it, so the copy is skipped.
-     Reset per run_job call: the job's operands may have changed since the last one. */
+  /* Which A block `a` holds (a_block_cached): consecutive tiles of a group share it, so packing is
+     skipped. Reset per run_job call: the job's operands may have changed since the last one. */
   const char* a_base;
   size_t a_off;
   int32_t a_g, a_m0, a_mc, a_k0, a_kc, a_ld;
@@ -66,11 +66,16 @@ INLINE int32_t k_block(const job_t* j, int direct, int32_t mc, int32_t Kg, int32
   return (cdiv(Kg, cdiv(Kg, cap)) + 1) & ~1;
 }
 
-/* A blocks of the f32 kernels are micro-panels of MR rows: rows 4p..4p+3 at a + p * MR * lda, element
-   (r, k) at [k * MR + r]. Stores kc values of row i (x[0..kc)) into that layout. */
-INLINE void put_row_panel(float* a, size_t lda, int32_t i, const float* x, int32_t kc) {
-  float* o = a + (size_t)(i / MR) * MR * lda + (i % MR);
-  for (int32_t k = 0; k < kc; k++) o[(size_t)k * MR] = x[k];
+/* A blocks are micro-panels of mr rows of 32-bit lanes (f32 with mr = MR; int16 k-pairs with mr =
+   MR_INT): rows mr p.. at a + p * mr * ld, element (i, k) at [k * mr + i % mr]. */
+INLINE size_t panel_index(int32_t i, int32_t k, size_t ld, int32_t mr) {
+  return (size_t)(i / mr) * (size_t)mr * ld + (size_t)k * (size_t)mr + (size_t)(i % mr);
+}
+
+/* Stores n lanes of row i (x[0..n)) into that layout. */
+INLINE void put_row_panel(void* a, size_t ld, int32_t mr, int32_t i, const void* x, int32_t n) {
+  uint32_t* o = (uint32_t*)a + panel_index(i, 0, ld, mr);
+  for (int32_t k = 0; k < n; k++) __builtin_memcpy(o + (size_t)k * mr, (const uint32_t*)x + k, 4);
 }
 
 /* Rows i..i+3 of 32-bit data (f32, or int16 k-pairs; row stride ld) into one micro-panel, four k at

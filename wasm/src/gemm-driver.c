@@ -96,12 +96,11 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
       int32_t i = 0;
       for (; i + MR <= mc; i += MR)
         put_panel4(s->a + (size_t)i * lda, (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0, (size_t)A.s0, kc);
-      for (; i < mc; i++) put_row_panel(s->a, lda, i, (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0, kc);
+      for (; i < mc; i++) put_row_panel(s->a, lda, MR, i, (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0, kc);
     } else {
       for (int32_t i = 0; i < mc; i++)
         for (int32_t k = 0; k < kc; k++)
-          s->a[(size_t)(i / MR) * MR * lda + (size_t)k * MR + i % MR] =
-              load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
+          s->a[panel_index(i, k, lda, MR)] = load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
     }
     const float* a = s->a;
     const float* bp;

@@ -217,7 +217,7 @@ static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, f
       }
       float* o = a + (size_t)i0 * lda + (size_t)p0 * MR;
       if (rows == MR) put_panel4(o, piece[0], 64, pn);
-      else for (int32_t q = 0; q < rows; q++) put_row_panel(o, (size_t)lda, q, piece[q], pn);
+      else for (int32_t q = 0; q < rows; q++) put_row_panel(o, (size_t)lda, MR, q, piece[q], pn);
     }
   }
 }
@@ -343,10 +343,9 @@ static void pack_a_s16(const group_view_t* v, const tile_t* t, const vecs_t* w, 
         for (; y < pn; y++) sum += (uint32_t)(int32_t)x[y];
         w->rsum[i] = (int32_t)((uint32_t)w->rsum[i] + sum);
       }
-      /* the k-pairs as 32-bit lanes, MR_INT per k-pair */
+      /* the k-pairs are the panel's 32-bit lanes (lda int16 = lda / 2 lanes per row) */
       uint32_t* o = (uint32_t*)(a + (size_t)i0 * lda) + (size_t)p0 / 2 * MR_INT;
-      for (int32_t q = 0; q < rows; q++)
-        for (int32_t u = 0; u < pairs; u++) __builtin_memcpy(o + (size_t)u * MR_INT + q, piece[q] + 2 * u, 4);
+      for (int32_t q = 0; q < rows; q++) put_row_panel(o, (size_t)lda / 2, MR_INT, q, piece[q], pairs);
     }
   }
 }
