@@ -24,7 +24,7 @@ export { PostOps, type PostOp } from './attr/post_ops.js';
 export {
   algorithm, eltwiseAlgorithm, binaryAlgorithm, gluAlgorithm, type Algorithm, type EltwiseAlg, type BinaryAlg, type GluAlg, type GluLayout,
 } from './attr/eltwise.js';
-export type { Fusion, QuantParam, BinaryParam, GluParam, IndexMap, QuantArg } from './primitives/fusion.js';
+export type { Fusion, QuantParam, BinaryParam, GluParam, IndexMap, QuantArg } from './attr/fusion.js';
 export * as quant from './quant/index.js';
 export { ARG } from './primitives/args.js';
 export * as matmul from './primitives/matmul/index.js';

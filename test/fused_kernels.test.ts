@@ -11,7 +11,7 @@ import {
   ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, offsets, reorder, tag,
   toStored, fromStored, type BinaryAlg, type DataType, type EltwiseAlg, type GluAlg, type GluLayout,
 } from '../src/index.js';
-import { JOB, JOB_DT_ALL, PATH, scratchBytes } from '../src/runtime/job_layout.js';
+import { JOB, JOB_DT_ALL, PATH, scratchBytes } from '../src/kernels/job_layout.js';
 import { TILE } from '../src/primitives/matmul/wasm_matmul.js';
 import { mulberry32, type Rng } from './workloads.js';
 

@@ -23,7 +23,8 @@ if [ "${1:-}" = "--check" ]; then
 fi
 mkdir -p "$out"
 
-srcs=("$here/src/gemm-driver.c" "$here/src/f32-gemm-4x8-wasmsimd.c" "$here/src/bench-kernels.c" "$here/src/gemm-fused.c" "$here/src/s16-gemm-3x8-wasmsimd.c" "$here/src/check-exports.c")
+# Every C file of wasm/src goes in both modules (sorted, so the build is reproducible).
+mapfile -t srcs < <(LC_ALL=C ls "$here"/src/*.c)
 common=(--target=wasm32 -O3 -std=c11 -Wall -Wextra -Werror -ffreestanding -nostdlib
   -msimd128 -matomics -mbulk-memory -mmutable-globals -fno-builtin-memset -ffile-prefix-map="$root"=.
   -Wl,--no-entry -Wl,--import-memory -Wl,--shared-memory -Wl,--max-memory=4294967296

@@ -10,6 +10,27 @@ export const ARG = {
   WEIGHTS: 33,
   WEIGHTS_0: 33,
   BIAS: 41,
+  /** Backward (oneDNN values): gradients of src, dst, weights, bias. */
+  DIFF_SRC: 129,
+  DIFF_DST: 145,
+  DIFF_WEIGHTS: 161,
+  DIFF_BIAS: 169,
+  /** MoE (not oneDNN ids): `[T, k]` s32 expert ids of each token's k slots (routing output, dispatch input). */
+  MOE_TOPK_IDS: 200,
+  /** `[T, k]` f32 routing weights. */
+  MOE_TOPK_WEIGHTS: 201,
+  /** `[R]` s32 token of each routed (expert-sorted) row, cuDNN's TokenIndex; -1 marks a padding row. */
+  MOE_TOKEN_INDEX: 202,
+  /** `[R]` s32 k-slot of each routed row, cuDNN's TokenKs. */
+  MOE_TOKEN_KS: 203,
+  /** `[T, k]` s32 routed row of each (token, slot), the inverse of TOKEN_INDEX/TOKEN_KS; -1 = not routed here. */
+  MOE_ROW_OF: 204,
+  /** `[E]` s32 global -> local expert id (expert parallel), -1 = expert not on this rank. */
+  MOE_EXPERT_MAP: 205,
+  /** `[E]` f32 score-correction bias of routing (changes which experts are selected, not the weights). */
+  MOE_CORRECTION_BIAS: 206,
+  /** `[E]` s32 valid rows per expert of the batched format (vLLM expert_num_tokens). */
+  MOE_EXPERT_NUM_TOKENS: 207,
   /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
   MULTIPLE_SRC: 1024,
   MULTIPLE_DST: 2048,
@@ -32,6 +53,18 @@ export function argName(id: number): string {
     case ARG.DST: return 'ARG.DST';
     case ARG.WEIGHTS: return 'ARG.WEIGHTS';
     case ARG.BIAS: return 'ARG.BIAS';
+    case ARG.DIFF_SRC: return 'ARG.DIFF_SRC';
+    case ARG.DIFF_DST: return 'ARG.DIFF_DST';
+    case ARG.DIFF_WEIGHTS: return 'ARG.DIFF_WEIGHTS';
+    case ARG.DIFF_BIAS: return 'ARG.DIFF_BIAS';
+    case ARG.MOE_TOPK_IDS: return 'ARG.MOE_TOPK_IDS';
+    case ARG.MOE_TOPK_WEIGHTS: return 'ARG.MOE_TOPK_WEIGHTS';
+    case ARG.MOE_TOKEN_INDEX: return 'ARG.MOE_TOKEN_INDEX';
+    case ARG.MOE_TOKEN_KS: return 'ARG.MOE_TOKEN_KS';
+    case ARG.MOE_ROW_OF: return 'ARG.MOE_ROW_OF';
+    case ARG.MOE_EXPERT_MAP: return 'ARG.MOE_EXPERT_MAP';
+    case ARG.MOE_CORRECTION_BIAS: return 'ARG.MOE_CORRECTION_BIAS';
+    case ARG.MOE_EXPERT_NUM_TOKENS: return 'ARG.MOE_EXPERT_NUM_TOKENS';
     case ARG.RUNTIME_DIMS: return 'ARG.RUNTIME_DIMS';
     case ARG.ATTR_GROUPED_OFFSETS | ARG.SRC: return 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC';
     default:

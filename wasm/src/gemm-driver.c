@@ -9,6 +9,7 @@
 #include "driver.h"
 #include "lowp.h"
 #include "tile_io.h"
+#include "op_job.h"
 
 INLINE size_t esz(int dt) { return dt == DT_F32 ? 4 : 2; }
 
@@ -201,6 +202,7 @@ static void run_group_tile(const job_t* j, scratch_t* s, const group_view_t* v, 
 }
 
 EXPORT(run_job) int run_job(job_t* j, int tid) {
+  if (j->kind >= KIND_OP_FIRST) return run_op_job((op_head_t*)j, tid);
   char* base = (char*)(uintptr_t)j->scratch + (size_t)tid * (size_t)j->scratch_stride;
   int32_t* o = (int32_t*)base;
   scratch_t s;

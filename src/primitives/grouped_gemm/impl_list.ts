@@ -3,7 +3,7 @@ import type { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
-import type { QuantArg } from '../fusion.js';
+import type { QuantArg } from '../../attr/fusion.js';
 import { refGroupedGemm } from './ref_grouped_gemm.js';
 import { wasmGroupedGemm } from './wasm_grouped_gemm.js';
 

@@ -13,7 +13,7 @@ import { ARG, argName } from '../args.js';
 import {
   NO_FUSION, dataTypeRejection, resolveQuant,
   type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
-} from '../fusion.js';
+} from '../../attr/fusion.js';
 
 /** The attribute ids of grouped_gemm scales / zero points: one setting for every expert. */
 const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };

@@ -8,7 +8,7 @@ import type { GroupedGemmArgs } from './impl_list.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
 import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
-import type { QuantArg } from '../fusion.js';
+import type { QuantArg } from '../../attr/fusion.js';
 
 const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
 const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];

@@ -4,7 +4,7 @@ import type { Memory } from '../../memory/memory.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { ARG, argName } from '../args.js';
-import { elementReader, type QuantArg } from '../fusion.js';
+import { elementReader, type QuantArg } from '../../attr/fusion.js';
 import { elementWriter, gemmF64, makeEpilogue, quantView, quantViews } from '../matmul/ref_matmul.js';
 import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
 import { checkedRuntimeDims, rowCapacity } from './runtime_dims.js';

@@ -3,17 +3,17 @@ import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes } from '../../runtime/job_layout.js';
-import { writeEpilogue } from '../kernel_epilogue.js';
+import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes } from '../../kernels/job_layout.js';
+import { writeEpilogue } from '../../kernels/epilogue.js';
 import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
 import { checkedRuntimeDims, rowCapacity, runtimeDimsError } from './runtime_dims.js';
 import { DnnlError } from '../../common/status.js';
 import type { Memory } from '../../memory/memory.js';
 import { ARG, argName } from '../args.js';
-import { FLOAT_TYPES, type QuantArg } from '../fusion.js';
-import { TILE } from '../tile_geometry.js';
-import { fits32, planFused, samePlan, takesIntPath, writeFused, type FusedPlan, type Roles } from '../fused_job.js';
+import { FLOAT_TYPES, type QuantArg } from '../../attr/fusion.js';
+import { TILE } from '../../kernels/tile_geometry.js';
+import { fits32, planFused, samePlan, takesIntPath, writeFused, type FusedPlan, type Roles } from '../../kernels/fused_job.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 

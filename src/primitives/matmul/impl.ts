@@ -3,7 +3,7 @@ import type { MemoryDesc } from '../../memory/desc.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { MatmulProblem } from './problem.js';
-import type { QuantArg } from '../fusion.js';
+import type { QuantArg } from '../../attr/fusion.js';
 
 /** Resolved execution arguments, already checked against the pd. */
 export interface MatmulArgs {

@@ -13,7 +13,7 @@ import { ARG, argName } from '../args.js';
 import {
   FLOAT_TYPES, NO_FUSION, broadcastMap, dataTypeRejection, resolveQuant,
   type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
-} from '../fusion.js';
+} from '../../attr/fusion.js';
 
 /** The ids of the arguments that take scales / zero points. */
 const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };

@@ -8,7 +8,7 @@ import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
 import { problemString } from './problem.js';
-import type { QuantArg, QuantParam } from '../fusion.js';
+import type { QuantArg, QuantParam } from '../../attr/fusion.js';
 
 const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };
 

@@ -1,6 +1,6 @@
 import type { MemoryDesc } from '../../memory/desc.js';
 import type { PrimitiveAttr } from '../../attr/primitive_attr.js';
-import type { Fusion } from '../fusion.js';
+import type { Fusion } from '../../attr/fusion.js';
 
 /**
  * What a matmul computes, derived once by the pd from the descriptors.

@@ -7,7 +7,7 @@ import type { Engine } from '../../runtime/engine.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf } from './runtime_offsets.js';
-import { elementReader, mapIndex, type Fusion, type GluParam, type IndexMap, type QuantArg, type QuantParam } from '../fusion.js';
+import { elementReader, mapIndex, type Fusion, type GluParam, type IndexMap, type QuantArg, type QuantParam } from '../../attr/fusion.js';
 import type { PostOp } from '../../attr/post_ops.js';
 
 /** Bias element for a position: each bias dim is either the dst extent or 1 (broadcast). */

@@ -3,15 +3,15 @@ import { packedGeometry, packedS16Geometry, packedS16WeightsDesc, packedWeightsD
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes, type JobField } from '../../runtime/job_layout.js';
-import { writeEpilogue } from '../kernel_epilogue.js';
+import { GROUP_MODE, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes, type JobField } from '../../kernels/job_layout.js';
+import { writeEpilogue } from '../../kernels/epilogue.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf, offsetsError } from './runtime_offsets.js';
-import { FLOAT_TYPES } from '../fusion.js';
-import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../fused_job.js';
+import { FLOAT_TYPES } from '../../attr/fusion.js';
+import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../../kernels/fused_job.js';
 
-import { TILE } from '../tile_geometry.js';
+import { TILE } from '../../kernels/tile_geometry.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 /** @internal the tile geometry (tests check the scratch it needs; NB must stay a multiple of 64 for GLU blocks32). */

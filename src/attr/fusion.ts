@@ -9,9 +9,9 @@ import { isRuntime, RUNTIME_DIM_VAL } from '../common/dims.js';
 import { fromStored, isSubByteType, type DataType, type ValuesView } from '../common/data_type.js';
 import { MemoryDesc } from '../memory/desc.js';
 import { tagToStrides } from '../memory/format_tag.js';
-import type { QuantAttr } from '../attr/primitive_attr.js';
-import type { PostOp } from '../attr/post_ops.js';
-import type { BinaryAlg } from '../attr/eltwise.js';
+import type { QuantAttr } from './primitive_attr.js';
+import type { PostOp } from './post_ops.js';
+import type { BinaryAlg } from './eltwise.js';
 
 export type QuantArg = 'src' | 'weights' | 'dst';
 export type QuantKind = 'scales' | 'zero_points';

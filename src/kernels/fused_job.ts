@@ -14,9 +14,9 @@ import type { MemoryDesc } from '../memory/desc.js';
 import type { Memory } from '../memory/memory.js';
 import {
   ELT_CODE_ALL, GLU_CODE, GLU_LAYOUT_CODE, JOB, JOB_DT_ALL, MAX_PO, PATH, PO, PO_KIND, Q, QARG,
-} from '../runtime/job_layout.js';
-import { epilogueRejection } from './kernel_epilogue.js';
-import { FLOAT_TYPES, type Fusion, type IndexMap, type QuantArg, type QuantParam } from './fusion.js';
+} from './job_layout.js';
+import { epilogueRejection } from './epilogue.js';
+import { FLOAT_TYPES, type Fusion, type IndexMap, type QuantArg, type QuantParam } from '../attr/fusion.js';
 
 /** Role of each logical dimension of an argument's tensor in the job: group, row, k, n. */
 export type Role = 'g' | 'r' | 'k' | 'n';

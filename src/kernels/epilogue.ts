@@ -1,5 +1,5 @@
 import type { PrimitiveAttr } from '../attr/primitive_attr.js';
-import { ELT_CODE, JOB, MAX_ELT } from '../runtime/job_layout.js';
+import { ELT_CODE, JOB, MAX_ELT } from './job_layout.js';
 
 const isElt = (alg: string): alg is keyof typeof ELT_CODE => alg in ELT_CODE;
 

@@ -1,0 +1,25 @@
+/* Dispatch of the op jobs (op_job.h) by kind. Each op lives in its own file and adds one case here. */
+#include "op_job.h"
+
+typedef struct fill_job {
+  op_head_t h;
+  /* 32 */ uint32_t ptr;
+  int32_t n, value, pad;
+} fill_job_t;
+
+static int run_fill(fill_job_t* j) {
+  int done = 0;
+  int32_t* p = (int32_t*)(uintptr_t)j->ptr;
+  if (j->n < 0) { op_error(&j->h, 1, 0, j->n, 0); return 0; }
+  for (int32_t t; (t = op_next_tile(&j->h)) * 1024 < j->n; done++)
+    for (int32_t i = t * 1024; i < MIN(j->n, t * 1024 + 1024); i++) p[i] = j->value;
+  return done;
+}
+
+int run_op_job(op_head_t* h, int tid) {
+  (void)tid;
+  switch (h->kind) {
+    case KIND_OP_FILL: return run_fill((fill_job_t*)h);
+    default: op_error(h, ERR_OP_UNKNOWN_KIND, 0, h->kind, 0); return 0;
+  }
+}

@@ -1,0 +1,39 @@
+/* Jobs that are not GEMMs (MoE routing, dispatch, combine, backward helpers, ...). They share job_t's
+   first 32 bytes (kind, status and error fields, the shared tile counter, the thread count) so that
+   run_job can dispatch on `kind`; the rest of each struct is the op's own, mirrored in TypeScript
+   through src/kernels/op_job.ts. Every op follows the driver's rules: check runtime data before
+   writing anything, take tiles from `tile_next`, give each output element to exactly one tile, so
+   results do not depend on the thread count. */
+#pragma once
+#include "common.h"
+
+typedef struct op_head {
+  /* 0 */ int32_t kind, reserved, status, err_index;
+  /* 16 */ int32_t err_a, err_b, tile_next, nthreads;
+} op_head_t;
+_Static_assert(sizeof(op_head_t) == 32, "op_head_t must mirror job_t's first 32 bytes");
+
+/* Kinds >= KIND_OP_FIRST are op jobs (job.h has the GEMM kinds 1 and 2). One entry per op. */
+enum {
+  KIND_OP_FIRST = 16,
+  KIND_OP_FILL = 16, /* test op: fills n int32 with a value, in tiles of 1024 (op-jobs.c) */
+};
+
+/* Op status codes start at 100 (job.h's ERR_* are the GEMM's offsets errors). */
+enum { ERR_OP_UNKNOWN_KIND = 100 };
+
+/* Reports a runtime-data error once (the first reporter wins; the others keep the first verdict). */
+INLINE void op_error(op_head_t* h, int32_t code, int32_t idx, int32_t a, int32_t b) {
+  int32_t expected = 0;
+  if (__atomic_compare_exchange_n(&h->status, &expected, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    h->err_index = idx;
+    h->err_a = a;
+    h->err_b = b;
+    __atomic_store_n(&h->status, code, __ATOMIC_SEQ_CST);
+  }
+}
+
+INLINE int32_t op_next_tile(op_head_t* h) { return __atomic_fetch_add(&h->tile_next, 1, __ATOMIC_RELAXED); }
+
+/* op-jobs.c: runs an op job on one worker (tid); returns the tiles it ran. */
+int run_op_job(op_head_t* h, int tid);
