@@ -11,6 +11,21 @@ export interface GroupedOffsetsAttr {
 }
 
 /**
+ * How a grouped matmul's rows map to its tensors in an MoE layer (cuDNN's MoE grouped matmul modes,
+ * vLLM's batched format). See rfcs/0004-moe-layer.md.
+ */
+export interface MoeRowsAttr {
+  /** GATHER: src is the un-permuted `[T, K]`; routed row r reads src row `ARG.MOE_TOKEN_INDEX[r]` (-1: padding, zeros). */
+  readonly gather: boolean;
+  /** SCATTER (> 0): dst is `[T * topK, N]`; routed row r writes dst row `token_index[r] * topK + token_ks[r]`. */
+  readonly scatterTopK: number;
+  /** Batched format: 3D src `[G, C, K]` / dst `[G, C, N]`; batch g has `ARG.MOE_EXPERT_NUM_TOKENS[g]` valid rows. */
+  readonly batchedCounts: boolean;
+}
+
+const NO_MOE_ROWS: MoeRowsAttr = Object.freeze({ gather: false, scatterTopK: 0, batchedCounts: false });
+
+/**
  * Scales or zero points of one argument (oneDNN `set_scales` / `set_zero_points`): `mask` bits name
  * the dimensions of the argument's logical tensor that have their own value, `groups` (empty, or one
  * entry per dimension) how many consecutive elements of each masked dimension share one value, and
@@ -34,6 +49,7 @@ const QUANT_ARGS: ReadonlyMap<number, string> = new Map([
 export class PrimitiveAttr {
   postOps = new PostOps();
   private grouped: GroupedOffsetsAttr | undefined;
+  private moe: MoeRowsAttr = NO_MOE_ROWS;
   private readonly scaleMap = new Map<number, QuantAttr>();
   private readonly zpMap = new Map<number, QuantAttr>();
 
@@ -61,6 +77,43 @@ export class PrimitiveAttr {
 
   get groupedOffsets(): GroupedOffsetsAttr | undefined {
     return this.grouped;
+  }
+
+  /**
+   * cuDNN GATHER mode: src is the un-permuted `[T, K]` activations and routed row r of the grouped
+   * matmul reads src row `ARG.MOE_TOKEN_INDEX[r]` (`[R]` s32, -1 = a padding row whose src is zero):
+   * GEMM1 of an MoE layer without materialising the permuted copy. Src scales / zero points per row
+   * are per token.
+   */
+  setGather(): this {
+    this.moe = Object.freeze({ ...this.moe, gather: true });
+    return this;
+  }
+
+  /**
+   * cuDNN SCATTER mode: dst is `[T * topK, N]` in token order and routed row r writes dst row
+   * `ARG.MOE_TOKEN_INDEX[r] * topK + ARG.MOE_TOKEN_KS[r]` (padding rows, index -1, are not written).
+   * Dst scales / zero points and binary post-op inputs are indexed by that dst row, so the routing
+   * weights `[T, topK]` viewed as `[T * topK, 1]` make a `binary_mul` post-op.
+   */
+  setScatter(topK: number): this {
+    check(Number.isSafeInteger(topK) && topK >= 1 && topK <= 0x7fff, `attr.setScatter: topK must be an integer in [1, 32767], got ${topK}`);
+    this.moe = Object.freeze({ ...this.moe, scatterTopK: topK });
+    return this;
+  }
+
+  /**
+   * vLLM's batched format: a 3D batched matmul (src `[G, C, K]`, weights `[G, K, N]`, dst `[G, C, N]`)
+   * in which batch g has only `ARG.MOE_EXPERT_NUM_TOKENS[g]` (`[G]` s32, each in [0, C]) valid rows;
+   * rows past the count are never read and never written.
+   */
+  setBatchedTokenCounts(): this {
+    this.moe = Object.freeze({ ...this.moe, batchedCounts: true });
+    return this;
+  }
+
+  get moeRows(): MoeRowsAttr {
+    return this.moe;
   }
 
   /**
@@ -105,7 +158,7 @@ export class PrimitiveAttr {
   }
 
   get isDefault(): boolean {
-    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0;
+    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.moe === NO_MOE_ROWS;
   }
 
   /** oneDNN-verbose-like rendering: `attr-scales:src:1:f32+wei:7:e8m0:1x32x1 attr-zero-points:src:0:s32 attr-post-ops:...`. */
@@ -116,6 +169,9 @@ export class PrimitiveAttr {
     if (this.scaleMap.size) parts.push(`attr-scales:${q(this.scaleMap)}`);
     if (this.zpMap.size) parts.push(`attr-zero-points:${q(this.zpMap)}`);
     if (this.grouped) parts.push(`attr-grouped-offsets:src:g${this.grouped.groupCount}:${this.grouped.offsetsDt}`);
+    if (this.moe.gather) parts.push('attr-moe:gather');
+    if (this.moe.scatterTopK) parts.push(`attr-moe:scatter:k${this.moe.scatterTopK}`);
+    if (this.moe.batchedCounts) parts.push('attr-moe:batched-counts');
     if (this.postOps.length) parts.push(`attr-post-ops:${this.postOps.toString()}`);
     return parts.join(' ');
   }

@@ -20,7 +20,10 @@ export const JOB = {
   q: 256,
   /** MAX_PO `post_op_t` records (PO offsets). */
   po: 544,
-  SIZE: 928,
+  /** MoE row maps (job.h): token index / k-slot arrays, gather flag, scatter top-k, their bounds, batched counts. */
+  tok_idx: 928, tok_ks: 932, gather: 936, scatter_k: 940,
+  src_rows: 944, dst_rows: 948, counts: 952, seen_bytes: 956,
+  SIZE: 960,
 } as const;
 
 /** Byte offsets inside a `qarg_t` (scale / zero-point location, job.h). */
@@ -65,9 +68,9 @@ export const NR = 8;
  * `kcF32` is KC in f32 units (the integer path's int16 blocks with twice the KC take the same room);
  * `kcPacked` the fast path's K block on packed weights (job.kc_packed).
  */
-export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0): number {
+export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0, seenBytes = 0): number {
   const nbc = nb + 16;
-  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb);
+  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb) + seenBytes;
 }
 
-export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7 } as const;
+export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7, row_index: 8, row_slot: 9, row_duplicate: 10 } as const;

@@ -9,7 +9,7 @@
 /* Bytes of one worker's scratch the driver carves for this job (must not exceed job.scratch_stride). */
 EXPORT(check_scratch_bytes) int32_t check_scratch_bytes(const job_t* j) {
   scratch_t s;
-  return (int32_t)scratch_setup(j, 0, &s);
+  return (int32_t)scratch_setup(j, 0, &s) + j->seen_bytes; /* + the scatter duplicate bitmap */
 }
 
 /* out[i] = eltwise alg (job codes 1..11; 100 = erf) of in[i]; n a multiple of 4. */

@@ -78,15 +78,15 @@ INLINE void put_row_panel(void* a, size_t ld, int32_t mr, int32_t i, const void*
   for (int32_t k = 0; k < n; k++) __builtin_memcpy(o + (size_t)k * mr, (const uint32_t*)x + k, 4);
 }
 
-/* Rows i..i+3 of 32-bit data (f32, or int16 k-pairs; row stride ld) into one micro-panel, four k at
-   a time (4x4 transposes). */
-INLINE void put_panel4(void* out, const void* in, size_t ld, int32_t kc) {
+/* Four rows of 32-bit data (f32, or int16 k-pairs) given by their addresses into one micro-panel, four
+   k at a time (4x4 transposes). */
+INLINE void put_panel4_rows(void* out, const uint32_t* x0, const uint32_t* x1, const uint32_t* x2, const uint32_t* x3,
+                            int32_t kc) {
   uint32_t* o = (uint32_t*)out;
-  const uint32_t* x = (const uint32_t*)in;
   int32_t k = 0;
   for (; k + 4 <= kc; k += 4) {
-    const v128_t r0 = wasm_v128_load(x + k), r1 = wasm_v128_load(x + ld + k);
-    const v128_t r2 = wasm_v128_load(x + 2 * ld + k), r3 = wasm_v128_load(x + 3 * ld + k);
+    const v128_t r0 = wasm_v128_load(x0 + k), r1 = wasm_v128_load(x1 + k);
+    const v128_t r2 = wasm_v128_load(x2 + k), r3 = wasm_v128_load(x3 + k);
     const v128_t t0 = wasm_i32x4_shuffle(r0, r1, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(r2, r3, 0, 4, 1, 5);
     const v128_t t2 = wasm_i32x4_shuffle(r0, r1, 2, 6, 3, 7), t3 = wasm_i32x4_shuffle(r2, r3, 2, 6, 3, 7);
     wasm_v128_store(o + (size_t)k * MR, wasm_i64x2_shuffle(t0, t1, 0, 2));
@@ -94,8 +94,18 @@ INLINE void put_panel4(void* out, const void* in, size_t ld, int32_t kc) {
     wasm_v128_store(o + (size_t)(k + 2) * MR, wasm_i64x2_shuffle(t2, t3, 0, 2));
     wasm_v128_store(o + (size_t)(k + 3) * MR, wasm_i64x2_shuffle(t2, t3, 1, 3));
   }
-  for (; k < kc; k++)
-    for (int32_t r = 0; r < MR; r++) o[(size_t)k * MR + r] = x[(size_t)r * ld + k];
+  for (; k < kc; k++) {
+    o[(size_t)k * MR + 0] = x0[k];
+    o[(size_t)k * MR + 1] = x1[k];
+    o[(size_t)k * MR + 2] = x2[k];
+    o[(size_t)k * MR + 3] = x3[k];
+  }
+}
+
+/* Rows i..i+3 of 32-bit data with row stride ld into one micro-panel. */
+INLINE void put_panel4(void* out, const void* in, size_t ld, int32_t kc) {
+  const uint32_t* x = (const uint32_t*)in;
+  put_panel4_rows(out, x, x + ld, x + 2 * ld, x + 3 * ld, kc);
 }
 
 /* Everything a tile needs to know about its group. */
@@ -109,7 +119,40 @@ typedef struct group_view {
   int32_t g;  /* group index (dense batched: batch index) */
   int32_t r0; /* absolute row of the group's row 0 (scales, binary src1) */
   int32_t k0; /* absolute k of the group's k 0 (variable-K groups) */
+  const int32_t* tix; /* MoE row maps from the group's row 0 (job.tok_idx + r0), or 0 */
+  const int32_t* tks;
 } group_view_t;
+
+/* Zeros that a padding row of a gather reads (ZERO_ELEMS elements of any type, 4-bit included). */
+#define ZERO_ELEMS 2048
+extern const float zero_row[ZERO_ELEMS];
+
+/* Row of src's logical tensor that routed row m of the group reads: the routed row itself, or in gather
+   mode its token (-1: a padding row, which reads zeros). Scales and zero points of src use this row. */
+INLINE int32_t src_row(const job_t* j, const group_view_t* v, int32_t m) { return j->gather ? v->tix[m] : v->r0 + m; }
+
+/* Row of dst's logical tensor that routed row m writes: itself, or in scatter mode token * topk + slot
+   (-1: a padding row, not written). Dst scales / zero points and binary post-op inputs use this row. */
+INLINE int32_t dst_row(const job_t* j, const group_view_t* v, int32_t m) {
+  if (!j->scatter_k) return v->r0 + m;
+  const int32_t t = v->tix[m];
+  return t < 0 ? -1 : t * j->scatter_k + v->tks[m];
+}
+
+/* Element offset of src row m's first element in A (A.off holds the group's row 0, or with a gather
+   only the group's batch offset); SIZE_MAX for a padding row. */
+INLINE size_t a_row_elem(const job_t* j, const group_view_t* v, int32_t m) {
+  if (!j->gather) return v->A.off + (size_t)m * (size_t)v->A.s0;
+  const int32_t r = v->tix[m];
+  return r < 0 ? SIZE_MAX : v->A.off + (size_t)r * (size_t)v->A.s0;
+}
+
+/* Element offset of dst row m in C (same conventions); SIZE_MAX for a row not written. */
+INLINE size_t c_row_elem(const job_t* j, const group_view_t* v, int32_t m) {
+  if (!j->scatter_k) return v->C.off + (size_t)m * (size_t)v->C.s0;
+  const int32_t r = dst_row(j, v, m);
+  return r < 0 ? SIZE_MAX : v->C.off + (size_t)r * (size_t)v->C.s0;
+}
 
 /* The fused paths' tile: C[m0 : m0 + mc] x dst columns [n0, n0 + nc) (GEMM columns: twice as many with a GLU). */
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,

@@ -37,6 +37,16 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
     if (code && tid == 0) set_error(j, code, idx, a, b);
     return code;
   }
+  if (j->group_mode == GROUPS_UNIFORM) { /* batched format: valid rows per batch, at most M each */
+    const int32_t* c = (const int32_t*)(uintptr_t)j->counts;
+    for (int i = 0; i < G; i++) o[i] = c[i];
+    for (int i = 0; !code && i < G; i++) {
+      if (o[i] < 0) { code = ERR_DIMS_NEGATIVE; idx = i; a = o[i]; }
+      else if (o[i] > j->M) { code = ERR_DIMS_CAPACITY; idx = i; a = o[i]; b = j->M; }
+    }
+    if (code && tid == 0) set_error(j, code, idx, a, b);
+    return code;
+  }
   for (int i = 0; i <= G; i++) o[i] = src[i];
   if (o[0] != 0) { code = ERR_OFFS_FIRST; a = o[0]; }
   for (int i = 1; !code && i <= G; i++)
@@ -56,25 +66,59 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
   return code;
 }
 
+const float zero_row[ZERO_ELEMS];
+
+/* Validates the MoE row maps of the routed rows [0, offs[G]) before any row is read or written (every
+   worker reaches the same verdict; worker 0 reports): token indices in range, slots in range, padding
+   rows without a slot, and in scatter mode no dst row written twice (a bitmap in `seen`). */
+static int check_row_maps(job_t* j, const int32_t* o, uint8_t* seen, int tid) {
+  const int32_t rows = j->group_mode == GROUPS_OFFSETS ? o[j->G] : 0;
+  const int32_t* ti = (const int32_t*)(uintptr_t)j->tok_idx;
+  const int32_t* ks = (const int32_t*)(uintptr_t)j->tok_ks;
+  const int32_t k = j->scatter_k;
+  const int32_t tokens = k ? j->dst_rows / k : j->src_rows;
+  int code = ERR_NONE;
+  int32_t idx = 0, a = 0, b = 0;
+  if (k) __builtin_memset(seen, 0, (size_t)j->seen_bytes);
+  for (int32_t r = 0; !code && r < rows; r++) {
+    const int32_t t = ti[r];
+    if (t < -1 || t >= tokens || (j->gather && t >= j->src_rows)) { code = ERR_ROW_INDEX; idx = r; a = t; b = j->gather ? MIN(tokens, j->src_rows) : tokens; }
+    else if (k && t < 0 && ks[r] != -1) { code = ERR_ROW_SLOT; idx = r; a = ks[r]; b = -1; }
+    else if (k && t >= 0 && (ks[r] < 0 || ks[r] >= k)) { code = ERR_ROW_SLOT; idx = r; a = ks[r]; b = k; }
+    else if (k && t >= 0) {
+      const int32_t d = t * k + ks[r];
+      if (seen[d >> 3] & (1u << (d & 7))) { code = ERR_ROW_DUPLICATE; idx = r; a = t; b = ks[r]; }
+      seen[d >> 3] |= (uint8_t)(1u << (d & 7));
+    }
+  }
+  if (code && tid == 0) set_error(j, code, idx, a, b);
+  return code;
+}
+
 /* One GEMM tile of the fast f32 path: C[m0 : m0+mc, n0 : n0+nc], operands f32/bf16/f16. */
-static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, const float* wpacked, int32_t Kfull,
-                     operand_t C, const char* bias_g, size_t bias_off, int32_t Kg, int32_t m0, int32_t mc, int32_t n0,
-                     int32_t nc, int32_t g) {
+static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
+                     int32_t nc) {
+  operand_t A = v->A, B = v->B, C = v->C;
+  const float* wpacked = (const float*)v->wpacked;
+  const int32_t Kfull = v->Kfull, Kg = v->Kg, g = v->g;
+  const char* bias_g = v->bias;
+  const size_t bias_off = v->bias_off;
   const int32_t NB = j->nb;
   const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1, MR);
-  A.base += A.off * esz(A.dt);
   B.base += B.off * esz(B.dt);
-  C.base += C.off * esz(C.dt);
-  const int32_t npan = cdiv(nc, NR);
-  const int direct_c = C.dt == DT_F32 && C.s1 == 1;
-  float* c = direct_c ? (float*)C.base + (size_t)m0 * C.s0 + n0 : s->c;
+  /* Rows go through a_row_elem / c_row_elem (MoE gather / scatter); C rows past the tile are never written. */
+  const int direct_c = C.dt == DT_F32 && C.s1 == 1 && !j->scatter_k;
+  float* c = direct_c ? (float*)C.base + C.off + (size_t)m0 * C.s0 + n0 : s->c;
   const size_t ldc = direct_c ? (size_t)C.s0 : (size_t)NB;
+  const int32_t npan = cdiv(nc, NR);
   int accumulate = 0;
 
   if (j->has_sum) { /* dst = sum_scale * dst_before + (acc + bias), then the element-wise ops */
-    for (int32_t i = 0; i < mc; i++)
+    for (int32_t i = 0; i < mc; i++) {
+      const size_t crow = c_row_elem(j, v, m0 + i);
       for (int32_t n = 0; n < nc; n++)
-        c[i * ldc + n] = j->sum_scale * load_elem(C.base, C.dt, (size_t)(m0 + i) * C.s0 + (size_t)(n0 + n) * C.s1);
+        c[i * ldc + n] = crow == SIZE_MAX ? 0.0f : j->sum_scale * load_elem(C.base, C.dt, crow + (size_t)(n0 + n) * C.s1);
+    }
     accumulate = 1;
   }
   const float* biasv = 0;
@@ -94,14 +138,18 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
     if (a_block_cached(s, g, A.base, A.off, m0, mc, k0, kc, KC)) {
       /* the previous tile of this worker left exactly this block in s->a */
     } else if (A.dt == DT_F32 && A.s1 == 1) {
+#define AROW(i) (a_row_elem(j, v, m0 + (i)) == SIZE_MAX ? (const uint32_t*)zero_row \
+                 : (const uint32_t*)A.base + a_row_elem(j, v, m0 + (i)) + k0)
       int32_t i = 0;
-      for (; i + MR <= mc; i += MR)
-        put_panel4(s->a + (size_t)i * lda, (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0, (size_t)A.s0, kc);
-      for (; i < mc; i++) put_row_panel(s->a, lda, MR, i, (const float*)A.base + (size_t)(m0 + i) * A.s0 + k0, kc);
+      for (; i + MR <= mc; i += MR) put_panel4_rows(s->a + (size_t)i * lda, AROW(i), AROW(i + 1), AROW(i + 2), AROW(i + 3), kc);
+      for (; i < mc; i++) put_row_panel(s->a, lda, MR, i, AROW(i), kc);
+#undef AROW
     } else {
-      for (int32_t i = 0; i < mc; i++)
+      for (int32_t i = 0; i < mc; i++) {
+        const size_t arow = a_row_elem(j, v, m0 + i);
         for (int32_t k = 0; k < kc; k++)
-          s->a[panel_index(i, k, lda, MR)] = load_elem(A.base, A.dt, (size_t)(m0 + i) * A.s0 + (size_t)(k0 + k) * A.s1);
+          s->a[panel_index(i, k, lda, MR)] = arow == SIZE_MAX ? 0.0f : load_elem(A.base, A.dt, arow + (size_t)(k0 + k) * A.s1);
+      }
     }
     const float* a = s->a;
     const float* bp;
@@ -131,9 +179,11 @@ static void run_tile(const job_t* j, scratch_t* s, operand_t A, operand_t B, con
     accumulate = 1;
   }
   if (!direct_c)
-    for (int32_t i = 0; i < mc; i++)
-      for (int32_t n = 0; n < nc; n++)
-        store_elem((char*)C.base, C.dt, (size_t)(m0 + i) * C.s0 + (size_t)(n0 + n) * C.s1, c[i * ldc + n]);
+    for (int32_t i = 0; i < mc; i++) {
+      const size_t crow = c_row_elem(j, v, m0 + i);
+      if (crow == SIZE_MAX) continue;
+      for (int32_t n = 0; n < nc; n++) store_elem((char*)C.base, C.dt, crow + (size_t)(n0 + n) * C.s1, c[i * ldc + n]);
+    }
 }
 
 /* Resolves group g: the only place where the three ways of defining groups differ. */
@@ -147,6 +197,7 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   v->g = g;
   v->r0 = 0;
   v->k0 = 0;
+  v->tix = v->tks = 0;
   if (j->group_mode == GROUPS_POINTERS) {
     const group_rec_t* t = (const group_rec_t*)(uintptr_t)j->groups + g;
     v->rows = o[g];
@@ -162,11 +213,14 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   if (j->kind == KIND_GROUPED_M) {
     const int32_t r0 = j->group_mode == GROUPS_OFFSETS ? o[g] : 0;
     v->r0 = r0;
-    v->rows = j->group_mode == GROUPS_OFFSETS ? o[g + 1] - o[g] : j->M;
+    v->rows = j->group_mode == GROUPS_OFFSETS ? o[g + 1] - o[g] : j->counts ? o[g] : j->M;
     v->Kg = v->Kfull = j->K;
-    v->A = (operand_t){ src, (size_t)g * j->s_g + (size_t)r0 * j->s_0, j->s_0, j->s_1, j->dt_src };
+    /* With a gather (scatter) the row maps give src (dst) rows: the operand keeps only the batch offset. */
+    v->A = (operand_t){ src, (size_t)g * j->s_g + (j->gather ? 0 : (size_t)r0 * j->s_0), j->s_0, j->s_1, j->dt_src };
     v->B = (operand_t){ wei, (size_t)g * j->w_g, j->w_k, j->w_n, j->dt_wei };
-    v->C = (operand_t){ dst, (size_t)g * j->d_g + (size_t)r0 * j->d_0, j->d_0, j->d_1, j->dt_dst };
+    v->C = (operand_t){ dst, (size_t)g * j->d_g + (j->scatter_k ? 0 : (size_t)r0 * j->d_0), j->d_0, j->d_1, j->dt_dst };
+    v->tix = j->tok_idx ? (const int32_t*)(uintptr_t)j->tok_idx + r0 : 0;
+    v->tks = j->tok_ks ? (const int32_t*)(uintptr_t)j->tok_ks + r0 : 0;
   } else {
     const int32_t k0 = j->group_mode == GROUPS_OFFSETS ? o[g] : g * j->K;
     v->k0 = k0;
@@ -198,7 +252,7 @@ static void run_group_tile(const job_t* j, scratch_t* s, const group_view_t* v, 
     run_tile_fused(j, s, v, m0, mc, n0, nc);
     return;
   }
-  run_tile(j, s, v->A, v->B, (const float*)v->wpacked, v->Kfull, v->C, v->bias, v->bias_off, v->Kg, m0, mc, n0, nc, v->g);
+  run_tile(j, s, v, m0, mc, n0, nc);
 }
 
 EXPORT(run_job) int run_job(job_t* j, int tid) {
@@ -206,8 +260,9 @@ EXPORT(run_job) int run_job(job_t* j, int tid) {
   char* base = (char*)(uintptr_t)j->scratch + (size_t)tid * (size_t)j->scratch_stride;
   int32_t* o = (int32_t*)base;
   scratch_t s;
-  scratch_setup(j, base, &s);
-  if (j->group_mode != GROUPS_UNIFORM && load_groups(j, o, tid)) return 0;
+  const size_t used = scratch_setup(j, base, &s);
+  if ((j->group_mode != GROUPS_UNIFORM || j->counts) && load_groups(j, o, tid)) return 0;
+  if ((j->gather || j->scatter_k) && check_row_maps(j, o, (uint8_t*)base + used, tid)) return 0;
   /* Tiles are numbered group by group (N-block major, M-block minor, so consecutive tiles share a
      weight panel); each worker walks the groups forward as the shared counter grows. */
   int32_t g = 0, base_tile = 0;

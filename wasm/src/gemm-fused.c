@@ -200,10 +200,14 @@ static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, f
     for (int32_t p0 = 0; p0 < kc; p0 += 64) {
       const int32_t pn = MIN(64, kc - p0);
       for (int32_t q = 0; q < rows; q++) {
-        const int32_t i = i0 + q, r = v->r0 + t->m0 + i;
+        const int32_t i = i0 + q, r = src_row(j, v, t->m0 + i);
         float* x = piece[q];
-        decode_f32(x, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
-                   v->A.s1, pn);
+        const size_t arow = a_row_elem(j, v, t->m0 + i);
+        if (arow == SIZE_MAX) { /* a padding row of a gather: its dequantized src is 0 */
+          for (int32_t y = 0; y < pn; y++) x[y] = 0.0f;
+          continue;
+        }
+        decode_f32(x, v->A.base, v->A.dt, arow + (size_t)(k0 + p0) * v->A.s1, v->A.s1, pn);
         for (int32_t y0 = 0; (sb || zb) && y0 < pn;) {
           const int32_t kabs = v->k0 + k0 + p0 + y0;
           int32_t len = pn - y0;
@@ -321,7 +325,7 @@ static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, i
    it is applied as a compensation, in 3-row micro-panels of k-pairs (rows 3p.. at a + p * 3 * lda,
    k-pair t of row r as the i32 at [2 (3t + r)]); row sums of A' when the weights have zero points.
    Rows are decoded in pieces of 128 k on the stack, then interleaved. */
-static void pack_a_s16(const group_view_t* v, const tile_t* t, const vecs_t* w, int16_t* a, int32_t lda, int32_t k0,
+static void pack_a_s16(const job_t* j, const group_view_t* v, const tile_t* t, const vecs_t* w, int16_t* a, int32_t lda, int32_t k0,
                        int32_t kc, int comp, int need_rsum) {
   int16_t piece[MR_INT][128];
   for (int32_t i0 = 0; i0 < t->mc; i0 += MR_INT) {
@@ -331,8 +335,9 @@ static void pack_a_s16(const group_view_t* v, const tile_t* t, const vecs_t* w, 
       for (int32_t q = 0; q < rows; q++) {
         const int32_t i = i0 + q;
         int16_t* x = piece[q];
-        decode_i16(x, v->A.base, v->A.dt, v->A.off + (size_t)(t->m0 + i) * v->A.s0 + (size_t)(k0 + p0) * v->A.s1,
-                   v->A.s1, pn, comp ? 0 : w->rzp[i]);
+        const size_t arow = a_row_elem(j, v, t->m0 + i);
+        if (arow == SIZE_MAX) for (int32_t y = 0; y < pn; y++) x[y] = 0; /* gather padding row (its zero point is 0) */
+        else decode_i16(x, v->A.base, v->A.dt, arow + (size_t)(k0 + p0) * v->A.s1, v->A.s1, pn, comp ? 0 : w->rzp[i]);
         if (pn & 1) x[pn] = 0;
         if (!need_rsum) continue;
         int32_t y = 0;
@@ -444,9 +449,10 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
   const operand_t C = v->C;
   /* dst scale / zero point varying along N: staged per tile (per row too if they also vary along rows) */
   const int ds_cols = dsb && qds->st_n, dz_cols = dzb && qdz->st_n;
+  const int32_t r_first = MAX(dst_row(j, v, t->m0), 0); /* a padding row's values are never stored */
   for (int32_t x = 0; x < t->nc; x++) {
-    if (ds_cols) w->dscale[x] = q_float(qds, dsb, v->g, v->r0 + t->m0, 0, t->n0 + x);
-    if (dz_cols) w->dzp[x] = (float)q_int(qdz, dzb, v->g, v->r0 + t->m0, 0, t->n0 + x);
+    if (ds_cols) w->dscale[x] = q_float(qds, dsb, v->g, r_first, 0, t->n0 + x);
+    if (dz_cols) w->dzp[x] = (float)q_int(qdz, dzb, v->g, r_first, 0, t->n0 + x);
   }
   rowpre_t q = { 0, w, is_int, wzp, comp, has_bias, has_cscale, has_rscale, VF(1.0f), wasm_i32x4_splat(0),
                  wasm_i32x4_splat(0), wasm_i32x4_splat(0) };
@@ -454,8 +460,10 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
   const int glu = j->glu_alg, layout = j->glu_layout;
   const int32_t up = t->seg_c[1];
   for (int32_t i = 0; i < t->mc; i++) {
-    const int32_t r = v->r0 + t->m0 + i;
-    if (i > 0 && ((ds_cols && qds->st_r) || (dz_cols && qdz->st_r)))
+    const int32_t r = dst_row(j, v, t->m0 + i);
+    const size_t drow = c_row_elem(j, v, t->m0 + i);
+    if (drow == SIZE_MAX) continue; /* scatter: a padding row */
+    if (r != r_first && ((ds_cols && qds->st_r) || (dz_cols && qdz->st_r)))
       for (int32_t xx = 0; xx < t->nc; xx++) {
         if (ds_cols) w->dscale[xx] = q_float(qds, dsb, v->g, r, 0, t->n0 + xx);
         if (dz_cols) w->dzp[xx] = (float)q_int(qdz, dzb, v->g, r, 0, t->n0 + xx);
@@ -469,7 +477,6 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
     }
     const float ds_row = dsb && !ds_cols ? q_float(qds, dsb, v->g, r, 0, 0) : 1.0f;
     const float dz_row = dzb && !dz_cols ? (float)q_int(qdz, dzb, v->g, r, 0, 0) : 0.0f;
-    const size_t drow = C.off + (size_t)(t->m0 + i) * C.s0;
     for (int32_t jj = 0; jj < t->nc; jj += 4) {
       const int32_t cnt = MIN(4, t->nc - jj);
       v128_t y;
@@ -549,9 +556,14 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
       w.czp[c0 + x] = w.csum[c0 + x] = 0;
     }
   }
-  if (ssb) decode_f32(w.rscale, (const char*)ssb, qss->dt, q_index(qss, g, v->r0 + m0, 0, 0), qss->st_r, mc);
+  if (ssb && !j->gather) decode_f32(w.rscale, (const char*)ssb, qss->dt, q_index(qss, g, v->r0 + m0, 0, 0), qss->st_r, mc);
+  for (int32_t i = 0; ssb && j->gather && i < mc; i++) { /* gather: rows of src are tokens */
+    const int32_t r = src_row(j, v, m0 + i);
+    w.rscale[i] = r < 0 ? 1.0f : q_float(qss, ssb, g, r, 0, 0);
+  }
   for (int32_t i = 0; i < mc; i++) {
-    w.rzp[i] = szb ? q_int(qsz, szb, g, v->r0 + m0 + i, 0, 0) : 0;
+    const int32_t r = src_row(j, v, m0 + i);
+    w.rzp[i] = szb && r >= 0 ? q_int(qsz, szb, g, r, 0, 0) : 0;
     if (w.rzp[i] < -32512 || w.rzp[i] > 32512) comp = 1; /* a - zp would leave int16 */
     w.rsum[i] = 0;
   }
@@ -569,9 +581,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
        packing also sums the rows (weights zero points), which the tile epilogue needs afresh. */
     if (is_int && wzb) {
       s->a_base = 0;
-      pack_a_s16(v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 1);
+      pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 1);
     } else if (!a_block_cached(s, g, v->A.base, v->A.off, m0, mc, k0, kc, KC)) {
-      if (is_int) pack_a_s16(v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 0);
+      if (is_int) pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 0);
       else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
     }
     for (int sg = 0; sg < t.nseg; sg++) {

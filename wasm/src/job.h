@@ -44,6 +44,9 @@ enum { Q_SRC_SCALE = 0, Q_WEI_SCALE = 1, Q_DST_SCALE = 2, Q_SRC_ZP = 3, Q_WEI_ZP
 enum {
   ERR_NONE = 0, ERR_OFFS_FIRST = 1, ERR_OFFS_DECREASING = 2, ERR_OFFS_TOTAL = 3,
   ERR_OFFS_MISMATCH = 4, ERR_OFFS_SIZES = 5, ERR_DIMS_NEGATIVE = 6, ERR_DIMS_CAPACITY = 7,
+  /* MoE row maps (job.tok_idx / tok_ks): a token index outside [-1, src_rows) (gather) or [-1, T) (scatter),
+     a k-slot outside [0, topk), a padding row with a slot, two routed rows scattered to one dst row. */
+  ERR_ROW_INDEX = 8, ERR_ROW_SLOT = 9, ERR_ROW_DUPLICATE = 10,
 };
 #define MAX_ELT 4
 #define MAX_PO 8
@@ -97,7 +100,14 @@ typedef struct job {
   float glu_alpha, glu_limit; int32_t n_po, kc_packed;
   /* 256 */ qarg_t q[NQ];
   /* 544 */ post_op_t po[MAX_PO];
-  /* 928 */
+  /* 928: MoE row maps (cuDNN gather / scatter modes) and batched token counts.
+     gather: A row m of the routed rows reads src row tok_idx[m] (< src_rows), -1 = a padding row that reads zeros.
+     scatter_k > 0: routed row m writes dst row tok_idx[m] * scatter_k + tok_ks[m] (< dst_rows); -1 rows are not written.
+     counts (uniform groups): group g has counts[g] <= M valid rows (vLLM batched format); the rest is never touched.
+     seen: bytes of per-worker scratch past the GEMM's for the scatter duplicate check (one bit per dst row). */
+  uint32_t tok_idx, tok_ks; int32_t gather, scatter_k;
+  /* 944 */ int32_t src_rows, dst_rows; uint32_t counts; int32_t seen_bytes;
+  /* 960 */
 } job_t;
 
-_Static_assert(sizeof(job_t) == 928, "job_t layout changed: update job_layout.ts");
+_Static_assert(sizeof(job_t) == 960, "job_t layout changed: update job_layout.ts");

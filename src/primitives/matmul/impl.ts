@@ -19,6 +19,11 @@ export interface MatmulArgs {
   readonly zeroPoints: Readonly<Partial<Record<QuantArg, Memory>>>;
   /** `ARG.ATTR_MULTIPLE_POST_OP(i) | ARG.SRC_1`: entry j is the src1 of `problem.fusion.binary[j]`. */
   readonly binary: readonly Memory[];
+  /** MoE gather / scatter: `ARG.MOE_TOKEN_INDEX` and (scatter) `ARG.MOE_TOKEN_KS`, `[M]` s32. */
+  readonly tokenIndex?: Memory;
+  readonly tokenKs?: Memory;
+  /** Batched format: `ARG.MOE_EXPERT_NUM_TOKENS`, `[G]` s32. */
+  readonly counts?: Memory;
 }
 
 /** A prepared implementation for one pd: turns arguments into stream work. */

@@ -7,7 +7,7 @@ import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { MatmulImpl } from './impl.js';
 import { matmulImplList } from './impl_list.js';
-import { problemString, type MatmulKind, type MatmulProblem } from './problem.js';
+import { problemString, type MatmulKind, type MatmulProblem, type MoeRows } from './problem.js';
 import type { PostOp } from '../../attr/post_ops.js';
 import { ARG, argName } from '../args.js';
 import {
@@ -26,7 +26,7 @@ const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
  * sharing src's partition; also accepted) and `binary:i` (src1 of the post-op at chain position i).
  */
 export type MatmulQuery =
-  | 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets'
+  | 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets' | 'token_index' | 'token_ks' | 'expert_num_tokens'
   | `scales:${QuantArg}` | `zero_points:${QuantArg}` | 'scales:src:grouped' | 'zero_points:src:grouped' | `binary:${number}`;
 
 function describe(md: MemoryDesc): string {
@@ -40,10 +40,14 @@ function resolveActivation(md: MemoryDesc): MemoryDesc {
   return new MemoryDesc({ dims: md.dims, dataType: md.dataType, format: 'blocked', strides: tagToStrides(t, md.dims, 'matmul') });
 }
 
-function classify(src: MemoryDesc, wei: MemoryDesc, dst: MemoryDesc): MatmulKind {
+function classify(src: MemoryDesc, wei: MemoryDesc, dst: MemoryDesc, attr: PrimitiveAttr): MatmulKind {
   const vs = src.grouped?.variableDim, vw = wei.grouped?.variableDim;
+  const { gather, scatterTopK } = attr.moeRows;
   if (!src.isGrouped && !wei.isGrouped && !dst.isGrouped) return 'dense';
   if (vs === 0 && !wei.isGrouped && dst.grouped?.variableDim === 0) return 'grouped_m';
+  // MoE: a gathered src (plain [T, K]) or a scattered dst (plain [T * topK, N]) with the other side grouped.
+  if (gather && !src.isGrouped && !wei.isGrouped && dst.grouped?.variableDim === 0) return 'grouped_m';
+  if (scatterTopK && vs === 0 && !wei.isGrouped && !dst.isGrouped) return 'grouped_m';
   if (vs === 1 && vw === 0 && !dst.isGrouped) return 'grouped_k';
   throw new DnnlError('invalid_arguments', `matmul: layout combination src:${describe(src)} weights:${describe(wei)} dst:${describe(dst)} is not a matmul; use grouped(var dim0) x plain [G,K,N] -> grouped(var dim0), or grouped(var dim1) x grouped(var dim0) -> plain [G,M,N]`);
 }
@@ -100,7 +104,12 @@ export class PrimitiveDesc {
     check(src.format !== 'packed' && dst.format !== 'packed', 'matmul: src and dst cannot use a packed weights layout');
     checkImpl(!src.hasRuntimeDims && !wei.hasRuntimeDims && !dst.hasRuntimeDims, 'matmul: RUNTIME_DIM_VAL dims are not supported; use grouped descriptors for runtime group sizes');
     check(bias === undefined || (bias.format !== 'any' && !bias.isGrouped), 'matmul: bias must be a plain descriptor with a layout');
-    const kind = classify(src, wei, dst);
+    const { gather, scatterTopK, batchedCounts } = attr.moeRows;
+    checkImpl(!(gather && scatterTopK), 'matmul: gather and scatter in one matmul are not supported (an MoE layer gathers in GEMM1 and scatters in GEMM2)');
+    checkImpl(!batchedCounts || (!gather && !scatterTopK && !attr.groupedOffsets), 'matmul: batched token counts do not combine with gather, scatter or grouped offsets');
+    const kind = classify(src, wei, dst, attr);
+    check(!(gather || scatterTopK) || kind === 'grouped_m' || attr.groupedOffsets !== undefined, `matmul: ${gather ? 'gather' : 'scatter'} needs grouped rows: a grouped ${gather ? 'dst' : 'src'} [total_M, ${gather ? 'N' : 'K'}] (Proposal #1) or the grouped-offsets attribute (Proposal #2)`);
+    check(!batchedCounts || kind === 'dense', 'matmul: batched token counts need a dense 3D batched matmul (src [G, C, K], weights [G, K, N], dst [G, C, N])');
     const s = resolveActivation(src), d = resolveActivation(dst);
     const base =
       attr.groupedOffsets ? PrimitiveDesc.initOffsetsAttr(kind, s, wei, bias, d, attr) :
@@ -108,6 +117,17 @@ export class PrimitiveDesc {
       kind === 'grouped_m' ? PrimitiveDesc.initGroupedM(s, wei, bias, d, attr) :
       PrimitiveDesc.initGroupedK(s, wei, bias, d, attr);
     return { ...base, fusion: PrimitiveDesc.initFusion(base) };
+  }
+
+  /** Row extents of src and dst for the MoE row maps (rules one per line); `M` is the routed rows. */
+  private static moeRows(attr: PrimitiveAttr, M: number, src: MemoryDesc, dst: MemoryDesc): MoeRows {
+    const { gather, scatterTopK, batchedCounts } = attr.moeRows;
+    const srcRows = src.dims[0], dstRows = dst.dims[0];
+    check(gather || srcRows === M, `matmul: src dims[0] = ${srcRows} must equal the routed rows ${M}`);
+    check(scatterTopK > 0 || dstRows === M, `matmul: dst dims[0] = ${dstRows} must equal src total rows ${M}${gather ? ' (the routed rows: with a gather, dst holds them)' : ''}`);
+    check(!scatterTopK || dstRows % scatterTopK === 0, `matmul: with a scatter, dst dims[0] = ${dstRows} must be tokens x topK (a multiple of topK = ${scatterTopK})`);
+    check(!scatterTopK || M <= dstRows, `matmul: with a scatter, the routed rows ${M} cannot exceed dst's tokens x topK = ${dstRows}`);
+    return { gather, scatterTopK, batchedCounts, srcRows, dstRows };
   }
 
   /** GLU rules on the GEMM's N columns; returns the destination's column count. */
@@ -140,26 +160,34 @@ export class PrimitiveDesc {
       check(dst.dims[b] === (src.dims[b] === 1 ? wei.dims[b] : src.dims[b]), `matmul: dst batch dims[${b}] = ${dst.dims[b]} must be the broadcast of src's ${src.dims[b]} and weights' ${wei.dims[b]}`);
     }
     PrimitiveDesc.checkBias(bias, [...dst.dims.slice(0, nd - 1), N], attr);
-    return { kind: 'dense', M, K, N, dstN: Nd, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr, offsetsFrom: undefined, fusion: NO_FUSION };
+    const counts = attr.moeRows.batchedCounts;
+    check(!counts || nd === 3, `matmul: batched token counts need 3D src [G, C, K] and dst [G, C, N], got ${nd} dims`);
+    check(!counts || src.dims[0] === dst.dims[0], `matmul: with batched token counts, src dims[0] = ${src.dims[0]} must equal dst's ${dst.dims[0]} (no broadcast of the batch)`);
+    const moe: MoeRows = { gather: false, scatterTopK: 0, batchedCounts: counts, srcRows: M, dstRows: M };
+    return { kind: 'dense', M, K, N, dstN: Nd, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr, offsetsFrom: undefined, offsetsArg: 'src', moe, fusion: NO_FUSION };
   }
 
   private static initGroupedM(src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
-    const gs = src.grouped!, gd = dst.grouped!;
-    check(src.ndims === 2, `matmul: grouped src must be 2D [total_M, K], got ${src.ndims} dims`);
-    check(dst.ndims === 2, `matmul: grouped dst must be 2D [total_M, N], got ${dst.ndims} dims`);
+    // With a gather src is a plain [T, K] and dst holds the partition; with a scatter the reverse.
+    const gs = src.grouped, gd = dst.grouped;
+    const part = (gs ?? gd)!;
+    check(src.ndims === 2, `matmul: ${gs ? 'grouped ' : ''}src must be 2D [${gs ? 'total_M' : 'T'}, K], got ${src.ndims} dims`);
+    check(dst.ndims === 2, `matmul: ${gd ? 'grouped ' : ''}dst must be 2D [${gd ? 'total_M' : 'T x topK'}, N], got ${dst.ndims} dims`);
     check(wei.ndims === 3, `matmul: weights must be 3D [G, K, N] for a grouped src, got ${wei.ndims} dims`);
-    const [M, K] = src.dims;
+    const K = src.dims[1];
+    const M = gs ? src.dims[0] : dst.dims[0];
     const [G, , N] = wei.dims;
-    check(gs.groupCount === G, `matmul: src group count ${gs.groupCount} must equal weights dims[0] = ${G}`);
-    check(gd.groupCount === G, `matmul: dst group count ${gd.groupCount} must equal weights dims[0] = ${G}`);
+    check(!gs || gs.groupCount === G, `matmul: src group count ${gs?.groupCount} must equal weights dims[0] = ${G}`);
+    check(!gd || gd.groupCount === G, `matmul: dst group count ${gd?.groupCount} must equal weights dims[0] = ${G}`);
     check(wei.dims[1] === K, `matmul: weights dims[1] = ${wei.dims[1]} must equal src K = ${K}`);
-    check(dst.dims[0] === M, `matmul: dst dims[0] = ${dst.dims[0]} must equal src total rows ${M}`);
+    const moe = PrimitiveDesc.moeRows(attr, M, src, dst);
     const Nd = PrimitiveDesc.dstCols(attr, N);
     check(dst.dims[1] === Nd, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
-    check(gs.offsetsDt === gd.offsetsDt, `matmul: src and dst offsets data types differ (${gs.offsetsDt} vs ${gd.offsetsDt})`);
-    check(!gs.groupSizes || !gd.groupSizes || gs.groupSizes.every((v, i) => v === gd.groupSizes![i]), 'matmul: src and dst per-group dims differ');
+    check(!gs || !gd || gs.offsetsDt === gd.offsetsDt, `matmul: src and dst offsets data types differ (${gs?.offsetsDt} vs ${gd?.offsetsDt})`);
+    check(!gs?.groupSizes || !gd?.groupSizes || gs.groupSizes.every((v, i) => v === gd.groupSizes![i]), 'matmul: src and dst per-group dims differ');
+    check(part.offsetsDt === 's32', `matmul: offsets data type ${part.offsetsDt} is not supported (s32)`);
     PrimitiveDesc.checkBias(bias, [G, N], attr);
-    return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', fusion: NO_FUSION };
+    return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', offsetsArg: gs ? 'src' : 'dst', moe, fusion: NO_FUSION };
   }
 
   private static initGroupedK(src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
@@ -179,7 +207,8 @@ export class PrimitiveDesc {
     check(gs.offsetsDt === gw.offsetsDt, `matmul: src and weights offsets data types differ (${gs.offsetsDt} vs ${gw.offsetsDt})`);
     check(!gs.groupSizes || !gw.groupSizes || gs.groupSizes.every((v, i) => v === gw.groupSizes![i]), 'matmul: src and weights per-group dims differ');
     PrimitiveDesc.checkBias(bias, [G, M, N], attr);
-    return { kind: 'grouped_k', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', fusion: NO_FUSION };
+    const moe: MoeRows = { gather: false, scatterTopK: 0, batchedCounts: false, srcRows: M, dstRows: M };
+    return { kind: 'grouped_k', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', offsetsArg: 'src', moe, fusion: NO_FUSION };
   }
 
   /** Proposal #2: plain 2D src/dst whose rows are grouped by offsets given at execution. */
@@ -189,15 +218,16 @@ export class PrimitiveDesc {
     check(src.ndims === 2, `matmul: with grouped offsets, src must be 2D [total_M, K], got ${src.ndims} dims`);
     check(dst.ndims === 2, `matmul: with grouped offsets, dst must be 2D [total_M, N], got ${dst.ndims} dims`);
     check(wei.ndims === 3, `matmul: with grouped offsets, weights must be 3D [G, K, N], got ${wei.ndims} dims`);
-    const [M, K] = src.dims;
+    const K = src.dims[1];
+    const M = attr.moeRows.gather ? dst.dims[0] : src.dims[0];
     const [G, , N] = wei.dims;
     check(ga.groupCount === G, `matmul: grouped-offsets group count ${ga.groupCount} must equal weights dims[0] = ${G}`);
     check(wei.dims[1] === K, `matmul: weights dims[1] = ${wei.dims[1]} must equal src K = ${K}`);
-    check(dst.dims[0] === M, `matmul: dst dims[0] = ${dst.dims[0]} must equal src total rows ${M}`);
+    const moe = PrimitiveDesc.moeRows(attr, M, src, dst);
     const Nd = PrimitiveDesc.dstCols(attr, N);
     check(dst.dims[1] === Nd, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
     PrimitiveDesc.checkBias(bias, [G, N], attr);
-    return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'attr', fusion: NO_FUSION };
+    return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'attr', offsetsArg: 'src', moe, fusion: NO_FUSION };
   }
 
   /** Bias covers the GEMM's N columns (all of them with a GLU: it is added before it). */
@@ -245,10 +275,12 @@ export class PrimitiveDesc {
       };
     }
     if (p.kind === 'grouped_m') {
+      // Gather: src rows are tokens ([T, K]); scatter: dst rows are token x slot ([T * topK, N]).
+      const sr = p.moe.srcRows, dr = p.moe.dstRows;
       return {
-        src: { dims: [M, K], names: ['total_M', 'K'], groupable: [1], perGroupG: G, table: [[0, []], [1, []], [3, [1]]], tensorDt: p.src.dataType, rowsPartition: p.offsetsFrom === 'desc' ? p.src : undefined },
+        src: { dims: [sr, K], names: [p.moe.gather ? 'T' : 'total_M', 'K'], groupable: [1], perGroupG: G, table: [[0, []], [1, []], [3, [1]]], tensorDt: p.src.dataType, rowsPartition: p.offsetsFrom === 'desc' && p.src.isGrouped ? p.src : undefined },
         weights: { dims: [G, K, N], names: ['G', 'K', 'N'], groupable: [1, 2], perGroupG: undefined, table: [[0, []], [1, []], [5, []], [7, [1, 2]]], tensorDt: p.weights.dataType, rowsPartition: undefined },
-        dst: { dims: [M, dstN], names: ['total_M', 'N'], groupable: [], perGroupG: G, table: [[0, []]], tensorDt: p.dst.dataType, rowsPartition: undefined },
+        dst: { dims: [dr, dstN], names: [p.moe.scatterTopK ? 'T x topK' : 'total_M', 'N'], groupable: [], perGroupG: G, table: [[0, []]], tensorDt: p.dst.dataType, rowsPartition: undefined },
       };
     }
     return {
@@ -271,11 +303,12 @@ export class PrimitiveDesc {
       check(md.ndims === p.dst.ndims && md.dims.every((d, i) => d === p.dst.dims[i] || d === 1), `${what}: dims ${dims} must have dst's ${p.dst.ndims} dims [${p.dst.dims.join(',')}], each equal or 1`);
       return param(broadcastMap(md));
     }
-    const { M: rows, G, dstN: N } = p;
+    const { G, dstN: N } = p;
+    const rows = p.moe.dstRows;
     const cols = (d: number): boolean => d === N || d === 1;
     const shapes = `[total_M = ${rows}, ${N} or 1] (per row), [G = ${G}, ${N} or 1] (per expert) or [G, 1, ${N} or 1] (per expert, needed when G = total_M)`;
     if (md.isGrouped) {
-      check(p.offsetsFrom === 'desc', `${what}: a grouped src1 needs grouped src/dst (Proposal #1); with the grouped-offsets attribute pass a plain [total_M, ${N} or 1] src1`);
+      check(p.offsetsFrom === 'desc' && p.dst.isGrouped, `${what}: a grouped src1 needs grouped src/dst (Proposal #1); with the grouped-offsets attribute or a scatter pass a plain [${p.moe.scatterTopK ? 'T x topK' : 'total_M'} = ${rows}, ${N} or 1] src1`);
       check(md.ndims === 2 && md.grouped?.variableDim === 0 && md.dims[0] === rows && cols(md.dims[1]), `${what}: a grouped src1 must be [total_M = ${rows}, ${N} or 1] grouped by rows, got ${md}`);
       const gs = md.grouped!, gd = p.dst.grouped!;
       check(gs.groupCount === G && gs.offsetsDt === gd.offsetsDt && (gs.groupSizes ?? []).join() === (gd.groupSizes ?? []).join(), `${what}: a grouped src1 must share dst's partition (${G} groups, ${gd.offsetsDt} offsets, ${gd.groupSizes ? `sizes ${gd.groupSizes.join('+')}` : 'runtime sizes'})`);
@@ -301,6 +334,15 @@ export class PrimitiveDesc {
       const [kind, arg, alt] = what.split(':');
       const q = (kind === 'scales' ? f.scales : f.zeroPoints)[arg as QuantArg];
       return alt === 'grouped' ? q?.altMd : q?.md;
+    }
+    if (what === 'token_index' || what === 'token_ks') {
+      const m = this.problem.moe;
+      if (!(m.gather || m.scatterTopK) || (what === 'token_ks' && !m.scatterTopK)) return undefined;
+      return new MemoryDesc({ dims: [this.problem.M], dataType: 's32', format: 'blocked', strides: [1] });
+    }
+    if (what === 'expert_num_tokens') {
+      if (!this.problem.moe.batchedCounts) return undefined;
+      return new MemoryDesc({ dims: [this.problem.dst.dims[0]], dataType: 's32', format: 'blocked', strides: [1] });
     }
     if (what === 'grouped_offsets') {
       if (this.problem.offsetsFrom !== 'attr') return undefined;

@@ -62,8 +62,12 @@ export class Primitive {
       scales: this.quantArgs(args, ARG.ATTR_SCALES, p.fusion.scales),
       zeroPoints: this.quantArgs(args, ARG.ATTR_ZERO_POINTS, p.fusion.zeroPoints),
       binary: p.fusion.binary.map((b) => this.arg(args, ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1, b.md)),
+      tokenIndex: p.moe.gather || p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_INDEX, this.pd.queryMd('token_index')!) : undefined,
+      tokenKs: p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_KS, this.pd.queryMd('token_ks')!) : undefined,
+      counts: p.moe.batchedCounts ? this.arg(args, ARG.MOE_EXPERT_NUM_TOKENS, this.pd.queryMd('expert_num_tokens')!) : undefined,
     };
-    const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS']];
+    const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
+      [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS']];
     for (const [id, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
       for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | QUANT_ARG_ID[arg as QuantArg])]);
     }
@@ -79,7 +83,7 @@ export class Primitive {
     stream.enqueue(() => {
       const t0 = now();
       const line = (): void => {
-        const groups = p.offsetsFrom === 'attr' ? groupSizesString(a.offsets!.values as Int32Array) : p.kind !== 'dense' ? groupSizesString(a.src.offsets) : '';
+        const groups = p.offsetsFrom === 'attr' ? groupSizesString(a.offsets!.values as Int32Array) : p.kind !== 'dense' ? groupSizesString(p.offsetsArg === 'dst' ? a.dst.offsets : a.src.offsets) : '';
         verboseLine('exec', ['matmul', this.pd.implInfo, 'undef', this.pd.mdsString(), p.attr.toString(), groups, problemString(p), (now() - t0).toFixed(4)]);
       };
       const r = task();

@@ -12,6 +12,19 @@ import type { Fusion } from '../../attr/fusion.js';
  */
 export type MatmulKind = 'dense' | 'grouped_m' | 'grouped_k';
 
+/**
+ * MoE row maps of a grouped_m problem (attr.setGather / setScatter) and the batched format's runtime
+ * counts of a 3D dense one (attr.setBatchedTokenCounts). `srcRows` / `dstRows` are the row extents of
+ * the src / dst tensors: M (the routed rows) unless a gather (T tokens) or a scatter (T * topK).
+ */
+export interface MoeRows {
+  readonly gather: boolean;
+  readonly scatterTopK: number;
+  readonly batchedCounts: boolean;
+  readonly srcRows: number;
+  readonly dstRows: number;
+}
+
 export interface MatmulProblem {
   readonly kind: MatmulKind;
   readonly M: number;
@@ -31,6 +44,9 @@ export interface MatmulProblem {
   readonly attr: PrimitiveAttr;
   /** grouped_m: where the offsets come from: the grouped src/dst memory (P#1) or an attribute argument (P#2). */
   readonly offsetsFrom: 'desc' | 'attr' | undefined;
+  /** P#1 grouped_m: the grouped memory whose offsets define the groups (dst with a gather: src is then plain). */
+  readonly offsetsArg: 'src' | 'dst';
+  readonly moe: MoeRows;
   /**
    * Scales, zero points, binary post-op inputs and the GLU (rfcs/0002), resolved by the pd: values
    * descriptors and index maps. `NO_FUSION` when the attribute has none of them.

@@ -7,6 +7,7 @@ import type { Engine } from '../../runtime/engine.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf } from './runtime_offsets.js';
+import { checkRowMaps, checkedCounts } from './row_maps.js';
 import { elementReader, mapIndex, type Fusion, type GluParam, type IndexMap, type QuantArg, type QuantParam } from '../../attr/fusion.js';
 import type { PostOp } from '../../attr/post_ops.js';
 
@@ -158,6 +159,11 @@ function runRef(p: MatmulProblem, a: MatmulArgs): void {
 
 function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const offs = checkedOffsets(groupingOf(p, a));
+  checkRowMaps(p, a, offs[p.G]);
+  // MoE row maps: src row (gather: the token; -1 = padding, zeros) and dst row (scatter: token * topK + slot).
+  const ti = a.tokenIndex?.values as Int32Array | undefined, ks = a.tokenKs?.values as Int32Array | undefined;
+  const srcRow = (row: number): number => (p.moe.gather ? ti![row] : row);
+  const dstRow = (row: number): number => (!p.moe.scatterTopK ? row : ti![row] < 0 ? -1 : ti![row] * p.moe.scatterTopK + ks![row]);
   const { K, N, dstN } = p;
   const [ss0, ss1] = p.src.strides;
   const [ws0, ws1, ws2] = p.weights.strides;
@@ -176,14 +182,17 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
     }
     const A = new Float64Array(rows * K);
     for (let m = 0; m < rows; m++) {
+      const sr = srcRow(r0 + m);
+      if (sr < 0) continue; // a gather's padding row: its dequantized src is 0
       for (let k = 0; k < K; k++) {
-        i2[0] = r0 + m; i2[1] = k;
-        A[m * K + k] = r.deqSrc(r.src((r0 + m) * ss0 + k * ss1), g, i2);
+        i2[0] = sr; i2[1] = k;
+        A[m * K + k] = r.deqSrc(r.src(sr * ss0 + k * ss1), g, i2);
       }
     }
     const C = gemmF64(A, W, rows, K, N);
     for (let m = 0; m < rows; m++) {
-      const row = r0 + m;
+      const row = dstRow(r0 + m);
+      if (row < 0) continue; // a scatter's padding row is not written
       const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [g, c])) : 0));
       for (let n = 0; n < dstN; n++) {
         const di = row * ds0 + n * ds1;
@@ -236,6 +245,7 @@ function refDense(p: MatmulProblem, a: MatmulArgs): void {
   const ss = p.src.strides, ws = p.weights.strides, ds = p.dst.strides;
   const r = prepare(p, a);
   const batches = p.batch.reduce((x, y) => x * y, 1);
+  const counts = p.moe.batchedCounts ? checkedCounts(p, a, batches) : undefined;
   const idx = new Array<number>(nb + 2).fill(0);
   const sIdx = new Array<number>(nb + 2).fill(0), wIdx = new Array<number>(nb + 2).fill(0);
   for (let b = 0; b < batches; b++) {
@@ -265,7 +275,8 @@ function refDense(p: MatmulProblem, a: MatmulArgs): void {
       }
     }
     const C = gemmF64(A, W, M, K, N);
-    for (let m = 0; m < M; m++) {
+    const valid = counts ? counts[b] : M; // batched format: rows past the count are never written
+    for (let m = 0; m < valid; m++) {
       idx[nb] = m;
       const col = (c: number): number => {
         if (!r.bias || !p.bias) return Math.fround(C[m * N + c]);

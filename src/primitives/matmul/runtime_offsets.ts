@@ -42,7 +42,10 @@ export function groupingOf(p: MatmulProblem, a: MatmulArgs): Grouping {
   grouped(argName(ARG.ATTR_SCALES | ARG.SRC), a.scales.src);
   grouped(argName(ARG.ATTR_ZERO_POINTS | ARG.SRC), a.zeroPoints.src);
   p.fusion.binary.forEach((b, j) => grouped(argName(ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1), a.binary[j]));
-  return { primary: arg('src', a.src), others: [arg('dst', a.dst), ...extra], G: p.G, total: p.M, variableDim: 0, sizes };
+  // MoE gather: src is plain, dst holds the partition; scatter: dst is plain.
+  if (p.offsetsArg === 'dst') return { primary: arg('dst', a.dst), others: extra, G: p.G, total: p.M, variableDim: 0, sizes };
+  const dst = p.dst.isGrouped ? [arg('dst', a.dst)] : [];
+  return { primary: arg('src', a.src), others: [...dst, ...extra], G: p.G, total: p.M, variableDim: 0, sizes };
 }
 
 /** Error codes shared with the wasm driver (wasm/src/job.h). */

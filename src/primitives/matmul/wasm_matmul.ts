@@ -8,6 +8,7 @@ import { writeEpilogue } from '../../kernels/epilogue.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf, offsetsError } from './runtime_offsets.js';
+import { rowMapsError } from './row_maps.js';
 import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../../kernels/fused_job.js';
 
@@ -136,7 +137,9 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
     const kcPacked = p.weights.format === 'packed' ? KC_PACKED : 0;
-    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked));
+    const moe = p.moe;
+    const seenBytes = moe.scatterTopK ? Math.ceil(moe.dstRows / 8 / 64) * 64 : 0;
+    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked, seenBytes));
     this.i32.fill(0);
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
     this.set('kind', p.kind === 'grouped_k' ? JOB_KIND.grouped_k : JOB_KIND.grouped_m);
@@ -190,10 +193,19 @@ class WasmMatmulExecutor implements MatmulExecutor {
       if (p.offsetsFrom === 'attr') {
         this.set('offs', a.offsets!.handles[0]);
       } else if (p.kind === 'grouped_m') {
-        this.set('offs', a.src.handles[1]);
-        this.set('offs2', a.dst.handles[1]);
+        // MoE gather: only dst is grouped; scatter: only src.
+        this.set('offs', p.offsetsArg === 'dst' ? a.dst.handles[1] : a.src.handles[1]);
+        this.set('offs2', p.offsetsArg === 'src' && p.dst.isGrouped ? a.dst.handles[1] : 0);
       }
     }
+    if (a.tokenIndex) this.set('tok_idx', a.tokenIndex.handles[0]);
+    if (a.tokenKs) this.set('tok_ks', a.tokenKs.handles[0]);
+    if (a.counts) this.set('counts', a.counts.handles[0]);
+    this.set('gather', moe.gather ? 1 : 0);
+    this.set('scatter_k', moe.scatterTopK);
+    this.set('src_rows', moe.srcRows);
+    this.set('dst_rows', moe.dstRows);
+    this.set('seen_bytes', seenBytes);
     this.set('sizes', this.sizes);
     if (a.bias && p.bias) {
       const b = p.bias, nd = b.ndims;
@@ -213,6 +225,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
   private checkStatus(a: MatmulArgs): void {
     const code = this.i32[JOB.status / 4];
     if (code === JOB_ERR.none) return;
+    if (code >= JOB_ERR.dims_negative) throw rowMapsError(this.p, code, this.i32[JOB.err_index / 4], this.i32[JOB.err_a / 4], this.i32[JOB.err_b / 4]);
     throw offsetsError(groupingOf(this.p, a), code, this.i32[JOB.err_index / 4], this.i32[JOB.err_a / 4], this.i32[JOB.err_b / 4]);
   }
 }
