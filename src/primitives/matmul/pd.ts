@@ -126,7 +126,6 @@ export class PrimitiveDesc {
     check(gather || srcRows === M, `matmul: src dims[0] = ${srcRows} must equal the routed rows ${M}`);
     check(scatterTopK > 0 || dstRows === M, `matmul: dst dims[0] = ${dstRows} must equal src total rows ${M}${gather ? ' (the routed rows: with a gather, dst holds them)' : ''}`);
     check(!scatterTopK || dstRows % scatterTopK === 0, `matmul: with a scatter, dst dims[0] = ${dstRows} must be tokens x topK (a multiple of topK = ${scatterTopK})`);
-    check(!scatterTopK || M <= dstRows, `matmul: with a scatter, the routed rows ${M} cannot exceed dst's tokens x topK = ${dstRows}`);
     return { gather, scatterTopK, batchedCounts, srcRows, dstRows };
   }
 
