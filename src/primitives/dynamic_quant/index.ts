@@ -1,0 +1,2 @@
+export { PrimitiveDesc } from './pd.js';
+export { Primitive } from './primitive.js';
