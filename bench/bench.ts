@@ -6,6 +6,7 @@
  *   npm run bench -- --peer=ort                     # add onnxruntime-web's per-expert MatMul loop
  *   npm run bench -- --mode=quant --threads=1 --min-ms=1500   # int8 and fused epilogue vs f32 (bench/quant_bench.ts)
  *   npm run bench -- --workload=moe-b --peer=ort --rounds=3    # alternate ours / peer 3 times; ratios from medians
+ *   npm run bench -- --mode=moe --workload=moe-b,mixtral,decode-4 --threads=1,2 --rounds=3  # whole MoE layer vs onnxruntime-web MoE/QMoE
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
@@ -17,6 +18,7 @@ import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory,
 import { fillRandom, timeIt, timePaired, timingOf, type Timing } from './timing.js';
 import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
 import { quantBench, quantRatios } from './quant_bench.js';
+import { moeRound, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
 
 interface Row {
   workload: string;
@@ -62,8 +64,8 @@ function customWorkload(): Workload | undefined {
   return { name: `custom:g${G}`, sizes, K, N, description: `${g} ${positional[0]}` };
 }
 
-const custom = customWorkload();
-const workloads: Workload[] = custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
+const custom = mode === 'moe' ? undefined : customWorkload();
+const workloads: Workload[] = mode === 'moe' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
@@ -249,7 +251,41 @@ async function main(): Promise<void> {
     }
   }
   if (mode === 'quant') await runQuant();
+  else if (mode === 'moe') await runMoe();
   else if (!json) summarize();
+}
+
+/** --mode=moe: rounds of (ours at each thread count, then each onnxruntime-web variant), ratios per round. */
+async function runMoe(): Promise<void> {
+  const ws = moeWorkloads(args.get('workload'));
+  const variants = (args.get('ort') ?? 'moe-f32,qmoe-int8,qmoe-int4').split(',').filter(Boolean);
+  const all: MoeRow[] = [];
+  for (let r = 0; r < rounds; r++) {
+    for (const w of ws) {
+      for (const threads of threadList) {
+        for (const isa of isaList) {
+          const ours = await moeRound(w, threads, isa, minMs);
+          ours.forEach((x) => { all.push({ ...x, note: `${x.note ?? ''} round=${r}` }); report(x as Row); });
+        }
+        for (const v of variants) {
+          const o = ortMoeRow(w, threads, v, minMs);
+          if (o) { all.push({ ...o, note: `${o.note ?? ''} round=${r}` }); report(o as Row); }
+        }
+      }
+    }
+  }
+  if (json) return;
+  console.log('\n| workload | threads | groupdnn ms | ORT MoE f32 ms | ORT / groupdnn (median of rounds) [per round] | ORT QMoE int8 ms | ORT QMoE int4 ms |\n|---|---|---|---|---|---|---|');
+  for (const w of ws) {
+    for (const threads of threadList) {
+      const pick = (impl: string): MoeRow[] => all.filter((x) => x.workload === w.name && x.threads === threads && x.impl.startsWith(impl));
+      const ours = pick('groupdnn:moe.layer'), f32 = pick('onnxruntime-web:moe-f32'), q8 = pick('onnxruntime-web:qmoe-int8'), q4 = pick('onnxruntime-web:qmoe-int4');
+      const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1];
+      const per = ours.map((o, i) => (f32[i] ? f32[i].median_ms / o.median_ms : NaN)).filter((v) => !Number.isNaN(v));
+      const ms = (rs: MoeRow[]): string => (rs.length ? med(rs.map((x) => x.median_ms)).toFixed(1) : '-');
+      console.log(`| ${w.name} | ${threads} | ${ms(ours)} | ${ms(f32)} | ${per.length ? `${med(per).toFixed(2)} [${per.map((v) => v.toFixed(2)).join(' ')}]` : '-'} | ${ms(q8)} | ${ms(q4)} |`);
+    }
+  }
 }
 
 /** --mode=quant: f32 / int8 / fused variants interleaved per engine, the two targets as ratios, table rows. */

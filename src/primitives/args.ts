@@ -9,6 +9,8 @@ export const ARG = {
   TO: 17,
   WEIGHTS: 33,
   WEIGHTS_0: 33,
+  /** Second weights (oneDNN `DNNL_ARG_WEIGHTS_1`): an MoE layer's w2. */
+  WEIGHTS_1: 34,
   BIAS: 41,
   /** Backward (oneDNN values): gradients of src, dst, weights, bias. */
   DIFF_SRC: 129,
@@ -31,6 +33,13 @@ export const ARG = {
   MOE_CORRECTION_BIAS: 206,
   /** `[E]` s32 valid rows per expert of the batched format (vLLM expert_num_tokens). */
   MOE_EXPERT_NUM_TOKENS: 207,
+  /** `[T, E]` router logits of an MoE layer. */
+  MOE_ROUTER_LOGITS: 208,
+  /** `[G, K]` bias of an MoE layer's w2 (ARG.BIAS is w13's `[G, 2I]`). */
+  MOE_W2_BIAS: 209,
+  /** Shared expert of an MoE layer: w13 `[K, 2Is]` and w2 `[Is, K]`. */
+  MOE_SHARED_W13: 210,
+  MOE_SHARED_W2: 211,
   /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
   MULTIPLE_SRC: 1024,
   MULTIPLE_DST: 2048,
@@ -65,6 +74,11 @@ export function argName(id: number): string {
     case ARG.MOE_EXPERT_MAP: return 'ARG.MOE_EXPERT_MAP';
     case ARG.MOE_CORRECTION_BIAS: return 'ARG.MOE_CORRECTION_BIAS';
     case ARG.MOE_EXPERT_NUM_TOKENS: return 'ARG.MOE_EXPERT_NUM_TOKENS';
+    case ARG.MOE_ROUTER_LOGITS: return 'ARG.MOE_ROUTER_LOGITS';
+    case ARG.MOE_W2_BIAS: return 'ARG.MOE_W2_BIAS';
+    case ARG.MOE_SHARED_W13: return 'ARG.MOE_SHARED_W13';
+    case ARG.MOE_SHARED_W2: return 'ARG.MOE_SHARED_W2';
+    case ARG.WEIGHTS_1: return 'ARG.WEIGHTS_1';
     case ARG.RUNTIME_DIMS: return 'ARG.RUNTIME_DIMS';
     case ARG.ATTR_GROUPED_OFFSETS | ARG.SRC: return 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC';
     default:

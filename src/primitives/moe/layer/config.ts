@@ -1,0 +1,114 @@
+import { check, checkImpl } from '../../../common/status.js';
+import type { DataType } from '../../../common/data_type.js';
+import { GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
+import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
+
+/** Scales of one weight tensor (`attr.setScales(ARG.WEIGHTS, mask, groups, dataType)` of its GEMM). */
+export interface WeightScales {
+  readonly mask: number;
+  readonly groups?: readonly number[];
+  readonly dataType?: DataType;
+}
+
+/** Routing options of the layer (moe.routing's, without topK). */
+export interface LayerRouting {
+  readonly scoring?: 'softmax' | 'sigmoid';
+  readonly renormalize?: boolean;
+  readonly routedScalingFactor?: number;
+  readonly groupCount?: number;
+  readonly kGroup?: number;
+  readonly groupSelectMode?: 0 | 1;
+  readonly correctionBias?: boolean;
+}
+
+/**
+ * An MoE layer (MindIE `fused_moe`, vLLM `FusedMoE`): hidden `[T, K]` + router logits `[T, E]` +
+ * `w13 [G, K, 2I]` + `w2 [G, I, K]` -> `[T, K]` = sum over each token's top-k experts of
+ * `weight * (glu(hidden . w13[e] + b13[e]) . w2[e] + b2[e])`, plus an optional shared expert.
+ */
+export interface LayerConfig {
+  /** Tokens T of this shape (a pd per shape, like every oneDNN pd; the workspace is sized for it). */
+  readonly tokens: number;
+  /** Hidden size K. */
+  readonly hidden: number;
+  /** Intermediate size I (w13 has 2I columns: gate and up, in `glu.layout`). */
+  readonly intermediate: number;
+  /** Experts E of the router. */
+  readonly experts: number;
+  readonly topK: number;
+  /** Expert parallel: G experts on this rank, global ids mapped by `ARG.MOE_EXPERT_MAP` (default E, no map). */
+  readonly localExperts?: number;
+  /** Activations and output (default f32). */
+  readonly dataType?: 'f32' | 'bf16' | 'f16';
+  readonly routing?: LayerRouting;
+  /** The GLU between the GEMMs (default swiglu, halves: w13 columns [0, I) gate, [I, 2I) up). */
+  readonly glu?: { readonly alg: GluAlg; readonly layout?: GluLayout; readonly alpha?: number; readonly limit?: number };
+  /** Weight descriptors `[G, K, 2I]` and `[G, I, K]`; default f32 `tag.any` (packed: reorder into `pd.queryMd('w13' | 'w2')`). */
+  readonly weights?: { readonly w13: MemoryDesc; readonly w2: MemoryDesc };
+  /** Scales of low-precision weights (values at execution as `ARG.ATTR_SCALES | ARG.WEIGHTS` / `ARG.WEIGHTS_1`). */
+  readonly weightScales?: { readonly w13?: WeightScales; readonly w2?: WeightScales };
+  /** w13 bias `[G, 2I]` (`ARG.BIAS`) and w2 bias `[G, K]` (`ARG.MOE_W2_BIAS`), f32. */
+  readonly bias?: boolean;
+  /** `w8a8_dynamic` (MindIE): s8 weights with per-column scales, activations quantized per token before each GEMM. */
+  readonly quant?: 'none' | 'w8a8_dynamic';
+  /** One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]`, `ARG.MOE_SHARED_W2 [Is, K]`, f32 plain). */
+  readonly sharedExpert?: { readonly intermediate: number };
+  /** GEMM1 reads hidden rows through the token index (`gather`, default) or from a permuted copy (`permute`). */
+  readonly gemm1?: 'gather' | 'permute';
+  /** GEMM2 scatters weighted rows and a reduce sums the slots (`fused_scatter`, default), or writes routed rows that a weight-and-reduce combines. */
+  readonly combine?: 'fused_scatter' | 'weight_and_reduce';
+}
+
+export interface ResolvedConfig extends Required<Omit<LayerConfig, 'weights' | 'weightScales' | 'sharedExpert' | 'glu' | 'routing'>> {
+  readonly routing: LayerRouting;
+  readonly glu: { readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number | undefined; readonly limit: number | undefined };
+  readonly weights: { readonly w13: MemoryDesc; readonly w2: MemoryDesc };
+  readonly weightScales: { readonly w13?: WeightScales; readonly w2?: WeightScales };
+  readonly sharedExpert: { readonly intermediate: number } | undefined;
+}
+
+const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
+
+function anyDesc(dims: number[], dataType: DataType): MemoryDesc {
+  return plainDesc(dims, dataType, 'any');
+}
+
+/** Validation rules of the layer's configuration, one per line; returns the config with defaults. */
+export function resolveConfig(c: LayerConfig): ResolvedConfig {
+  check(c !== null && typeof c === 'object', 'moe.layer: config must be an object { tokens, hidden, intermediate, experts, topK, ... }');
+  check(posInt(c.tokens), `moe.layer: tokens must be a positive integer, got ${String(c.tokens)}`);
+  check(posInt(c.hidden), `moe.layer: hidden must be a positive integer, got ${String(c.hidden)}`);
+  check(posInt(c.intermediate), `moe.layer: intermediate must be a positive integer, got ${String(c.intermediate)}`);
+  check(posInt(c.experts), `moe.layer: experts must be a positive integer, got ${String(c.experts)}`);
+  check(posInt(c.topK) && c.topK <= c.experts, `moe.layer: topK must be an integer in [1, experts = ${c.experts}], got ${String(c.topK)}`);
+  const G = c.localExperts ?? c.experts;
+  check(posInt(G) && G <= c.experts, `moe.layer: localExperts must be an integer in [1, experts = ${c.experts}], got ${String(c.localExperts)}`);
+  const dtype = c.dataType ?? 'f32';
+  checkImpl(['f32', 'bf16', 'f16'].includes(dtype), `moe.layer: dataType ${String(dtype)} is not supported (f32, bf16, f16)`);
+  const glu = c.glu ?? { alg: 'glu_swiglu' as const };
+  check(isGluAlg(glu.alg), `moe.layer: glu.alg must be a GLU algorithm (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai), got ${String(glu.alg)}`);
+  const layout = glu.layout ?? 'halves';
+  check(GLU_LAYOUTS.includes(layout), `moe.layer: glu.layout must be halves, interleaved or blocks32, got ${String(layout)}`);
+  check(layout !== 'blocks32' || c.intermediate % 32 === 0, `moe.layer: glu layout blocks32 needs intermediate % 32 == 0, got ${c.intermediate}`);
+  const quant = c.quant ?? 'none';
+  check(quant === 'none' || quant === 'w8a8_dynamic', `moe.layer: quant must be 'none' or 'w8a8_dynamic', got ${String(quant)}`);
+  const wdt: DataType = quant === 'w8a8_dynamic' ? 's8' : 'f32';
+  const K = c.hidden, I = c.intermediate;
+  const weights = c.weights ?? { w13: anyDesc([G, K, 2 * I], wdt), w2: anyDesc([G, I, K], wdt) };
+  check(weights.w13 instanceof MemoryDesc && weights.w2 instanceof MemoryDesc, 'moe.layer: weights.w13 and weights.w2 must be memory descriptors');
+  check(weights.w13.dims.join() === [G, K, 2 * I].join(), `moe.layer: w13 dims [${weights.w13.dims.join(',')}] must be [local experts, hidden, 2 x intermediate] = [${G},${K},${2 * I}]`);
+  check(weights.w2.dims.join() === [G, I, K].join(), `moe.layer: w2 dims [${weights.w2.dims.join(',')}] must be [local experts, intermediate, hidden] = [${G},${I},${K}]`);
+  check(quant !== 'w8a8_dynamic' || (weights.w13.dataType === 's8' && weights.w2.dataType === 's8'), 'moe.layer: w8a8_dynamic needs s8 w13 and w2');
+  check(quant !== 'w8a8_dynamic' || (c.weightScales?.w13 !== undefined && c.weightScales?.w2 !== undefined), 'moe.layer: w8a8_dynamic needs weightScales for w13 and w2 (e.g. { mask: 5 }: per expert and column)');
+  const gemm1 = c.gemm1 ?? 'gather';
+  check(gemm1 === 'gather' || gemm1 === 'permute', `moe.layer: gemm1 must be 'gather' or 'permute', got ${String(gemm1)}`);
+  const combine = c.combine ?? 'fused_scatter';
+  check(combine === 'fused_scatter' || combine === 'weight_and_reduce', `moe.layer: combine must be 'fused_scatter' or 'weight_and_reduce', got ${String(combine)}`);
+  check(c.sharedExpert === undefined || posInt(c.sharedExpert.intermediate), 'moe.layer: sharedExpert.intermediate must be a positive integer');
+  check(c.tokens * c.topK <= 0x7fffffff, 'moe.layer: tokens x topK must fit int32');
+  return {
+    tokens: c.tokens, hidden: K, intermediate: I, experts: c.experts, topK: c.topK, localExperts: G, dataType: dtype,
+    routing: c.routing ?? {}, glu: { alg: glu.alg, layout, alpha: glu.alpha, limit: glu.limit }, weights,
+    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert: c.sharedExpert, gemm1, combine,
+  };
+}

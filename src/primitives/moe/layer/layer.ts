@@ -1,0 +1,302 @@
+import { DnnlError, check } from '../../../common/status.js';
+import { countObject } from '../../../common/census.js';
+import { now, verboseLine } from '../../../common/verbose.js';
+import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
+import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
+import { groupedDesc } from '../../../memory/grouped_desc.js';
+import { Memory } from '../../../memory/memory.js';
+import { PrimitiveAttr } from '../../../attr/primitive_attr.js';
+import type { Engine } from '../../../runtime/engine.js';
+import type { Stream } from '../../../runtime/stream.js';
+import { ARG, argName } from '../../args.js';
+import * as matmul from '../../matmul/index.js';
+import * as dynamic_quant from '../../dynamic_quant/index.js';
+import * as routing from '../routing/index.js';
+import * as dispatch from '../dispatch/index.js';
+import * as combine from '../combine/index.js';
+import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
+
+/** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
+export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'gemm1' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
+
+export type LayerArgs = Readonly<Record<number, Memory | undefined>>;
+
+/** One stage: what it runs, on the layer's arguments and workspace. */
+export interface Stage {
+  readonly name: StageName;
+  /** Implementation of the stage's primitive (pd.implInfo). */
+  readonly implInfo: string;
+  execute(strm: Stream, args: LayerArgs): void;
+}
+
+/**
+ * The workspace a layer needs for its shape (vLLM `workspace_shapes`): allocated once when the
+ * primitive is created, reused by every execution, given back by `destroy()`.
+ * R = T x topK routed rows (the grouped buffers' capacity).
+ */
+export interface Workspace {
+  readonly topkIds: Memory;
+  readonly topkWeights: Memory;
+  readonly tokenIndex: Memory;
+  readonly tokenKs: Memory;
+  readonly rowOf: Memory;
+  /** `[R, I]` GLU output, grouped by expert; its offsets buffer is the one dispatch writes. */
+  readonly act: Memory;
+  /** `[R, K]` permuted hidden (gemm1: 'permute'). */
+  readonly permuted: Memory | undefined;
+  /** `[T * topK, K]` weighted expert outputs in token order (fused scatter), or `[R, K]` routed (weight_and_reduce). */
+  readonly expertOut: Memory;
+  /** w8a8: quantized hidden `[T, K]` s8 + scales `[T]`, quantized act `[R, I]` s8 + scales `[R]`. */
+  readonly hiddenQ: Memory | undefined;
+  readonly hiddenScales: Memory | undefined;
+  readonly actQ: Memory | undefined;
+  readonly actScales: Memory | undefined;
+  /** Shared expert GLU output `[T, Is]`. */
+  readonly sharedAct: Memory | undefined;
+}
+
+type StageArgsFn = (args: LayerArgs, ws: Workspace) => Record<number, Memory | undefined>;
+
+interface StagePlan {
+  readonly name: StageName;
+  readonly pd: { readonly implInfo: string };
+  readonly prim: { execute(strm: Stream, args: Readonly<Record<number, Memory | undefined>>): void };
+  readonly args: StageArgsFn;
+}
+
+function scalesAttr(attr: PrimitiveAttr, arg: number, s: WeightScales | undefined): PrimitiveAttr {
+  if (s) attr.setScales(arg, s.mask, s.groups ?? [], s.dataType ?? 'f32');
+  return attr;
+}
+
+/**
+ * MoE layer primitive descriptor: `new moe.layer.PrimitiveDesc(eng, config)` validates the
+ * configuration and creates the pds of every stage (route -> [quantize] -> dispatch -> GEMM1 with
+ * the fused GLU -> [quantize] -> GEMM2 with scatter + routing weight -> combine -> [shared expert]).
+ * Arguments at execution: `ARG.SRC` hidden `[T, K]`, `ARG.MOE_ROUTER_LOGITS` `[T, E]`, `ARG.WEIGHTS`
+ * w13, `ARG.WEIGHTS_1` w2, `ARG.DST` `[T, K]`; optional `ARG.BIAS` / `ARG.MOE_W2_BIAS`,
+ * `ARG.ATTR_SCALES | ARG.WEIGHTS / WEIGHTS_1`, `ARG.MOE_EXPERT_MAP`, `ARG.MOE_CORRECTION_BIAS`,
+ * `ARG.MOE_SHARED_W13 / W2`. See rfcs/0004-moe-layer.md.
+ */
+export class PrimitiveDesc {
+  readonly engine: Engine;
+  readonly config: ResolvedConfig;
+  /** @internal */ readonly routing: routing.PrimitiveDesc;
+  /** @internal */ readonly dispatch: dispatch.PrimitiveDesc;
+  /** @internal */ readonly gemm1: matmul.PrimitiveDesc;
+  /** @internal */ readonly gemm2: matmul.PrimitiveDesc;
+  /** @internal */ readonly combine: combine.PrimitiveDesc;
+  /** @internal */ readonly quantHidden: dynamic_quant.PrimitiveDesc | undefined;
+  /** @internal */ readonly quantAct: dynamic_quant.PrimitiveDesc | undefined;
+  /** @internal */ readonly shared1: matmul.PrimitiveDesc | undefined;
+  /** @internal */ readonly shared2: matmul.PrimitiveDesc | undefined;
+  /** @internal descriptors of the layer's arguments and workspace. */
+  readonly mds: Readonly<Record<string, MemoryDesc>>;
+
+  constructor(engine: Engine, config: LayerConfig) {
+    const t0 = now();
+    countObject('primitive_desc');
+    check(engine !== undefined && engine !== null, 'moe.layer: engine is required');
+    const c = resolveConfig(config);
+    this.engine = engine;
+    this.config = c;
+    const { tokens: T, hidden: K, intermediate: I, experts: E, topK: k, localExperts: G, dataType: adt } = c;
+    const R = T * k;
+    const w8a8 = c.quant === 'w8a8_dynamic';
+    const hiddenMd = plainDesc([T, K], adt, 'ab');
+    const logitsMd = plainDesc([T, E], adt, 'ab');
+    this.routing = new routing.PrimitiveDesc(engine, logitsMd, { topK: k, ...c.routing });
+    const permute = c.gemm1 === 'permute';
+    this.dispatch = new dispatch.PrimitiveDesc(engine, {
+      tokens: T, topK: k, experts: E, localExperts: G, expertMap: G !== E, hidden: permute ? hiddenMd : undefined,
+    });
+    // GEMM1: hidden (gathered, or the permuted copy) x w13 -> act [R, I] grouped, GLU fused.
+    const actMd = groupedDesc([R, I], adt, G, [RUNTIME_DIM_VAL, I]);
+    const a1 = new PrimitiveAttr();
+    a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
+    scalesAttr(a1, ARG.WEIGHTS, c.weightScales.w13);
+    let src1Md: MemoryDesc;
+    if (w8a8) {
+      this.quantHidden = new dynamic_quant.PrimitiveDesc(engine, hiddenMd, plainDesc([T, K], 's8', 'ab'));
+      a1.setScales(ARG.SRC, 1);
+    }
+    if (permute) {
+      src1Md = groupedDesc([R, K], w8a8 ? 's8' : adt, G, [RUNTIME_DIM_VAL, K]);
+      checkPermuteQuant(w8a8);
+    } else {
+      src1Md = plainDesc([T, K], w8a8 ? 's8' : adt, 'ab');
+      a1.setGather();
+    }
+    const b13Md = c.bias ? plainDesc([G, 2 * I], 'f32', 'ab') : undefined;
+    this.gemm1 = b13Md ? new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, b13Md, actMd, a1) : new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, actMd, a1);
+    // GEMM2: act x w2 -> weighted rows scattered to [T*k, K], or routed rows [R, K].
+    let src2Md: MemoryDesc = actMd;
+    const a2 = new PrimitiveAttr();
+    scalesAttr(a2, ARG.WEIGHTS, c.weightScales.w2);
+    if (w8a8) {
+      this.quantAct = new dynamic_quant.PrimitiveDesc(engine, actMd, plainDesc([R, I], 's8', 'ab'));
+      src2Md = groupedDesc([R, I], 's8', G, [RUNTIME_DIM_VAL, I]);
+      a2.setScales(ARG.SRC, 1);
+    }
+    const scatter = c.combine === 'fused_scatter';
+    const outMd = scatter ? plainDesc([T * k, K], 'f32', 'ab') : groupedDesc([R, K], 'f32', G, [RUNTIME_DIM_VAL, K]);
+    if (scatter) {
+      a2.setScatter(k);
+      a2.postOps.appendBinary('binary_mul', plainDesc([T * k, 1], 'f32', 'ab'));
+    }
+    const b2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
+    this.gemm2 = b2Md ? new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, b2Md, outMd, a2) : new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, outMd, a2);
+    const dstMd = plainDesc([T, K], adt, 'ab');
+    this.combine = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter });
+    // Shared expert: dense GEMMs on every token, the second one summed into the output.
+    if (c.sharedExpert) {
+      const Is = c.sharedExpert.intermediate;
+      const as1 = new PrimitiveAttr();
+      as1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
+      this.shared1 = new matmul.PrimitiveDesc(engine, hiddenMd, plainDesc([K, 2 * Is], 'f32', 'ab'), plainDesc([T, Is], adt, 'ab'), as1);
+      const as2 = new PrimitiveAttr();
+      as2.postOps.appendSum(1);
+      this.shared2 = new matmul.PrimitiveDesc(engine, plainDesc([T, Is], adt, 'ab'), plainDesc([Is, K], 'f32', 'ab'), dstMd, as2);
+    }
+    this.mds = Object.freeze({
+      hidden: hiddenMd, logits: logitsMd, dst: dstMd, w13: this.gemm1.queryMd('weights')!, w2: this.gemm2.queryMd('weights')!,
+      act: actMd, expertOut: outMd, src1: src1Md, src2: src2Md,
+      ...(b13Md ? { w13_bias: b13Md } : {}), ...(b2Md ? { w2_bias: b2Md } : {}),
+    });
+    verboseLine('create', ['moe_layer', this.implInfo, 'undef', `src:${hiddenMd} w13:${this.mds.w13} w2:${this.mds.w2}`, '', '', `t${T}e${E}k${k}:${K}x${I}`, (now() - t0).toFixed(4)]);
+  }
+
+  /**
+   * Descriptors of the arguments: `hidden`, `logits`, `dst`, `w13`, `w2` (packed when created from
+   * `tag.any`: reorder user weights into these), `w13_bias`, `w2_bias`, `w13_scales`, `w2_scales`,
+   * `expert_map`, `correction_bias`, `shared_w13`, `shared_w2`.
+   */
+  queryMd(what: string): MemoryDesc | undefined {
+    if (what === 'w13_scales') return this.gemm1.queryMd('scales:weights');
+    if (what === 'w2_scales') return this.gemm2.queryMd('scales:weights');
+    if (what === 'expert_map') return this.config.localExperts !== this.config.experts ? plainDesc([this.config.experts], 's32', 'a') : undefined;
+    if (what === 'correction_bias') return this.routing.queryMd('correction_bias');
+    if (what === 'shared_w13') return this.shared1?.queryMd('weights');
+    if (what === 'shared_w2') return this.shared2?.queryMd('weights');
+    return this.mds[what];
+  }
+
+  get implInfo(): string {
+    return `moe:${this.gemm1.implInfo}+${this.gemm2.implInfo}`;
+  }
+}
+
+function checkPermuteQuant(w8a8: boolean): void {
+  if (w8a8) throw new DnnlError('unimplemented', "moe.layer: w8a8_dynamic needs gemm1: 'gather' (per-token scales are gathered with the rows)");
+}
+
+/**
+ * The MoE layer: `new moe.layer.Primitive(pd)` allocates the workspace once; `execute(strm, args)`
+ * enqueues every stage. Each stage is reachable alone through `stages` (a framework can replace one,
+ * e.g. run its own all-to-all between dispatch and GEMM1), with the workspace in `workspace`.
+ */
+export class Primitive {
+  readonly pd: PrimitiveDesc;
+  readonly workspace: Workspace;
+  readonly stages: readonly Stage[];
+  private readonly owned: Memory[] = [];
+
+  constructor(pd: PrimitiveDesc) {
+    countObject('primitive');
+    this.pd = pd;
+    const eng = pd.engine;
+    const c = pd.config;
+    const { tokens: T, hidden: K, intermediate: I, topK: k } = c;
+    const R = T * k;
+    const mk = (md: MemoryDesc | undefined, handles?: (number | undefined)[]): Memory => {
+      const m = Memory.create(md!, eng, handles);
+      this.owned.push(m);
+      return m;
+    };
+    const w8a8 = c.quant === 'w8a8_dynamic';
+    const dpd = pd.dispatch;
+    const tokenIndex = mk(dpd.queryMd('token_index'));
+    const tokenKs = mk(dpd.queryMd('token_ks'));
+    const rowOf = mk(dpd.queryMd('row_of'));
+    const dispatchDst = mk(dpd.queryMd('dst'));
+    const offs = dispatchDst.handles[1];
+    const act = mk(pd.mds.act, [undefined, offs]);
+    const permuted = c.gemm1 === 'permute' ? dispatchDst : undefined;
+    const expertOut = c.combine === 'fused_scatter' ? mk(pd.mds.expertOut) : mk(pd.mds.expertOut, [undefined, offs]);
+    const hiddenQ = w8a8 ? mk(plainDesc([T, K], 's8', 'ab')) : undefined;
+    const hiddenScales = w8a8 ? mk(plainDesc([T], 'f32', 'a')) : undefined;
+    const actQ = w8a8 ? mk(plainDesc([R, I], 's8', 'ab')) : undefined;
+    const actScales = w8a8 ? mk(plainDesc([R], 'f32', 'a')) : undefined;
+    const sharedAct = pd.shared1 ? mk(pd.shared1.queryMd('dst')) : undefined;
+    this.workspace = Object.freeze({
+      topkIds: mk(pd.routing.queryMd('topk_ids')), topkWeights: mk(pd.routing.queryMd('topk_weights')),
+      tokenIndex, tokenKs, rowOf, act, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct,
+    });
+    // The quantized act as the grouped src of GEMM2: the same bytes, with dispatch's offsets.
+    const actQGrouped = actQ ? Memory.create(pd.mds.src2, eng, [actQ.handles[0], offs]) : undefined;
+    // topk weights [T, k] seen as the [T * k, 1] binary src1 of the scatter.
+    const twFlat = Memory.create(plainDesc([T * k, 1], 'f32', 'ab'), eng, [this.workspace.topkWeights.handles[0]]);
+    const plans: StagePlan[] = [];
+    const add = (name: StageName, p: { implInfo: string }, prim: StagePlan['prim'], args: StageArgsFn): void => { plans.push({ name, pd: p, prim, args }); };
+    add('route', pd.routing, new routing.Primitive(pd.routing), (a, w) => ({
+      [ARG.SRC]: a[ARG.MOE_ROUTER_LOGITS], [ARG.MOE_TOPK_IDS]: w.topkIds, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights, [ARG.MOE_CORRECTION_BIAS]: a[ARG.MOE_CORRECTION_BIAS],
+    }));
+    if (pd.quantHidden) add('quantize_hidden', pd.quantHidden, new dynamic_quant.Primitive(pd.quantHidden), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.DST]: w.hiddenQ, [ARG.ATTR_SCALES | ARG.DST]: w.hiddenScales }));
+    add('dispatch', dpd, new dispatch.Primitive(dpd), (a, w) => ({
+      [ARG.MOE_TOPK_IDS]: w.topkIds, [ARG.SRC]: permuted ? a[ARG.SRC] : undefined, [ARG.MOE_EXPERT_MAP]: a[ARG.MOE_EXPERT_MAP],
+      [ARG.DST]: dispatchDst, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_ROW_OF]: w.rowOf,
+    }));
+    add('gemm1', pd.gemm1, new matmul.Primitive(pd.gemm1), (a, w) => ({
+      [ARG.SRC]: permuted ?? (w.hiddenQ ?? a[ARG.SRC]), [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.BIAS]: a[ARG.BIAS], [ARG.DST]: w.act,
+      [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS], [ARG.ATTR_SCALES | ARG.SRC]: w.hiddenScales, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex,
+    }));
+    if (pd.quantAct) add('quantize_act', pd.quantAct, new dynamic_quant.Primitive(pd.quantAct), (_a, w) => ({ [ARG.SRC]: w.act, [ARG.DST]: w.actQ, [ARG.ATTR_SCALES | ARG.DST]: w.actScales }));
+    add('gemm2', pd.gemm2, new matmul.Primitive(pd.gemm2), (a, w) => ({
+      [ARG.SRC]: actQGrouped ?? w.act, [ARG.WEIGHTS]: a[ARG.WEIGHTS_1], [ARG.BIAS]: a[ARG.MOE_W2_BIAS], [ARG.DST]: w.expertOut,
+      [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS_1], [ARG.ATTR_SCALES | ARG.SRC]: w.actScales,
+      [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: twFlat,
+    }));
+    add('combine', pd.combine, new combine.Primitive(pd.combine), (a, w) => ({
+      [ARG.SRC]: w.expertOut, [ARG.MOE_ROW_OF]: w.rowOf, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights, [ARG.DST]: a[ARG.DST],
+    }));
+    if (pd.shared1 && pd.shared2) {
+      add('shared_gemm1', pd.shared1, new matmul.Primitive(pd.shared1), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W13], [ARG.DST]: w.sharedAct }));
+      add('shared_gemm2', pd.shared2, new matmul.Primitive(pd.shared2), (a, w) => ({ [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST] }));
+    }
+    const ws = this.workspace;
+    this.stages = plans.map((s) => ({
+      name: s.name,
+      implInfo: s.pd.implInfo,
+      execute: (strm: Stream, args: LayerArgs): void => s.prim.execute(strm, dropUndefined(s.args(args, ws))),
+    }));
+  }
+
+  /** Enqueues the whole layer. Argument errors throw here, runtime-data errors at `stream.wait()`. */
+  execute(strm: Stream, args: LayerArgs): void {
+    check(strm.engine === this.pd.engine, 'moe.layer.execute: stream belongs to another engine');
+    const need = [ARG.SRC, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DST];
+    if (this.pd.config.bias) need.push(ARG.BIAS, ARG.MOE_W2_BIAS);
+    if (this.pd.config.localExperts !== this.pd.config.experts) need.push(ARG.MOE_EXPERT_MAP);
+    if (this.pd.shared1) need.push(ARG.MOE_SHARED_W13, ARG.MOE_SHARED_W2);
+    for (const id of need) if (args[id] === undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: missing argument ${argName(id)}`);
+    for (const s of this.stages) s.execute(strm, args);
+  }
+
+  /** The stage called `name` (throws if the layer has none). */
+  stage(name: StageName): Stage {
+    const s = this.stages.find((x) => x.name === name);
+    if (!s) throw new DnnlError('invalid_arguments', `moe.layer: no stage '${name}' (stages: ${this.stages.map((x) => x.name).join(', ')})`);
+    return s;
+  }
+
+  /** Gives the workspace back to the engine heap; the primitive must not be used afterwards. */
+  destroy(): void {
+    for (const m of this.owned.splice(0)) if (!m.isFreed) m.free();
+  }
+}
+
+function dropUndefined(a: Record<number, Memory | undefined>): Record<number, Memory> {
+  const out: Record<number, Memory> = {};
+  for (const [k, v] of Object.entries(a)) if (v !== undefined) out[Number(k)] = v;
+  return out;
+}

@@ -1,0 +1,198 @@
+/**
+ * The whole MoE layer (moe.layer): against a float64 reference given the layer's own routing, every
+ * stage variant bit-identical to the others (gather vs permute, fused scatter vs weight-and-reduce),
+ * threads 1/2/3 bit-identical, bias, shared expert, w8a8, expert parallel with 2 and 4 simulated ranks
+ * equal to one rank bit for bit, argument errors.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { ARG, Engine, Memory, Stream, dt, memory, moe, reorder, tag, type EngineOptions } from '../src/index.js';
+import { expectDnnlError } from './helpers.js';
+import { refMoeLayer } from './moe_layer_reference.js';
+import { mulberry32, randomF32 } from './workloads.js';
+
+const engines: Engine[] = [];
+afterAll(() => engines.forEach((e) => e.release()));
+async function engine(o: EngineOptions): Promise<Engine> {
+  const e = await Engine.create(o);
+  engines.push(e);
+  return e;
+}
+
+interface Shape { T: number; E: number; k: number; K: number; I: number }
+interface Data { hidden: Float64Array; logits: Float64Array; w13: Float64Array; w2: Float64Array; b13: Float64Array; b2: Float64Array }
+
+function data(s: Shape, seed: number, skew = false): Data {
+  const rng = mulberry32(seed);
+  const logits = randomF32(rng, s.T * s.E).map((v) => v * 4);
+  if (skew) for (let t = 0; t < s.T; t++) logits[t * s.E] += 50; // every token's first choice: expert 0
+  return {
+    hidden: randomF32(rng, s.T * s.K), logits,
+    w13: randomF32(rng, s.E * s.K * 2 * s.I).map((v) => v * 0.2), w2: randomF32(rng, s.E * s.I * s.K).map((v) => v * 0.2),
+    b13: randomF32(rng, s.E * 2 * s.I).map((v) => v * 0.1), b2: randomF32(rng, s.E * s.K).map((v) => v * 0.1),
+  };
+}
+
+function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t = dt.f32): Memory {
+  const m = Memory.create(memory.desc(dims, t, dims.length === 1 ? tag.a : dims.length === 2 ? tag.ab : tag.abc), eng);
+  m.write(Float64Array.from(v));
+  return m;
+}
+
+type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert'> & { packed?: boolean };
+
+async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}): Promise<{ out: Float32Array; ids: Int32Array; w: Float32Array; layer: moe.layer.Primitive }> {
+  const strm = new Stream(eng);
+  const packed = v.packed ?? true;
+  const weights = packed ? undefined : { w13: memory.desc([s.E, s.K, 2 * s.I], dt.f32, tag.abc), w2: memory.desc([s.E, s.I, s.K], dt.f32, tag.abc) };
+  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, ...v, weights });
+  const layer = new moe.layer.Primitive(pd);
+  const w13p = mem(eng, [s.E, s.K, 2 * s.I], d.w13), w2p = mem(eng, [s.E, s.I, s.K], d.w2);
+  let w13 = w13p, w2 = w2p;
+  if (packed) {
+    w13 = Memory.create(pd.queryMd('w13')!, eng);
+    w2 = Memory.create(pd.queryMd('w2')!, eng);
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, w13p.desc, w13.desc)).execute(strm, { [ARG.FROM]: w13p, [ARG.TO]: w13 });
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, w2p.desc, w2.desc)).execute(strm, { [ARG.FROM]: w2p, [ARG.TO]: w2 });
+  }
+  const out = Memory.create(pd.queryMd('dst')!, eng);
+  const args: Record<number, Memory> = {
+    [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits), [ARG.WEIGHTS]: w13, [ARG.WEIGHTS_1]: w2, [ARG.DST]: out,
+  };
+  if (v.bias) {
+    args[ARG.BIAS] = mem(eng, [s.E, 2 * s.I], d.b13);
+    args[ARG.MOE_W2_BIAS] = mem(eng, [s.E, s.K], d.b2);
+  }
+  if (v.sharedExpert) {
+    const Is = v.sharedExpert.intermediate;
+    args[ARG.MOE_SHARED_W13] = mem(eng, [s.K, 2 * Is], d.w13.subarray(0, s.K * 2 * Is));
+    args[ARG.MOE_SHARED_W2] = mem(eng, [Is, s.K], d.w2.subarray(0, Is * s.K));
+  }
+  layer.execute(strm, args);
+  await strm.wait();
+  return { out: Float32Array.from(out.values as Float32Array), ids: Int32Array.from(layer.workspace.topkIds.values as Int32Array), w: Float32Array.from(layer.workspace.topkWeights.values as Float32Array), layer };
+}
+
+function checkRef(s: Shape, d: Data, r: { out: Float32Array; ids: Int32Array; w: Float32Array }, v: Variant = {}): void {
+  const Is = v.sharedExpert?.intermediate;
+  const ref = refMoeLayer({
+    T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: r.ids, weights: r.w, w13: d.w13, w2: d.w2,
+    b13: v.bias ? d.b13 : undefined, b2: v.bias ? d.b2 : undefined, glu: { alg: 'glu_swiglu', layout: 'halves' },
+    shared: Is ? { Is, w13: d.w13.subarray(0, s.K * 2 * Is), w2: d.w2.subarray(0, Is * s.K) } : undefined,
+  });
+  let worst = 0;
+  for (let i = 0; i < ref.value.length; i++) worst = Math.max(worst, Math.abs(r.out[i] - ref.value[i]) / (ref.mag[i] + 1e-30));
+  expect(worst).toBeLessThan(2e-5);
+  // routing sanity: k distinct ids per token in range, weights renormalized
+  for (let t = 0; t < s.T; t++) {
+    const ids = Array.from(r.ids.subarray(t * s.k, t * s.k + s.k));
+    expect(new Set(ids).size).toBe(s.k);
+    ids.forEach((e) => expect(e >= 0 && e < s.E).toBe(true));
+    expect(Math.abs(r.w.subarray(t * s.k, t * s.k + s.k).reduce((a, b) => a + b, 0) - 1)).toBeLessThan(1e-5);
+  }
+}
+
+const SHAPES: readonly (Shape & { name: string; skew?: boolean })[] = [
+  { name: 'E=8 k=2, tails', T: 37, E: 8, k: 2, K: 70, I: 44 },
+  { name: 'T=1', T: 1, E: 6, k: 3, K: 33, I: 20 },
+  { name: 'k = E', T: 9, E: 3, k: 3, K: 24, I: 16 },
+  { name: 'E=1', T: 11, E: 1, k: 1, K: 40, I: 24 },
+  { name: 'all tokens to one expert first', T: 30, E: 16, k: 2, K: 64, I: 40, skew: true },
+];
+
+describe.each([
+  ['simd128 1T', { threads: 1, kernels: 'simd128' }],
+  ['relaxed 2T', { threads: 2, kernels: 'relaxed' }],
+  ['reference', { threads: 1, kernels: 'none' }],
+] as const)('moe.layer [%s]', (_n, opts) => {
+  for (const s of SHAPES) {
+    it(`matches float64 given its routing; gather/permute and fused scatter/weight-and-reduce bit-identical (${s.name})`, async () => {
+      const eng = await engine(opts);
+      const d = data(s, 17, s.skew);
+      const base = await runLayer(eng, s, d, { packed: opts.kernels !== 'none' });
+      checkRef(s, d, base);
+      for (const v of [{ gemm1: 'permute' }, { combine: 'weight_and_reduce' }, { gemm1: 'permute', combine: 'weight_and_reduce' }] as const) {
+        const r = await runLayer(eng, s, d, { ...v, packed: opts.kernels !== 'none' });
+        expect(Buffer.from(r.out.buffer).equals(Buffer.from(base.out.buffer))).toBe(true);
+      }
+    });
+  }
+  it('bias and a shared expert', async () => {
+    const eng = await engine(opts);
+    const s = SHAPES[0];
+    const d = data(s, 23);
+    const v: Variant = { bias: true, sharedExpert: { intermediate: 24 }, packed: opts.kernels !== 'none' };
+    checkRef(s, d, await runLayer(eng, s, d, v), v);
+  });
+});
+
+describe('moe.layer determinism and expert parallel', () => {
+  it('threads 1, 2, 3 give the same bits', async () => {
+    const s = { T: 45, E: 8, k: 2, K: 96, I: 72 };
+    const d = data(s, 31);
+    const outs: Float32Array[] = [];
+    for (const threads of [1, 2, 3]) outs.push((await runLayer(await engine({ threads, kernels: 'simd128' }), s, d)).out);
+    expect(Buffer.from(outs[1].buffer).equals(Buffer.from(outs[0].buffer))).toBe(true);
+    expect(Buffer.from(outs[2].buffer).equals(Buffer.from(outs[0].buffer))).toBe(true);
+  });
+
+  for (const P of [2, 4]) {
+    it(`${P} simulated ranks (one engine each, JS all-to-all) equal one rank bit for bit`, async () => {
+      const s = { T: 24, E: 8, k: 2, K: 48, I: 40 };
+      const d = data(s, 41);
+      const single = await runLayer(await engine({ threads: 1, kernels: 'simd128' }), s, d, { packed: false });
+      // Tokens split over the ranks; each rank holds E / P experts.
+      const G = s.E / P, Tr = s.T / P;
+      const mailbox: Uint8Array[][][] = []; // [exchange][to][from]
+      let exchange = 0;
+      const pending: ((v: Uint8Array[]) => void)[][] = [];
+      const makeA2A = (rank: number): moe.AllToAll => {
+        let mine = 0;
+        return (send) => {
+          const ex = mine++;
+          mailbox[ex] ??= Array.from({ length: P }, () => new Array<Uint8Array>(P));
+          pending[ex] ??= [];
+          send.forEach((b, to) => { mailbox[ex][to][rank] = b.slice(); });
+          return new Promise((resolve) => {
+            pending[ex][rank] = resolve;
+            if (pending[ex].filter(Boolean).length === P) {
+              exchange = Math.max(exchange, ex + 1);
+              pending[ex].forEach((res, r) => res(mailbox[ex][r]));
+            }
+          });
+        };
+      };
+      const outs: Float32Array[] = new Array(P);
+      await Promise.all(Array.from({ length: P }, async (_, rank) => {
+        const eng = await engine({ threads: 1, kernels: 'simd128' });
+        const strm = new Stream(eng);
+        const ep = new moe.ExpertParallelRank(eng, { rank, worldSize: P, tokens: Tr, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true } }, makeA2A(rank));
+        const out = mem(eng, [Tr, s.K], new Float64Array(Tr * s.K));
+        await ep.forward(strm, {
+          [ARG.SRC]: mem(eng, [Tr, s.K], d.hidden.subarray(rank * Tr * s.K, (rank + 1) * Tr * s.K)),
+          [ARG.MOE_ROUTER_LOGITS]: mem(eng, [Tr, s.E], d.logits.subarray(rank * Tr * s.E, (rank + 1) * Tr * s.E)),
+          [ARG.WEIGHTS]: mem(eng, [G, s.K, 2 * s.I], d.w13.subarray(rank * G * s.K * 2 * s.I, (rank + 1) * G * s.K * 2 * s.I)),
+          [ARG.WEIGHTS_1]: mem(eng, [G, s.I, s.K], d.w2.subarray(rank * G * s.I * s.K, (rank + 1) * G * s.I * s.K)),
+          [ARG.DST]: out,
+        });
+        outs[rank] = Float32Array.from(out.values as Float32Array);
+      }));
+      const joined = new Float32Array(s.T * s.K);
+      outs.forEach((o, r) => joined.set(o, r * Tr * s.K));
+      expect(exchange).toBe(2);
+      expect(Buffer.from(joined.buffer).equals(Buffer.from(single.out.buffer))).toBe(true);
+    });
+  }
+
+  it('configuration and argument errors name the rule', async () => {
+    const eng = await engine({ threads: 1, kernels: 'simd128' });
+    const base = { tokens: 4, hidden: 8, intermediate: 4, experts: 4, topK: 2 };
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, topK: 5 }), 'invalid_arguments', 'topK must be an integer in [1, experts = 4]');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, tokens: 0 }), 'invalid_arguments', 'tokens must be a positive integer');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, glu: { alg: 'glu_swiglu', layout: 'blocks32' } }), 'invalid_arguments', 'blocks32 needs intermediate % 32 == 0');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, weights: { w13: memory.desc([4, 8, 9], dt.f32, tag.abc), w2: memory.desc([4, 4, 8], dt.f32, tag.abc) } }), 'invalid_arguments', 'w13 dims [4,8,9] must be');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, quant: 'w8a8_dynamic' }), 'invalid_arguments', 'w8a8_dynamic needs weightScales');
+    const layer = new moe.layer.Primitive(new moe.layer.PrimitiveDesc(eng, base));
+    expectDnnlError(() => layer.execute(new Stream(eng), {}), 'invalid_arguments', 'missing argument ARG.SRC');
+    expectDnnlError(() => layer.stage('shared_gemm1'), 'invalid_arguments', "no stage 'shared_gemm1'");
+  });
+});
