@@ -30,3 +30,4 @@ export { ARG } from './primitives/args.js';
 export * as matmul from './primitives/matmul/index.js';
 export * as reorder from './primitives/reorder/index.js';
 export * as grouped_gemm from './primitives/grouped_gemm/index.js';
+export * as moe from './primitives/moe/index.js';
