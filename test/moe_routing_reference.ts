@@ -16,7 +16,6 @@ export interface RouteSpec {
   readonly bias?: ArrayLike<number>;
 }
 
-
 export interface RouteRef {
   readonly ids: Int32Array;
   readonly weights: Float64Array;

@@ -32,23 +32,28 @@ INLINE const char* row_ptr(const moe_route_job_t* j, int32_t t) {
   return (const char*)(uintptr_t)j->src + (size_t)t * (size_t)j->s_t * (j->dt == 0 ? 4u : 2u);
 }
 
-/* Contiguous f32 row: 1 if it may break a rule (a NaN; with softmax a +inf, or no logit above -inf). */
+/* Contiguous f32 row: 1 if it may break a rule (a NaN; with softmax a +inf, or no logit above -inf).
+   ok: every lane so far is below +inf (softmax) or a number (sigmoid); any: some lane above -inf. */
 static int f32_row_suspect(const float* p, int32_t E, int softmax) {
-  v128_t bad = wasm_i32x4_splat(0), any = wasm_i32x4_splat(0);
   const v128_t inf = VF(F_INF), ninf = VF(-F_INF);
+  v128_t ok = wasm_i32x4_splat(-1), any = wasm_i32x4_splat(0);
   int32_t e = 0;
-  for (; e + 4 <= E; e += 4) {
-    const v128_t x = wasm_v128_load(p + e);
-    bad = wasm_v128_or(bad, wasm_f32x4_ne(x, x));
-    if (softmax) {
-      bad = wasm_v128_or(bad, wasm_f32x4_eq(x, inf));
+  if (softmax) {
+    for (; e + 4 <= E; e += 4) {
+      const v128_t x = wasm_v128_load(p + e);
+      ok = wasm_v128_and(ok, wasm_f32x4_lt(x, inf));
       any = wasm_v128_or(any, wasm_f32x4_gt(x, ninf));
     }
+  } else {
+    for (; e + 4 <= E; e += 4) {
+      const v128_t x = wasm_v128_load(p + e);
+      ok = wasm_v128_and(ok, wasm_f32x4_eq(x, x));
+    }
   }
-  int s = wasm_v128_any_true(bad), a = wasm_v128_any_true(any);
+  int s = !wasm_i32x4_all_true(ok), a = wasm_v128_any_true(any);
   for (; e < E; e++) {
     const float x = p[e];
-    s |= x != x || (softmax && x == F_INF);
+    s |= softmax ? !(x < F_INF) : x != x;
     a |= x > -F_INF;
   }
   return s || (softmax && !a);
@@ -110,6 +115,18 @@ INLINE void topn_push(topn_t* l, float x, int32_t idx) {
   l->i[p] = idx;
 }
 
+/* Pushes x[from..to) in ascending index. Once the list is full, four candidates at a time are skipped
+   when none beats the current last entry: the same result as pushing each, far fewer branches. */
+INLINE void topn_scan(topn_t* l, const float* x, int32_t from, int32_t to) {
+  int32_t e = from;
+  for (; e < to && l->n < l->cap; e++) topn_push(l, x[e], e);
+  for (; e + 4 <= to; e += 4) {
+    if (!wasm_v128_any_true(wasm_f32x4_gt(wasm_v128_load(x + e), VF(l->v[l->cap - 1])))) continue;
+    for (int32_t q = e; q < e + 4; q++) topn_push(l, x[q], q);
+  }
+  for (; e < to; e++) topn_push(l, x[e], e);
+}
+
 typedef struct route_scratch {
   float *score, *sel, *gscore, *topv, *gtopv;
   int32_t *topi, *gtopi, *gmask;
@@ -149,7 +166,7 @@ static void scores_of(const moe_route_job_t* j, int32_t t, float* sc) {
     return;
   }
   v128_t vm = VF(-F_INF);
-  for (int32_t e = 0; e < E4; e += 4) vm = wasm_f32x4_max(vm, wasm_v128_load(sc + e));
+  for (int32_t e = 0; e < E4; e += 4) vm = wasm_f32x4_pmax(vm, wasm_v128_load(sc + e)); /* no NaN here */
   const float m = MAX(MAX(wasm_f32x4_extract_lane(vm, 0), wasm_f32x4_extract_lane(vm, 1)),
                       MAX(wasm_f32x4_extract_lane(vm, 2), wasm_f32x4_extract_lane(vm, 3)));
   const v128_t mv = VF(m);
@@ -183,7 +200,9 @@ static void route_token(const moe_route_job_t* j, int32_t t, const route_scratch
   const float* sel = sc;
   if (j->bias) {
     const float* b = (const float*)(uintptr_t)j->bias;
-    for (int32_t e = 0; e < E; e++) s->sel[e] = sc[e] + b[e];
+    int32_t e = 0;
+    for (; e + 4 <= E; e += 4) wasm_v128_store(s->sel + e, VADD(wasm_v128_load(sc + e), wasm_v128_load(b + e)));
+    for (; e < E; e++) s->sel[e] = sc[e] + b[e];
     sel = s->sel;
   }
   topn_t top = { s->topv, s->topi, 0, k };
@@ -194,10 +213,9 @@ static void route_token(const moe_route_job_t* j, int32_t t, const route_scratch
     for (int32_t g = 0; g < G; g++) s->gmask[g] = 0;
     for (int32_t q = 0; q < gt.n; q++) s->gmask[gt.i[q]] = 1;
     for (int32_t g = 0; g < G; g++)
-      if (s->gmask[g])
-        for (int32_t e = g * per; e < (g + 1) * per; e++) topn_push(&top, sel[e], e);
+      if (s->gmask[g]) topn_scan(&top, sel, g * per, (g + 1) * per);
   } else {
-    for (int32_t e = 0; e < E; e++) topn_push(&top, sel[e], e);
+    topn_scan(&top, sel, 0, E);
   }
   /* Weights: the (uncorrected) scores of the chosen experts, summed in slot order. */
   float sum = 0.0f;

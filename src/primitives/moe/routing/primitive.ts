@@ -78,7 +78,8 @@ export class Primitive {
     check(m instanceof Memory, `${FN}: ${name} must be a Memory object`);
     check(!m.isFreed, `${FN}: ${name} was freed`);
     check(m.engine === this.pd.engine, `${FN}: ${name} belongs to another engine`);
-    check(m.desc.equals(md), `${FN}: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+    // Not `check`: the message renders both descriptors, too slow to build on every call.
+    if (!m.desc.equals(md)) throw new DnnlError('invalid_arguments', `${FN}: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
     const n = m.desc.getSize(0);
     check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `${FN}: ${name} buffer is no longer a live allocation of the engine`);
     return m;
