@@ -128,7 +128,7 @@ INLINE void topn_scan(topn_t* l, const float* x, int32_t from, int32_t to) {
 }
 
 typedef struct route_scratch {
-  float *score, *sel, *gscore, *topv, *gtopv;
+  float *score, *sel, *topv, *gtopv;
   int32_t *topi, *gtopi, *gmask;
 } route_scratch_t;
 
@@ -139,8 +139,7 @@ static route_scratch_t scratch_of(const moe_route_job_t* j, int tid) {
   route_scratch_t s;
   s.score = f;
   s.sel = f + E4;
-  s.gscore = s.sel + E4;
-  s.gmask = (int32_t*)(s.gscore + G4);
+  s.gmask = (int32_t*)(s.sel + E4);
   s.gtopv = (float*)(s.gmask + G4);
   s.gtopi = (int32_t*)(s.gtopv + G4);
   s.topv = (float*)(s.gtopi + G4);

@@ -18,9 +18,9 @@ export const ROUTE_TILE_TOKENS = 16;
 const DT = { f32: 0, bf16: 1, f16: 2 } as const;
 const round4 = (n: number): number => (n + 3) & ~3;
 
-/** Per-worker scratch of the kernel (scratch_of in moe-route.c): scores and selection scores, four group arrays, the top-k list. */
+/** Per-worker scratch of the kernel (scratch_of in moe-route.c): scores and selection scores, three group arrays, the top-k list. */
 function scratchBytes(p: RoutingProblem): number {
-  return 4 * (2 * round4(p.E) + 4 * round4(p.groupCount) + 2 * round4(p.topK));
+  return 4 * (2 * round4(p.E) + 3 * round4(p.groupCount) + 2 * round4(p.topK));
 }
 
 /** The routing kernel: one op job per execution, tiles of tokens on the engine's workers. */
