@@ -31,3 +31,4 @@ export * as matmul from './primitives/matmul/index.js';
 export * as reorder from './primitives/reorder/index.js';
 export * as grouped_gemm from './primitives/grouped_gemm/index.js';
 export * as dynamic_quant from './primitives/dynamic_quant/index.js';
+export * as moe from './primitives/moe/index.js';

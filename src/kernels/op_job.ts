@@ -12,7 +12,7 @@ import type { StreamTask } from '../runtime/stream.js';
 export const OP_HEAD = { kind: 0, status: 8, err_index: 12, err_a: 16, err_b: 20, tile_next: 24, nthreads: 28, SIZE: 32 } as const;
 
 /** Op kinds (op_job.h). */
-export const OP_KIND = { fill: 16 } as const;
+export const OP_KIND = { fill: 16, moe_route: 17 } as const;
 
 /** Field name -> byte offset (multiple of 4) of an op's struct, with its total SIZE. */
 export type OpLayout = Readonly<Record<string, number>> & { readonly SIZE: number };

@@ -17,12 +17,13 @@ static int run_fill(fill_job_t* j) {
 }
 
 int run_quant_rows_s8(op_head_t* h);
+int run_moe_route(op_head_t* h, int tid);
 
 int run_op_job(op_head_t* h, int tid) {
-  (void)tid;
   switch (h->kind) {
     case KIND_OP_FILL: return run_fill((fill_job_t*)h);
     case KIND_QUANT_ROWS_S8: return run_quant_rows_s8(h);
+    case KIND_MOE_ROUTE: return run_moe_route(h, tid);
     default: op_error(h, ERR_OP_UNKNOWN_KIND, 0, h->kind, 0); return 0;
   }
 }

@@ -18,6 +18,7 @@ enum {
   KIND_OP_FIRST = 16,
   KIND_OP_FILL = 16, /* test op: fills n int32 with a value, in tiles of 1024 (op-jobs.c) */
   KIND_QUANT_ROWS_S8 = 24, /* per-row dynamic int8 quantization (quant-rows-s8.c) */
+  KIND_MOE_ROUTE = 17, /* MoE routing: logits -> top-k ids and weights (moe-route.c) */
 };
 
 /* Op status codes start at 100 (job.h's ERR_* are the GEMM's offsets errors). */

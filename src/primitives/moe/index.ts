@@ -1,0 +1,1 @@
+export * as routing from './routing/index.js';

@@ -1,0 +1,87 @@
+import { DnnlError, check } from '../../../common/status.js';
+import { countObject } from '../../../common/census.js';
+import { getVerbose, now, verboseLine } from '../../../common/verbose.js';
+import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../../memory/desc.js';
+import { Memory } from '../../../memory/memory.js';
+import type { Stream, StreamTask } from '../../../runtime/stream.js';
+import { ARG, argName } from '../../args.js';
+import type { RoutingArgs } from './impl.js';
+import type { PrimitiveDesc } from './pd.js';
+import { problemString } from './problem.js';
+
+export type ExecArgs = Readonly<Record<number, Memory | undefined>>;
+
+const FN = 'moe.routing.execute';
+
+/** Bytes [start, end) of a memory's values. */
+function span(m: Memory): [number, number] {
+  return [m.handles[0], m.handles[0] + m.desc.getSize(0)];
+}
+
+function overlaps(a: Memory, b: Memory): boolean {
+  const [a0, a1] = span(a), [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
+
+/**
+ * The routing primitive: `new moe.routing.Primitive(pd).execute(strm, { [ARG.SRC]: logits,
+ * [ARG.MOE_TOPK_IDS]: ids, [ARG.MOE_TOPK_WEIGHTS]: weights, [ARG.MOE_CORRECTION_BIAS]?: bias })`.
+ */
+export class Primitive {
+  readonly pd: PrimitiveDesc;
+  private readonly executor: { task(args: RoutingArgs): StreamTask };
+
+  constructor(pd: PrimitiveDesc) {
+    countObject('primitive');
+    this.pd = pd;
+    this.executor = pd.impl.createExecutor(pd.problem, pd.engine);
+  }
+
+  /**
+   * Enqueues the routing on `stream`. Argument errors throw here; bad logits / bias values and an
+   * invalid custom-function result are raised by `stream.wait()`, with nothing written. Inputs are
+   * read when the work runs: do not rewrite them before `wait()`.
+   */
+  execute(stream: Stream, args: ExecArgs): void {
+    const p = this.pd.problem;
+    check(stream.engine === this.pd.engine, `${FN}: stream belongs to another engine`);
+    const a: RoutingArgs = {
+      src: this.arg(args, ARG.SRC, p.src),
+      topkIds: this.arg(args, ARG.MOE_TOPK_IDS, p.topkIds),
+      topkWeights: this.arg(args, ARG.MOE_TOPK_WEIGHTS, p.topkWeights),
+      correctionBias: p.correctionBias ? this.arg(args, ARG.MOE_CORRECTION_BIAS, p.correctionBias) : undefined,
+    };
+    check(p.correctionBias !== undefined || args[ARG.MOE_CORRECTION_BIAS] === undefined, `${FN}: ARG.MOE_CORRECTION_BIAS was given but the pd was created without correctionBias`);
+    const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.correctionBias, 'ARG.MOE_CORRECTION_BIAS']];
+    for (const [out, name] of [[a.topkIds, 'ARG.MOE_TOPK_IDS'], [a.topkWeights, 'ARG.MOE_TOPK_WEIGHTS']] as const) {
+      for (const [m, other] of inputs) check(!m || !overlaps(out, m), `${FN}: ${name} values overlap ${other} values`);
+    }
+    check(!overlaps(a.topkIds, a.topkWeights), `${FN}: ARG.MOE_TOPK_IDS values overlap ARG.MOE_TOPK_WEIGHTS values`);
+    const task = this.executor.task(a);
+    if (getVerbose() < 1) {
+      stream.enqueue(task);
+      return;
+    }
+    stream.enqueue(() => {
+      const t0 = now();
+      const line = (): void => verboseLine('exec', ['moe_routing', this.pd.implInfo, 'undef', this.pd.mdsString(), '', '', problemString(p), (now() - t0).toFixed(4)]);
+      const r = task();
+      if (r) return r.then(line);
+      line();
+    });
+  }
+
+  private arg(args: ExecArgs, id: number, md: MemoryDesc): Memory {
+    const m = args[id];
+    const name = argName(id);
+    if (m === undefined) throw new DnnlError('invalid_arguments', `${FN}: missing argument ${name}`);
+    check(m instanceof Memory, `${FN}: ${name} must be a Memory object`);
+    check(!m.isFreed, `${FN}: ${name} was freed`);
+    check(m.engine === this.pd.engine, `${FN}: ${name} belongs to another engine`);
+    // Not `check`: the message renders both descriptors, too slow to build on every call.
+    if (!m.desc.equals(md)) throw new DnnlError('invalid_arguments', `${FN}: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+    const n = m.desc.getSize(0);
+    check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `${FN}: ${name} buffer is no longer a live allocation of the engine`);
+    return m;
+  }
+}
