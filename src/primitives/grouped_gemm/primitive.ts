@@ -40,7 +40,7 @@ export class Primitive {
       if (m === undefined) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: missing argument ${name}`);
       check(m instanceof Memory && !m.isFreed, `grouped_gemm.execute: ${name} must be a live Memory object`);
       check(m.engine === this.pd.engine, `grouped_gemm.execute: ${name} belongs to another engine`);
-      check(m.desc.equals(md), `grouped_gemm.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+      if (!m.desc.equals(md)) check(false, `grouped_gemm.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
       const n = m.desc.getSize(0);
       check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
       return m;

@@ -106,7 +106,8 @@ export class Primitive {
     check(m instanceof Memory, `matmul.execute: ${name} must be a Memory object`);
     check(!m.isFreed, `matmul.execute: ${name} was freed`);
     check(m.engine === this.pd.engine, `matmul.execute: ${name} belongs to another engine`);
-    check(m.desc.equals(md) || (alt !== undefined && m.desc.equals(alt)), `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}${alt ? ` (or ${alt})` : ''}`);
+    // The message renders descriptors: build it only on failure (execute is on the hot path).
+    if (!m.desc.equals(md) && !(alt !== undefined && m.desc.equals(alt))) check(false, `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}${alt ? ` (or ${alt})` : ''}`);
     m.handles.forEach((h, i) => {
       const n = m.desc.getSize(i);
       check(m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);
