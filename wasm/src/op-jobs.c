@@ -19,9 +19,14 @@ static int run_fill(fill_job_t* j) {
 int run_quant_rows_s8(op_head_t* h);
 int run_moe_route(op_head_t* h, int tid);
 
+int run_moe_dispatch(op_head_t* h, int tid);
+int run_moe_combine(op_head_t* h);
+
 int run_op_job(op_head_t* h, int tid) {
   switch (h->kind) {
     case KIND_OP_FILL: return run_fill((fill_job_t*)h);
+    case KIND_MOE_DISPATCH: return run_moe_dispatch(h, tid);
+    case KIND_MOE_COMBINE: return run_moe_combine(h);
     case KIND_QUANT_ROWS_S8: return run_quant_rows_s8(h);
     case KIND_MOE_ROUTE: return run_moe_route(h, tid);
     default: op_error(h, ERR_OP_UNKNOWN_KIND, 0, h->kind, 0); return 0;

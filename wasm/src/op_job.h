@@ -17,6 +17,8 @@ _Static_assert(sizeof(op_head_t) == 32, "op_head_t must mirror job_t's first 32 
 enum {
   KIND_OP_FIRST = 16,
   KIND_OP_FILL = 16, /* test op: fills n int32 with a value, in tiles of 1024 (op-jobs.c) */
+  KIND_MOE_DISPATCH = 18, /* MoE dispatch / permute (moe-dispatch.c) */
+  KIND_MOE_COMBINE = 19, /* MoE combine / weight-and-reduce (moe-combine.c) */
   KIND_QUANT_ROWS_S8 = 24, /* per-row dynamic int8 quantization (quant-rows-s8.c) */
   KIND_MOE_ROUTE = 17, /* MoE routing: logits -> top-k ids and weights (moe-route.c) */
 };

@@ -67,8 +67,8 @@ export class ExpertParallelRank {
     const adt = config.dataType ?? 'f32';
     this.routingPd = new routing.PrimitiveDesc(engine, plainDesc([T, E], adt, 'ab'), { topK: k, ...(config.routing ?? {}) });
     this.routingPrim = new routing.Primitive(this.routingPd);
-    this.ids = Memory.create(this.routingPd.queryMd('topk_ids'), engine);
-    this.weights = Memory.create(this.routingPd.queryMd('topk_weights'), engine);
+    this.ids = Memory.create(this.routingPd.queryMd('topk_ids')!, engine);
+    this.weights = Memory.create(this.routingPd.queryMd('topk_weights')!, engine);
     this.slots = Memory.create(plainDesc([T * k, K], 'f32', 'ab'), engine);
     this.rowOf = Memory.create(plainDesc([T, k], 's32', 'ab'), engine);
     (this.rowOf.values as Int32Array).forEach((_, i, a) => { a[i] = i; });

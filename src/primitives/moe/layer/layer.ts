@@ -219,7 +219,8 @@ export class Primitive {
     const tokenKs = mk(dpd.queryMd('token_ks'));
     const rowOf = mk(dpd.queryMd('row_of'));
     const dispatchDst = mk(dpd.queryMd('dst'));
-    const offs = dispatchDst.handles[1];
+    // The offsets dispatch writes: the grouped permuted copy's (permute), or the [G + 1] offsets memory (index-only).
+    const offs = c.gemm1 === 'permute' ? dispatchDst.handles[1] : dispatchDst.handles[0];
     const act = mk(pd.mds.act, [undefined, offs]);
     const permuted = c.gemm1 === 'permute' ? dispatchDst : undefined;
     const expertOut = c.combine === 'fused_scatter' ? mk(pd.mds.expertOut) : mk(pd.mds.expertOut, [undefined, offs]);
@@ -257,7 +258,7 @@ export class Primitive {
       [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: twFlat,
     }));
     add('combine', pd.combine, new combine.Primitive(pd.combine), (a, w) => ({
-      [ARG.SRC]: w.expertOut, [ARG.MOE_ROW_OF]: w.rowOf, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights, [ARG.DST]: a[ARG.DST],
+      [ARG.SRC]: w.expertOut, [ARG.MOE_ROW_OF]: w.rowOf, [ARG.MOE_TOPK_WEIGHTS]: pd.combine.problem.weighted ? w.topkWeights : undefined, [ARG.DST]: a[ARG.DST],
     }));
     if (pd.shared1 && pd.shared2) {
       add('shared_gemm1', pd.shared1, new matmul.Primitive(pd.shared1), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W13], [ARG.DST]: w.sharedAct }));
@@ -274,7 +275,7 @@ export class Primitive {
   /** Enqueues the whole layer. Argument errors throw here, runtime-data errors at `stream.wait()`. */
   execute(strm: Stream, args: LayerArgs): void {
     check(strm.engine === this.pd.engine, 'moe.layer.execute: stream belongs to another engine');
-    const need = [ARG.SRC, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DST];
+    const need: number[] = [ARG.SRC, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DST];
     if (this.pd.config.bias) need.push(ARG.BIAS, ARG.MOE_W2_BIAS);
     if (this.pd.config.localExperts !== this.pd.config.experts) need.push(ARG.MOE_EXPERT_MAP);
     if (this.pd.shared1) need.push(ARG.MOE_SHARED_W13, ARG.MOE_SHARED_W2);

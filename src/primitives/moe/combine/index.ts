@@ -1,0 +1,2 @@
+export { PrimitiveDesc, type CombineOptions, type CombineProblem } from './pd.js';
+export { Primitive } from './primitive.js';

@@ -1,0 +1,2 @@
+export { PrimitiveDesc, type DispatchOptions, type DispatchProblem } from './pd.js';
+export { Primitive } from './primitive.js';
