@@ -196,3 +196,76 @@ describe('moe.layer determinism and expert parallel', () => {
     expectDnnlError(() => layer.stage('shared_gemm1'), 'invalid_arguments', "no stage 'shared_gemm1'");
   });
 });
+
+describe('moe.layer variants', () => {
+  it('w8a8_dynamic: per-token int8 activations x int8 weights with per-column scales, close to float64', async () => {
+    const eng = await engine({ threads: 2, kernels: 'simd128' });
+    const strm = new Stream(eng);
+    const s = { T: 21, E: 4, k: 2, K: 64, I: 48 };
+    const d = data(s, 51);
+    // Weights quantized per (expert, column): q = round(w / sc), sc = amax / 127.
+    const quantize = (w: Float64Array, G: number, rows: number, cols: number): { q: Float64Array; sc: Float64Array; deq: Float64Array } => {
+      const q = new Float64Array(w.length), sc = new Float64Array(G * cols), deq = new Float64Array(w.length);
+      for (let g = 0; g < G; g++) for (let c = 0; c < cols; c++) {
+        let amax = 0;
+        for (let r = 0; r < rows; r++) amax = Math.max(amax, Math.abs(w[(g * rows + r) * cols + c]));
+        const f = Math.fround(amax / 127 || 1);
+        sc[g * cols + c] = f;
+        for (let r = 0; r < rows; r++) {
+          const i = (g * rows + r) * cols + c;
+          q[i] = Math.round(w[i] / f);
+          deq[i] = q[i] * f;
+        }
+      }
+      return { q, sc, deq };
+    };
+    const q13 = quantize(d.w13, s.E, s.K, 2 * s.I), q2 = quantize(d.w2, s.E, s.I, s.K);
+    const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, quant: 'w8a8_dynamic', weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } });
+    expect(pd.queryMd('w13_scales')!.dims).toEqual([s.E, 2 * s.I]);
+    const layer = new moe.layer.Primitive(pd);
+    const w13 = Memory.create(pd.queryMd('w13')!, eng), w2 = Memory.create(pd.queryMd('w2')!, eng);
+    const p13 = mem(eng, [s.E, s.K, 2 * s.I], q13.q, dt.s8), p2 = mem(eng, [s.E, s.I, s.K], q2.q, dt.s8);
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, p13.desc, w13.desc)).execute(strm, { [ARG.FROM]: p13, [ARG.TO]: w13 });
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, p2.desc, w2.desc)).execute(strm, { [ARG.FROM]: p2, [ARG.TO]: w2 });
+    const out = Memory.create(pd.queryMd('dst')!, eng);
+    layer.execute(strm, {
+      [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits), [ARG.WEIGHTS]: w13, [ARG.WEIGHTS_1]: w2, [ARG.DST]: out,
+      [ARG.ATTR_SCALES | ARG.WEIGHTS]: mem(eng, [s.E, 2 * s.I], q13.sc), [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: mem(eng, [s.E, s.K], q2.sc),
+    });
+    await strm.wait();
+    expect(layer.stages.map((x) => x.name)).toEqual(['route', 'quantize_hidden', 'dispatch', 'gemm1', 'quantize_act', 'gemm2', 'combine']);
+    const ref = refMoeLayer({ T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: layer.workspace.topkIds.values as Int32Array, weights: layer.workspace.topkWeights.values as Float32Array, w13: q13.deq, w2: q2.deq, glu: { alg: 'glu_swiglu', layout: 'halves' } });
+    // int8 activations: error relative to the magnitude of the terms, a few quantization steps (1/127).
+    const o = out.values as Float32Array;
+    let worst = 0;
+    for (let i = 0; i < ref.value.length; i++) worst = Math.max(worst, Math.abs(o[i] - ref.value[i]) / ref.mag[i]);
+    expect(worst).toBeLessThan(0.03);
+    expect(worst).toBeGreaterThan(0); // it really is quantized
+  });
+
+  it('a local expert subset (expert map) computes only its experts; the ranks\' outputs sum to the whole', async () => {
+    const eng = await engine({ threads: 1, kernels: 'simd128' });
+    const strm = new Stream(eng);
+    const s = { T: 19, E: 8, k: 2, K: 32, I: 24 };
+    const d = data(s, 61);
+    const whole = await runLayer(eng, s, d, { packed: false });
+    const P = 2, G = s.E / P;
+    const parts: Float32Array[] = [];
+    for (let rank = 0; rank < P; rank++) {
+      const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, localExperts: G, routing: { renormalize: true },
+        weights: { w13: memory.desc([G, s.K, 2 * s.I], dt.f32, tag.abc), w2: memory.desc([G, s.I, s.K], dt.f32, tag.abc) } });
+      const layer = new moe.layer.Primitive(pd);
+      const out = Memory.create(pd.queryMd('dst')!, eng);
+      layer.execute(strm, {
+        [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits), [ARG.DST]: out,
+        [ARG.WEIGHTS]: mem(eng, [G, s.K, 2 * s.I], d.w13.subarray(rank * G * s.K * 2 * s.I, (rank + 1) * G * s.K * 2 * s.I)),
+        [ARG.WEIGHTS_1]: mem(eng, [G, s.I, s.K], d.w2.subarray(rank * G * s.I * s.K, (rank + 1) * G * s.I * s.K)),
+        [ARG.MOE_EXPERT_MAP]: mem(eng, [s.E], Array.from({ length: s.E }, (_, e) => (Math.floor(e / G) === rank ? e - rank * G : -1)), dt.s32),
+      });
+      await strm.wait();
+      parts.push(Float32Array.from(out.values as Float32Array));
+    }
+    // For k = 2 a token's slots land on at most two ranks: the partial sums add up to the whole (to rounding).
+    for (let i = 0; i < whole.out.length; i++) expect(Math.abs(parts[0][i] + parts[1][i] - whole.out[i])).toBeLessThanOrEqual(2e-6 * (Math.abs(whole.out[i]) + 1));
+  });
+});
