@@ -5,7 +5,7 @@
  * equal to one rank bit for bit, argument errors.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, Stream, dt, memory, moe, reorder, tag, type EngineOptions } from '../src/index.js';
+import { ARG, Engine, Memory, Stream, dt, memory, moe, reorder, tag, type DataType, type EngineOptions } from '../src/index.js';
 import { expectDnnlError } from './helpers.js';
 import { refMoeLayer } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
@@ -32,7 +32,7 @@ function data(s: Shape, seed: number, skew = false): Data {
   };
 }
 
-function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t = dt.f32): Memory {
+function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t: DataType = dt.f32): Memory {
   const m = Memory.create(memory.desc(dims, t, dims.length === 1 ? tag.a : dims.length === 2 ? tag.ab : tag.abc), eng);
   m.write(Float64Array.from(v));
   return m;
