@@ -32,10 +32,26 @@ interface Built {
   free(): void;
 }
 
-/** A layer with packed f32 weights from the shared seeds (gemm1: gather or permute). */
-async function build(w: MoeWorkload, eng: Engine, gemm1: 'gather' | 'permute'): Promise<Built> {
+/** Packed f32 weights of a workload from the shared seeds (one copy per engine: MoE-B's are 2.2 GB). */
+async function packedWeights(w: MoeWorkload, eng: Engine, strm: Stream, pd: moe.layer.PrimitiveDesc): Promise<[Memory, Memory]> {
+  const out: Memory[] = [];
+  for (const [name, dims, seed] of [['w13', [w.E, w.K, 2 * w.I], MOE_SEEDS.w13], ['w2', [w.E, w.I, w.K], MOE_SEEDS.w2]] as const) {
+    const plainMd = memory.desc([...dims], dt.f32, tag.abc);
+    const plain = Memory.create(plainMd, eng);
+    fillRandom(plain.values as Float32Array, seed, MOE_WEIGHT_SCALE);
+    const p = Memory.create(pd.queryMd(name)!, eng);
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, plainMd, p.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: p });
+    await strm.wait();
+    plain.free();
+    out.push(p);
+  }
+  return [out[0], out[1]];
+}
+
+/** A layer on given packed weights (gemm1: gather or permute). */
+async function build(w: MoeWorkload, eng: Engine, gemm1: 'gather' | 'permute', weights?: [Memory, Memory]): Promise<Built & { weights: [Memory, Memory] }> {
   const strm = new Stream(eng);
-  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { scoring: 'softmax', renormalize: true }, gemm1 });
+  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { scoring: 'softmax', renormalize: true }, glu: { alg: 'glu_swiglu', layout: 'interleaved' }, gemm1 });
   const layer = new moe.layer.Primitive(pd);
   const mem = (md: ReturnType<typeof memory.desc>, seed: number, scale = 1): Memory => {
     const m = Memory.create(md, eng);
@@ -45,18 +61,10 @@ async function build(w: MoeWorkload, eng: Engine, gemm1: 'gather' | 'permute'): 
   const hidden = mem(pd.queryMd('hidden')!, MOE_SEEDS.hidden);
   const logits = mem(pd.queryMd('logits')!, MOE_SEEDS.logits, 4);
   const out = Memory.create(pd.queryMd('dst')!, eng);
-  const packed: Memory[] = [];
-  for (const [name, dims, seed] of [['w13', [w.E, w.K, 2 * w.I], MOE_SEEDS.w13], ['w2', [w.E, w.I, w.K], MOE_SEEDS.w2]] as const) {
-    const plainMd = memory.desc([...dims], dt.f32, tag.abc);
-    const plain = mem(plainMd, seed, MOE_WEIGHT_SCALE);
-    const p = Memory.create(pd.queryMd(name)!, eng);
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, plainMd, p.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: p });
-    await strm.wait();
-    plain.free();
-    packed.push(p);
-  }
-  const args = { [ARG.SRC]: hidden, [ARG.MOE_ROUTER_LOGITS]: logits, [ARG.WEIGHTS]: packed[0], [ARG.WEIGHTS_1]: packed[1], [ARG.DST]: out };
-  return { eng, strm, layer, args, free: () => { layer.destroy(); [hidden, logits, out, ...packed].forEach((m) => m.free()); } };
+  const own = weights === undefined;
+  const wts = weights ?? (await packedWeights(w, eng, strm, pd));
+  const args = { [ARG.SRC]: hidden, [ARG.MOE_ROUTER_LOGITS]: logits, [ARG.WEIGHTS]: wts[0], [ARG.WEIGHTS_1]: wts[1], [ARG.DST]: out };
+  return { eng, strm, layer, args, weights: wts, free: () => { layer.destroy(); [hidden, logits, out, ...(own ? wts : [])].forEach((m) => m.free()); } };
 }
 
 /** Times two async functions alternately, sample by sample (same interference for both). */
@@ -104,7 +112,7 @@ export async function moeRound(w: MoeWorkload, threads: number, isa: 'auto' | 's
   const overhead = (stageMs.route ?? 0) + (stageMs.dispatch ?? 0) + (stageMs.combine ?? 0);
   rows.push({ ...row(w, 'route+dispatch+combine / layer', threads, t, 0), median_ms: overhead, note: `ratio=${(overhead / t.median).toFixed(4)} (target <= 0.05)` });
   // GEMM1 with gather vs GEMM1 on the permuted copy, alternating.
-  const p = await build(w, eng, 'permute');
+  const p = await build(w, eng, 'permute', g.weights);
   p.layer.execute(p.strm, p.args);
   await p.strm.wait();
   const stage = (b: Built) => async (): Promise<void> => {
@@ -114,7 +122,6 @@ export async function moeRound(w: MoeWorkload, threads: number, isa: 'auto' | 's
   const [tg, tp] = await timeAlternating(stage(g), stage(p), minMs);
   rows.push(row(w, 'gemm1:gather', threads, tg, 2 * w.T * w.k * w.K * 2 * w.I, `gather/permuted=${(tg.median / tp.median).toFixed(3)} (target <= 1.05)`));
   rows.push(row(w, 'gemm1:permuted', threads, tp, 2 * w.T * w.k * w.K * 2 * w.I));
-  p.free();
   if (w.T <= 8 && eng.kernels) {
     // Decode: the touched experts' packed weights streamed once (w13 then w2 of each), the floor a layer can reach.
     const ids = g.layer.workspace.topkIds.values as Int32Array;
@@ -131,6 +138,7 @@ export async function moeRound(w: MoeWorkload, threads: number, isa: 'auto' | 's
     const bytes = touched.length * (per13 + per2) * 4;
     rows.push(row(w, 'stream-touched-weights-once', threads, ts, 0, `experts=${touched.length} ${(bytes / 1e6).toFixed(0)}MB ${(bytes / ts.median / 1e6).toFixed(1)}GB/s layer/stream=${(t.median / ts.median).toFixed(3)} (target <= 1.5)`));
   }
+  p.free();
   g.free();
   eng.release();
   return rows;

@@ -46,7 +46,7 @@ export interface OrtPeer {
 // Wire types: 0 = varint, 2 = length-delimited.
 // ---------------------------------------------------------------------------------------------------------------
 
-type Field = Uint8Array;
+export type Field = Uint8Array;
 
 function varint(value: number): number[] {
   if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`varint: unsupported value ${value}`);
@@ -60,7 +60,7 @@ function varint(value: number): number[] {
   return out;
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
+export function concat(parts: readonly Uint8Array[]): Uint8Array {
   let total = 0;
   for (const p of parts) total += p.length;
   const out = new Uint8Array(total);
@@ -73,21 +73,21 @@ function concat(parts: readonly Uint8Array[]): Uint8Array {
 }
 
 /** Varint field (int32 / int64 / enum). */
-function fInt(field: number, value: number): Field {
+export function fInt(field: number, value: number): Field {
   return Uint8Array.from([...varint((field << 3) | 0), ...varint(value)]);
 }
 
 /** Length-delimited field (bytes / embedded message). */
-function fBytes(field: number, payload: Uint8Array): Field {
+export function fBytes(field: number, payload: Uint8Array): Field {
   return concat([Uint8Array.from([...varint((field << 3) | 2), ...varint(payload.length)]), payload]);
 }
 
 const utf8 = new TextEncoder();
-function fStr(field: number, s: string): Field {
+export function fStr(field: number, s: string): Field {
   return fBytes(field, utf8.encode(s));
 }
 
-function msg(...fields: Field[]): Uint8Array {
+export function msg(...fields: Field[]): Uint8Array {
   return concat(fields);
 }
 
@@ -108,7 +108,7 @@ function valueInfo(name: string, dims: readonly (number | string)[]): Uint8Array
 }
 
 /** Little-endian float32 bytes of `data` (a view when the platform is little-endian, which wasm hosts are). */
-function f32le(data: Float32Array): Uint8Array {
+export function f32le(data: Float32Array): Uint8Array {
   const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
   if (littleEndian) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   const out = new Uint8Array(data.byteLength);
@@ -160,7 +160,7 @@ export function buildMatMulModel(K: number, N: number, w: Float32Array | null): 
 
 let initThreads: number | null = null;
 
-function configureOrt(threads: number): void {
+export function configureOrt(threads: number): void {
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`createOrtPeer: threads must be a positive integer, got ${threads}`);
   if (initThreads !== null) {
     if (initThreads !== threads) {
@@ -191,7 +191,7 @@ export function ortEffectiveThreads(): number {
 
 export const ortVersion: string = ort.env.versions.web ?? ort.env.versions.common;
 
-const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
+export const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   executionProviders: ['wasm'],
   graphOptimizationLevel: 'all',
 };
