@@ -5,5 +5,7 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 60_000,
     pool: 'forks',
+    // test/lifetime.test.ts checks the FinalizationRegistry fallback after forced collections.
+    poolOptions: { forks: { execArgv: ['--expose-gc'] } },
   },
 });

@@ -13,6 +13,8 @@ export interface EngineOptions {
   initialBytes?: number;
   /** Heap limit in bytes; allocations beyond it fail with `out_of_memory`. Default and maximum 4 GiB - 64 KiB. */
   maxBytes?: number;
+  /** Workers that are not all loaded and initialised within this many ms reject `Engine.create` (default 10000). */
+  startTimeoutMs?: number;
 }
 
 const PAGE = 65536;
@@ -48,6 +50,10 @@ export class Engine {
   /** @internal the workers (threads > 1). */
   readonly pool: WorkerPool | undefined;
   private released = false;
+  /** Stream work enqueued and not finished; frees wait for it (a job may still read or write the block). */
+  private outstanding = 0;
+  private deferred: number[] = [];
+  private idleWaiters: (() => void)[] = [];
   private scratchPtr = 0;
   private scratchStride = 0;
 
@@ -61,7 +67,12 @@ export class Engine {
   }
 
   static async create(options: EngineOptions = {}): Promise<Engine> {
-    const threads = options.threads ?? (await defaultThreads());
+    const canShare = typeof SharedArrayBuffer !== 'undefined' && (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated !== false;
+    // Without cross-origin isolation a page has no SharedArrayBuffer: one thread, or a clear refusal if more were asked for.
+    check(options.threads === undefined || options.threads === 1 || canShare, `Engine.create: threads = ${options.threads} needs SharedArrayBuffer (a cross-origin isolated page: COOP same-origin + COEP require-corp); use threads: 1 or leave threads unset`);
+    const threads = options.threads ?? (canShare ? await defaultThreads() : 1);
+    const startTimeoutMs = options.startTimeoutMs ?? 10_000;
+    check(Number.isFinite(startTimeoutMs) && startTimeoutMs > 0, `Engine.create: startTimeoutMs must be a positive number, got ${startTimeoutMs}`);
     check(Number.isSafeInteger(threads) && threads >= 1 && threads <= 256, `Engine.create: threads must be an integer in [1, 256], got ${threads}`);
     const maxBytes = options.maxBytes ?? MAX_PAGES * PAGE;
     check(Number.isSafeInteger(maxBytes) && maxBytes > RESERVED_LOW_BYTES && maxBytes <= MAX_PAGES * PAGE, `Engine.create: maxBytes must be in (${RESERVED_LOW_BYTES}, ${MAX_PAGES * PAGE}], got ${maxBytes}`);
@@ -70,12 +81,14 @@ export class Engine {
     const memory = new WebAssembly.Memory({
       initial: Math.ceil(Math.max(initialBytes, RESERVED_LOW_BYTES + PAGE) / PAGE),
       maximum: Math.ceil(maxBytes / PAGE),
-      shared: true,
+      shared: canShare,
     });
     const heap = new Heap(memory, RESERVED_LOW_BYTES, maxBytes);
     const choice = options.kernels ?? 'auto';
     check(['auto', 'simd128', 'relaxed', 'none'].includes(choice), `Engine.create: kernels must be 'auto', 'simd128', 'relaxed' or 'none', got '${String(choice)}'`);
-    const isa = resolveIsa(choice);
+    // The kernels import shared memory, which needs SharedArrayBuffer: without it only the reference runs.
+    check(canShare || choice === 'auto' || choice === 'none', `Engine.create: kernels '${choice}' need SharedArrayBuffer (a cross-origin isolated page); without it use kernels 'auto' (the reference implementation) or 'none'`);
+    const isa = canShare ? resolveIsa(choice) : undefined;
     if (!isa) return new Engine(threads, memory, heap, undefined, undefined, undefined);
     const module = await loadKernels(isa);
     const stackTop = (): number => heap.alloc(STACK_BYTES, 'kernel stack') + STACK_BYTES;
@@ -85,7 +98,7 @@ export class Engine {
     if (threads > 1) {
       const ctrlPtr = heap.alloc(CTRL.INTS * 4, 'control block');
       new Int32Array(memory.buffer, ctrlPtr, CTRL.INTS).fill(0);
-      pool = new WorkerPool(threads, module, memory, ctrlPtr, Array.from({ length: threads }, stackTop));
+      pool = new WorkerPool(threads, module, memory, ctrlPtr, Array.from({ length: threads }, stackTop), startTimeoutMs);
       await pool.start();
     }
     return new Engine(threads, memory, heap, isa, kernels, pool);
@@ -114,15 +127,48 @@ export class Engine {
     return this.heap.alloc(bytes);
   }
 
+  /**
+   * Gives a block back. While stream work is in flight the block is only marked: it returns to the
+   * heap when that work is done, so a job never writes into memory allocated after it was enqueued.
+   */
   free(ptr: number): void {
-    this.checkAlive();
-    this.heap.release(ptr);
+    if (this.released) return;
+    if (this.outstanding > 0) this.deferred.push(ptr);
+    else this.heap.release(ptr);
+  }
+
+  /** @internal a stream enqueued work. */
+  beginWork(): void {
+    this.outstanding++;
+  }
+
+  /** @internal a stream's work finished (or failed). */
+  endWork(): void {
+    if (--this.outstanding > 0) return;
+    const d = this.deferred;
+    this.deferred = [];
+    if (!this.released) for (const p of d) this.heap.release(p);
+    const w = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const f of w) f();
+  }
+
+  /** Resolves when no stream work is in flight on this engine. */
+  idle(): Promise<void> {
+    if (this.outstanding === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   /** Stops the engine's workers. Memory objects of the engine must not be used afterwards. */
   release(): void {
     this.released = true;
     this.pool?.close();
+  }
+
+  /** `await using eng = await Engine.create()`: waits for in-flight work, then releases. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.idle();
+    this.release();
   }
 
   get isReleased(): boolean {

@@ -19,14 +19,24 @@ export class Stream {
     this.engine = engine;
   }
 
-  /** @internal used by primitives. */
+  /** @internal used by primitives. The engine counts the work as in flight until it settles. */
   enqueue(task: StreamTask): void {
-    if (this.tail === undefined) {
+    const eng = this.engine;
+    eng.beginWork();
+    const run = (): Promise<void> | undefined => {
       const r = this.runGuarded(task);
+      if (!r) {
+        eng.endWork();
+        return undefined;
+      }
+      return r.finally(() => eng.endWork());
+    };
+    if (this.tail === undefined) {
+      const r = run();
       if (r) this.track(r);
       return;
     }
-    this.track(this.tail.then(() => this.runGuarded(task)));
+    this.track(this.tail.then(run));
   }
 
   /** Resolves when all enqueued work is done; rejects with the first error since the last wait. */

@@ -11,6 +11,8 @@ interface WorkerApi {
 interface WorkerHandle {
   terminate(): unknown;
   onFailure(cb: (why: string) => void): void;
+  /** Node: let the process exit while the worker idles (no-op in browsers). */
+  unref(): void;
   endpoint: Comlink.Endpoint;
 }
 
@@ -18,7 +20,14 @@ type AtomicsWithWaitAsync = typeof Atomics & {
   waitAsync(view: Int32Array, index: number, value: number): { async: boolean; value: Promise<string> | string };
 };
 
-const workerUrl = new URL('./worker_main.js', import.meta.url);
+let workerUrl = new URL('./worker_main.js', import.meta.url);
+
+/** @internal tests: start workers from another script (e.g. one that fails to load). Returns the previous URL. */
+export function setWorkerUrlForTesting(url: URL): URL {
+  const prev = workerUrl;
+  workerUrl = url;
+  return prev;
+}
 
 async function spawnWorker(): Promise<WorkerHandle> {
   const isNode = typeof (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node === 'string';
@@ -26,9 +35,10 @@ async function spawnWorker(): Promise<WorkerHandle> {
     const { Worker } = await import('node:worker_threads');
     const { default: nodeEndpoint } = await import('comlink/dist/esm/node-adapter.mjs');
     const w = new Worker(workerUrl);
-    w.unref(); // an idle pool must not keep the process alive
     return {
       terminate: () => w.terminate(),
+      // Adding a 'message' listener (comlink does) re-refs the worker's port: unref after set-up.
+      unref: () => w.unref(),
       onFailure: (cb) => {
         w.on('error', (e: Error) => cb(e.message));
         w.on('exit', (code: number) => cb(`exited with code ${code}`));
@@ -39,7 +49,11 @@ async function spawnWorker(): Promise<WorkerHandle> {
   const w = new Worker(workerUrl, { type: 'module' });
   return {
     terminate: () => w.terminate(),
-    onFailure: (cb) => w.addEventListener('error', (e) => cb(e.message)),
+    onFailure: (cb) => {
+      w.addEventListener('error', (e) => cb(e.message || 'failed to load (network, MIME type or a module it imports)'));
+      w.addEventListener('messageerror', () => cb('could not deserialize a message'));
+    },
+    unref: () => undefined,
     endpoint: w,
   };
 }
@@ -62,8 +76,10 @@ export class WorkerPool {
   private failure: ((why: string) => void) | undefined;
   private brokenReason: string | undefined;
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly startTimeoutMs: number;
 
-  constructor(size: number, module: WebAssembly.Module, memory: WebAssembly.Memory, ctrlPtr: number, stackTops: readonly number[]) {
+  constructor(size: number, module: WebAssembly.Module, memory: WebAssembly.Memory, ctrlPtr: number, stackTops: readonly number[], startTimeoutMs = 10_000) {
+    this.startTimeoutMs = startTimeoutMs;
     this.size = size;
     this.module = module;
     this.memory = memory;
@@ -72,24 +88,46 @@ export class WorkerPool {
     this.stackTops = stackTops;
   }
 
-  /** Starts (or restarts) the workers. */
-  async start(): Promise<void> {
-    const workers = await Promise.all(Array.from({ length: this.size }, spawnWorker));
-    this.brokenReason = undefined;
-    workers.forEach((w, i) =>
-      w.onFailure((why) => {
-        if (this.workers !== workers) return; // a retired pool
-        this.brokenReason = `worker ${i} ${why}`;
-        this.failure?.(this.brokenReason);
-      }),
-    );
-    Atomics.store(this.ctrl, CTRL.NWORKERS, this.size);
-    await Promise.all(
-      workers.map((w, index) =>
-        Comlink.wrap<WorkerApi>(w.endpoint).init({ module: this.module, memory: this.memory, ctrlPtr: this.ctrlPtr, index, stackTop: this.stackTops[index] }),
-      ),
-    );
-    this.workers = workers;
+  /**
+   * Starts (or restarts) the workers. Rejects with `runtime_error` naming the worker and the cause when
+   * one fails to load or initialise, or when they are not all ready within `timeoutMs` (no hang).
+   */
+  async start(timeoutMs = this.startTimeoutMs): Promise<void> {
+    let workers: WorkerHandle[] = [];
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let failStart: ((e: DnnlError) => void) | undefined;
+    const failed = new Promise<never>((_, reject) => { failStart = reject; });
+    try {
+      workers = await Promise.all(Array.from({ length: this.size }, spawnWorker));
+      this.brokenReason = undefined;
+      workers.forEach((w, i) =>
+        w.onFailure((why) => {
+          failStart?.(new DnnlError('runtime_error', `Engine.create: worker ${i} ${why}`));
+          if (this.workers !== workers) return; // a retired pool, or one still starting
+          this.brokenReason = `worker ${i} ${why}`;
+          this.failure?.(this.brokenReason);
+        }),
+      );
+      Atomics.store(this.ctrl, CTRL.NWORKERS, this.size);
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new DnnlError('runtime_error', `Engine.create: the ${this.size} workers were not ready within ${timeoutMs} ms (EngineOptions.startTimeoutMs)`)), timeoutMs);
+      });
+      const proxies = workers.map((w) => Comlink.wrap<WorkerApi>(w.endpoint));
+      await Promise.race([
+        Promise.all(proxies.map((p, index) => p.init({ module: this.module, memory: this.memory, ctrlPtr: this.ctrlPtr, index, stackTop: this.stackTops[index] }))),
+        failed, timeout,
+      ]);
+      // Set-up is over: drop comlink's listeners and let an idle pool not keep a Node process alive.
+      proxies.forEach((p) => p[Comlink.releaseProxy]());
+      workers.forEach((w) => w.unref());
+      this.workers = workers;
+    } catch (e) {
+      workers.forEach((w) => w.terminate());
+      throw e;
+    } finally {
+      failStart = undefined;
+      if (timer !== undefined) clearTimeout(timer);
+    }
   }
 
   /** Runs `prepare` then the job at `jobPtr` on all workers; jobs are serialized engine-wide. */

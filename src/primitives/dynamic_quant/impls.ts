@@ -3,7 +3,7 @@ import { roundHalfEven } from '../../common/low_precision.js';
 import { elementReader } from '../../attr/fusion.js';
 import type { Memory } from '../../memory/memory.js';
 import type { Engine } from '../../runtime/engine.js';
-import type { StreamTask } from '../../runtime/stream.js';
+import { stateless, type Executor } from '../../runtime/lifetime.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
 import type { DynamicQuantProblem } from './pd.js';
 
@@ -16,7 +16,7 @@ export interface DynamicQuantArgs {
 export interface DynamicQuantImpl {
   readonly name: string;
   reject(p: DynamicQuantProblem, engine: Engine): string | undefined;
-  task(p: DynamicQuantProblem, engine: Engine): (a: DynamicQuantArgs) => StreamTask;
+  task(p: DynamicQuantProblem, engine: Engine): Executor<DynamicQuantArgs>;
 }
 
 /** Rows to quantize: all, or up to a grouped src's last offset (checked like the kernel). */
@@ -34,7 +34,7 @@ function nonFinite(r: number): DnnlError {
 const ref: DynamicQuantImpl = {
   name: 'ref:any',
   reject: () => undefined,
-  task: (p) => (a) => () => {
+  task: (p) => stateless((a) => () => {
     const rows = rowCount(p, a.src);
     const x = elementReader(p.src.dataType, a.src.values), q = a.dst.values as Int8Array, s = a.scales.values as Float32Array;
     const [sl] = p.src.strides, [dl] = p.dst.strides;
@@ -46,7 +46,7 @@ const ref: DynamicQuantImpl = {
       s[r] = sc;
       for (let k = 0; k < p.cols; k++) q[r * dl + k] = Math.max(-128, Math.min(127, roundHalfEven(x(r * sl + k) / sc)));
     }
-  },
+  }),
 };
 
 const QUANT_ROWS = { src: 32, dst: 36, scales: 40, offs: 44, rows: 48, cols: 52, src_ld: 56, dst_ld: 60, src_dt: 64, G: 68, SIZE: 80 } as const;
@@ -58,7 +58,7 @@ const wasm: DynamicQuantImpl = {
   reject: (p, engine) => (!engine.kernels ? 'the engine was created without kernels' : p.rows * Math.max(p.cols, 1) > 0x7fffffff ? 'too large for 32-bit indexing' : undefined),
   task: (p, engine) => {
     const job = new OpJob(engine, KIND_QUANT_ROWS_S8, QUANT_ROWS);
-    return (a) => job.task(() => {
+    return { destroy: () => job.free(), run: (a) => job.task(() => {
       job.reset();
       job.set('src', a.src.handles[0]);
       job.set('dst', a.dst.handles[0]);
@@ -75,7 +75,7 @@ const wasm: DynamicQuantImpl = {
       if (s.code === 101) throw new DnnlError('invalid_arguments', `dynamic_quant.execute: src offsets[${s.index}] = ${s.a} must be in [0, ${s.b}]`);
       if (s.code === 102) throw nonFinite(s.index);
       throw new DnnlError('runtime_error', `dynamic_quant: kernel status ${s.code}`);
-    });
+    }) };
   },
 };
 

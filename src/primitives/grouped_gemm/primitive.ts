@@ -7,6 +7,7 @@ import { ARG, argName } from '../args.js';
 import type { GroupedGemmArgs } from './impl_list.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
+import { Lifetime } from '../../runtime/lifetime.js';
 import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
 import type { QuantArg } from '../../attr/fusion.js';
 
@@ -23,16 +24,29 @@ const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
  */
 export class Primitive {
   readonly pd: PrimitiveDesc;
-  private readonly executor: { task(args: GroupedGemmArgs): () => void | Promise<void> };
+  private readonly executor: { task(args: GroupedGemmArgs): () => void | Promise<void>; destroy?(): void };
+  private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     countObject('primitive');
     this.pd = pd;
-    this.executor = pd.impl.createExecutor(pd.problem, pd.engine);
+    const executor: { task(args: GroupedGemmArgs): () => void | Promise<void>; destroy?(): void } = pd.impl.createExecutor(pd.problem, pd.engine);
+    this.executor = executor;
+    this.life = new Lifetime(this, { release: () => executor.destroy?.() });
+  }
+
+  /** Gives the primitive's engine memory back (deferred while its work is in flight); execute then throws. */
+  destroy(): void {
+    this.life.destroy();
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
   }
 
   execute(stream: Stream, args: Readonly<Record<number, Memory | undefined>>): void {
     const p = this.pd.problem;
+    check(!this.life.destroyed, 'grouped_gemm.execute: primitive used after destroy()');
     check(stream.engine === this.pd.engine, 'grouped_gemm.execute: stream belongs to another engine');
     const get = (id: number, md: MemoryDesc): Memory => {
       const m = args[id];

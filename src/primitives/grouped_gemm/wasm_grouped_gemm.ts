@@ -110,6 +110,10 @@ class Executor {
     this.t32u = new Uint32Array(engine.buffer, this.table, (p.G * GROUP_REC.SIZE) / 4);
   }
 
+  destroy(): void {
+    for (const p of [this.ptrs, this.job, this.table]) this.engine.free(p);
+  }
+
   task(a: GroupedGemmArgs): () => void | Promise<void> {
     const eng = this.engine;
     // Per-row values memories (scales, zero points, binary src1 with runtime rows) must hold M_i rows:

@@ -29,6 +29,8 @@ export interface MatmulArgs {
 /** A prepared implementation for one pd: turns arguments into stream work. */
 export interface MatmulExecutor {
   task(args: MatmulArgs): StreamTask;
+  /** Gives the executor's engine memory back (job struct, tables). */
+  destroy?(): void;
 }
 
 /**

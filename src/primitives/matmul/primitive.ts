@@ -7,6 +7,7 @@ import { ARG, argName } from '../args.js';
 import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
+import { Lifetime } from '../../runtime/lifetime.js';
 import { problemString } from './problem.js';
 import type { QuantArg, QuantParam } from '../../attr/fusion.js';
 
@@ -37,11 +38,23 @@ function groupSizesString(o: Int32Array): string {
 export class Primitive {
   readonly pd: PrimitiveDesc;
   private readonly executor: MatmulExecutor;
+  private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     countObject('primitive');
     this.pd = pd;
-    this.executor = pd.impl.createExecutor(pd.problem, pd.engine);
+    const executor = pd.impl.createExecutor(pd.problem, pd.engine);
+    this.executor = executor;
+    this.life = new Lifetime(this, { release: () => executor.destroy?.() });
+  }
+
+  /** Gives the primitive's engine memory back (deferred while its work is in flight); execute then throws. */
+  destroy(): void {
+    this.life.destroy();
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
   }
 
   /**
@@ -52,6 +65,7 @@ export class Primitive {
    */
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem;
+    check(!this.life.destroyed, 'matmul.execute: primitive used after destroy()');
     check(stream.engine === this.pd.engine, 'matmul.execute: stream belongs to another engine');
     const a: MatmulArgs = {
       src: this.arg(args, ARG.SRC, p.src),

@@ -96,7 +96,6 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const plan = planMatmul(p);
     if (typeof plan === 'string') throw new Error(`wasm matmul: ${plan}`);
     this.plan = plan;
-    // Freed with the engine heap: primitives have no destructor, like oneDNN's C++ API objects.
     this.job = engine.alloc(JOB.SIZE);
     this.i32 = new Int32Array(engine.buffer, this.job, JOB.SIZE / 4);
     this.f32 = new Float32Array(engine.buffer, this.job, JOB.SIZE / 4);
@@ -106,6 +105,11 @@ class WasmMatmulExecutor implements MatmulExecutor {
       this.sizes = engine.alloc(known.length * 4);
       new Int32Array(engine.buffer, this.sizes, known.length).set(known);
     }
+  }
+
+  destroy(): void {
+    this.engine.free(this.job);
+    if (this.sizes) this.engine.free(this.sizes);
   }
 
   task(a: MatmulArgs): () => void | Promise<void> {

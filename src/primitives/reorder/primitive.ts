@@ -14,6 +14,7 @@ const JOB_DT: Record<string, number> = { f32: 0, bf16: 1, f16: 2 };
 
 /** Reorder: `new reorder.Primitive(pd).execute(strm, { [ARG.FROM]: a, [ARG.TO]: b })`. */
 export class Primitive {
+  private destroyed = false;
   readonly pd: PrimitiveDesc;
 
   constructor(pd: PrimitiveDesc) {
@@ -21,8 +22,18 @@ export class Primitive {
     this.pd = pd;
   }
 
+  /** Reorders hold no engine memory; for the common primitive lifetime API. */
+  destroy(): void {
+    this.destroyed = true;
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+
   execute(stream: Stream, args: Readonly<Record<number, Memory | undefined>>): void {
     const from = args[ARG.FROM], to = args[ARG.TO];
+    check(!this.destroyed, 'reorder.execute: primitive used after destroy()');
     if (!from) throw new DnnlError('invalid_arguments', 'reorder.execute: missing argument ARG.FROM');
     if (!to) throw new DnnlError('invalid_arguments', 'reorder.execute: missing argument ARG.TO');
     for (const [m, name, md] of [[from, 'ARG.FROM', this.pd.src], [to, 'ARG.TO', this.pd.dst]] as const) {

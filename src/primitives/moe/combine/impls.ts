@@ -3,7 +3,7 @@ import { toStored } from '../../../common/data_type.js';
 import { OpJob, type OpStatus } from '../../../kernels/op_job.js';
 import type { Memory } from '../../../memory/memory.js';
 import type { Engine } from '../../../runtime/engine.js';
-import type { StreamTask } from '../../../runtime/stream.js';
+import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import type { CombineProblem } from './pd.js';
 
 export interface CombineArgs {
@@ -16,7 +16,7 @@ export interface CombineArgs {
 export interface CombineImpl {
   readonly name: string;
   reject(p: CombineProblem, engine: Engine): string | undefined;
-  task(p: CombineProblem, engine: Engine): (a: CombineArgs) => StreamTask;
+  task(p: CombineProblem, engine: Engine): Executor<CombineArgs>;
 }
 
 const ERR_ROW = 130;
@@ -29,7 +29,7 @@ function rowError(p: CombineProblem, i: number, v: number): DnnlError {
 const ref: CombineImpl = {
   name: 'ref:any',
   reject: () => undefined,
-  task: (p) => (a) => () => {
+  task: (p) => stateless((a) => () => {
     const ro = a.rowOf.values as Int32Array;
     for (let i = 0; i < p.T * p.k; i++) if (ro[i] < -1 || (!p.scattered && ro[i] >= p.rows)) throw rowError(p, i, ro[i]);
     const y = a.src.values as Float32Array, w = a.weights?.values as Float32Array | undefined;
@@ -46,7 +46,7 @@ const ref: CombineImpl = {
       }
       for (let n = 0; n < p.N; n++) out[t * dl + n] = p.dst.dataType === 'f32' ? acc[n] : toStored(p.dst.dataType, acc[n]);
     }
-  },
+  }),
 };
 
 const COMBINE_JOB = { src: 32, row_of: 36, weights: 40, dst: 44, T: 48, k: 52, N: 56, src_ld: 60, dst_ld: 64, dst_dt: 68, scattered: 72, weighted: 76, rows: 80, SIZE: 96 } as const;
@@ -58,7 +58,7 @@ const wasm: CombineImpl = {
   reject: (_p, engine) => (engine.kernels ? undefined : 'the engine was created without kernels'),
   task: (p, engine) => {
     const job = new OpJob(engine, KIND_MOE_COMBINE, COMBINE_JOB);
-    return (a) => job.task(() => {
+    return { destroy: () => job.free(), run: (a) => job.task(() => {
       job.reset();
       job.set('src', a.src.handles[0]);
       job.set('row_of', a.rowOf.handles[0]);
@@ -76,7 +76,7 @@ const wasm: CombineImpl = {
     }, (s: OpStatus) => {
       if (s.code === ERR_ROW) throw rowError(p, s.index, s.a);
       if (s.code !== 0) throw new DnnlError('runtime_error', `moe.combine: kernel status ${s.code}`);
-    });
+    }) };
   },
 };
 

@@ -1,6 +1,7 @@
 import { check } from '../../../common/status.js';
+import { Lifetime, type Executor } from '../../../runtime/lifetime.js';
 import { countObject } from '../../../common/census.js';
-import type { Stream, StreamTask } from '../../../runtime/stream.js';
+import type { Stream } from '../../../runtime/stream.js';
 import { ARG } from '../../args.js';
 import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../exec_args.js';
 import { combineImplList, type CombineArgs } from './impls.js';
@@ -11,17 +12,30 @@ const FN = 'moe.combine.execute';
 /** `new moe.combine.Primitive(pd).execute(strm, { [ARG.SRC], [ARG.MOE_ROW_OF], [ARG.MOE_TOPK_WEIGHTS]?, [ARG.DST] })`. */
 export class Primitive {
   readonly pd: PrimitiveDesc;
-  private readonly run: (a: CombineArgs) => StreamTask;
+  private readonly exec: Executor<CombineArgs>;
+  private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     countObject('primitive');
     this.pd = pd;
     const impl = combineImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!;
-    this.run = impl.task(pd.problem, pd.engine);
+    const exec = impl.task(pd.problem, pd.engine);
+    this.exec = exec;
+    this.life = new Lifetime(this, { release: () => exec.destroy() });
+  }
+
+  /** Gives the primitive's engine memory back (deferred while its work is in flight); execute then throws. */
+  destroy(): void {
+    this.life.destroy();
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem, eng = this.pd.engine;
+    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
     check(stream.engine === eng, `${FN}: stream belongs to another engine`);
     if (!p.weights) noArg(FN, args, ARG.MOE_TOPK_WEIGHTS, 'the pd is not weighted');
     const a: CombineArgs = {
@@ -31,6 +45,6 @@ export class Primitive {
       dst: memArg(FN, eng, args, ARG.DST, p.dst),
     };
     checkNoOverlap(FN, [[a.dst, ARG.DST]], [[a.src, ARG.SRC], [a.rowOf, ARG.MOE_ROW_OF], [a.weights, ARG.MOE_TOPK_WEIGHTS]]);
-    stream.enqueue(this.run(a));
+    stream.enqueue(this.exec.run(a));
   }
 }

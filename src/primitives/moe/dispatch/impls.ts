@@ -2,7 +2,7 @@ import { DnnlError } from '../../../common/status.js';
 import { OpJob, type OpStatus } from '../../../kernels/op_job.js';
 import type { Memory } from '../../../memory/memory.js';
 import type { Engine } from '../../../runtime/engine.js';
-import type { StreamTask } from '../../../runtime/stream.js';
+import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import type { DispatchProblem } from './pd.js';
 
 export interface DispatchArgs {
@@ -19,7 +19,7 @@ export interface DispatchArgs {
 export interface DispatchImpl {
   readonly name: string;
   reject(p: DispatchProblem, engine: Engine): string | undefined;
-  task(p: DispatchProblem, engine: Engine): (a: DispatchArgs) => StreamTask;
+  task(p: DispatchProblem, engine: Engine): Executor<DispatchArgs>;
 }
 
 /** Runtime-data errors; the kernel (moe-dispatch.c) reports the same codes. */
@@ -65,7 +65,7 @@ function place(p: DispatchProblem, ids: Int32Array, map: Int32Array | undefined)
 const ref: DispatchImpl = {
   name: 'ref:any',
   reject: () => undefined,
-  task: (p) => (a) => () => {
+  task: (p) => stateless((a) => () => {
     const { start, counts, pos, inv } = place(p, a.ids.values as Int32Array, a.expertMap?.values as Int32Array | undefined);
     const ti = a.tokenIndex.values as Int32Array, ks = a.tokenKs.values as Int32Array;
     for (let r = 0; r < p.R; r++) {
@@ -83,7 +83,7 @@ const ref: DispatchImpl = {
       if (inv[r] >= 0) dst.set(src.subarray(Math.floor(inv[r] / p.k) * hl, Math.floor(inv[r] / p.k) * hl + K), r * dl);
       else if (!p.batched && r < used) dst.fill(0, r * dl, r * dl + K);
     }
-  },
+  }),
 };
 
 const DISPATCH_JOB = {
@@ -99,7 +99,7 @@ const wasm: DispatchImpl = {
   task: (p, engine) => {
     const job = new OpJob(engine, KIND_MOE_DISPATCH, DISPATCH_JOB);
     const n = p.T * p.k;
-    return (a) => job.task(() => {
+    return { destroy: () => job.free(), run: (a) => job.task(() => {
       const scratch = engine.scratch(4 * (2 * p.G + 1 + n + p.R));
       job.reset();
       job.set('ids', a.ids.handles[0]);
@@ -127,7 +127,7 @@ const wasm: DispatchImpl = {
       job.set('R', p.R);
     }, (s: OpStatus) => {
       if (s.code !== 0) throw dispatchError(p, s.code, s.index, s.a, s.b);
-    });
+    }) };
   },
 };
 

@@ -14,6 +14,7 @@ import * as dynamic_quant from '../../dynamic_quant/index.js';
 import * as routing from '../routing/index.js';
 import * as dispatch from '../dispatch/index.js';
 import * as combine from '../combine/index.js';
+import { Lifetime } from '../../../runtime/lifetime.js';
 import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
@@ -60,7 +61,7 @@ type StageArgsFn = (args: LayerArgs, ws: Workspace) => Record<number, Memory | u
 interface StagePlan {
   readonly name: StageName;
   readonly pd: { readonly implInfo: string };
-  readonly prim: { execute(strm: Stream, args: Readonly<Record<number, Memory | undefined>>): void };
+  readonly prim: { execute(strm: Stream, args: Readonly<Record<number, Memory | undefined>>): void; destroy(): void };
   readonly args: StageArgsFn;
 }
 
@@ -200,6 +201,7 @@ export class Primitive {
   readonly workspace: Workspace;
   readonly stages: readonly Stage[];
   private readonly owned: Memory[] = [];
+  private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     countObject('primitive');
@@ -265,6 +267,15 @@ export class Primitive {
       add('shared_gemm2', pd.shared2, new matmul.Primitive(pd.shared2), (a, w) => ({ [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST] }));
     }
     const ws = this.workspace;
+    const owned = this.owned, prims = plans.map((s) => s.prim);
+    owned.push(twFlat);
+    if (actQGrouped) owned.push(actQGrouped);
+    this.life = new Lifetime(this, {
+      release: () => {
+        for (const p of prims) p.destroy();
+        for (const m of owned.splice(0)) if (!m.isFreed) m.free();
+      },
+    });
     this.stages = plans.map((s) => ({
       name: s.name,
       implInfo: s.pd.implInfo,
@@ -274,6 +285,7 @@ export class Primitive {
 
   /** Enqueues the whole layer. Argument errors throw here, runtime-data errors at `stream.wait()`. */
   execute(strm: Stream, args: LayerArgs): void {
+    check(!this.life.destroyed, 'moe.layer.execute: primitive used after destroy()');
     check(strm.engine === this.pd.engine, 'moe.layer.execute: stream belongs to another engine');
     const need: number[] = [ARG.SRC, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DST];
     if (this.pd.config.bias) need.push(ARG.BIAS, ARG.MOE_W2_BIAS);
@@ -290,9 +302,13 @@ export class Primitive {
     return s;
   }
 
-  /** Gives the workspace back to the engine heap; the primitive must not be used afterwards. */
+  /** Gives the workspace and the stages' memory back (deferred while work is in flight); execute then throws. */
   destroy(): void {
-    for (const m of this.owned.splice(0)) if (!m.isFreed) m.free();
+    this.life.destroy();
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
   }
 }
 

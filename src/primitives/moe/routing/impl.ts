@@ -16,5 +16,5 @@ export interface RoutingImpl {
   readonly name: string;
   describe?(engine: Engine, p: RoutingProblem): string;
   reject(p: RoutingProblem, engine: Engine): string | undefined;
-  createExecutor(p: RoutingProblem, engine: Engine): { task(args: RoutingArgs): StreamTask };
+  createExecutor(p: RoutingProblem, engine: Engine): { task(args: RoutingArgs): StreamTask; destroy?(): void };
 }

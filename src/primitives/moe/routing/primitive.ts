@@ -1,5 +1,6 @@
 import { DnnlError, check } from '../../../common/status.js';
 import { countObject } from '../../../common/census.js';
+import { Lifetime } from '../../../runtime/lifetime.js';
 import { getVerbose, now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../../memory/desc.js';
 import { Memory } from '../../../memory/memory.js';
@@ -29,12 +30,24 @@ function overlaps(a: Memory, b: Memory): boolean {
  */
 export class Primitive {
   readonly pd: PrimitiveDesc;
-  private readonly executor: { task(args: RoutingArgs): StreamTask };
+  private readonly executor: { task(args: RoutingArgs): StreamTask; destroy?(): void };
+  private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     countObject('primitive');
     this.pd = pd;
-    this.executor = pd.impl.createExecutor(pd.problem, pd.engine);
+    const executor = pd.impl.createExecutor(pd.problem, pd.engine);
+    this.executor = executor;
+    this.life = new Lifetime(this, { release: () => executor.destroy?.() });
+  }
+
+  /** Gives the primitive's engine memory back (deferred while its work is in flight); execute then throws. */
+  destroy(): void {
+    this.life.destroy();
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
   }
 
   /**
@@ -44,6 +57,7 @@ export class Primitive {
    */
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem;
+    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
     check(stream.engine === this.pd.engine, `${FN}: stream belongs to another engine`);
     const a: RoutingArgs = {
       src: this.arg(args, ARG.SRC, p.src),

@@ -44,8 +44,11 @@ class WasmRoutingExecutor {
   private readonly job: OpJob<typeof ROUTE_JOB>;
 
   constructor(private readonly p: RoutingProblem, private readonly engine: Engine) {
-    // Freed with the engine heap, like the matmul's job struct.
     this.job = new OpJob(engine, OP_KIND.moe_route, ROUTE_JOB);
+  }
+
+  destroy(): void {
+    this.job.free();
   }
 
   task(a: RoutingArgs): StreamTask {
