@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'scratch/**', 'reports/**', 'wasm/**', 'src/runtime/wasm_embedded.ts'] },
+  { ignores: ['dist/**', 'build/**', 'node_modules/**', 'scratch/**', 'reports/**', 'wasm/**', 'src/runtime/wasm_embedded.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -11,6 +11,15 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
+  },
+  {
+    // Browser pages (demo, browser tests) and Node scripts: their own globals.
+    files: ['examples/browser/**/*.js', 'test/browser/**/*.js'],
+    languageOptions: { globals: { window: 'readonly', document: 'readonly', navigator: 'readonly', performance: 'readonly', crossOriginIsolated: 'readonly', console: 'readonly' } },
+  },
+  {
+    files: ['scripts/**/*.mjs', 'rollup.config.mjs'],
+    languageOptions: { globals: { console: 'readonly', process: 'readonly', URL: 'readonly' } },
   },
   {
     files: ['**/*.js'],

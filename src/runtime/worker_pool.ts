@@ -13,6 +13,8 @@ interface WorkerHandle {
   onFailure(cb: (why: string) => void): void;
   /** Node: let the process exit while the worker idles (no-op in browsers). */
   unref(): void;
+  /** Node: keep the process alive while a job runs (Atomics.waitAsync alone does not). */
+  ref(): void;
   endpoint: Comlink.Endpoint;
 }
 
@@ -39,6 +41,7 @@ async function spawnWorker(): Promise<WorkerHandle> {
       terminate: () => w.terminate(),
       // Adding a 'message' listener (comlink does) re-refs the worker's port: unref after set-up.
       unref: () => w.unref(),
+      ref: () => w.ref(),
       onFailure: (cb) => {
         w.on('error', (e: Error) => cb(e.message));
         w.on('exit', (code: number) => cb(`exited with code ${code}`));
@@ -54,6 +57,7 @@ async function spawnWorker(): Promise<WorkerHandle> {
       w.addEventListener('messageerror', () => cb('could not deserialize a message'));
     },
     unref: () => undefined,
+    ref: () => undefined,
     endpoint: w,
   };
 }
@@ -150,12 +154,15 @@ export class WorkerPool {
     const failed = new Promise<never>((_, reject) => {
       this.failure = (why) => reject(new DnnlError('runtime_error', `worker pool: ${why}; the job was abandoned and the pool will restart`));
     });
+    const workers = this.workers!;
+    workers.forEach((w) => w.ref());
     Atomics.add(c, CTRL.GEN, 1);
     Atomics.notify(c, CTRL.GEN);
     try {
       await Promise.race([this.allDone(), failed]);
     } finally {
       this.failure = undefined;
+      workers.forEach((w) => w.unref());
     }
     const errWorker = Atomics.load(c, CTRL.ERR);
     if (errWorker !== 0) {

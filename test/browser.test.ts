@@ -1,0 +1,81 @@
+/**
+ * The library as shipped (dist/, built by `npm test` before vitest) in headless Chromium (Debian's
+ * chromium driven by playwright-core), unbundled from a static server with the isolation headers:
+ * engine start at 1 and 2 threads, the grouped matmul against a float64 loop, a worker that fails to
+ * load, the lifetime rules; a page without isolation; and the browser demo (screenshot in reports/).
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser } from 'playwright-core';
+import { startServer } from '../scripts/serve.mjs';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+let browser: Browser;
+let server: Server, plain: Server;
+let base = '', basePlain = '';
+
+beforeAll(async () => {
+  expect(existsSync('dist/index.js'), 'dist/ is missing: npm test builds it (npm run build)').toBe(true);
+  expect(existsSync(CHROMIUM), `no browser at ${CHROMIUM}: install Debian's chromium (.ci/run does)`).toBe(true);
+  const s = await startServer(0) as { server: Server; port: number };
+  const p = await startServer(0, { isolated: false }) as { server: Server; port: number };
+  [server, plain] = [s.server, p.server];
+  base = `http://127.0.0.1:${s.port}`;
+  basePlain = `http://127.0.0.1:${p.port}`;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  server?.close();
+  plain?.close();
+});
+
+describe('in Chromium', () => {
+  it('engine at 1 and 2 threads, grouped matmul, worker failure, lifetime (dist/ unbundled)', async () => {
+    const page = await browser.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`${base}/test/browser/checks.html`);
+    await page.waitForFunction(() => (window as unknown as { __done?: boolean }).__done === true, undefined, { timeout: 60_000 });
+    const results = await page.evaluate(() => (window as unknown as { __results: { name: string; ok: boolean; detail: string }[] }).__results);
+    await page.close();
+    expect(errors).toEqual([]);
+    for (const r of results) expect(r.ok, `${r.name}: ${r.detail}`).toBe(true);
+    expect(results.map((r) => r.name)).toHaveLength(6);
+    expect(results.find((r) => r.name.includes('2 threads'))!.detail).toContain('threads=2');
+  }, 90_000);
+
+  it('without cross-origin isolation: one thread on the reference, or a clear refusal', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${basePlain}/test/browser/checks.html`.replace('checks.html', 'blank.html'));
+    // A string, not a function: vitest's transform would rewrite a dynamic import inside a function.
+    const r = await page.evaluate(`(async () => {
+      const g = await import('/dist/index.js');
+      const eng = await g.Engine.create();
+      const info = { threads: eng.threads, isa: String(eng.isa), isolated: crossOriginIsolated };
+      let refusal = '';
+      try { await g.Engine.create({ threads: 2 }); } catch (e) { refusal = String(e.message); }
+      return { ...info, refusal };
+    })()`) as { threads: number; isa: string; isolated: boolean; refusal: string };
+    await page.close();
+    expect(r).toMatchObject({ threads: 1, isa: 'undefined', isolated: false });
+    expect(r.refusal).toContain('needs SharedArrayBuffer');
+  }, 60_000);
+
+  it('the browser demo runs an MoE-shaped grouped matmul at 1 and N threads and charts it', async () => {
+    const page = await browser.newPage({ viewport: { width: 1000, height: 760 } });
+    await page.goto(`${base}/examples/browser/`);
+    await page.waitForFunction(() => document.querySelectorAll('[data-gflops]').length >= 2, undefined, { timeout: 120_000 });
+    const gflops = await page.$$eval('[data-gflops]', (els) => els.map((e) => Number(e.getAttribute('data-gflops'))));
+    expect(gflops.every((v) => v > 0 && Number.isFinite(v))).toBe(true);
+    expect(await page.locator('svg rect').count()).toBeGreaterThan(3);
+    mkdirSync('reports', { recursive: true });
+    await page.screenshot({ path: 'reports/browser-demo.png', fullPage: true });
+    await page.close();
+  }, 150_000);
+});
