@@ -90,6 +90,6 @@ export class OpJob<L extends OpLayout> {
 
   /** Gives the struct back to the engine heap. */
   free(): void {
-    this.engine.free(this.ptr);
+    this.engine.releaseBlock(this.ptr);
   }
 }

@@ -132,6 +132,12 @@ export class Engine {
    * heap when that work is done, so a job never writes into memory allocated after it was enqueued.
    */
   free(ptr: number): void {
+    this.checkAlive();
+    this.releaseBlock(ptr);
+  }
+
+  /** @internal `free` for cleanups that may run after `release()` (destroy, FinalizationRegistry): then a no-op. */
+  releaseBlock(ptr: number): void {
     if (this.released) return;
     if (this.outstanding > 0) this.deferred.push(ptr);
     else this.heap.release(ptr);

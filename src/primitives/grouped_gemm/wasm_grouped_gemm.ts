@@ -111,7 +111,7 @@ class Executor {
   }
 
   destroy(): void {
-    for (const p of [this.ptrs, this.job, this.table]) this.engine.free(p);
+    for (const p of [this.ptrs, this.job, this.table]) this.engine.releaseBlock(p);
   }
 
   task(a: GroupedGemmArgs): () => void | Promise<void> {

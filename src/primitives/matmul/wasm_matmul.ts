@@ -108,8 +108,8 @@ class WasmMatmulExecutor implements MatmulExecutor {
   }
 
   destroy(): void {
-    this.engine.free(this.job);
-    if (this.sizes) this.engine.free(this.sizes);
+    this.engine.releaseBlock(this.job);
+    if (this.sizes) this.engine.releaseBlock(this.sizes);
   }
 
   task(a: MatmulArgs): () => void | Promise<void> {
