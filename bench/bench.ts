@@ -18,7 +18,7 @@ import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory,
 import { fillRandom, timeIt, timePaired, timingOf, type Timing } from './timing.js';
 import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
 import { quantBench, quantRatios } from './quant_bench.js';
-import { moeRound, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
+import { moeRoundChild, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
 
 interface Row {
   workload: string;
@@ -264,7 +264,7 @@ async function runMoe(): Promise<void> {
     for (const w of ws) {
       for (const threads of threadList) {
         for (const isa of isaList) {
-          const ours = await moeRound(w, threads, isa, minMs);
+          const ours = moeRoundChild(w, threads, isa, minMs);
           ours.forEach((x) => { all.push({ ...x, note: `${x.note ?? ''} round=${r}` }); report(x as Row); });
         }
         for (const v of variants) {

@@ -144,6 +144,15 @@ export async function moeRound(w: MoeWorkload, threads: number, isa: 'auto' | 's
   return rows;
 }
 
+/** groupdnn's round in a child process (its heaps go back to the OS at exit). */
+export function moeRoundChild(w: MoeWorkload, threads: number, isa: string, minMs: number): MoeRow[] {
+  const cli = fileURLToPath(new URL('./moe_round_cli.ts', import.meta.url));
+  const child = spawnSync(process.execPath, [...process.execArgv, cli, `--workload=${w.name}`, `--threads=${threads}`, `--isa=${isa}`, `--min-ms=${minMs}`], { encoding: 'utf8', maxBuffer: 1 << 24 });
+  const lines = child.stdout.trim().split('\n').filter((l) => l.startsWith('{'));
+  if (child.status !== 0 || lines.length === 0) throw new Error(`groupdnn MoE round failed: ${child.stderr.slice(-2000)}`);
+  return lines.map((l) => JSON.parse(l) as MoeRow);
+}
+
 /** onnxruntime-web's MoE / QMoE in a child process; undefined when the peer is not available. */
 export function ortMoeRow(w: MoeWorkload, threads: number, variant: string, minMs: number): MoeRow | undefined {
   const cli = fileURLToPath(new URL('./ort_moe_peer_cli.ts', import.meta.url));
