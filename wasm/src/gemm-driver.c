@@ -171,7 +171,7 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
     for (int32_t p = 0; p < npan; p++) {
       epi.bias = biasv ? biasv + p * NR : 0;
       const int32_t ncp = MIN(NR, nc - p * NR);
-      if (wpacked) touch_range(bp + p * panel_stride, (size_t)kc * NR * sizeof(float));
+      if (wpacked && mc > TOUCH_MIN_ROWS) touch_range(bp + p * panel_stride, (size_t)kc * NR * sizeof(float));
       for (int32_t i = 0; i < mc; i += MR)
         f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, a + i * lda, bp + p * panel_stride,
                      c + i * ldc + p * NR, ldc, accumulate, last ? &epi : 0);

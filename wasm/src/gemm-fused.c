@@ -611,7 +611,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             }
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
-          if (direct) touch_range(bp + p * pstride, (size_t)kcp * NR * sizeof(int16_t));
+          if (direct && mc > TOUCH_MIN_ROWS) touch_range(bp + p * pstride, (size_t)kcp * NR * sizeof(int16_t));
           for (int32_t i = 0; i < mc; i += MR_INT)
             s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC,
                          bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
@@ -629,7 +629,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
         }
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
-          if (direct) touch_range(bp + p * pstride, (size_t)kc * NR * sizeof(float));
+          if (direct && mc > TOUCH_MIN_ROWS) touch_range(bp + p * pstride, (size_t)kc * NR * sizeof(float));
           for (int32_t i = 0; i < mc; i += MR)
             f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, s->a + (size_t)i * KC, bp + p * pstride,
                          cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first, 0);

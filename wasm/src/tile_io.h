@@ -16,6 +16,11 @@
    so the reorder window holds few misses. This loop has nothing else to do and keeps dozens in
    flight; the passes then hit L2. Measured on Zen 5 (in-process A/B, weights from DRAM): MoE-B 1T
    199 ms with it, 219 without; decode 13.8 / 15.5 ms; MoE-A unchanged. */
+/* Tiles of at most this many rows skip the read-ahead pass: with one or two rows the microkernel streams
+   the panel about as fast as the pass would, so the pass only doubled the reads (decode, T = 4 on MoE-B
+   shapes: layer 76 -> 46-55 ms at 1 thread, bench --mode=moe). */
+#define TOUCH_MIN_ROWS 2
+
 INLINE void touch_range(const void* p, size_t bytes) {
   const char* q = (const char*)p;
   const char* end = q + bytes;
