@@ -40,6 +40,8 @@ export const ARG = {
   /** Shared expert of an MoE layer: w13 `[K, 2Is]` and w2 `[Is, K]`. */
   MOE_SHARED_W13: 210,
   MOE_SHARED_W2: 211,
+  /** Backward of routing / combine: `[T, k]` f32 gradient of the routing weights. */
+  MOE_DIFF_TOPK_WEIGHTS: 220,
   /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
   MULTIPLE_SRC: 1024,
   MULTIPLE_DST: 2048,
@@ -78,6 +80,7 @@ export function argName(id: number): string {
     case ARG.MOE_W2_BIAS: return 'ARG.MOE_W2_BIAS';
     case ARG.MOE_SHARED_W13: return 'ARG.MOE_SHARED_W13';
     case ARG.MOE_SHARED_W2: return 'ARG.MOE_SHARED_W2';
+    case ARG.MOE_DIFF_TOPK_WEIGHTS: return 'ARG.MOE_DIFF_TOPK_WEIGHTS';
     case ARG.WEIGHTS_1: return 'ARG.WEIGHTS_1';
     case ARG.RUNTIME_DIMS: return 'ARG.RUNTIME_DIMS';
     case ARG.ATTR_GROUPED_OFFSETS | ARG.SRC: return 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC';

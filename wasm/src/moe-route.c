@@ -242,3 +242,84 @@ int run_moe_route(op_head_t* h, int tid) {
     for (int32_t t = q * tile; t < MIN(j->T, q * tile + tile); t++) route_token(j, t, &s);
   return done;
 }
+
+/* ---- Routing backward (op job KIND_MOE_ROUTE_BWD): d(topk_weights) [T, k] -> d(logits) [T, E] f32.
+   The forward job's fields describe the logits and the scoring (groups and bias play no part: the
+   selection is piecewise constant, its gradient is zero); `ids` are the forward's topk_ids and
+   `weights` the incoming d(topk_weights). Per token, with raw_q = score[id_q], S = sum_q raw_q:
+     g_q = scale * dw_q;  draw_q = renorm ? (S > 0 ? (g_q - sum_p g_p * raw_p / S) / S : 0) : g_q
+     softmax: dlogit_e = score_e * (draw(e) - sum_q draw_q * raw_q)   (draw(e) = 0 if e not chosen)
+     sigmoid: dlogit_e = draw(e) * score_e * (1 - score_e)
+   Sums run in slot order; every worker validates the ids (range, no expert twice) before anyone writes. */
+typedef struct moe_route_bwd_job {
+  moe_route_job_t f;
+  /* 112 */ uint32_t dsrc;
+  int32_t pad[3];
+} moe_route_bwd_job_t;
+_Static_assert(sizeof(moe_route_bwd_job_t) == 128, "moe_route_bwd_job_t: update src/primitives/moe/routing/wasm_routing_backward.ts");
+
+enum { ROUTE_BWD_ID_RANGE = 114, ROUTE_BWD_ID_TWICE = 115 };
+
+/* Ids in [0, E), no expert twice in a token (marks in the worker's scratch, cleared after each token). */
+static int check_ids(moe_route_bwd_job_t* b, int32_t* mark) {
+  const moe_route_job_t* j = &b->f;
+  const int32_t* ids = (const int32_t*)(uintptr_t)j->ids;
+  for (int32_t e = 0; e < j->E; e++) mark[e] = 0;
+  for (int32_t t = 0; t < j->T; t++) {
+    const int32_t* r = ids + (size_t)t * (size_t)j->k;
+    int bad = 0;
+    for (int32_t q = 0; q < j->k && !bad; q++) {
+      if (r[q] < 0 || r[q] >= j->E) { op_error(&b->f.h, ROUTE_BWD_ID_RANGE, t, q, r[q]); bad = 1; }
+      else if (mark[r[q]]) { op_error(&b->f.h, ROUTE_BWD_ID_TWICE, t, q, r[q]); bad = 1; }
+      else mark[r[q]] = 1;
+    }
+    for (int32_t q = 0; q < j->k; q++) if (r[q] >= 0 && r[q] < j->E) mark[r[q]] = 0;
+    if (bad) return 1;
+  }
+  return 0;
+}
+
+static void route_token_bwd(const moe_route_bwd_job_t* b, int32_t t, const route_scratch_t* s) {
+  const moe_route_job_t* j = &b->f;
+  const int32_t E = j->E, k = j->k;
+  float* sc = s->score;
+  scores_of(j, t, sc);
+  const int32_t* id = (const int32_t*)(uintptr_t)j->ids + (size_t)t * (size_t)k;
+  const float* dw = (const float*)(uintptr_t)j->weights + (size_t)t * (size_t)k;
+  float* draw = s->topv;
+  float sum = 0.0f;
+  for (int32_t q = 0; q < k; q++) sum += sc[id[q]];
+  if (j->renorm) {
+    float dot = 0.0f;
+    for (int32_t q = 0; q < k; q++) dot += (j->scale * dw[q]) * (sum > 0.0f ? sc[id[q]] / sum : 0.0f);
+    for (int32_t q = 0; q < k; q++) draw[q] = sum > 0.0f ? ((j->scale * dw[q]) - dot) / sum : 0.0f;
+  } else {
+    for (int32_t q = 0; q < k; q++) draw[q] = j->scale * dw[q];
+  }
+  float* out = (float*)(uintptr_t)b->dsrc + (size_t)t * (size_t)E;
+  if (j->scoring == SCORE_SIGMOID) {
+    int32_t e = 0;
+    for (; e + 4 <= E; e += 4) wasm_v128_store(out + e, VF(0.0f));
+    for (; e < E; e++) out[e] = 0.0f;
+    for (int32_t q = 0; q < k; q++) out[id[q]] = draw[q] * (sc[id[q]] * (1.0f - sc[id[q]]));
+    return;
+  }
+  float c = 0.0f;
+  for (int32_t q = 0; q < k; q++) c += draw[q] * sc[id[q]];
+  const v128_t nc = VF(-c);
+  int32_t e = 0;
+  for (; e + 4 <= E; e += 4) wasm_v128_store(out + e, wasm_f32x4_mul(wasm_v128_load(sc + e), nc));
+  for (; e < E; e++) out[e] = sc[e] * -c;
+  for (int32_t q = 0; q < k; q++) out[id[q]] = sc[id[q]] * (draw[q] - c);
+}
+
+int run_moe_route_bwd(op_head_t* h, int tid) {
+  moe_route_bwd_job_t* b = (moe_route_bwd_job_t*)h;
+  const route_scratch_t s = scratch_of(&b->f, tid);
+  if (check_inputs(&b->f) || check_ids(b, (int32_t*)s.sel)) return 0;
+  const int32_t tile = b->f.tile, ntiles = (b->f.T + tile - 1) / tile;
+  int done = 0;
+  for (int32_t q; (q = op_next_tile(h)) < ntiles; done++)
+    for (int32_t t = q * tile; t < MIN(b->f.T, q * tile + tile); t++) route_token_bwd(b, t, &s);
+  return done;
+}

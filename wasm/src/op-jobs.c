@@ -21,6 +21,8 @@ int run_moe_route(op_head_t* h, int tid);
 
 int run_moe_dispatch(op_head_t* h, int tid);
 int run_moe_combine(op_head_t* h);
+int run_moe_route_bwd(op_head_t* h, int tid);
+int run_moe_combine_bwd(op_head_t* h);
 
 int run_op_job(op_head_t* h, int tid) {
   switch (h->kind) {
@@ -29,6 +31,8 @@ int run_op_job(op_head_t* h, int tid) {
     case KIND_MOE_COMBINE: return run_moe_combine(h);
     case KIND_QUANT_ROWS_S8: return run_quant_rows_s8(h);
     case KIND_MOE_ROUTE: return run_moe_route(h, tid);
+    case KIND_MOE_ROUTE_BWD: return run_moe_route_bwd(h, tid);
+    case KIND_MOE_COMBINE_BWD: return run_moe_combine_bwd(h);
     default: op_error(h, ERR_OP_UNKNOWN_KIND, 0, h->kind, 0); return 0;
   }
 }

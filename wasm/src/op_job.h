@@ -21,6 +21,8 @@ enum {
   KIND_MOE_COMBINE = 19, /* MoE combine / weight-and-reduce (moe-combine.c) */
   KIND_QUANT_ROWS_S8 = 24, /* per-row dynamic int8 quantization (quant-rows-s8.c) */
   KIND_MOE_ROUTE = 17, /* MoE routing: logits -> top-k ids and weights (moe-route.c) */
+  KIND_MOE_ROUTE_BWD = 40, /* routing backward: d(topk_weights) -> d(logits) (moe-route.c) */
+  KIND_MOE_COMBINE_BWD = 41, /* combine backward: d(out) -> d(expert rows), d(topk_weights) (moe-combine.c) */
 };
 
 /* Op status codes start at 100 (job.h's ERR_* are the GEMM's offsets errors). */

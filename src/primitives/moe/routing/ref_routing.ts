@@ -46,7 +46,7 @@ function runReference(p: RoutingProblem, a: RoutingArgs): void {
 }
 
 /** Softmax (max-shifted) or sigmoid of one token's logits in float64, stored rounded to f32. */
-function scoresF64(p: RoutingProblem, x: Float64Array, out: Float32Array): void {
+export function scoresF64(p: RoutingProblem, x: Float64Array, out: Float32Array): void {
   if (p.scoring === 'sigmoid') {
     for (let e = 0; e < x.length; e++) out[e] = 1 / (1 + Math.exp(-x[e]));
     return;

@@ -1,0 +1,125 @@
+import { DnnlError } from '../../../common/status.js';
+import { fits32 } from '../../../kernels/fused_job.js';
+import { OpJob, type OpStatus } from '../../../kernels/op_job.js';
+import type { Memory } from '../../../memory/memory.js';
+import type { Engine } from '../../../runtime/engine.js';
+import { stateless, type Executor } from '../../../runtime/lifetime.js';
+import type { RoutingProblem } from './problem.js';
+import { scoresF64 } from './ref_routing.js';
+import { checkRoutingData, logitReader, routingDataError } from './runtime_data.js';
+import { ROUTE_TILE_TOKENS } from './wasm_routing.js';
+
+export interface RoutingBackwardArgs {
+  readonly src: Memory;
+  readonly topkIds: Memory;
+  readonly diffTopkWeights: Memory;
+  readonly diffSrc: Memory;
+}
+
+export interface RoutingBackwardImpl {
+  readonly name: string;
+  reject(p: RoutingProblem, engine: Engine): string | undefined;
+  executor(p: RoutingProblem, engine: Engine): Executor<RoutingBackwardArgs>;
+}
+
+/** Status codes of the ids (wasm/src/moe-route.c); err_index = token, a = slot, b = id. */
+const ID_RANGE = 114, ID_TWICE = 115;
+
+function dataError(p: RoutingProblem, s: OpStatus): DnnlError {
+  if (s.code === ID_RANGE) return new DnnlError('invalid_arguments', `moe.routing.backward: ARG.MOE_TOPK_IDS[${s.index}, ${s.a}] = ${s.b} is out of range [0, E = ${p.E})`);
+  if (s.code === ID_TWICE) return new DnnlError('invalid_arguments', `moe.routing.backward: ARG.MOE_TOPK_IDS token ${s.index} chooses expert ${s.b} twice (slot ${s.a})`);
+  return routingDataError(s.code, s.index, s.a);
+}
+
+/** Host check of the ids, in the kernel's order. */
+function checkIds(p: RoutingProblem, ids: Int32Array): void {
+  for (let t = 0; t < p.T; t++) {
+    const seen = new Set<number>();
+    for (let q = 0; q < p.topK; q++) {
+      const e = ids[t * p.topK + q];
+      if (e < 0 || e >= p.E) throw dataError(p, { code: ID_RANGE, index: t, a: q, b: e });
+      if (seen.has(e)) throw dataError(p, { code: ID_TWICE, index: t, a: q, b: e });
+      seen.add(e);
+    }
+  }
+}
+
+/** The routing job's fields (wasm_routing.ts) plus the gradient pointer at 112. */
+const ROUTE_BWD_JOB = {
+  src: 32, T: 36, E: 40, k: 44, s_t: 48, s_e: 52, dt: 56, scoring: 60, renorm: 64, groups: 68, kgroup: 72, gmode: 76,
+  bias: 80, ids: 84, weights: 88, scale: 92, scratch: 96, scratch_stride: 100, tile: 104, dsrc: 112, SIZE: 128,
+} as const;
+const KIND_MOE_ROUTE_BWD = 40;
+const DT = { f32: 0, bf16: 1, f16: 2 } as const;
+const round4 = (n: number): number => (n + 3) & ~3;
+
+const wasm: RoutingBackwardImpl = {
+  name: 'wasm',
+  reject: (p, engine) => (!engine.kernels ? 'the engine was created without kernels' : !fits32(p.src) ? 'too large for 32-bit indexing' : undefined),
+  executor(p, engine) {
+    const job = new OpJob(engine, KIND_MOE_ROUTE_BWD, ROUTE_BWD_JOB);
+    const fill = (a: RoutingBackwardArgs): void => {
+      // Scratch as the forward's (scores, marks, one k list); no groups.
+      const scratch = engine.scratch(4 * (2 * round4(p.E) + 3 * 4 + 2 * round4(p.topK)));
+      job.reset();
+      job.set('src', a.src.handles[0]);
+      job.set('T', p.T);
+      job.set('E', p.E);
+      job.set('k', p.topK);
+      job.set('s_t', p.src.strides[0]);
+      job.set('s_e', p.src.strides[1]);
+      job.set('dt', DT[p.src.dataType as keyof typeof DT]);
+      job.set('scoring', p.scoring === 'softmax' ? 0 : 1);
+      job.set('renorm', p.renormalize ? 1 : 0);
+      job.set('groups', 1);
+      job.set('kgroup', 1);
+      job.set('ids', a.topkIds.handles[0]);
+      job.set('weights', a.diffTopkWeights.handles[0]);
+      job.setF32('scale', p.routedScalingFactor);
+      job.set('scratch', scratch.ptr);
+      job.set('scratch_stride', scratch.stride);
+      job.set('tile', ROUTE_TILE_TOKENS);
+      job.set('dsrc', a.diffSrc.handles[0]);
+    };
+    return {
+      destroy: () => job.free(),
+      run: (a) => (p.T === 0 ? () => undefined : job.task(() => fill(a), (s) => {
+        if (s.code !== 0) throw dataError(p, s);
+      })),
+    };
+  },
+};
+
+/** Reference: scores as the forward's reference (float64, rounded to f32), the chain rule in float64. */
+const ref: RoutingBackwardImpl = {
+  name: 'ref:any',
+  reject: () => undefined,
+  executor: (p) => stateless((a) => () => {
+    const { T, E, topK: k } = p;
+    const logit = logitReader(a.src);
+    checkRoutingData(p, logit, undefined);
+    const ids = a.topkIds.values as Int32Array, dw = a.diffTopkWeights.values as Float32Array;
+    checkIds(p, ids);
+    const out = new Float32Array(T * E), x = new Float64Array(E), sc = new Float32Array(E);
+    const scale = Math.fround(p.routedScalingFactor);
+    for (let t = 0; t < T; t++) {
+      for (let e = 0; e < E; e++) x[e] = logit(t, e);
+      scoresF64(p, x, sc);
+      const id = Array.from(ids.subarray(t * k, t * k + k));
+      const g = id.map((_, q) => scale * dw[t * k + q]);
+      const sum = id.reduce((s, e) => s + sc[e], 0);
+      const dot = id.reduce((s, e, q) => s + g[q] * (sum > 0 ? sc[e] / sum : 0), 0);
+      const draw = g.map((gq) => (!p.renormalize ? gq : sum > 0 ? (gq - dot) / sum : 0));
+      if (p.scoring === 'sigmoid') {
+        id.forEach((e, q) => { out[t * E + e] = draw[q] * sc[e] * (1 - sc[e]); });
+        continue;
+      }
+      const c = id.reduce((s, e, q) => s + draw[q] * sc[e], 0);
+      for (let e = 0; e < E; e++) out[t * E + e] = -sc[e] * c;
+      id.forEach((e, q) => { out[t * E + e] = sc[e] * (draw[q] - c); });
+    }
+    (a.diffSrc.values as Float32Array).set(out);
+  }),
+};
+
+export const routingBackwardImplList: readonly RoutingBackwardImpl[] = [wasm, ref];
