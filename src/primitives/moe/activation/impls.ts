@@ -1,0 +1,80 @@
+import { DnnlError } from '../../../common/status.js';
+import { gluColumns, gluScalar } from '../../../attr/eltwise.js';
+import type { Memory } from '../../../memory/memory.js';
+import type { Engine } from '../../../runtime/engine.js';
+import { stateless, type Executor } from '../../../runtime/lifetime.js';
+import { OpJob, type OpStatus } from '../../../kernels/op_job.js';
+import type { ActivationProblem } from './pd.js';
+
+export interface ActivationArgs {
+  readonly src: Memory;
+  readonly dst: Memory;
+}
+
+export interface ActivationImpl {
+  readonly name: string;
+  reject(p: ActivationProblem, engine: Engine): string | undefined;
+  task(p: ActivationProblem, engine: Engine): Executor<ActivationArgs>;
+}
+
+const GLU_ALG = { glu_swiglu: 1, glu_geglu_erf: 2, glu_geglu_tanh: 3, glu_swiglu_oai: 4 } as const;
+const GLU_LAYOUT = { halves: 0, interleaved: 1, blocks32: 2 } as const;
+
+function offsError(G: number, n: number, rows: number): DnnlError {
+  return new DnnlError('invalid_arguments', `moe.activation.execute: src offsets[${G}] = ${n} must be in [0, ${rows}]`);
+}
+
+/** Rows to process: all, or up to a grouped src's last offset (checked like the kernel). */
+function rowCount(p: ActivationProblem, src: Memory): number {
+  if (!p.grouped) return p.rows;
+  const G = p.src.grouped!.groupCount, n = src.offsets[G];
+  if (n < 0 || n > p.rows) throw offsError(G, n, p.rows);
+  return n;
+}
+
+/** Reference: the library's scalar GLU (float64 inside, rounded to f32 once). */
+const ref: ActivationImpl = {
+  name: 'ref:any',
+  reject: () => undefined,
+  task: (p) => stateless((a) => () => {
+    const rows = rowCount(p, a.src);
+    const x = a.src.values as Float32Array, y = a.dst.values as Float32Array;
+    const [sl] = p.src.strides, [dl] = p.dst.strides;
+    for (let r = 0; r < rows; r++) for (let j = 0; j < p.I; j++) {
+      const [g, u] = gluColumns(p.layout, 2 * p.I, j);
+      y[r * dl + j] = gluScalar(p.alg, x[r * sl + g], x[r * sl + u], p.alpha, p.limit);
+    }
+  }),
+};
+
+const ACT_JOB = { src: 32, dst: 36, offs: 40, rows: 48, I: 52, src_ld: 56, dst_ld: 60, alg: 64, layout: 68, G: 72, alpha: 80, limit: 84, SIZE: 96 } as const;
+const KIND_MOE_ACTIVATION = 51;
+
+const wasm: ActivationImpl = {
+  name: 'wasm',
+  reject: (p, engine) => (!engine.kernels ? 'the engine was created without kernels' : p.rows * 2 * p.I > 0x7fffffff ? 'too large for 32-bit indexing' : undefined),
+  task: (p, engine) => {
+    const job = new OpJob(engine, KIND_MOE_ACTIVATION, ACT_JOB);
+    return { destroy: () => job.free(), run: (a) => job.task(() => {
+      job.reset();
+      job.set('src', a.src.handles[0]);
+      job.set('dst', a.dst.handles[0]);
+      job.set('offs', p.grouped ? a.src.handles[1] : 0);
+      job.set('G', p.grouped ? p.src.grouped!.groupCount : 0);
+      job.set('rows', p.rows);
+      job.set('I', p.I);
+      job.set('src_ld', p.src.strides[0]);
+      job.set('dst_ld', p.dst.strides[0]);
+      job.set('alg', GLU_ALG[p.alg]);
+      job.set('layout', GLU_LAYOUT[p.layout]);
+      job.setF32('alpha', p.alpha);
+      job.setF32('limit', p.limit);
+    }, (s: OpStatus) => {
+      if (s.code === 0) return;
+      if (s.code === 140) throw offsError(s.index, s.a, s.b);
+      throw new DnnlError('runtime_error', `moe.activation: kernel status ${s.code}`);
+    }) };
+  },
+};
+
+export const activationImplList: readonly ActivationImpl[] = [wasm, ref];

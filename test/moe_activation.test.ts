@@ -1,0 +1,111 @@
+/**
+ * moe.activation (the GLU as a stage of its own, for training): against a float64 GLU written here,
+ * the same bits as the GEMM's fused GLU epilogue (GEMM without post-op, then this stage), every GLU
+ * kind and layout, I not a multiple of 4, grouped src (rows past the last offset untouched), threads
+ * 1/2/3 bitwise, bad offsets and descriptors are errors with nothing written.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, offsets, tag,
+  type EngineOptions, type GluAlg, type GluLayout,
+} from '../src/index.js';
+import { expectDnnlError, expectDnnlReject } from './helpers.js';
+import { mulberry32, randomF32 } from './workloads.js';
+
+const engines: Engine[] = [];
+afterAll(() => engines.forEach((e) => e.release()));
+
+const sig = (x: number): number => 1 / (1 + Math.exp(-x));
+function erf(x: number): number { // float64: Taylor series below 3, asymptotic erfc above (error < 1e-8)
+  const a = Math.abs(x);
+  if (a > 3) {
+    const z = 1 / (2 * a * a);
+    const erfc = (Math.exp(-a * a) / (a * Math.sqrt(Math.PI))) * (1 - z + 3 * z * z - 15 * z ** 3 + 105 * z ** 4);
+    return Math.sign(x) * (1 - erfc);
+  }
+  let s = 0, term = x;
+  for (let n = 0; n < 80; n++) { s += term / (2 * n + 1); term *= -x * x / (n + 1); }
+  return (2 / Math.sqrt(Math.PI)) * s;
+}
+function gluF64(alg: GluAlg, g: number, u: number, alpha: number, limit: number): number {
+  switch (alg) {
+    case 'glu_swiglu': return g * sig(alpha * g) * u;
+    case 'glu_geglu_erf': return 0.5 * g * (1 + erf(g / Math.SQRT2)) * u;
+    case 'glu_geglu_tanh': return 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g ** 3))) * u;
+    case 'glu_swiglu_oai': { const gc = Math.min(g, limit), uc = Math.max(-limit, Math.min(limit, u)); return gc * sig(alpha * gc) * (uc + 1); }
+  }
+}
+function cols(layout: GluLayout, I: number, j: number): [number, number] {
+  if (layout === 'halves') return [j, I + j];
+  if (layout === 'interleaved') return [2 * j, 2 * j + 1];
+  const g = 64 * Math.floor(j / 32) + (j % 32);
+  return [g, g + 32];
+}
+
+const ALGS: readonly GluAlg[] = ['glu_swiglu', 'glu_geglu_erf', 'glu_geglu_tanh', 'glu_swiglu_oai'];
+const LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];
+const DEFAULT_ALPHA: Record<GluAlg, number> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
+
+describe.each([
+  ['simd128 1T', { threads: 1, kernels: 'simd128' }],
+  ['relaxed 3T', { threads: 3, kernels: 'relaxed' }],
+  ['reference', { threads: 1, kernels: 'none' }],
+] as const)('moe.activation [%s]', (_n, opts: EngineOptions) => {
+  for (const alg of ALGS) for (const layout of LAYOUTS) {
+    it(`${alg} ${layout}: float64, and the bits of the fused GEMM epilogue`, async () => {
+      const eng = await Engine.create(opts);
+      engines.push(eng);
+      const strm = new Stream(eng);
+      const G = 4, sizes = [5, 0, 11, 3], R = 19, K = 13, I = layout === 'blocks32' ? 64 : 23;
+      const rng = mulberry32(I + ALGS.indexOf(alg));
+      const xMd = memory.desc.grouped([R + 2, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+      const hMd = memory.desc.grouped([R + 2, 2 * I], dt.f32, G, [RUNTIME_DIM_VAL, 2 * I]);
+      const aMd = memory.desc.grouped([R + 2, I], dt.f32, G, [RUNTIME_DIM_VAL, I]);
+      const x = Memory.create(xMd, eng);
+      x.write(randomF32(rng, (R + 2) * K).map((v) => 2 * v));
+      offsets.fromSizes(sizes, x.offsets);
+      const w = Memory.create(memory.desc([G, K, 2 * I], dt.f32, tag.abc), eng);
+      w.write(randomF32(rng, G * K * 2 * I));
+      const h = Memory.create(hMd, eng, [undefined, x.handles[1]]);
+      new matmul.Primitive(new matmul.PrimitiveDesc(eng, xMd, w.desc, hMd)).execute(strm, { [ARG.SRC]: x, [ARG.WEIGHTS]: w, [ARG.DST]: h });
+      const act = Memory.create(aMd, eng, [undefined, x.handles[1]]);
+      (act.values as Float32Array).fill(-99);
+      const pd = new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg, layout });
+      new moe.activation.Primitive(pd).execute(strm, { [ARG.SRC]: h, [ARG.DST]: act });
+      const attr = new PrimitiveAttr();
+      attr.postOps.appendGlu(alg, layout);
+      const fused = Memory.create(aMd, eng, [undefined, x.handles[1]]);
+      new matmul.Primitive(new matmul.PrimitiveDesc(eng, xMd, w.desc, aMd, attr)).execute(strm, { [ARG.SRC]: x, [ARG.WEIGHTS]: w, [ARG.DST]: fused });
+      await strm.wait();
+      const hv = h.values as Float32Array, av = act.values as Float32Array, fv = fused.values as Float32Array;
+      for (let r = 0; r < R; r++) for (let j = 0; j < I; j++) {
+        const [g, u] = cols(layout, I, j);
+        const ref = gluF64(alg, hv[r * 2 * I + g], hv[r * 2 * I + u], DEFAULT_ALPHA[alg], 7);
+        expect(Math.abs(av[r * I + j] - ref), `row ${r} col ${j}`).toBeLessThanOrEqual(4e-6 * (1 + Math.abs(ref)));
+      }
+      expect(Array.from(av.subarray(R * I))).toEqual(new Array(2 * I).fill(-99)); // rows past offsets[G]
+      if (opts.kernels !== 'none') expect(Array.from(av.subarray(0, R * I))).toEqual(Array.from(fv.subarray(0, R * I)));
+    });
+  }
+
+  it('bad offsets are an error with nothing written; descriptor rules', async () => {
+    const eng = await Engine.create(opts);
+    engines.push(eng);
+    const strm = new Stream(eng);
+    const hMd = memory.desc.grouped([6, 8], dt.f32, 2, [RUNTIME_DIM_VAL, 8]);
+    const aMd = memory.desc.grouped([6, 4], dt.f32, 2, [RUNTIME_DIM_VAL, 4]);
+    const h = Memory.create(hMd, eng);
+    h.write(randomF32(mulberry32(1), 48));
+    h.offsets.set([0, 3, 7]);
+    const a = Memory.create(aMd, eng, [undefined, h.handles[1]]);
+    (a.values as Float32Array).fill(4);
+    new moe.activation.Primitive(new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'glu_swiglu' })).execute(strm, { [ARG.SRC]: h, [ARG.DST]: a });
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', 'src offsets[2] = 7 must be in [0, 6]');
+    expect((a.values as Float32Array).every((v) => v === 4)).toBe(true);
+    expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, hMd, memory.desc([6, 3], dt.f32, tag.ab), { alg: 'glu_swiglu' }), 'invalid_arguments', 'dst dims [6,3] must be [rows = 6, I = 4]');
+    expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'glu_swiglu', layout: 'blocks32' }), 'invalid_arguments', 'blocks32 needs I % 32 == 0');
+    expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, memory.desc([6, 7], dt.f32, tag.ab), aMd, { alg: 'glu_swiglu' }), 'invalid_arguments', 'must be even');
+    expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, memory.desc([6, 8], dt.bf16, tag.ab), memory.desc([6, 4], dt.f32, tag.ab), { alg: 'glu_swiglu' }), 'unimplemented', 'bf16 -> f32');
+    expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'eltwise_relu' as GluAlg }), 'invalid_arguments', 'glu.alg must be a GLU algorithm');
+  });
+});
