@@ -17,6 +17,8 @@ export const ARG = {
   DIFF_DST: 145,
   DIFF_WEIGHTS: 161,
   DIFF_BIAS: 169,
+  /** Gradient of the second weights (oneDNN `DNNL_ARG_DIFF_WEIGHTS_1`): an MoE layer's d(w2). */
+  DIFF_WEIGHTS_1: 162,
   /** MoE (not oneDNN ids): `[T, k]` s32 expert ids of each token's k slots (routing output, dispatch input). */
   MOE_TOPK_IDS: 200,
   /** `[T, k]` f32 routing weights. */
@@ -40,6 +42,10 @@ export const ARG = {
   /** Shared expert of an MoE layer: w13 `[K, 2Is]` and w2 `[Is, K]`. */
   MOE_SHARED_W13: 210,
   MOE_SHARED_W2: 211,
+  /** MoE layer backward: `[T, E]` f32 gradient of the router logits. */
+  MOE_DIFF_ROUTER_LOGITS: 212,
+  /** MoE layer backward: `[G, K]` f32 gradient of the w2 bias. */
+  MOE_DIFF_W2_BIAS: 213,
   /** Backward of routing / combine: `[T, k]` f32 gradient of the routing weights. */
   MOE_DIFF_TOPK_WEIGHTS: 220,
   /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
@@ -68,6 +74,9 @@ export function argName(id: number): string {
     case ARG.DIFF_DST: return 'ARG.DIFF_DST';
     case ARG.DIFF_WEIGHTS: return 'ARG.DIFF_WEIGHTS';
     case ARG.DIFF_BIAS: return 'ARG.DIFF_BIAS';
+    case ARG.DIFF_WEIGHTS_1: return 'ARG.DIFF_WEIGHTS_1';
+    case ARG.MOE_DIFF_ROUTER_LOGITS: return 'ARG.MOE_DIFF_ROUTER_LOGITS';
+    case ARG.MOE_DIFF_W2_BIAS: return 'ARG.MOE_DIFF_W2_BIAS';
     case ARG.MOE_TOPK_IDS: return 'ARG.MOE_TOPK_IDS';
     case ARG.MOE_TOPK_WEIGHTS: return 'ARG.MOE_TOPK_WEIGHTS';
     case ARG.MOE_TOKEN_INDEX: return 'ARG.MOE_TOKEN_INDEX';

@@ -57,6 +57,15 @@ export interface LayerConfig {
   readonly gemm1?: 'gather' | 'permute';
   /** GEMM2 scatters weighted rows and a reduce sums the slots (`fused_scatter`, default), or writes routed rows that a weight-and-reduce combines. */
   readonly combine?: 'fused_scatter' | 'weight_and_reduce';
+  /**
+   * `forward_inference` (default) or `forward_training` (oneDNN prop_kind): training keeps what the
+   * backward (`moe.layer.BackwardPrimitiveDesc`) reads — the permuted hidden rows, GEMM1's output
+   * before the GLU, the GLU output and the unweighted expert outputs — so it runs GEMM1 on the
+   * permuted copy, the GLU as a stage of its own and GEMM2 into routed rows with a weight-and-reduce
+   * (`gemm1` / `combine` must be left unset or set to `permute` / `weight_and_reduce`). f32 only, plain
+   * `abc` weights (the default then), no quantization, no shared expert.
+   */
+  readonly propKind?: 'forward_inference' | 'forward_training';
 }
 
 export interface ResolvedConfig extends Required<Omit<LayerConfig, 'weights' | 'weightScales' | 'sharedExpert' | 'glu' | 'routing'>> {
@@ -92,9 +101,13 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(layout !== 'blocks32' || c.intermediate % 32 === 0, `moe.layer: glu layout blocks32 needs intermediate % 32 == 0, got ${c.intermediate}`);
   const quant = c.quant ?? 'none';
   check(quant === 'none' || quant === 'w8a8_dynamic', `moe.layer: quant must be 'none' or 'w8a8_dynamic', got ${String(quant)}`);
+  const propKind = c.propKind ?? 'forward_inference';
+  check(propKind === 'forward_inference' || propKind === 'forward_training', `moe.layer: propKind must be 'forward_inference' or 'forward_training', got ${String(propKind)}`);
+  const training = propKind === 'forward_training';
   const wdt: DataType = quant === 'w8a8_dynamic' ? 's8' : 'f32';
   const K = c.hidden, I = c.intermediate;
-  const weights = c.weights ?? { w13: anyDesc([G, K, 2 * I], wdt), w2: anyDesc([G, I, K], wdt) };
+  const defaultWeights = (dims: number[]): MemoryDesc => (training ? plainDesc(dims, 'f32', 'abc') : anyDesc(dims, wdt));
+  const weights = c.weights ?? { w13: defaultWeights([G, K, 2 * I]), w2: defaultWeights([G, I, K]) };
   check(weights.w13 instanceof MemoryDesc && weights.w2 instanceof MemoryDesc, 'moe.layer: weights.w13 and weights.w2 must be memory descriptors');
   check(weights.w13.dims.join() === [G, K, 2 * I].join(), `moe.layer: w13 dims [${weights.w13.dims.join(',')}] must be [local experts, hidden, 2 x intermediate] = [${G},${K},${2 * I}]`);
   check(weights.w2.dims.join() === [G, I, K].join(), `moe.layer: w2 dims [${weights.w2.dims.join(',')}] must be [local experts, intermediate, hidden] = [${G},${I},${K}]`);
@@ -106,9 +119,21 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(combine === 'fused_scatter' || combine === 'weight_and_reduce', `moe.layer: combine must be 'fused_scatter' or 'weight_and_reduce', got ${String(combine)}`);
   check(c.sharedExpert === undefined || posInt(c.sharedExpert.intermediate), 'moe.layer: sharedExpert.intermediate must be a positive integer');
   check(c.tokens * c.topK <= 0x7fffffff, 'moe.layer: tokens x topK must fit int32');
+  if (training) {
+    checkImpl(dtype === 'f32', `moe.layer: forward_training supports dataType f32, got ${dtype}`);
+    checkImpl(quant === 'none', 'moe.layer: forward_training does not support quant (no gradient through quantization here)');
+    checkImpl(c.sharedExpert === undefined, 'moe.layer: forward_training does not support a shared expert (train it as a dense layer beside the MoE layer)');
+    checkImpl(c.weightScales === undefined, 'moe.layer: forward_training does not support weight scales');
+    for (const [name, md] of [['w13', weights.w13], ['w2', weights.w2]] as const) {
+      checkImpl(md.dataType === 'f32' && md.format === 'blocked' && md.strides.join() === [md.dims[1] * md.dims[2], md.dims[2], 1].join(), `moe.layer: forward_training needs plain f32 abc ${name} (the backward reads it transposed), got ${md}`);
+    }
+    check(c.gemm1 === undefined || c.gemm1 === 'permute', "moe.layer: forward_training runs GEMM1 on the permuted copy (the backward's weight gradient reads it): leave gemm1 unset or 'permute'");
+    check(c.combine === undefined || c.combine === 'weight_and_reduce', "moe.layer: forward_training keeps the unweighted expert outputs (the routing weights' gradient reads them): leave combine unset or 'weight_and_reduce'");
+  }
   return {
     tokens: c.tokens, hidden: K, intermediate: I, experts: c.experts, topK: c.topK, localExperts: G, dataType: dtype,
     routing: c.routing ?? {}, glu: { alg: glu.alg, layout, alpha: glu.alpha, limit: glu.limit }, weights,
-    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert: c.sharedExpert, gemm1, combine,
+    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert: c.sharedExpert,
+    gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind,
   };
 }

@@ -14,11 +14,12 @@ import * as dynamic_quant from '../../dynamic_quant/index.js';
 import * as routing from '../routing/index.js';
 import * as dispatch from '../dispatch/index.js';
 import * as combine from '../combine/index.js';
+import * as activation from '../activation/index.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
-export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'gemm1' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
+export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
 
 export type LayerArgs = Readonly<Record<number, Memory | undefined>>;
 
@@ -43,6 +44,8 @@ export interface Workspace {
   readonly rowOf: Memory;
   /** `[R, I]` GLU output, grouped by expert; its offsets buffer is the one dispatch writes. */
   readonly act: Memory;
+  /** forward_training: `[R, 2I]` GEMM1 output before the GLU (gate and up), grouped by expert. */
+  readonly h13: Memory | undefined;
   /** `[R, K]` permuted hidden (gemm1: 'permute'). */
   readonly permuted: Memory | undefined;
   /** `[T * topK, K]` weighted expert outputs in token order (fused scatter), or `[R, K]` routed (weight_and_reduce). */
@@ -85,6 +88,7 @@ export class PrimitiveDesc {
   /** @internal */ readonly routing: routing.PrimitiveDesc;
   /** @internal */ readonly dispatch: dispatch.PrimitiveDesc;
   /** @internal */ readonly gemm1: matmul.PrimitiveDesc;
+  /** @internal forward_training: the GLU as a stage of its own. */ readonly activation: activation.PrimitiveDesc | undefined;
   /** @internal */ readonly gemm2: matmul.PrimitiveDesc;
   /** @internal */ readonly combine: combine.PrimitiveDesc;
   /** @internal */ readonly quantHidden: dynamic_quant.PrimitiveDesc | undefined;
@@ -113,8 +117,12 @@ export class PrimitiveDesc {
     });
     // GEMM1: hidden (gathered, or the permuted copy) x w13 -> act [R, I] grouped, GLU fused.
     const actMd = groupedDesc([R, I], adt, G, [RUNTIME_DIM_VAL, I]);
+    const training = c.propKind === 'forward_training';
+    // Training keeps GEMM1's output before the GLU: the GLU then runs as a stage of its own.
+    const h13Md = training ? groupedDesc([R, 2 * I], 'f32', G, [RUNTIME_DIM_VAL, 2 * I]) : undefined;
+    this.activation = h13Md ? new activation.PrimitiveDesc(engine, h13Md, actMd, c.glu) : undefined;
     const a1 = new PrimitiveAttr();
-    a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
+    if (!training) a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
     scalesAttr(a1, ARG.WEIGHTS, c.weightScales.w13);
     let src1Md: MemoryDesc;
     if (w8a8) {
@@ -129,7 +137,8 @@ export class PrimitiveDesc {
       a1.setGather();
     }
     const b13Md = c.bias ? plainDesc([G, 2 * I], 'f32', 'ab') : undefined;
-    this.gemm1 = b13Md ? new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, b13Md, actMd, a1) : new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, actMd, a1);
+    const dst1Md = h13Md ?? actMd;
+    this.gemm1 = b13Md ? new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, b13Md, dst1Md, a1) : new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, dst1Md, a1);
     // GEMM2: act x w2 -> weighted rows scattered to [T*k, K], or routed rows [R, K].
     let src2Md: MemoryDesc = actMd;
     const a2 = new PrimitiveAttr();
@@ -161,7 +170,7 @@ export class PrimitiveDesc {
     }
     this.mds = Object.freeze({
       hidden: hiddenMd, logits: logitsMd, dst: dstMd, w13: this.gemm1.queryMd('weights')!, w2: this.gemm2.queryMd('weights')!,
-      act: actMd, expertOut: outMd, src1: src1Md, src2: src2Md,
+      act: actMd, expertOut: outMd, src1: src1Md, src2: src2Md, ...(h13Md ? { h13: h13Md } : {}),
       ...(b13Md ? { w13_bias: b13Md } : {}), ...(b2Md ? { w2_bias: b2Md } : {}),
     });
     verboseLine('create', ['moe_layer', this.implInfo, 'undef', `src:${hiddenMd} w13:${this.mds.w13} w2:${this.mds.w2}`, '', '', `t${T}e${E}k${k}:${K}x${I}`, (now() - t0).toFixed(4)]);
@@ -224,6 +233,7 @@ export class Primitive {
     // The offsets dispatch writes: the grouped permuted copy's (permute), or the [G + 1] offsets memory (index-only).
     const offs = c.gemm1 === 'permute' ? dispatchDst.handles[1] : dispatchDst.handles[0];
     const act = mk(pd.mds.act, [undefined, offs]);
+    const h13 = pd.activation ? mk(pd.mds.h13, [undefined, offs]) : undefined;
     const permuted = c.gemm1 === 'permute' ? dispatchDst : undefined;
     const expertOut = c.combine === 'fused_scatter' ? mk(pd.mds.expertOut) : mk(pd.mds.expertOut, [undefined, offs]);
     const hiddenQ = w8a8 ? mk(plainDesc([T, K], 's8', 'ab')) : undefined;
@@ -233,7 +243,7 @@ export class Primitive {
     const sharedAct = pd.shared1 ? mk(pd.shared1.queryMd('dst')) : undefined;
     this.workspace = Object.freeze({
       topkIds: mk(pd.routing.queryMd('topk_ids')), topkWeights: mk(pd.routing.queryMd('topk_weights')),
-      tokenIndex, tokenKs, rowOf, act, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct,
+      tokenIndex, tokenKs, rowOf, act, h13, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct,
     });
     // The quantized act as the grouped src of GEMM2: the same bytes, with dispatch's offsets.
     const actQGrouped = actQ ? Memory.create(pd.mds.src2, eng, [actQ.handles[0], offs]) : undefined;
@@ -250,9 +260,10 @@ export class Primitive {
       [ARG.DST]: dispatchDst, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_ROW_OF]: w.rowOf,
     }));
     add('gemm1', pd.gemm1, new matmul.Primitive(pd.gemm1), (a, w) => ({
-      [ARG.SRC]: permuted ?? (w.hiddenQ ?? a[ARG.SRC]), [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.BIAS]: a[ARG.BIAS], [ARG.DST]: w.act,
+      [ARG.SRC]: permuted ?? (w.hiddenQ ?? a[ARG.SRC]), [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.BIAS]: a[ARG.BIAS], [ARG.DST]: w.h13 ?? w.act,
       [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS], [ARG.ATTR_SCALES | ARG.SRC]: w.hiddenScales, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex,
     }));
+    if (pd.activation) add('activation', pd.activation, new activation.Primitive(pd.activation), (_a, w) => ({ [ARG.SRC]: w.h13, [ARG.DST]: w.act }));
     if (pd.quantAct) add('quantize_act', pd.quantAct, new dynamic_quant.Primitive(pd.quantAct), (_a, w) => ({ [ARG.SRC]: w.act, [ARG.DST]: w.actQ, [ARG.ATTR_SCALES | ARG.DST]: w.actScales }));
     add('gemm2', pd.gemm2, new matmul.Primitive(pd.gemm2), (a, w) => ({
       [ARG.SRC]: actQGrouped ?? w.act, [ARG.WEIGHTS]: a[ARG.WEIGHTS_1], [ARG.BIAS]: a[ARG.MOE_W2_BIAS], [ARG.DST]: w.expertOut,
