@@ -243,6 +243,51 @@ describe('moe.layer variants', () => {
     expect(worst).toBeGreaterThan(0); // it really is quantized
   });
 
+  it.each([
+    ['fp8 e4m3 weights, f32 scales per expert and column', dt.f8_e4m3, { mask: 5 }],
+    ['MXFP4 weights (f4_e2m1, e8m0 scales per 32 along K)', dt.f4_e2m1, { mask: 7, groups: [1, 32, 1], dataType: dt.e8m0 }],
+  ] as const)('low-precision weights: %s', async (_n, wdt, scales) => {
+    const eng = await engine({ threads: 2, kernels: 'simd128' });
+    const strm = new Stream(eng);
+    const s = { T: 19, E: 4, k: 2, K: 64, I: 32 };
+    const d = data(s, 77);
+    const rng = mulberry32(78);
+    // Weights as stored (codes rounded by write, decoded by read) and their scales; the reference multiplies them in float64.
+    let rounded = 0, total = 0;
+    const weight = (dims: [number, number, number], v: Float64Array): { m: Memory; sc: Memory; deq: Float64Array } => {
+      const [G, R, C] = dims;
+      const m = mem(eng, dims, v.map((x) => x * 20), wdt);
+      const codes = m.read();
+      codes.forEach((c, i) => { rounded += c !== Math.fround(v[i] * 20) ? 1 : 0; total++; });
+      const grouped = 'groups' in scales;
+      const sdims = grouped ? [G, R / 32, C] : [G, C];
+      const sv = Float64Array.from({ length: sdims.reduce((a, b) => a * b, 1) }, () => (grouped ? 2 ** Math.floor(rng() * 4 - 6) : 0.02 + 0.03 * Math.abs(rng())));
+      const sc = mem(eng, sdims, sv, grouped ? dt.e8m0 : dt.f32);
+      const deq = new Float64Array(v.length);
+      for (let g = 0; g < G; g++) for (let r = 0; r < R; r++) for (let c = 0; c < C; c++) {
+        const i = (g * R + r) * C + c;
+        deq[i] = codes[i] * sv[grouped ? (g * (R / 32) + Math.floor(r / 32)) * C + c : g * C + c];
+      }
+      return { m, sc, deq };
+    };
+    const w13 = weight([s.E, s.K, 2 * s.I], d.w13), w2 = weight([s.E, s.I, s.K], d.w2);
+    const pd = new moe.layer.PrimitiveDesc(eng, {
+      tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true },
+      weights: { w13: w13.m.desc, w2: w2.m.desc }, weightScales: { w13: scales, w2: scales },
+    });
+    const layer = new moe.layer.Primitive(pd);
+    const out = Memory.create(pd.queryMd('dst')!, eng);
+    layer.execute(strm, {
+      [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits), [ARG.WEIGHTS]: w13.m, [ARG.WEIGHTS_1]: w2.m, [ARG.DST]: out,
+      [ARG.ATTR_SCALES | ARG.WEIGHTS]: w13.sc, [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: w2.sc,
+    });
+    await strm.wait();
+    const ref = refMoeLayer({ T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: layer.workspace.topkIds.values as Int32Array, weights: layer.workspace.topkWeights.values as Float32Array, w13: w13.deq, w2: w2.deq, glu: { alg: 'glu_swiglu', layout: 'halves' } });
+    const o = out.values as Float32Array;
+    for (let i = 0; i < ref.value.length; i++) expect(Math.abs(o[i] - ref.value[i]), `out[${i}]`).toBeLessThanOrEqual(1e-5 * ref.mag[i] + 1e-7);
+    expect(rounded).toBeGreaterThan(total / 2); // the weights really are low precision
+  });
+
   it('a local expert subset (expert map) computes only its experts; the ranks\' outputs sum to the whole', async () => {
     const eng = await engine({ threads: 1, kernels: 'simd128' });
     const strm = new Stream(eng);
