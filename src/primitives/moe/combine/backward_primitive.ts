@@ -1,7 +1,5 @@
-import { check } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
-import { Lifetime, type Executor } from '../../../runtime/lifetime.js';
 import type { Stream } from '../../../runtime/stream.js';
+import { OpPrimitive } from '../../op_primitive.js';
 import { ARG } from '../../args.js';
 import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../exec_args.js';
 import { combineBackwardImplList, type CombineBackwardArgs } from './backward_impls.js';
@@ -14,32 +12,14 @@ const FN = 'moe.combine.backward.execute';
  * needs them (`pd.queryMd`): [ARG.SRC], [ARG.MOE_TOPK_WEIGHTS], [ARG.MOE_ROW_OF], [ARG.MOE_TOKEN_INDEX],
  * [ARG.MOE_TOKEN_KS], [ARG.MOE_DIFF_TOPK_WEIGHTS] })`.
  */
-export class BackwardPrimitive {
-  readonly pd: BackwardPrimitiveDesc;
-  private readonly exec: Executor<CombineBackwardArgs>;
-  private readonly life: Lifetime;
-
+export class BackwardPrimitive extends OpPrimitive<BackwardPrimitiveDesc, CombineBackwardArgs> {
   constructor(pd: BackwardPrimitiveDesc) {
-    countObject('primitive');
-    this.pd = pd;
-    const impl = combineBackwardImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!;
-    const exec = impl.executor(pd.problem, pd.engine);
-    this.exec = exec;
-    this.life = new Lifetime(this, { release: () => exec.destroy() });
-  }
-
-  destroy(): void {
-    this.life.destroy();
-  }
-
-  [Symbol.dispose](): void {
-    this.destroy();
+    super(pd, combineBackwardImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!.executor(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const pd = this.pd, eng = pd.engine;
-    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
-    check(stream.engine === eng, `${FN}: stream belongs to another engine`);
+    this.begin(FN, stream);
     const opt = (id: number, what: CombineBackwardQuery): CombineBackwardArgs['src'] => {
       const md = pd.queryMd(what);
       if (md) return memArg(FN, eng, args, id, md);
@@ -61,6 +41,6 @@ export class BackwardPrimitive {
       [a.tokenIndex, ARG.MOE_TOKEN_INDEX], [a.tokenKs, ARG.MOE_TOKEN_KS], [a.diffSrc, ARG.DIFF_SRC], [a.diffWeights, ARG.MOE_DIFF_TOPK_WEIGHTS],
     ];
     checkNoOverlap(FN, [[a.diffSrc, ARG.DIFF_SRC], [a.diffWeights, ARG.MOE_DIFF_TOPK_WEIGHTS]], all);
-    stream.enqueue(this.exec.run(a));
+    this.enqueue(stream, a);
   }
 }

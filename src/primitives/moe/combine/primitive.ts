@@ -1,7 +1,5 @@
-import { check } from '../../../common/status.js';
-import { Lifetime, type Executor } from '../../../runtime/lifetime.js';
-import { countObject } from '../../../common/census.js';
 import type { Stream } from '../../../runtime/stream.js';
+import { OpPrimitive } from '../../op_primitive.js';
 import { ARG } from '../../args.js';
 import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../exec_args.js';
 import { combineImplList, type CombineArgs } from './impls.js';
@@ -10,33 +8,14 @@ import type { PrimitiveDesc } from './pd.js';
 const FN = 'moe.combine.execute';
 
 /** `new moe.combine.Primitive(pd).execute(strm, { [ARG.SRC], [ARG.MOE_ROW_OF], [ARG.MOE_TOPK_WEIGHTS]?, [ARG.DST] })`. */
-export class Primitive {
-  readonly pd: PrimitiveDesc;
-  private readonly exec: Executor<CombineArgs>;
-  private readonly life: Lifetime;
-
+export class Primitive extends OpPrimitive<PrimitiveDesc, CombineArgs> {
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
-    this.pd = pd;
-    const impl = combineImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!;
-    const exec = impl.task(pd.problem, pd.engine);
-    this.exec = exec;
-    this.life = new Lifetime(this, { release: () => exec.destroy() });
-  }
-
-  /** Gives the primitive's engine memory back (deferred while its work is in flight); execute then throws. */
-  destroy(): void {
-    this.life.destroy();
-  }
-
-  [Symbol.dispose](): void {
-    this.destroy();
+    super(pd, combineImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!.task(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem, eng = this.pd.engine;
-    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
-    check(stream.engine === eng, `${FN}: stream belongs to another engine`);
+    this.begin(FN, stream);
     if (!p.weights) noArg(FN, args, ARG.MOE_TOPK_WEIGHTS, 'the pd is not weighted');
     const a: CombineArgs = {
       src: memArg(FN, eng, args, ARG.SRC, p.src),
@@ -45,6 +24,6 @@ export class Primitive {
       dst: memArg(FN, eng, args, ARG.DST, p.dst),
     };
     checkNoOverlap(FN, [[a.dst, ARG.DST]], [[a.src, ARG.SRC], [a.rowOf, ARG.MOE_ROW_OF], [a.weights, ARG.MOE_TOPK_WEIGHTS]]);
-    stream.enqueue(this.exec.run(a));
+    this.enqueue(stream, a);
   }
 }

@@ -1,7 +1,5 @@
-import { check } from '../../../common/status.js';
-import { Lifetime, type Executor } from '../../../runtime/lifetime.js';
-import { countObject } from '../../../common/census.js';
 import type { Stream } from '../../../runtime/stream.js';
+import { OpPrimitive } from '../../op_primitive.js';
 import { ARG } from '../../args.js';
 import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../exec_args.js';
 import { dispatchImplList, type DispatchArgs } from './impls.js';
@@ -14,33 +12,14 @@ const FN = 'moe.dispatch.execute';
  * [ARG.MOE_EXPERT_MAP]?: map, [ARG.DST]: routed / offsets, [ARG.MOE_TOKEN_INDEX], [ARG.MOE_TOKEN_KS],
  * [ARG.MOE_ROW_OF], [ARG.MOE_EXPERT_NUM_TOKENS]? })`: one op job on the engine's workers.
  */
-export class Primitive {
-  readonly pd: PrimitiveDesc;
-  private readonly exec: Executor<DispatchArgs>;
-  private readonly life: Lifetime;
-
+export class Primitive extends OpPrimitive<PrimitiveDesc, DispatchArgs> {
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
-    this.pd = pd;
-    const impl = dispatchImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!;
-    const exec = impl.task(pd.problem, pd.engine);
-    this.exec = exec;
-    this.life = new Lifetime(this, { release: () => exec.destroy() });
-  }
-
-  /** Gives the primitive's engine memory back (deferred while its work is in flight); execute then throws. */
-  destroy(): void {
-    this.life.destroy();
-  }
-
-  [Symbol.dispose](): void {
-    this.destroy();
+    super(pd, dispatchImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!.task(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem, eng = this.pd.engine;
-    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
-    check(stream.engine === eng, `${FN}: stream belongs to another engine`);
+    this.begin(FN, stream);
     if (!p.hidden) noArg(FN, args, ARG.SRC, 'the pd was created without hidden (index-only dispatch)');
     if (!p.expertMapMd) noArg(FN, args, ARG.MOE_EXPERT_MAP, 'the pd was created without expertMap');
     const a: DispatchArgs = {
@@ -56,6 +35,6 @@ export class Primitive {
     const all: [typeof a.ids | undefined, number][] = [[a.ids, ARG.MOE_TOPK_IDS], [a.hidden, ARG.SRC], [a.expertMap, ARG.MOE_EXPERT_MAP], [a.dst, ARG.DST],
       [a.tokenIndex, ARG.MOE_TOKEN_INDEX], [a.tokenKs, ARG.MOE_TOKEN_KS], [a.rowOf, ARG.MOE_ROW_OF], [a.counts, ARG.MOE_EXPERT_NUM_TOKENS]];
     checkNoOverlap(FN, all.slice(3), all);
-    stream.enqueue(this.exec.run(a));
+    this.enqueue(stream, a);
   }
 }

@@ -1,7 +1,5 @@
-import { check } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
-import { Lifetime, type Executor } from '../../../runtime/lifetime.js';
 import type { Stream } from '../../../runtime/stream.js';
+import { OpPrimitive } from '../../op_primitive.js';
 import { ARG } from '../../args.js';
 import { checkNoOverlap, memArg, type ExecArgs } from '../exec_args.js';
 import type { RoutingBackwardArgs } from './backward_impls.js';
@@ -13,31 +11,14 @@ const FN = 'moe.routing.backward.execute';
  * `new moe.routing.BackwardPrimitive(pd).execute(strm, { [ARG.SRC]: logits, [ARG.MOE_TOPK_IDS]: ids,
  * [ARG.MOE_DIFF_TOPK_WEIGHTS]: dw, [ARG.DIFF_SRC]: dlogits })`.
  */
-export class BackwardPrimitive {
-  readonly pd: BackwardPrimitiveDesc;
-  private readonly exec: Executor<RoutingBackwardArgs>;
-  private readonly life: Lifetime;
-
+export class BackwardPrimitive extends OpPrimitive<BackwardPrimitiveDesc, RoutingBackwardArgs> {
   constructor(pd: BackwardPrimitiveDesc) {
-    countObject('primitive');
-    this.pd = pd;
-    const exec = pd.impl.executor(pd.problem, pd.engine);
-    this.exec = exec;
-    this.life = new Lifetime(this, { release: () => exec.destroy() });
-  }
-
-  destroy(): void {
-    this.life.destroy();
-  }
-
-  [Symbol.dispose](): void {
-    this.destroy();
+    super(pd, pd.impl.executor(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const pd = this.pd, eng = pd.engine;
-    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
-    check(stream.engine === eng, `${FN}: stream belongs to another engine`);
+    this.begin(FN, stream);
     const a: RoutingBackwardArgs = {
       src: memArg(FN, eng, args, ARG.SRC, pd.queryMd('src')),
       topkIds: memArg(FN, eng, args, ARG.MOE_TOPK_IDS, pd.queryMd('topk_ids')),
@@ -45,6 +26,6 @@ export class BackwardPrimitive {
       diffSrc: memArg(FN, eng, args, ARG.DIFF_SRC, pd.queryMd('diff_src')),
     };
     checkNoOverlap(FN, [[a.diffSrc, ARG.DIFF_SRC]], [[a.src, ARG.SRC], [a.topkIds, ARG.MOE_TOPK_IDS], [a.diffTopkWeights, ARG.MOE_DIFF_TOPK_WEIGHTS]]);
-    stream.enqueue(this.exec.run(a));
+    this.enqueue(stream, a);
   }
 }

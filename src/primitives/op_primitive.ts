@@ -1,0 +1,44 @@
+import { check } from '../common/status.js';
+import { countObject } from '../common/census.js';
+import { Lifetime, type Executor } from '../runtime/lifetime.js';
+import type { Engine } from '../runtime/engine.js';
+import type { Stream } from '../runtime/stream.js';
+
+/**
+ * What every op-job primitive shares (moe.dispatch, moe.combine, moe.activation, the backward ops,
+ * dynamic_quant): its pd, the executor its implementation prepared (job struct in the engine heap),
+ * the lifetime that gives that memory back (destroy, dispose, or the FinalizationRegistry), and the
+ * two checks every `execute` starts with. Subclasses only check their arguments and enqueue.
+ */
+export abstract class OpPrimitive<P extends { readonly engine: Engine }, A> {
+  readonly pd: P;
+  private readonly exec: Executor<A>;
+  private readonly life: Lifetime;
+
+  protected constructor(pd: P, exec: Executor<A>) {
+    countObject('primitive');
+    this.pd = pd;
+    this.exec = exec;
+    this.life = new Lifetime(this, { release: () => exec.destroy() });
+  }
+
+  /** Gives the primitive's engine memory back (deferred while its work is in flight); execute then throws. */
+  destroy(): void {
+    this.life.destroy();
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+
+  /** The checks before any argument's: the primitive is alive and the stream runs on its engine. */
+  protected begin(fn: string, stream: Stream): void {
+    check(!this.life.destroyed, `${fn}: primitive used after destroy()`);
+    check(stream.engine === this.pd.engine, `${fn}: stream belongs to another engine`);
+  }
+
+  /** Enqueues the work on checked arguments. */
+  protected enqueue(stream: Stream, args: A): void {
+    stream.enqueue(this.exec.run(args));
+  }
+}
