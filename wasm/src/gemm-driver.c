@@ -196,6 +196,18 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
       bp = s->b;
       panel_stride = (size_t)kc * NR;
     }
+    if (j->kind == KIND_GROUPED_K && !wpacked) {
+      /* Variable K (weight gradients): micro-rows outer, panels inner, so each call continues the
+         same 4 dst rows and the tile's stores run as 4 sequential streams instead of 64 interleaved
+         ones (the output, not the short contraction, is what these tiles are bound by). Every
+         element is still computed by one call over the same k: the bits do not change. */
+      for (int32_t i = 0; i < mc; i += MR)
+        for (int32_t p = 0; p < npan; p++) {
+          epi.bias = biasv ? biasv + p * NR : 0;
+          f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)MIN(NR, nc - p * NR), (size_t)kc, a + i * lda,
+                       bp + p * panel_stride, c + i * ldc + p * NR, ldc, accumulate, last ? &epi : 0);
+        }
+    } else
     for (int32_t p = 0; p < npan; p++) {
       epi.bias = biasv ? biasv + p * NR : 0;
       const int32_t ncp = MIN(NR, nc - p * NR);

@@ -14,6 +14,12 @@ import type { StreamTask } from '../../runtime/stream.js';
  */
 export const { MB, NB, KC, KC_PACKED } = TILE;
 
+/**
+ * N block of the variable-K (weight-gradient) jobs: wider than the forward's 128 so each micro-row's
+ * stores run 2 KiB before the next row (the B block, at most KC x 528 f32 = 540 KiB, stays in L2).
+ */
+export const NB_WEIGHTS = 512;
+
 export const jobDt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
 
 /** A GEMM job struct (`job_t`) driven through the op-job plumbing: same head, same run_job entry. */
@@ -22,10 +28,10 @@ export function gemmJob(engine: Engine, kind: 'grouped_m' | 'grouped_k'): OpJob<
 }
 
 /** Fields every GEMM job of the backward sets: tile geometry and this execution's scratch. */
-export function setTiles(job: OpJob<typeof JOB>, engine: Engine, G: number, kcPacked: number): void {
-  const scratch = engine.scratch(scratchBytes(G, MB, NB, KC, kcPacked));
+export function setTiles(job: OpJob<typeof JOB>, engine: Engine, G: number, kcPacked: number, nb: number = NB): void {
+  const scratch = engine.scratch(scratchBytes(G, MB, nb, KC, kcPacked));
   job.set('mb', MB);
-  job.set('nb', NB);
+  job.set('nb', nb);
   job.set('kc', KC);
   job.set('kc_packed', kcPacked);
   job.set('scratch', scratch.ptr);

@@ -8,7 +8,7 @@ import type { Engine } from '../../runtime/engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { ARG } from '../args.js';
 import type { BwdDataArgs, BwdDataImpl, BwdWeightsArgs, BwdWeightsImpl } from './impl.js';
-import { BIAS_JOB, KC_PACKED, KIND_MATMUL_BWD_BIAS, chain, gemmJob, jobDt, setTiles } from './jobs.js';
+import { BIAS_JOB, KC_PACKED, KIND_MATMUL_BWD_BIAS, NB_WEIGHTS, chain, gemmJob, jobDt, setTiles } from './jobs.js';
 import type { BwdDataProblem, BwdWeightsProblem } from './problem.js';
 import { bwdOffsetsError, rowsGrouping } from './runtime_offsets.js';
 import type { MemoryDesc } from '../../memory/desc.js';
@@ -23,7 +23,7 @@ function sizesTable(engine: Engine, mds: readonly MemoryDesc[]): number {
 }
 
 function tooLarge(mds: readonly [string, MemoryDesc][]): string | undefined {
-  for (const [name, md] of mds) if (md.format !== 'packed' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
+  for (const [name, md] of mds) if (md.format !== 'packed' && md.format !== 'any' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
   return undefined;
 }
 
@@ -127,7 +127,7 @@ export const wasmWeights: BwdWeightsImpl = {
       job.set('total', p.M);
       job.set('src_rows', p.K);
       job.set('dst_rows', p.K);
-      setTiles(job, engine, p.G, 0);
+      setTiles(job, engine, p.G, 0, NB_WEIGHTS);
       // A(i, r) = src[r][i]: A's row stride is src's column stride.
       job.set('src', a.src.handles[0]);
       job.set('s_0', p.src.strides[1]);

@@ -10,7 +10,7 @@ import type { StreamTask } from '../../../runtime/stream.js';
 import { elementWriter } from '../../matmul/ref_matmul.js';
 import { DIMS_ERR, rowCapacity, runtimeDimsError } from '../../grouped_gemm/runtime_dims.js';
 import type { BwdImpl } from '../impl.js';
-import { gemmJob, jobDt, setTiles } from '../jobs.js';
+import { NB_WEIGHTS, gemmJob, jobDt, setTiles } from '../jobs.js';
 
 const FN = 'grouped_gemm_backward_weights.execute';
 
@@ -64,7 +64,7 @@ const wasm: P3WeightsImpl = {
       job.reset();
       job.set('group_mode', GROUP_MODE.pointers);
       job.set('G', p.G);
-      setTiles(job, engine, p.G, 0);
+      setTiles(job, engine, p.G, 0, NB_WEIGHTS);
       job.set('offs', a.runtimeDims.handles[0]);
       job.set('groups', table);
       const e0 = p.experts[0];
