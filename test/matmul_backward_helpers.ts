@@ -1,9 +1,9 @@
 /**
  * Runners for the grouped matmul backward over the public API, for every proposal: P#1 grouped
- * memory, P#2 offsets attribute, P#3 per-expert memories (backward weights only; see the report).
+ * memory, P#2 offsets attribute, P#3 per-expert memories.
  */
 import {
-  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm_backward_weights,
+  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm_backward_data, grouped_gemm_backward_weights,
   matmul_backward_data, matmul_backward_weights, memory, offsets, reorder, tag, type DataType,
 } from '../src/index.js';
 import { readLogical, writeLogical } from './helpers.js';
@@ -119,15 +119,19 @@ export async function runBackward(eng: Engine, strm: Stream, c: BwdCase, p: Prop
   }
 }
 
-/** P#3: one allocation per expert for src, diff_dst and diff_weights; rows per expert in ARG.RUNTIME_DIMS. */
+/** P#3: one allocation per expert for every tensor; rows per expert in ARG.RUNTIME_DIMS. */
 async function runP3(eng: Engine, strm: Stream, c: BwdCase, inp: BwdInputs): Promise<BwdResult> {
   const { G, K, N, sizes } = c;
   const t = inp.dt;
+  const M = sizes.reduce((a, b) => a + b, 0);
   const xMds = sizes.map(() => memory.desc([RT, K], t, tag.ab));
   const dyMds = sizes.map(() => memory.desc([RT, N], t, tag.ab));
   const dwMds = sizes.map(() => memory.desc([K, N], t, tag.ab));
+  const wLayout = c.weights ?? 'abc';
+  const wUserMd = memory.desc([K, N], t, wLayout === 'acb' ? tag.ba : tag.ab);
   const rdMd = memory.desc([G], dt.s32, tag.a);
   const pd = new grouped_gemm_backward_weights.PrimitiveDesc(eng, xMds, dwMds, dyMds, rdMd);
+  const dataPd = new grouped_gemm_backward_data.PrimitiveDesc(eng, xMds, sizes.map(() => (wLayout === 'any' ? memory.desc([K, N], t, tag.any) : wUserMd)), dyMds, rdMd);
   const mems: Memory[] = [];
   const mk = (md: MemoryDesc, handle?: number): Memory => {
     const m = Memory.create(md, eng, handle);
@@ -135,32 +139,54 @@ async function runP3(eng: Engine, strm: Stream, c: BwdCase, inp: BwdInputs): Pro
     return m;
   };
   /** A plain [rows, cols] buffer holding `v`, seen through a runtime-rows descriptor (the expert's own allocation). */
-  const expert = (md: MemoryDesc, v: Float64Array, rows: number, cols: number): Memory => {
+  const expert = (md: MemoryDesc, v: Float64Array, rows: number, cols: number): [Memory, Memory] => {
     const plain = mk(memory.desc([Math.max(rows, 1), cols], t, tag.ab));
-    plain.write(rows ? v : new Float64Array(cols));
-    return mk(md, plain.handles[0]);
+    plain.write(rows ? v : new Float64Array(cols).fill(SENTINEL));
+    return [mk(md, plain.handles[0]), plain];
   };
   try {
-    const args: Record<number, Memory> = {};
+    const wArgs: Record<number, Memory> = {}, dArgs: Record<number, Memory> = {};
     let r0 = 0;
-    const dws: Memory[] = [];
+    const dws: Memory[] = [], dxs: Memory[] = [];
     for (let g = 0; g < G; g++) {
-      args[ARG.MULTIPLE_SRC + g] = expert(xMds[g], inp.x.subarray(r0 * K, (r0 + sizes[g]) * K), sizes[g], K);
-      args[ARG.MULTIPLE_DST + g] = expert(dyMds[g], inp.dy.subarray(r0 * N, (r0 + sizes[g]) * N), sizes[g], N);
+      const [x] = expert(xMds[g], inp.x.subarray(r0 * K, (r0 + sizes[g]) * K), sizes[g], K);
+      const [dy] = expert(dyMds[g], inp.dy.subarray(r0 * N, (r0 + sizes[g]) * N), sizes[g], N);
+      const [dx, dxPlain] = expert(xMds[g], new Float64Array(sizes[g] * K).fill(SENTINEL), sizes[g], K);
       const dw = mk(dwMds[g]);
       dw.write(new Float64Array(K * N).fill(SENTINEL));
-      args[ARG.MULTIPLE_WEIGHTS + g] = dw;
+      const wu = mk(wUserMd);
+      writeLogical(wu, inp.w.subarray(g * K * N, (g + 1) * K * N));
+      let w = wu;
+      if (wLayout === 'any') {
+        w = mk(dataPd.queryMd('weights', g)!);
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, wUserMd, w.desc)).execute(strm, { [ARG.FROM]: wu, [ARG.TO]: w });
+      }
+      wArgs[ARG.MULTIPLE_SRC + g] = x;
+      wArgs[ARG.MULTIPLE_DST + g] = dy;
+      wArgs[ARG.MULTIPLE_WEIGHTS + g] = dw;
+      dArgs[ARG.MULTIPLE_DST + g] = dy;
+      dArgs[ARG.MULTIPLE_WEIGHTS + g] = w;
+      dArgs[ARG.MULTIPLE_SRC + g] = dx;
       dws.push(dw);
+      dxs.push(dxPlain);
       r0 += sizes[g];
     }
     const rd = mk(rdMd);
     (rd.values as Int32Array).set(sizes);
-    args[ARG.RUNTIME_DIMS] = rd;
-    new grouped_gemm_backward_weights.Primitive(pd).execute(strm, args);
+    wArgs[ARG.RUNTIME_DIMS] = rd;
+    dArgs[ARG.RUNTIME_DIMS] = rd;
+    new grouped_gemm_backward_weights.Primitive(pd).execute(strm, wArgs);
+    new grouped_gemm_backward_data.Primitive(dataPd).execute(strm, dArgs);
     await strm.wait();
     const dw = new Float64Array(G * K * N);
     dws.forEach((m, g) => dw.set(m.read(), g * K * N));
-    return { dx: new Float64Array(0), dw, db: undefined };
+    const dx = new Float64Array(M * K);
+    let o = 0;
+    dxs.forEach((m, g) => {
+      if (sizes[g]) dx.set(m.read(), o);
+      o += sizes[g] * K;
+    });
+    return { dx, dw, db: undefined };
   } finally {
     for (const m of mems) m.free();
   }

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm_backward_weights, matmul,
+  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm_backward_data, grouped_gemm_backward_weights, matmul,
   matmul_backward_data, matmul_backward_weights, memory, offsets, tag,
 } from '../src/index.js';
 import { ENGINE_CONFIGS, expectDnnlError, expectDnnlReject } from './helpers.js';
@@ -39,6 +39,7 @@ describe('creation rules', () => {
       return new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, rows(N), fwd);
     }, 'hint_fwd_pd shape g3 m10 k5 n5 differs from this problem\'s g3 m10 k5 n4'],
     ['P#3 diff_weights shape', () => new grouped_gemm_backward_weights.PrimitiveDesc(eng, [memory.desc([RT, K], dt.f32, tag.ab)], [memory.desc([K, N + 1], dt.f32, tag.ab)], [memory.desc([RT, N], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.a)), 'diff_weights[0] dims[1] = 5 must equal diff_dst[0] N = 4'],
+    ['P#3 backward data diff_src columns', () => new grouped_gemm_backward_data.PrimitiveDesc(eng, [memory.desc([RT, K + 1], dt.f32, tag.ab)], [memory.desc([K, N], dt.f32, tag.ab)], [memory.desc([RT, N], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.a)), 'diff_src[0] dims[1] = 6 must equal weights[0] K = 5'],
     ['P#3 expert counts', () => new grouped_gemm_backward_weights.PrimitiveDesc(eng, [memory.desc([RT, K], dt.f32, tag.ab)], [], [memory.desc([RT, N], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.a)), '1 src descriptors but 0 diff_weights descriptors'],
   ] as const)('%s', (_n, make, fragment) => {
     expectDnnlError(make, 'invalid_arguments', fragment);
@@ -165,5 +166,27 @@ describe.each([...ENGINE_CONFIGS, ['wasm, 2 threads', { threads: 2, kernels: 'si
     new grouped_gemm_backward_weights.Primitive(pd).execute(strm, args);
     await expectDnnlReject(strm.wait(), 'invalid_arguments', fragment);
     for (const dw of dws) expect([...dw.read()].every((v) => v === SENT), 'diff_weights written despite the error').toBe(true);
+  });
+
+  it('P#3 backward data: more rows than an expert\'s diff_src allocation, nothing written', async () => {
+    const xMd = memory.desc([RT, K], dt.f32, tag.ab), dyMd = memory.desc([RT, N], dt.f32, tag.ab), wiMd = memory.desc([K, N], dt.f32, tag.ab);
+    const pd = new grouped_gemm_backward_data.PrimitiveDesc(eng, [xMd, xMd], [wiMd, wiMd], [dyMd, dyMd], memory.desc([2], dt.s32, tag.a));
+    const args: Record<number, Memory> = {};
+    const dxs: Memory[] = [];
+    for (let i = 0; i < 2; i++) {
+      // diff_dst holds 64 rows, diff_src only 4: 20 rows fit the first, not the second.
+      args[ARG.MULTIPLE_DST + i] = Memory.create(dyMd, eng, Memory.create(memory.desc([64, N], dt.f32, tag.ab), eng).handles[0]);
+      const dxPlain = Memory.create(memory.desc([4, K], dt.f32, tag.ab), eng);
+      dxPlain.write(new Float64Array(4 * K).fill(SENT));
+      dxs.push(dxPlain);
+      args[ARG.MULTIPLE_SRC + i] = Memory.create(xMd, eng, dxPlain.handles[0]);
+      args[ARG.MULTIPLE_WEIGHTS + i] = Memory.create(wiMd, eng);
+    }
+    const rd = Memory.create(memory.desc([2], dt.s32, tag.a), eng);
+    (rd.values as Int32Array).set([3, 20]);
+    args[ARG.RUNTIME_DIMS] = rd;
+    new grouped_gemm_backward_data.Primitive(pd).execute(strm, args);
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', "grouped_gemm_backward_data.execute: ARG.RUNTIME_DIMS[1] = 20 rows do not fit expert 1's diff_dst / diff_src allocations");
+    for (const dx of dxs) expect([...dx.read()].every((v) => v === SENT), 'diff_src written despite the error').toBe(true);
   });
 });
