@@ -4,7 +4,7 @@
  * against a float64 reference (test/matmul_backward_reference.ts) on every implementation family.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Engine, Stream, type DataType } from '../src/index.js';
+import { Engine, Stream, setVerbose, setVerboseSink, type DataType } from '../src/index.js';
 import { ENGINE_CONFIGS } from './helpers.js';
 import { assertClose, TOL_BF16, TOL_F16, TOL_F32, type Tolerance } from './reference.js';
 import { refBackward } from './matmul_backward_reference.js';
@@ -60,6 +60,23 @@ describe.each(ENGINE_CONFIGS)('grouped matmul backward vs float64 reference [%s]
       const inp = bwdInputs(c);
       checkResult(c, p, await runBackward(eng, strm, c, p, inp), inp);
     }
+  });
+
+  it('verbose: one create and one exec line per backward primitive, naming the implementation', async () => {
+    const lines: string[] = [];
+    const prevSink = setVerboseSink((l) => lines.push(l));
+    const prev = setVerbose(1);
+    try {
+      await runBackward(eng, strm, { G: 2, K: 3, N: 4, sizes: [1, 2], bias: true }, 'p1');
+    } finally {
+      setVerbose(prev);
+      setVerboseSink(prevSink);
+    }
+    for (const name of ['matmul_backward_data', 'matmul_backward_weights']) {
+      expect(lines.filter((l) => l.includes(`create:cache_miss,cpu,${name},`)), name).toHaveLength(1);
+      expect(lines.filter((l) => l.includes(`exec,cpu,${name},`)), name).toHaveLength(1);
+    }
+    expect(lines.find((l) => l.includes('exec,cpu,matmul_backward_weights,'))).toContain(opts.kernels === 'none' ? 'ref:any' : 'wasm:');
   });
 
   it.each([['bf16'], ['f16']] as const)('%s data, f32 accumulation', async (t) => {
