@@ -130,7 +130,8 @@ async function runP3(eng: Engine, strm: Stream, c: BwdCase, inp: BwdInputs): Pro
   const wLayout = c.weights ?? 'abc';
   const wUserMd = memory.desc([K, N], t, wLayout === 'acb' ? tag.ba : tag.ab);
   const rdMd = memory.desc([G], dt.s32, tag.a);
-  const pd = new grouped_gemm_backward_weights.PrimitiveDesc(eng, xMds, dwMds, dyMds, rdMd);
+  const dbMd = memory.desc([G, N], dt.f32, tag.ab);
+  const pd = c.bias ? new grouped_gemm_backward_weights.PrimitiveDesc(eng, xMds, dwMds, dbMd, dyMds, rdMd) : new grouped_gemm_backward_weights.PrimitiveDesc(eng, xMds, dwMds, dyMds, rdMd);
   const dataPd = new grouped_gemm_backward_data.PrimitiveDesc(eng, xMds, sizes.map(() => (wLayout === 'any' ? memory.desc([K, N], t, tag.any) : wUserMd)), dyMds, rdMd);
   const mems: Memory[] = [];
   const mk = (md: MemoryDesc, handle?: number): Memory => {
@@ -174,6 +175,11 @@ async function runP3(eng: Engine, strm: Stream, c: BwdCase, inp: BwdInputs): Pro
     const rd = mk(rdMd);
     (rd.values as Int32Array).set(sizes);
     wArgs[ARG.RUNTIME_DIMS] = rd;
+    const db = c.bias ? mk(dbMd) : undefined;
+    if (db) {
+      db.write(new Float64Array(G * N).fill(SENTINEL));
+      wArgs[ARG.DIFF_BIAS] = db;
+    }
     dArgs[ARG.RUNTIME_DIMS] = rd;
     new grouped_gemm_backward_weights.Primitive(pd).execute(strm, wArgs);
     new grouped_gemm_backward_data.Primitive(dataPd).execute(strm, dArgs);
@@ -186,7 +192,7 @@ async function runP3(eng: Engine, strm: Stream, c: BwdCase, inp: BwdInputs): Pro
       if (sizes[g]) dx.set(m.read(), o);
       o += sizes[g] * K;
     });
-    return { dx, dw, db: undefined };
+    return { dx, dw, db: db ? db.read() : undefined };
   } finally {
     for (const m of mems) m.free();
   }

@@ -40,6 +40,7 @@ describe('creation rules', () => {
     }, 'hint_fwd_pd shape g3 m10 k5 n5 differs from this problem\'s g3 m10 k5 n4'],
     ['P#3 diff_weights shape', () => new grouped_gemm_backward_weights.PrimitiveDesc(eng, [memory.desc([RT, K], dt.f32, tag.ab)], [memory.desc([K, N + 1], dt.f32, tag.ab)], [memory.desc([RT, N], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.a)), 'diff_weights[0] dims[1] = 5 must equal diff_dst[0] N = 4'],
     ['P#3 backward data diff_src columns', () => new grouped_gemm_backward_data.PrimitiveDesc(eng, [memory.desc([RT, K + 1], dt.f32, tag.ab)], [memory.desc([K, N], dt.f32, tag.ab)], [memory.desc([RT, N], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.a)), 'diff_src[0] dims[1] = 6 must equal weights[0] K = 5'],
+    ['P#3 diff_bias shape', () => new grouped_gemm_backward_weights.PrimitiveDesc(eng, [memory.desc([RT, K], dt.f32, tag.ab)], [memory.desc([K, N], dt.f32, tag.ab)], memory.desc([1, N + 1], dt.f32, tag.ab), [memory.desc([RT, N], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.a)), 'diff_bias must be a plain [G, N] = [1,4] descriptor'],
     ['P#3 expert counts', () => new grouped_gemm_backward_weights.PrimitiveDesc(eng, [memory.desc([RT, K], dt.f32, tag.ab)], [], [memory.desc([RT, N], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.a)), '1 src descriptors but 0 diff_weights descriptors'],
   ] as const)('%s', (_n, make, fragment) => {
     expectDnnlError(make, 'invalid_arguments', fragment);
@@ -149,9 +150,13 @@ describe.each([...ENGINE_CONFIGS, ['wasm, 2 threads', { threads: 2, kernels: 'si
     ['more rows than an expert\'s allocation', [2, 100000], 'ARG.RUNTIME_DIMS[1] = 100000 rows do not fit expert 1\'s src / diff_dst allocations'],
   ] as const)('P#3 %s', async (_n, dims, fragment) => {
     const xMd = memory.desc([RT, K], dt.f32, tag.ab), dyMd = memory.desc([RT, N], dt.f32, tag.ab), dwMd = memory.desc([K, N], dt.f32, tag.ab);
-    const pd = new grouped_gemm_backward_weights.PrimitiveDesc(eng, [xMd, xMd], [dwMd, dwMd], [dyMd, dyMd], memory.desc([2], dt.s32, tag.a));
+    const dbMd = memory.desc([2, N], dt.f32, tag.ab);
+    const pd = new grouped_gemm_backward_weights.PrimitiveDesc(eng, [xMd, xMd], [dwMd, dwMd], dbMd, [dyMd, dyMd], memory.desc([2], dt.s32, tag.a));
     const args: Record<number, Memory> = {};
-    const dws: Memory[] = [];
+    const db = Memory.create(dbMd, eng);
+    db.write(new Float64Array(2 * N).fill(SENT));
+    args[ARG.DIFF_BIAS] = db;
+    const dws: Memory[] = [db];
     for (let i = 0; i < 2; i++) {
       args[ARG.MULTIPLE_SRC + i] = Memory.create(xMd, eng, Memory.create(memory.desc([4, K], dt.f32, tag.ab), eng).handles[0]);
       args[ARG.MULTIPLE_DST + i] = Memory.create(dyMd, eng, Memory.create(memory.desc([4, N], dt.f32, tag.ab), eng).handles[0]);
@@ -165,7 +170,7 @@ describe.each([...ENGINE_CONFIGS, ['wasm, 2 threads', { threads: 2, kernels: 'si
     args[ARG.RUNTIME_DIMS] = rd;
     new grouped_gemm_backward_weights.Primitive(pd).execute(strm, args);
     await expectDnnlReject(strm.wait(), 'invalid_arguments', fragment);
-    for (const dw of dws) expect([...dw.read()].every((v) => v === SENT), 'diff_weights written despite the error').toBe(true);
+    for (const dw of dws) expect([...dw.read()].every((v) => v === SENT), 'diff_weights / diff_bias written despite the error').toBe(true);
   });
 
   it('P#3 backward data: more rows than an expert\'s diff_src allocation, nothing written', async () => {

@@ -39,7 +39,7 @@ export function setTiles(job: OpJob<typeof JOB>, engine: Engine, G: number, kcPa
 }
 
 /** Byte offsets of `bwd_bias_job_t` (wasm/src/matmul-bwd-bias.c). */
-export const BIAS_JOB = { ddst: 32, offs: 36, dbias: 40, G: 48, N: 52, ld: 56, total: 60, dt_ddst: 64, dt_dbias: 68, b_g: 72, b_n: 76, SIZE: 80 } as const;
+export const BIAS_JOB = { ddst: 32, offs: 36, dbias: 40, groups: 44, G: 48, N: 52, ld: 56, total: 60, dt_ddst: 64, dt_dbias: 68, b_g: 72, b_n: 76, SIZE: 80 } as const;
 export const KIND_MATMUL_BWD_BIAS = 42;
 
 /** Runs `first`, then `second` only if `first` did not throw (an offsets error leaves every output untouched). */

@@ -10,7 +10,8 @@ import type { StreamTask } from '../../../runtime/stream.js';
 import { elementWriter } from '../../matmul/ref_matmul.js';
 import { DIMS_ERR, rowCapacity, runtimeDimsError } from '../../grouped_gemm/runtime_dims.js';
 import type { BwdImpl } from '../impl.js';
-import { NB_WEIGHTS, gemmJob, jobDt, setTiles } from '../jobs.js';
+import { BIAS_JOB, KIND_MATMUL_BWD_BIAS, NB_WEIGHTS, chain, gemmJob, jobDt, setTiles } from '../jobs.js';
+import { OpJob } from '../../../kernels/op_job.js';
 
 const FN = 'grouped_gemm_backward_weights.execute';
 
@@ -26,12 +27,15 @@ export interface P3WeightsProblem {
   readonly G: number;
   readonly experts: readonly P3Expert[];
   readonly runtimeDims: MemoryDesc;
+  /** `[G, N]`: row i is expert i's bias gradient; undefined without one. */
+  readonly diffBias: MemoryDesc | undefined;
 }
 
 export interface P3WeightsArgs {
   readonly src: readonly Memory[];
   readonly diffDst: readonly Memory[];
   readonly diffWeights: readonly Memory[];
+  readonly diffBias: Memory | undefined;
   readonly runtimeDims: Memory;
 }
 
@@ -86,14 +90,33 @@ const wasm: P3WeightsImpl = {
         t32[o + GROUP_REC.wei_packed / 4] = 0;
       });
     };
+    // The bias op job reads each expert's diff_dst through the GEMM's pointer table (same rows).
+    const bias = p.diffBias ? new OpJob(engine, KIND_MATMUL_BWD_BIAS, BIAS_JOB) : undefined;
+    const biasTask = (a: P3WeightsArgs): StreamTask => bias!.task(() => {
+      const b = p.diffBias!;
+      bias!.reset();
+      bias!.set('offs', a.runtimeDims.handles[0]);
+      bias!.set('groups', table);
+      bias!.set('dbias', a.diffBias!.handles[0]);
+      bias!.set('G', p.G);
+      bias!.set('N', p.experts[0].N);
+      bias!.set('dt_ddst', jobDt(p.experts[0].diffDst.dataType));
+      bias!.set('dt_dbias', jobDt(b.dataType));
+      bias!.set('b_g', b.strides[0]);
+      bias!.set('b_n', b.strides[1]);
+    }, (s) => {
+      if (s.code !== 0) throw dimsError(s.code, s.index, s.a, s.b);
+    });
+    const gemm = (a: P3WeightsArgs): StreamTask => job.task(() => fill(a), (s) => {
+      if (s.code !== 0) throw dimsError(s.code, s.index, s.a, s.b);
+    });
     return {
       destroy: () => {
         job.free();
+        bias?.free();
         engine.releaseBlock(table);
       },
-      run: (a: P3WeightsArgs): StreamTask => job.task(() => fill(a), (s) => {
-        if (s.code !== 0) throw dimsError(s.code, s.index, s.a, s.b);
-      }),
+      run: (a: P3WeightsArgs): StreamTask => (bias && a.diffBias ? chain(gemm(a), biasTask(a)) : gemm(a)),
     };
   },
 };
@@ -129,6 +152,16 @@ const ref: P3WeightsImpl = {
           for (let r = 0; r < M[g]; r++) acc = f(acc + f(x(r * xs + k) * dy(r * ds + n)));
           out(k * ws + n, acc);
         }
+    });
+    if (!p.diffBias || !a.diffBias) return;
+    const b = elementWriter(p.diffBias.dataType, a.diffBias.values), [bg, bn] = p.diffBias.strides;
+    p.experts.forEach((e, g) => {
+      const dy = elementReader(e.diffDst.dataType, rowsView(a.diffDst[g], M[g])), ds = e.diffDst.strides[0];
+      for (let n = 0; n < e.N; n++) {
+        let acc = 0;
+        for (let r = 0; r < M[g]; r++) acc = f(acc + dy(r * ds + n));
+        b(g * bg + n * bn, acc);
+      }
     });
   }),
 };

@@ -12,7 +12,7 @@ import { p3WeightsImplList, type P3Expert, type P3WeightsImpl, type P3WeightsPro
 
 const FN = 'grouped_gemm_backward_weights';
 
-export type P3WeightsQuery = 'src' | 'diff_weights' | 'diff_dst' | 'runtime_dims';
+export type P3WeightsQuery = 'src' | 'diff_weights' | 'diff_bias' | 'diff_dst' | 'runtime_dims';
 
 /**
  * RFC Proposal #3 weight gradient, per-expert allocations:
@@ -21,6 +21,9 @@ export type P3WeightsQuery = 'src' | 'diff_weights' | 'diff_dst' | 'runtime_dims
  * `diff_dst_i = [RUNTIME_DIM_VAL, N_i]` and `diff_weights_i = [K_i, N_i]` (its own buffer: the
  * gradient lands where the framework keeps that expert's weights); rows per expert arrive in
  * `ARG.RUNTIME_DIMS` (`[G]` s32). An expert with no rows gets zeros. Experts may differ in K and N.
+ * With a bias gradient, `(eng, srcMds, diffWeightsMds, diffBiasMd, diffDstMds, runtimeDimsMd, attr?)`
+ * (oneDNN's order): one plain `[G, N]` memory at `ARG.DIFF_BIAS`, row i = expert i's row sums of
+ * diff_dst_i (experts must then share N).
  */
 export class PrimitiveDesc {
   readonly engine: Engine;
@@ -28,9 +31,15 @@ export class PrimitiveDesc {
   readonly impl: P3WeightsImpl;
   readonly creationMs: number;
 
-  constructor(engine: Engine, srcMds: readonly MemoryDesc[], diffWeightsMds: readonly MemoryDesc[], diffDstMds: readonly MemoryDesc[], runtimeDimsMd: MemoryDesc, attr: PrimitiveAttr = new PrimitiveAttr()) {
+  constructor(engine: Engine, srcMds: readonly MemoryDesc[], diffWeightsMds: readonly MemoryDesc[], diffBiasOrDiffDst: MemoryDesc | readonly MemoryDesc[], diffDstOrRuntimeDims: readonly MemoryDesc[] | MemoryDesc, runtimeDimsOrAttr?: MemoryDesc | PrimitiveAttr, attrArg?: PrimitiveAttr) {
     const t0 = now();
     countObject('primitive_desc');
+    // oneDNN order: (src, diff_weights, [diff_bias,] diff_dst, ...): a single descriptor in 4th place is the bias.
+    const hasBias = diffBiasOrDiffDst instanceof MemoryDesc;
+    const diffBias = hasBias ? diffBiasOrDiffDst : undefined;
+    const diffDstMds = (hasBias ? diffDstOrRuntimeDims : diffBiasOrDiffDst) as readonly MemoryDesc[];
+    const runtimeDimsMd = (hasBias ? runtimeDimsOrAttr : diffDstOrRuntimeDims) as MemoryDesc;
+    const attr = (hasBias ? attrArg : (runtimeDimsOrAttr as PrimitiveAttr | undefined)) ?? new PrimitiveAttr();
     check(engine !== undefined && engine !== null, `${FN}: engine is required`);
     check(Array.isArray(srcMds) && Array.isArray(diffWeightsMds) && Array.isArray(diffDstMds), `${FN}: srcMds, diffWeightsMds and diffDstMds must be arrays`);
     const G = srcMds.length;
@@ -46,7 +55,13 @@ export class PrimitiveDesc {
     for (const [name, get] of [['src', (e: P3Expert) => e.src], ['diff_weights', (e: P3Expert) => e.diffWeights], ['diff_dst', (e: P3Expert) => e.diffDst]] as const) {
       checkImpl(experts.every((e) => get(e).dataType === get(experts[0]).dataType), `${FN}: all experts must share the ${name} data type`);
     }
-    const p: P3WeightsProblem = Object.freeze({ G, experts, runtimeDims: runtimeDimsMd });
+    if (diffBias) {
+      const N = experts[0].N;
+      check(experts.every((e) => e.N === N), `${FN}: a diff_bias [G, N] needs every expert to have the same N (expert N: ${experts.map((e) => e.N).join(',')})`);
+      check(diffBias.format === 'blocked' && diffBias.ndims === 2 && diffBias.dims[0] === G && diffBias.dims[1] === N, `${FN}: diff_bias must be a plain [G, N] = [${G},${N}] descriptor (row i: expert i), got ${diffBias}`);
+      checkFloat(FN, 'diff_bias', diffBias);
+    }
+    const p: P3WeightsProblem = Object.freeze({ G, experts, runtimeDims: runtimeDimsMd, diffBias });
     const chosen = pickImpl(p3WeightsImplList, p, engine);
     if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation (${chosen})`);
     this.engine = engine;
@@ -78,6 +93,7 @@ export class PrimitiveDesc {
 
   queryMd(what: P3WeightsQuery, expert = 0): MemoryDesc | undefined {
     if (what === 'runtime_dims') return this.problem.runtimeDims;
+    if (what === 'diff_bias') return this.problem.diffBias;
     const e = this.problem.experts[expert];
     if (!e) return undefined;
     return what === 'src' ? e.src : what === 'diff_weights' ? e.diffWeights : e.diffDst;

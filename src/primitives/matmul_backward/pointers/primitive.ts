@@ -11,7 +11,8 @@ const FN = 'grouped_gemm_backward_weights.execute';
 /**
  * `new grouped_gemm_backward_weights.Primitive(pd).execute(strm, args)` with, for every expert i,
  * `ARG.MULTIPLE_SRC + i` (src_i), `ARG.MULTIPLE_DST + i` (diff_dst_i: the gradient at the expert's
- * dst) and `ARG.MULTIPLE_WEIGHTS + i` (diff_weights_i, written), plus `ARG.RUNTIME_DIMS`. Runtime
+ * dst) and `ARG.MULTIPLE_WEIGHTS + i` (diff_weights_i, written), plus `ARG.RUNTIME_DIMS` (and
+ * `ARG.DIFF_BIAS` when the pd has a bias gradient). Runtime
  * rows are checked against each expert's allocations when the work runs, before anything is written.
  */
 export class Primitive extends BwdPrimitiveBase<P3WeightsArgs> {
@@ -34,11 +35,12 @@ export class Primitive extends BwdPrimitiveBase<P3WeightsArgs> {
       diffWeights.push(arg(ARG.MULTIPLE_WEIGHTS + i, e.diffWeights));
     }
     const runtimeDims = arg(ARG.RUNTIME_DIMS, p.runtimeDims);
+    const diffBias = BwdPrimitiveBase.arg(FN, eng, args, ARG.DIFF_BIAS, p.diffBias, 'the pd has no diff_bias');
     check(new Set(diffWeights.map((m) => m.handles[0])).size === p.G, `${FN}: every expert needs its own diff_weights buffer (two ARG.MULTIPLE_WEIGHTS share one)`);
-    const outs = diffWeights.map((m, i): [Memory, number] => [m, ARG.MULTIPLE_WEIGHTS + i]);
+    const outs: [Memory | undefined, number][] = [...diffWeights.map((m, i): [Memory, number] => [m, ARG.MULTIPLE_WEIGHTS + i]), [diffBias, ARG.DIFF_BIAS]];
     const ins = [...src.map((m, i): [Memory, number] => [m, ARG.MULTIPLE_SRC + i]), ...diffDst.map((m, i): [Memory, number] => [m, ARG.MULTIPLE_DST + i]), [runtimeDims, ARG.RUNTIME_DIMS] as [Memory, number]];
     // Runtime-rows inputs have no host-known size: an output is rejected when one of them starts inside it.
     BwdPrimitiveBase.noOverlap(FN, outs, [...ins, ...outs]);
-    this.enqueue(stream, { src, diffDst, diffWeights, runtimeDims }, () => ['grouped_gemm_backward_weights', pd.implInfo, 'undef', pd.mdsString(), '', `rows:${Array.from(runtimeDims.values as Int32Array).join('+')}`, `g${p.G}`]);
+    this.enqueue(stream, { src, diffDst, diffWeights, diffBias, runtimeDims }, () => ['grouped_gemm_backward_weights', pd.implInfo, 'undef', pd.mdsString(), '', `rows:${Array.from(runtimeDims.values as Int32Array).join('+')}`, `g${p.G}`]);
   }
 }
