@@ -7,6 +7,7 @@
  *   npm run bench -- --mode=quant --threads=1 --min-ms=1500   # int8 and fused epilogue vs f32 (bench/quant_bench.ts)
  *   npm run bench -- --workload=moe-b --peer=ort --rounds=3    # alternate ours / peer 3 times; ratios from medians
  *   npm run bench -- --mode=moe --workload=moe-b,mixtral,decode-4 --threads=1,2 --rounds=3  # whole MoE layer vs onnxruntime-web MoE/QMoE
+ *   npm run bench -- --mode=backward --threads=1,2 --rounds=9   # grouped matmul backward data / weights vs the forward (bench/backward_bench.ts)
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
@@ -19,6 +20,7 @@ import { fillRandom, timeIt, timePaired, timingOf, type Timing } from './timing.
 import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
 import { quantBench, quantRatios } from './quant_bench.js';
 import { moeRoundChild, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
+import { backwardChild, backwardWorkload, type BackwardRow } from './backward_bench.js';
 
 interface Row {
   workload: string;
@@ -64,8 +66,8 @@ function customWorkload(): Workload | undefined {
   return { name: `custom:g${G}`, sizes, K, N, description: `${g} ${positional[0]}` };
 }
 
-const custom = mode === 'moe' ? undefined : customWorkload();
-const workloads: Workload[] = mode === 'moe' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
+const custom = mode === 'moe' || mode === 'backward' ? undefined : customWorkload();
+const workloads: Workload[] = mode === 'moe' || mode === 'backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
@@ -252,7 +254,35 @@ async function main(): Promise<void> {
   }
   if (mode === 'quant') await runQuant();
   else if (mode === 'moe') await runMoe();
+  else if (mode === 'backward') runBackward();
   else if (!json) summarize();
+}
+
+/**
+ * --mode=backward: per thread count (own process), interleaved rounds of the forward GEMM, backward
+ * data and backward weights on one workload (default moe-b); ratios = backward / forward time per
+ * round, median over rounds (bench/backward_bench.ts). Defaults: 9 rounds of 1 sample each.
+ */
+function runBackward(): void {
+  const w = backwardWorkload(args.get('workload'));
+  const r = Number(args.get('rounds') ?? 9), samples = Number(args.get('samples') ?? 1);
+  const all: BackwardRow[] = [];
+  for (const threads of threadList) {
+    for (const isa of isaList) {
+      for (const x of backwardChild(w, threads, isa, r, samples)) {
+        all.push(x);
+        report({ workload: x.workload, impl: x.impl, dt: 'f32', threads, median_ms: x.median_ms, min_ms: x.min_ms, max_ms: x.max_ms, gflops: x.gflops, note: x.variant });
+      }
+    }
+  }
+  if (json) return;
+  const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1];
+  console.log(`\n${w.name}: ${w.description}; ${r} interleaved rounds x ${samples} sample(s)`);
+  console.log('| threads | variant | median ms | / forward (median of rounds) [per round] |\n|---|---|---|---|');
+  for (const x of all) {
+    const ratio = x.ratios.length ? `${med(x.ratios).toFixed(3)} [${x.ratios.map((v) => v.toFixed(2)).join(' ')}]` : '(one run)';
+    console.log(`| ${x.threads} | ${x.variant} | ${x.median_ms.toFixed(1)} | ${ratio} |`);
+  }
 }
 
 /** --mode=moe: rounds of (ours at each thread count, then each onnxruntime-web variant), ratios per round. */

@@ -32,3 +32,7 @@ export * as reorder from './primitives/reorder/index.js';
 export * as grouped_gemm from './primitives/grouped_gemm/index.js';
 export * as dynamic_quant from './primitives/dynamic_quant/index.js';
 export * as moe from './primitives/moe/index.js';
+export * as matmul_backward_data from './primitives/matmul_backward/data/index.js';
+export * as matmul_backward_weights from './primitives/matmul_backward/weights/index.js';
+export * as grouped_gemm_backward_weights from './primitives/matmul_backward/pointers/index.js';
+export * as grouped_gemm_backward_data from './primitives/matmul_backward/pointers/data_index.js';

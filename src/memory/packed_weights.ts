@@ -75,3 +75,28 @@ export function packWeightsS16Ts(read: (i: number) => number, dims: Dims, stride
           out[g * expertElems + (p * Kp + (k & ~1)) * PANEL + q * 2 + (k & 1)] = n < N && k < K ? read(g * sg + k * sk + n * sn) : 0;
         }
 }
+
+/**
+ * `f32:p8t`: weights [G, K, N] stored as the `f32:p8` panels of their transpose [G, N, K] (per expert
+ * ceil(K/8) panels of N x 8). The backward-data GEMM `diff_src = diff_dst x W^T` then streams
+ * contiguous panels exactly as the forward does, instead of gathering a strided transposed read per tile.
+ */
+export const PACKED_P8T = 'f32:p8t';
+
+/** Geometry of `f32:p8t` weights of logical dims [G, K, N]: the `f32:p8` geometry of [G, N, K]. */
+export function packedTransposedGeometry(dims: Dims): ReturnType<typeof packedGeometry> {
+  const nd = dims.length;
+  return packedGeometry([...dims.slice(0, nd - 2), dims[nd - 1], dims[nd - 2]]);
+}
+
+export function packedTransposedWeightsDesc(dims: Dims): MemoryDesc {
+  const { G, expertFloats } = packedTransposedGeometry(dims);
+  return new MemoryDesc({ dims, dataType: 'f32', format: 'packed', packed: { name: PACKED_P8T, byteSize: dtBytes('f32', G * expertFloats) } });
+}
+
+/** Plain TypeScript `f32:p8t` packing: `f32:p8` of the transposed view (swap the last two dims and strides). */
+export function packTransposedWeightsTs(src: ArrayLike<number>, dt: DataType, dims: Dims, strides: Dims, out: Float32Array): void {
+  const nd = dims.length;
+  const swap = (d: Dims): number[] => [...d.slice(0, nd - 2), d[nd - 1], d[nd - 2]];
+  packWeightsTs(src, dt, swap(dims), swap(strides), out);
+}

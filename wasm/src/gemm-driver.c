@@ -144,6 +144,17 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
       for (; i + MR <= mc; i += MR) put_panel4_rows(s->a + (size_t)i * lda, AROW(i), AROW(i + 1), AROW(i + 2), AROW(i + 3), kc);
       for (; i < mc; i++) put_row_panel(s->a, lda, MR, i, AROW(i), kc);
 #undef AROW
+    } else if (A.dt == DT_F32 && A.s0 == 1 && !j->gather) {
+      /* Transposed A (weight gradient: A = src^T, so A's rows are src's columns): four rows of a
+         micro-panel at one k are four adjacent floats of one src row, a single v128 copy. */
+      const float* at = (const float*)A.base + A.off + (size_t)m0;
+      int32_t i = 0;
+      for (; i + MR <= mc; i += MR) {
+        float* o = s->a + (size_t)i * lda;
+        for (int32_t k = 0; k < kc; k++) wasm_v128_store(o + (size_t)k * MR, wasm_v128_load(at + (size_t)(k0 + k) * A.s1 + i));
+      }
+      for (; i < mc; i++)
+        for (int32_t k = 0; k < kc; k++) s->a[panel_index(i, k, lda, MR)] = at[(size_t)(k0 + k) * A.s1 + i];
     } else {
       for (int32_t i = 0; i < mc; i++) {
         const size_t arow = a_row_elem(j, v, m0 + i);
@@ -157,6 +168,23 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
     if (wpacked) {
       bp = wpacked + ((size_t)(n0 / NR) * Kfull + k0) * NR;
       panel_stride = (size_t)Kfull * NR;
+    } else if (B.dt == DT_F32 && B.s1 == 1) {
+      /* Row-major f32 B (the weight gradient's diff_dst rows): eight columns are one 32-byte copy. */
+      const float* bb = (const float*)B.base;
+      for (int32_t p = 0; p < npan; p++) {
+        const int32_t w = MIN(NR, nc - p * NR);
+        for (int32_t k = 0; k < kc; k++) {
+          const float* x = bb + (size_t)(k0 + k) * B.s0 + (size_t)(n0 + p * NR);
+          float* o = s->b + ((size_t)p * kc + k) * NR;
+          if (w == NR) {
+            wasm_v128_store(o, wasm_v128_load(x));
+            wasm_v128_store(o + 4, wasm_v128_load(x + 4));
+          } else
+            for (int32_t q = 0; q < NR; q++) o[q] = q < w ? x[q] : 0.0f;
+        }
+      }
+      bp = s->b;
+      panel_stride = (size_t)kc * NR;
     } else {
       for (int32_t p = 0; p < npan; p++)
         for (int32_t k = 0; k < kc; k++)
@@ -168,6 +196,18 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
       bp = s->b;
       panel_stride = (size_t)kc * NR;
     }
+    if (j->kind == KIND_GROUPED_K && !wpacked) {
+      /* Variable K (weight gradients): micro-rows outer, panels inner, so each call continues the
+         same 4 dst rows and the tile's stores run as 4 sequential streams instead of 64 interleaved
+         ones (the output, not the short contraction, is what these tiles are bound by). Every
+         element is still computed by one call over the same k: the bits do not change. */
+      for (int32_t i = 0; i < mc; i += MR)
+        for (int32_t p = 0; p < npan; p++) {
+          epi.bias = biasv ? biasv + p * NR : 0;
+          f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)MIN(NR, nc - p * NR), (size_t)kc, a + i * lda,
+                       bp + p * panel_stride, c + i * ldc + p * NR, ldc, accumulate, last ? &epi : 0);
+        }
+    } else
     for (int32_t p = 0; p < npan; p++) {
       epi.bias = biasv ? biasv + p * NR : 0;
       const int32_t ncp = MIN(NR, nc - p * NR);
@@ -198,6 +238,20 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   v->r0 = 0;
   v->k0 = 0;
   v->tix = v->tks = 0;
+  if (j->group_mode == GROUPS_POINTERS && j->kind == KIND_GROUPED_K) {
+    /* P#3 weight gradient: expert g's runtime rows are the contraction. A = src_g^T (K x rows: column
+       stride s_0), B = diff_dst_g (rows x N: w_k, w_n), C = its own diff_weights (K x N, row stride d_0). */
+    const group_rec_t* t = (const group_rec_t*)(uintptr_t)j->groups + g;
+    v->rows = t->K;
+    v->Kg = v->Kfull = o[g];
+    v->N = t->N;
+    v->A = (operand_t){ (const char*)(uintptr_t)t->src, 0, 1, t->s_0, j->dt_src };
+    v->B = (operand_t){ (const char*)(uintptr_t)t->wei, 0, t->w_k, t->w_n, j->dt_wei };
+    v->C = (operand_t){ (const char*)(uintptr_t)t->dst, 0, t->d_0, 1, j->dt_dst };
+    v->wpacked = 0;
+    v->wfmt = WEI_PLAIN;
+    return;
+  }
   if (j->group_mode == GROUPS_POINTERS) {
     const group_rec_t* t = (const group_rec_t*)(uintptr_t)j->groups + g;
     v->rows = o[g];

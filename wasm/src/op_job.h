@@ -24,6 +24,7 @@ enum {
   KIND_MOE_ROUTE_BWD = 40, /* routing backward: d(topk_weights) -> d(logits) (moe-route.c) */
   KIND_MOE_COMBINE_BWD = 41, /* combine backward: d(out) -> d(expert rows), d(topk_weights) (moe-combine.c) */
   KIND_MOE_ACTIVATION = 51, /* the GLU between an MoE layer's GEMMs as a stage of its own (moe-activation.c) */
+  KIND_MATMUL_BWD_BIAS = 42, /* grouped matmul backward: diff_bias = per-group row sums of diff_dst (matmul-bwd-bias.c) */
 };
 
 /* Op status codes start at 100 (job.h's ERR_* are the GEMM's offsets errors). */

@@ -3,7 +3,7 @@ import { dimsEqual } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { countObject } from '../../common/census.js';
 import { MemoryDesc } from '../../memory/desc.js';
-import { PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
+import { PACKED_P8, PACKED_P8T, PACKED_S16 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 
 export type ReorderKind = 'pack' | 'copy';
@@ -40,7 +40,7 @@ export class PrimitiveDesc {
       checkImpl(ok, `reorder: ${src.dataType} -> ${dst.dataType} is not supported (same type, or between f32, bf16, f16)`);
     }
     if (dst.format === 'packed') {
-      checkImpl(dst.packed?.name === PACKED_P8 || dst.packed?.name === PACKED_S16, `reorder: packed layout ${dst.packed?.name} is not supported`);
+      checkImpl(dst.packed?.name === PACKED_P8 || dst.packed?.name === PACKED_P8T || dst.packed?.name === PACKED_S16, `reorder: packed layout ${dst.packed?.name} is not supported`);
       check(src.ndims === 2 || src.ndims === 3, `reorder: packed weights must be 2D [K,N] or 3D [G,K,N], got ${src.ndims} dims`);
     }
     this.engine = engine;
@@ -51,6 +51,7 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
-    return this.kind === 'pack' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-${this.dst.packed?.name === PACKED_S16 ? 's16p8k2' : 'p8'}` : `ref:${this.kind}`;
+    const name = this.dst.packed?.name;
+    return this.kind === 'pack' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-${name === PACKED_S16 ? 's16p8k2' : name === PACKED_P8T ? 'p8t' : 'p8'}` : `ref:${this.kind}`;
   }
 }

@@ -1,7 +1,7 @@
 import { DnnlError, check } from '../../common/status.js';
 import { fromStored, isSubByteType, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
-import { PACKED_S16, packWeightsS16Ts, packWeightsTs } from '../../memory/packed_weights.js';
+import { PACKED_P8T, PACKED_S16, packTransposedWeightsTs, packWeightsS16Ts, packWeightsTs } from '../../memory/packed_weights.js';
 import { JOB_DT_ALL } from '../../kernels/job_layout.js';
 import { elementReader } from '../../attr/fusion.js';
 import { Memory } from '../../memory/memory.js';
@@ -59,6 +59,18 @@ export class Primitive {
         k.pack_weights_s16(from.handles[0], JOB_DT_ALL[src.dataType as keyof typeof JOB_DT_ALL], G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1], to.handles[0]);
       } else {
         packWeightsS16Ts(elementReader(src.dataType, from.values), src.dims, src.strides, new Int16Array(engine.buffer, to.handles[0], dst.getSize(0) / 2));
+      }
+      return;
+    }
+    if (this.pd.kind === 'pack' && dst.packed?.name === PACKED_P8T) {
+      // f32:p8t (backward data): the f32:p8 packing of the transposed view, last two dims and strides swapped.
+      const nd = src.ndims;
+      const k = engine.kernels;
+      if (k) {
+        const G = nd === 3 ? src.dims[0] : 1;
+        k.pack_weights(from.handles[0], JOB_DT[src.dataType], G, src.dims[nd - 1], src.dims[nd - 2], nd === 3 ? src.strides[0] : 0, src.strides[nd - 1], src.strides[nd - 2], to.handles[0]);
+      } else {
+        packTransposedWeightsTs(from.values, src.dataType, src.dims, src.strides, new Float32Array(engine.buffer, to.handles[0], dst.getSize(0) / 4));
       }
       return;
     }

@@ -1,0 +1,110 @@
+import { DnnlError, check } from '../../common/status.js';
+import { countObject, countPdTime } from '../../common/census.js';
+import { now, verboseLine } from '../../common/verbose.js';
+import { MemoryDesc, plainDesc } from '../../memory/desc.js';
+import { PrimitiveAttr } from '../../attr/primitive_attr.js';
+import type { Engine } from '../../runtime/engine.js';
+import type { PrimitiveDesc as MatmulPd } from '../matmul/pd.js';
+import { pickImpl, type BwdWeightsImpl } from './impl.js';
+import { bwdWeightsImplList } from './impl_list.js';
+import { bwdProblemString, type BwdWeightsProblem } from './problem.js';
+import { checkFloat, checkGroupedRows, checkHint, checkMd, checkPlainAttr, checkPlainRows, checkSameRows, rowMajor } from './rules.js';
+
+const FN = 'matmul_backward_weights';
+
+export type BwdWeightsQuery = 'src' | 'diff_weights' | 'diff_bias' | 'diff_dst' | 'grouped_offsets';
+
+/**
+ * Grouped matmul backward weights (oneDNN `prop_kind::backward_weights`), in oneDNN's argument order:
+ * `new matmul_backward_weights.PrimitiveDesc(eng, srcMd, diffWeightsMd, diffDstMd, hintFwdPd?, attr?)`
+ * or, with a bias gradient, `(eng, srcMd, diffWeightsMd, diffBiasMd, diffDstMd, hintFwdPd?, attr?)`:
+ *  - `diff_weights[g] = src[g]^T x diff_dst[g]` (`[G, K, N]`, plain; `tag.any` is row-major): the
+ *    contraction runs over group g's rows; an expert with no rows gets zeros.
+ *  - `diff_bias[g] = sum of the rows of diff_dst[g]` (`[G, N]` or `[G, 1, N]`), in f32, row order.
+ * src / diff_dst rows grouped as in backward data: grouped descriptors (Proposal #1) or plain tensors
+ * with the forward's grouped-offsets attribute (Proposal #2, `ARG.ATTR_GROUPED_OFFSETS | ARG.SRC`).
+ */
+export class PrimitiveDesc {
+  readonly engine: Engine;
+  readonly problem: BwdWeightsProblem;
+  readonly impl: BwdWeightsImpl;
+  readonly creationMs: number;
+  private offsetsMd: MemoryDesc | undefined;
+
+  constructor(engine: Engine, src: MemoryDesc, diffWeights: MemoryDesc, diffBiasOrDiffDst: MemoryDesc, diffDstOrHint?: MemoryDesc | MatmulPd, hintOrAttr?: MatmulPd | PrimitiveAttr, attrArg?: PrimitiveAttr) {
+    const t0 = now();
+    countObject('primitive_desc');
+    const hasBias = diffDstOrHint instanceof MemoryDesc;
+    const diffBias = hasBias ? diffBiasOrDiffDst : undefined;
+    const diffDst = hasBias ? diffDstOrHint : diffBiasOrDiffDst;
+    const hint = (hasBias ? hintOrAttr : diffDstOrHint) as MatmulPd | undefined;
+    const attr = (hasBias ? attrArg : (hintOrAttr as PrimitiveAttr | undefined)) ?? new PrimitiveAttr();
+    const p = PrimitiveDesc.init(engine, src, diffWeights, diffBias, diffDst, hint, attr);
+    const chosen = pickImpl(bwdWeightsImplList, p, engine);
+    if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation for ${bwdProblemString(p)} (${chosen})`);
+    this.engine = engine;
+    this.impl = chosen;
+    this.problem = Object.freeze(p);
+    this.creationMs = now() - t0;
+    countPdTime(this.creationMs);
+    verboseLine('create', [FN, this.implInfo, 'undef', this.mdsString(), attr.toString(), '', bwdProblemString(p), this.creationMs.toFixed(4)]);
+  }
+
+  /** Validation rules, one per line. */
+  private static init(engine: Engine, srcIn: MemoryDesc, diffWeightsIn: MemoryDesc, diffBias: MemoryDesc | undefined, diffDstIn: MemoryDesc, hint: MatmulPd | undefined, attr: PrimitiveAttr): BwdWeightsProblem {
+    check(engine !== undefined && engine !== null, `${FN}: engine is required`);
+    checkMd(FN, 'src', srcIn);
+    checkMd(FN, 'diff_weights', diffWeightsIn);
+    checkMd(FN, 'diff_dst', diffDstIn);
+    check(diffBias === undefined || diffBias instanceof MemoryDesc, `${FN}: diff_bias must be a memory descriptor`);
+    checkPlainAttr(FN, attr);
+    check(diffWeightsIn.ndims === 3, `${FN}: diff_weights must be 3D [G, K, N], got ${diffWeightsIn.ndims} dims`);
+    check(!diffWeightsIn.isGrouped && diffWeightsIn.format !== 'packed', `${FN}: diff_weights must be a plain [G, K, N] descriptor, got ${diffWeightsIn}`);
+    check(!srcIn.hasRuntimeDims && !diffWeightsIn.hasRuntimeDims && !diffDstIn.hasRuntimeDims, `${FN}: RUNTIME_DIM_VAL dims are not supported; use grouped descriptors for runtime group sizes`);
+    const [G, K, N] = diffWeightsIn.dims;
+    const src = rowMajor(srcIn), diffDst = rowMajor(diffDstIn), diffWeights = rowMajor(diffWeightsIn);
+    const ga = attr.groupedOffsets;
+    check(!ga || ga.groupCount === G, `${FN}: grouped-offsets group count ${ga?.groupCount} must equal diff_weights dims[0] = ${G}`);
+    if (ga) {
+      checkPlainRows(FN, 'src', src, K, 'K');
+      checkPlainRows(FN, 'diff_dst', diffDst, N, 'N');
+    } else {
+      checkGroupedRows(FN, 'src', src, G, K, 'K');
+      checkGroupedRows(FN, 'diff_dst', diffDst, G, N, 'N');
+    }
+    checkSameRows(FN, ['src', src], ['diff_dst', diffDst]);
+    if (diffBias) {
+      check(diffBias.format === 'blocked' && !diffBias.isGrouped, `${FN}: diff_bias must be a plain descriptor with a layout, got ${diffBias}`);
+      const ok = (diffBias.ndims === 2 && diffBias.dims[0] === G && diffBias.dims[1] === N) || (diffBias.ndims === 3 && diffBias.dims[0] === G && diffBias.dims[1] === 1 && diffBias.dims[2] === N);
+      check(ok, `${FN}: diff_bias dims [${diffBias.dims.join(',')}] must be [G, N] = [${G},${N}] or [G, 1, N]`);
+      checkFloat(FN, 'diff_bias', diffBias);
+    }
+    checkFloat(FN, 'src', src);
+    checkFloat(FN, 'diff_weights', diffWeights);
+    checkFloat(FN, 'diff_dst', diffDst);
+    const M = src.dims[0];
+    checkHint(FN, hint, G, M, K, N);
+    return { G, M, K, N, src, diffWeights, diffBias, diffDst, offsetsFrom: ga ? 'attr' : 'desc' };
+  }
+
+  queryMd(what: BwdWeightsQuery): MemoryDesc | undefined {
+    const p = this.problem;
+    if (what === 'grouped_offsets') {
+      if (p.offsetsFrom !== 'attr') return undefined;
+      this.offsetsMd ??= plainDesc([p.G + 1], 's32', 'a');
+      return this.offsetsMd;
+    }
+    return what === 'src' ? p.src : what === 'diff_weights' ? p.diffWeights : what === 'diff_bias' ? p.diffBias : p.diffDst;
+  }
+
+  get implInfo(): string {
+    return this.impl.describe(this.engine, this.problem);
+  }
+
+  /** @internal verbose rendering of the descriptors. */
+  mdsString(): string {
+    const p = this.problem;
+    if (!p) return '';
+    return `src:${p.src} diff_wei:${p.diffWeights}${p.diffBias ? ` diff_bia:${p.diffBias}` : ''} diff_dst:${p.diffDst}`;
+  }
+}
