@@ -8,7 +8,7 @@
  * (4.4 GB) do not fit a 32-bit wasm heap.
  */
 import { pathToFileURL } from 'node:url';
-import { ARG, Engine, Memory, Stream, memory, moe, reorder, type MemoryDesc } from '../src/index.js';
+import { ARG, Engine, Memory, Stream, moe, reorder, type MemoryDesc } from '../src/index.js';
 import { fillRandom, timingOf, type Timing } from './timing.js';
 import { MOE_SEEDS, MOE_WEIGHT_SCALE, type MoeWorkload } from './moe_workloads.js';
 
