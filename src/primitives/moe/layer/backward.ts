@@ -9,15 +9,16 @@ import type { Engine } from '../../../runtime/engine.js';
 import type { Stream } from '../../../runtime/stream.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { ARG, argName } from '../../args.js';
-import * as matmul from '../../matmul/index.js';
+import * as matmul_backward_data from '../../matmul_backward/data/index.js';
+import * as matmul_backward_weights from '../../matmul_backward/weights/index.js';
 import * as routing from '../routing/index.js';
 import * as combine from '../combine/index.js';
 import { GluBackwardStage } from './glu_backward_stage.js';
 import { PrimitiveDesc, type Primitive, type LayerArgs } from './layer.js';
 
 /** The stages of the backward, in the order they run. */
-export type BackwardStageName = 'combine_bwd' | 'route_bwd' | 'gemm2_bwd_data' | 'gemm2_bwd_weights' | 'gemm2_bwd_bias'
-  | 'glu_bwd' | 'gemm1_bwd_data' | 'gemm1_bwd_weights' | 'gemm1_bwd_bias' | 'gather_bwd';
+export type BackwardStageName = 'combine_bwd' | 'route_bwd' | 'gemm2_bwd_data' | 'gemm2_bwd_weights'
+  | 'glu_bwd' | 'gemm1_bwd_data' | 'gemm1_bwd_weights' | 'gather_bwd';
 
 /** Workspace of the backward (allocated once per primitive). R = T x topK routed rows. */
 export interface BackwardWorkspace {
@@ -31,21 +32,13 @@ export interface BackwardWorkspace {
   readonly dH13: Memory;
   /** `[R, K]` gradient of the permuted hidden rows. */
   readonly dX: Memory;
-  /** `[1, R]` ones: the bias gradients are GEMMs (ones . dY per group), summed in the kernel's fixed order. */
-  readonly ones: Memory | undefined;
 }
 
 interface BwdPlan {
   readonly name: BackwardStageName;
   readonly implInfo: string;
   readonly prim: { execute(strm: Stream, args: Readonly<Record<number, Memory | undefined>>): void; destroy(): void };
-  readonly args: (a: LayerArgs, ws: BackwardWorkspace, views: Views) => Record<number, Memory | undefined>;
-}
-
-/** Per-execution views of the caller's weights read transposed (no copy). */
-interface Views {
-  readonly w13T: Memory;
-  readonly w2T: Memory;
+  readonly args: (a: LayerArgs, ws: BackwardWorkspace) => Record<number, Memory | undefined>;
 }
 
 /**
@@ -70,12 +63,10 @@ export class BackwardPrimitiveDesc {
   readonly hint: PrimitiveDesc;
   /** @internal */ readonly combineBwd: combine.BackwardPrimitiveDesc;
   /** @internal */ readonly routingBwd: routing.BackwardPrimitiveDesc;
-  /** @internal */ readonly gemm2Data: matmul.PrimitiveDesc;
-  /** @internal */ readonly gemm2Weights: matmul.PrimitiveDesc;
-  /** @internal */ readonly gemm2Bias: matmul.PrimitiveDesc | undefined;
-  /** @internal */ readonly gemm1Data: matmul.PrimitiveDesc;
-  /** @internal */ readonly gemm1Weights: matmul.PrimitiveDesc;
-  /** @internal */ readonly gemm1Bias: matmul.PrimitiveDesc | undefined;
+  /** @internal */ readonly gemm2Data: matmul_backward_data.PrimitiveDesc;
+  /** @internal */ readonly gemm2Weights: matmul_backward_weights.PrimitiveDesc;
+  /** @internal */ readonly gemm1Data: matmul_backward_data.PrimitiveDesc;
+  /** @internal */ readonly gemm1Weights: matmul_backward_weights.PrimitiveDesc;
   /** @internal */ readonly gatherBwd: combine.PrimitiveDesc;
   /** @internal descriptors of the backward's arguments, views and workspace. */
   readonly mds: Readonly<Record<string, MemoryDesc>>;
@@ -95,26 +86,21 @@ export class BackwardPrimitiveDesc {
     this.combineBwd = new combine.BackwardPrimitiveDesc(engine, hint.combine);
     this.routingBwd = new routing.BackwardPrimitiveDesc(engine, hint.routing);
     const rows = (n: number): MemoryDesc => groupedDesc([R, n], 'f32', G, [RUNTIME_DIM_VAL, n]);
-    // A [R, n] grouped buffer read transposed: [n, R] grouped along columns (the weight gradients' var-K src).
-    const rowsT = (n: number): MemoryDesc => groupedDesc([n, R], 'f32', G, [n, RUNTIME_DIM_VAL], 's32', [1, n]);
     const dyMd = rows(K), dActMd = rows(I), dH13Md = rows(2 * I), dxMd = rows(K);
-    // Weights read transposed through acb views of the caller's abc buffers: w2ᵀ [G, K, I], w13ᵀ [G, 2I, K].
-    const w2TMd = plainDesc([G, K, I], 'f32', 'acb');
-    const w13TMd = plainDesc([G, 2 * I, K], 'f32', 'acb');
-    this.gemm2Data = new matmul.PrimitiveDesc(engine, dyMd, w2TMd, dActMd);
-    this.gemm2Weights = new matmul.PrimitiveDesc(engine, rowsT(I), dyMd, plainDesc([G, I, K], 'f32', 'abc'));
-    this.gemm1Data = new matmul.PrimitiveDesc(engine, dH13Md, w13TMd, dxMd);
-    this.gemm1Weights = new matmul.PrimitiveDesc(engine, rowsT(K), dH13Md, plainDesc([G, K, 2 * I], 'f32', 'abc'));
-    const onesMd = groupedDesc([1, R], 'f32', G, [1, RUNTIME_DIM_VAL]);
-    this.gemm2Bias = c.bias ? new matmul.PrimitiveDesc(engine, onesMd, dyMd, plainDesc([G, 1, K], 'f32', 'abc')) : undefined;
-    this.gemm1Bias = c.bias ? new matmul.PrimitiveDesc(engine, onesMd, dH13Md, plainDesc([G, 1, 2 * I], 'f32', 'abc')) : undefined;
+    const w13Md = hint.mds.w13, w2Md = hint.mds.w2;
+    const db13Md = c.bias ? plainDesc([G, 2 * I], 'f32', 'ab') : undefined, db2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
+    // The forward's GEMMs are the hints: d(src) = d(dst) . Wᵀ reads the caller's abc weights with their
+    // strides swapped; d(W)[g] = src[g]ᵀ . d(dst)[g] (+ d(bias)[g] = row sums) reads the saved src.
+    this.gemm2Data = new matmul_backward_data.PrimitiveDesc(engine, dActMd, w2Md, dyMd, hint.gemm2);
+    this.gemm2Weights = db2Md ? new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.act, w2Md, db2Md, dyMd, hint.gemm2) : new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.act, w2Md, dyMd, hint.gemm2);
+    this.gemm1Data = new matmul_backward_data.PrimitiveDesc(engine, dxMd, w13Md, dH13Md, hint.gemm1);
+    this.gemm1Weights = db13Md ? new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.src1, w13Md, db13Md, dH13Md, hint.gemm1) : new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.src1, w13Md, dH13Md, hint.gemm1);
     this.gatherBwd = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: 'routed', src: dxMd, dst: plainDesc([T, K], 'f32', 'ab'), weighted: false });
     this.mds = Object.freeze({
       diff_dst: plainDesc([T, K], 'f32', 'ab'), diff_src: plainDesc([T, K], 'f32', 'ab'), diff_logits: plainDesc([T, E], 'f32', 'ab'),
       diff_w13: plainDesc([G, K, 2 * I], 'f32', 'abc'), diff_w2: plainDesc([G, I, K], 'f32', 'abc'),
-      ...(c.bias ? { diff_w13_bias: plainDesc([G, 2 * I], 'f32', 'ab'), diff_w2_bias: plainDesc([G, K], 'f32', 'ab') } : {}),
-      dY: dyMd, dAct: dActMd, dH13: dH13Md, dX: dxMd, w13T: w13TMd, w2T: w2TMd, ones: onesMd,
-      xT: rowsT(K), actT: rowsT(I), dTopkWeights: plainDesc([T, k], 'f32', 'ab'),
+      ...(db13Md && db2Md ? { diff_w13_bias: db13Md, diff_w2_bias: db2Md } : {}),
+      dY: dyMd, dAct: dActMd, dH13: dH13Md, dX: dxMd, dTopkWeights: plainDesc([T, k], 'f32', 'ab'),
     });
     verboseLine('create', ['moe_layer_bwd', this.implInfo, 'undef', `diff_dst:${this.mds.diff_dst} w13:${hint.mds.w13} w2:${hint.mds.w2}`, '', '', `t${T}e${E}k${k}:${K}x${I}`, (now() - t0).toFixed(4)]);
   }
@@ -155,22 +141,15 @@ export class BackwardPrimitive {
       owned.push(m);
       return m;
     };
-    const dY = mk(pd.mds.dY, [undefined, offs]);
-    const ones = c.bias ? mk(pd.mds.ones, [undefined, offs]) : undefined;
-    ones?.values.fill(1);
     const ws: BackwardWorkspace = Object.freeze({
-      dY, dTopkWeights: mk(pd.mds.dTopkWeights), dAct: mk(pd.mds.dAct, [undefined, offs]), dH13: mk(pd.mds.dH13, [undefined, offs]),
-      dX: mk(pd.mds.dX, [undefined, offs]), ones,
+      dY: mk(pd.mds.dY, [undefined, offs]), dTopkWeights: mk(pd.mds.dTopkWeights), dAct: mk(pd.mds.dAct, [undefined, offs]),
+      dH13: mk(pd.mds.dH13, [undefined, offs]), dX: mk(pd.mds.dX, [undefined, offs]),
     });
     this.workspace = ws;
-    // Saved forward tensors seen transposed (views: no copy).
-    const xT = mk(pd.mds.xT, [fw.permuted!.handles[0], offs]);
-    const actT = mk(pd.mds.actT, [fw.act.handles[0], offs]);
     const plans: BwdPlan[] = [];
     const add = (name: BackwardStageName, p: { implInfo: string }, prim: BwdPlan['prim'], args: BwdPlan['args']): void => {
       plans.push({ name, implInfo: p.implInfo, prim, args });
     };
-    const mm = (p: matmul.PrimitiveDesc): matmul.Primitive => new matmul.Primitive(p);
     add('combine_bwd', pd.combineBwd, new combine.BackwardPrimitive(pd.combineBwd), (a, w) => ({
       [ARG.DIFF_DST]: a[ARG.DIFF_DST], [ARG.SRC]: fw.expertOut, [ARG.MOE_TOPK_WEIGHTS]: fw.topkWeights, [ARG.MOE_ROW_OF]: fw.rowOf,
       [ARG.MOE_TOKEN_INDEX]: fw.tokenIndex, [ARG.MOE_TOKEN_KS]: fw.tokenKs, [ARG.DIFF_SRC]: w.dY, [ARG.MOE_DIFF_TOPK_WEIGHTS]: w.dTopkWeights,
@@ -178,21 +157,16 @@ export class BackwardPrimitive {
     add('route_bwd', pd.routingBwd, new routing.BackwardPrimitive(pd.routingBwd), (a, w) => ({
       [ARG.SRC]: a[ARG.MOE_ROUTER_LOGITS], [ARG.MOE_TOPK_IDS]: fw.topkIds, [ARG.MOE_DIFF_TOPK_WEIGHTS]: w.dTopkWeights, [ARG.DIFF_SRC]: a[ARG.MOE_DIFF_ROUTER_LOGITS],
     }));
-    add('gemm2_bwd_data', pd.gemm2Data, mm(pd.gemm2Data), (_a, w, v) => ({ [ARG.SRC]: w.dY, [ARG.WEIGHTS]: v.w2T, [ARG.DST]: w.dAct }));
-    add('gemm2_bwd_weights', pd.gemm2Weights, mm(pd.gemm2Weights), (a, w) => ({ [ARG.SRC]: actT, [ARG.WEIGHTS]: w.dY, [ARG.DST]: a[ARG.DIFF_WEIGHTS_1] }));
-    const view = (m: Memory | undefined, md: MemoryDesc): Memory | undefined => (m ? Memory.create(md, eng, [m.handles[0]]) : undefined);
-    if (pd.gemm2Bias) {
-      const md = pd.gemm2Bias.queryMd('dst')!;
-      add('gemm2_bwd_bias', pd.gemm2Bias, mm(pd.gemm2Bias), (a, w) => ({ [ARG.SRC]: w.ones, [ARG.WEIGHTS]: w.dY, [ARG.DST]: view(a[ARG.MOE_DIFF_W2_BIAS], md) }));
-    }
+    add('gemm2_bwd_data', pd.gemm2Data, new matmul_backward_data.Primitive(pd.gemm2Data), (a, w) => ({ [ARG.DIFF_DST]: w.dY, [ARG.WEIGHTS]: a[ARG.WEIGHTS_1], [ARG.DIFF_SRC]: w.dAct }));
+    add('gemm2_bwd_weights', pd.gemm2Weights, new matmul_backward_weights.Primitive(pd.gemm2Weights), (a, w) => ({
+      [ARG.SRC]: fw.act, [ARG.DIFF_DST]: w.dY, [ARG.DIFF_WEIGHTS]: a[ARG.DIFF_WEIGHTS_1], [ARG.DIFF_BIAS]: a[ARG.MOE_DIFF_W2_BIAS],
+    }));
     const glu = new GluBackwardStage(eng, pd.hint.mds.h13, pd.mds.dAct, c.glu);
     add('glu_bwd', glu, glu, (_a, w) => ({ [ARG.SRC]: fw.h13, [ARG.DIFF_DST]: w.dAct, [ARG.DIFF_SRC]: w.dH13 }));
-    add('gemm1_bwd_data', pd.gemm1Data, mm(pd.gemm1Data), (_a, w, v) => ({ [ARG.SRC]: w.dH13, [ARG.WEIGHTS]: v.w13T, [ARG.DST]: w.dX }));
-    add('gemm1_bwd_weights', pd.gemm1Weights, mm(pd.gemm1Weights), (a, w) => ({ [ARG.SRC]: xT, [ARG.WEIGHTS]: w.dH13, [ARG.DST]: a[ARG.DIFF_WEIGHTS] }));
-    if (pd.gemm1Bias) {
-      const md = pd.gemm1Bias.queryMd('dst')!;
-      add('gemm1_bwd_bias', pd.gemm1Bias, mm(pd.gemm1Bias), (a, w) => ({ [ARG.SRC]: w.ones, [ARG.WEIGHTS]: w.dH13, [ARG.DST]: view(a[ARG.DIFF_BIAS], md) }));
-    }
+    add('gemm1_bwd_data', pd.gemm1Data, new matmul_backward_data.Primitive(pd.gemm1Data), (a, w) => ({ [ARG.DIFF_DST]: w.dH13, [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.DIFF_SRC]: w.dX }));
+    add('gemm1_bwd_weights', pd.gemm1Weights, new matmul_backward_weights.Primitive(pd.gemm1Weights), (a, w) => ({
+      [ARG.SRC]: fw.permuted, [ARG.DIFF_DST]: w.dH13, [ARG.DIFF_WEIGHTS]: a[ARG.DIFF_WEIGHTS], [ARG.DIFF_BIAS]: a[ARG.DIFF_BIAS],
+    }));
     add('gather_bwd', pd.gatherBwd, new combine.Primitive(pd.gatherBwd), (a, w) => ({ [ARG.SRC]: w.dX, [ARG.MOE_ROW_OF]: fw.rowOf, [ARG.DST]: a[ARG.DIFF_SRC] }));
     const prims = plans.map((p) => p.prim);
     this.life = new Lifetime(this, {
@@ -201,23 +175,10 @@ export class BackwardPrimitive {
         for (const m of owned.splice(0)) if (!m.isFreed) m.free();
       },
     });
-    let views: Views | undefined;
-    let viewKey = '';
-    const viewsFor = (a: LayerArgs): Views => {
-      const w13 = a[ARG.WEIGHTS], w2 = a[ARG.WEIGHTS_1];
-      if (!w13 || !w2) throw new DnnlError('invalid_arguments', `moe.layer.backward.execute: missing argument ${argName(!w13 ? ARG.WEIGHTS : ARG.WEIGHTS_1)}`);
-      check(w13.desc.equals(pd.hint.mds.w13) && w2.desc.equals(pd.hint.mds.w2), `moe.layer.backward.execute: ARG.WEIGHTS / ARG.WEIGHTS_1 must match the forward's w13 ${pd.hint.mds.w13} and w2 ${pd.hint.mds.w2}`);
-      const key = `${w13.handles[0]}:${w2.handles[0]}`;
-      if (!views || key !== viewKey) {
-        views = { w13T: Memory.create(pd.mds.w13T, eng, [w13.handles[0]]), w2T: Memory.create(pd.mds.w2T, eng, [w2.handles[0]]) };
-        viewKey = key;
-      }
-      return views;
-    };
     this.stages = plans.map((s) => ({
       name: s.name,
       implInfo: s.implInfo,
-      execute: (strm: Stream, args: LayerArgs): void => s.prim.execute(strm, dropUndefined(s.args(args, ws, viewsFor(args)))),
+      execute: (strm: Stream, args: LayerArgs): void => s.prim.execute(strm, dropUndefined(s.args(args, ws))),
     }));
   }
 
