@@ -76,7 +76,7 @@ function encode(map: IndexMap, roles: readonly Role[], zeroG: boolean, what: str
 /** Does this problem need anything beyond the original f32 kernel? */
 export function needsFused(src: DataType, wei: DataType, dst: DataType, f: Fusion, attr: PrimitiveAttr): boolean {
   return Object.keys(f.scales).length > 0 || Object.keys(f.zeroPoints).length > 0 || f.binary.length > 0 || f.glu !== undefined ||
-    [src, wei, dst].some((t) => !FLOAT_TYPES.includes(t)) || epilogueRejection(attr) !== undefined;
+    f.gluBackward !== undefined || [src, wei, dst].some((t) => !FLOAT_TYPES.includes(t)) || epilogueRejection(attr) !== undefined;
 }
 
 /**
@@ -103,6 +103,11 @@ export function planFused(src: DataType, wei: DataType, dst: DataType, bias: Dat
   let bi = 0;
   for (const op of attr.postOps.entries) {
     if (op.kind === 'glu') continue;
+    if (op.kind === 'glu_backward') {
+      // The pointers and strides of PO_DGLU are written by the matmul executor (wasm_matmul.ts).
+      po.push({ kind: PO_KIND.dglu, alg: GLU_CODE[op.alg], alpha: op.alpha, beta: op.limit, binary: -1, loc: undefined });
+      continue;
+    }
     if (op.kind === 'eltwise') po.push({ kind: PO_KIND.eltwise, alg: ELT_CODE_ALL[op.alg], alpha: op.alpha, beta: op.beta, binary: -1, loc: undefined });
     else if (op.kind === 'sum') po.push({ kind: PO_KIND.sum, alg: 0, alpha: op.scale, beta: 0, binary: -1, loc: undefined });
     else {

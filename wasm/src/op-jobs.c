@@ -23,6 +23,8 @@ int run_moe_dispatch(op_head_t* h, int tid);
 int run_moe_combine(op_head_t* h);
 int run_moe_route_bwd(op_head_t* h, int tid);
 int run_moe_combine_bwd(op_head_t* h);
+int run_glu_bwd(op_head_t* h);
+int run_dglu_reduce(op_head_t* h);
 
 int run_op_job(op_head_t* h, int tid) {
   switch (h->kind) {
@@ -33,6 +35,8 @@ int run_op_job(op_head_t* h, int tid) {
     case KIND_MOE_ROUTE: return run_moe_route(h, tid);
     case KIND_MOE_ROUTE_BWD: return run_moe_route_bwd(h, tid);
     case KIND_MOE_COMBINE_BWD: return run_moe_combine_bwd(h);
+    case KIND_GLU_BWD: return run_glu_bwd(h);
+    case KIND_DGLU_REDUCE: return run_dglu_reduce(h);
     default: op_error(h, ERR_OP_UNKNOWN_KIND, 0, h->kind, 0); return 0;
   }
 }

@@ -23,6 +23,8 @@ enum {
   KIND_MOE_ROUTE = 17, /* MoE routing: logits -> top-k ids and weights (moe-route.c) */
   KIND_MOE_ROUTE_BWD = 40, /* routing backward: d(topk_weights) -> d(logits) (moe-route.c) */
   KIND_MOE_COMBINE_BWD = 41, /* combine backward: d(out) -> d(expert rows), d(topk_weights) (moe-combine.c) */
+  KIND_GLU_BWD = 45, /* GLU backward: h13, diff -> d(h13), dprob (glu-bwd.c) */
+  KIND_DGLU_REDUCE = 46, /* dprob of a GEMM with the PO_DGLU epilogue: chunk sums -> dprob (glu-bwd.c) */
 };
 
 /* Op status codes start at 100 (job.h's ERR_* are the GEMM's offsets errors). */
