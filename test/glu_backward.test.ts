@@ -1,0 +1,190 @@
+/**
+ * GLU backward (rfcs/0002 section 10): the standalone `glu_backward` primitive and the matmul
+ * `glu_backward` post-op, against an independent float64 reference (test/glu_backward_reference.ts)
+ * and central finite differences of the forward GLU; fused == standalone bit for bit; bitwise
+ * identical on 1, 2 and 3 threads; invalid inputs.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, glu_backward, matmul, memory, reorder, tag,
+  type DataType, type EngineOptions, type GluAlg, type GluLayout,
+} from '../src/index.js';
+import { finiteDifferenceRow, forwardDotRow, gluBackwardRow, type BwdSpec } from './glu_backward_reference.js';
+import { expectDnnlError, expectDnnlReject } from './helpers.js';
+import { cumulative, mulberry32, type Rng } from './workloads.js';
+
+const RT = RUNTIME_DIM_VAL;
+const ALGS: readonly GluAlg[] = ['glu_swiglu', 'glu_geglu_erf', 'glu_geglu_tanh', 'glu_swiglu_oai'];
+const LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];
+const ENGINES: ReadonlyArray<readonly [string, EngineOptions]> = [
+  ['wasm simd128', { threads: 1, kernels: 'simd128' }],
+  ['wasm relaxed', { threads: 1, kernels: 'relaxed' }],
+  ['reference', { threads: 1, kernels: 'none' }],
+];
+
+/** Parameters per algorithm: a non-default alpha for swiglu, a small limit for swiglu_oai so the clamps are active. */
+function specOf(alg: GluAlg, layout: GluLayout): BwdSpec {
+  if (alg === 'glu_swiglu') return { alg, layout, alpha: 1.25 };
+  if (alg === 'glu_swiglu_oai') return { alg, layout, alpha: 1.702, limit: 1.5 };
+  return { alg, layout };
+}
+const opts = (s: BwdSpec): { alpha?: number; limit?: number } => ({ ...(s.alpha !== undefined ? { alpha: s.alpha } : {}), ...(s.limit !== undefined ? { limit: s.limit } : {}) });
+
+const uniform = (rng: Rng, n: number, lo: number, hi: number): Float64Array => Float64Array.from({ length: n }, () => Math.fround(lo + (hi - lo) * rng()));
+
+/** Values away from swiglu_oai's kinks (finite differences across a kink are meaningless). */
+function awayFromKinks(v: Float64Array, limit: number): Float64Array {
+  return v.map((x) => (Math.abs(Math.abs(x) - limit) < 1e-3 ? x + 3e-3 : x));
+}
+
+function bits(a: ArrayLike<number>): Uint32Array {
+  return new Uint32Array(Float32Array.from(a).buffer);
+}
+
+interface StandaloneCase {
+  readonly spec: BwdSpec;
+  readonly R: number;
+  readonly N: number;
+  readonly prob: boolean;
+  /** Grouped descriptors with these per-group rows (sum <= R); plain when undefined. */
+  readonly sizes?: readonly number[];
+  readonly dt?: DataType;
+  readonly seed?: number;
+}
+
+interface StandaloneRun {
+  readonly h: Float64Array;
+  readonly d: Float64Array;
+  readonly prob: Float64Array;
+  readonly dprob0: Float64Array;
+  readonly dh: Float64Array;
+  readonly dprob: Float64Array;
+  readonly rows: number;
+  readonly implInfo: string;
+}
+
+const SENTINEL = 12345;
+
+/** Runs the standalone primitive once; rows past the last offset start at SENTINEL. */
+async function runStandalone(eng: Engine, c: StandaloneCase): Promise<StandaloneRun> {
+  const { R, N, spec } = c;
+  const rng = mulberry32(c.seed ?? 7);
+  const t = c.dt ?? dt.f32;
+  const h = uniform(rng, R * 2 * N, -3, 3), d = uniform(rng, R * N, -1, 1);
+  const prob = uniform(rng, R, 0.1, 1), dprob0 = uniform(rng, R, -1, 1);
+  const G = c.sizes?.length ?? 0;
+  const md = (cols: number): MemoryDesc => (c.sizes ? memory.desc.grouped([R, cols], t, G, [RT, cols]) : memory.desc([R, cols], t, tag.ab));
+  const probMd = memory.desc([R, 1], dt.f32, tag.ab);
+  const pd = new glu_backward.PrimitiveDesc(eng, spec.alg, spec.layout, md(2 * N), md(N), md(2 * N), { ...opts(spec), ...(c.prob ? { prob: probMd } : {}) });
+  const prim = new glu_backward.Primitive(pd);
+  const mh = Memory.create(md(2 * N), eng), md_ = Memory.create(md(N), eng), mo = Memory.create(md(2 * N), eng);
+  mh.write(h);
+  md_.write(d);
+  mo.write(new Float64Array(R * 2 * N).fill(SENTINEL));
+  const rows = c.sizes ? cumulative(c.sizes).at(-1)! : R;
+  if (c.sizes) for (const m of [mh, md_, mo]) m.offsets.set(cumulative(c.sizes));
+  const mp = Memory.create(probMd, eng), mdp = Memory.create(probMd, eng);
+  mp.write(prob);
+  mdp.write(dprob0.map((x, r) => (r < rows ? x : SENTINEL)));
+  const strm = new Stream(eng);
+  prim.execute(strm, { [ARG.SRC]: mh, [ARG.DIFF_DST]: md_, [ARG.DIFF_SRC]: mo, ...(c.prob ? { [ARG.GLU_PROB]: mp, [ARG.GLU_DIFF_PROB]: mdp } : {}) });
+  await strm.wait();
+  // The inputs as stored (bf16 / f16 round them).
+  const out = { h: mh.read(), d: md_.read(), prob, dprob0, dh: mo.read(), dprob: mdp.read(), rows, implInfo: pd.implInfo };
+  for (const m of [mh, md_, mo, mp, mdp]) m.free();
+  prim.destroy();
+  return out;
+}
+
+/** Checks a run against the float64 reference row by row; returns the worst relative error seen. */
+function checkAgainstReference(c: StandaloneCase, r: StandaloneRun, rel = 2e-5): void {
+  const { N, spec } = c;
+  for (let row = 0; row < c.R; row++) {
+    const dh = r.dh.subarray(row * 2 * N, (row + 1) * 2 * N);
+    if (row >= r.rows) {
+      expect(dh.every((x) => x === SENTINEL), `row ${row} past the last offset was written`).toBe(true);
+      if (c.prob) expect(r.dprob[row]).toBe(SENTINEL);
+      continue;
+    }
+    const ref = gluBackwardRow(spec, N, r.h.subarray(row * 2 * N), r.d.subarray(row * N), c.prob ? r.prob[row] : undefined);
+    for (let i = 0; i < 2 * N; i++) {
+      const tol = rel * (1 + Math.abs(ref.dh[i]));
+      if (Math.abs(dh[i] - ref.dh[i]) > tol) expect.fail(`${spec.alg}/${spec.layout} row ${row} col ${i}: got ${dh[i]}, reference ${ref.dh[i]}`);
+    }
+    if (c.prob) {
+      const want = r.dprob0[row] + ref.dprob;
+      const tol = rel * (1 + ref.scale + Math.abs(r.dprob0[row]));
+      if (Math.abs(r.dprob[row] - want) > tol) expect.fail(`${spec.alg}/${spec.layout} row ${row} dprob: got ${r.dprob[row]}, reference ${want}`);
+    } else {
+      expect(r.dprob[row]).toBe(Math.fround(r.dprob0[row]));
+    }
+  }
+}
+
+describe('glu_backward reference oracle', () => {
+  it.each(ALGS.flatMap((a) => LAYOUTS.map((l) => [a, l] as const)))('%s %s: the float64 reference equals central finite differences of the forward', (alg, layout) => {
+    const spec = specOf(alg, layout);
+    const N = layout === 'blocks32' ? 32 : 5;
+    const rng = mulberry32(11);
+    for (let row = 0; row < 2; row++) {
+      const h = awayFromKinks(uniform(rng, 2 * N, -3, 3), spec.limit ?? 7), d = uniform(rng, N, -1, 1), p = 0.7;
+      const ref = gluBackwardRow(spec, N, h, d, p);
+      const fd = finiteDifferenceRow(spec, N, h, d, p);
+      for (let i = 0; i < 2 * N; i++) expect(Math.abs(ref.dh[i] - fd[i]), `col ${i}`).toBeLessThan(1e-6 * (1 + Math.abs(fd[i])));
+      expect(Math.abs(ref.dprob - forwardDotRow(spec, N, h, d))).toBeLessThan(1e-9 * (1 + ref.scale));
+    }
+  });
+});
+
+describe.each(ENGINES)('glu_backward standalone (%s)', (_name, options) => {
+  let eng: Engine;
+  beforeAll(async () => {
+    eng = await Engine.create(options);
+  });
+  afterAll(() => eng.release());
+
+  it.each(ALGS.flatMap((a) => LAYOUTS.flatMap((l) => [[a, l, true], [a, l, false]] as const)))('%s %s prob=%s: matches the float64 reference (plain, I not a multiple of 4/8)', async (alg, layout, prob) => {
+    const N = layout === 'blocks32' ? 64 : 37;
+    const c: StandaloneCase = { spec: specOf(alg, layout), R: 9, N, prob };
+    const r = await runStandalone(eng, c);
+    expect(r.implInfo).toBe(options.kernels === 'none' ? 'ref:any' : `wasm:${eng.isa}:glu-bwd`);
+    checkAgainstReference(c, r);
+  });
+
+  it.each(ALGS.map((a) => [a] as const))('%s: kernel gradients agree with finite differences of the forward', async (alg) => {
+    const c: StandaloneCase = { spec: specOf(alg, 'interleaved'), R: 3, N: 6, prob: true, seed: 3 };
+    const r = await runStandalone(eng, c);
+    for (let row = 0; row < c.R; row++) {
+      const h = r.h.subarray(row * 12, row * 12 + 12);
+      const fd = finiteDifferenceRow(c.spec, 6, h, r.d.subarray(row * 6), r.prob[row], 1e-5);
+      const lim = c.spec.limit ?? 7;
+      for (let i = 0; i < 12; i++) {
+        if (Math.abs(Math.abs(h[i]) - lim) < 1e-3) continue; // a kink of the clamp
+        expect(Math.abs(r.dh[row * 12 + i] - fd[i]), `row ${row} col ${i}`).toBeLessThan(1e-4 * (1 + Math.abs(fd[i])));
+      }
+      const dot = forwardDotRow(c.spec, 6, h, r.d.subarray(row * 6));
+      expect(Math.abs(r.dprob[row] - (r.dprob0[row] + dot))).toBeLessThan(1e-5 * (1 + Math.abs(dot)));
+    }
+  });
+
+  it.each([
+    ['empty groups first / middle / last', [0, 3, 0, 4, 0]],
+    ['one group with all rows', [0, 10, 0]],
+    ['E = 1', [10]],
+    ['rows past the last offset', [2, 0, 5]],
+    ['every group empty', [0, 0, 0]],
+  ] as const)('grouped rows: %s (only rows before the last offset are touched)', async (_n, sizes) => {
+    for (const alg of ALGS) {
+      const c: StandaloneCase = { spec: specOf(alg, 'halves'), R: 10, N: 13, prob: true, sizes };
+      checkAgainstReference(c, await runStandalone(eng, c));
+    }
+  });
+
+  it.each([['bf16'], ['f16']] as const)('%s tensors: matches the reference within the type rounding', async (t) => {
+    for (const layout of LAYOUTS) {
+      const c: StandaloneCase = { spec: specOf('glu_swiglu', layout), R: 5, N: layout === 'blocks32' ? 32 : 11, prob: true, dt: t };
+      const r = await runStandalone(eng, c);
+      checkAgainstReference(c, r, t === 'bf16' ? 8e-3 : 1e-3);
+    }
+  });
+});
