@@ -63,7 +63,8 @@ interface StandaloneRun {
   readonly implInfo: string;
 }
 
-const SENTINEL = 12345;
+/** Exact in f32, bf16 and f16. */
+const SENTINEL = 4096;
 
 /** Runs the standalone primitive once; rows past the last offset start at SENTINEL. */
 async function runStandalone(eng: Engine, c: StandaloneCase): Promise<StandaloneRun> {
@@ -186,5 +187,200 @@ describe.each(ENGINES)('glu_backward standalone (%s)', (_name, options) => {
       const r = await runStandalone(eng, c);
       checkAgainstReference(c, r, t === 'bf16' ? 8e-3 : 1e-3);
     }
+  });
+});
+
+// ------------------------------------------------------------------------------------------------
+// The matmul post-op
+
+type Kind = 'P1' | 'P2' | 'dense';
+type WeiLayout = 'abc' | 'acb' | 'any';
+
+interface FusedCase {
+  readonly spec: BwdSpec;
+  readonly kind: Kind;
+  /** Rows per group (dense: one entry). */
+  readonly sizes: readonly number[];
+  /** Rows of the tensors past the last offset (grouped kinds). */
+  readonly extra?: number;
+  readonly K: number;
+  readonly N: number;
+  readonly prob: boolean;
+  readonly wei: WeiLayout;
+  readonly seed?: number;
+  readonly h13Dt?: DataType;
+  readonly dstDt?: DataType;
+}
+
+interface FusedRun {
+  /** Fused: dst [T, 2N] and dprob. */
+  readonly dst: Float64Array;
+  readonly dprob: Float64Array;
+  /** Plain GEMM then the standalone primitive on its output. */
+  readonly sDst: Float64Array;
+  readonly sDprob: Float64Array;
+  readonly rows: number;
+  readonly T: number;
+  readonly implInfo: string;
+  /** The GEMM's own output (the GLU output's diff) and the inputs, for the reference. */
+  readonly diff: Float64Array;
+  readonly h: Float64Array;
+  readonly prob: Float64Array;
+  readonly dprob0: Float64Array;
+}
+
+async function runFused(eng: Engine, c: FusedCase): Promise<FusedRun> {
+  const strm = new Stream(eng);
+  const { K, N, spec, kind } = c;
+  const G = kind === 'dense' ? 1 : c.sizes.length;
+  const rows = c.sizes.reduce((a, b) => a + b, 0);
+  const T = rows + (kind === 'dense' ? 0 : c.extra ?? 0);
+  const rng = mulberry32(c.seed ?? 5);
+  const ddt = c.dstDt ?? dt.f32, hdt = c.h13Dt ?? dt.f32;
+  const rowsMd = (cols: number, t: DataType): MemoryDesc => (kind === 'P1' ? memory.desc.grouped([T, cols], t, G, [RT, cols]) : memory.desc([T, cols], t, tag.ab));
+  const weiDims = kind === 'dense' ? [K, N] : [G, K, N];
+  const userTag = kind === 'dense' ? (c.wei === 'acb' ? tag.ba : tag.ab) : c.wei === 'acb' ? tag.acb : tag.abc;
+  const userWeiMd = memory.desc(weiDims, dt.f32, userTag);
+  const weiReq = c.wei === 'any' ? memory.desc(weiDims, dt.f32, tag.any) : userWeiMd;
+  const mems: Memory[] = [];
+  const mk = (md: MemoryDesc, handles?: readonly (number | undefined)[] | number): Memory => {
+    const m = Memory.create(md, eng, handles);
+    mems.push(m);
+    return m;
+  };
+  const attrPlain = new PrimitiveAttr(), attrFused = new PrimitiveAttr();
+  if (kind === 'P2') for (const a of [attrPlain, attrFused]) a.setGroupedOffsets(ARG.SRC, G);
+  attrFused.postOps.appendGluBackward(spec.alg, spec.layout, spec.alpha, spec.limit, { prob: c.prob, srcDataType: hdt });
+  const srcMd = rowsMd(K, dt.f32);
+  const pdPlain = new matmul.PrimitiveDesc(eng, srcMd, weiReq, rowsMd(N, dt.f32), attrPlain);
+  const pdFused = new matmul.PrimitiveDesc(eng, srcMd, weiReq, rowsMd(2 * N, ddt), attrFused);
+  const src = mk(srcMd);
+  src.write(uniform(rng, T * K, -1, 1));
+  const offs = cumulative(c.sizes);
+  if (kind === 'P1') src.offsets.set(offs);
+  const userWei = mk(userWeiMd);
+  userWei.write(uniform(rng, userWei.elementCount, -0.5, 0.5));
+  let wei = userWei;
+  const wmd = pdFused.queryMd('weights')!;
+  expect(wmd.equals(pdPlain.queryMd('weights')!)).toBe(true);
+  if (!wmd.equals(userWeiMd)) {
+    wei = mk(wmd);
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, userWeiMd, wmd)).execute(strm, { [ARG.FROM]: userWei, [ARG.TO]: wei });
+  }
+  const share = kind === 'P1' ? [undefined, src.handles[1]] : undefined;
+  const diff = mk(rowsMd(N, dt.f32), share);
+  diff.write(new Float64Array(T * N).fill(SENTINEL));
+  const dst = mk(rowsMd(2 * N, ddt), share);
+  dst.write(new Float64Array(T * 2 * N).fill(SENTINEL));
+  const h13 = mk(pdFused.queryMd('glu_backward:src')!);
+  h13.write(uniform(rng, T * 2 * N, -3, 3));
+  const probMd = memory.desc([T, 1], dt.f32, tag.ab);
+  const prob = uniform(rng, T, 0.1, 1), dprob0 = uniform(rng, T, -1, 1);
+  const mp = mk(probMd), mdp = mk(probMd), sdp = mk(probMd);
+  mp.write(prob);
+  mdp.write(dprob0.map((x, r) => (r < rows ? x : SENTINEL)));
+  sdp.write(dprob0);
+  const base: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei };
+  if (kind === 'P2') {
+    const om = mk(pdPlain.queryMd('grouped_offsets')!);
+    (om.values as Int32Array).set(offs);
+    base[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = om;
+  }
+  new matmul.Primitive(pdPlain).execute(strm, { ...base, [ARG.DST]: diff });
+  const po = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(0) | x;
+  new matmul.Primitive(pdFused).execute(strm, {
+    ...base, [ARG.DST]: dst, [po(ARG.SRC_1)]: h13, ...(c.prob ? { [po(ARG.GLU_PROB)]: mp, [po(ARG.GLU_DIFF_PROB)]: mdp } : {}),
+  });
+  // The standalone primitive over plain views of the GEMM output.
+  const plain = (cols: number, t: DataType): MemoryDesc => memory.desc([T, cols], t, tag.ab);
+  const sOut = mk(plain(2 * N, ddt));
+  const spd = new glu_backward.PrimitiveDesc(eng, spec.alg, spec.layout, plain(2 * N, ddt), plain(N, dt.f32), plain(2 * N, hdt), { ...opts(spec), ...(c.prob ? { prob: probMd } : {}) });
+  new glu_backward.Primitive(spd).execute(strm, {
+    [ARG.SRC]: h13, [ARG.DIFF_DST]: mk(plain(N, dt.f32), diff.handles[0]), [ARG.DIFF_SRC]: sOut,
+    ...(c.prob ? { [ARG.GLU_PROB]: mp, [ARG.GLU_DIFF_PROB]: sdp } : {}),
+  });
+  await strm.wait();
+  const out: FusedRun = {
+    dst: dst.read(), dprob: mdp.read(), sDst: sOut.read(), sDprob: sdp.read(), rows, T, implInfo: pdFused.implInfo,
+    diff: diff.read(), h: h13.read(), prob, dprob0,
+  };
+  for (const m of mems.reverse()) m.free();
+  return out;
+}
+
+/** Fused == standalone on the touched rows, bit for bit; rows past the last offset untouched. */
+function expectFusedEqualsStandalone(c: FusedCase, r: FusedRun): void {
+  const W = 2 * c.N;
+  for (let row = 0; row < r.T; row++) {
+    const f = r.dst.subarray(row * W, (row + 1) * W);
+    if (row >= r.rows) {
+      expect(f.every((x) => x === SENTINEL), `row ${row} past the last offset was written`).toBe(true);
+      expect(r.dprob[row]).toBe(SENTINEL);
+      continue;
+    }
+    expect(bits(f), `row ${row}`).toEqual(bits(r.sDst.subarray(row * W, (row + 1) * W)));
+  }
+  if (c.prob) expect(bits(r.dprob.subarray(0, r.rows))).toEqual(bits(r.sDprob.subarray(0, r.rows)));
+  else expect(bits(r.dprob.subarray(0, r.rows))).toEqual(bits(r.dprob0.subarray(0, r.rows)));
+}
+
+/** The fused result against the float64 reference applied to the GEMM's own f32 output. */
+function expectFusedMatchesReference(c: FusedCase, r: FusedRun, rel = 2e-5): void {
+  const { N } = c;
+  for (let row = 0; row < r.rows; row++) {
+    const ref = gluBackwardRow(c.spec, N, r.h.subarray(row * 2 * N), r.diff.subarray(row * N), c.prob ? r.prob[row] : undefined);
+    for (let i = 0; i < 2 * N; i++) {
+      if (Math.abs(r.dst[row * 2 * N + i] - ref.dh[i]) > rel * (1 + Math.abs(ref.dh[i]))) expect.fail(`row ${row} col ${i}: got ${r.dst[row * 2 * N + i]}, reference ${ref.dh[i]}`);
+    }
+    if (c.prob) expect(Math.abs(r.dprob[row] - (r.dprob0[row] + ref.dprob))).toBeLessThan(rel * (1 + ref.scale + Math.abs(r.dprob0[row])));
+  }
+}
+
+describe.each(ENGINES)('matmul glu_backward post-op (%s)', (_name, options) => {
+  let eng: Engine;
+  beforeAll(async () => {
+    eng = await Engine.create(options);
+  });
+  afterAll(() => eng.release());
+  const wasm = options.kernels !== 'none';
+
+  it.each(ALGS.flatMap((a) => LAYOUTS.map((l) => [a, l] as const)))('%s %s: fused == plain GEMM + standalone, and the reference', async (alg, layout) => {
+    for (const prob of [true, false]) {
+      const c: FusedCase = { spec: specOf(alg, layout), kind: 'P1', sizes: [3, 0, 6, 1], extra: 2, K: 19, N: layout === 'blocks32' ? 64 : 37, prob, wei: 'abc' };
+      const r = await runFused(eng, c);
+      if (wasm) expect(r.implInfo).toContain('fused');
+      if (wasm) expectFusedEqualsStandalone(c, r);
+      expectFusedMatchesReference(c, r, wasm ? 2e-5 : 1e-6);
+    }
+  });
+
+  it.each([
+    ['P1', 'abc'], ['P1', 'acb'], ['P1', 'any'], ['P2', 'abc'], ['P2', 'any'], ['dense', 'ab'], ['dense', 'ba'], ['dense', 'any'],
+  ] as const)('%s with %s weights: the post-op does not depend on where the weights come from', async (kind, w) => {
+    const wei: WeiLayout = w === 'ab' ? 'abc' : w === 'ba' ? 'acb' : w;
+    const sizes = kind === 'dense' ? [21] : [5, 0, 9, 7];
+    // N = 200: two N tiles of the GEMM (128 + 72), several 64-column dprob chunks, a partial one.
+    const c: FusedCase = { spec: specOf('glu_swiglu_oai', 'interleaved'), kind, sizes, extra: kind === 'dense' ? 0 : 3, K: 33, N: 200, prob: true, wei };
+    const r = await runFused(eng, c);
+    if (wasm) expectFusedEqualsStandalone(c, r);
+    expectFusedMatchesReference(c, r, wasm ? 2e-5 : 1e-6);
+  });
+
+  it.each([
+    ['empty groups', [0, 4, 0, 0, 5, 0]], ['one group with all rows', [0, 0, 11]], ['E = 1', [8]], ['every group empty', [0, 0]],
+  ] as const)('grouped rows: %s', async (_n, sizes) => {
+    for (const kind of ['P1', 'P2'] as const) {
+      const c: FusedCase = { spec: specOf('glu_geglu_tanh', 'halves'), kind, sizes, extra: 2, K: 7, N: 70, prob: true, wei: 'abc' };
+      const r = await runFused(eng, c);
+      if (wasm) expectFusedEqualsStandalone(c, r);
+      expectFusedMatchesReference(c, r, wasm ? 2e-5 : 1e-6);
+    }
+  });
+
+  it('bf16 h13 and bf16 dst: fused == standalone', async () => {
+    const c: FusedCase = { spec: specOf('glu_geglu_erf', 'blocks32'), kind: 'P1', sizes: [4, 6], extra: 1, K: 12, N: 64, prob: true, wei: 'any', h13Dt: dt.bf16, dstDt: dt.bf16 };
+    const r = await runFused(eng, c);
+    if (wasm) expectFusedEqualsStandalone(c, r);
+    expectFusedMatchesReference(c, r, 8e-3);
   });
 });
