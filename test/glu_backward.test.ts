@@ -384,3 +384,158 @@ describe.each(ENGINES)('matmul glu_backward post-op (%s)', (_name, options) => {
     expectFusedMatchesReference(c, r, 8e-3);
   });
 });
+
+describe('glu_backward: bitwise identical on 1, 2 and 3 threads', () => {
+  it.each([['simd128'], ['relaxed']] as const)('%s: fused post-op and standalone', async (isa) => {
+    const cases: FusedCase[] = [
+      { spec: specOf('glu_swiglu', 'blocks32'), kind: 'P1', sizes: [70, 0, 130, 1, 99], extra: 5, K: 40, N: 224, prob: true, wei: 'any', seed: 21 },
+      { spec: specOf('glu_swiglu_oai', 'interleaved'), kind: 'P2', sizes: [150, 150], K: 24, N: 200, prob: true, wei: 'abc', seed: 22 },
+      { spec: specOf('glu_geglu_erf', 'halves'), kind: 'dense', sizes: [260], K: 16, N: 131, prob: true, wei: 'acb', seed: 23 },
+    ];
+    const results: FusedRun[][] = [];
+    for (const threads of [1, 2, 3]) {
+      const eng = await Engine.create({ threads, kernels: isa });
+      try {
+        const row: FusedRun[] = [];
+        for (const c of cases) row.push(await runFused(eng, c));
+        results.push(row);
+      } finally {
+        eng.release();
+      }
+    }
+    cases.forEach((c, i) => {
+      expectFusedEqualsStandalone(c, results[0][i]);
+      for (const t of [1, 2]) {
+        expect(bits(results[t][i].dst), `case ${i}, ${t + 1} threads, dst`).toEqual(bits(results[0][i].dst));
+        expect(bits(results[t][i].dprob), `case ${i}, ${t + 1} threads, dprob`).toEqual(bits(results[0][i].dprob));
+        expect(bits(results[t][i].sDst), `case ${i}, ${t + 1} threads, standalone`).toEqual(bits(results[0][i].sDst));
+        expect(bits(results[t][i].sDprob), `case ${i}, ${t + 1} threads, standalone dprob`).toEqual(bits(results[0][i].sDprob));
+      }
+    });
+  }, 120_000);
+});
+
+describe.each(ENGINES)('glu_backward: invalid inputs (%s)', (_name, options) => {
+  let eng: Engine;
+  beforeAll(async () => {
+    eng = await Engine.create(options);
+  });
+  afterAll(() => eng.release());
+  const f32 = (dims: number[], t: DataType = dt.f32): MemoryDesc => memory.desc(dims, t, dims.length === 3 ? tag.abc : tag.ab);
+  const grp = (R: number, cols: number, G: number): MemoryDesc => memory.desc.grouped([R, cols], dt.f32, G, [RT, cols]);
+  const mk = (alg: GluAlg, layout: GluLayout, ds: MemoryDesc, dd: MemoryDesc, s: MemoryDesc, o = {}): unknown => new glu_backward.PrimitiveDesc(eng, alg, layout, ds, dd, s, o);
+
+  it('standalone pd: shape, layout, type and prob rules name the argument', () => {
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([5, 4]), f32([6, 8])), 'invalid_arguments', 'diff_dst dims[0] = 5');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([6, 8]), f32([6, 8])), 'invalid_arguments', 'diff_dst dims[1] = 8');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 10]), f32([6, 4]), f32([6, 8])), 'invalid_arguments', 'diff_src dims [6,10]');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 7]), f32([6, 3]), f32([6, 7])), 'invalid_arguments', 'src dims[1] = 7');
+    expectDnnlError(() => mk('glu_swiglu', 'blocks32', f32([6, 96]), f32([6, 48]), f32([6, 96])), 'invalid_arguments', 'blocks32 needs I % 32 == 0');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8]), { prob: f32([6, 2]) }), 'invalid_arguments', 'prob dims [6,2]');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8]), { prob: f32([5, 1]) }), 'invalid_arguments', 'prob dims [5,1]');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8]), { prob: f32([6, 1], dt.bf16) }), 'invalid_arguments', 'prob data type bf16');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', grp(6, 8, 2), f32([6, 4]), grp(6, 8, 2)), 'invalid_arguments', 'all be grouped or all plain');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', grp(6, 8, 3), grp(6, 4, 2), grp(6, 8, 2)), 'invalid_arguments', 'diff_src group count 3');
+    expectDnnlError(() => mk('glu_geglu_erf', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8]), { alpha: 2 }), 'invalid_arguments', 'alpha applies');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8]), { limit: 2 }), 'invalid_arguments', 'limit applies');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([6, 4], dt.s8), f32([6, 8])), 'unimplemented', 'diff_dst data type s8');
+    expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8, 1])), 'invalid_arguments', 'src must be 2D');
+  });
+
+  it('standalone execute: dprob of the wrong shape / type, missing or extra prob, overlap', () => {
+    const probMd = f32([6, 1]);
+    const pd = new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8]), { prob: probMd });
+    const prim = new glu_backward.Primitive(pd);
+    const s = new Stream(eng);
+    const h = Memory.create(f32([6, 8]), eng), d = Memory.create(f32([6, 4]), eng), o = Memory.create(f32([6, 8]), eng);
+    const p = Memory.create(probMd, eng), dp = Memory.create(probMd, eng);
+    const base = { [ARG.SRC]: h, [ARG.DIFF_DST]: d, [ARG.DIFF_SRC]: o, [ARG.GLU_PROB]: p };
+    expectDnnlError(() => prim.execute(s, { ...base, [ARG.GLU_DIFF_PROB]: Memory.create(f32([6, 2]), eng) }), 'invalid_arguments', 'ARG.GLU_DIFF_PROB descriptor');
+    expectDnnlError(() => prim.execute(s, { ...base, [ARG.GLU_DIFF_PROB]: Memory.create(f32([6, 1], dt.bf16), eng) }), 'invalid_arguments', 'ARG.GLU_DIFF_PROB descriptor');
+    expectDnnlError(() => prim.execute(s, base), 'invalid_arguments', 'missing argument ARG.GLU_DIFF_PROB');
+    expectDnnlError(() => prim.execute(s, { ...base, [ARG.GLU_DIFF_PROB]: p }), 'invalid_arguments', 'ARG.GLU_DIFF_PROB values overlap ARG.GLU_PROB');
+    expectDnnlError(() => prim.execute(s, { ...base, [ARG.DIFF_SRC]: h, [ARG.GLU_DIFF_PROB]: dp }), 'invalid_arguments', 'ARG.DIFF_SRC values overlap ARG.SRC');
+    const noProb = new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8])));
+    expectDnnlError(() => noProb.execute(s, { ...base, [ARG.GLU_DIFF_PROB]: dp }), 'invalid_arguments', 'ARG.GLU_PROB was given');
+  });
+
+  it.each([
+    ['a non-zero first offset', [1, 3, 6], [1, 3, 6], 'ARG.SRC offsets[0] = 1 must be 0'],
+    ['decreasing offsets', [0, 4, 3], [0, 4, 3], 'ARG.SRC offsets[2] = 3 is below offsets[1] = 4'],
+    ['a last offset past the rows', [0, 3, 7], [0, 3, 7], 'ARG.SRC offsets[2] = 7 exceeds the 6 rows'],
+    ['diff_dst offsets that differ from src', [0, 3, 5], [0, 2, 5], 'ARG.DIFF_DST offsets[1] = 2 differ from ARG.SRC offsets[1] = 3'],
+  ] as const)('standalone grouped: %s is a DnnlError at wait(), nothing written', async (_n, so, dof, msg) => {
+    const pd = new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', grp(6, 8, 2), grp(6, 4, 2), grp(6, 8, 2), { prob: f32([6, 1]) });
+    const prim = new glu_backward.Primitive(pd);
+    const s = new Stream(eng);
+    const h = Memory.create(grp(6, 8, 2), eng), d = Memory.create(grp(6, 4, 2), eng), o = Memory.create(grp(6, 8, 2), eng);
+    const p = Memory.create(f32([6, 1]), eng), dp = Memory.create(f32([6, 1]), eng);
+    h.write(new Float64Array(48).fill(0.5));
+    d.write(new Float64Array(24).fill(0.25));
+    o.write(new Float64Array(48).fill(SENTINEL));
+    p.write(new Float64Array(6).fill(1));
+    dp.write(new Float64Array(6).fill(3));
+    h.offsets.set(so);
+    d.offsets.set(dof);
+    o.offsets.set(so);
+    prim.execute(s, { [ARG.SRC]: h, [ARG.DIFF_DST]: d, [ARG.DIFF_SRC]: o, [ARG.GLU_PROB]: p, [ARG.GLU_DIFF_PROB]: dp });
+    await expectDnnlReject(s.wait(), 'invalid_arguments', msg);
+    expect(o.read().every((x) => x === SENTINEL)).toBe(true);
+    expect(dp.read().every((x) => x === 3)).toBe(true);
+  });
+
+  it('matmul post-op: pd and execute rules name the argument', () => {
+    const G = 2, T = 6, K = 4;
+    const src = memory.desc.grouped([T, K], dt.f32, G, [RT, K]);
+    const dstG = (cols: number): MemoryDesc => memory.desc.grouped([T, cols], dt.f32, G, [RT, cols]);
+    const attr = (layout: GluLayout = 'halves', prob = true): PrimitiveAttr => {
+      const a = new PrimitiveAttr();
+      a.postOps.appendGluBackward('glu_swiglu', layout, undefined, undefined, { prob });
+      return a;
+    };
+    expectDnnlError(() => new matmul.PrimitiveDesc(eng, src, f32([G, K, 48]), dstG(96), attr('blocks32')), 'invalid_arguments', 'blocks32 needs N % 32 == 0');
+    expectDnnlError(() => new matmul.PrimitiveDesc(eng, src, f32([G, K, 8]), dstG(8), attr()), 'invalid_arguments', 'must equal weights N x 2 (glu_backward');
+    const a2 = attr();
+    a2.postOps.appendEltwise('eltwise_relu');
+    expectDnnlError(() => new matmul.PrimitiveDesc(eng, src, f32([G, K, 8]), dstG(16), a2), 'invalid_arguments', 'must be the only post-op');
+    expectDnnlError(() => new PrimitiveAttr().postOps.appendEltwise('eltwise_relu').appendGluBackward('glu_swiglu', 'halves'), 'invalid_arguments', 'glu_backward must be the only post-op');
+    expectDnnlError(() => new PrimitiveAttr().postOps.appendGluBackward('glu_swiglu', 'halves', undefined, undefined, { srcDataType: dt.s8 }), 'invalid_arguments', 'srcDataType s8');
+    const pd = new matmul.PrimitiveDesc(eng, src, f32([G, K, 8]), dstG(16), attr());
+    expect(pd.queryMd('glu_backward:src')!.dims).toEqual([T, 16]);
+    expect(pd.queryMd('glu_backward:diff_prob')!.dims).toEqual([T, 1]);
+    const prim = new matmul.Primitive(pd);
+    const s = new Stream(eng);
+    const m = Memory.create(src, eng), w = Memory.create(f32([G, K, 8]), eng), dst = Memory.create(dstG(16), eng);
+    const h = Memory.create(f32([T, 16]), eng), p = Memory.create(f32([T, 1]), eng), dp = Memory.create(f32([T, 1]), eng);
+    const po = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(0) | x;
+    const base = { [ARG.SRC]: m, [ARG.WEIGHTS]: w, [ARG.DST]: dst };
+    expectDnnlError(() => prim.execute(s, { ...base, [po(ARG.GLU_PROB)]: p, [po(ARG.GLU_DIFF_PROB)]: dp }), 'invalid_arguments', 'missing argument ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1');
+    expectDnnlError(() => prim.execute(s, { ...base, [po(ARG.SRC_1)]: h, [po(ARG.GLU_PROB)]: p, [po(ARG.GLU_DIFF_PROB)]: Memory.create(f32([T, 2]), eng) }), 'invalid_arguments', 'ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.GLU_DIFF_PROB descriptor');
+    expectDnnlError(() => prim.execute(s, { ...base, [po(ARG.SRC_1)]: h, [po(ARG.GLU_PROB)]: p, [po(ARG.GLU_DIFF_PROB)]: Memory.create(f32([T, 1], dt.f16), eng) }), 'invalid_arguments', 'ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.GLU_DIFF_PROB descriptor');
+    expectDnnlError(() => prim.execute(s, { ...base, [po(ARG.SRC_1)]: h, [po(ARG.GLU_PROB)]: p, [po(ARG.GLU_DIFF_PROB)]: p }), 'invalid_arguments', 'ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.GLU_DIFF_PROB values overlap');
+    const noProb = new matmul.Primitive(new matmul.PrimitiveDesc(eng, src, f32([G, K, 8]), dstG(16), attr('halves', false)));
+    expectDnnlError(() => noProb.execute(s, { ...base, [po(ARG.SRC_1)]: h, [po(ARG.GLU_PROB)]: p }), 'invalid_arguments', 'has no prob');
+  });
+
+  it('matmul post-op: bad offsets are a DnnlError at wait(), dst and dprob untouched', async () => {
+    const G = 2, T = 6, K = 4;
+    const src = memory.desc.grouped([T, K], dt.f32, G, [RT, K]);
+    const dstMd = memory.desc.grouped([T, 16], dt.f32, G, [RT, 16]);
+    const a = new PrimitiveAttr();
+    a.postOps.appendGluBackward('glu_swiglu', 'interleaved', undefined, undefined, { prob: true });
+    const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, src, f32([G, K, 8]), dstMd, a));
+    const s = new Stream(eng);
+    const m = Memory.create(src, eng), w = Memory.create(f32([G, K, 8]), eng), dst = Memory.create(dstMd, eng, [undefined, m.handles[1]]);
+    const h = Memory.create(f32([T, 16]), eng), p = Memory.create(f32([T, 1]), eng), dp = Memory.create(f32([T, 1]), eng);
+    m.write(new Float64Array(T * K).fill(1));
+    w.write(new Float64Array(G * K * 8).fill(1));
+    dst.write(new Float64Array(T * 16).fill(SENTINEL));
+    dp.write(new Float64Array(T).fill(3));
+    m.offsets.set([0, 5, 4]);
+    const po = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(0) | x;
+    prim.execute(s, { [ARG.SRC]: m, [ARG.WEIGHTS]: w, [ARG.DST]: dst, [po(ARG.SRC_1)]: h, [po(ARG.GLU_PROB)]: p, [po(ARG.GLU_DIFF_PROB)]: dp });
+    await expectDnnlReject(s.wait(), 'invalid_arguments', 'offsets');
+    expect(dst.read().every((x) => x === SENTINEL)).toBe(true);
+    expect(dp.read().every((x) => x === 3)).toBe(true);
+  });
+});

@@ -2,7 +2,7 @@ import { check } from '../../common/status.js';
 import { countObject } from '../../common/census.js';
 import { Lifetime, type Executor } from '../../runtime/lifetime.js';
 import type { Stream } from '../../runtime/stream.js';
-import { ARG } from '../args.js';
+import { ARG, argName } from '../args.js';
 import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../moe/exec_args.js';
 import type { GluBackwardArgs } from './impls.js';
 import type { PrimitiveDesc } from './pd.js';
@@ -53,6 +53,10 @@ export class Primitive {
     const all: [GluBackwardArgs['prob'], number][] = [
       [a.src, ARG.SRC], [a.diffDst, ARG.DIFF_DST], [a.diffSrc, ARG.DIFF_SRC], [a.prob, ARG.GLU_PROB], [a.diffProb, ARG.GLU_DIFF_PROB],
     ];
+    // checkNoOverlap skips an output given again as another argument: reject that here.
+    for (const [o, oid] of [[a.diffSrc, ARG.DIFF_SRC], [a.diffProb, ARG.GLU_DIFF_PROB]] as const) {
+      for (const [m, id] of all) if (m === o && id !== oid) check(false, `${FN}: ${argName(oid)} values overlap ${argName(id)} values`);
+    }
     checkNoOverlap(FN, [[a.diffSrc, ARG.DIFF_SRC], [a.diffProb, ARG.GLU_DIFF_PROB]], all);
     stream.enqueue(this.exec.run(a));
   }
