@@ -210,6 +210,8 @@ interface FusedCase {
   readonly seed?: number;
   readonly h13Dt?: DataType;
   readonly dstDt?: DataType;
+  /** Per-expert weights scales: the GEMM then takes the fused-epilogue path (the dGLU runs on both paths). */
+  readonly weiScales?: boolean;
 }
 
 interface FusedRun {
@@ -251,6 +253,7 @@ async function runFused(eng: Engine, c: FusedCase): Promise<FusedRun> {
   const attrPlain = new PrimitiveAttr(), attrFused = new PrimitiveAttr();
   if (kind === 'P2') for (const a of [attrPlain, attrFused]) a.setGroupedOffsets(ARG.SRC, G);
   attrFused.postOps.appendGluBackward(spec.alg, spec.layout, spec.alpha, spec.limit, { prob: c.prob, srcDataType: hdt });
+  if (c.weiScales) for (const a of [attrPlain, attrFused]) a.setScales(ARG.WEIGHTS, kind === 'dense' ? 0 : 1);
   const srcMd = rowsMd(K, dt.f32);
   const pdPlain = new matmul.PrimitiveDesc(eng, srcMd, weiReq, rowsMd(N, dt.f32), attrPlain);
   const pdFused = new matmul.PrimitiveDesc(eng, srcMd, weiReq, rowsMd(2 * N, ddt), attrFused);
@@ -281,6 +284,11 @@ async function runFused(eng: Engine, c: FusedCase): Promise<FusedRun> {
   mdp.write(dprob0.map((x, r) => (r < rows ? x : SENTINEL)));
   sdp.write(dprob0);
   const base: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei };
+  if (c.weiScales) {
+    const sm = mk(pdFused.queryMd('scales:weights')!);
+    sm.write(Float64Array.from({ length: sm.elementCount }, (_, i) => [0.5, 2, 1.5, 0.25][i % 4]));
+    base[ARG.ATTR_SCALES | ARG.WEIGHTS] = sm;
+  }
   if (kind === 'P2') {
     const om = mk(pdPlain.queryMd('grouped_offsets')!);
     (om.values as Int32Array).set(offs);
@@ -348,7 +356,7 @@ describe.each(ENGINES)('matmul glu_backward post-op (%s)', (_name, options) => {
     for (const prob of [true, false]) {
       const c: FusedCase = { spec: specOf(alg, layout), kind: 'P1', sizes: [3, 0, 6, 1], extra: 2, K: 19, N: layout === 'blocks32' ? 64 : 37, prob, wei: 'abc' };
       const r = await runFused(eng, c);
-      if (wasm) expect(r.implInfo).toContain('fused');
+      if (wasm) expect(r.implInfo).toMatch(/^wasm:/);
       if (wasm) expectFusedEqualsStandalone(c, r);
       expectFusedMatchesReference(c, r, wasm ? 2e-5 : 1e-6);
     }
@@ -362,6 +370,14 @@ describe.each(ENGINES)('matmul glu_backward post-op (%s)', (_name, options) => {
     // N = 200: two N tiles of the GEMM (128 + 72), several 64-column dprob chunks, a partial one.
     const c: FusedCase = { spec: specOf('glu_swiglu_oai', 'interleaved'), kind, sizes, extra: kind === 'dense' ? 0 : 3, K: 33, N: 200, prob: true, wei };
     const r = await runFused(eng, c);
+    if (wasm) expectFusedEqualsStandalone(c, r);
+    expectFusedMatchesReference(c, r, wasm ? 2e-5 : 1e-6);
+  });
+
+  it.each([['P1', 'any'], ['P2', 'abc'], ['dense', 'acb']] as const)('%s with %s weights and weights scales: the dGLU on the fused-epilogue path', async (kind, wei) => {
+    const c: FusedCase = { spec: specOf('glu_geglu_erf', 'halves'), kind, sizes: kind === 'dense' ? [13] : [6, 0, 7], extra: kind === 'dense' ? 0 : 2, K: 21, N: 150, prob: true, wei, weiScales: true };
+    const r = await runFused(eng, c);
+    if (wasm) expect(r.implInfo).toContain('fused');
     if (wasm) expectFusedEqualsStandalone(c, r);
     expectFusedMatchesReference(c, r, wasm ? 2e-5 : 1e-6);
   });
@@ -389,7 +405,7 @@ describe('glu_backward: bitwise identical on 1, 2 and 3 threads', () => {
   it.each([['simd128'], ['relaxed']] as const)('%s: fused post-op and standalone', async (isa) => {
     const cases: FusedCase[] = [
       { spec: specOf('glu_swiglu', 'blocks32'), kind: 'P1', sizes: [70, 0, 130, 1, 99], extra: 5, K: 40, N: 224, prob: true, wei: 'any', seed: 21 },
-      { spec: specOf('glu_swiglu_oai', 'interleaved'), kind: 'P2', sizes: [150, 150], K: 24, N: 200, prob: true, wei: 'abc', seed: 22 },
+      { spec: specOf('glu_swiglu_oai', 'interleaved'), kind: 'P2', sizes: [150, 150], K: 24, N: 200, prob: true, wei: 'abc', seed: 22, weiScales: true },
       { spec: specOf('glu_geglu_erf', 'halves'), kind: 'dense', sizes: [260], K: 16, N: 131, prob: true, wei: 'acb', seed: 23 },
     ];
     const results: FusedRun[][] = [];

@@ -76,7 +76,7 @@ function encode(map: IndexMap, roles: readonly Role[], zeroG: boolean, what: str
 /** Does this problem need anything beyond the original f32 kernel? */
 export function needsFused(src: DataType, wei: DataType, dst: DataType, f: Fusion, attr: PrimitiveAttr): boolean {
   return Object.keys(f.scales).length > 0 || Object.keys(f.zeroPoints).length > 0 || f.binary.length > 0 || f.glu !== undefined ||
-    f.gluBackward !== undefined || [src, wei, dst].some((t) => !FLOAT_TYPES.includes(t)) || epilogueRejection(attr) !== undefined;
+    [src, wei, dst].some((t) => !FLOAT_TYPES.includes(t)) || epilogueRejection(attr) !== undefined;
 }
 
 /**
@@ -85,6 +85,7 @@ export function needsFused(src: DataType, wei: DataType, dst: DataType, f: Fusio
  */
 export function planFused(src: DataType, wei: DataType, dst: DataType, bias: DataType | undefined, f: Fusion, attr: PrimitiveAttr,
   roles: Roles, binaryRoles: readonly Role[]): FusedPlan | string {
+  // glu_backward (PO_DGLU) runs on both paths: alone it stays on the f32 path (wasm_matmul.ts writes its record).
   if (!needsFused(src, wei, dst, f, attr)) return { path: PATH.f32, q: [], po: [] };
   if (!DST_TYPES.includes(dst)) return `dst data type ${dst} is not in the kernels (${DST_TYPES.join(', ')})`;
   if (bias !== undefined && !FLOAT_TYPES.includes(bias)) return `bias data type ${bias} (kernels take f32, bf16, f16)`;

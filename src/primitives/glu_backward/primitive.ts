@@ -55,7 +55,7 @@ export class Primitive {
     ];
     // checkNoOverlap skips an output given again as another argument: reject that here.
     for (const [o, oid] of [[a.diffSrc, ARG.DIFF_SRC], [a.diffProb, ARG.GLU_DIFF_PROB]] as const) {
-      for (const [m, id] of all) if (m === o && id !== oid) check(false, `${FN}: ${argName(oid)} values overlap ${argName(id)} values`);
+      for (const [m, id] of all) if (o && m === o && id !== oid) check(false, `${FN}: ${argName(oid)} values overlap ${argName(id)} values`);
     }
     checkNoOverlap(FN, [[a.diffSrc, ARG.DIFF_SRC], [a.diffProb, ARG.GLU_DIFF_PROB]], all);
     stream.enqueue(this.exec.run(a));

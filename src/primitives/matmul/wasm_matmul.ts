@@ -13,7 +13,7 @@ import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../../kernels/fused_job.js';
 
 import { TILE } from '../../kernels/tile_geometry.js';
-import { GLU_LAYOUT_CODE, PO, PO_DGLU } from '../../kernels/job_layout.js';
+import { GLU_CODE, GLU_LAYOUT_CODE, PO, PO_DGLU, PO_KIND } from '../../kernels/job_layout.js';
 import { DGLU_CHUNK, DglReduceJob } from '../../kernels/dglu_job.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
@@ -242,6 +242,10 @@ class WasmMatmulExecutor implements MatmulExecutor {
     if (gb) {
       const o = JOB.po / 4;
       this.set('n_po', 1);
+      this.i32[o + PO.kind / 4] = PO_KIND.dglu;
+      this.i32[o + PO.alg / 4] = GLU_CODE[gb.op.alg];
+      this.f32[o + PO.alpha / 4] = gb.op.alpha;
+      this.f32[o + PO.beta / 4] = gb.op.limit;
       this.i32[o + PO.ptr / 4] = a.gluBackward!.src.handles[0];
       this.i32[o + PO_DGLU.h13_dt / 4] = dt(gb.src.dataType);
       this.i32[o + PO_DGLU.h13_ld / 4] = gb.src.strides[0];
