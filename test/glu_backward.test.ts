@@ -555,3 +555,40 @@ describe.each(ENGINES)('glu_backward: invalid inputs (%s)', (_name, options) => 
     expect(dp.read().every((x) => x === 3)).toBe(true);
   });
 });
+
+describe.each(ENGINES.filter(([, o]) => o.kernels !== 'none'))('glu_backward uses the forward GLU values (%s)', (_name, options) => {
+  let eng: Engine;
+  beforeAll(async () => {
+    eng = await Engine.create(options);
+  });
+  afterAll(() => eng.release());
+
+  it.each(ALGS.flatMap((a) => LAYOUTS.map((l) => [a, l] as const)))('%s %s: dprob of a one-hot diff is the forward fused GLU output, bit for bit', async (alg, layout) => {
+    const spec = specOf(alg, layout);
+    const N = layout === 'blocks32' ? 64 : 24, R = N;
+    const strm = new Stream(eng);
+    const rng = mulberry32(99);
+    // Forward: h13 x identity through the fused GLU (the GEMM is exact), dst[r, n] = act(gate) * up.
+    const attr = new PrimitiveAttr();
+    attr.postOps.appendGlu(alg, layout, spec.alpha, spec.limit);
+    const fwd = new matmul.Primitive(new matmul.PrimitiveDesc(eng, memory.desc([R, 2 * N], dt.f32, tag.ab), memory.desc([2 * N, 2 * N], dt.f32, tag.ab), memory.desc([R, N], dt.f32, tag.ab), attr));
+    const h = Memory.create(memory.desc([R, 2 * N], dt.f32, tag.ab), eng), eye = Memory.create(memory.desc([2 * N, 2 * N], dt.f32, tag.ab), eng);
+    const out = Memory.create(memory.desc([R, N], dt.f32, tag.ab), eng);
+    h.write(uniform(rng, R * 2 * N, -4, 4));
+    eye.write(Float64Array.from({ length: 4 * N * N }, (_, i) => (Math.floor(i / (2 * N)) === i % (2 * N) ? 1 : 0)));
+    fwd.execute(strm, { [ARG.SRC]: h, [ARG.WEIGHTS]: eye, [ARG.DST]: out });
+    // Backward: row r has diff 1 at column r only, prob 1, dprob 0: dprob[r] = act(gate[r, r]) * up[r, r].
+    const probMd = memory.desc([R, 1], dt.f32, tag.ab);
+    const bwd = new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, alg, layout, memory.desc([R, 2 * N], dt.f32, tag.ab), memory.desc([R, N], dt.f32, tag.ab), memory.desc([R, 2 * N], dt.f32, tag.ab), { ...opts(spec), prob: probMd }));
+    const d = Memory.create(memory.desc([R, N], dt.f32, tag.ab), eng), dh = Memory.create(memory.desc([R, 2 * N], dt.f32, tag.ab), eng);
+    const p = Memory.create(probMd, eng), dp = Memory.create(probMd, eng);
+    d.write(Float64Array.from({ length: R * N }, (_, i) => (Math.floor(i / N) === i % N ? 1 : 0)));
+    p.write(new Float64Array(R).fill(1));
+    dp.write(new Float64Array(R));
+    bwd.execute(strm, { [ARG.SRC]: h, [ARG.DIFF_DST]: d, [ARG.DIFF_SRC]: dh, [ARG.GLU_PROB]: p, [ARG.GLU_DIFF_PROB]: dp });
+    await strm.wait();
+    const o = out.read();
+    expect(bits(dp.read())).toEqual(bits(Float64Array.from({ length: R }, (_, r) => o[r * N + r])));
+    for (const m of [h, eye, out, d, dh, p, dp]) m.free();
+  });
+});
