@@ -592,3 +592,68 @@ describe.each(ENGINES.filter(([, o]) => o.kernels !== 'none'))('glu_backward use
     for (const m of [h, eye, out, d, dh, p, dp]) m.free();
   });
 });
+
+describe.each(ENGINES)('glu_backward end to end through GEMM2 (%s)', (_name, options) => {
+  let eng: Engine;
+  beforeAll(async () => {
+    eng = await Engine.create(options);
+  });
+  afterAll(() => eng.release());
+
+  it.each(ALGS.map((a) => [a] as const))('%s: d(h13) and dprob of L = <diff_out, (prob * GLU(h13)) W2> from the diff_src GEMM with W2 read as W2^T (acb view)', async (alg) => {
+    const spec = specOf(alg, 'interleaved');
+    const sizes = [3, 0, 2], E = 3, I = 6, K = 5, R = 5;
+    const rng = mulberry32(31);
+    const h = awayFromKinks(uniform(rng, R * 2 * I, -2.5, 2.5), spec.limit ?? 7), w2 = uniform(rng, E * I * K, -1, 1);
+    const dout = uniform(rng, R * K, -1, 1), prob = uniform(rng, R, 0.2, 1);
+    const group = (r: number): number => (r < 3 ? 0 : 2);
+    // float64 loss and its finite differences
+    const loss = (hh: Float64Array, pp: Float64Array): number => {
+      let l = 0;
+      for (let r = 0; r < R; r++) {
+        const g = group(r);
+        for (let n = 0; n < I; n++) {
+          const a = pp[r] * forwardDotRow(spec, I, hh.subarray(r * 2 * I), Float64Array.from({ length: I }, (_, j) => (j === n ? 1 : 0)));
+          for (let k = 0; k < K; k++) l += dout[r * K + k] * a * w2[(g * I + n) * K + k];
+        }
+      }
+      return l;
+    };
+    const strm = new Stream(eng);
+    const rowsMd = (cols: number): MemoryDesc => memory.desc.grouped([R, cols], dt.f32, E, [RT, cols]);
+    const attr = new PrimitiveAttr();
+    attr.postOps.appendGluBackward(alg, 'interleaved', spec.alpha, spec.limit, { prob: true });
+    const w2Mem = Memory.create(memory.desc([E, I, K], dt.f32, tag.abc), eng);
+    w2Mem.write(w2);
+    const w2t = Memory.create(memory.desc([E, K, I], dt.f32, tag.acb), eng, w2Mem.handles[0]); // the same bytes as W2^T
+    const pd = new matmul.PrimitiveDesc(eng, rowsMd(K), w2t.desc, rowsMd(2 * I), attr);
+    const src = Memory.create(rowsMd(K), eng);
+    src.write(dout);
+    src.offsets.set(cumulative(sizes));
+    const dst = Memory.create(rowsMd(2 * I), eng, [undefined, src.handles[1]]);
+    const h13 = Memory.create(pd.queryMd('glu_backward:src')!, eng), p = Memory.create(pd.queryMd('glu_backward:prob')!, eng), dp = Memory.create(pd.queryMd('glu_backward:diff_prob')!, eng);
+    h13.write(h);
+    p.write(prob);
+    dp.write(new Float64Array(R));
+    const po = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(0) | x;
+    new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: w2t, [ARG.DST]: dst, [po(ARG.SRC_1)]: h13, [po(ARG.GLU_PROB)]: p, [po(ARG.GLU_DIFF_PROB)]: dp });
+    await strm.wait();
+    const got = dst.read(), gotP = dp.read();
+    const eps = 1e-6;
+    for (let i = 0; i < R * 2 * I; i++) {
+      const hp = Float64Array.from(h), hm = Float64Array.from(h);
+      hp[i] += eps;
+      hm[i] -= eps;
+      const fd = (loss(hp, prob) - loss(hm, prob)) / (2 * eps);
+      expect(Math.abs(got[i] - fd), `d(h13)[${i}]`).toBeLessThan(1e-4 * (1 + Math.abs(fd)));
+    }
+    for (let r = 0; r < R; r++) {
+      const pp = Float64Array.from(prob), pm = Float64Array.from(prob);
+      pp[r] += eps;
+      pm[r] -= eps;
+      const fd = (loss(h, pp) - loss(h, pm)) / (2 * eps);
+      expect(Math.abs(gotP[r] - fd), `dprob[${r}]`).toBeLessThan(1e-4 * (1 + Math.abs(fd)));
+    }
+    for (const m of [w2t, w2Mem, src, dst, h13, p, dp]) m.free();
+  });
+});
