@@ -11,6 +11,7 @@
 #include "op_job.h"
 #include "driver.h"
 #include "dglu.h"
+#include "tile_io.h"
 
 #define GLU_BWD_ROWS 8
 #define DGLU_REDUCE_ROWS 256
@@ -139,6 +140,22 @@ void dglu_tile(const job_t* j, const group_view_t* v, int32_t m0, int32_t mc, in
   float* ws = (float*)(uintptr_t)(uint32_t)o->pad2;
   const int32_t nchunk = cdiv(v->N, DGLU_CHUNK);
   const operand_t C = v->C;
+  /* Read-ahead (tile_io.h): the tile's h13 and d(h13) pieces are 64 rows of a few hundred bytes each,
+     too short for the hardware prefetcher; one pass of independent reads keeps many misses in flight. */
+  if (o->st_n == 1 && C.s1 == 1 && mc > TOUCH_MIN_ROWS) {
+    const size_t hes = o->st_g == DT_F32 ? 4 : 2, des = C.dt == DT_F32 ? 4 : 2;
+    const int two = k.layout == GLU_HALVES;
+    const size_t c0 = two ? (size_t)n0 : 2 * (size_t)n0, w = two ? (size_t)nc : 2 * (size_t)nc;
+    for (int32_t i = 0; i < mc; i++) {
+      const size_t hrow = (size_t)(v->r0 + m0 + i) * (size_t)o->st_r, drow = C.off + (size_t)(m0 + i) * (size_t)C.s0;
+      touch_range(h13 + (hrow + c0) * hes, w * hes);
+      touch_range(C.base + (drow + c0) * des, w * des);
+      if (two) {
+        touch_range(h13 + (hrow + c0 + (size_t)v->N) * hes, w * hes);
+        touch_range(C.base + (drow + c0 + (size_t)v->N) * des, w * des);
+      }
+    }
+  }
   for (int32_t i = 0; i < mc; i++) {
     const int32_t r = v->r0 + m0 + i;
     const size_t hrow = (size_t)r * (size_t)o->st_r;
