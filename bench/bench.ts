@@ -296,10 +296,11 @@ async function runDglu(): Promise<void> {
   const [alg, layout] = (args.get('glu') ?? 'glu_swiglu:halves').split(':') as [Parameters<typeof dgluBench>[4], Parameters<typeof dgluBench>[5]];
   for (const isa of isaList) {
     for (const threads of threadList) {
-      const rs = await dgluBench(threads, isa, rounds, minMs, alg, layout);
+      const act = args.get('dglu-act') === 'bf16' ? 'bf16' : 'f32';
+      const rs = await dgluBench(threads, isa, rounds, minMs, alg, layout, act);
       for (const r of rs) {
-        if (json) console.log(JSON.stringify({ mode: 'dglu', isa, alg, layout, ...r }));
-        else console.log(`dglu ${isa} ${alg}:${layout} threads=${threads} round=${r.round}: gemm ${r.gemm_ms.toFixed(1)} ms, gemm (fused path) ${r.gemm_fusedpath_ms.toFixed(1)} ms, gemm+dglu ${r.fused_ms.toFixed(1)} ms, standalone dglu ${r.standalone_ms.toFixed(1)} ms (${r.samples} samples each)`);
+        if (json) console.log(JSON.stringify({ mode: 'dglu', isa, alg, layout, act, ...r }));
+        else console.log(`dglu ${isa} ${alg}:${layout}${act === 'bf16' ? ' bf16 h13' : ''} threads=${threads} round=${r.round}: gemm ${r.gemm_ms.toFixed(1)} ms, gemm (fused path) ${r.gemm_fusedpath_ms.toFixed(1)} ms, gemm+dglu ${r.fused_ms.toFixed(1)} ms, standalone dglu ${r.standalone_ms.toFixed(1)} ms (${r.samples} samples each)`);
       }
       const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1];
       if (!json) {

@@ -10,7 +10,8 @@
  *   standalone  glu_backward primitive alone on diff_act (what the fusion saves: gemm + standalone)
  * Variants alternate sample by sample within a round (same interference); each round gives the ratio
  * of medians; the result is the median over rounds. Target: gemm+dglu / gemm <= 1.10.
- *   npm run bench -- --mode=dglu --threads=1,2 --rounds=3 --min-ms=4000 [--glu=glu_swiglu:halves] [--isa=simd128]
+ *   npm run bench -- --mode=dglu --threads=1,2 --rounds=3 --min-ms=4000 [--glu=glu_swiglu:halves] [--isa=simd128] [--dglu-act=bf16]
+ * --dglu-act=bf16: h13 and d(h13) in bf16 (saved activations), the GEMM's own output stays f32.
  */
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, glu_backward, matmul, memory, reorder, tag, type GluAlg, type GluLayout } from '../src/index.js';
 import { fillRandom, timingOf } from './timing.js';
@@ -29,7 +30,7 @@ export interface DgluRound {
   readonly samples: number;
 }
 
-export async function dgluBench(threads: number, isa: 'auto' | 'simd128' | 'relaxed', rounds: number, minMs: number, alg: GluAlg, layout: GluLayout): Promise<DgluRound[]> {
+export async function dgluBench(threads: number, isa: 'auto' | 'simd128' | 'relaxed', rounds: number, minMs: number, alg: GluAlg, layout: GluLayout, act: 'f32' | 'bf16' = 'f32'): Promise<DgluRound[]> {
   const w = WORKLOADS['moe-b'];
   const sizes = w.sizes, G = sizes.length, K = w.K, N = w.N;
   const R = sizes.reduce((a, b) => a + b, 0);
@@ -38,10 +39,10 @@ export async function dgluBench(threads: number, isa: 'auto' | 'simd128' | 'rela
   const RT = RUNTIME_DIM_VAL;
   const srcMd = memory.desc.grouped([R, K], dt.f32, G, [RT, K]);
   const diffMd = memory.desc.grouped([R, N], dt.f32, G, [RT, N]);
-  const dstMd = memory.desc.grouped([R, 2 * N], dt.f32, G, [RT, 2 * N]);
+  const dstMd = memory.desc.grouped([R, 2 * N], act, G, [RT, 2 * N]);
   const weiAny = memory.desc([G, K, N], dt.f32, tag.any);
   const attr = new PrimitiveAttr();
-  attr.postOps.appendGluBackward(alg, layout, undefined, undefined, { prob: true });
+  attr.postOps.appendGluBackward(alg, layout, undefined, undefined, { prob: true, srcDataType: act });
   const pdPlain = new matmul.PrimitiveDesc(eng, srcMd, weiAny, diffMd);
   const pdFused = new matmul.PrimitiveDesc(eng, srcMd, weiAny, dstMd, attr);
   const attrPath = new PrimitiveAttr();
@@ -65,15 +66,16 @@ export async function dgluBench(threads: number, isa: 'auto' | 'simd128' | 'rela
   const diff = Memory.create(diffMd, eng, [undefined, src.handles[1]]);
   const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
   const h13 = Memory.create(pdFused.queryMd('glu_backward:src')!, eng);
-  fillRandom(h13.values as Float32Array, 3, 6);
+  if (act === 'f32') fillRandom(h13.values as Float32Array, 3, 6);
+  else h13.write(Float64Array.from({ length: R * 2 * N }, (_, i) => Math.sin(i) * 3));
   const probMd = pdFused.queryMd('glu_backward:prob')!;
   const prob = Memory.create(probMd, eng), dprob = Memory.create(probMd, eng);
   fillRandom(prob.values as Float32Array, 4);
-  const plainView = (cols: number): ReturnType<typeof memory.desc> => memory.desc([R, cols], dt.f32, tag.ab);
-  const spd = new glu_backward.PrimitiveDesc(eng, alg, layout, plainView(2 * N), plainView(N), plainView(2 * N), { prob: probMd });
+  const plainView = (cols: number, t: 'f32' | 'bf16' = 'f32'): ReturnType<typeof memory.desc> => memory.desc([R, cols], t, tag.ab);
+  const spd = new glu_backward.PrimitiveDesc(eng, alg, layout, plainView(2 * N, act), plainView(N), plainView(2 * N, act), { prob: probMd });
   const standalone = new glu_backward.Primitive(spd);
   const diffPlain = Memory.create(plainView(N), eng, diff.handles[0]);
-  const dstPlain = Memory.create(plainView(2 * N), eng, dst.handles[0]);
+  const dstPlain = Memory.create(plainView(2 * N, act), eng, dst.handles[0]);
   const po = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(0) | x;
 
   const runPlain = async (): Promise<void> => {

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, glu_backward, matmul, memory, reorder, tag,
+  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, glu_backward, matmul, memory, reorder, tag, toStored,
   type DataType, type EngineOptions, type GluAlg, type GluLayout,
 } from '../src/index.js';
 import { finiteDifferenceRow, forwardDotRow, gluBackwardRow, type BwdSpec } from './glu_backward_reference.js';
@@ -655,5 +655,34 @@ describe.each(ENGINES)('glu_backward end to end through GEMM2 (%s)', (_name, opt
       expect(Math.abs(gotP[r] - fd), `dprob[${r}]`).toBeLessThan(1e-4 * (1 + Math.abs(fd)));
     }
     for (const m of [w2t, w2Mem, src, dst, h13, p, dp]) m.free();
+  });
+});
+
+describe.each(ENGINES.filter(([, o]) => o.kernels !== 'none'))('glu_backward bf16 vector paths (%s)', (_name, options) => {
+  let eng: Engine;
+  beforeAll(async () => {
+    eng = await Engine.create(options);
+  });
+  afterAll(() => eng.release());
+
+  it.each(LAYOUTS.map((l) => [l] as const))('%s: a bf16 d(h13) is the f32 result rounded to nearest even, bit for bit', async (layout) => {
+    const N = layout === 'blocks32' ? 64 : 23, R = 6;
+    const rng = mulberry32(77);
+    const bf = (cols: number): MemoryDesc => memory.desc([R, cols], dt.bf16, tag.ab);
+    const strm = new Stream(eng);
+    const h = Memory.create(bf(2 * N), eng), d = Memory.create(bf(N), eng);
+    h.write(uniform(rng, R * 2 * N, -3, 3));
+    d.write(uniform(rng, R * N, -1, 1));
+    const outs: Memory[] = [];
+    for (const t of [dt.f32, dt.bf16]) {
+      const md = memory.desc([R, 2 * N], t, tag.ab);
+      const o = Memory.create(md, eng);
+      new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', layout, md, bf(N), bf(2 * N))).execute(strm, { [ARG.SRC]: h, [ARG.DIFF_DST]: d, [ARG.DIFF_SRC]: o });
+      outs.push(o);
+    }
+    await strm.wait();
+    const f = outs[0].read(), codes = outs[1].values as Uint16Array;
+    expect(Array.from(codes)).toEqual(Array.from(f, (x) => toStored(dt.bf16, x)));
+    for (const m of [h, d, ...outs]) m.free();
   });
 });

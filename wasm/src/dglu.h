@@ -57,6 +57,18 @@ INLINE void dglu_load(const dglu_par_t* k, const char* base, int dt, size_t row,
     }
     return;
   }
+  if (dt == DT_BF16 && s1 == 1 && cnt == 4) {
+    const uint16_t* p = (const uint16_t*)base + row + gc;
+    if (k->layout == GLU_INTERLEAVED) { /* lane l: gate_l | up_l << 16 */
+      const v128_t x = wasm_v128_load(p);
+      *g = wasm_i32x4_shl(x, 16);
+      *u = wasm_v128_and(x, wasm_i32x4_splat((int32_t)0xffff0000));
+    } else {
+      *g = wasm_i32x4_shl(wasm_u32x4_load16x4(p), 16);
+      *u = wasm_i32x4_shl(wasm_u32x4_load16x4(p + du), 16);
+    }
+    return;
+  }
   float tg[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, tu[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
   for (int32_t l = 0; l < cnt; l++) {
     const int32_t c = dglu_gate_col(k, n + l);
@@ -65,6 +77,15 @@ INLINE void dglu_load(const dglu_par_t* k, const char* base, int dt, size_t row,
   }
   *g = wasm_v128_load(tg);
   *u = wasm_v128_load(tu);
+}
+
+/* f32 -> bf16 of 4 lanes in the low 16 bits of each 32-bit lane: common.h's f32_to_bf16 (round to
+   nearest even, NaN kept quiet) on vectors. */
+INLINE v128_t dglu_bf16x4(v128_t x) {
+  const v128_t r = wasm_u32x4_shr(wasm_i32x4_add(x, wasm_i32x4_add(wasm_i32x4_splat(0x7fff),
+                                                                  wasm_v128_and(wasm_u32x4_shr(x, 16), wasm_i32x4_splat(1)))), 16);
+  const v128_t nan = wasm_u32x4_gt(wasm_v128_and(x, wasm_i32x4_splat(0x7fffffff)), wasm_i32x4_splat(0x7f800000));
+  return wasm_v128_bitselect(wasm_v128_or(wasm_u32x4_shr(x, 16), wasm_i32x4_splat(0x40)), r, nan);
 }
 
 /* Stores d_gate and d_up of diff columns n .. n + cnt - 1 into one d(h13) row (same layout). */
@@ -79,6 +100,17 @@ INLINE void dglu_store(const dglu_par_t* k, char* base, int dt, size_t row, int3
     } else {
       wasm_v128_store(p, dg);
       wasm_v128_store(p + dd, du);
+    }
+    return;
+  }
+  if (dt == DT_BF16 && s1 == 1 && cnt == 4) {
+    uint16_t* p = (uint16_t*)base + row + gc;
+    const v128_t bg = dglu_bf16x4(dg), bu = dglu_bf16x4(du);
+    if (k->layout == GLU_INTERLEAVED) {
+      wasm_v128_store(p, wasm_v128_or(bg, wasm_i32x4_shl(bu, 16)));
+    } else {
+      wasm_v128_store64_lane(p, wasm_u16x8_narrow_i32x4(bg, bg), 0);
+      wasm_v128_store64_lane(p + dd, wasm_u16x8_narrow_i32x4(bu, bu), 0);
     }
     return;
   }

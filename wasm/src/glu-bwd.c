@@ -40,6 +40,7 @@ _Static_assert(sizeof(dglu_reduce_job_t) == 64, "dglu_reduce_job_t layout change
 /* 4 diff values of a row (absent lanes 0). */
 INLINE v128_t load4(const char* base, int dt, size_t row, int32_t s1, int32_t n, int32_t cnt) {
   if (dt == DT_F32 && s1 == 1 && cnt == 4) return wasm_v128_load((const float*)base + row + n);
+  if (dt == DT_BF16 && s1 == 1 && cnt == 4) return wasm_i32x4_shl(wasm_u32x4_load16x4((const uint16_t*)base + row + n), 16);
   float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
   for (int32_t l = 0; l < cnt; l++) t[l] = load_elem(base, dt, row + (size_t)(n + l) * (size_t)s1);
   return wasm_v128_load(t);
