@@ -8,6 +8,7 @@
  *   npm run bench -- --workload=moe-b --peer=ort --rounds=3    # alternate ours / peer 3 times; ratios from medians
  *   npm run bench -- --mode=moe --workload=moe-b,mixtral,decode-4 --threads=1,2 --rounds=3  # whole MoE layer vs onnxruntime-web MoE/QMoE
  *   npm run bench -- --mode=backward --threads=1,2 --rounds=9   # grouped matmul backward data / weights vs the forward (bench/backward_bench.ts)
+ *   npm run bench -- --mode=dglu --threads=1,2 --rounds=3   # fused GLU-backward epilogue vs its GEMM (bench/glu_backward_bench.ts)
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
@@ -21,6 +22,7 @@ import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
 import { quantBench, quantRatios } from './quant_bench.js';
 import { moeRoundChild, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
 import { backwardChild, backwardWorkload, type BackwardRow } from './backward_bench.js';
+import { dgluBench } from './glu_backward_bench.js';
 
 interface Row {
   workload: string;
@@ -252,7 +254,8 @@ async function main(): Promise<void> {
       }
     }
   }
-  if (mode === 'quant') await runQuant();
+  if (mode === 'dglu') await runDglu();
+  else if (mode === 'quant') await runQuant();
   else if (mode === 'moe') await runMoe();
   else if (mode === 'backward') runBackward();
   else if (!json) summarize();
@@ -314,6 +317,26 @@ async function runMoe(): Promise<void> {
       const per = ours.map((o, i) => (f32[i] ? f32[i].median_ms / o.median_ms : NaN)).filter((v) => !Number.isNaN(v));
       const ms = (rs: MoeRow[]): string => (rs.length ? med(rs.map((x) => x.median_ms)).toFixed(1) : '-');
       console.log(`| ${w.name} | ${threads} | ${ms(ours)} | ${ms(f32)} | ${per.length ? `${med(per).toFixed(2)} [${per.map((v) => v.toFixed(2)).join(' ')}]` : '-'} | ${ms(q8)} | ${ms(q4)} |`);
+    }
+  }
+}
+
+/** --mode=dglu: the fused GLU-backward epilogue vs the GEMM it rides on (MoE-B GEMM2 diff_src), ratios per round. */
+async function runDglu(): Promise<void> {
+  const [alg, layout] = (args.get('glu') ?? 'glu_swiglu:halves').split(':') as [Parameters<typeof dgluBench>[4], Parameters<typeof dgluBench>[5]];
+  for (const isa of isaList) {
+    for (const threads of threadList) {
+      const act = args.get('dglu-act') === 'bf16' ? 'bf16' : 'f32';
+      const rs = await dgluBench(threads, isa, rounds, minMs, alg, layout, act);
+      for (const r of rs) {
+        if (json) console.log(JSON.stringify({ mode: 'dglu', isa, alg, layout, act, ...r }));
+        else console.log(`dglu ${isa} ${alg}:${layout}${act === 'bf16' ? ' bf16 h13' : ''} threads=${threads} round=${r.round}: gemm ${r.gemm_ms.toFixed(1)} ms, gemm (fused path) ${r.gemm_fusedpath_ms.toFixed(1)} ms, gemm+dglu ${r.fused_ms.toFixed(1)} ms, standalone dglu ${r.standalone_ms.toFixed(1)} ms (${r.samples} samples each)`);
+      }
+      const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1];
+      if (!json) {
+        console.log(`dglu ${isa} threads=${threads}: gemm+dglu / gemm = ${med(rs.map((r) => r.ratio)).toFixed(3)} median of ${rs.length} rounds [${rs.map((r) => r.ratio.toFixed(3)).join(' ')}] (target <= 1.10)`);
+        console.log(`dglu ${isa} threads=${threads}: gemm+dglu / gemm (fused path) = ${med(rs.map((r) => r.ratio_fusedpath)).toFixed(3)} [${rs.map((r) => r.ratio_fusedpath.toFixed(3)).join(' ')}]`);
+      }
     }
   }
 }

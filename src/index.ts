@@ -20,11 +20,11 @@ export { Memory, type Handle, type MemoryOptions } from './memory/memory.js';
 export { Engine, type EngineOptions } from './runtime/engine.js';
 export { Stream } from './runtime/stream.js';
 export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr } from './attr/primitive_attr.js';
-export { PostOps, type PostOp } from './attr/post_ops.js';
+export { PostOps, type PostOp, type GluBackwardOptions as GluBackwardPostOpOptions } from './attr/post_ops.js';
 export {
   algorithm, eltwiseAlgorithm, binaryAlgorithm, gluAlgorithm, type Algorithm, type EltwiseAlg, type BinaryAlg, type GluAlg, type GluLayout,
 } from './attr/eltwise.js';
-export type { Fusion, QuantParam, BinaryParam, GluParam, IndexMap, QuantArg } from './attr/fusion.js';
+export type { Fusion, QuantParam, BinaryParam, GluParam, GluBackwardParam, IndexMap, QuantArg } from './attr/fusion.js';
 export * as quant from './quant/index.js';
 export { ARG } from './primitives/args.js';
 export * as matmul from './primitives/matmul/index.js';
@@ -36,3 +36,4 @@ export * as matmul_backward_data from './primitives/matmul_backward/data/index.j
 export * as matmul_backward_weights from './primitives/matmul_backward/weights/index.js';
 export * as grouped_gemm_backward_weights from './primitives/matmul_backward/pointers/index.js';
 export * as grouped_gemm_backward_data from './primitives/matmul_backward/pointers/data_index.js';
+export * as glu_backward from './primitives/glu_backward/index.js';

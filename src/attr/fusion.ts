@@ -56,6 +56,17 @@ export interface BinaryParam {
 
 export type GluParam = Extract<PostOp, { kind: 'glu' }>;
 
+/** The GLU backward post-op (rfcs/0002 section 10), resolved: the descriptors of its extra arguments. */
+export interface GluBackwardParam {
+  readonly op: Extract<PostOp, { kind: 'glu_backward' }>;
+  /** Position in the chain (always 0): the `i` of `ARG.ATTR_MULTIPLE_POST_OP(i) | ...`. */
+  readonly position: number;
+  /** The forward's GLU input h13 `[rows, 2N]` (plain, row-major). */
+  readonly src: MemoryDesc;
+  /** `[rows, 1]` f32 prob and dprob, when the op has `prob`. */
+  readonly prob: MemoryDesc | undefined;
+}
+
 /**
  * Everything of rfcs/0002 section 1 a problem needs beyond the plain GEMM. Logical coordinates used
  * by the maps, per problem kind:
@@ -76,6 +87,8 @@ export interface Fusion {
   /** Binary post-ops in chain order. */
   readonly binary: readonly BinaryParam[];
   readonly glu: GluParam | undefined;
+  /** GLU backward post-op (matmul only); absent otherwise. */
+  readonly gluBackward?: GluBackwardParam;
 }
 
 export const NO_FUSION: Fusion = Object.freeze({ scales: Object.freeze({}), zeroPoints: Object.freeze({}), binary: Object.freeze([]), glu: undefined });
@@ -117,7 +130,7 @@ export function zeroPointValueTypes(arg: QuantArg): readonly DataType[] {
 /** Does this problem use anything of rfcs/0002 beyond f32/bf16/f16 GEMM + eltwise/sum post-ops? */
 export function usesQuantOrFusion(f: Fusion, types: readonly DataType[]): boolean {
   return Object.keys(f.scales).length > 0 || Object.keys(f.zeroPoints).length > 0 || f.binary.length > 0 || f.glu !== undefined ||
-    types.some((t) => !FLOAT_TYPES.includes(t));
+    f.gluBackward !== undefined || types.some((t) => !FLOAT_TYPES.includes(t));
 }
 
 /** How one argument's scales / zero points may be laid out in a given problem. */

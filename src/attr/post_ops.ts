@@ -1,5 +1,6 @@
 import { check } from '../common/status.js';
 import { MemoryDesc } from '../memory/desc.js';
+import type { DataType } from '../common/data_type.js';
 import {
   GLU_LAYOUTS, isBinaryAlg, isEltwiseAlg, isGluAlg, type BinaryAlg, type EltwiseAlg, type GluAlg, type GluLayout,
 } from './eltwise.js';
@@ -10,7 +11,25 @@ export type PostOp =
   /** `x = x (mul|add) src1`, src1 passed at execution as `ARG.ATTR_MULTIPLE_POST_OP(i) | ARG.SRC_1` (i = position in the chain). */
   | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly src1: MemoryDesc }
   /** Fused GLU, always first: N GEMM columns -> N/2 destination columns. */
-  | { readonly kind: 'glu'; readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number; readonly limit: number };
+  | { readonly kind: 'glu'; readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number; readonly limit: number }
+  /**
+   * GLU backward (rfcs/0002 section 10), the only post-op: the GEMM's N columns are the diff of a GLU
+   * output; dst (2N columns, `layout`) receives d(gate, up), read against the saved forward input
+   * `ARG.ATTR_MULTIPLE_POST_OP(i) | ARG.SRC_1`; with `prob`, the GLU output was scaled by a per-row
+   * `ARG.ATTR_MULTIPLE_POST_OP(i) | ARG.GLU_PROB` and `| ARG.GLU_DIFF_PROB` accumulates its gradient.
+   */
+  | {
+    readonly kind: 'glu_backward'; readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number; readonly limit: number;
+    readonly prob: boolean; readonly srcDataType: DataType;
+  };
+
+/** Options of {@link PostOps.appendGluBackward}. */
+export interface GluBackwardOptions {
+  /** The forward scaled the GLU output by a per-row routing probability: take it, and accumulate dprob. */
+  readonly prob?: boolean;
+  /** Data type of the saved forward GLU input h13 (`ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1`): f32 (default), bf16 or f16. */
+  readonly srcDataType?: DataType;
+}
 
 /** Default alpha of each GLU (the sigmoid's slope): 1 for swiglu (SiLU), 1.702 for GPT-OSS's swiglu_oai. */
 const GLU_ALPHA: Record<GluAlg, number> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
@@ -67,6 +86,40 @@ export class PostOps {
     return this;
   }
 
+  /**
+   * GLU backward as the epilogue of the GEMM producing the diff of a GLU output (MoE: GEMM2's
+   * `diff_src = diff_out x W2^T`, cuDNN's fused dSwiGLU / dGeGLU). Must be the only post-op. The GEMM
+   * has N = I columns, dst has 2I: d(gate) and d(up) in the forward's `layout`. Execution arguments:
+   * `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1` the forward's GLU input h13 `[rows, 2I]`; with
+   * `{ prob: true }` also `| ARG.GLU_PROB` (`[rows, 1]` f32, the forward's routing weight per row) and
+   * `| ARG.GLU_DIFF_PROB` (`[rows, 1]` f32, accumulated: `dprob += sum_n diff * act(gate) * up`).
+   * `alpha` / `limit` as {@link appendGlu}.
+   */
+  appendGluBackward(alg: GluAlg, layout: GluLayout, alpha?: number, limit?: number, options: GluBackwardOptions = {}): this {
+    const fn = 'post_ops.appendGluBackward';
+    check(isGluAlg(alg), `${fn}: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
+    check(GLU_LAYOUTS.includes(layout), `${fn}: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
+    check(this.ops.length === 0, `${fn}: glu_backward must be the only post-op`);
+    check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `${fn}: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
+    check(limit === undefined || alg === 'glu_swiglu_oai', `${fn}: limit applies to glu_swiglu_oai only, not ${alg}`);
+    check(alpha === undefined || Number.isFinite(alpha), `${fn}: alpha must be finite`);
+    check(limit === undefined || (Number.isFinite(limit) && limit > 0), `${fn}: limit must be finite and positive`);
+    check(typeof options === 'object' && options !== null, `${fn}: options must be an object`);
+    const srcDataType = options.srcDataType ?? 'f32';
+    check(srcDataType === 'f32' || srcDataType === 'bf16' || srcDataType === 'f16', `${fn}: srcDataType ${String(srcDataType)} is not supported (f32, bf16, f16)`);
+    this.ops.push(Object.freeze({
+      kind: 'glu_backward', alg, layout, alpha: alpha ?? GLU_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_LIMIT : 0),
+      prob: options.prob === true, srcDataType,
+    }));
+    return this;
+  }
+
+  /** The GLU backward post-op, if the chain is one. */
+  get gluBackward(): Extract<PostOp, { kind: 'glu_backward' }> | undefined {
+    const o = this.ops[0];
+    return o?.kind === 'glu_backward' ? o : undefined;
+  }
+
   get length(): number {
     return this.ops.length;
   }
@@ -91,6 +144,7 @@ function opString(o: PostOp): string {
     case 'sum': return `sum:${o.scale}`;
     case 'eltwise': return `${o.alg}:${o.alpha}:${o.beta}`;
     case 'binary': return `${o.alg}:${o.src1.dataType}:${o.src1.isGrouped ? 'grouped:' : ''}${o.src1.dims.map((d) => (d < 0 ? '*' : d)).join('x')}`;
+    case 'glu_backward': return `${o.alg}_backward:${o.layout}:${o.alpha}:${o.limit}:${o.srcDataType}${o.prob ? ':prob' : ''}`;
     case 'glu': return o.alg === 'glu_swiglu_oai' ? `${o.alg}:${o.layout}:${o.alpha}:${o.limit}` : o.alg === 'glu_swiglu' ? `${o.alg}:${o.layout}:${o.alpha}` : `${o.alg}:${o.layout}`;
   }
 }

@@ -12,6 +12,7 @@ export function epilogueRejection(attr: PrimitiveAttr): string | undefined {
     if (o.kind === 'sum' && i !== 0) return 'a sum post-op must come first';
     if (o.kind === 'eltwise' && !isElt(o.alg)) return `eltwise ${o.alg} is not in the kernel epilogue`;
     if (o.kind === 'binary' || o.kind === 'glu') return `${o.alg} is not in the kernel epilogue`;
+    // glu_backward: a PO_DGLU record read by both paths (written by the matmul executor), not an epilogue entry.
   }
   return undefined;
 }

@@ -85,6 +85,7 @@ export function needsFused(src: DataType, wei: DataType, dst: DataType, f: Fusio
  */
 export function planFused(src: DataType, wei: DataType, dst: DataType, bias: DataType | undefined, f: Fusion, attr: PrimitiveAttr,
   roles: Roles, binaryRoles: readonly Role[]): FusedPlan | string {
+  // glu_backward (PO_DGLU) runs on both paths: alone it stays on the f32 path (wasm_matmul.ts writes its record).
   if (!needsFused(src, wei, dst, f, attr)) return { path: PATH.f32, q: [], po: [] };
   if (!DST_TYPES.includes(dst)) return `dst data type ${dst} is not in the kernels (${DST_TYPES.join(', ')})`;
   if (bias !== undefined && !FLOAT_TYPES.includes(bias)) return `bias data type ${bias} (kernels take f32, bf16, f16)`;
@@ -103,6 +104,11 @@ export function planFused(src: DataType, wei: DataType, dst: DataType, bias: Dat
   let bi = 0;
   for (const op of attr.postOps.entries) {
     if (op.kind === 'glu') continue;
+    if (op.kind === 'glu_backward') {
+      // The pointers and strides of PO_DGLU are written by the matmul executor (wasm_matmul.ts).
+      po.push({ kind: PO_KIND.dglu, alg: GLU_CODE[op.alg], alpha: op.alpha, beta: op.limit, binary: -1, loc: undefined });
+      continue;
+    }
     if (op.kind === 'eltwise') po.push({ kind: PO_KIND.eltwise, alg: ELT_CODE_ALL[op.alg], alpha: op.alpha, beta: op.beta, binary: -1, loc: undefined });
     else if (op.kind === 'sum') po.push({ kind: PO_KIND.sum, alg: 0, alpha: op.scale, beta: 0, binary: -1, loc: undefined });
     else {

@@ -32,7 +32,9 @@ export const QARG = { ptr: 0, table: 4, dt: 8, st_g: 12, st_r: 16, st_k: 20, st_
 export const Q = { src_scale: 0, wei_scale: 1, dst_scale: 2, src_zp: 3, wei_zp: 4, dst_zp: 5 } as const;
 /** Byte offsets inside a `post_op_t` (fused post-op, job.h). */
 export const PO = { kind: 0, alg: 4, alpha: 8, beta: 12, ptr: 16, table: 20, st_g: 24, st_r: 28, st_n: 32, SIZE: 48 } as const;
-export const PO_KIND = { eltwise: 1, sum: 2, binary_add: 3, binary_mul: 4 } as const;
+export const PO_KIND = { eltwise: 1, sum: 2, binary_add: 3, binary_mul: 4, dglu: 5 } as const;
+/** PO_DGLU's use of a `post_op_t` (wasm/src/glu-bwd.c dglu_tile): h13 dt in st_g, layout / prob / workspace in the pads. */
+export const PO_DGLU = { h13_dt: PO.st_g, h13_ld: PO.st_r, h13_s1: PO.st_n, layout: 36, prob: 40, ws: 44 } as const;
 export const MAX_PO = 8;
 export const PATH = { f32: 0, f32_fused: 1, int: 2 } as const;
 /** What each path runs, for `pd.implInfo`: the microkernel, and `-fused` when the tile epilogue and decode-in-packing run around it. */

@@ -48,6 +48,13 @@ export const ARG = {
   MOE_DIFF_W2_BIAS: 213,
   /** Backward of routing / combine: `[T, k]` f32 gradient of the routing weights. */
   MOE_DIFF_TOPK_WEIGHTS: 220,
+  /**
+   * GLU backward (rfcs/0002 section 10): `[rows, 1]` f32 routing probability that scaled each row of a
+   * GLU output, and its gradient (accumulated). Standalone `glu_backward` takes them as is; the matmul
+   * post-op as `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.GLU_PROB` / `| ARG.GLU_DIFF_PROB`.
+   */
+  GLU_PROB: 230,
+  GLU_DIFF_PROB: 231,
   /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
   MULTIPLE_SRC: 1024,
   MULTIPLE_DST: 2048,
@@ -90,6 +97,8 @@ export function argName(id: number): string {
     case ARG.MOE_SHARED_W13: return 'ARG.MOE_SHARED_W13';
     case ARG.MOE_SHARED_W2: return 'ARG.MOE_SHARED_W2';
     case ARG.MOE_DIFF_TOPK_WEIGHTS: return 'ARG.MOE_DIFF_TOPK_WEIGHTS';
+    case ARG.GLU_PROB: return 'ARG.GLU_PROB';
+    case ARG.GLU_DIFF_PROB: return 'ARG.GLU_DIFF_PROB';
     case ARG.WEIGHTS_1: return 'ARG.WEIGHTS_1';
     case ARG.RUNTIME_DIMS: return 'ARG.RUNTIME_DIMS';
     case ARG.ATTR_GROUPED_OFFSETS | ARG.SRC: return 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC';

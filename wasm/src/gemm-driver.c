@@ -10,6 +10,7 @@
 #include "lowp.h"
 #include "tile_io.h"
 #include "op_job.h"
+#include "dglu.h"
 
 INLINE size_t esz(int dt) { return dt == DT_F32 ? 4 : 2; }
 
@@ -107,7 +108,8 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
   const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1, MR);
   B.base += B.off * esz(B.dt);
   /* Rows go through a_row_elem / c_row_elem (MoE gather / scatter); C rows past the tile are never written. */
-  const int direct_c = C.dt == DT_F32 && C.s1 == 1 && !j->scatter_k;
+  const int dglu = j->n_po > 0 && j->po[0].kind == PO_DGLU; /* GLU backward epilogue (glu-bwd.c) */
+  const int direct_c = C.dt == DT_F32 && C.s1 == 1 && !j->scatter_k && !dglu;
   float* c = direct_c ? (float*)C.base + C.off + (size_t)m0 * C.s0 + n0 : s->c;
   const size_t ldc = direct_c ? (size_t)C.s0 : (size_t)NB;
   const int32_t npan = cdiv(nc, NR);
@@ -218,7 +220,9 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
     }
     accumulate = 1;
   }
-  if (!direct_c)
+  if (dglu)
+    dglu_tile(j, v, m0, mc, n0, nc, c, (int32_t)ldc);
+  else if (!direct_c)
     for (int32_t i = 0; i < mc; i++) {
       const size_t crow = c_row_elem(j, v, m0 + i);
       if (crow == SIZE_MAX) continue;

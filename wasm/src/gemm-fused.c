@@ -22,6 +22,7 @@
 #include "lowp.h"
 #include "vmath.h"
 #include "tile_io.h"
+#include "dglu.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Scales, zero points and binary inputs */
@@ -459,6 +460,7 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
   const int fast_store = C.dt == DT_F32 && C.s1 == 1;
   const int glu = j->glu_alg, layout = j->glu_layout;
   const int32_t up = t->seg_c[1];
+  const int dglu = j->n_po > 0 && j->po[0].kind == PO_DGLU;
   for (int32_t i = 0; i < t->mc; i++) {
     const int32_t r = dst_row(j, v, t->m0 + i);
     const size_t drow = c_row_elem(j, v, t->m0 + i);
@@ -474,6 +476,10 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
     if (comp) {
       q.za = wasm_i32x4_splat(w->rzp[i]);
       q.kza = wasm_i32x4_splat((int32_t)((uint32_t)v->Kg * (uint32_t)w->rzp[i]));
+    }
+    if (dglu) { /* GLU backward: the tile's f32 values in place, then dglu_tile (glu-bwd.c) */
+      for (int32_t jj = 0; jj < t->nc; jj += 4) wasm_v128_store(c + (size_t)i * ldc + jj, pre(&q, jj));
+      continue;
     }
     const float ds_row = dsb && !ds_cols ? q_float(qds, dsb, v->g, r, 0, 0) : 1.0f;
     const float dz_row = dzb && !dz_cols ? (float)q_int(qdz, dzb, v->g, r, 0, 0) : 0.0f;
@@ -517,6 +523,7 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
       }
     }
   }
+  if (dglu) dglu_tile(j, v, t->m0, t->mc, t->n0, t->nc, c, ldc);
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -36,7 +36,7 @@ enum {
   ELT_GELU_TANH = 7, ELT_SWISH = 8, ELT_LOGISTIC = 9, ELT_TANH = 10, ELT_EXP = 11,
 };
 /* Fused post-op chain entries (job.po), after bias and the GLU. */
-enum { PO_ELTWISE = 1, PO_SUM = 2, PO_BIN_ADD = 3, PO_BIN_MUL = 4 };
+enum { PO_ELTWISE = 1, PO_SUM = 2, PO_BIN_ADD = 3, PO_BIN_MUL = 4, PO_DGLU = 5 /* GLU backward, the only post-op (dglu.h) */ };
 enum { GLU_NONE = 0, GLU_SWIGLU = 1, GLU_GEGLU_ERF = 2, GLU_GEGLU_TANH = 3, GLU_SWIGLU_OAI = 4 };
 enum { GLU_HALVES = 0, GLU_INTERLEAVED = 1, GLU_BLOCKS32 = 2 };
 /* Scales and zero points (job.q). */

@@ -25,6 +25,8 @@ enum {
   KIND_MOE_COMBINE_BWD = 41, /* combine backward: d(out) -> d(expert rows), d(topk_weights) (moe-combine.c) */
   KIND_MOE_ACTIVATION = 51, /* the GLU between an MoE layer's GEMMs as a stage of its own (moe-activation.c) */
   KIND_MATMUL_BWD_BIAS = 42, /* grouped matmul backward: diff_bias = per-group row sums of diff_dst (matmul-bwd-bias.c) */
+  KIND_GLU_BWD = 45, /* GLU backward: h13, diff -> d(h13), dprob (glu-bwd.c) */
+  KIND_DGLU_REDUCE = 46, /* dprob of a GEMM with the PO_DGLU epilogue: chunk sums -> dprob (glu-bwd.c) */
 };
 
 /* Op status codes start at 100 (job.h's ERR_* are the GEMM's offsets errors). */

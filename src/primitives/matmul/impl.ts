@@ -24,6 +24,11 @@ export interface MatmulArgs {
   readonly tokenKs?: Memory;
   /** Batched format: `ARG.MOE_EXPERT_NUM_TOKENS`, `[G]` s32. */
   readonly counts?: Memory;
+  /**
+   * GLU backward post-op: `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1` (h13), and with prob
+   * `| ARG.GLU_PROB` and `| ARG.GLU_DIFF_PROB`.
+   */
+  readonly gluBackward?: { readonly src: Memory; readonly prob: Memory | undefined; readonly diffProb: Memory | undefined };
 }
 
 /** A prepared implementation for one pd: turns arguments into stream work. */

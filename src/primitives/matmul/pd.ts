@@ -12,7 +12,7 @@ import type { PostOp } from '../../attr/post_ops.js';
 import { ARG, argName } from '../args.js';
 import {
   FLOAT_TYPES, NO_FUSION, broadcastMap, dataTypeRejection, resolveQuant,
-  type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
+  type BinaryParam, type Fusion, type GluBackwardParam, type QuantArg, type QuantParam, type QuantShape,
 } from '../../attr/fusion.js';
 
 /** The ids of the arguments that take scales / zero points. */
@@ -27,7 +27,8 @@ const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
  */
 export type MatmulQuery =
   | 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets' | 'token_index' | 'token_ks' | 'expert_num_tokens'
-  | `scales:${QuantArg}` | `zero_points:${QuantArg}` | 'scales:src:grouped' | 'zero_points:src:grouped' | `binary:${number}`;
+  | `scales:${QuantArg}` | `zero_points:${QuantArg}` | 'scales:src:grouped' | 'zero_points:src:grouped' | `binary:${number}`
+  | 'glu_backward:src' | 'glu_backward:prob' | 'glu_backward:diff_prob';
 
 function describe(md: MemoryDesc): string {
   return md.isGrouped ? `grouped(var dim${md.grouped?.variableDim})` : md.format === 'any' ? 'any' : 'plain';
@@ -131,6 +132,11 @@ export class PrimitiveDesc {
 
   /** GLU rules on the GEMM's N columns; returns the destination's column count. */
   private static dstCols(attr: PrimitiveAttr, N: number): number {
+    const gb = attr.postOps.gluBackward;
+    if (gb) {
+      check(gb.layout !== 'blocks32' || N % 32 === 0, `matmul: glu_backward layout blocks32 needs N % 32 == 0 (dst holds alternating 32-column gate/up blocks), weights N = ${N}`);
+      return 2 * N;
+    }
     const glu = attr.postOps.glu;
     if (!glu) return N;
     check(N % 2 === 0, `matmul: a glu post-op needs an even number of GEMM columns (gate + up), weights N = ${N}`);
@@ -140,6 +146,7 @@ export class PrimitiveDesc {
 
   /** Message suffix naming the GLU when dst has N/2 columns. */
   private static gluNote(attr: PrimitiveAttr): string {
+    if (attr.postOps.gluBackward) return ' x 2 (glu_backward: d(gate) and d(up))';
     return attr.postOps.glu ? ' / 2 (glu)' : '';
   }
 
@@ -246,7 +253,9 @@ export class PrimitiveDesc {
     const why = dataTypeRejection(p.src.dataType, p.weights.dataType, p.dst.dataType);
     checkImpl(why === undefined, `matmul: ${why}`);
     for (const a of [...attr.scalesArgs, ...attr.zeroPointsArgs]) check(a === ARG.SRC || a === ARG.WEIGHTS || a === ARG.DST, `matmul: scales and zero points take ARG.SRC, ARG.WEIGHTS or ARG.DST, got ${argName(a)} (the MULTIPLE_* ids are for grouped_gemm)`);
-    const hasAny = attr.scalesArgs.length + attr.zeroPointsArgs.length > 0 || ops.some((o) => o.kind === 'binary' || o.kind === 'glu');
+    check(ops.every((o, i) => o.kind !== 'glu_backward' || (i === 0 && ops.length === 1)), 'matmul: a glu_backward post-op must be the only post-op');
+    const gluBackward = PrimitiveDesc.gluBackwardParam(p);
+    const hasAny = attr.scalesArgs.length + attr.zeroPointsArgs.length > 0 || ops.some((o) => o.kind === 'binary' || o.kind === 'glu') || gluBackward !== undefined;
     if (!hasAny) return NO_FUSION;
     const shapes = PrimitiveDesc.quantShapes(p);
     const scales: Partial<Record<QuantArg, QuantParam>> = {};
@@ -258,7 +267,22 @@ export class PrimitiveDesc {
       if (zq) zeroPoints[arg] = resolveQuant(`matmul: zero points of ${arg}`, 'zero_points', arg, zq, shapes[arg]);
     }
     const binary = ops.flatMap((o, i) => (o.kind === 'binary' ? [PrimitiveDesc.binaryParam(p, o, i)] : []));
-    return Object.freeze({ scales: Object.freeze(scales), zeroPoints: Object.freeze(zeroPoints), binary: Object.freeze(binary), glu: attr.postOps.glu });
+    return Object.freeze({ scales: Object.freeze(scales), zeroPoints: Object.freeze(zeroPoints), binary: Object.freeze(binary), glu: attr.postOps.glu, ...(gluBackward ? { gluBackward } : {}) });
+  }
+
+  /** rfcs/0002 section 10: the GLU backward post-op's problem rules and extra argument descriptors. */
+  private static gluBackwardParam(p: MatmulProblem): GluBackwardParam | undefined {
+    const op = p.attr.postOps.gluBackward;
+    if (!op) return undefined;
+    const what = 'matmul: glu_backward post-op';
+    checkImpl(p.kind === 'grouped_m' || (p.kind === 'dense' && p.batch.length === 0), `${what}: needs grouped rows (Proposal #1 or #2) or a 2D dense matmul, not a ${p.kind === 'dense' ? 'batched' : 'variable-K'} matmul`);
+    checkImpl(!p.moe.gather && !p.moe.scatterTopK, `${what}: does not combine with a gather or scatter`);
+    checkImpl(FLOAT_TYPES.includes(p.dst.dataType), `${what}: dst data type ${p.dst.dataType} is not supported (f32, bf16, f16)`);
+    check(p.attr.getScales(ARG.DST) === undefined && p.attr.getZeroPoints(ARG.DST) === undefined, `${what}: dst scales / zero points do not apply to gradients`);
+    const rows = p.M;
+    const src = new MemoryDesc({ dims: [rows, 2 * p.N], dataType: op.srcDataType, format: 'blocked', strides: [2 * p.N, 1] });
+    const prob = op.prob ? new MemoryDesc({ dims: [rows, 1], dataType: 'f32', format: 'blocked', strides: [1, 1] }) : undefined;
+    return Object.freeze({ op, position: 0, src, prob });
   }
 
   /** The logical tensors scales and zero points refer to, with the granularities each kind takes (rfcs/0002 section 2). */
@@ -328,6 +352,8 @@ export class PrimitiveDesc {
    */
   queryMd(what: MatmulQuery): MemoryDesc | undefined {
     const f = this.problem.fusion;
+    if (what === 'glu_backward:src') return f.gluBackward?.src;
+    if (what === 'glu_backward:prob' || what === 'glu_backward:diff_prob') return f.gluBackward?.prob;
     if (what.startsWith('binary:')) return f.binary.find((b) => `binary:${b.position}` === what)?.md;
     if (what.startsWith('scales:') || what.startsWith('zero_points:')) {
       const [kind, arg, alt] = what.split(':');

@@ -79,6 +79,7 @@ export class Primitive {
       tokenIndex: p.moe.gather || p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_INDEX, this.pd.queryMd('token_index')!) : undefined,
       tokenKs: p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_KS, this.pd.queryMd('token_ks')!) : undefined,
       counts: p.moe.batchedCounts ? this.arg(args, ARG.MOE_EXPERT_NUM_TOKENS, this.pd.queryMd('expert_num_tokens')!) : undefined,
+      gluBackward: this.gluBackwardArgs(args),
     };
     const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
       [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS']];
@@ -86,6 +87,13 @@ export class Primitive {
       for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | QUANT_ARG_ID[arg as QuantArg])]);
     }
     p.fusion.binary.forEach((b, j) => inputs.push([a.binary[j], argName(ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1)]));
+    const gb = a.gluBackward;
+    if (gb) {
+      const at = (id: number): string => argName(ARG.ATTR_MULTIPLE_POST_OP(0) | id);
+      inputs.push([gb.src, at(ARG.SRC_1)], [gb.prob, at(ARG.GLU_PROB)]);
+      const dp = gb.diffProb;
+      if (dp) for (const [m, name] of [...inputs, [a.dst, 'ARG.DST'] as const]) check(!m || !overlaps(dp, m), `matmul.execute: ${at(ARG.GLU_DIFF_PROB)} values overlap ${name} values`);
+    }
     for (const [m, name] of inputs) {
       check(!m || !overlaps(a.dst, m), `matmul.execute: ARG.DST values overlap ${name} values (in-place matmul is not supported)`);
     }
@@ -104,6 +112,19 @@ export class Primitive {
       if (r) return r.then(line);
       line();
     });
+  }
+
+  /** The extra arguments of a glu_backward post-op (rfcs/0002 section 10). */
+  private gluBackwardArgs(args: ExecArgs): MatmulArgs['gluBackward'] {
+    const gb = this.pd.problem.fusion.gluBackward;
+    if (!gb) return undefined;
+    const id = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(gb.position) | x;
+    const src = this.arg(args, id(ARG.SRC_1), gb.src);
+    if (!gb.prob) {
+      for (const x of [ARG.GLU_PROB, ARG.GLU_DIFF_PROB]) check(args[id(x)] === undefined, `matmul.execute: ${argName(id(x))} was given but the glu_backward post-op has no prob (appendGluBackward(..., { prob: true }))`);
+      return { src, prob: undefined, diffProb: undefined };
+    }
+    return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob) };
   }
 
   /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each. */

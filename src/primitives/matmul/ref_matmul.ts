@@ -10,6 +10,7 @@ import { checkedOffsets, groupingOf } from './runtime_offsets.js';
 import { checkRowMaps, checkedCounts } from './row_maps.js';
 import { elementReader, mapIndex, type Fusion, type GluParam, type IndexMap, type QuantArg, type QuantParam } from '../../attr/fusion.js';
 import type { PostOp } from '../../attr/post_ops.js';
+import { gluBackwardColumns, gluBackwardScalar, type GluGrad } from '../../attr/glu_backward.js';
 
 /** Bias element for a position: each bias dim is either the dst extent or 1 (broadcast). */
 function biasIndex(bias: MemoryDesc, idx: readonly number[]): number {
@@ -151,6 +152,36 @@ function prepare(p: MatmulProblem, a: MatmulArgs): Prepared {
   };
 }
 
+/**
+ * The glu_backward post-op (rfcs/0002 section 10) on one dst row: `col(n)` is the GEMM's f32 column n
+ * (the diff of the GLU output), `write(c, x)` stores dst column c of the row. Float64 math, f32 stores;
+ * dprob gets the row's float64 sum once.
+ */
+type GluBackwardRow = (row: number, col: (c: number) => number, write: (c: number, x: number) => void) => void;
+
+function gluBackwardRows(p: MatmulProblem, a: MatmulArgs): GluBackwardRow | undefined {
+  const gb = p.fusion.gluBackward;
+  if (!gb || !a.gluBackward) return undefined;
+  const { alg, layout, alpha, limit } = gb.op;
+  const h = elementReader(gb.src.dataType, a.gluBackward.src.values);
+  const ld = gb.src.strides[0], N = p.N;
+  const prob = a.gluBackward.prob?.values as Float32Array | undefined;
+  const dprob = a.gluBackward.diffProb?.values as Float32Array | undefined;
+  const g: GluGrad = { dGate: 0, dUp: 0, term: 0 };
+  return (row, col, write) => {
+    const pr = prob ? prob[row] : 1;
+    let sum = 0;
+    for (let n = 0; n < N; n++) {
+      const [gc, uc] = gluBackwardColumns(layout, N, n);
+      gluBackwardScalar(alg, h(row * ld + gc), h(row * ld + uc), col(n), pr, alpha, limit, g);
+      write(gc, g.dGate);
+      write(uc, g.dUp);
+      sum += g.term;
+    }
+    if (dprob) dprob[row] = Math.fround(dprob[row] + sum);
+  };
+}
+
 function runRef(p: MatmulProblem, a: MatmulArgs): void {
   if (p.kind === 'grouped_m') return refGroupedM(p, a);
   if (p.kind === 'grouped_k') return refGroupedK(p, a);
@@ -169,6 +200,7 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const [ws0, ws1, ws2] = p.weights.strides;
   const [ds0, ds1] = p.dst.strides;
   const r = prepare(p, a);
+  const gbw = gluBackwardRows(p, a);
   const i2 = [0, 0], i3 = [0, 0, 0];
   for (let g = 0; g < p.G; g++) {
     const r0 = offs[g], rows = offs[g + 1] - r0;
@@ -194,6 +226,10 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
       const row = dstRow(r0 + m);
       if (row < 0) continue; // a scatter's padding row is not written
       const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [g, c])) : 0));
+      if (gbw) {
+        gbw(row, col, (c, x) => r.dstW(row * ds0 + c * ds1, x));
+        continue;
+      }
       for (let n = 0; n < dstN; n++) {
         const di = row * ds0 + n * ds1;
         i2[0] = row; i2[1] = n;
@@ -244,6 +280,7 @@ function refDense(p: MatmulProblem, a: MatmulArgs): void {
   const { M, K, N, dstN } = p;
   const ss = p.src.strides, ws = p.weights.strides, ds = p.dst.strides;
   const r = prepare(p, a);
+  const gbw = gluBackwardRows(p, a);
   const batches = p.batch.reduce((x, y) => x * y, 1);
   const counts = p.moe.batchedCounts ? checkedCounts(p, a, batches) : undefined;
   const idx = new Array<number>(nb + 2).fill(0);
@@ -283,6 +320,10 @@ function refDense(p: MatmulProblem, a: MatmulArgs): void {
         idx[nb + 1] = c;
         return Math.fround(C[m * N + c] + r.bias(biasIndex(p.bias, idx)));
       };
+      if (gbw) { // 2D only (the pd rejects batched glu_backward)
+        gbw(m, col, (c, x) => r.dstW(dOff + m * ds[nb] + c * ds[nb + 1], x));
+        continue;
+      }
       for (let n = 0; n < dstN; n++) {
         const di = dOff + m * ds[nb] + n * ds[nb + 1];
         const v = r.ep.value(col, n, N);

@@ -13,6 +13,8 @@ import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../../kernels/fused_job.js';
 
 import { TILE } from '../../kernels/tile_geometry.js';
+import { GLU_CODE, GLU_LAYOUT_CODE, PO, PO_DGLU, PO_KIND } from '../../kernels/job_layout.js';
+import { DGLU_CHUNK, DglReduceJob } from '../../kernels/dglu_job.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 /** @internal the tile geometry (tests check the scratch it needs; NB must stay a multiple of 64 for GLU blocks32). */
@@ -62,6 +64,8 @@ export const wasmMatmul: MatmulImpl = {
     }
     const plan = planMatmul(p);
     if (typeof plan === 'string') return plan;
+    if (p.fusion.gluBackward && NB % DGLU_CHUNK !== 0) return `glu_backward needs tiles of a multiple of ${DGLU_CHUNK} columns`;
+    if (p.fusion.gluBackward && !fits32(p.fusion.gluBackward.src)) return 'the glu_backward src is too large for 32-bit indexing';
     const mds = [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)].map((q) => q!.md);
     for (const b of p.fusion.binary) mds.push(b.md);
     if (mds.some((md) => !fits32(md))) return 'a scales / zero points / binary memory is too large for 32-bit indexing';
@@ -89,6 +93,8 @@ class WasmMatmulExecutor implements MatmulExecutor {
   private readonly i32: Int32Array;
   private readonly f32: Float32Array;
   private readonly plan: FusedPlan;
+  /** glu_backward with prob: the chunk-sum workspace and the job that folds it into dprob. */
+  private readonly reduce: DglReduceJob | undefined;
 
   constructor(p: MatmulProblem, engine: Engine) {
     this.p = p;
@@ -99,6 +105,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     this.job = engine.alloc(JOB.SIZE);
     this.i32 = new Int32Array(engine.buffer, this.job, JOB.SIZE / 4);
     this.f32 = new Float32Array(engine.buffer, this.job, JOB.SIZE / 4);
+    this.reduce = p.fusion.gluBackward?.prob ? new DglReduceJob(engine, p.M, p.N) : undefined;
     const known = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
     this.sizes = 0;
     if (known) {
@@ -110,6 +117,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
   destroy(): void {
     this.engine.releaseBlock(this.job);
     if (this.sizes) this.engine.releaseBlock(this.sizes);
+    this.reduce?.free();
   }
 
   task(a: MatmulArgs): () => void | Promise<void> {
@@ -120,14 +128,22 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const pre = (): void => {
       if (extra) checkedOffsets(groupingOf(this.p, a));
     };
-    if (eng.pool) return () => {
+    const gemm: () => void | Promise<void> = eng.pool ? () => {
       pre();
       return eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus(a));
-    };
-    return () => {
+    } : () => {
       pre();
       eng.kernels!.run_job(this.fill(a), 0);
       this.checkStatus(a);
+    };
+    if (!this.reduce) return gemm;
+    // glu_backward dprob: the GEMM's tiles wrote chunk sums; fold them into dprob in chunk order.
+    const p = this.p;
+    const offs = p.offsetsFrom === 'attr' ? a.offsets!.handles[0] : p.kind === 'grouped_m' ? a.src.handles[1] : 0;
+    const reduce = this.reduce.task(a.gluBackward!.diffProb!, offs, p.kind === 'grouped_m' ? p.G : 0);
+    return () => {
+      const r = gemm();
+      return r instanceof Promise ? r.then(reduce) : reduce();
     };
   }
 
@@ -222,6 +238,22 @@ class WasmMatmulExecutor implements MatmulExecutor {
     writeFused(this.i32, this.f32, this.plan, p.fusion, p.bias?.dataType,
       (kind, arg) => ({ ptr: a[kind][arg]!.handles[0], table: false }),
       (i) => ({ ptr: a.binary[i].handles[0], table: false }));
+    const gb = p.fusion.gluBackward;
+    if (gb) {
+      const o = JOB.po / 4;
+      this.set('n_po', 1);
+      this.i32[o + PO.kind / 4] = PO_KIND.dglu;
+      this.i32[o + PO.alg / 4] = GLU_CODE[gb.op.alg];
+      this.f32[o + PO.alpha / 4] = gb.op.alpha;
+      this.f32[o + PO.beta / 4] = gb.op.limit;
+      this.i32[o + PO.ptr / 4] = a.gluBackward!.src.handles[0];
+      this.i32[o + PO_DGLU.h13_dt / 4] = dt(gb.src.dataType);
+      this.i32[o + PO_DGLU.h13_ld / 4] = gb.src.strides[0];
+      this.i32[o + PO_DGLU.h13_s1 / 4] = gb.src.strides[1];
+      this.i32[o + PO_DGLU.layout / 4] = GLU_LAYOUT_CODE[gb.op.layout];
+      this.i32[o + PO_DGLU.prob / 4] = a.gluBackward!.prob?.handles[0] ?? 0;
+      this.i32[o + PO_DGLU.ws / 4] = this.reduce?.ws ?? 0;
+    }
     return this.job;
   }
 
