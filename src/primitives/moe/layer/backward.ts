@@ -9,16 +9,17 @@ import type { Engine } from '../../../runtime/engine.js';
 import type { Stream } from '../../../runtime/stream.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { ARG, argName } from '../../args.js';
+import * as matmul from '../../matmul/index.js';
 import * as matmul_backward_data from '../../matmul_backward/data/index.js';
+import { PrimitiveAttr } from '../../../attr/primitive_attr.js';
 import * as matmul_backward_weights from '../../matmul_backward/weights/index.js';
 import * as routing from '../routing/index.js';
 import * as combine from '../combine/index.js';
-import { GluBackwardStage } from './glu_backward_stage.js';
 import { PrimitiveDesc, type Primitive, type LayerArgs } from './layer.js';
 
 /** The stages of the backward, in the order they run. */
-export type BackwardStageName = 'combine_bwd' | 'route_bwd' | 'gemm2_bwd_data' | 'gemm2_bwd_weights'
-  | 'glu_bwd' | 'gemm1_bwd_data' | 'gemm1_bwd_weights' | 'gather_bwd';
+export type BackwardStageName = 'combine_bwd' | 'route_bwd' | 'gemm2_bwd_data_glu' | 'gemm2_bwd_weights'
+  | 'gemm1_bwd_data' | 'gemm1_bwd_weights' | 'gather_bwd';
 
 /** Workspace of the backward (allocated once per primitive). R = T x topK routed rows. */
 export interface BackwardWorkspace {
@@ -26,8 +27,6 @@ export interface BackwardWorkspace {
   readonly dY: Memory;
   /** `[T, k]` gradient of the routing weights. */
   readonly dTopkWeights: Memory;
-  /** `[R, I]` gradient of the GLU output. */
-  readonly dAct: Memory;
   /** `[R, 2I]` gradient of GEMM1's output (gate and up). */
   readonly dH13: Memory;
   /** `[R, K]` gradient of the permuted hidden rows. */
@@ -63,7 +62,7 @@ export class BackwardPrimitiveDesc {
   readonly hint: PrimitiveDesc;
   /** @internal */ readonly combineBwd: combine.BackwardPrimitiveDesc;
   /** @internal */ readonly routingBwd: routing.BackwardPrimitiveDesc;
-  /** @internal */ readonly gemm2Data: matmul_backward_data.PrimitiveDesc;
+  /** @internal GEMM2's d(src) with the GLU backward as its epilogue: dY . w2ᵀ -> d(h13). */ readonly gemm2DataGlu: matmul.PrimitiveDesc;
   /** @internal */ readonly gemm2Weights: matmul_backward_weights.PrimitiveDesc;
   /** @internal */ readonly gemm1Data: matmul_backward_data.PrimitiveDesc;
   /** @internal */ readonly gemm1Weights: matmul_backward_weights.PrimitiveDesc;
@@ -86,12 +85,16 @@ export class BackwardPrimitiveDesc {
     this.combineBwd = new combine.BackwardPrimitiveDesc(engine, hint.combine);
     this.routingBwd = new routing.BackwardPrimitiveDesc(engine, hint.routing);
     const rows = (n: number): MemoryDesc => groupedDesc([R, n], 'f32', G, [RUNTIME_DIM_VAL, n]);
-    const dyMd = rows(K), dActMd = rows(I), dH13Md = rows(2 * I), dxMd = rows(K);
+    const dyMd = rows(K), dH13Md = rows(2 * I), dxMd = rows(K);
     const w13Md = hint.mds.w13, w2Md = hint.mds.w2;
     const db13Md = c.bias ? plainDesc([G, 2 * I], 'f32', 'ab') : undefined, db2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
     // The forward's GEMMs are the hints: d(src) = d(dst) . Wᵀ reads the caller's abc weights with their
     // strides swapped; d(W)[g] = src[g]ᵀ . d(dst)[g] (+ d(bias)[g] = row sums) reads the saved src.
-    this.gemm2Data = new matmul_backward_data.PrimitiveDesc(engine, dActMd, w2Md, dyMd, hint.gemm2);
+    // d(act) = dY . w2ᵀ never leaves registers: the GLU backward epilogue turns each tile into d(gate, up)
+    // from the saved h13 (cuDNN's dSwiGLU fusion, seed 001). w2 [G, I, K] abc is read as [G, K, I] acb.
+    const dglu = new PrimitiveAttr();
+    dglu.postOps.appendGluBackward(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
+    this.gemm2DataGlu = new matmul.PrimitiveDesc(engine, dyMd, plainDesc([G, K, I], 'f32', 'acb'), dH13Md, dglu);
     this.gemm2Weights = db2Md ? new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.act, w2Md, db2Md, dyMd, hint.gemm2) : new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.act, w2Md, dyMd, hint.gemm2);
     this.gemm1Data = new matmul_backward_data.PrimitiveDesc(engine, dxMd, w13Md, dH13Md, hint.gemm1);
     this.gemm1Weights = db13Md ? new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.src1, w13Md, db13Md, dH13Md, hint.gemm1) : new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.src1, w13Md, dH13Md, hint.gemm1);
@@ -100,7 +103,8 @@ export class BackwardPrimitiveDesc {
       diff_dst: plainDesc([T, K], 'f32', 'ab'), diff_src: plainDesc([T, K], 'f32', 'ab'), diff_logits: plainDesc([T, E], 'f32', 'ab'),
       diff_w13: plainDesc([G, K, 2 * I], 'f32', 'abc'), diff_w2: plainDesc([G, I, K], 'f32', 'abc'),
       ...(db13Md && db2Md ? { diff_w13_bias: db13Md, diff_w2_bias: db2Md } : {}),
-      dY: dyMd, dAct: dActMd, dH13: dH13Md, dX: dxMd, dTopkWeights: plainDesc([T, k], 'f32', 'ab'),
+      dY: dyMd, dH13: dH13Md, dX: dxMd, dTopkWeights: plainDesc([T, k], 'f32', 'ab'),
+      w2T: plainDesc([G, K, I], 'f32', 'acb'), h13Plain: plainDesc([R, 2 * I], 'f32', 'ab'),
     });
     verboseLine('create', ['moe_layer_bwd', this.implInfo, 'undef', `diff_dst:${this.mds.diff_dst} w13:${hint.mds.w13} w2:${hint.mds.w2}`, '', '', `t${T}e${E}k${k}:${K}x${I}`, (now() - t0).toFixed(4)]);
   }
@@ -133,7 +137,7 @@ export class BackwardPrimitive {
     check(forward !== undefined && forward !== null && forward.pd === pd.hint, 'moe.layer.BackwardPrimitive: forward must be the moe.layer.Primitive of the pd\'s forward hint');
     this.pd = pd;
     this.forward = forward;
-    const eng = pd.engine, c = pd.hint.config, fw = forward.workspace;
+    const eng = pd.engine, fw = forward.workspace;
     const owned: Memory[] = [];
     const offs = fw.act.handles[1];
     const mk = (md: MemoryDesc, handles?: (number | undefined)[]): Memory => {
@@ -142,7 +146,7 @@ export class BackwardPrimitive {
       return m;
     };
     const ws: BackwardWorkspace = Object.freeze({
-      dY: mk(pd.mds.dY, [undefined, offs]), dTopkWeights: mk(pd.mds.dTopkWeights), dAct: mk(pd.mds.dAct, [undefined, offs]),
+      dY: mk(pd.mds.dY, [undefined, offs]), dTopkWeights: mk(pd.mds.dTopkWeights),
       dH13: mk(pd.mds.dH13, [undefined, offs]), dX: mk(pd.mds.dX, [undefined, offs]),
     });
     this.workspace = ws;
@@ -157,12 +161,20 @@ export class BackwardPrimitive {
     add('route_bwd', pd.routingBwd, new routing.BackwardPrimitive(pd.routingBwd), (a, w) => ({
       [ARG.SRC]: a[ARG.MOE_ROUTER_LOGITS], [ARG.MOE_TOPK_IDS]: fw.topkIds, [ARG.MOE_DIFF_TOPK_WEIGHTS]: w.dTopkWeights, [ARG.DIFF_SRC]: a[ARG.MOE_DIFF_ROUTER_LOGITS],
     }));
-    add('gemm2_bwd_data', pd.gemm2Data, new matmul_backward_data.Primitive(pd.gemm2Data), (a, w) => ({ [ARG.DIFF_DST]: w.dY, [ARG.WEIGHTS]: a[ARG.WEIGHTS_1], [ARG.DIFF_SRC]: w.dAct }));
+    // The saved h13 as the post-op's plain [R, 2I] input (same bytes), and w2 seen transposed (a view per weights buffer).
+    const h13 = mk(pd.mds.h13Plain, [fw.h13!.handles[0]]);
+    let w2T: Memory | undefined;
+    const w2View = (w2: Memory | undefined): Memory | undefined => {
+      if (!w2) return undefined;
+      if (w2T?.handles[0] !== w2.handles[0]) w2T = Memory.create(pd.mds.w2T, eng, [w2.handles[0]]);
+      return w2T;
+    };
+    add('gemm2_bwd_data_glu', pd.gemm2DataGlu, new matmul.Primitive(pd.gemm2DataGlu), (a, w) => ({
+      [ARG.SRC]: w.dY, [ARG.WEIGHTS]: w2View(a[ARG.WEIGHTS_1]), [ARG.DST]: w.dH13, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: h13,
+    }));
     add('gemm2_bwd_weights', pd.gemm2Weights, new matmul_backward_weights.Primitive(pd.gemm2Weights), (a, w) => ({
       [ARG.SRC]: fw.act, [ARG.DIFF_DST]: w.dY, [ARG.DIFF_WEIGHTS]: a[ARG.DIFF_WEIGHTS_1], [ARG.DIFF_BIAS]: a[ARG.MOE_DIFF_W2_BIAS],
     }));
-    const glu = new GluBackwardStage(eng, pd.hint.mds.h13, pd.mds.dAct, c.glu);
-    add('glu_bwd', glu, glu, (_a, w) => ({ [ARG.SRC]: fw.h13, [ARG.DIFF_DST]: w.dAct, [ARG.DIFF_SRC]: w.dH13 }));
     add('gemm1_bwd_data', pd.gemm1Data, new matmul_backward_data.Primitive(pd.gemm1Data), (a, w) => ({ [ARG.DIFF_DST]: w.dH13, [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.DIFF_SRC]: w.dX }));
     add('gemm1_bwd_weights', pd.gemm1Weights, new matmul_backward_weights.Primitive(pd.gemm1Weights), (a, w) => ({
       [ARG.SRC]: fw.permuted, [ARG.DIFF_DST]: w.dH13, [ARG.DIFF_WEIGHTS]: a[ARG.DIFF_WEIGHTS], [ARG.DIFF_BIAS]: a[ARG.DIFF_BIAS],
@@ -189,8 +201,8 @@ export class BackwardPrimitive {
     const need: number[] = [ARG.DIFF_DST, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DIFF_SRC, ARG.MOE_DIFF_ROUTER_LOGITS, ARG.DIFF_WEIGHTS, ARG.DIFF_WEIGHTS_1];
     if (this.pd.hint.config.bias) need.push(ARG.DIFF_BIAS, ARG.MOE_DIFF_W2_BIAS);
     for (const id of need) if (args[id] === undefined) throw new DnnlError('invalid_arguments', `moe.layer.backward.execute: missing argument ${argName(id)}`);
-    const md = this.pd.mds;
-    const expect: [number, MemoryDesc][] = [[ARG.DIFF_DST, md.diff_dst], [ARG.DIFF_SRC, md.diff_src], [ARG.MOE_DIFF_ROUTER_LOGITS, md.diff_logits], [ARG.DIFF_WEIGHTS, md.diff_w13], [ARG.DIFF_WEIGHTS_1, md.diff_w2]];
+    const md = this.pd.mds, hint = this.pd.hint.mds;
+    const expect: [number, MemoryDesc][] = [[ARG.WEIGHTS, hint.w13], [ARG.WEIGHTS_1, hint.w2], [ARG.MOE_ROUTER_LOGITS, hint.logits], [ARG.DIFF_DST, md.diff_dst], [ARG.DIFF_SRC, md.diff_src], [ARG.MOE_DIFF_ROUTER_LOGITS, md.diff_logits], [ARG.DIFF_WEIGHTS, md.diff_w13], [ARG.DIFF_WEIGHTS_1, md.diff_w2]];
     if (md.diff_w13_bias) expect.push([ARG.DIFF_BIAS, md.diff_w13_bias], [ARG.MOE_DIFF_W2_BIAS, md.diff_w2_bias]);
     for (const [id, d] of expect) check(args[id]!.desc.equals(d), `moe.layer.backward.execute: ${argName(id)} descriptor ${args[id]!.desc} does not match the primitive's ${d}`);
     for (const s of this.stages) s.execute(strm, args);
