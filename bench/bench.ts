@@ -9,6 +9,7 @@
  *   npm run bench -- --mode=moe --workload=moe-b,mixtral,decode-4 --threads=1,2 --rounds=3  # whole MoE layer vs onnxruntime-web MoE/QMoE
  *   npm run bench -- --mode=backward --threads=1,2 --rounds=9   # grouped matmul backward data / weights vs the forward (bench/backward_bench.ts)
  *   npm run bench -- --mode=dglu --threads=1,2 --rounds=3   # fused GLU-backward epilogue vs its GEMM (bench/glu_backward_bench.ts)
+ *   npm run bench -- --mode=moe-backward --threads=1,2 --rounds=3   # MoE layer backward vs its forward (bench/moe_backward_bench.ts)
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
@@ -23,6 +24,7 @@ import { quantBench, quantRatios } from './quant_bench.js';
 import { moeRoundChild, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
 import { backwardChild, backwardWorkload, type BackwardRow } from './backward_bench.js';
 import { dgluBench } from './glu_backward_bench.js';
+import type { MoeBackwardRow } from './moe_backward_bench.js';
 
 interface Row {
   workload: string;
@@ -68,8 +70,8 @@ function customWorkload(): Workload | undefined {
   return { name: `custom:g${G}`, sizes, K, N, description: `${g} ${positional[0]}` };
 }
 
-const custom = mode === 'moe' || mode === 'backward' ? undefined : customWorkload();
-const workloads: Workload[] = mode === 'moe' || mode === 'backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
+const custom = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? undefined : customWorkload();
+const workloads: Workload[] = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
@@ -258,6 +260,7 @@ async function main(): Promise<void> {
   else if (mode === 'quant') await runQuant();
   else if (mode === 'moe') await runMoe();
   else if (mode === 'backward') runBackward();
+  else if (mode === 'moe-backward') runMoeBackward();
   else if (!json) summarize();
 }
 
@@ -286,6 +289,27 @@ function runBackward(): void {
     const ratio = x.ratios.length ? `${med(x.ratios).toFixed(3)} [${x.ratios.map((v) => v.toFixed(2)).join(' ')}]` : '(one run)';
     console.log(`| ${x.threads} | ${x.variant} | ${x.median_ms.toFixed(1)} | ${ratio} |`);
   }
+}
+
+/** --mode=moe-backward: the layer's backward / forward per round, one process per round and thread count. */
+function runMoeBackward(): void {
+  const name = args.get('workload') ?? 'moe-b-e32';
+  const cli = fileURLToPath(new URL('./moe_backward_bench.ts', import.meta.url));
+  const ratios = new Map<number, number[]>();
+  for (let r = 0; r < rounds; r++) {
+    for (const threads of threadList) {
+      const child = spawnSync(process.execPath, [...process.execArgv, cli, `--workload=${name}`, `--threads=${threads}`, `--min-ms=${minMs}`], { encoding: 'utf8', maxBuffer: 1 << 24 });
+      const rows = child.stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as MoeBackwardRow);
+      if (child.status !== 0 || rows.length === 0) throw new Error(`moe-backward round failed: ${child.stderr.slice(-2000)}`);
+      for (const x of rows) report({ workload: x.workload, impl: x.what, dt: 'f32', threads, median_ms: x.median_ms, min_ms: x.min_ms, max_ms: x.max_ms, gflops: 0, note: `${x.note} round=${r}` });
+      const fwd = rows.find((x) => x.what === 'forward_training')!, bwd = rows.find((x) => x.what === 'backward')!;
+      ratios.set(threads, [...(ratios.get(threads) ?? []), bwd.median_ms / fwd.median_ms]);
+    }
+  }
+  if (json) return;
+  const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1];
+  console.log(`\n${name}: backward / forward_training, median of ${rounds} rounds [per round] (target <= 2.5)`);
+  for (const [threads, v] of ratios) console.log(`| ${threads} | ${med(v).toFixed(3)} [${v.map((x) => x.toFixed(2)).join(' ')}] |`);
 }
 
 /** --mode=moe: rounds of (ours at each thread count, then each onnxruntime-web variant), ratios per round. */

@@ -17,7 +17,7 @@ export const MOE_BACKWARD_WORKLOADS: Readonly<Record<string, MoeWorkload>> = {
   small: { name: 'small', T: 64, E: 8, k: 2, K: 256, I: 192, description: 'small layer: T=64 E=8 top-2 K=256 I=192' },
 };
 
-export interface BackwardRow {
+export interface MoeBackwardRow {
   readonly workload: string;
   readonly what: string;
   readonly threads: number;
@@ -41,7 +41,7 @@ async function alternate(fns: readonly (() => Promise<void>)[], minMs: number): 
   return t.map(timingOf);
 }
 
-export async function moeBackwardRound(w: MoeWorkload, threads: number, minMs: number): Promise<BackwardRow[]> {
+export async function moeBackwardRound(w: MoeWorkload, threads: number, minMs: number): Promise<MoeBackwardRow[]> {
   const eng = await Engine.create({ threads });
   const strm = new Stream(eng);
   const config = { tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { scoring: 'softmax', renormalize: true }, glu: { alg: 'glu_swiglu', layout: 'interleaved' } } as const;
@@ -76,8 +76,8 @@ export async function moeBackwardRound(w: MoeWorkload, threads: number, minMs: n
     await strm.wait();
   };
   const [tf, tb, ti] = await alternate([run(() => fwd.execute(strm, a)), run(() => bwd.execute(strm, b)), run(() => inf.execute(strm, ia))], minMs);
-  const row = (what: string, t: Timing, note = ''): BackwardRow => ({ workload: w.name, what, threads, median_ms: t.median, min_ms: t.min, max_ms: t.max, note });
-  const rows: BackwardRow[] = [
+  const row = (what: string, t: Timing, note = ''): MoeBackwardRow => ({ workload: w.name, what, threads, median_ms: t.median, min_ms: t.min, max_ms: t.max, note });
+  const rows: MoeBackwardRow[] = [
     row('forward_training', tf),
     row('forward_inference (packed)', ti),
     row('backward', tb, `backward/forward_training=${(tb.median / tf.median).toFixed(3)} backward/forward_inference=${(tb.median / ti.median).toFixed(3)} (target <= 2.5)`),
