@@ -2,7 +2,8 @@ import { check } from '../common/status.js';
 import { countObject } from '../common/census.js';
 import { Lifetime, type Executor } from '../runtime/lifetime.js';
 import type { Engine } from '../runtime/engine.js';
-import type { Stream } from '../runtime/stream.js';
+import type { Stream, StreamTask } from '../runtime/stream.js';
+import { getVerbose, now, verboseLine } from '../common/verbose.js';
 
 /**
  * What every op-job primitive shares (moe.dispatch, moe.combine, moe.activation, the backward ops,
@@ -37,8 +38,22 @@ export abstract class OpPrimitive<P extends { readonly engine: Engine }, A> {
     check(stream.engine === this.pd.engine, `${fn}: stream belongs to another engine`);
   }
 
-  /** Enqueues the work on checked arguments. */
-  protected enqueue(stream: Stream, args: A): void {
-    stream.enqueue(this.exec.run(args));
+  /**
+   * Enqueues the work on checked arguments; with `verbose` (the fields of the exec line but the time),
+   * a oneDNN-like exec line is printed when verbose is on (the fields are built only then).
+   */
+  protected enqueue(stream: Stream, args: A, verbose?: () => string[]): void {
+    const task: StreamTask = this.exec.run(args);
+    if (!verbose || getVerbose() < 1) {
+      stream.enqueue(task);
+      return;
+    }
+    stream.enqueue(() => {
+      const t0 = now();
+      const line = (): void => verboseLine('exec', [...verbose(), (now() - t0).toFixed(4)]);
+      const r = task();
+      if (r) return r.then(line);
+      line();
+    });
   }
 }

@@ -1,7 +1,7 @@
 import type { Stream } from '../../runtime/stream.js';
 import { ARG } from '../args.js';
 import { OpPrimitive } from '../op_primitive.js';
-import { memArg, type ExecArgs } from '../moe/exec_args.js';
+import { memArg, type ExecArgs } from '../exec_args.js';
 import type { DynamicQuantArgs } from './impls.js';
 import type { PrimitiveDesc } from './pd.js';
 

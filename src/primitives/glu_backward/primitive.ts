@@ -1,9 +1,8 @@
 import { check } from '../../common/status.js';
-import { countObject } from '../../common/census.js';
-import { Lifetime, type Executor } from '../../runtime/lifetime.js';
 import type { Stream } from '../../runtime/stream.js';
+import { OpPrimitive } from '../op_primitive.js';
 import { ARG, argName } from '../args.js';
-import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../moe/exec_args.js';
+import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../exec_args.js';
 import type { GluBackwardArgs } from './impls.js';
 import type { PrimitiveDesc } from './pd.js';
 
@@ -14,31 +13,14 @@ const FN = 'glu_backward.execute';
  * dh13, [ARG.GLU_PROB]: prob, [ARG.GLU_DIFF_PROB]: dprob })` (the last two when the pd has `prob`).
  * Argument errors throw here; bad offsets are raised by `stream.wait()`, with nothing written.
  */
-export class Primitive {
-  readonly pd: PrimitiveDesc;
-  private readonly exec: Executor<GluBackwardArgs>;
-  private readonly life: Lifetime;
-
+export class Primitive extends OpPrimitive<PrimitiveDesc, GluBackwardArgs> {
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
-    this.pd = pd;
-    const exec = pd.impl.executor(pd.problem, pd.engine);
-    this.exec = exec;
-    this.life = new Lifetime(this, { release: () => exec.destroy() });
-  }
-
-  destroy(): void {
-    this.life.destroy();
-  }
-
-  [Symbol.dispose](): void {
-    this.destroy();
+    super(pd, pd.impl.executor(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const pd = this.pd, eng = pd.engine, p = pd.problem;
-    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
-    check(stream.engine === eng, `${FN}: stream belongs to another engine`);
+    this.begin(FN, stream);
     if (!p.prob) {
       noArg(FN, args, ARG.GLU_PROB, 'the pd has no prob');
       noArg(FN, args, ARG.GLU_DIFF_PROB, 'the pd has no prob');
@@ -58,6 +40,6 @@ export class Primitive {
       for (const [m, id] of all) if (o && m === o && id !== oid) check(false, `${FN}: ${argName(oid)} values overlap ${argName(id)} values`);
     }
     checkNoOverlap(FN, [[a.diffSrc, ARG.DIFF_SRC], [a.diffProb, ARG.GLU_DIFF_PROB]], all);
-    stream.enqueue(this.exec.run(a));
+    this.enqueue(stream, a);
   }
 }

@@ -13,17 +13,15 @@ const FN = 'matmul_backward_data.execute';
  * attribute. Offsets errors reject `stream.wait()` with nothing written; rows past the last offset
  * of diff_src are not written.
  */
-export class Primitive extends BwdPrimitiveBase<BwdDataArgs> {
-  readonly pd: PrimitiveDesc;
+export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, BwdDataArgs> {
 
   constructor(pd: PrimitiveDesc) {
-    super(pd.impl.executor(pd.problem, pd.engine));
-    this.pd = pd;
+    super(pd, pd.impl.executor(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const pd = this.pd, eng = pd.engine;
-    this.begin(FN, stream, eng);
+    this.begin(FN, stream);
     const arg = (id: number, what: Parameters<PrimitiveDesc['queryMd']>[0]): BwdDataArgs['offsets'] => BwdPrimitiveBase.arg(FN, eng, args, id, pd.queryMd(what), `the pd does not take it (${what})`);
     const a: BwdDataArgs = {
       diffDst: arg(ARG.DIFF_DST, 'diff_dst')!,

@@ -14,17 +14,15 @@ const FN = 'matmul_backward_weights.execute';
  * `[K, N]` block of diff_weights is written (zeros for an expert without rows); offsets errors
  * reject `stream.wait()` with nothing written.
  */
-export class Primitive extends BwdPrimitiveBase<BwdWeightsArgs> {
-  readonly pd: PrimitiveDesc;
+export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, BwdWeightsArgs> {
 
   constructor(pd: PrimitiveDesc) {
-    super(pd.impl.executor(pd.problem, pd.engine));
-    this.pd = pd;
+    super(pd, pd.impl.executor(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const pd = this.pd, eng = pd.engine;
-    this.begin(FN, stream, eng);
+    this.begin(FN, stream);
     const arg = (id: number, what: Parameters<PrimitiveDesc['queryMd']>[0]): BwdWeightsArgs['offsets'] => BwdPrimitiveBase.arg(FN, eng, args, id, pd.queryMd(what), `the pd does not take it (${what})`);
     const a: BwdWeightsArgs = {
       src: arg(ARG.SRC, 'src')!,

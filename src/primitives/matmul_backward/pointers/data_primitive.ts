@@ -13,17 +13,15 @@ const FN = 'grouped_gemm_backward_data.execute';
  * (diff_src_i, written), plus `ARG.RUNTIME_DIMS`. The forward's ids, by position: what sat at dst
  * now carries its gradient in, what sat at src receives its gradient.
  */
-export class Primitive extends BwdPrimitiveBase<P3DataArgs> {
-  readonly pd: PrimitiveDesc;
+export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, P3DataArgs> {
 
   constructor(pd: PrimitiveDesc) {
-    super(pd.impl.executor(pd.problem, pd.engine));
-    this.pd = pd;
+    super(pd, pd.impl.executor(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const pd = this.pd, eng = pd.engine, p = pd.problem;
-    this.begin(FN, stream, eng);
+    this.begin(FN, stream);
     const arg = (id: number, md: Memory['desc']): Memory => BwdPrimitiveBase.arg(FN, eng, args, id, md, '')!;
     const diffDst: Memory[] = [], weights: Memory[] = [], diffSrc: Memory[] = [];
     for (let i = 0; i < p.G; i++) {

@@ -15,17 +15,15 @@ const FN = 'grouped_gemm_backward_weights.execute';
  * `ARG.DIFF_BIAS` when the pd has a bias gradient). Runtime
  * rows are checked against each expert's allocations when the work runs, before anything is written.
  */
-export class Primitive extends BwdPrimitiveBase<P3WeightsArgs> {
-  readonly pd: PrimitiveDesc;
+export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, P3WeightsArgs> {
 
   constructor(pd: PrimitiveDesc) {
-    super(pd.impl.executor(pd.problem, pd.engine));
-    this.pd = pd;
+    super(pd, pd.impl.executor(pd.problem, pd.engine));
   }
 
   execute(stream: Stream, args: ExecArgs): void {
     const pd = this.pd, eng = pd.engine, p = pd.problem;
-    this.begin(FN, stream, eng);
+    this.begin(FN, stream);
     const arg = (id: number, md: Memory['desc']): Memory => BwdPrimitiveBase.arg(FN, eng, args, id, md, '')!;
     const src: Memory[] = [], diffDst: Memory[] = [], diffWeights: Memory[] = [];
     for (let i = 0; i < p.G; i++) {

@@ -1,7 +1,7 @@
 import type { Stream } from '../../../runtime/stream.js';
 import { OpPrimitive } from '../../op_primitive.js';
 import { ARG } from '../../args.js';
-import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../exec_args.js';
+import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../../exec_args.js';
 import { combineImplList, type CombineArgs } from './impls.js';
 import type { PrimitiveDesc } from './pd.js';
 

@@ -1,8 +1,8 @@
-import { DnnlError, check } from '../../common/status.js';
-import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../memory/desc.js';
-import { Memory } from '../../memory/memory.js';
-import type { Engine } from '../../runtime/engine.js';
-import { argName } from '../args.js';
+import { DnnlError, check } from '../common/status.js';
+import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../memory/desc.js';
+import { Memory } from '../memory/memory.js';
+import type { Engine } from '../runtime/engine.js';
+import { argName } from './args.js';
 
 export type ExecArgs = Readonly<Record<number, Memory | undefined>>;
 
