@@ -124,24 +124,6 @@ INLINE void dglu_store(const dglu_par_t* k, char* base, int dt, size_t row, int3
   }
 }
 
-/* v_erfc_big(a) / exp(-a^2) for a >= 1: vmath.h's Q and asymptotic tail, the same operations (keep in step). */
-INLINE v128_t dglu_erfc_q(v128_t a) {
-  const v128_t u = wasm_f32x4_div(VF(1.0f), a);
-  const v128_t s = VSUB(wasm_f32x4_pmax(u, VF(1.0f / 6.0f)), VF(0.58f));
-  v128_t q = VF(0.053761120415378456f);
-  q = VADD(VMUL(q, s), VF(-0.02542326501671487f));
-  q = VADD(VMUL(q, s), VF(-0.030674322277622762f));
-  q = VADD(VMUL(q, s), VF(0.05440927241971381f));
-  q = VADD(VMUL(q, s), VF(-0.05925275973899749f));
-  q = VADD(VMUL(q, s), VF(0.035121676568563076f));
-  q = VADD(VMUL(q, s), VF(0.038511063460253486f));
-  q = VADD(VMUL(q, s), VF(-0.17797061212871848f));
-  q = VADD(VMUL(q, s), VF(0.39805595690594f));
-  q = VADD(VMUL(q, s), VF(0.2883972273252244f));
-  const v128_t u2 = VMUL(u, u);
-  const v128_t asym = VMUL(VMUL(u, VF(0.56418958354775628f)), VADD(VF(1.0f), VMUL(u2, VADD(VF(-0.5f), VMUL(u2, VF(0.75f))))));
-  return wasm_v128_bitselect(asym, q, wasm_f32x4_gt(a, VF(6.0f)));
-}
 
 /* The gradients of 4 columns; returns the dprob terms act(gate) * up' * d. */
 INLINE v128_t dglu_math(const dglu_par_t* k, v128_t g, v128_t u, v128_t d, v128_t prob, v128_t* dg, v128_t* du) {
@@ -164,7 +146,7 @@ INLINE v128_t dglu_math(const dglu_par_t* k, v128_t g, v128_t u, v128_t d, v128_
       /* e = exp(-z^2): v_erfc_big's factor wherever its value is used (|z| >= 1, where pmax(|z|, 1)^2 = z^2
          bit for bit), and phi(g) = e / sqrt(2 pi) */
       const v128_t e = v_exp(wasm_f32x4_neg(VMUL(z, z)));
-      const v128_t ec = VMUL(e, dglu_erfc_q(wasm_f32x4_pmax(az, one)));
+      const v128_t ec = VMUL(e, v_erfc_q(wasm_f32x4_pmax(az, one)));
       const v128_t br = wasm_v128_bitselect(small, wasm_v128_bitselect(ec, VSUB(VF(2.0f), ec), wasm_f32x4_lt(z, VF(0.0f))),
                                             wasm_f32x4_lt(az, one));
       const v128_t a = VMUL(VMUL(VF(0.5f), g), br); /* = v_gelu_erf(g) */

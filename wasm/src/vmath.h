@@ -92,9 +92,10 @@ INLINE v128_t v_erf_small(v128_t x) {
   return p;
 }
 
-/* erfc(a) for a >= 1: exp(-a^2) Q(a), Q fitted on [1, 6] in 1/a; beyond 6 the asymptotic series
-   1/(a sqrt(pi)) (1 - 1/(2a^2) + 3/(4a^4)) (relative error < 5e-5 there, where erfc < 2e-17). */
-INLINE v128_t v_erfc_big(v128_t a) {
+/* erfc(a) / exp(-a^2) for a >= 1: Q(a) fitted on [1, 6] in 1/a; beyond 6 the asymptotic series
+   1/(a sqrt(pi)) (1 - 1/(2a^2) + 3/(4a^4)) (relative error < 5e-5 there, where erfc < 2e-17).
+   Apart so that dglu.h can share exp(-a^2) between erfc and the normal density. */
+INLINE v128_t v_erfc_q(v128_t a) {
   const v128_t u = wasm_f32x4_div(VF(1.0f), a);
   const v128_t s = VSUB(wasm_f32x4_pmax(u, VF(1.0f / 6.0f)), VF(0.58f));
   v128_t q = VF(0.053761120415378456f);
@@ -109,8 +110,12 @@ INLINE v128_t v_erfc_big(v128_t a) {
   q = VADD(VMUL(q, s), VF(0.2883972273252244f));
   const v128_t u2 = VMUL(u, u);
   const v128_t asym = VMUL(VMUL(u, VF(0.56418958354775628f)), VADD(VF(1.0f), VMUL(u2, VADD(VF(-0.5f), VMUL(u2, VF(0.75f))))));
-  q = wasm_v128_bitselect(asym, q, wasm_f32x4_gt(a, VF(6.0f)));
-  return VMUL(v_exp(wasm_f32x4_neg(VMUL(a, a))), q);
+  return wasm_v128_bitselect(asym, q, wasm_f32x4_gt(a, VF(6.0f)));
+}
+
+/* erfc(a) for a >= 1: exp(-a^2) Q(a). */
+INLINE v128_t v_erfc_big(v128_t a) {
+  return VMUL(v_exp(wasm_f32x4_neg(VMUL(a, a))), v_erfc_q(a));
 }
 
 INLINE v128_t v_erf(v128_t x) {
