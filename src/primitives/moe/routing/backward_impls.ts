@@ -7,7 +7,7 @@ import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import type { RoutingProblem } from './problem.js';
 import { scoresF64 } from './ref_routing.js';
 import { checkRoutingData, logitReader, routingDataError } from './runtime_data.js';
-import { ROUTE_TILE_TOKENS } from './wasm_routing.js';
+import { ROUTE_JOB, fillRouteJob } from './wasm_routing.js';
 
 export interface RoutingBackwardArgs {
   readonly src: Memory;
@@ -45,13 +45,8 @@ function checkIds(p: RoutingProblem, ids: Int32Array): void {
 }
 
 /** The routing job's fields (wasm_routing.ts) plus the gradient pointer at 112. */
-const ROUTE_BWD_JOB = {
-  src: 32, T: 36, E: 40, k: 44, s_t: 48, s_e: 52, dt: 56, scoring: 60, renorm: 64, groups: 68, kgroup: 72, gmode: 76,
-  bias: 80, ids: 84, weights: 88, scale: 92, scratch: 96, scratch_stride: 100, tile: 104, dsrc: 112, SIZE: 128,
-} as const;
+const ROUTE_BWD_JOB = { ...ROUTE_JOB, dsrc: 112, SIZE: 128 } as const;
 const KIND_MOE_ROUTE_BWD = 40;
-const DT = { f32: 0, bf16: 1, f16: 2 } as const;
-const round4 = (n: number): number => (n + 3) & ~3;
 
 const wasm: RoutingBackwardImpl = {
   name: 'wasm',
@@ -59,26 +54,8 @@ const wasm: RoutingBackwardImpl = {
   executor(p, engine) {
     const job = new OpJob(engine, KIND_MOE_ROUTE_BWD, ROUTE_BWD_JOB);
     const fill = (a: RoutingBackwardArgs): void => {
-      // Scratch as the forward's (scores, marks, one k list); no groups.
-      const scratch = engine.scratch(4 * (2 * round4(p.E) + 3 * 4 + 2 * round4(p.topK)));
-      job.reset();
-      job.set('src', a.src.handles[0]);
-      job.set('T', p.T);
-      job.set('E', p.E);
-      job.set('k', p.topK);
-      job.set('s_t', p.src.strides[0]);
-      job.set('s_e', p.src.strides[1]);
-      job.set('dt', DT[p.src.dataType as keyof typeof DT]);
-      job.set('scoring', p.scoring === 'softmax' ? 0 : 1);
-      job.set('renorm', p.renormalize ? 1 : 0);
-      job.set('groups', 1);
-      job.set('kgroup', 1);
-      job.set('ids', a.topkIds.handles[0]);
-      job.set('weights', a.diffTopkWeights.handles[0]);
-      job.setF32('scale', p.routedScalingFactor);
-      job.set('scratch', scratch.ptr);
-      job.set('scratch_stride', scratch.stride);
-      job.set('tile', ROUTE_TILE_TOKENS);
+      // The forward's struct describes the logits and the scoring; `weights` carries d(topk_weights).
+      fillRouteJob(job, engine, p, { src: a.src, ids: a.topkIds, weights: a.diffTopkWeights }, false);
       job.set('dsrc', a.diffSrc.handles[0]);
     };
     return {

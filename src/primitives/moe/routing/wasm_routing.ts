@@ -1,13 +1,14 @@
 import { fits32 } from '../../../kernels/fused_job.js';
-import { OP_KIND, OpJob } from '../../../kernels/op_job.js';
+import { OP_KIND, OpJob, type OpLayout } from '../../../kernels/op_job.js';
 import type { Engine } from '../../../runtime/engine.js';
+import type { Memory } from '../../../memory/memory.js';
 import type { StreamTask } from '../../../runtime/stream.js';
 import type { RoutingArgs, RoutingImpl } from './impl.js';
 import type { RoutingProblem } from './problem.js';
 import { routingDataError } from './runtime_data.js';
 
 /** Byte offsets of `moe_route_job_t` (wasm/src/moe-route.c). */
-const ROUTE_JOB = {
+export const ROUTE_JOB = {
   src: 32, T: 36, E: 40, k: 44, s_t: 48, s_e: 52, dt: 56, scoring: 60, renorm: 64, groups: 68, kgroup: 72, gmode: 76,
   bias: 80, ids: 84, weights: 88, scale: 92, scratch: 96, scratch_stride: 100, tile: 104, SIZE: 112,
 } as const;
@@ -59,27 +60,35 @@ class WasmRoutingExecutor {
   }
 
   private fill(a: RoutingArgs): void {
-    const { p, job } = this;
-    const scratch = this.engine.scratch(scratchBytes(p));
-    job.reset();
-    job.set('src', a.src.handles[0]);
-    job.set('T', p.T);
-    job.set('E', p.E);
-    job.set('k', p.topK);
-    job.set('s_t', p.src.strides[0]);
-    job.set('s_e', p.src.strides[1]);
-    job.set('dt', DT[p.src.dataType as keyof typeof DT]);
-    job.set('scoring', p.scoring === 'softmax' ? 0 : 1);
-    job.set('renorm', p.renormalize ? 1 : 0);
-    job.set('groups', p.groupCount);
-    job.set('kgroup', p.kGroup);
-    job.set('gmode', p.groupSelectMode);
-    job.set('bias', a.correctionBias ? a.correctionBias.handles[0] : 0);
-    job.set('ids', a.topkIds.handles[0]);
-    job.set('weights', a.topkWeights.handles[0]);
-    job.setF32('scale', p.routedScalingFactor);
-    job.set('scratch', scratch.ptr);
-    job.set('scratch_stride', scratch.stride);
-    job.set('tile', ROUTE_TILE_TOKENS);
+    fillRouteJob(this.job, this.engine, this.p, { src: a.src, ids: a.topkIds, weights: a.topkWeights, bias: a.correctionBias });
   }
+}
+
+/**
+ * Writes the routing job's fields (the backward's job starts with the same struct). `groups: false`
+ * describes the scoring only (the backward: the selection is given, its gradient is zero).
+ */
+export function fillRouteJob<L extends OpLayout & Readonly<Record<Exclude<keyof typeof ROUTE_JOB, 'SIZE'>, number>>>(job: OpJob<L>, engine: Engine, p: RoutingProblem,
+  a: { readonly src: Memory; readonly ids: Memory; readonly weights: Memory; readonly bias?: Memory }, groups = true): void {
+  const scratch = engine.scratch(scratchBytes(p));
+  job.reset();
+  job.set('src', a.src.handles[0]);
+  job.set('T', p.T);
+  job.set('E', p.E);
+  job.set('k', p.topK);
+  job.set('s_t', p.src.strides[0]);
+  job.set('s_e', p.src.strides[1]);
+  job.set('dt', DT[p.src.dataType as keyof typeof DT]);
+  job.set('scoring', p.scoring === 'softmax' ? 0 : 1);
+  job.set('renorm', p.renormalize ? 1 : 0);
+  job.set('groups', groups ? p.groupCount : 1);
+  job.set('kgroup', groups ? p.kGroup : 1);
+  job.set('gmode', groups ? p.groupSelectMode : 0);
+  job.set('bias', a.bias ? a.bias.handles[0] : 0);
+  job.set('ids', a.ids.handles[0]);
+  job.set('weights', a.weights.handles[0]);
+  job.setF32('scale', p.routedScalingFactor);
+  job.set('scratch', scratch.ptr);
+  job.set('scratch_stride', scratch.stride);
+  job.set('tile', ROUTE_TILE_TOKENS);
 }
