@@ -23,7 +23,9 @@ export const JOB = {
   /** MoE row maps (job.h): token index / k-slot arrays, gather flag, scatter top-k, their bounds, batched counts. */
   tok_idx: 928, tok_ks: 932, gather: 936, scatter_k: 940,
   src_rows: 944, dst_rows: 948, counts: 952, seen_bytes: 956,
-  SIZE: 960,
+  /** Plain weights: K (at most) of the per-worker cache that holds one N-block packed K whole (0: none). */
+  wcache_k: 960,
+  SIZE: 976,
 } as const;
 
 /** Byte offsets inside a `qarg_t` (scale / zero-point location, job.h). */
@@ -66,11 +68,12 @@ export const NR = 8;
  * the integer path's 3-row panels round MB up), B
  * block (KC x NBC f32), C tile (MB x NBC f32), epilogue vectors (8 NBC + 4 MB f32), NBC = NB + 16.
  * `kcF32` is KC in f32 units (the integer path's int16 blocks with twice the KC take the same room);
- * `kcPacked` the fast path's K block on packed weights (job.kc_packed).
+ * `kcPacked` the fast path's K block on packed weights (job.kc_packed); `wcacheK` the K of the plain
+ * weights cache (job.wcache_k: one N-block, K x nb f32, packed once and reused across M-blocks).
  */
-export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0, seenBytes = 0): number {
+export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0, seenBytes = 0, wcacheK = 0): number {
   const nbc = nb + 16;
-  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb) + seenBytes;
+  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb + (wcacheK ? wcacheK + 4 : 0) * nb) + seenBytes;
 }
 
 export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7, row_index: 8, row_slot: 9, row_duplicate: 10 } as const;

@@ -107,7 +107,10 @@ typedef struct job {
      seen: bytes of per-worker scratch past the GEMM's for the scatter duplicate check (one bit per dst row). */
   uint32_t tok_idx, tok_ks; int32_t gather, scatter_k;
   /* 944 */ int32_t src_rows, dst_rows; uint32_t counts; int32_t seen_bytes;
-  /* 960 */
+  /* 960: wcache_k: plain weights are packed once per N-block into a per-worker cache of wcache_k x nb
+     floats (panels [nb/8][K][8]) when the group's K fits (0: per tile, K-blocked). */
+  int32_t wcache_k, res0, res1, res2;
+  /* 976 */
 } job_t;
 
-_Static_assert(sizeof(job_t) == 960, "job_t layout changed: update job_layout.ts");
+_Static_assert(sizeof(job_t) == 976, "job_t layout changed: update job_layout.ts");

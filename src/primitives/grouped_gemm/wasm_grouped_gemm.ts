@@ -137,8 +137,11 @@ class Executor {
   private fill(a: GroupedGemmArgs): number {
     const { p, i32 } = this;
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
-    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : 0;
-    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked));
+    // Plain experts on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
+    const plainK = p.experts.reduce((m, e) => (e.weights.format === 'packed' ? m : Math.max(m, e.weights.dims[0])), 0);
+    const wcacheK = this.plan.path === PATH.f32 ? Math.min(plainK, KC_PACKED) : 0;
+    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') || wcacheK ? KC_PACKED : 0;
+    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked, 0, wcacheK));
     i32.fill(0);
     const set = (f: keyof typeof JOB, v: number): void => {
       i32[JOB[f] / 4] = v;
@@ -150,6 +153,7 @@ class Executor {
     set('nb', NB);
     set('kc', this.plan.path === PATH.int ? KC_INT : KC);
     set('kc_packed', kcPacked);
+    set('wcache_k', wcacheK);
     set('scratch', scratch.ptr);
     set('scratch_stride', scratch.stride);
     set('offs', a.runtimeDims.handles[0]);

@@ -140,10 +140,12 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const p = this.p;
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
-    const kcPacked = p.weights.format === 'packed' ? KC_PACKED : 0;
+    // Plain weights on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
+    const wcacheK = p.weights.format !== 'packed' && this.plan.path === PATH.f32 ? Math.min(p.K, KC_PACKED) : 0;
+    const kcPacked = p.weights.format === 'packed' || wcacheK ? KC_PACKED : 0;
     const moe = p.moe;
     const seenBytes = moe.scatterTopK ? Math.ceil(moe.dstRows / 8 / 64) * 64 : 0;
-    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked, seenBytes));
+    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked, seenBytes, wcacheK));
     this.i32.fill(0);
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
     this.set('kind', p.kind === 'grouped_k' ? JOB_KIND.grouped_k : JOB_KIND.grouped_m);
@@ -157,6 +159,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     this.set('nb', NB);
     this.set('kc', kc);
     this.set('kc_packed', kcPacked);
+    this.set('wcache_k', wcacheK);
     this.set('scratch', scratch.ptr);
     this.set('scratch_stride', scratch.stride);
     this.set('nthreads', this.engine.threads);
