@@ -95,11 +95,12 @@ export function dataTypeRejection(src: DataType, wei: DataType, dst: DataType): 
   const ok =
     (f.includes(src) && f.includes(wei) && f.includes(dst)) ||
     (f.includes(src) && INT_WEI.includes(wei) && f.includes(dst)) ||
+    (f.includes(src) && FP_LOW.includes(wei) && f.includes(dst)) || // weight-only fp8 / fp4 (issue 12)
     (INT8.includes(src) && INT_WEI.includes(wei) && [...f, 's8', 'u8', 's32'].includes(dst)) ||
     (FP_LOW.includes(src) && FP_LOW.includes(wei) && [...f, 'f8_e4m3', 'f8_e5m2'].includes(dst));
   if (ok) return undefined;
   return `data type combination src ${src} x weights ${wei} -> dst ${dst} is not supported; supported: ` +
-    'f32/bf16/f16 x f32/bf16/f16 -> f32/bf16/f16; f32/bf16/f16 x s8/u8/s4/u4 -> f32/bf16/f16 (weight-only); ' +
+    'f32/bf16/f16 x f32/bf16/f16 -> f32/bf16/f16; f32/bf16/f16 x s8/u8/s4/u4/f8_e4m3/f8_e5m2/f4_e2m1 -> f32/bf16/f16 (weight-only); ' +
     's8/u8 x s8/u8/s4/u4 -> f32/bf16/f16/s8/u8/s32; f8_e4m3/f8_e5m2/f4_e2m1 x f8_e4m3/f8_e5m2/f4_e2m1 -> f32/bf16/f16/f8_e4m3/f8_e5m2';
 }
 

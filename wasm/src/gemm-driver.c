@@ -229,7 +229,8 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   }
   /* Packed weights: w_g counts elements of the packed type (f32 or int16). */
   v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)g * j->w_g)
-             : j->wei_packed == WEI_S16_P8K2 ? (const void*)((const int16_t*)wei + (size_t)g * j->w_g) : 0;
+             : j->wei_packed == WEI_S16_P8K2 ? (const void*)((const int16_t*)wei + (size_t)g * j->w_g)
+             : j->wei_packed >= WEI_X8_P8 ? (const void*)(wei + (size_t)g * j->w_g) : 0; /* w_g in bytes */
   v->wfmt = j->wei_packed;
 }
 
