@@ -6,7 +6,7 @@
  * P#1 (grouped descriptors), P#2 (offsets attribute) and P#3 (grouped_gemm).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
+import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
 import { GM, expectBitwise, expectClose, runGM, runP3Q, type GMCase, type Outcome, type P3QCase } from './quant_helpers.js';
 
 const THREADS = [1, 2, 3] as const;
@@ -175,6 +175,45 @@ describe('in-register fp8 decoding = the scalar decoders, all 256 codes (NaN, In
       const bad: string[] = [];
       for (let i = 0; i < 256; i++) if (want[i] !== got[i]) bad.push(`code ${i}: ${got[i].toString(16)} want ${want[i].toString(16)}`);
       expect(bad.slice(0, 5)).toEqual([]);
+    } finally {
+      eng.release();
+    }
+  });
+});
+
+describe('a row computes the same whatever its expert\'s row count (1-2 rows: decoded in registers; more: decoded once into L1)', () => {
+  it.each([dt.s8, dt.u4, dt.f4_e2m1, dt.f8_e4m3])('%s weights, random (inexact) f32 activations, K = 600 with K-block-40 scales', async (wdt) => {
+    const eng = await Engine.create({ threads: 2, kernels: 'simd128' });
+    const strm = new Stream(eng);
+    try {
+      const G = 2, K = 600, N = 19, T = 70;
+      const attr = new PrimitiveAttr();
+      attr.setScales(ARG.WEIGHTS, 7, [1, 40, 1], dt.f32);
+      const srcMd = memory.desc.grouped([T, K], dt.f32, G, [RT, K]), dstMd = memory.desc.grouped([T, N], dt.f32, G, [RT, N]);
+      const pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([G, K, N], wdt, tag.any), dstMd, attr);
+      expect(pd.implInfo).toContain('f32-gemm-4x8-w');
+      const plain = Memory.create(memory.desc([G, K, N], wdt, tag.abc), eng);
+      plain.write(Float64Array.from({ length: G * K * N }, (_, i) => ((i * 7919) % 13) - 6).map((v) => (wdt === dt.u4 ? Math.abs(v) : wdt === dt.f4_e2m1 ? Math.max(-6, Math.min(6, v)) : v)));
+      const wei = Memory.create(pd.queryMd('weights')!, eng);
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
+      const scales = Memory.create(pd.queryMd('scales:weights')!, eng);
+      scales.write(Float64Array.from({ length: G * (K / 40) * N }, (_, i) => 0.01 + ((i * 31) % 17) / 97));
+      const src = Memory.create(srcMd, eng);
+      src.write(Float32Array.from({ length: T * K }, (_, i) => Math.sin(i * 0.37) * 1.7));
+      const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+      const prim = new matmul.Primitive(pd);
+      const rowOf = async (offs: number[]): Promise<Float32Array> => {
+        src.offsets.set(offs);
+        prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst, [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales });
+        await strm.wait();
+        return new Float32Array(dst.values as Float32Array).slice(0, N);
+      };
+      // Row 0 in expert 0 alone (1 row), then with 2 rows, then with all 70 (two tiles of 64 + 6 rows).
+      const one = await rowOf([0, 1, T]), two = await rowOf([0, 2, T]), all = await rowOf([0, T, T]);
+      expect(one.some((v) => v !== 0)).toBe(true);
+      expect(Array.from(two)).toEqual(Array.from(one));
+      expect(Array.from(all)).toEqual(Array.from(one));
+      [plain, wei, scales, src, dst].forEach((m) => m.free());
     } finally {
       eng.release();
     }

@@ -27,6 +27,8 @@ export interface KernelExports {
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
   ukernel_s16(reps: number, kc: number, a: number, w: number, c: number): number;
   stream_f32(ptr: number, n: number): number;
+  /** Bench: the f32 x low-precision microkernels on L1-resident operands (job DT codes). */
+  ukernel_lowp(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;
   __stack_pointer: WebAssembly.Global;
   __heap_base: WebAssembly.Global;
 }

@@ -178,10 +178,13 @@ INLINE size_t wcache_stride(int32_t Kg) { return (size_t)Kg * NR + 32; }
 void pack_plain_block(const group_view_t* v, int32_t k0, int32_t kc, int32_t n0, int32_t nc, float* out);
 
 /* Packed low-precision weights (gemm-lowp.c): the tile segment's GEMM columns [sn, sn + sw) over
-   k0 .. k0 + kc, decoded in the microkernels (f32_gemm_4x8w8 / w4), into C (ldc); zbuf / sbuf: 8 floats
-   of scratch each. lowp_code_f32: one weight (k, n) decoded (no zero point or scale). */
+   k0 .. k0 + kc into C (ldc), decoded in the microkernels (f32_gemm_2x8w8 / w4) for 1-2 rows, or once
+   per panel piece into `block` (256 x 8 floats) for taller tiles; zbuf / sbuf: 8 floats of scratch
+   each; K blocks (k0, kc) must be multiples of 256 but the last. lowp_code_f32: one weight (k, n)
+   decoded (no zero point or scale). */
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
-                  int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf);
+                  int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
+                  float* block);
 float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n);
 
 /* Whether s->a already holds this A block (the worker's previous tile packed it); records it if not,

@@ -73,8 +73,14 @@ INLINE size_t qindex(const qarg_t* q, int32_t g, int32_t k, int32_t n) {
   return i;
 }
 
+/* Pieces of at most LOWP_PIECE k, at absolute multiples of it: a piece is one microkernel call per row
+   pair, and its f32 block (tall tiles) stays in L1. Every tile height cuts K at the same places (the
+   fused path's K blocks on these weights are multiples of it), so a row's result never depends on it. */
+#define LOWP_PIECE 256
+
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
-                  int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf) {
+                  int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
+                  float* block) {
   const qarg_t* qs = &j->q[Q_WEI_SCALE];
   const qarg_t* qz = &j->q[Q_WEI_ZP];
   const void* sb = qs->st_k ? qbase(qs, v->g) : 0; /* a per-column scale waits for the epilogue */
@@ -89,30 +95,41 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
       const size_t b0 = x8 ? (size_t)k0 * NR : (size_t)(k0 >> 1) * NR;
       touch_range(panel + b0, x8 ? (size_t)kc * NR : (size_t)(kc + 2) / 2 * NR);
     }
-    for (int32_t y = 0; y < kc;) { /* K blocks of constant zero points and scales */
-      const int32_t kabs = v->k0 + k0 + y;
-      int32_t len = kc - y;
-      if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
-      if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
-      const float *zq = 0, *sq = 0;
-      if (sb || zb) {
-        for (int32_t q = 0; q < NR; q++) {
-          zbuf[q] = zb && q < ncp ? (float)load_int(zb, qz->dt, qindex(qz, v->g, kabs, nb + q)) : 0.0f;
-          sbuf[q] = sb && q < ncp ? load_any(sb, qs->dt, qindex(qs, v->g, kabs, nb + q)) : 1.0f;
+    int32_t next = 0; /* where the zero points / scales change */
+    const float *zq = 0, *sq = 0;
+    for (int32_t y = 0; y < kc;) {
+      const int32_t kk = k0 + y, kabs = v->k0 + kk;
+      if (y == next) { /* a new K block of zero points and scales */
+        int32_t len = kc - y;
+        if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
+        if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
+        next = y + len;
+        if (sb || zb) {
+          for (int32_t q = 0; q < NR; q++) {
+            zbuf[q] = zb && q < ncp ? (float)load_int(zb, qz->dt, qindex(qz, v->g, kabs, nb + q)) : 0.0f;
+            sbuf[q] = sb && q < ncp ? load_any(sb, qs->dt, qindex(qs, v->g, kabs, nb + q)) : 1.0f;
+          }
+          zq = zbuf;
+          sq = sbuf;
         }
-        zq = zbuf;
-        sq = sbuf;
       }
+      const int32_t len = MIN(next - y, LOWP_PIECE - kk % LOWP_PIECE);
       const int acc = !first || y > 0;
-      for (int32_t i = 0; i < mc; i += MR) {
-        const float* ai = a + (size_t)i * lda + (size_t)y * MR;
-        float* ci = c + (size_t)i * ldc + p * NR;
+      float* cp = c + p * NR;
+      if (mc <= 2) { /* decode in registers */
         if (x8)
-          f32_gemm_4x8w8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)len, ai, panel + (size_t)(k0 + y) * NR, ci,
-                         (size_t)ldc, acc, dt, zq, sq);
-        else
-          f32_gemm_4x8w4((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)(k0 + y), (size_t)len, ai, panel, ci, (size_t)ldc,
+          f32_gemm_2x8w8((size_t)mc, (size_t)ncp, (size_t)len, a + (size_t)y * MR, panel + (size_t)kk * NR, cp, (size_t)ldc,
                          acc, dt, zq, sq);
+        else
+          f32_gemm_2x8w4((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)len, a + (size_t)y * MR, panel, cp, (size_t)ldc, acc,
+                         dt, zq, sq);
+      } else { /* decode the piece once into L1, then every row pair */
+        if (x8) decode_2x8w8(panel + (size_t)kk * NR, (size_t)len, dt, zq, sq, block);
+        else decode_2x8w4(panel, (size_t)kk, (size_t)len, dt, zq, sq, block);
+        for (int32_t i = 0; i < mc; i += 2) {
+          const float* ai = a + (size_t)(i / MR) * MR * lda + (size_t)(i % MR) + (size_t)y * MR;
+          f32_gemm_2x8c2((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)len, ai, block, cp + (size_t)i * ldc, (size_t)ldc, acc);
+        }
       }
       y += len;
     }

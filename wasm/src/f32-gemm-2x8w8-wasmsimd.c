@@ -1,9 +1,9 @@
-/* f32 x 8-bit weights GEMM microkernel (issue 12): up to 4 rows x 8 columns, A an f32 micro-panel
-   (as f32_gemm_4x8), W one 8-column panel of 8-bit codes, k-major: the codes of k are the 8 bytes at
-   w + 8k (layout `x8:p8`, gemm-lowp.c). Each k's codes are decoded to f32 in registers right before
-   the FMAs (s8 / u8: widen + convert; f8_e4m3 / f8_e5m2: bit arithmetic on the code, the same values
-   as lowp.h's scalar decoders, NaN and subnormals included), then optionally (w - z) * s (lowp_gemm.h).
-   Two k per iteration: one 16-byte load holds both. */
+/* f32 x 8-bit weights GEMM microkernel (issue 12): up to 2 rows x 8 columns, A f32 (4-row micro-panel,
+   lowp_gemm.h), W one 8-column panel of 8-bit codes, k-major: the codes of k are the 8 bytes at w + 8k
+   (layout `x8:p8`, gemm-lowp.c). Each k's codes are decoded to f32 in registers right before the FMAs
+   (s8 / u8: widen + convert; f8_e4m3 / f8_e5m2: bit arithmetic on the code, the same values as lowp.h's
+   scalar decoders, NaN and subnormals included), then optionally (w - z) * s. Two k per iteration:
+   one 16-byte load holds both. Also here: the same decoding into an f32 block (tall tiles). */
 #include "lowp_gemm.h"
 
 /* f8_e4m3 codes in the 4 u32 lanes of c (bias 7, no Inf, S.1111.111 = NaN). The exponent is rebased
@@ -55,22 +55,16 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, size_t nc, size_t 
   a = a + zz;
   w = w + zz;
   ACC_DECL
-  v128_t z0 = zero, z1 = zero, s0 = zero, s1 = zero;
-  if (AFF) {
-    z0 = wasm_v128_load(zq);
-    z1 = wasm_v128_load(zq + 4);
-    s0 = wasm_v128_load(sq);
-    s1 = wasm_v128_load(sq + 4);
-  }
+  AFF_DECL
   for (size_t n = kc / 2; n; n--) {
     const v128_t raw = wasm_v128_load(w);
     v128_t w0, w1, w2, w3;
     dec8(DT, widen_lo(DT, raw), &w0, &w1);
     AFFINE(w0, w1)
-    ROWS_STEP(1, 0, w0, w1);
+    STEP(0, 0, w0, w1);
     dec8(DT, widen_hi(DT, raw), &w2, &w3);
     AFFINE(w2, w3)
-    ROWS_STEP(0, 16, w2, w3);
+    STEP(1, 16, w2, w3);
     w += 16;
     a += 8;
   }
@@ -78,20 +72,17 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, size_t nc, size_t 
     v128_t w0, w1;
     dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
     AFFINE(w0, w1)
-    ROWS_STEP(1, 0, w0, w1);
+    STEP(0, 0, w0, w1);
   }
   ACC_STORE;
 }
 
-#define W8_ROWS(DT, AFF)                                                   \
-  switch (mr) {                                                            \
-    case 4: w8_rows(4, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq); return; \
-    case 3: w8_rows(3, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq); return; \
-    case 2: w8_rows(2, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq); return; \
-    default: w8_rows(1, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq); return; \
-  }
+#define W8_ROWS(DT, AFF)                                                          \
+  if (mr >= 2) w8_rows(2, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq);     \
+  else w8_rows(1, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq);             \
+  return;
 
-void f32_gemm_4x8w8(size_t mr, size_t nc, size_t kc, const float* restrict a, const uint8_t* restrict w,
+void f32_gemm_2x8w8(size_t mr, size_t nc, size_t kc, const float* restrict a, const uint8_t* restrict w,
                     float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq) {
   const int aff = zq != 0;
   switch (dt) {
@@ -100,6 +91,30 @@ void f32_gemm_4x8w8(size_t mr, size_t nc, size_t kc, const float* restrict a, co
     case DT_F8_E4M3: if (aff) { W8_ROWS(DT_F8_E4M3, 1) } else { W8_ROWS(DT_F8_E4M3, 0) }
     default: if (aff) { W8_ROWS(DT_F8_E5M2, 1) } else { W8_ROWS(DT_F8_E5M2, 0) }
   }
+}
+
+INLINE void w8_decode(const int DT, const int AFF, const uint8_t* w, size_t kc, const float* zq, const float* sq, float* out) {
+  const v128_t zero = wasm_f32x4_splat(0.0f);
+  AFF_DECL
+  for (size_t k = 0; k < kc; k++) {
+    v128_t w0, w1;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w + 8 * k)), &w0, &w1);
+    AFFINE(w0, w1)
+    wasm_v128_store(out + 8 * k, w0);
+    wasm_v128_store(out + 8 * k + 4, w1);
+  }
+}
+
+void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out) {
+  const int aff = zq != 0;
+#define W8_DEC(DT) if (aff) w8_decode(DT, 1, w, kc, zq, sq, out); else w8_decode(DT, 0, w, kc, zq, sq, out); return;
+  switch (dt) {
+    case DT_S8: W8_DEC(DT_S8)
+    case DT_U8: W8_DEC(DT_U8)
+    case DT_F8_E4M3: W8_DEC(DT_F8_E4M3)
+    default: W8_DEC(DT_F8_E5M2)
+  }
+#undef W8_DEC
 }
 
 /* Tests: n (a multiple of 8) codes of an 8-bit type through the in-register decoder (exhaustive checks
