@@ -181,41 +181,48 @@ describe('in-register fp8 decoding = the scalar decoders, all 256 codes (NaN, In
   });
 });
 
-describe('a row computes the same whatever its expert\'s row count (1-2 rows: decoded in registers; more: decoded once into L1)', () => {
-  it.each([dt.s8, dt.u4, dt.f4_e2m1, dt.f8_e4m3])('%s weights, random (inexact) f32 activations, K = 600 with K-block-40 scales', async (wdt) => {
-    const eng = await Engine.create({ threads: 2, kernels: 'simd128' });
-    const strm = new Stream(eng);
-    try {
-      const G = 2, K = 600, N = 19, T = 70;
-      const attr = new PrimitiveAttr();
-      attr.setScales(ARG.WEIGHTS, 7, [1, 40, 1], dt.f32);
-      const srcMd = memory.desc.grouped([T, K], dt.f32, G, [RT, K]), dstMd = memory.desc.grouped([T, N], dt.f32, G, [RT, N]);
-      const pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([G, K, N], wdt, tag.any), dstMd, attr);
-      expect(pd.implInfo).toContain('f32-gemm-4x8-w');
-      const plain = Memory.create(memory.desc([G, K, N], wdt, tag.abc), eng);
-      plain.write(Float64Array.from({ length: G * K * N }, (_, i) => ((i * 7919) % 13) - 6).map((v) => (wdt === dt.u4 ? Math.abs(v) : wdt === dt.f4_e2m1 ? Math.max(-6, Math.min(6, v)) : v)));
-      const wei = Memory.create(pd.queryMd('weights')!, eng);
-      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
-      const scales = Memory.create(pd.queryMd('scales:weights')!, eng);
-      scales.write(Float64Array.from({ length: G * (K / 40) * N }, (_, i) => 0.01 + ((i * 31) % 17) / 97));
-      const src = Memory.create(srcMd, eng);
-      src.write(Float32Array.from({ length: T * K }, (_, i) => Math.sin(i * 0.37) * 1.7));
-      const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
-      const prim = new matmul.Primitive(pd);
-      const rowOf = async (offs: number[]): Promise<Float32Array> => {
-        src.offsets.set(offs);
-        prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst, [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales });
-        await strm.wait();
-        return new Float32Array(dst.values as Float32Array).slice(0, N);
-      };
-      // Row 0 in expert 0 alone (1 row), then with 2 rows, then with all 70 (two tiles of 64 + 6 rows).
-      const one = await rowOf([0, 1, T]), two = await rowOf([0, 2, T]), all = await rowOf([0, T, T]);
-      expect(one.some((v) => v !== 0)).toBe(true);
-      expect(Array.from(two)).toEqual(Array.from(one));
-      expect(Array.from(all)).toEqual(Array.from(one));
-      [plain, wei, scales, src, dst].forEach((m) => m.free());
-    } finally {
-      eng.release();
+describe('packed low-precision weights give bitwise what the same weights give plain (inexact values, every tile height)', () => {
+  const GRANS = [['per column', 5, [] as number[]], ['K-blocks of 40', 7, [1, 40, 1]], ['K-blocks of 3 (odd starts)', 7, [1, 3, 1]]] as const;
+  const cases = [dt.s8, dt.u4, dt.f4_e2m1, dt.f8_e5m2].flatMap((w) => GRANS.map((g) => [w, ...g] as const));
+  it.each(cases)('%s weights, scales %s', async (wdt, _name, mask, groups) => {
+    for (const opts of [{ threads: 1, kernels: 'simd128' }, { threads: 3, kernels: 'simd128' }, { threads: 2, kernels: 'relaxed' }] as const) {
+      const eng = await Engine.create(opts);
+      const strm = new Stream(eng);
+      try {
+        // Experts of 70 (a 64-row tile + 6), 1, 2, 0 and 5 rows: in-register decoding and L1 blocks.
+        const sizes = [70, 1, 2, 0, 5], G = sizes.length, K = 600, N = 19, T = 78;
+        const attr = new PrimitiveAttr();
+        attr.setScales(ARG.WEIGHTS, mask, [...groups], dt.f32);
+        const srcMd = memory.desc.grouped([T, K], dt.f32, G, [RT, K]), dstMd = memory.desc.grouped([T, N], dt.f32, G, [RT, N]);
+        const plainMd = memory.desc([G, K, N], wdt, tag.abc);
+        const pdPacked = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([G, K, N], wdt, tag.any), dstMd, attr);
+        const pdPlain = new matmul.PrimitiveDesc(eng, srcMd, plainMd, dstMd, attr);
+        expect(pdPacked.implInfo).toContain(SUFFIX(wdt));
+        expect(pdPlain.implInfo).toContain('f32-gemm-4x8-fused');
+        const plain = Memory.create(plainMd, eng);
+        plain.write(Float64Array.from({ length: G * K * N }, (_, i) => ((i * 7919) % 13) - 6).map((v) => (wdt === dt.u4 ? Math.abs(v) : wdt === dt.f4_e2m1 ? Math.max(-6, Math.min(6, v)) : v)));
+        const wei = Memory.create(pdPacked.queryMd('weights')!, eng);
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
+        const scales = Memory.create(pdPacked.queryMd('scales:weights')!, eng);
+        scales.write(Float64Array.from({ length: scales.elementCount }, (_, i) => 0.01 + ((i * 31) % 17) / 97));
+        const src = Memory.create(srcMd, eng);
+        src.write(Float32Array.from({ length: T * K }, (_, i) => Math.sin(i * 0.37) * 1.7));
+        src.offsets.set(sizes.reduce((o, x) => [...o, o[o.length - 1] + x], [0]));
+        const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+        const run = async (pd: matmul.PrimitiveDesc, w: Memory): Promise<Float32Array> => {
+          new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: w, [ARG.DST]: dst, [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales });
+          await strm.wait();
+          return new Float32Array(dst.values as Float32Array).slice();
+        };
+        const a = await run(pdPacked, wei), b = await run(pdPlain, plain);
+        expect(a.some((v) => v !== 0)).toBe(true);
+        const bad: number[] = [];
+        for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) bad.push(i);
+        expect(bad.slice(0, 5), `${opts.kernels} ${opts.threads}T: ${bad.length} elements differ`).toEqual([]);
+        [plain, wei, scales, src, dst].forEach((m) => m.free());
+      } finally {
+        eng.release();
+      }
     }
   });
 });

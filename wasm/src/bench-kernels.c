@@ -56,14 +56,13 @@ EXPORT(stream_f32) float stream_f32(const float* p, int32_t n) {
 }
 
 /* The bare f32 x low-precision microkernels on L1-resident operands (issue 12): reps calls of
-   mr x NR x kc; dt selects the 8-bit (s8 u8 f8) or 4-bit (s4 u4 f4) kernel, or (f32) the c2 kernel on decoded weights; w: kc x 8 codes / floats. */
+   mr x NR x kc; dt selects the 8-bit (s8 u8 f8) or 4-bit (s4 u4 f4) kernel; w: kc x 8 codes. */
 EXPORT(ukernel_lowp) float ukernel_lowp(int32_t reps, int32_t mr, int32_t kc, int32_t dt, const float* a, const uint8_t* w, float* c) {
   const int four = dt == DT_S4 || dt == DT_U4 || dt == DT_F4_E2M1;
   for (int32_t r = 0; r < reps; r++) {
     __asm__ volatile("" ::: "memory");
-    if (dt == DT_F32) f32_gemm_2x8c2((size_t)mr, NR, (size_t)kc, a, (const float*)w, c, NR, r > 0);
-    else if (four) f32_gemm_2x8w4((size_t)mr, NR, 0, (size_t)kc, a, w, c, NR, r > 0, dt, 0, 0);
-    else f32_gemm_2x8w8((size_t)mr, NR, (size_t)kc, a, w, c, NR, r > 0, dt, 0, 0);
+    if (four) f32_gemm_2x8w4((size_t)mr, NR, 0, (size_t)kc, a, w, c, NR, r > 0, dt, 0, 0);
+    else f32_gemm_2x8w8((size_t)mr, NR, 0, (size_t)kc, a, w, c, NR, r > 0, dt, 0, 0);
   }
   return c[0];
 }

@@ -4,9 +4,9 @@
    split (and, shift), put side by side (one shuffle) and mapped to int8 values by one 16-entry table
    lookup (i8x16.swizzle): s4, u4, or f4_e2m1 times 2 (0, 1, 2, 3, 4, 6, 8, 12 and negatives; halved
    after the conversion, exact), then widened and converted to f32 in registers right before the FMAs,
-   optionally (w - z) * s. `k0` (the call's first k) may be odd: a K block of scales starting mid-pair;
-   the even / odd chains of lowp_gemm.h count from k0, so the pair halves then swap chains. Also here:
-   the same decoding into an f32 block (tall tiles). */
+   optionally (w - z) * s. `k0` (the call's first k) may be odd: a K block of scales starting mid-pair
+   (that k is then the second of its pair, lowp_gemm.h). Also here: the same decoding into an f32
+   block (tall tiles). */
 #include "lowp_gemm.h"
 
 INLINE v128_t lut4(int dt) {
@@ -46,11 +46,11 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
   w = w + zz + (k0 >> 1) * 8;
   ACC_DECL
   AFF_DECL
-  if (ODD) { /* k0 is the high nibble of its pair: the first (even-chain) k */
+  if (ODD) { /* k0 is the high nibble of its pair: the second k of that pair */
     v128_t w0, w1;
     dec4(F4, wasm_i16x8_extend_high_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
     AFFINE(w0, w1)
-    STEP(0, 0, w0, w1);
+    STEP(1, 0, w0, w1);
     w += 8;
     a += 4;
     kc--;
@@ -60,16 +60,16 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
     quad_values(lut, wasm_v128_load(w), &ev, &od);
     dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1);
     AFFINE(w0, w1)
-    STEP(ODD, 0, w0, w1);
+    STEP(0, 0, w0, w1);
     dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1);
     AFFINE(w0, w1)
-    STEP(!ODD, 16, w0, w1);
+    STEP(1, 16, w0, w1);
     dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1);
     AFFINE(w0, w1)
-    STEP(ODD, 32, w0, w1);
+    STEP(0, 32, w0, w1);
     dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1);
     AFFINE(w0, w1)
-    STEP(!ODD, 48, w0, w1);
+    STEP(1, 48, w0, w1);
     w += 16;
     a += 16;
   }
@@ -78,10 +78,10 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
     v128_t w0, w1, w2, w3;
     dec4(F4, wasm_i16x8_extend_low_i8x16(x), &w0, &w1);
     AFFINE(w0, w1)
-    STEP(ODD, 0, w0, w1);
+    STEP(0, 0, w0, w1);
     dec4(F4, wasm_i16x8_extend_high_i8x16(x), &w2, &w3);
     AFFINE(w2, w3)
-    STEP(!ODD, 16, w2, w3);
+    STEP(1, 16, w2, w3);
     w += 8;
     a += 8;
   }
@@ -89,7 +89,7 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
     v128_t w0, w1;
     dec4(F4, wasm_i16x8_extend_low_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
     AFFINE(w0, w1)
-    STEP(ODD, 0, w0, w1);
+    STEP(0, 0, w0, w1);
   }
   ACC_STORE;
 }

@@ -1,5 +1,5 @@
-/* f32 x 8-bit weights GEMM microkernel (issue 12): up to 2 rows x 8 columns, A f32 (4-row micro-panel,
-   lowp_gemm.h), W one 8-column panel of 8-bit codes, k-major: the codes of k are the 8 bytes at w + 8k
+/* f32 x 8-bit weights GEMM microkernel (issue 12): up to 2 rows x 8 columns (decode: the rows of an
+   expert are few), A f32 (4-row micro-panel, lowp_gemm.h), W one 8-column panel of 8-bit codes, k-major: the codes of k are the 8 bytes at w + 8k
    (layout `x8:p8`, gemm-lowp.c). Each k's codes are decoded to f32 in registers right before the FMAs
    (s8 / u8: widen + convert; f8_e4m3 / f8_e5m2: bit arithmetic on the code, the same values as lowp.h's
    scalar decoders, NaN and subnormals included), then optionally (w - z) * s. Two k per iteration:
@@ -48,7 +48,7 @@ INLINE v128_t widen_hi(const int DT, v128_t raw) {
   return DT == DT_S8 ? wasm_i16x8_extend_high_i8x16(raw) : wasm_u16x8_extend_high_u8x16(raw);
 }
 
-INLINE void w8_rows(const int R, const int DT, const int AFF, size_t nc, size_t kc, const float* restrict a,
+INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, size_t nc, size_t kc, const float* restrict a,
                     const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate, const float* zq,
                     const float* sq) {
   const size_t zz = (size_t)((uint32_t)kc >> 31); /* 0: pointers V8 knows are zero-extended (f32 kernel) */
@@ -56,6 +56,15 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, size_t nc, size_t 
   w = w + zz;
   ACC_DECL
   AFF_DECL
+  if (ODD) { /* the call starts on an odd k: the second of its pair */
+    v128_t w0, w1;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
+    AFFINE(w0, w1)
+    STEP(1, 0, w0, w1);
+    w += 8;
+    a += 4;
+    kc--;
+  }
   for (size_t n = kc / 2; n; n--) {
     const v128_t raw = wasm_v128_load(w);
     v128_t w0, w1, w2, w3;
@@ -77,14 +86,19 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, size_t nc, size_t 
   ACC_STORE;
 }
 
-#define W8_ROWS(DT, AFF)                                                          \
-  if (mr >= 2) w8_rows(2, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq);     \
-  else w8_rows(1, DT, AFF, nc, kc, a, w, c, ldc, accumulate, zq, sq);             \
+#define W8_ROWS(DT, AFF)                                                                      \
+  if (odd) {                                                                                  \
+    if (mr >= 2) w8_rows(2, DT, AFF, 1, nc, kc, a, w, c, ldc, accumulate, zq, sq);            \
+    else w8_rows(1, DT, AFF, 1, nc, kc, a, w, c, ldc, accumulate, zq, sq);                    \
+  } else {                                                                                    \
+    if (mr >= 2) w8_rows(2, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);            \
+    else w8_rows(1, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);                    \
+  }                                                                                           \
   return;
 
-void f32_gemm_2x8w8(size_t mr, size_t nc, size_t kc, const float* restrict a, const uint8_t* restrict w,
+void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                     float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq) {
-  const int aff = zq != 0;
+  const int aff = zq != 0, odd = (k0 & 1) && kc;
   switch (dt) {
     case DT_S8: if (aff) { W8_ROWS(DT_S8, 1) } else { W8_ROWS(DT_S8, 0) }
     case DT_U8: if (aff) { W8_ROWS(DT_U8, 1) } else { W8_ROWS(DT_U8, 0) }

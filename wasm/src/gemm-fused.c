@@ -535,8 +535,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   /* Weights read straight from their packed panels (every segment starts on a panel). */
   int direct = is_int ? v->wfmt == WEI_S16_P8K2 : f32_direct_ok || lowp;
   for (int sg = 0; sg < t.nseg; sg++) direct = direct && t.seg_n[sg] % NR == 0;
-  int32_t KC = k_block(j, direct, mc, Kg, is_int ? 2 : 1, is_int ? MR_INT : MR);
-  if (lowp && direct && KC < Kg) KC &= ~255; /* gemm-lowp.c: K cut at the same places for every tile height */
+  const int32_t KC = k_block(j, direct, mc, Kg, is_int ? 2 : 1, is_int ? MR_INT : MR);
 
   /* Per-column and per-row parameters of the tile (constant along K by construction of the path). */
   const qarg_t *qss = &j->q[Q_SRC_SCALE], *qws = &j->q[Q_WEI_SCALE], *qsz = &j->q[Q_SRC_ZP], *qwz = &j->q[Q_WEI_ZP];

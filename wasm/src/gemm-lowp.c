@@ -73,10 +73,11 @@ INLINE size_t qindex(const qarg_t* q, int32_t g, int32_t k, int32_t n) {
   return i;
 }
 
-/* Pieces of at most LOWP_PIECE k, at absolute multiples of it: a piece is one microkernel call per row
-   pair, and its f32 block (tall tiles) stays in L1. Every tile height cuts K at the same places (the
-   fused path's K blocks on these weights are multiples of it), so a row's result never depends on it. */
+/* Pieces of at most LOWP_PIECE k: a tall tile's f32 block of one piece stays in L1. */
 #define LOWP_PIECE 256
+#ifndef LOWP_AHEAD
+#define LOWP_AHEAD 1
+#endif
 
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
                   int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
@@ -91,9 +92,13 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   for (int32_t p = 0; p < npan; p++) {
     const int32_t nb = sn + p * NR, ncp = MIN(NR, sw - p * NR);
     const uint8_t* panel = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * pbytes;
-    if (mc > TOUCH_MIN_ROWS) {
-      const size_t b0 = x8 ? (size_t)k0 * NR : (size_t)(k0 >> 1) * NR;
-      touch_range(panel + b0, x8 ? (size_t)kc * NR : (size_t)(kc + 2) / 2 * NR);
+    { /* read-ahead (tile_io.h): this panel's piece, or with 1-2 rows the next panel's while this one runs */
+      const size_t b0 = x8 ? (size_t)k0 * NR : (size_t)(k0 >> 1) * NR, nbytes = x8 ? (size_t)kc * NR : (size_t)(kc + 2) / 2 * NR;
+      if (mc > TOUCH_MIN_ROWS || !LOWP_AHEAD) touch_range(panel + b0, nbytes);
+      else {
+        if (p == 0) touch_range(panel + b0, nbytes);
+        if (p + 1 < npan) touch_range(panel + pbytes + b0, nbytes);
+      }
     }
     int32_t next = 0; /* where the zero points / scales change */
     const float *zq = 0, *sq = 0;
@@ -118,17 +123,30 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
       float* cp = c + p * NR;
       if (mc <= 2) { /* decode in registers */
         if (x8)
-          f32_gemm_2x8w8((size_t)mc, (size_t)ncp, (size_t)len, a + (size_t)y * MR, panel + (size_t)kk * NR, cp, (size_t)ldc,
-                         acc, dt, zq, sq);
+          f32_gemm_2x8w8((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)len, a + (size_t)y * MR, panel + (size_t)kk * NR, cp,
+                         (size_t)ldc, acc, dt, zq, sq);
         else
           f32_gemm_2x8w4((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)len, a + (size_t)y * MR, panel, cp, (size_t)ldc, acc,
                          dt, zq, sq);
-      } else { /* decode the piece once into L1, then every row pair */
-        if (x8) decode_2x8w8(panel + (size_t)kk * NR, (size_t)len, dt, zq, sq, block);
-        else decode_2x8w4(panel, (size_t)kk, (size_t)len, dt, zq, sq, block);
-        for (int32_t i = 0; i < mc; i += 2) {
-          const float* ai = a + (size_t)(i / MR) * MR * lda + (size_t)(i % MR) + (size_t)y * MR;
-          f32_gemm_2x8c2((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)len, ai, block, cp + (size_t)i * ldc, (size_t)ldc, acc);
+      } else { /* decode the piece once into L1, then f32_gemm_4x8 over every 4 rows */
+        int32_t y1 = y, n1 = len;
+        if (kk & 1) { /* an odd first k is the second of its pair: the in-register kernel takes it alone */
+          for (int32_t i = 0; i < mc; i += 2) {
+            const float* ai = a + (size_t)(i / MR) * MR * lda + (size_t)(i % MR) + (size_t)y * MR;
+            if (x8) f32_gemm_2x8w8((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)kk, 1, ai, panel + (size_t)kk * NR, cp + (size_t)i * ldc, (size_t)ldc, acc, dt, zq, sq);
+            else f32_gemm_2x8w4((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)kk, 1, ai, panel, cp + (size_t)i * ldc, (size_t)ldc, acc, dt, zq, sq);
+          }
+          y1++;
+          n1--;
+        }
+        if (n1 > 0) {
+          const int32_t k1 = k0 + y1;
+          if (x8) decode_2x8w8(panel + (size_t)k1 * NR, (size_t)n1, dt, zq, sq, block);
+          else decode_2x8w4(panel, (size_t)k1, (size_t)n1, dt, zq, sq, block);
+          const int acc1 = acc || y1 > y;
+          for (int32_t i = 0; i < mc; i += MR)
+            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)n1, a + (size_t)i * lda + (size_t)y1 * MR, block,
+                         cp + (size_t)i * ldc, (size_t)ldc, acc1, 0);
         }
       }
       y += len;

@@ -2,18 +2,13 @@
 /* Shared by the f32 x low-precision-weights microkernels (issue 12):
      f32-gemm-2x8w8-wasmsimd.c  8-bit codes decoded in registers (s8 u8 f8_e4m3 f8_e5m2)
      f32-gemm-2x8w4-wasmsimd.c  4-bit codes decoded in registers (s4 u4 f4_e2m1)
-     f32-gemm-2x8c2-wasmsimd.c  the same arithmetic on weights already decoded into an L1 block
    The weights stay in their packed code layouts (gemm-lowp.c). Each weight is w' = decode(code), or
-   (decode(code) - z[n]) * s[n] with the zero point and the K-varying scale of its K block (the fused
-   path's B packing arithmetic, gemm-fused.c pack_b_f32).
-
-   One arithmetic for every tile height: each row keeps two accumulator chains per 4 columns, one for
-   the even and one for the odd k of the call (counted from its first k), and C = even + odd at the
-   end of the call (the even chain starts from C when accumulating). Two rows at most per call: with
-   1-2 rows (decode) a single chain per column group was latency-bound (~6 cycles per k); the split
-   chains and the decode fill the ports instead. Taller tiles decode each panel piece once into L1
-   and run the c2 kernel over it two rows at a time: the same chains, the same results (a row's value
-   never depends on how many rows its expert got), bitwise. */
+   (decode(code) - z[n]) * s[n] with the zero point and the K-varying scale of its K block: the fused
+   path's B packing arithmetic (gemm-fused.c pack_b_f32). The accumulation is f32_gemm_4x8's: one chain
+   per row and 4 columns, k in order, even k as MADD (FMA in the relaxed build), odd k as mul then add
+   (k counted from the group's first k). So a packed low-precision matmul gives bitwise what the same
+   weights give plain (decoded per tile into f32 panels), at any tile height and blocking; tiles of 3+
+   rows decode each panel piece once into L1 and run f32_gemm_4x8 itself (gemm-lowp.c). */
 #include "common.h"
 #include "ukernel.h"
 #include "tile_io.h"
@@ -24,8 +19,7 @@
 
 #define ACC_DECL                                                                        \
   const v128_t zero = wasm_f32x4_splat(0.0f);                                           \
-  v128_t e00 = zero, e01 = zero, o00 = zero, o01 = zero;                                \
-  v128_t e10 = zero, e11 = zero, o10 = zero, o11 = zero;                                \
+  v128_t e00 = zero, e01 = zero, e10 = zero, e11 = zero;                                \
   float* c0 = c;                                                                        \
   float* c1 = c0 + ldc;                                                                 \
   if (accumulate) {                                                                     \
@@ -33,21 +27,22 @@
     if (R > 1) load_row8(c1, nc, &e10, &e11);                                           \
   }
 
-#define ACC_STORE                                                                                   \
-  if (R > 1) store_row8(c1, nc, wasm_f32x4_add(e10, o10), wasm_f32x4_add(e11, o11));               \
-  store_row8(c0, nc, wasm_f32x4_add(e00, o00), wasm_f32x4_add(e01, o01))
+#define ACC_STORE                          \
+  if (R > 1) store_row8(c1, nc, e10, e11); \
+  store_row8(c0, nc, e00, e01)
 
-/* Both rows += x * w for the k whose A values sit at byte OFF of `a`, into the even (ODD = 0) or odd chains. */
-#define STEP(ODD, OFF, w0, w1)                                                     \
-  do {                                                                             \
-    const v128_t x0_ = LDA(a, OFF);                                                \
-    if (!(ODD)) { e00 = MADD(x0_, w0, e00); e01 = MADD(x0_, w1, e01); }            \
-    else { o00 = MADD(x0_, w0, o00); o01 = MADD(x0_, w1, o01); }                   \
-    if (R > 1) {                                                                   \
-      const v128_t x1_ = LDA(a, (OFF) + 4);                                        \
-      if (!(ODD)) { e10 = MADD(x1_, w0, e10); e11 = MADD(x1_, w1, e11); }          \
-      else { o10 = MADD(x1_, w0, o10); o11 = MADD(x1_, w1, o11); }                 \
-    }                                                                              \
+/* Both rows += x * w for the k whose A values sit at byte OFF of `a`: an even k (ODD = 0) as MADD, an
+   odd one as mul then add (f32_gemm_4x8's pair (v + x0*w0) + x1*w1). */
+#define STEP(ODD, OFF, w0, w1)                                                                         \
+  do {                                                                                                 \
+    const v128_t x0_ = LDA(a, OFF);                                                                    \
+    if (!(ODD)) { e00 = MADD(x0_, w0, e00); e01 = MADD(x0_, w1, e01); }                                \
+    else { e00 = wasm_f32x4_add(wasm_f32x4_mul(x0_, w0), e00); e01 = wasm_f32x4_add(wasm_f32x4_mul(x0_, w1), e01); } \
+    if (R > 1) {                                                                                       \
+      const v128_t x1_ = LDA(a, (OFF) + 4);                                                            \
+      if (!(ODD)) { e10 = MADD(x1_, w0, e10); e11 = MADD(x1_, w1, e11); }                              \
+      else { e10 = wasm_f32x4_add(wasm_f32x4_mul(x1_, w0), e10); e11 = wasm_f32x4_add(wasm_f32x4_mul(x1_, w1), e11); } \
+    }                                                                                                  \
   } while (0)
 
 /* Eight int16 lanes (one k's 8 columns) as two f32x4. */
