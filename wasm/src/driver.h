@@ -179,7 +179,7 @@ void pack_plain_block(const group_view_t* v, int32_t k0, int32_t kc, int32_t n0,
 
 /* Packed low-precision weights (gemm-lowp.c): the tile segment's GEMM columns [sn, sn + sw) over
    k0 .. k0 + kc into C (ldc), decoded in the microkernels (f32_gemm_2x8w8 / w4) for 1-2 rows, or once
-   per panel piece into `block` (256 x 8 floats) for f32_gemm_4x8 on taller tiles; zbuf / sbuf: 8
+   per panel piece into `block` (256 x 8 floats) for f32_gemm_4x8 on taller tiles; zbuf / sbuf: 16
    floats of scratch each; k0 even. lowp_code_f32: one weight (k, n) decoded (no zero point or scale). */
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
                   int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,

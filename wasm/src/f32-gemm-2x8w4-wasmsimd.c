@@ -94,22 +94,103 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
   ACC_STORE;
 }
 
-#define W4_ROWS(F4, AFF, ODD)                                                                   \
-  if (mr >= 2) w4_rows(2, F4, AFF, ODD, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);     \
-  else w4_rows(1, F4, AFF, ODD, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);             \
-  return;
+#define W4_ROWS(F4, AFF)                                                                            \
+  if (odd) {                                                                                        \
+    if (mr >= 2) w4_rows(2, F4, AFF, 1, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);         \
+    else w4_rows(1, F4, AFF, 1, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);                 \
+  } else {                                                                                          \
+    if (mr >= 2) w4_rows(2, F4, AFF, 0, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);         \
+    else w4_rows(1, F4, AFF, 0, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);                 \
+  }
 
 void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                     float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq) {
   const v128_t lut = lut4(dt);
-  const int aff = zq != 0, odd = (k0 & 1) && kc;
-  if (dt == DT_F4_E2M1) {
-    if (odd) { if (aff) { W4_ROWS(1, 1, 1) } else { W4_ROWS(1, 0, 1) } }
-    else { if (aff) { W4_ROWS(1, 1, 0) } else { W4_ROWS(1, 0, 0) } }
-  } else {
-    if (odd) { if (aff) { W4_ROWS(0, 1, 1) } else { W4_ROWS(0, 0, 1) } }
-    else { if (aff) { W4_ROWS(0, 1, 0) } else { W4_ROWS(0, 0, 0) } }
+  const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
+  if (dt == DT_F4_E2M1) { AFF_SWITCH(aff, W4_ROWS, 1) }
+  else { AFF_SWITCH(aff, W4_ROWS, 0) }
+}
+
+/* 1 row x 2 panels (lowp_gemm.h): w and w + ps are the two panels' starts. */
+INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, size_t nc2, size_t k0, size_t kc,
+                     const float* restrict a, const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate,
+                     const float* zq, const float* sq, v128_t lut) {
+  const size_t zz = (size_t)((uint32_t)kc >> 31);
+  a = a + zz;
+  w = w + zz + (k0 >> 1) * 8;
+  const uint8_t* u = w + ps;
+  ACC16_DECL
+  AFF16_DECL
+  if (ODD) {
+    v128_t w0, w1, w2, w3;
+    dec4(F4, wasm_i16x8_extend_high_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_high_i8x16(pair_values(lut, wasm_v128_load64_zero(u))), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 0, w0, w1, w2, w3);
+    w += 8;
+    u += 8;
+    a += 4;
+    kc--;
   }
+  for (size_t n = kc / 4; n; n--) {
+    v128_t ev, od, eu, ou, w0, w1, w2, w3;
+    quad_values(lut, wasm_v128_load(w), &ev, &od);
+    quad_values(lut, wasm_v128_load(u), &eu, &ou);
+    dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_low_i8x16(eu), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 0, w0, w1, w2, w3);
+    dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_low_i8x16(ou), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 16, w0, w1, w2, w3);
+    dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_high_i8x16(eu), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 32, w0, w1, w2, w3);
+    dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_high_i8x16(ou), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 48, w0, w1, w2, w3);
+    w += 16;
+    u += 16;
+    a += 16;
+  }
+  for (size_t n = (kc & 3) / 2; n; n--) {
+    const v128_t x = pair_values(lut, wasm_v128_load64_zero(w)), y = pair_values(lut, wasm_v128_load64_zero(u));
+    v128_t w0, w1, w2, w3;
+    dec4(F4, wasm_i16x8_extend_low_i8x16(x), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_low_i8x16(y), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 0, w0, w1, w2, w3);
+    dec4(F4, wasm_i16x8_extend_high_i8x16(x), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_high_i8x16(y), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 16, w0, w1, w2, w3);
+    w += 8;
+    u += 8;
+    a += 8;
+  }
+  if (kc & 1) {
+    v128_t w0, w1, w2, w3;
+    dec4(F4, wasm_i16x8_extend_low_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
+    dec4(F4, wasm_i16x8_extend_low_i8x16(pair_values(lut, wasm_v128_load64_zero(u))), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 0, w0, w1, w2, w3);
+  }
+  ACC16_STORE;
+}
+
+#define W4_ROW16(F4, AFF)                                                                                  \
+  if (odd) w4_row16(F4, AFF, 1, nc1, nc2, k0, kc, a, w, ps, c, accumulate, zq, sq, lut);                    \
+  else w4_row16(F4, AFF, 0, nc1, nc2, k0, kc, a, w, ps, c, accumulate, zq, sq, lut);
+
+void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq) {
+  const v128_t lut = lut4(dt);
+  const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
+  if (dt == DT_F4_E2M1) { AFF_SWITCH(aff, W4_ROW16, 1) }
+  else { AFF_SWITCH(aff, W4_ROW16, 0) }
 }
 
 INLINE void w4_decode(const int F4, const int AFF, const uint8_t* w, size_t k0, size_t kc, const float* zq, const float* sq,
@@ -127,9 +208,11 @@ INLINE void w4_decode(const int F4, const int AFF, const uint8_t* w, size_t k0, 
   }
 }
 
+#define W4_DEC(F4, AFF) w4_decode(F4, AFF, w, k0, kc, zq, sq, out, lut);
+
 void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* zq, const float* sq, float* out) {
   const v128_t lut = lut4(dt);
-  const int aff = zq != 0;
-  if (dt == DT_F4_E2M1) { if (aff) w4_decode(1, 1, w, k0, kc, zq, sq, out, lut); else w4_decode(1, 0, w, k0, kc, zq, sq, out, lut); }
-  else { if (aff) w4_decode(0, 1, w, k0, kc, zq, sq, out, lut); else w4_decode(0, 0, w, k0, kc, zq, sq, out, lut); }
+  const int aff = AFF_CODE(zq, sq);
+  if (dt == DT_F4_E2M1) { AFF_SWITCH(aff, W4_DEC, 1) }
+  else { AFF_SWITCH(aff, W4_DEC, 0) }
 }

@@ -93,17 +93,77 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, siz
   } else {                                                                                    \
     if (mr >= 2) w8_rows(2, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);            \
     else w8_rows(1, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);                    \
-  }                                                                                           \
-  return;
+  }
 
 void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                     float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq) {
-  const int aff = zq != 0, odd = (k0 & 1) && kc;
+  const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
   switch (dt) {
-    case DT_S8: if (aff) { W8_ROWS(DT_S8, 1) } else { W8_ROWS(DT_S8, 0) }
-    case DT_U8: if (aff) { W8_ROWS(DT_U8, 1) } else { W8_ROWS(DT_U8, 0) }
-    case DT_F8_E4M3: if (aff) { W8_ROWS(DT_F8_E4M3, 1) } else { W8_ROWS(DT_F8_E4M3, 0) }
-    default: if (aff) { W8_ROWS(DT_F8_E5M2, 1) } else { W8_ROWS(DT_F8_E5M2, 0) }
+    case DT_S8: AFF_SWITCH(aff, W8_ROWS, DT_S8) return;
+    case DT_U8: AFF_SWITCH(aff, W8_ROWS, DT_U8) return;
+    case DT_F8_E4M3: AFF_SWITCH(aff, W8_ROWS, DT_F8_E4M3) return;
+    default: AFF_SWITCH(aff, W8_ROWS, DT_F8_E5M2) return;
+  }
+}
+
+/* 1 row x 2 panels (lowp_gemm.h): w and w + ps are the two panels' codes at k0. */
+INLINE void w8_row16(const int DT, const int AFF, const int ODD, size_t nc1, size_t nc2, size_t kc, const float* restrict a,
+                     const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* zq,
+                     const float* sq) {
+  const size_t zz = (size_t)((uint32_t)kc >> 31);
+  a = a + zz;
+  w = w + zz;
+  const uint8_t* u = w + ps;
+  ACC16_DECL
+  AFF16_DECL
+  if (ODD) {
+    v128_t w0, w1, w2, w3;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(u)), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 0, w0, w1, w2, w3);
+    w += 8;
+    u += 8;
+    a += 4;
+    kc--;
+  }
+  for (size_t n = kc / 2; n; n--) {
+    const v128_t r0 = wasm_v128_load(w), r1 = wasm_v128_load(u);
+    v128_t w0, w1, w2, w3;
+    dec8(DT, widen_lo(DT, r0), &w0, &w1);
+    dec8(DT, widen_lo(DT, r1), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 0, w0, w1, w2, w3);
+    dec8(DT, widen_hi(DT, r0), &w0, &w1);
+    dec8(DT, widen_hi(DT, r1), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 16, w0, w1, w2, w3);
+    w += 16;
+    u += 16;
+    a += 8;
+  }
+  if (kc & 1) {
+    v128_t w0, w1, w2, w3;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(u)), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 0, w0, w1, w2, w3);
+  }
+  ACC16_STORE;
+}
+
+#define W8_ROW16(DT, AFF)                                                                          \
+  if (odd) w8_row16(DT, AFF, 1, nc1, nc2, kc, a, w, ps, c, accumulate, zq, sq);                    \
+  else w8_row16(DT, AFF, 0, nc1, nc2, kc, a, w, ps, c, accumulate, zq, sq);
+
+void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq) {
+  const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
+  switch (dt) {
+    case DT_S8: AFF_SWITCH(aff, W8_ROW16, DT_S8) return;
+    case DT_U8: AFF_SWITCH(aff, W8_ROW16, DT_U8) return;
+    case DT_F8_E4M3: AFF_SWITCH(aff, W8_ROW16, DT_F8_E4M3) return;
+    default: AFF_SWITCH(aff, W8_ROW16, DT_F8_E5M2) return;
   }
 }
 
@@ -119,16 +179,16 @@ INLINE void w8_decode(const int DT, const int AFF, const uint8_t* w, size_t kc, 
   }
 }
 
+#define W8_DEC(DT, AFF) w8_decode(DT, AFF, w, kc, zq, sq, out);
+
 void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out) {
-  const int aff = zq != 0;
-#define W8_DEC(DT) if (aff) w8_decode(DT, 1, w, kc, zq, sq, out); else w8_decode(DT, 0, w, kc, zq, sq, out); return;
+  const int aff = AFF_CODE(zq, sq);
   switch (dt) {
-    case DT_S8: W8_DEC(DT_S8)
-    case DT_U8: W8_DEC(DT_U8)
-    case DT_F8_E4M3: W8_DEC(DT_F8_E4M3)
-    default: W8_DEC(DT_F8_E5M2)
+    case DT_S8: AFF_SWITCH(aff, W8_DEC, DT_S8) return;
+    case DT_U8: AFF_SWITCH(aff, W8_DEC, DT_U8) return;
+    case DT_F8_E4M3: AFF_SWITCH(aff, W8_DEC, DT_F8_E4M3) return;
+    default: AFF_SWITCH(aff, W8_DEC, DT_F8_E5M2) return;
   }
-#undef W8_DEC
 }
 
 /* Tests: n (a multiple of 8) codes of an 8-bit type through the in-register decoder (exhaustive checks

@@ -619,7 +619,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
                          bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
         }
       } else if (lowp && direct) {
-        lowp_segment(j, v, sn, sw, s->a, KC, k0, kc, cseg, ldc, first, mc, w.wz, w.ws, s->b);
+        lowp_segment(j, v, sn, sw, s->a, KC, k0, kc, cseg, ldc, first, mc, w.dscale, w.dzp, s->b); /* staged by the epilogue later */
       } else {
         const float* bp;
         size_t pstride;

@@ -73,6 +73,18 @@ INLINE size_t qindex(const qarg_t* q, int32_t g, int32_t k, int32_t n) {
   return i;
 }
 
+/* 8 e8m0 scales as f32 (lowp.h e8m0_to_f32: 2^(c - 127), 0x00 = 2^-127, 0xFF = NaN). */
+INLINE void sbuf_e8m0(float* out, const uint8_t* in) {
+  const v128_t h = wasm_u16x8_extend_low_u8x16(wasm_v128_load64_zero(in));
+  for (int half = 0; half < 2; half++) {
+    const v128_t c = half ? wasm_u32x4_extend_high_u16x8(h) : wasm_u32x4_extend_low_u16x8(h);
+    v128_t r = wasm_i32x4_shl(c, 23);
+    r = wasm_v128_bitselect(wasm_i32x4_splat(0x00400000), r, wasm_i32x4_eq(c, wasm_i32x4_splat(0)));
+    r = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), r, wasm_i32x4_eq(c, wasm_i32x4_splat(255)));
+    wasm_v128_store(out + 4 * half, r);
+  }
+}
+
 /* Pieces of at most LOWP_PIECE k: a tall tile's f32 block of one piece stays in L1. */
 #define LOWP_PIECE 256
 #ifndef LOWP_AHEAD
@@ -89,15 +101,17 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
   const size_t pbytes = lowp_panel_bytes(v->wfmt, v->Kfull);
   const int32_t npan = cdiv(sw, NR);
-  for (int32_t p = 0; p < npan; p++) {
-    const int32_t nb = sn + p * NR, ncp = MIN(NR, sw - p * NR);
+  for (int32_t p = 0, np; p < npan; p += np) {
+    /* 1-row tiles take two panels per call (f32_gemm_1x16w*: twice the independent chains) */
+    np = mc == 1 && p + 1 < npan ? 2 : 1;
+    const int32_t nb = sn + p * NR, ncp = MIN(NR * np, sw - p * NR);
     const uint8_t* panel = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * pbytes;
-    { /* read-ahead (tile_io.h): this panel's piece, or with 1-2 rows the next panel's while this one runs */
+    { /* read-ahead (tile_io.h): this piece, or with 1-2 rows the next panels' while these run */
       const size_t b0 = x8 ? (size_t)k0 * NR : (size_t)(k0 >> 1) * NR, nbytes = x8 ? (size_t)kc * NR : (size_t)(kc + 2) / 2 * NR;
       if (mc > TOUCH_MIN_ROWS || !LOWP_AHEAD) touch_range(panel + b0, nbytes);
       else {
-        if (p == 0) touch_range(panel + b0, nbytes);
-        if (p + 1 < npan) touch_range(panel + pbytes + b0, nbytes);
+        if (p == 0) for (int32_t q = 0; q < np; q++) touch_range(panel + (size_t)q * pbytes + b0, nbytes);
+        for (int32_t q = np; q < 2 * np && p + q < npan; q++) touch_range(panel + (size_t)q * pbytes + b0, nbytes);
       }
     }
     int32_t next = 0; /* where the zero points / scales change */
@@ -109,19 +123,38 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
         if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
         if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
         next = y + len;
-        if (sb || zb) {
-          for (int32_t q = 0; q < NR; q++) {
-            zbuf[q] = zb && q < ncp ? (float)load_int(zb, qz->dt, qindex(qz, v->g, kabs, nb + q)) : 0.0f;
-            sbuf[q] = sb && q < ncp ? load_any(sb, qs->dt, qindex(qs, v->g, kabs, nb + q)) : 1.0f;
-          }
+        /* this block's values for the call's columns (one index per block; per-column steps after) */
+        if (zb) {
+          const size_t i0 = qindex(qz, v->g, kabs, nb);
+          for (int32_t q = 0; q < NR * np; q++)
+            zbuf[q] = q >= ncp ? 0.0f : (float)load_int(zb, qz->dt, qz->blk_n == 1 ? i0 + (size_t)q * (size_t)qz->st_n : qindex(qz, v->g, kabs, nb + q));
           zq = zbuf;
+        }
+        if (sb && qs->blk_n == 1 && qs->st_n == 1 && ncp == NR * np && (qs->dt == DT_F32 || qs->dt == DT_E8M0)) {
+          /* contiguous per-column scales of the whole call: read in place (f32), or 8 e8m0 at a time */
+          const size_t i0 = qindex(qs, v->g, kabs, nb);
+          if (qs->dt == DT_F32) sq = (const float*)sb + i0;
+          else {
+            for (int32_t q = 0; q < NR * np; q += 8) sbuf_e8m0(sbuf + q, (const uint8_t*)sb + i0 + q);
+            sq = sbuf;
+          }
+        } else if (sb) {
+          const size_t i0 = qindex(qs, v->g, kabs, nb);
+          for (int32_t q = 0; q < NR * np; q++)
+            sbuf[q] = q >= ncp ? 1.0f : load_any(sb, qs->dt, qs->blk_n == 1 ? i0 + (size_t)q * (size_t)qs->st_n : qindex(qs, v->g, kabs, nb + q));
           sq = sbuf;
         }
       }
       const int32_t len = MIN(next - y, LOWP_PIECE - kk % LOWP_PIECE);
       const int acc = !first || y > 0;
       float* cp = c + p * NR;
-      if (mc <= 2) { /* decode in registers */
+      if (np == 2) {
+        if (x8)
+          f32_gemm_1x16w8(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)len, a + (size_t)y * MR, panel + (size_t)kk * NR, pbytes,
+                          cp, acc, dt, zq, sq);
+        else
+          f32_gemm_1x16w4(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)len, a + (size_t)y * MR, panel, pbytes, cp, acc, dt, zq, sq);
+      } else if (mc <= 2) { /* decode in registers */
         if (x8)
           f32_gemm_2x8w8((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)len, a + (size_t)y * MR, panel + (size_t)kk * NR, cp,
                          (size_t)ldc, acc, dt, zq, sq);

@@ -51,18 +51,72 @@ INLINE void i16_to_f32x8(v128_t h, v128_t* lo, v128_t* hi) {
   *hi = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(h));
 }
 
-/* The affine step on one k's two vectors (z0 z1 s0 s1 in scope). */
+/* The affine step on one k's two vectors (z0 z1 s0 s1 in scope). AFF: bit 0 the zero point (zq),
+   bit 1 the scale (sq); a missing one is skipped, which is exact: w - 0 = w and w * 1 = w. */
 #define AFFINE(w0, w1)                                  \
-  if (AFF) {                                            \
-    w0 = wasm_f32x4_mul(wasm_f32x4_sub(w0, z0), s0);    \
-    w1 = wasm_f32x4_mul(wasm_f32x4_sub(w1, z1), s1);    \
+  if (AFF & 1) {                                        \
+    w0 = wasm_f32x4_sub(w0, z0);                        \
+    w1 = wasm_f32x4_sub(w1, z1);                        \
+  }                                                     \
+  if (AFF & 2) {                                        \
+    w0 = wasm_f32x4_mul(w0, s0);                        \
+    w1 = wasm_f32x4_mul(w1, s1);                        \
   }
 
 #define AFF_DECL                                            \
   v128_t z0 = zero, z1 = zero, s0 = zero, s1 = zero;        \
-  if (AFF) {                                                \
+  if (AFF & 1) {                                            \
     z0 = wasm_v128_load(zq);                                \
     z1 = wasm_v128_load(zq + 4);                            \
+  }                                                         \
+  if (AFF & 2) {                                            \
     s0 = wasm_v128_load(sq);                                \
     s1 = wasm_v128_load(sq + 4);                            \
   }
+
+/* The kernels' AFF code for these arguments. */
+#define AFF_CODE(zq, sq) (((zq) != 0) | ((sq) != 0) << 1)
+
+/* Calls MACRO(ARGS..., aff) with aff a constant 0..3. */
+#define AFF_SWITCH(aff, MACRO, ...)          \
+  switch (aff) {                             \
+    case 0: MACRO(__VA_ARGS__, 0) break;     \
+    case 1: MACRO(__VA_ARGS__, 1) break;     \
+    case 2: MACRO(__VA_ARGS__, 2) break;     \
+    default: MACRO(__VA_ARGS__, 3) break;    \
+  }
+
+/* One row x two panels (16 columns, C contiguous): four independent chains per k instead of two, for
+   1-row tiles (decode), where one panel's two chains left the kernel latency-bound; each column's
+   chain is the same as in the 1-panel kernels, so results do not change. */
+#define ACC16_DECL                                                           \
+  const v128_t zero = wasm_f32x4_splat(0.0f);                                \
+  v128_t e00 = zero, e01 = zero, e02 = zero, e03 = zero;                     \
+  if (accumulate) {                                                          \
+    load_row8(c, nc1, &e00, &e01);                                           \
+    load_row8(c + 8, nc2, &e02, &e03);                                       \
+  }
+
+#define ACC16_STORE                   \
+  store_row8(c, nc1, e00, e01);        \
+  store_row8(c + 8, nc2, e02, e03)
+
+#define STEP16(ODD, OFF, w0, w1, w2, w3)                                                          \
+  do {                                                                                            \
+    const v128_t x0_ = LDA(a, OFF);                                                               \
+    if (!(ODD)) {                                                                                 \
+      e00 = MADD(x0_, w0, e00); e01 = MADD(x0_, w1, e01); e02 = MADD(x0_, w2, e02); e03 = MADD(x0_, w3, e03); \
+    } else {                                                                                      \
+      e00 = wasm_f32x4_add(wasm_f32x4_mul(x0_, w0), e00); e01 = wasm_f32x4_add(wasm_f32x4_mul(x0_, w1), e01); \
+      e02 = wasm_f32x4_add(wasm_f32x4_mul(x0_, w2), e02); e03 = wasm_f32x4_add(wasm_f32x4_mul(x0_, w3), e03); \
+    }                                                                                             \
+  } while (0)
+
+#define AFF16_DECL                                                                                  \
+  v128_t z0 = zero, z1 = zero, s0 = zero, s1 = zero, z2 = zero, z3 = zero, s2 = zero, s3 = zero;  \
+  if (AFF & 1) { z0 = wasm_v128_load(zq); z1 = wasm_v128_load(zq + 4); z2 = wasm_v128_load(zq + 8); z3 = wasm_v128_load(zq + 12); } \
+  if (AFF & 2) { s0 = wasm_v128_load(sq); s1 = wasm_v128_load(sq + 4); s2 = wasm_v128_load(sq + 8); s3 = wasm_v128_load(sq + 12); }
+
+#define AFFINE16(w0, w1, w2, w3)                                                                       \
+  if (AFF & 1) { w0 = wasm_f32x4_sub(w0, z0); w1 = wasm_f32x4_sub(w1, z1); w2 = wasm_f32x4_sub(w2, z2); w3 = wasm_f32x4_sub(w3, z3); } \
+  if (AFF & 2) { w0 = wasm_f32x4_mul(w0, s0); w1 = wasm_f32x4_mul(w1, s1); w2 = wasm_f32x4_mul(w2, s2); w3 = wasm_f32x4_mul(w3, s3); }

@@ -35,6 +35,12 @@ void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
    the panel's start. */
 void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                     float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq);
+/* One row x two panels (w, w + ps: 16 columns, C contiguous; nc1, nc2 columns of each): the same per
+   column as the kernels above, with four chains instead of two (1-row tiles). zq / sq: 16 values. */
+void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq);
+void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq);
 /* The weights of kc k (from w + 8k, or from k0 of a 4-bit panel) decoded (and (w - z) * s) into out [kc][8]. */
 void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out);
 void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* zq, const float* sq, float* out);
