@@ -148,7 +148,7 @@ class Executor {
     // Plain experts on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
     const plainK = p.experts.reduce((m, e) => (e.weights.format === 'packed' ? m : Math.max(m, e.weights.dims[0])), 0);
     const wcacheK = this.plan.path === PATH.f32 ? Math.min(plainK, KC_PACKED) : 0;
-    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') || wcacheK ? KC_PACKED : 0;
+    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : wcacheK ? Math.max(KC, wcacheK + (wcacheK & 1)) : 0;
     const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked, 0, wcacheK));
     i32.fill(0);
     const set = (f: keyof typeof JOB, v: number): void => {

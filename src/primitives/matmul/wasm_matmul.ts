@@ -157,7 +157,8 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
     // Plain weights on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
     const wcacheK = p.weights.format !== 'packed' && this.plan.path === PATH.f32 ? Math.min(p.K, KC_PACKED) : 0;
-    const kcPacked = p.weights.format === 'packed' || wcacheK ? KC_PACKED : 0;
+    // The A block must hold K whole for the cached panels (k_block): no more than that.
+    const kcPacked = p.weights.format === 'packed' ? KC_PACKED : wcacheK ? Math.max(KC, wcacheK + (wcacheK & 1)) : 0;
     const moe = p.moe;
     const seenBytes = moe.scatterTopK ? Math.ceil(moe.dstRows / 8 / 64) * 64 : 0;
     const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked, seenBytes, wcacheK));
