@@ -6,6 +6,7 @@
  *   npm run bench -- --peer=ort                     # add onnxruntime-web's per-expert MatMul loop
  *   npm run bench -- --mode=quant --threads=1 --min-ms=1500   # int8 and fused epilogue vs f32 (bench/quant_bench.ts)
  *   npm run bench -- --mode=weights --workload=decode,moe-b --threads=1 --variants=f32,w8,w4k32,mxfp4  # every weight format vs f32 packed, interleaved
+ *   npm run bench -- --mode=nbits --workload=decode,moe-b      # packed int4 vs onnxruntime-web MatMulNBits per expert, 1 thread (bench/ort_nbits_peer.ts)
  *   npm run bench -- --workload=moe-b --peer=ort --rounds=3    # alternate ours / peer 3 times; ratios from medians
  *   npm run bench -- --mode=moe --workload=moe-b,mixtral,decode-4 --threads=1,2 --rounds=3  # whole MoE layer vs onnxruntime-web MoE/QMoE
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
@@ -66,7 +67,7 @@ function customWorkload(): Workload | undefined {
 }
 
 const custom = mode === 'moe' ? undefined : customWorkload();
-const workloads: Workload[] = mode === 'moe' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' || mode === 'weights' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
+const workloads: Workload[] = mode === 'moe' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' || mode === 'weights' || mode === 'nbits' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
@@ -253,6 +254,14 @@ async function main(): Promise<void> {
   }
   if (mode === 'quant') await runQuant();
   if (mode === 'weights') await runWeights();
+  if (mode === 'nbits') { // onnxruntime-web loads only for this mode
+    const { nbitsCompare } = await import('./ort_nbits_peer.js');
+    const { ortVersion } = await import('./ort_peer.js');
+    for (const w of workloads) {
+      const r = await nbitsCompare(w, minMs);
+      console.log(`${w.name}: groupdnn ${r.impl} ${r.ours.median.toFixed(2)} ms, onnxruntime-web ${ortVersion} MatMulNBits (4 bits, block 32) per-expert loop ${r.ort.median.toFixed(2)} ms; ORT / ours = ${r.ratio.toFixed(2)} (median of ${r.ours.runs} interleaved rounds, 1 thread each); max |diff| / max |y| = ${r.maxRelDiff.toExponential(1)}`);
+    }
+  }
   else if (mode === 'moe') await runMoe();
   else if (!json) summarize();
 }

@@ -107,7 +107,10 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
     const int32_t nb = sn + p * NR, ncp = MIN(NR * np, sw - p * NR);
     const uint8_t* panel = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * pbytes;
     { /* read-ahead (tile_io.h): this piece, or with 1-2 rows the next panels' while these run */
-      const size_t b0 = x8 ? (size_t)k0 * NR : (size_t)(k0 >> 1) * NR, nbytes = x8 ? (size_t)kc * NR : (size_t)(kc + 2) / 2 * NR;
+      /* the piece's bytes exactly (4-bit: the k-pairs holding k0 .. k0 + kc - 1): a panel at the end of
+       the heap must not be read past (an over-read of one pair trapped at MoE-B shapes) */
+    const size_t b0 = x8 ? (size_t)k0 * NR : (size_t)(k0 >> 1) * NR;
+    const size_t nbytes = x8 ? (size_t)kc * NR : (size_t)(((k0 + kc - 1) >> 1) - (k0 >> 1) + 1) * NR;
       if (mc > TOUCH_MIN_ROWS || !LOWP_AHEAD) touch_range(panel + b0, nbytes);
       else {
         if (p == 0) for (int32_t q = 0; q < np; q++) touch_range(panel + (size_t)q * pbytes + b0, nbytes);
