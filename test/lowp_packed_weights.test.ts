@@ -226,3 +226,48 @@ describe('packed low-precision weights give bitwise what the same weights give p
     }
   });
 });
+
+describe('packed low-precision weights at the very end of the engine heap', () => {
+  it.each([dt.u4, dt.s8])('%s: the kernels read nothing past the last panel (3-row and 1-row tiles)', async (wdt) => {
+    const eng = await Engine.create({ threads: 1, kernels: 'simd128' });
+    const strm = new Stream(eng);
+    try {
+      const K = 256, N = 4096, M = 4;
+      const srcMd = memory.desc.grouped([M, K], dt.f32, 2, [RT, K]), dstMd = memory.desc.grouped([M, N], dt.f32, 2, [RT, N]);
+      const pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, K, N], wdt, tag.any), dstMd);
+      const packedMd = pd.queryMd('weights')!;
+      const plain = Memory.create(memory.desc([2, K, N], wdt, tag.abc), eng);
+      plain.write(Float64Array.from({ length: 2 * K * N }, (_, i) => (i * 7) % 15 - (wdt === dt.u4 ? 0 : 7)));
+      const src = Memory.create(srcMd, eng);
+      src.write(Float32Array.from({ length: M * K }, (_, i) => (i % 5) - 2));
+      src.offsets.set([0, 3, 4]); // expert 0: a 3-row tile (read-ahead pass), expert 1: a 1-row tile
+      const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+      const prim = new matmul.Primitive(pd);
+      const run = async (w: Memory): Promise<Float32Array> => {
+        const p = Memory.create(packedMd, eng, w.handles[0]);
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, p.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: p });
+        prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: p, [ARG.DST]: dst });
+        await strm.wait();
+        return new Float32Array(dst.values as Float32Array).slice();
+      };
+      const first = Memory.create(packedMd, eng); // also allocates the kernel scratch
+      const want = await run(first);
+      // Put the next packed buffer exactly at the end of the heap: fill up to byteLength - size (the
+      // heap's top is private; a test may look).
+      const size = packedMd.getSize(0);
+      const top = (eng.heap as unknown as { top: number }).top;
+      const gap = eng.heap.byteLength - size - top;
+      expect(gap).toBeGreaterThanOrEqual(0);
+      const filler = gap > 0 ? eng.heap.alloc(gap) : 0;
+      const last = Memory.create(packedMd, eng);
+      expect(last.handles[0] + size).toBe(eng.heap.byteLength);
+      const got = await run(last);
+      expect(Array.from(got)).toEqual(Array.from(want));
+      expect(want.some((v) => v !== 0)).toBe(true);
+      if (filler) eng.heap.release(filler);
+      [plain, src, dst, first, last].forEach((m) => m.free());
+    } finally {
+      eng.release();
+    }
+  });
+});
