@@ -5,6 +5,8 @@
  *   npm run bench -- --grouped=0:4:100+0+28+384 512x1024:4x1024x2816 --dt=bf16
  *   npm run bench -- --peer=ort                     # add onnxruntime-web's per-expert MatMul loop
  *   npm run bench -- --mode=quant --threads=1 --min-ms=1500   # int8 and fused epilogue vs f32 (bench/quant_bench.ts)
+ *   npm run bench -- --mode=weights --workload=decode,moe-b --threads=1 --variants=f32,w8,w4k32,mxfp4  # every weight format vs f32 packed, interleaved
+ *   npm run bench -- --mode=nbits --workload=decode,moe-b      # packed int4 vs onnxruntime-web MatMulNBits per expert, 1 thread (bench/ort_nbits_peer.ts)
  *   npm run bench -- --workload=moe-b --peer=ort --rounds=3    # alternate ours / peer 3 times; ratios from medians
  *   npm run bench -- --mode=moe --workload=moe-b,mixtral,decode-4 --threads=1,2 --rounds=3  # whole MoE layer vs onnxruntime-web MoE/QMoE
  *   npm run bench -- --mode=backward --threads=1,2 --rounds=9   # grouped matmul backward data / weights vs the forward (bench/backward_bench.ts)
@@ -20,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
 import { fillRandom, timeIt, timePaired, timingOf, type Timing } from './timing.js';
 import { WORKLOADS, usefulFlops, type Workload } from './workloads.js';
-import { quantBench, quantRatios } from './quant_bench.js';
+import { expertWeightBytes, pairedRatio, quantBench, quantRatios } from './quant_bench.js';
 import { moeRoundChild, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
 import { backwardChild, backwardWorkload, type BackwardRow } from './backward_bench.js';
 import { dgluBench } from './glu_backward_bench.js';
@@ -71,7 +73,7 @@ function customWorkload(): Workload | undefined {
 }
 
 const custom = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? undefined : customWorkload();
-const workloads: Workload[] = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
+const workloads: Workload[] = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' || mode === 'weights' || mode === 'nbits' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
@@ -258,7 +260,15 @@ async function main(): Promise<void> {
   }
   if (mode === 'dglu') await runDglu();
   else if (mode === 'quant') await runQuant();
-  else if (mode === 'moe') await runMoe();
+  else if (mode === 'weights') await runWeights();
+  else if (mode === 'nbits') { // onnxruntime-web loads only for this mode
+    const { nbitsCompare } = await import('./ort_nbits_peer.js');
+    const { ortVersion } = await import('./ort_peer.js');
+    for (const w of workloads) {
+      const r = await nbitsCompare(w, minMs);
+      console.log(`${w.name}: groupdnn ${r.impl} ${r.ours.median.toFixed(2)} ms, onnxruntime-web ${ortVersion} MatMulNBits (4 bits, block 32) per-expert loop ${r.ort.median.toFixed(2)} ms; ORT / ours = ${r.ratio.toFixed(2)} (median of ${r.ours.runs} interleaved rounds, 1 thread each); max |diff| / max |y| = ${r.maxRelDiff.toExponential(1)}`);
+    }
+  } else if (mode === 'moe') await runMoe();
   else if (mode === 'backward') runBackward();
   else if (mode === 'moe-backward') runMoeBackward();
   else if (!json) summarize();
@@ -360,6 +370,32 @@ async function runDglu(): Promise<void> {
       if (!json) {
         console.log(`dglu ${isa} threads=${threads}: gemm+dglu / gemm = ${med(rs.map((r) => r.ratio)).toFixed(3)} median of ${rs.length} rounds [${rs.map((r) => r.ratio.toFixed(3)).join(' ')}] (target <= 1.10)`);
         console.log(`dglu ${isa} threads=${threads}: gemm+dglu / gemm (fused path) = ${med(rs.map((r) => r.ratio_fusedpath)).toFixed(3)} [${rs.map((r) => r.ratio_fusedpath.toFixed(3)).join(' ')}]`);
+      }
+    }
+  }
+}
+
+/**
+ * --mode=weights (issue 12): every weight format (--variants=, bench/quant_bench.ts VARIANTS) against
+ * f32 packed weights, samples interleaved round-robin in one engine; speed-up = median of the
+ * per-round time ratios f32 / variant; GB/s of the weight bytes (codes + scales) of the touched experts.
+ */
+async function runWeights(): Promise<void> {
+  const only = (args.get('variants') ?? 'f32,f32:abc,w8,w4,w4k32,fp8,mxfp4,nvfp4,int8').split(',');
+  if (only[0] !== 'f32') only.unshift('f32');
+  const form = args.get('weights') ?? 'packed';
+  for (const isa of isaList) {
+    for (const threads of threadList) {
+      for (const w of workloads) {
+        const qrows = await quantBench(w, threads, isa, minMs, form, only);
+        const base = qrows.find((q) => q.variant === 'f32')!;
+        const touched = w.sizes.filter((x) => x > 0).length;
+        for (const q of qrows) {
+          const bytes = touched * expertWeightBytes(q.variant, w.K, w.N);
+          const note = `x${pairedRatio(base, q).toFixed(2)} vs f32 packed; weights ${(bytes / 1e6).toFixed(1)}MB ${(bytes / q.median_ms / 1e6).toFixed(1)}GB/s`;
+          report({ workload: q.workload, impl: q.impl, dt: q.variant, threads, median_ms: q.median_ms, min_ms: q.min_ms, max_ms: q.max_ms, gflops: q.gflops, note });
+        }
+        if (!json) console.log(`  (${qrows[0].samples.length} interleaved rounds; command: npm run bench -- --mode=weights --workload=${w.name} --threads=${threads} --isa=${isa} --variants=${only.join(',')} --min-ms=${minMs})`);
       }
     }
   }

@@ -31,11 +31,18 @@ export interface QuantRow {
 
 interface Variant {
   readonly name: string;
+  /** s8 src (and s8 weights unless `wei` says otherwise): the integer path. */
   readonly int8: boolean;
   /** Per-row src and per-column weights scales. */
   readonly scales: boolean;
   /** Bias and swiglu (GLU halves). */
   readonly fused: boolean;
+  /** Weights data type (default: s8 when int8, else f32). */
+  readonly wei?: DataType;
+  /** Weights scales varying along K in blocks of `k` (data type `dt`), instead of per column. */
+  readonly kBlock?: { readonly k: number; readonly dt: DataType };
+  /** Weights form, overriding --weights (`abc` / `acb`: plain user layouts). */
+  readonly form?: string;
 }
 
 /** The measured variants; the extra ones (`--variants=`) split the fused cost into its parts. */
@@ -46,8 +53,36 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'int8+fused', int8: true, scales: true, fused: true },
   { name: 'f32+scales', int8: false, scales: true, fused: false },
   { name: 'f32+glu', int8: false, scales: false, fused: true },
+  // issue 12: every weight format against f32 packed (`--variants=f32,f32:abc,w8,w4,...`).
+  { name: 'f32:abc', int8: false, scales: false, fused: false, form: 'abc' },
+  { name: 'f32:acb', int8: false, scales: false, fused: false, form: 'acb' },
+  /** Weight-only int8: s8 weights, per-column scales, f32 activations. */
+  { name: 'w8', int8: false, scales: true, fused: false, wei: dt.s8 },
+  /** Weight-only int4: s4 weights, per-column scales. */
+  { name: 'w4', int8: false, scales: true, fused: false, wei: dt.s4 },
+  /** Weight-only int4 with K-blocks of 32 (f32 scales), as onnxruntime's MatMulNBits block 32. */
+  { name: 'w4k32', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 } },
+  /** fp8 e4m3 weights, per-column scales. */
+  { name: 'fp8', int8: false, scales: true, fused: false, wei: dt.f8_e4m3 },
+  /** MXFP4: f4_e2m1 weights, e8m0 scales per 32 K. */
+  { name: 'mxfp4', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 } },
+  /** NVFP4 (block part): f4_e2m1 weights, f8_e4m3 scales per 16 K. */
+  { name: 'nvfp4', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 } },
 ];
 const DEFAULT_VARIANTS = ['f32', 'int8', 'f32+fused', 'int8+fused'];
+
+/** Bytes per weight of a data type (4-bit types: 0.5). */
+const WEIGHT_BYTES: Partial<Record<DataType, number>> = { f32: 4, bf16: 2, f16: 2, s8: 1, u8: 1, f8_e4m3: 1, f8_e5m2: 1, s4: 0.5, u4: 0.5, f4_e2m1: 0.5 };
+const SCALE_BYTES: Partial<Record<DataType, number>> = { f32: 4, e8m0: 1, f8_e4m3: 1 };
+
+/** Bytes of weights (codes and their scales) one expert's matmul reads. */
+export function expertWeightBytes(variant: string, K: number, N: number): number {
+  const v = VARIANTS.find((x) => x.name === variant)!;
+  const wdt = v.wei ?? (v.int8 ? dt.s8 : dt.f32);
+  const codes = K * N * WEIGHT_BYTES[wdt]!;
+  if (!v.scales) return codes;
+  return codes + (v.kBlock ? Math.ceil(K / v.kBlock.k) * N * SCALE_BYTES[v.kBlock.dt]! : N * 4);
+}
 
 interface Prepared {
   readonly run: () => Promise<void>;
@@ -60,21 +95,25 @@ interface Prepared {
 /** Weights shared by the variants that take the same layout (one MoE-B f32 copy is 738 MB). */
 type WeightsCache = Map<string, Memory>;
 
-function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, form: string, cache: WeightsCache): Prepared {
+function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: string, cache: WeightsCache): Prepared {
+  let form = formArg;
   const E = w.sizes.length, T = w.sizes.reduce((a, b) => a + b, 0), { K, N } = w;
   const Nd = v.fused ? N / 2 : N;
   const sdt: DataType = v.int8 ? dt.s8 : dt.f32;
+  const wdt: DataType = v.wei ?? sdt;
+  form = v.form ?? form;
   const srcMd = memory.desc.grouped([T, K], sdt, E, [RUNTIME_DIM_VAL, K]);
   const dstMd = memory.desc.grouped([T, Nd], dt.f32, E, [RUNTIME_DIM_VAL, Nd]);
-  const userMd = memory.desc([E, K, N], sdt, tag.abc);
+  const userMd = memory.desc([E, K, N], wdt, tag.abc);
   const attr = new PrimitiveAttr();
   if (v.scales) {
-    attr.setScales(ARG.SRC, 1);
-    attr.setScales(ARG.WEIGHTS, 5);
+    if (v.int8) attr.setScales(ARG.SRC, 1);
+    if (v.kBlock) attr.setScales(ARG.WEIGHTS, 7, [1, v.kBlock.k, 1], v.kBlock.dt);
+    else attr.setScales(ARG.WEIGHTS, 5);
   }
   if (v.fused) attr.postOps.appendGlu(algorithm.glu_swiglu, 'halves');
   const biasMd = v.fused ? memory.desc([E, N], dt.f32, tag.ab) : undefined;
-  const weiReq = form === 'packed' ? memory.desc([E, K, N], sdt, tag.any) : userMd;
+  const weiReq = form === 'packed' ? memory.desc([E, K, N], wdt, tag.any) : form === 'acb' ? memory.desc([E, K, N], wdt, tag.acb) : userMd;
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiReq, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiReq, dstMd, attr);
   const mems: Memory[] = [];
   const keep = <M extends Memory>(m: M): M => {
@@ -89,15 +128,17 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, form: strin
   const fill = (m: Memory, seed: number, scale: number): void => {
     const x = new Float32Array(m.elementCount);
     fillRandom(x, seed, scale);
-    m.write(m.desc.dataType === 'f32' ? x : x.map(Math.round));
+    const t = m.desc.dataType;
+    m.write(t === 'f32' || t.startsWith('f8') || t.startsWith('f4') ? x : x.map(Math.round));
   };
   fill(src, 3, v.int8 ? 200 : 1);
+  const wRange: Partial<Record<DataType, number>> = { s8: 200, u8: 200, s4: 14, u4: 14, f4_e2m1: 10, f8_e4m3: 50, f8_e5m2: 50 };
   const wmd = pd.queryMd('weights')!;
   const temps: Memory[] = [];
   let wei = cache.get(wmd.toString());
   if (!wei) {
     const user = Memory.create(userMd, eng);
-    fill(user, 4, v.int8 ? 200 : 0.05);
+    fill(user, 4, wRange[wdt] ?? 0.05);
     wei = user;
     if (!wmd.equals(userMd)) {
       wei = Memory.create(wmd, eng);
@@ -118,7 +159,8 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, form: strin
     const m = keep(Memory.create(md, eng));
     const x = new Float32Array(m.elementCount);
     fillRandom(x, 6, 0.01);
-    m.write(x.map((s) => 0.005 + Math.abs(s)));
+    // e8m0 holds powers of two only; every other type rounds on write.
+    m.write(md.dataType === 'e8m0' ? x.map((s) => 2 ** -Math.round(6 + 4 * Math.abs(s) / 0.01)) : x.map((s) => 0.005 + Math.abs(s)));
     args[ARG.ATTR_SCALES | (a === 'src' ? ARG.SRC : ARG.WEIGHTS)] = m;
   }
   const prim = new matmul.Primitive(pd);

@@ -9,6 +9,7 @@
  *   npm run scales -- --list                                # list the recipes
  *
  * Other flags:
+ *   --weights=plain,packed  weights as given (abc), and/or tag.any reordered into the pd's packed layout (recipe id +packed)
  *   --zipf=1            routing skew (Zipf exponent of expert popularity)
  *   --outliers=0.01     fraction of K channels that are outliers; --gain=20:50 their gain range
  *   --token-sigma=0.5   spread of the lognormal per-token magnitude
@@ -56,7 +57,7 @@ for (const a of process.argv.slice(2)) {
   if (!m) usage(`unknown argument ${a} (flags are --name=value)`);
   flags.set(m[1], m[2] ?? 'true');
 }
-const KNOWN = ['E', 'tokens', 'topk', 'K', 'N', 'seed', 'threads', 'recipes', 'list', 'zipf', 'outliers', 'gain', 'token-sigma', 'min-ms', 'budget', 'check-rows', 'out', 'no-write', 'json', 'kernels'];
+const KNOWN = ['E', 'tokens', 'topk', 'K', 'N', 'seed', 'threads', 'recipes', 'list', 'zipf', 'outliers', 'gain', 'token-sigma', 'min-ms', 'budget', 'check-rows', 'out', 'no-write', 'json', 'kernels', 'weights'];
 for (const k of flags.keys()) if (!KNOWN.includes(k)) usage(`unknown flag --${k}; known: ${KNOWN.map((x) => `--${x}`).join(' ')}`);
 
 function intFlag(name: string, dflt: number): number {
@@ -102,6 +103,11 @@ const outDir = flags.get('out') ?? fileURLToPath(new URL('../reports', import.me
 let recipes: Recipe[] = [];
 try {
   recipes = filterRecipes(allRecipes(), flags.get('recipes'));
+  // --weights=plain,packed (default both): each recipe also with tag.any weights reordered into the
+  // layout the pd picks (issue 12: x8 / x4 code panels decoded in the kernel, s16 / f32 panels).
+  const forms = (flags.get('weights') ?? 'plain,packed').split(',');
+  if (forms.some((f) => f !== 'plain' && f !== 'packed')) throw new Error('--weights takes plain, packed or plain,packed');
+  recipes = recipes.flatMap((r) => [...(forms.includes('plain') ? [r] : []), ...(forms.includes('packed') ? [{ ...r, id: `${r.id}+packed`, packed: true }] : [])]);
 } catch (e) {
   usage(e instanceof Error ? e.message : String(e));
 }
@@ -287,8 +293,8 @@ async function main(): Promise<void> {
       return escaped.length ? `unhandled rejection from the library: ${escaped.splice(0).join('; ')}` : undefined;
     };
     /** Runs the recipe once (checked run); library errors, thrown or escaped, become a failure. */
-    const firstRun = async (e: Engine, q: Quantized): Promise<RunOutcome> => {
-      const out = await runRecipe(e, w, q);
+    const firstRun = async (e: Engine, q: Quantized, packed: boolean): Promise<RunOutcome> => {
+      const out = await runRecipe(e, w, q, packed);
       const esc = await settle();
       if (!esc) return out;
       if (out.ok) out.release();
@@ -313,7 +319,7 @@ async function main(): Promise<void> {
         opErr: { src: relError(w.src, q.src.deq), wei: q.weiErr }, quantBy: q.quantBy, libAgree: q.libAgree,
       };
       const deqRef = q.weiGemm.run(q.src.deq, rows);
-      let out = await firstRun(eng, q);
+      let out = await firstRun(eng, q, r.packed === true);
       let runEngine = eng;
       let fallback: string | undefined;
       if (!out.ok && out.stage !== 'pd') {
@@ -324,7 +330,7 @@ async function main(): Promise<void> {
           fallback = `failed with ${threads} threads: ${out.message}`;
           eng1 ??= await Engine.create({ threads: 1, kernels });
           runEngine = eng1;
-          out = await firstRun(eng1, q);
+          out = await firstRun(eng1, q, r.packed === true);
           if (!out.ok && out.stage !== 'pd') out = { ...out, message: `${fallback}; with threads=1: ${out.message}` };
         }
       }
@@ -332,6 +338,10 @@ async function main(): Promise<void> {
         order.push({ ...base, status: out.stage === 'pd' ? 'rejected' : 'failed', stage: out.stage, message: out.message, emulated: emulate(deqRef) });
         console.log(`  ${r.id.padEnd(18)} ${out.stage === 'pd' ? 'rejected' : 'FAILED'}: ${out.message}`);
         continue;
+      }
+      if (r.packed) { // bytes as the matmul reads them: the packed layout (panel padding included)
+        const b = base.bytes, total = out.weightBytes + b.scales + b.zeroPoints + b.global;
+        base.bytes = { ...b, weights: out.weightBytes, total, bitsPerWeight: (8 * total) / (opts.E * opts.K * opts.N), compression: (4 * opts.E * opts.K * opts.N) / total };
       }
       const x: Ran = {
         base, err: errorStats(out.dst, refAll, allRows(w), opts.N), chk: errorStats(out.dst, deqRef, rows, opts.N, (i) => rows[i]),
@@ -428,7 +438,7 @@ async function main(): Promise<void> {
   notes.push('Scales are computed from the block absolute maximum: s = amax / max(type) (s8: 127, s4: 7, f8_e4m3: 448, f8_e5m2: 57344, f4_e2m1: 6), rounded to the scale type first, then elements are quantized with the stored scale (RNE, saturating). MX: e8m0 scale 2^(floor(log2 amax) - emax), emax 8 / 15 / 2 (OCP MX v1.0). NVFP4: f32 global amax / (448*6) per expert (weights) or per tensor (src), f8_e4m3 block scale (block amax / 6) / global; the two globals are folded into a per-expert dst scale (RFC 0002 section 3).');
   notes.push(`Workload: outlier channels are shared by every row (channel outliers, as in LLM activations): per-row scales cannot isolate them, K-blocks can. Token magnitudes are lognormal (sigma ${opts.tokenSigma}, --token-sigma), which is what per-row scales gain over per-tensor ones. Rows are drawn independently (a token routed to ${opts.topk} experts is not duplicated; duplicates would not change per-row statistics).`);
   notes.push('"src tensor" is one value for the whole activation tensor, passed as mask 0 on the grouped src, i.e. `[G]` filled with that value (RFC 0002: for a grouped src, mask 0 is per group).');
-  notes.push('Activation quantization time is not included in the speed figures (only the matmul execution); weights are plain `[E,K,N]` (abc), not pre-packed.');
+  notes.push('Activation quantization time is not included in the speed figures (only the matmul execution); weights are plain `[E,K,N]` (abc), or for `+packed` recipes `tag.any` reordered once (outside the timing) into the layout the pd picks: x8:p8 / x4:p8k2 code panels decoded in the microkernel (issue 12), s16:p8k2 for the int8 path, f32:p8 for floats; their bytes are that layout\'s.');
   const info: RunInfo = {
     command: `npm run scales${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     date: new Date().toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC'),

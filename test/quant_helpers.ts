@@ -527,6 +527,8 @@ export interface P3QCase {
   readonly ops?: readonly (Exclude<TestOp, { kind: 'binary' }> | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly shape: 'shared_1' | 'shared_n' | 'row_1' | 'row_n' })[];
   /** Every expert reads expert 0's src memory (same K, rows and cap): the same tokens for all. */
   readonly sharedSrc?: boolean;
+  /** Weights `tag.any`: each expert's pd-chosen (packed) layout, filled by a reorder from plain weights. */
+  readonly packed?: boolean;
   readonly seed?: number;
 }
 
@@ -560,7 +562,8 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
   }
   const srcMds = c.experts.map((e) => memory.desc([RT, e.K], srcDt, tag.ab));
   const dstMds = c.experts.map((e) => memory.desc([RT, nd(e.N)], dstDt, tag.ab));
-  const weiMds = c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.ab));
+  const plainWeiMds = c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.ab));
+  const weiMds = c.packed ? c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.any)) : plainWeiMds;
   const dimsMd = memory.desc([E], dt.s32, tag.x);
   const pd = new grouped_gemm.PrimitiveDesc(eng, srcMds, weiMds, dstMds, dimsMd, attr);
   const prim = new grouped_gemm.Primitive(pd);
@@ -590,7 +593,13 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
       dstPlain.push(dp);
       prevs.push(prev);
       args[ARG.MULTIPLE_DST + i] = mk(dstMds[i], dp.handles[0]);
-      args[ARG.MULTIPLE_WEIGHTS + i] = mk(weiMds[i]).write(w);
+      if (c.packed) {
+        const plainW = mk(plainWeiMds[i]).write(w);
+        const pw = mk(pd.queryMd('weights', i)!);
+        expect(pw.desc.format, 'the pd picks a layout').toBe('packed');
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plainW.desc, pw.desc)).execute(strm, { [ARG.FROM]: plainW, [ARG.TO]: pw });
+        args[ARG.MULTIPLE_WEIGHTS + i] = pw;
+      } else args[ARG.MULTIPLE_WEIGHTS + i] = mk(weiMds[i]).write(w);
       const look: Partial<Record<string, Lookup>> = {};
       const put = (key: string, base: number, a: 'src' | 'weights' | 'dst', md: MemoryDesc, vals: Float64Array, index: (r: number, b: number) => number, perRow: boolean): void => {
         expect(pd.queryMd(`${base === ARG.ATTR_SCALES ? 'scales' : 'zero_points'}:${a}`, i)?.equals(md), `${key} desc of expert ${i}`).toBe(true);

@@ -77,6 +77,7 @@ describe.each(QUANT_ENGINES)('matmul pd rules [%s]', (_name, opts) => {
   describe('data types (section 3): unimplemented, naming the combination', () => {
     it.each([
       ['s8 x f32 -> f32', dt.s8, dt.f32, dt.f32], ['f32 x f32 -> s8', dt.f32, dt.f32, dt.s8], ['f8_e4m3 x f32 -> f32', dt.f8_e4m3, dt.f32, dt.f32],
+      ['f32 x f8_e4m3 -> f8_e4m3', dt.f32, dt.f8_e4m3, dt.f8_e4m3],
       ['f8_e4m3 x s8 -> f32', dt.f8_e4m3, dt.s8, dt.f32], ['s8 x f4_e2m1 -> f32', dt.s8, dt.f4_e2m1, dt.f32], ['f16 x s4 -> s32', dt.f16, dt.s4, dt.s32],
       ['s4 x s4 -> s32 (4-bit src)', dt.s4, dt.s4, dt.s32], ['u8 x u8 -> f8_e4m3', dt.u8, dt.u8, dt.f8_e4m3], ['f4_e2m1 x f4_e2m1 -> s8', dt.f4_e2m1, dt.f4_e2m1, dt.s8],
       ['e8m0 x e8m0 -> f32', dt.e8m0, dt.e8m0, dt.f32], ['s32 x s8 -> s32', dt.s32, dt.s8, dt.s32],

@@ -19,6 +19,8 @@ export interface Recipe {
   /** NVFP4: where the per-expert f32 factors go (dst scale per expert, the RFC's choice). */
   readonly global?: 'dst-scale';
   readonly note?: string;
+  /** Weights given as `tag.any` and reordered into the layout the pd picks (issue 12: x8 / x4 / s16 / f32 panels). */
+  readonly packed?: boolean;
 }
 
 export type Family = 'baseline' | 'weight-only' | 'int8 W8A8' | 'W4A8' | 'fp8' | 'MX' | 'NVFP4';
@@ -63,6 +65,8 @@ export function allRecipes(): Recipe[] {
   add({ id: 'w4-k128-bf16s', family: 'weight-only', src: f32, wei: { q: abs('s4', 'bf16'), gran: W.k(128) }, note: 'bf16 scales' });
   add({ id: 'u4zp-k128', family: 'weight-only', src: f32, wei: { q: { dt: 'u4', method: 'asym', scaleDt: 'f16', zpDt: 'u4' }, gran: W.k(128) }, note: 'AWQ-style: u4 + u4 zero point + f16 scale per 128' });
   add({ id: 'wf8-col', family: 'weight-only', src: f32, wei: { q: abs('f8_e4m3'), gran: W.col }, note: 'fp8 weight-only' });
+  // Weight-only fp4 (issue 12: f32 activations x packed f4_e2m1 weights decoded in the kernel).
+  add({ id: 'wmxfp4', family: 'weight-only', src: f32, wei: { q: mx('f4_e2m1'), gran: W.k(32) }, note: 'MXFP4 weights (e8m0 per 32), f32 activations' });
   // int8 W8A8.
   const s8 = abs('s8');
   add({ id: 'a8t-w8t', family: 'int8 W8A8', src: { q: s8, gran: S.tensor }, wei: { q: s8, gran: W.tensor } });

@@ -3,7 +3,7 @@
  * descriptors, plain [E, K, N] weights, scales / zero points as attributes per RFC 0002).
  */
 import {
-  ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, matmul, memory, offsets, tag, type Engine,
+  ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, matmul, memory, offsets, reorder, tag, type Engine,
 } from '../../src/index.js';
 import type { AttrTensor, QTensor } from './quantize.js';
 import type { Workload } from './data.js';
@@ -29,6 +29,8 @@ export type RunOutcome =
     readonly firstMs: number;
     /** Engine heap bytes held by the recipe's memory objects until `release()`. */
     readonly heapBytes: number;
+    /** Bytes of the weights as the matmul reads them (the packed layout's size when packed). */
+    readonly weightBytes: number;
     readonly exec: () => Promise<void>;
     readonly release: () => void;
   }
@@ -63,7 +65,7 @@ function applyCall(attr: PrimitiveAttr, c: AttrCall): void {
  * result plus a closure that re-executes it (for timing). Library errors become a failed outcome
  * carrying the library's message.
  */
-export async function runRecipe(eng: Engine, w: Workload, prep: Prepared): Promise<RunOutcome> {
+export async function runRecipe(eng: Engine, w: Workload, prep: Prepared, packed = false): Promise<RunOutcome> {
   const { E, K, N } = w.opts;
   const M = w.totalM;
   const strm = new Stream(eng);
@@ -74,7 +76,7 @@ export async function runRecipe(eng: Engine, w: Workload, prep: Prepared): Promi
   try {
     const attr = new PrimitiveAttr();
     for (const c of prep.calls) applyCall(attr, c);
-    pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
+    pd = new matmul.PrimitiveDesc(eng, srcMd, packed ? memory.desc([E, K, N], prep.wei.dt, tag.any) : weiMd, dstMd, attr);
   } catch (e) {
     return { ok: false, stage: 'pd', message: errorText(e) };
   }
@@ -85,11 +87,18 @@ export async function runRecipe(eng: Engine, w: Workload, prep: Prepared): Promi
     owned.push(src);
     const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
     owned.push(dst);
-    const wei = Memory.create(weiMd, eng);
-    owned.push(wei);
+    let wei = Memory.create(weiMd, eng);
     offsets.fromSizes(w.sizes, src.offsets);
     src.bytes(0).set(prep.src.bytes);
     wei.bytes(0).set(prep.wei.bytes);
+    if (packed) { // reorder into the pd's layout; the plain copy is freed
+      const plain = wei;
+      wei = Memory.create(pd.queryMd('weights')!, eng);
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
+      await strm.wait();
+      plain.free();
+    }
+    owned.push(wei);
     const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
     for (const c of prep.calls) {
       const md = memory.desc([...c.t.dims], c.t.dt, plainTag(c.t.dims.length));
@@ -121,7 +130,7 @@ export async function runRecipe(eng: Engine, w: Workload, prep: Prepared): Promi
     }
     const firstMs = performance.now() - t0;
     const heapBytes = owned.reduce((sum, m) => sum + m.desc.getSize(0) + (m.desc.isGrouped && m !== dst ? m.desc.getSize(1) : 0), 0);
-    return { ok: true, implInfo: pd.implInfo, dst: Float32Array.from(dst.values as Float32Array), firstMs, heapBytes, exec, release };
+    return { ok: true, implInfo: pd.implInfo, dst: Float32Array.from(dst.values as Float32Array), firstMs, heapBytes, weightBytes: wei.desc.getSize(0), exec, release };
   } catch (e) {
     release();
     return { ok: false, stage: 'setup', message: errorText(e) };

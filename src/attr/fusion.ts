@@ -108,7 +108,7 @@ export function dataTypeRejection(src: DataType, wei: DataType, dst: DataType): 
   const ok =
     (f.includes(src) && f.includes(wei) && f.includes(dst)) ||
     (f.includes(src) && INT_WEI.includes(wei) && f.includes(dst)) ||
-    (f.includes(src) && FP_LOW.includes(wei) && f.includes(dst)) ||
+    (f.includes(src) && FP_LOW.includes(wei) && f.includes(dst)) || // weight-only fp8 / fp4 (issue 12)
     (INT8.includes(src) && INT_WEI.includes(wei) && [...f, 's8', 'u8', 's32'].includes(dst)) ||
     (FP_LOW.includes(src) && FP_LOW.includes(wei) && [...f, 'f8_e4m3', 'f8_e5m2'].includes(dst));
   if (ok) return undefined;

@@ -23,7 +23,9 @@ export const JOB = {
   /** MoE row maps (job.h): token index / k-slot arrays, gather flag, scatter top-k, their bounds, batched counts. */
   tok_idx: 928, tok_ks: 932, gather: 936, scatter_k: 940,
   src_rows: 944, dst_rows: 948, counts: 952, seen_bytes: 956,
-  SIZE: 960,
+  /** Plain weights: K (at most) of the per-worker cache that holds one N-block packed K whole (0: none). */
+  wcache_k: 960,
+  SIZE: 976,
 } as const;
 
 /** Byte offsets inside a `qarg_t` (scale / zero-point location, job.h). */
@@ -39,7 +41,7 @@ export const MAX_PO = 8;
 export const PATH = { f32: 0, f32_fused: 1, int: 2 } as const;
 /** What each path runs, for `pd.implInfo`: the microkernel, and `-fused` when the tile epilogue and decode-in-packing run around it. */
 export const PATH_KERNEL: Readonly<Record<number, string>> = { [PATH.f32]: 'f32-gemm-4x8', [PATH.f32_fused]: 'f32-gemm-4x8-fused', [PATH.int]: 's16-gemm-3x8' };
-export const WEI_PACKED = { plain: 0, f32_p8: 1, s16_p8k2: 2 } as const;
+export const WEI_PACKED = { plain: 0, f32_p8: 1, s16_p8k2: 2, x8_p8: 3, x4_p8k2: 4 } as const;
 export const GLU_CODE = { glu_swiglu: 1, glu_geglu_erf: 2, glu_geglu_tanh: 3, glu_swiglu_oai: 4 } as const;
 export const GLU_LAYOUT_CODE = { halves: 0, interleaved: 1, blocks32: 2 } as const;
 
@@ -68,11 +70,12 @@ export const NR = 8;
  * the integer path's 3-row panels round MB up), B
  * block (KC x NBC f32), C tile (MB x NBC f32), epilogue vectors (8 NBC + 4 MB f32), NBC = NB + 16.
  * `kcF32` is KC in f32 units (the integer path's int16 blocks with twice the KC take the same room);
- * `kcPacked` the fast path's K block on packed weights (job.kc_packed).
+ * `kcPacked` the fast path's K block on packed weights (job.kc_packed); `wcacheK` the K of the plain
+ * weights cache (job.wcache_k: one N-block, K x nb f32, packed once and reused across M-blocks).
  */
-export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0, seenBytes = 0): number {
+export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, kcPacked = 0, seenBytes = 0, wcacheK = 0): number {
   const nbc = nb + 16;
-  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb) + seenBytes;
+  return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb + (wcacheK ? wcacheK + 4 : 0) * nb) + seenBytes;
 }
 
 export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7, row_index: 8, row_slot: 9, row_duplicate: 10 } as const;

@@ -1,6 +1,7 @@
 /* Kernels for the benchmark driver: the machine's SIMD ceiling and the bare microkernel. */
 #include "common.h"
 #include "ukernel.h"
+#include "job.h"
 
 
 /* 12 independent accumulator chains of the microkernel's own operation (mul+add, or FMA): the
@@ -52,4 +53,16 @@ EXPORT(stream_f32) float stream_f32(const float* p, int32_t n) {
   float r = wasm_f32x4_extract_lane(wasm_f32x4_add(wasm_f32x4_add(s0, s1), wasm_f32x4_add(s2, s3)), 0);
   for (; i < n; i++) r += p[i];
   return r;
+}
+
+/* The bare f32 x low-precision microkernels on L1-resident operands (issue 12): reps calls of
+   mr x NR x kc; dt selects the 8-bit (s8 u8 f8) or 4-bit (s4 u4 f4) kernel; w: kc x 8 codes. */
+EXPORT(ukernel_lowp) float ukernel_lowp(int32_t reps, int32_t mr, int32_t kc, int32_t dt, const float* a, const uint8_t* w, float* c) {
+  const int four = dt == DT_S4 || dt == DT_U4 || dt == DT_F4_E2M1;
+  for (int32_t r = 0; r < reps; r++) {
+    __asm__ volatile("" ::: "memory");
+    if (four) f32_gemm_2x8w4((size_t)mr, NR, 0, (size_t)kc, a, w, c, NR, r > 0, dt, 0, 0);
+    else f32_gemm_2x8w8((size_t)mr, NR, 0, (size_t)kc, a, w, c, NR, r > 0, dt, 0, 0);
+  }
+  return c[0];
 }

@@ -29,6 +29,12 @@ typedef struct scratch {
   const char* a_base;
   size_t a_off;
   int32_t a_g, a_m0, a_mc, a_k0, a_kc, a_ld;
+  /* Plain weights packed once per N-block (job.wcache_k): panels [nb/8][Kg][8] f32, and which block
+     they hold (reset per run_job call, like the A block). */
+  float* wcache;
+  const char* w_base;
+  size_t w_off;
+  int32_t w_g, w_n0, w_nc, w_kg;
 } scratch_t;
 
 INLINE int32_t scratch_nbc(const job_t* j) { return j->nb + 16; }
@@ -46,7 +52,9 @@ INLINE size_t scratch_setup(const job_t* j, char* base, scratch_t* s) {
   s->bias = s->c + mb * nbc;
   s->vec = s->bias;
   s->a_base = 0;
-  return offs_bytes + 4 * ((mb + MR) * kca + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb);
+  s->wcache = s->vec + 8 * nbc + 4 * mb;
+  s->w_base = 0;
+  return offs_bytes + 4 * ((mb + MR) * kca + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb + (size_t)(j->wcache_k ? j->wcache_k + 4 : 0) * (size_t)j->nb);
 }
 
 /* The K block of a tile of mc rows that reads its weights straight from packed panels (`direct`;
@@ -157,6 +165,26 @@ INLINE size_t c_row_elem(const job_t* j, const group_view_t* v, int32_t m) {
 /* The fused paths' tile: C[m0 : m0 + mc] x dst columns [n0, n0 + nc) (GEMM columns: twice as many with a GLU). */
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc);
+
+/* Plain float weights (f32/bf16/f16) of the tile's N-block [n0, n0 + nc) packed K whole into the
+   worker's cache as panels [ceil(nc/8)][Kg][8] (pack-plain-f32.c), or 0 when the job has no cache,
+   the weights are packed already or Kg does not fit. */
+const float* plain_wcache(const job_t* j, scratch_t* s, const group_view_t* v, int32_t n0, int32_t nc);
+/* Panel stride of that cache in floats: K x 8 plus 128 bytes, so that the packing's 16 store streams
+   (one per panel) do not all map to the same L1/L2 sets (64 KiB apart at K = 2048; MoE-B abc 0.75 ->
+   see README). The cache holds (wcache_k + 4) x nb floats. */
+INLINE size_t wcache_stride(int32_t Kg) { return (size_t)Kg * NR + 32; }
+/* Columns [n0, n0 + nc), k in [k0, k0 + kc) of the group's plain float weights as panels [ceil(nc/8)][kc][8]. */
+void pack_plain_block(const group_view_t* v, int32_t k0, int32_t kc, int32_t n0, int32_t nc, float* out);
+
+/* Packed low-precision weights (gemm-lowp.c): the tile segment's GEMM columns [sn, sn + sw) over
+   k0 .. k0 + kc into C (ldc), decoded in the microkernels (f32_gemm_2x8w8 / w4) for 1-2 rows, or once
+   per panel piece into `block` (256 x 8 floats) for f32_gemm_4x8 on taller tiles; zbuf / sbuf: 16
+   floats of scratch each; k0 even. lowp_code_f32: one weight (k, n) decoded (no zero point or scale). */
+void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
+                  int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
+                  float* block);
+float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n);
 
 /* Whether s->a already holds this A block (the worker's previous tile packed it); records it if not,
    assuming the caller packs it next. The group is part of the key: groups may share src rows (P#3

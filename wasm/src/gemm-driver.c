@@ -100,8 +100,11 @@ static int check_row_maps(job_t* j, const int32_t* o, uint8_t* seen, int tid) {
 static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                      int32_t nc) {
   operand_t A = v->A, B = v->B, C = v->C;
-  const float* wpacked = (const float*)v->wpacked;
-  const int32_t Kfull = v->Kfull, Kg = v->Kg, g = v->g;
+  /* Plain weights: the N-block packed once (cached across this worker's M-blocks), then read as panels. */
+  const float* wcache = plain_wcache(j, s, v, n0, nc);
+  const float* wpacked = wcache ? wcache : (const float*)v->wpacked;
+  const int32_t Kfull = wcache ? v->Kg : v->Kfull, Kg = v->Kg, g = v->g;
+  const int32_t pan0 = wcache ? 0 : n0 / NR; /* the cache holds the tile's panels only */
   const char* bias_g = v->bias;
   const size_t bias_off = v->bias_off;
   const int32_t NB = j->nb;
@@ -168,8 +171,8 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
     const float* bp;
     size_t panel_stride;
     if (wpacked) {
-      bp = wpacked + ((size_t)(n0 / NR) * Kfull + k0) * NR;
-      panel_stride = (size_t)Kfull * NR;
+      panel_stride = wcache ? wcache_stride(Kg) : (size_t)Kfull * NR;
+      bp = wpacked + (size_t)pan0 * panel_stride + (size_t)k0 * NR;
     } else if (B.dt == DT_F32 && B.s1 == 1) {
       /* Row-major f32 B (the weight gradient's diff_dst rows): eight columns are one 32-byte copy. */
       const float* bb = (const float*)B.base;
@@ -188,13 +191,7 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
       bp = s->b;
       panel_stride = (size_t)kc * NR;
     } else {
-      for (int32_t p = 0; p < npan; p++)
-        for (int32_t k = 0; k < kc; k++)
-          for (int32_t q = 0; q < NR; q++) {
-            const int32_t n = p * NR + q;
-            s->b[((size_t)p * kc + k) * NR + q] =
-                n < nc ? load_elem(B.base, B.dt, (size_t)(k0 + k) * B.s0 + (size_t)(n0 + n) * B.s1) : 0.0f;
-          }
+      pack_plain_block(v, k0, kc, n0, nc, s->b);
       bp = s->b;
       panel_stride = (size_t)kc * NR;
     }
@@ -213,7 +210,7 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
     for (int32_t p = 0; p < npan; p++) {
       epi.bias = biasv ? biasv + p * NR : 0;
       const int32_t ncp = MIN(NR, nc - p * NR);
-      if (wpacked && mc > TOUCH_MIN_ROWS) touch_range(bp + p * panel_stride, (size_t)kc * NR * sizeof(float));
+      if (wpacked && !wcache && mc > TOUCH_MIN_ROWS) touch_range(bp + p * panel_stride, (size_t)kc * NR * sizeof(float));
       for (int32_t i = 0; i < mc; i += MR)
         f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)kc, a + i * lda, bp + p * panel_stride,
                      c + i * ldc + p * NR, ldc, accumulate, last ? &epi : 0);
@@ -290,7 +287,8 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   }
   /* Packed weights: w_g counts elements of the packed type (f32 or int16). */
   v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)g * j->w_g)
-             : j->wei_packed == WEI_S16_P8K2 ? (const void*)((const int16_t*)wei + (size_t)g * j->w_g) : 0;
+             : j->wei_packed == WEI_S16_P8K2 ? (const void*)((const int16_t*)wei + (size_t)g * j->w_g)
+             : j->wei_packed >= WEI_X8_P8 ? (const void*)(wei + (size_t)g * j->w_g) : 0; /* w_g in bytes */
   v->wfmt = j->wei_packed;
 }
 

@@ -178,6 +178,7 @@ INLINE float wei_f32(const group_view_t* v, int32_t k, int32_t n) {
     return ((const float*)v->wpacked)[((size_t)(n / NR) * v->Kfull + k) * NR + n % NR];
   if (v->wfmt == WEI_S16_P8K2)
     return ((const int16_t*)v->wpacked)[((size_t)(n / NR) * ((v->Kfull + 1) & ~1) + (k & ~1)) * NR + (n % NR) * 2 + (k & 1)];
+  if (v->wfmt >= WEI_X8_P8) return lowp_code_f32(v, k, n);
   return load_any(v->B.base, v->B.dt, v->B.off + (size_t)k * v->B.s0 + (size_t)n * v->B.s1);
 }
 
@@ -537,8 +538,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   const int is_int = j->path == PATH_INT;
   const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g;
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
+  const int lowp = !is_int && v->wfmt >= WEI_X8_P8; /* decoded in the microkernel (gemm-lowp.c) */
   /* Weights read straight from their packed panels (every segment starts on a panel). */
-  int direct = is_int ? v->wfmt == WEI_S16_P8K2 : f32_direct_ok;
+  int direct = is_int ? v->wfmt == WEI_S16_P8K2 : f32_direct_ok || lowp;
   for (int sg = 0; sg < t.nseg; sg++) direct = direct && t.seg_n[sg] % NR == 0;
   const int32_t KC = k_block(j, direct, mc, Kg, is_int ? 2 : 1, is_int ? MR_INT : MR);
 
@@ -623,10 +625,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC,
                          bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
         }
+      } else if (lowp && direct) {
+        lowp_segment(j, v, sn, sw, s->a, KC, k0, kc, cseg, ldc, first, mc, w.dscale, w.dzp, s->b); /* staged by the epilogue later */
       } else {
         const float* bp;
         size_t pstride;
-        if (direct) {
+        if (direct && !lowp) {
           bp = (const float*)v->wpacked + ((size_t)(sn / NR) * v->Kfull + k0) * NR;
           pstride = (size_t)v->Kfull * NR;
         } else {

@@ -18,6 +18,9 @@ enum { PATH_F32 = 0, PATH_F32_FUSED = 1, PATH_INT = 2 };
 /* wei_packed: 0 plain (strides w_k, w_n), 1 f32:p8 panels (f32 [ceil(N/8)][K][8] per group),
    2 s16:p8k2 panels (int16 [ceil(N/8)][Kp/2][8][2] per group, Kp = K rounded up to even). */
 enum { WEI_PLAIN = 0, WEI_F32_P8 = 1, WEI_S16_P8K2 = 2 };
+/* 3: x8:p8 (8-bit codes [ceil(N/8)][Kp][8] bytes per group), 4: x4:p8k2 (4-bit codes, k-pairs in one
+   byte, [ceil(N/8)][Kp/2][8] bytes); Kp = K rounded up to even; wasm/src/gemm-lowp.c. */
+enum { WEI_X8_P8 = 3, WEI_X4_P8K2 = 4 };
 /* How a job learns where each group lives: a canonical offsets buffer (P#1 grouped memory, P#2
    offsets attribute), uniform groups (dense and batched matmul: group g starts at g * group stride),
    or a table of per-group pointers with the rows of each group in a runtime-dims buffer (P#3). */
@@ -107,7 +110,10 @@ typedef struct job {
      seen: bytes of per-worker scratch past the GEMM's for the scatter duplicate check (one bit per dst row). */
   uint32_t tok_idx, tok_ks; int32_t gather, scatter_k;
   /* 944 */ int32_t src_rows, dst_rows; uint32_t counts; int32_t seen_bytes;
-  /* 960 */
+  /* 960: wcache_k: plain weights are packed once per N-block into a per-worker cache of wcache_k x nb
+     floats (panels [nb/8][K][8]) when the group's K fits (0: per tile, K-blocked). */
+  int32_t wcache_k, res0, res1, res2;
+  /* 976 */
 } job_t;
 
-_Static_assert(sizeof(job_t) == 960, "job_t layout changed: update job_layout.ts");
+_Static_assert(sizeof(job_t) == 976, "job_t layout changed: update job_layout.ts");

@@ -22,3 +22,25 @@ void f32_gemm_4x8(size_t mr, size_t nc, size_t kc, const float* restrict a, cons
    (int16 k-pair-interleaved kc x NR panel), exact int32 accumulation (wrapping); mr <= MR_INT, nc <= NR. */
 void s16_gemm_3x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
                   int32_t* restrict c, size_t ldc, int accumulate);
+
+/* Packed low-precision weights (issue 12, lowp_gemm.h): C[mr x nc] (+)= A[mr x kc] * W, mr <= 2, A the
+   first of the call's rows inside a 4-row f32 micro-panel (element (r, k) at a[4k + r]), f32_gemm_4x8's
+   accumulation (k0: the call's first k, whose parity picks MADD or mul + add). W an 8-column panel of
+   8-bit codes (x8:p8: the 8 codes of k at w + 8k, w pointing at k0; dt s8, u8, f8_e4m3, f8_e5m2)
+   decoded in registers; with zq (8 zero points) and sq (8 scales) each weight is (w - zq[n]) * sq[n]
+   first. */
+void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                    float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq);
+/* The same for 4-bit codes (x4:p8k2: k-pair t at w + 8t, low nibble k = 2t; dt s4, u4, f4_e2m1): w is
+   the panel's start. */
+void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                    float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq);
+/* One row x two panels (w, w + ps: 16 columns, C contiguous; nc1, nc2 columns of each): the same per
+   column as the kernels above, with four chains instead of two (1-row tiles). zq / sq: 16 values. */
+void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq);
+void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq);
+/* The weights of kc k (from w + 8k, or from k0 of a 4-bit panel) decoded (and (w - z) * s) into out [kc][8]. */
+void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out);
+void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* zq, const float* sq, float* out);

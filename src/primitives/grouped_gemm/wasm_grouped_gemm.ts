@@ -1,7 +1,8 @@
 import type { DataType } from '../../common/data_type.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
-import { packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
+import { packedLowpWeightsDesc, packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
+import { lowpSuffix } from '../matmul/wasm_matmul.js';
 import type { Engine } from '../../runtime/engine.js';
 import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes } from '../../kernels/job_layout.js';
 import { writeEpilogue } from '../../kernels/epilogue.js';
@@ -42,13 +43,19 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
   name: 'wasm:f32-gemm-4x8',
   describe(engine, p) {
     const plan = planExperts(p);
-    return `wasm:${engine.isa}:${PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
+    const w = lowpSuffix(p.experts[0].weights);
+    return `wasm:${engine.isa}:${w ? `f32-gemm-4x8${w}` : PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
-    if (p.experts.some((e) => e.weights.format === 'packed' && e.weights.packed?.name !== PACKED_P8 && e.weights.packed?.name !== PACKED_S16)) return 'unknown packed layout';
+    if (p.experts.some((e) => e.weights.format === 'packed' && ![PACKED_P8, PACKED_S16, PACKED_X8, PACKED_X4].includes(e.weights.packed?.name ?? ''))) return 'unknown packed layout';
     const plan = planExperts(p);
     if (typeof plan === 'string') return plan;
+    // x8 / x4 weights: the job has one weights data type (the decoder's), on the f32 x low-precision kernels.
+    if (p.experts.some((e) => lowpSuffix(e.weights))) {
+      if (plan.path !== PATH.f32_fused) return 'x8 / x4 packed weights run on the f32 x low-precision kernels only';
+      if (p.experts.some((e) => e.weights.dataType !== p.experts[0].weights.dataType || (e.weights.format === 'packed') !== !!lowpSuffix(e.weights))) return 'experts with x8 / x4 packed weights must all share that layout and data type';
+    }
     if (plan.po.length > MAX_PO) return `more than ${MAX_PO} post-ops`;
     for (const e of p.experts) {
       const mds = [...Object.values(e.fusion.scales), ...Object.values(e.fusion.zeroPoints)].map((q) => q!.md);
@@ -59,6 +66,7 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
   weightsLayout(e: Expert) {
     if (takesIntPath(e.src.dataType, e.weights.dataType, e.fusion, ROLES)) return packedS16WeightsDesc(e.weights.dims, e.weights.dataType);
     if (FLOAT_TYPES.includes(e.weights.dataType)) return packedWeightsDesc(e.weights.dims);
+    if ([...X8_TYPES, ...X4_TYPES].includes(e.weights.dataType)) return packedLowpWeightsDesc(e.weights.dims, e.weights.dataType);
     const w = e.weights;
     return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('ab', w.dims, 'weights') });
   },
@@ -137,8 +145,11 @@ class Executor {
   private fill(a: GroupedGemmArgs): number {
     const { p, i32 } = this;
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
-    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : 0;
-    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked));
+    // Plain experts on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
+    const plainK = p.experts.reduce((m, e) => (e.weights.format === 'packed' ? m : Math.max(m, e.weights.dims[0])), 0);
+    const wcacheK = this.plan.path === PATH.f32 ? Math.min(plainK, KC_PACKED) : 0;
+    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : wcacheK ? Math.max(KC, wcacheK + (wcacheK & 1)) : 0;
+    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked, 0, wcacheK));
     i32.fill(0);
     const set = (f: keyof typeof JOB, v: number): void => {
       i32[JOB[f] / 4] = v;
@@ -150,6 +161,7 @@ class Executor {
     set('nb', NB);
     set('kc', this.plan.path === PATH.int ? KC_INT : KC);
     set('kc_packed', kcPacked);
+    set('wcache_k', wcacheK);
     set('scratch', scratch.ptr);
     set('scratch_stride', scratch.stride);
     set('offs', a.runtimeDims.handles[0]);
@@ -159,7 +171,7 @@ class Executor {
     // One dt_wei serves every plain expert (packed panels are always f32 and ignore it), so take it
     // from the first plain expert, not expert 0, which may be packed while the others are bf16/f16.
     const plainWei = p.experts.find((e) => e.weights.format !== 'packed');
-    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : JOB_DT_ALL.f32);
+    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : lowpSuffix(e0.weights) ? dt(e0.weights.dataType) : JOB_DT_ALL.f32);
     set('dt_dst', dt(e0.dst.dataType));
     if (this.plan.path === PATH.f32) writeEpilogue(i32, this.f32, p.attr);
     const G = p.G, slot = (qa: QuantArg, kind: 'scales' | 'zeroPoints'): number => (kind === 'scales' ? 0 : 3) + (qa === 'src' ? 0 : qa === 'weights' ? 1 : 2);
@@ -188,7 +200,8 @@ class Executor {
       const packed = e.weights.format === 'packed';
       this.t32[o + GROUP_REC.w_k / 4] = packed ? 0 : e.weights.strides[0];
       this.t32[o + GROUP_REC.w_n / 4] = packed ? 0 : e.weights.strides[1];
-      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : e.weights.packed?.name === PACKED_S16 ? WEI_PACKED.s16_p8k2 : WEI_PACKED.f32_p8;
+      const name = e.weights.packed?.name;
+      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : name === PACKED_S16 ? WEI_PACKED.s16_p8k2 : name === PACKED_X8 ? WEI_PACKED.x8_p8 : name === PACKED_X4 ? WEI_PACKED.x4_p8k2 : WEI_PACKED.f32_p8;
     });
     return this.job;
   }

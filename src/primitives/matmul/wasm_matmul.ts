@@ -1,5 +1,8 @@
 import type { DataType } from '../../common/data_type.js';
-import { packedGeometry, packedS16Geometry, packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16 } from '../../memory/packed_weights.js';
+import {
+  packedGeometry, packedLowpGeometry, packedLowpWeightsDesc, packedS16Geometry, packedS16WeightsDesc, packedWeightsDesc,
+  PACKED_P8, PACKED_S16, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES,
+} from '../../memory/packed_weights.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { Engine } from '../../runtime/engine.js';
@@ -29,6 +32,14 @@ function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } {
   return { roles: { src: ['g', 'r', 'k'], weights: ['g', 'k', 'n'], dst: ['g', 'r', 'n'], zeroG }, binary: ['g', 'r', 'n'] };
 }
 
+const KNOWN_PACKED: readonly string[] = [PACKED_P8, PACKED_S16, PACKED_X8, PACKED_X4];
+
+/** `-w8` / `-w4` for weights in the x8 / x4 packed layouts (the microkernel decodes them), else ''. */
+export function lowpSuffix(md: MemoryDesc): string {
+  if (md.format !== 'packed') return '';
+  return md.packed?.name === PACKED_X8 ? (md.dataType.startsWith('f8') ? '-wf8' : '-w8') : md.packed?.name === PACKED_X4 ? (md.dataType === 'f4_e2m1' ? '-wf4' : '-w4') : '';
+}
+
 /** The kernels' plan for a problem, or why they cannot run it. */
 function planMatmul(p: MatmulProblem): FusedPlan | string {
   const { roles, binary } = matmulRoles(p);
@@ -47,14 +58,15 @@ export const wasmMatmul: MatmulImpl = {
   name: 'wasm:f32-gemm-4x8',
   describe(engine, p) {
     const plan = planMatmul(p);
-    return `wasm:${engine.isa}:${PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
+    const w = lowpSuffix(p.weights);
+    return `wasm:${engine.isa}:${w ? `f32-gemm-4x8${w}` : PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
     for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst]] as const) {
       if (md.format !== 'any' && md.format !== 'packed' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
     }
-    if (p.weights.format === 'packed' && p.weights.packed?.name !== PACKED_P8 && p.weights.packed?.name !== PACKED_S16) return `packed layout ${p.weights.packed?.name} is not ${PACKED_P8} or ${PACKED_S16}`;
+    if (p.weights.format === 'packed' && !KNOWN_PACKED.includes(p.weights.packed?.name ?? '')) return `packed layout ${p.weights.packed?.name} is not one of ${KNOWN_PACKED.join(', ')}`;
     if (p.kind === 'dense' && p.dst.ndims > 3) return 'dense matmul with more than one batch dim';
     if (p.kind === 'grouped_k' && p.weights.format !== 'blocked' && p.weights.format !== 'grouped') return 'variable-K weights must be plain (not packed)';
     if (p.bias) {
@@ -66,6 +78,7 @@ export const wasmMatmul: MatmulImpl = {
     if (typeof plan === 'string') return plan;
     if (p.fusion.gluBackward && NB % DGLU_CHUNK !== 0) return `glu_backward needs tiles of a multiple of ${DGLU_CHUNK} columns`;
     if (p.fusion.gluBackward && !fits32(p.fusion.gluBackward.src)) return 'the glu_backward src is too large for 32-bit indexing';
+    if (lowpSuffix(p.weights) && plan.path !== PATH.f32_fused) return `${p.weights.packed?.name} weights run on the f32 x low-precision kernels only (f32 / bf16 / f16 activations), not the integer path`;
     const mds = [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)].map((q) => q!.md);
     for (const b of p.fusion.binary) mds.push(b.md);
     if (mds.some((md) => !fits32(md))) return 'a scales / zero points / binary memory is too large for 32-bit indexing';
@@ -76,6 +89,8 @@ export const wasmMatmul: MatmulImpl = {
     const path = typeof plan === 'string' ? PATH.f32 : plan.path;
     if (path === PATH.int) return packedS16WeightsDesc(p.weights.dims, p.weights.dataType);
     if (FLOAT_TYPES.includes(p.weights.dataType)) return packedWeightsDesc(p.weights.dims);
+    // 8-bit and 4-bit weights: their codes in panels, decoded in registers by the microkernel (issue 12).
+    if (p.kind !== 'grouped_k' && [...X8_TYPES, ...X4_TYPES].includes(p.weights.dataType)) return packedLowpWeightsDesc(p.weights.dims, p.weights.dataType);
     // Low-precision weights on the f32 path are decoded per tile from their own plain layout.
     const w = p.weights;
     return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('abcdefghijkl'.slice(0, w.ndims), w.dims, 'weights') });
@@ -156,10 +171,13 @@ class WasmMatmulExecutor implements MatmulExecutor {
     const p = this.p;
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
-    const kcPacked = p.weights.format === 'packed' ? KC_PACKED : 0;
+    // Plain weights on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
+    const wcacheK = p.weights.format !== 'packed' && this.plan.path === PATH.f32 ? Math.min(p.K, KC_PACKED) : 0;
+    // The A block must hold K whole for the cached panels (k_block): no more than that.
+    const kcPacked = p.weights.format === 'packed' ? KC_PACKED : wcacheK ? Math.max(KC, wcacheK + (wcacheK & 1)) : 0;
     const moe = p.moe;
     const seenBytes = moe.scatterTopK ? Math.ceil(moe.dstRows / 8 / 64) * 64 : 0;
-    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked, seenBytes));
+    const scratch = this.engine.scratch(scratchBytes(G, MB, NB, Math.max(KC, kc / 2), kcPacked, seenBytes, wcacheK));
     this.i32.fill(0);
     const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
     this.set('kind', p.kind === 'grouped_k' ? JOB_KIND.grouped_k : JOB_KIND.grouped_m);
@@ -173,6 +191,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     this.set('nb', NB);
     this.set('kc', kc);
     this.set('kc_packed', kcPacked);
+    this.set('wcache_k', wcacheK);
     this.set('scratch', scratch.ptr);
     this.set('scratch_stride', scratch.stride);
     this.set('nthreads', this.engine.threads);
@@ -198,7 +217,10 @@ class WasmMatmulExecutor implements MatmulExecutor {
       this.set('d_g', batched ? ds[0] : 0);
       this.set('d_0', d0); this.set('d_1', d1);
       const weiBatched = p.weights.ndims === 3 && p.weights.dims[0] !== 1;
-      if (p.weights.format === 'packed' && p.weights.packed?.name === PACKED_S16) {
+      if (lowpSuffix(p.weights)) {
+        this.set('wei_packed', p.weights.packed?.name === PACKED_X8 ? WEI_PACKED.x8_p8 : WEI_PACKED.x4_p8k2);
+        this.set('w_g', weiBatched ? packedLowpGeometry(p.weights.dims, p.weights.dataType).expertBytes : 0);
+      } else if (p.weights.format === 'packed' && p.weights.packed?.name === PACKED_S16) {
         this.set('wei_packed', WEI_PACKED.s16_p8k2);
         this.set('w_g', weiBatched ? packedS16Geometry(p.weights.dims).expertElems : 0);
       } else if (p.weights.format === 'packed') {

@@ -1,7 +1,7 @@
 import { DnnlError, check } from '../../common/status.js';
 import { fromStored, isSubByteType, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
-import { PACKED_P8T, PACKED_S16, packTransposedWeightsTs, packWeightsS16Ts, packWeightsTs } from '../../memory/packed_weights.js';
+import { PACKED_P8T, PACKED_S16, PACKED_X4, PACKED_X8, packTransposedWeightsTs, packWeightsLowpTs, packWeightsS16Ts, packWeightsTs } from '../../memory/packed_weights.js';
 import { JOB_DT_ALL } from '../../kernels/job_layout.js';
 import { elementReader } from '../../attr/fusion.js';
 import { Memory } from '../../memory/memory.js';
@@ -51,6 +51,22 @@ export class Primitive {
 
   private run(from: Memory, to: Memory): void {
     const { src, dst, engine } = this.pd;
+    if (this.pd.kind === 'pack' && (dst.packed?.name === PACKED_X8 || dst.packed?.name === PACKED_X4)) {
+      const nd = src.ndims;
+      const k = engine.kernels;
+      const G = nd === 3 ? src.dims[0] : 1;
+      const geo = [G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1]] as const;
+      if (k) {
+        (dst.packed.name === PACKED_X8 ? k.pack_weights_x8 : k.pack_weights_x4)(from.handles[0], ...geo, to.handles[0]);
+      } else {
+        const bytes = new Uint8Array(engine.buffer, from.handles[0], src.getSize(0));
+        const code = isSubByteType(src.dataType) ? (i: number): number => (bytes[i >>> 1] >>> ((i & 1) << 2)) & 0xf : (i: number): number => bytes[i];
+        const out = new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0));
+        out.fill(0);
+        packWeightsLowpTs(code, src.dataType, src.dims, src.strides, out);
+      }
+      return;
+    }
     if (this.pd.kind === 'pack' && dst.packed?.name === PACKED_S16) {
       const nd = src.ndims;
       const k = engine.kernels;

@@ -1,0 +1,207 @@
+/* f32 x 8-bit weights GEMM microkernel (issue 12): up to 2 rows x 8 columns (decode: the rows of an
+   expert are few), A f32 (4-row micro-panel, lowp_gemm.h), W one 8-column panel of 8-bit codes, k-major: the codes of k are the 8 bytes at w + 8k
+   (layout `x8:p8`, gemm-lowp.c). Each k's codes are decoded to f32 in registers right before the FMAs
+   (s8 / u8: widen + convert; f8_e4m3 / f8_e5m2: bit arithmetic on the code, the same values as lowp.h's
+   scalar decoders, NaN and subnormals included), then optionally (w - z) * s. Two k per iteration:
+   one 16-byte load holds both. Also here: the same decoding into an f32 block (tall tiles). */
+#include "lowp_gemm.h"
+
+/* f8_e4m3 codes in the 4 u32 lanes of c (bias 7, no Inf, S.1111.111 = NaN). The exponent is rebased
+   in the integer domain ((t << 20) + (120 << 23): 2^(e-7) (1 + m/8) for e > 0); for e = 0 that is
+   2^-7 (1 + m/8) and the subnormal m 2^-9 = 2 (f - 2^-7), exact. No f32 subnormal is ever formed. */
+INLINE v128_t dec_e4m3(v128_t c) {
+  const v128_t t = wasm_v128_and(c, wasm_i32x4_splat(0x7f));
+  const v128_t f = wasm_i32x4_add(wasm_i32x4_shl(t, 20), wasm_i32x4_splat(120 << 23));
+  const v128_t d = wasm_f32x4_sub(f, wasm_f32x4_splat(0x1p-7f));
+  v128_t r = wasm_v128_bitselect(wasm_f32x4_add(d, d), f, wasm_i32x4_lt(t, wasm_i32x4_splat(8)));
+  r = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), r, wasm_i32x4_eq(t, wasm_i32x4_splat(0x7f)));
+  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(c, wasm_i32x4_splat(0x80)), 24));
+}
+
+/* f8_e5m2 codes (the upper byte of an IEEE half): rebased like e4m3 ((t << 21) + (112 << 23)); e = 0:
+   m 2^-16 = 2 (f - 2^-15); e = 31: Inf / NaN with the half's payload (lowp.h f16_to_f32). */
+INLINE v128_t dec_e5m2(v128_t c) {
+  const v128_t t = wasm_v128_and(c, wasm_i32x4_splat(0x7f));
+  const v128_t f = wasm_i32x4_add(wasm_i32x4_shl(t, 21), wasm_i32x4_splat(112 << 23));
+  const v128_t d = wasm_f32x4_sub(f, wasm_f32x4_splat(0x1p-15f));
+  v128_t r = wasm_v128_bitselect(wasm_f32x4_add(d, d), f, wasm_i32x4_lt(t, wasm_i32x4_splat(4)));
+  const v128_t inf = wasm_v128_or(wasm_i32x4_splat(0x7f800000), wasm_i32x4_shl(wasm_v128_and(t, wasm_i32x4_splat(3)), 21));
+  r = wasm_v128_bitselect(inf, r, wasm_i32x4_gt(t, wasm_i32x4_splat(0x7b)));
+  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(c, wasm_i32x4_splat(0x80)), 24));
+}
+
+/* Codes of one k (8 lanes of u16 / i16) as two f32x4. */
+INLINE void dec8(const int DT, v128_t h, v128_t* lo, v128_t* hi) {
+  if (DT == DT_S8 || DT == DT_U8) {
+    i16_to_f32x8(h, lo, hi);
+  } else {
+    const v128_t c0 = wasm_u32x4_extend_low_u16x8(h), c1 = wasm_u32x4_extend_high_u16x8(h);
+    *lo = DT == DT_F8_E4M3 ? dec_e4m3(c0) : dec_e5m2(c0);
+    *hi = DT == DT_F8_E4M3 ? dec_e4m3(c1) : dec_e5m2(c1);
+  }
+}
+
+INLINE v128_t widen_lo(const int DT, v128_t raw) {
+  return DT == DT_S8 ? wasm_i16x8_extend_low_i8x16(raw) : wasm_u16x8_extend_low_u8x16(raw);
+}
+INLINE v128_t widen_hi(const int DT, v128_t raw) {
+  return DT == DT_S8 ? wasm_i16x8_extend_high_i8x16(raw) : wasm_u16x8_extend_high_u8x16(raw);
+}
+
+INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, size_t nc, size_t kc, const float* restrict a,
+                    const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate, const float* zq,
+                    const float* sq) {
+  const size_t zz = (size_t)((uint32_t)kc >> 31); /* 0: pointers V8 knows are zero-extended (f32 kernel) */
+  a = a + zz;
+  w = w + zz;
+  ACC_DECL
+  AFF_DECL
+  if (ODD) { /* the call starts on an odd k: the second of its pair */
+    v128_t w0, w1;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
+    AFFINE(w0, w1)
+    STEP(1, 0, w0, w1);
+    w += 8;
+    a += 4;
+    kc--;
+  }
+  for (size_t n = kc / 2; n; n--) {
+    const v128_t raw = wasm_v128_load(w);
+    v128_t w0, w1, w2, w3;
+    dec8(DT, widen_lo(DT, raw), &w0, &w1);
+    AFFINE(w0, w1)
+    STEP(0, 0, w0, w1);
+    dec8(DT, widen_hi(DT, raw), &w2, &w3);
+    AFFINE(w2, w3)
+    STEP(1, 16, w2, w3);
+    w += 16;
+    a += 8;
+  }
+  if (kc & 1) {
+    v128_t w0, w1;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
+    AFFINE(w0, w1)
+    STEP(0, 0, w0, w1);
+  }
+  ACC_STORE;
+}
+
+#define W8_ROWS(DT, AFF)                                                                      \
+  if (odd) {                                                                                  \
+    if (mr >= 2) w8_rows(2, DT, AFF, 1, nc, kc, a, w, c, ldc, accumulate, zq, sq);            \
+    else w8_rows(1, DT, AFF, 1, nc, kc, a, w, c, ldc, accumulate, zq, sq);                    \
+  } else {                                                                                    \
+    if (mr >= 2) w8_rows(2, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);            \
+    else w8_rows(1, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);                    \
+  }
+
+void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                    float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq) {
+  const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
+  switch (dt) {
+    case DT_S8: AFF_SWITCH(aff, W8_ROWS, DT_S8) return;
+    case DT_U8: AFF_SWITCH(aff, W8_ROWS, DT_U8) return;
+    case DT_F8_E4M3: AFF_SWITCH(aff, W8_ROWS, DT_F8_E4M3) return;
+    default: AFF_SWITCH(aff, W8_ROWS, DT_F8_E5M2) return;
+  }
+}
+
+/* 1 row x 2 panels (lowp_gemm.h): w and w + ps are the two panels' codes at k0. */
+INLINE void w8_row16(const int DT, const int AFF, const int ODD, size_t nc1, size_t nc2, size_t kc, const float* restrict a,
+                     const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* zq,
+                     const float* sq) {
+  const size_t zz = (size_t)((uint32_t)kc >> 31);
+  a = a + zz;
+  w = w + zz;
+  const uint8_t* u = w + ps;
+  ACC16_DECL
+  AFF16_DECL
+  if (ODD) {
+    v128_t w0, w1, w2, w3;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(u)), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 0, w0, w1, w2, w3);
+    w += 8;
+    u += 8;
+    a += 4;
+    kc--;
+  }
+  for (size_t n = kc / 2; n; n--) {
+    const v128_t r0 = wasm_v128_load(w), r1 = wasm_v128_load(u);
+    v128_t w0, w1, w2, w3;
+    dec8(DT, widen_lo(DT, r0), &w0, &w1);
+    dec8(DT, widen_lo(DT, r1), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 0, w0, w1, w2, w3);
+    dec8(DT, widen_hi(DT, r0), &w0, &w1);
+    dec8(DT, widen_hi(DT, r1), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(1, 16, w0, w1, w2, w3);
+    w += 16;
+    u += 16;
+    a += 8;
+  }
+  if (kc & 1) {
+    v128_t w0, w1, w2, w3;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w)), &w0, &w1);
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(u)), &w2, &w3);
+    AFFINE16(w0, w1, w2, w3)
+    STEP16(0, 0, w0, w1, w2, w3);
+  }
+  ACC16_STORE;
+}
+
+#define W8_ROW16(DT, AFF)                                                                          \
+  if (odd) w8_row16(DT, AFF, 1, nc1, nc2, kc, a, w, ps, c, accumulate, zq, sq);                    \
+  else w8_row16(DT, AFF, 0, nc1, nc2, kc, a, w, ps, c, accumulate, zq, sq);
+
+void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq) {
+  const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
+  switch (dt) {
+    case DT_S8: AFF_SWITCH(aff, W8_ROW16, DT_S8) return;
+    case DT_U8: AFF_SWITCH(aff, W8_ROW16, DT_U8) return;
+    case DT_F8_E4M3: AFF_SWITCH(aff, W8_ROW16, DT_F8_E4M3) return;
+    default: AFF_SWITCH(aff, W8_ROW16, DT_F8_E5M2) return;
+  }
+}
+
+INLINE void w8_decode(const int DT, const int AFF, const uint8_t* w, size_t kc, const float* zq, const float* sq, float* out) {
+  const v128_t zero = wasm_f32x4_splat(0.0f);
+  AFF_DECL
+  for (size_t k = 0; k < kc; k++) {
+    v128_t w0, w1;
+    dec8(DT, widen_lo(DT, wasm_v128_load64_zero(w + 8 * k)), &w0, &w1);
+    AFFINE(w0, w1)
+    wasm_v128_store(out + 8 * k, w0);
+    wasm_v128_store(out + 8 * k + 4, w1);
+  }
+}
+
+#define W8_DEC(DT, AFF) w8_decode(DT, AFF, w, kc, zq, sq, out);
+
+void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out) {
+  const int aff = AFF_CODE(zq, sq);
+  switch (dt) {
+    case DT_S8: AFF_SWITCH(aff, W8_DEC, DT_S8) return;
+    case DT_U8: AFF_SWITCH(aff, W8_DEC, DT_U8) return;
+    case DT_F8_E4M3: AFF_SWITCH(aff, W8_DEC, DT_F8_E4M3) return;
+    default: AFF_SWITCH(aff, W8_DEC, DT_F8_E5M2) return;
+  }
+}
+
+/* Tests: n (a multiple of 8) codes of an 8-bit type through the in-register decoder (exhaustive checks
+   against lowp.h's scalar decoders, NaN and Inf included, which a GEMM cannot isolate). */
+EXPORT(check_decode_w8) void check_decode_w8(int32_t dt, const uint8_t* in, float* out, int32_t n) {
+  for (int32_t i = 0; i < n; i += 8) {
+    const v128_t raw = wasm_v128_load64_zero(in + i);
+    v128_t lo, hi;
+    if (dt == DT_S8) dec8(DT_S8, widen_lo(DT_S8, raw), &lo, &hi);
+    else if (dt == DT_U8) dec8(DT_U8, widen_lo(DT_U8, raw), &lo, &hi);
+    else if (dt == DT_F8_E4M3) dec8(DT_F8_E4M3, widen_lo(DT_F8_E4M3, raw), &lo, &hi);
+    else dec8(DT_F8_E5M2, widen_lo(DT_F8_E5M2, raw), &lo, &hi);
+    wasm_v128_store(out + i, lo);
+    wasm_v128_store(out + i + 4, hi);
+  }
+}
