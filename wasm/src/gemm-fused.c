@@ -23,6 +23,7 @@
 #include "vmath.h"
 #include "tile_io.h"
 #include "dglu.h"
+#include "glu.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Scales, zero points and binary inputs */
@@ -395,19 +396,7 @@ INLINE v128_t load_lanes(const float* p, int32_t stride, int32_t cnt) {
   return wasm_v128_load(t);
 }
 
-INLINE v128_t glu_apply(const job_t* j, v128_t g, v128_t u) {
-  switch (j->glu_alg) {
-    case GLU_SWIGLU: return VMUL(VMUL(g, v_logistic(VMUL(g, VF(j->glu_alpha)))), u);
-    case GLU_GEGLU_ERF: return VMUL(v_gelu_erf(g), u);
-    case GLU_GEGLU_TANH: return VMUL(v_gelu_tanh(g), u);
-    default: { /* swiglu_oai */
-      const v128_t lim = VF(j->glu_limit);
-      const v128_t gc = wasm_f32x4_min(g, lim);
-      const v128_t uc = wasm_f32x4_min(lim, wasm_f32x4_max(wasm_f32x4_neg(lim), u));
-      return VMUL(VMUL(gc, v_logistic(VMUL(gc, VF(j->glu_alpha)))), VADD(uc, VF(1.0f)));
-    }
-  }
-}
+INLINE v128_t glu_apply(const job_t* j, v128_t g, v128_t u) { return glu4(j->glu_alg, j->glu_alpha, j->glu_limit, g, u); }
 
 /* What turns one row's accumulators into f32 values (rfcs/0002 (1)-(2)): INT compensations and
    conversion, row and column scales, bias. */

@@ -1,12 +1,12 @@
 /* MoE activation (op job KIND_MOE_ACTIVATION): the GLU between the two GEMMs as a stage of its own,
    for training, where GEMM1's output h = [gate | up] (R x 2I, in the GLU layout) must be kept for the
-   backward: act[r, j] = act(gate) * up, the same vector formulas as the fused GEMM epilogue (gemm-fused.c
-   glu_apply), so a training forward gives the inference forward's bits. Rows in tiles of 8; with a
-   grouped src only rows below offs[G] are read and written (checked first: 0 <= offs[G] <= rows). */
+   backward: act[r, j] = act(gate) * up with the fused GEMM epilogue's vector formulas (glu.h), so a
+   training forward gives the inference forward's bits. Rows in tiles of 8; with a grouped src only rows
+   below offs[G] are read and written (checked first: 0 <= offs[G] <= rows). */
 #include "op_job.h"
 #include "common.h"
 #include "job.h"
-#include "vmath.h"
+#include "glu.h"
 
 typedef struct act_job {
   op_head_t h;
@@ -19,20 +19,6 @@ _Static_assert(sizeof(act_job_t) == 96, "act_job_t layout changed: update src/pr
 
 enum { ERR_ACT_OFFS = 140 };
 #define ROWS_PER_TILE 8
-
-static v128_t glu4(const act_job_t* j, v128_t g, v128_t u) {
-  switch (j->alg) {
-    case GLU_SWIGLU: return VMUL(VMUL(g, v_logistic(VMUL(g, VF(j->alpha)))), u);
-    case GLU_GEGLU_ERF: return VMUL(v_gelu_erf(g), u);
-    case GLU_GEGLU_TANH: return VMUL(v_gelu_tanh(g), u);
-    default: { /* swiglu_oai */
-      const v128_t lim = VF(j->limit);
-      const v128_t gc = wasm_f32x4_min(g, lim);
-      const v128_t uc = wasm_f32x4_min(lim, wasm_f32x4_max(wasm_f32x4_neg(lim), u));
-      return VMUL(VMUL(gc, v_logistic(VMUL(gc, VF(j->alpha)))), VADD(uc, VF(1.0f)));
-    }
-  }
-}
 
 /* Gate and up columns of output columns jj..jj+3 (jj a multiple of 4; blocks32 never splits a group). */
 static void row_act(const act_job_t* j, const float* x, float* y) {
@@ -52,7 +38,7 @@ static void row_act(const act_job_t* j, const float* x, float* y) {
       g = wasm_v128_load(x + cb);
       u = wasm_v128_load(x + cb + 32);
     }
-    wasm_v128_store(y + jj, glu4(j, g, u));
+    wasm_v128_store(y + jj, glu4(j->alg, j->alpha, j->limit, g, u));
   }
   if (jj < I) { /* tail: the same vector formulas on a padded group */
     float gt[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, ut[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, out[4];
@@ -63,7 +49,7 @@ static void row_act(const act_job_t* j, const float* x, float* y) {
       gt[l] = x[gc];
       ut[l] = x[uc];
     }
-    wasm_v128_store(out, glu4(j, wasm_v128_load(gt), wasm_v128_load(ut)));
+    wasm_v128_store(out, glu4(j->alg, j->alpha, j->limit, wasm_v128_load(gt), wasm_v128_load(ut)));
     for (int32_t l = 0; jj + l < I; l++) y[jj + l] = out[l];
   }
 }
