@@ -342,15 +342,16 @@ async function runMoe(): Promise<void> {
     }
   }
   if (json) return;
-  console.log('\n| workload | threads | groupdnn ms | ORT MoE f32 ms | ORT / groupdnn (median of rounds) [per round] | ORT QMoE int8 ms | ORT QMoE int4 ms |\n|---|---|---|---|---|---|---|');
+  console.log('\n| workload | threads | groupdnn ms | ORT MoE f32 ms | ORT / groupdnn (median of rounds) [per round] | groupdnn w8 ms | ORT QMoE int8 ms | groupdnn w4 ms | ORT QMoE int4 ms |\n|---|---|---|---|---|---|---|---|---|');
   for (const w of ws) {
     for (const threads of threadList) {
       const pick = (impl: string): MoeRow[] => all.filter((x) => x.workload === w.name && x.threads === threads && x.impl.startsWith(impl));
-      const ours = pick('groupdnn:moe.layer'), f32 = pick('onnxruntime-web:moe-f32'), q8 = pick('onnxruntime-web:qmoe-int8'), q4 = pick('onnxruntime-web:qmoe-int4');
+      const ours = pick('groupdnn:moe.layer:simd128').concat(pick('groupdnn:moe.layer:relaxed')), f32 = pick('onnxruntime-web:moe-f32'), q8 = pick('onnxruntime-web:qmoe-int8'), q4 = pick('onnxruntime-web:qmoe-int4');
+      const w8 = pick('groupdnn:moe.layer:w8'), w4 = pick('groupdnn:moe.layer:w4');
       const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1];
       const per = ours.map((o, i) => (f32[i] ? f32[i].median_ms / o.median_ms : NaN)).filter((v) => !Number.isNaN(v));
       const ms = (rs: MoeRow[]): string => (rs.length ? med(rs.map((x) => x.median_ms)).toFixed(1) : '-');
-      console.log(`| ${w.name} | ${threads} | ${ms(ours)} | ${ms(f32)} | ${per.length ? `${med(per).toFixed(2)} [${per.map((v) => v.toFixed(2)).join(' ')}]` : '-'} | ${ms(q8)} | ${ms(q4)} |`);
+      console.log(`| ${w.name} | ${threads} | ${ms(ours)} | ${ms(f32)} | ${per.length ? `${med(per).toFixed(2)} [${per.map((v) => v.toFixed(2)).join(' ')}]` : '-'} | ${ms(w8)} | ${ms(q8)} | ${ms(w4)} | ${ms(q4)} |`);
     }
   }
 }

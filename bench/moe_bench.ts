@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import { ARG, Engine, Memory, Stream, memory, moe, reorder, tag, dt } from '../src/index.js';
 import { fillRandom, timeIt, timingOf, type Timing } from './timing.js';
 import { MOE_SEEDS, MOE_WEIGHT_SCALE, MOE_WORKLOADS, moeFlops, type MoeWorkload } from './moe_workloads.js';
+import { lowpLayerTiming } from './moe_lowp_layer.js';
 
 export interface MoeRow {
   workload: string;
@@ -140,6 +141,13 @@ export async function moeRound(w: MoeWorkload, threads: number, isa: 'auto' | 's
   }
   p.free();
   g.free();
+  // Weight-only int8 / int4 layers (QMoE's quantization, packed code panels): beside ORT's QMoE rows.
+  if (eng.kernels && process.env.GROUPDNN_BENCH_MOE_LOWP !== '0') {
+    for (const bits of [8, 4] as const) {
+      const r = await lowpLayerTiming(w, eng, bits, minMs);
+      rows.push(row(w, `groupdnn:moe.layer:w${bits}`, threads, r.t, moeFlops(w), r.implInfo));
+    }
+  }
   eng.release();
   return rows;
 }
