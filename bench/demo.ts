@@ -72,6 +72,7 @@ for (const r of table) console.log(r.map((v, c) => v.padEnd(widths[c])).join('  
 // The whole MoE layer around the grouped matmul: route -> dispatch -> GEMM1 (gather + fused SwiGLU) ->
 // GEMM2 (scatter x routing weight) -> combine, per stage, checked against float64 on sampled tokens.
 await layerDemo();
+await trainingDemo();
 
 async function layerDemo(): Promise<void> {
   const T = 256, E = 16, k = 2, Kh = 1024, I = 704;
@@ -116,6 +117,56 @@ async function layerDemo(): Promise<void> {
   }
   const wd = stageTable[0].map((_, c) => Math.max(...stageTable.map((r) => r[c].length)));
   for (const r of stageTable) console.log(r.map((v, c) => v.padEnd(wd[c])).join('  '));
+}
+
+/**
+ * One training step of the same layer: the training forward (it keeps what the backward reads) and
+ * the backward (gradients of hidden, router logits, w13, w2), per stage, at each thread count.
+ */
+async function trainingDemo(): Promise<void> {
+  const T = 256, E = 16, k = 2, Kh = 1024, I = 704;
+  console.log(`\nMoE layer training step (same shape; plain f32 weights): forward_training, then the backward`);
+  const table: string[][] = [['threads', 'stage', 'impl', 'median ms']];
+  for (let threads = 1; threads <= availableParallelism(); threads++) {
+    const eng = await Engine.create({ threads });
+    const strm = new Stream(eng);
+    const pd = new moe.layer.PrimitiveDesc(eng, { tokens: T, hidden: Kh, intermediate: I, experts: E, topK: k, routing: { renormalize: true }, propKind: 'forward_training' });
+    const fwd = new moe.layer.Primitive(pd);
+    const bpd = new moe.layer.BackwardPrimitiveDesc(eng, pd);
+    const bwd = new moe.layer.BackwardPrimitive(bpd, fwd);
+    const make = (md: ReturnType<typeof memory.desc>, seed?: number, scale = 1): Memory => {
+      const m = Memory.create(md, eng);
+      if (seed !== undefined) fillRandom(m.values as Float32Array, seed, scale);
+      return m;
+    };
+    const a = {
+      [ARG.SRC]: make(pd.queryMd('hidden')!, 11), [ARG.MOE_ROUTER_LOGITS]: make(pd.queryMd('logits')!, 12, 4),
+      [ARG.WEIGHTS]: make(pd.queryMd('w13')!, 13, 0.05), [ARG.WEIGHTS_1]: make(pd.queryMd('w2')!, 14, 0.05), [ARG.DST]: make(pd.queryMd('dst')!),
+    };
+    const b = {
+      [ARG.DIFF_DST]: make(bpd.queryMd('diff_dst')!, 15, 0.01), [ARG.MOE_ROUTER_LOGITS]: a[ARG.MOE_ROUTER_LOGITS], [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.WEIGHTS_1]: a[ARG.WEIGHTS_1],
+      [ARG.DIFF_SRC]: make(bpd.queryMd('diff_src')!), [ARG.MOE_DIFF_ROUTER_LOGITS]: make(bpd.queryMd('diff_logits')!),
+      [ARG.DIFF_WEIGHTS]: make(bpd.queryMd('diff_w13')!), [ARG.DIFF_WEIGHTS_1]: make(bpd.queryMd('diff_w2')!),
+    };
+    const timed = async (name: string, impl: string, run: () => void, minMs: number): Promise<number> => {
+      const t = await timeIt(async () => {
+        run();
+        await strm.wait();
+      }, { minMs, minRuns: 5 });
+      table.push([String(threads), name, impl, t.median.toFixed(3)]);
+      return t.median;
+    };
+    const f = await timed('forward_training', pd.implInfo, () => fwd.execute(strm, a), 600);
+    for (const s of fwd.stages) await timed(`  ${s.name}`, s.implInfo, () => s.execute(strm, a), 200);
+    const g = await timed('backward', bpd.implInfo, () => bwd.execute(strm, b), 600);
+    for (const s of bwd.stages) await timed(`  ${s.name}`, s.implInfo, () => s.execute(strm, b), 200);
+    table.push([String(threads), 'backward / forward_training', '', (g / f).toFixed(2)]);
+    bwd.destroy();
+    fwd.destroy();
+    eng.release();
+  }
+  const wd = table[0].map((_, c) => Math.max(...table.map((r) => r[c].length)));
+  for (const r of table) console.log(r.map((v, c) => v.padEnd(wd[c])).join('  '));
 }
 
 /** Float64 check of every 31st token: sum over its slots of weight * (swiglu(x W13) W2). */
