@@ -27,10 +27,12 @@ export function rowCapacity(m: Memory): number {
 
 export const DIMS_ERR = { negative: 6, capacity: 7 } as const;
 
-export function runtimeDimsError(code: number, i: number, x: number, y: number): DnnlError {
-  if (code === DIMS_ERR.negative) return new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} must be non-negative`);
-  if (code === DIMS_ERR.capacity) return new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} rows do not fit expert ${i}'s src/dst allocations (${y} rows fit)`);
-  return new DnnlError('runtime_error', `grouped_gemm: kernel status ${code}`);
+/** `fn` prefixes the message (the backward primitives name themselves); `rows` names the row tensors. */
+export function runtimeDimsError(code: number, i: number, x: number, y: number, fn = '', rows = 'src/dst'): DnnlError {
+  const at = fn ? `${fn}: ` : '';
+  if (code === DIMS_ERR.negative) return new DnnlError('invalid_arguments', `${at}ARG.RUNTIME_DIMS[${i}] = ${x} must be non-negative`);
+  if (code === DIMS_ERR.capacity) return new DnnlError('invalid_arguments', `${at}ARG.RUNTIME_DIMS[${i}] = ${x} rows do not fit expert ${i}'s ${rows} allocations (${y} rows fit)`);
+  return new DnnlError('runtime_error', `${fn || 'grouped_gemm'}: kernel status ${code}`);
 }
 
 /** Host-side validation (reference path): same rules, same messages as the kernel. */

@@ -14,7 +14,6 @@ const FN = 'matmul_backward_data.execute';
  * of diff_src are not written.
  */
 export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, BwdDataArgs> {
-
   constructor(pd: PrimitiveDesc) {
     super(pd, pd.impl.executor(pd.problem, pd.engine));
   }

@@ -15,7 +15,6 @@ const FN = 'matmul_backward_weights.execute';
  * reject `stream.wait()` with nothing written.
  */
 export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, BwdWeightsArgs> {
-
   constructor(pd: PrimitiveDesc) {
     super(pd, pd.impl.executor(pd.problem, pd.engine));
   }

@@ -45,11 +45,7 @@ export interface P3DataImpl extends BwdImpl<P3DataProblem, P3DataArgs> {
 
 const capacity = (a: P3DataArgs, i: number): number => Math.min(rowCapacity(a.diffDst[i]), rowCapacity(a.diffSrc[i]));
 
-function dimsError(code: number, i: number, x: number, y: number): DnnlError {
-  const e = runtimeDimsError(code, i, x, y);
-  const msg = e.message.slice(e.status.length + 2).replace(`expert ${i}'s src/dst allocations`, `expert ${i}'s diff_dst / diff_src allocations`);
-  return new DnnlError(e.status, `${FN}: ${msg}`);
-}
+const dimsError = (code: number, i: number, x: number, y: number): DnnlError => runtimeDimsError(code, i, x, y, FN, 'diff_dst / diff_src');
 
 /**
  * The kernel: the forward's pointer-table job (variable M) with A = diff_dst_i, B = W_i^T (`f32:p8t`

@@ -14,7 +14,6 @@ const FN = 'grouped_gemm_backward_data.execute';
  * now carries its gradient in, what sat at src receives its gradient.
  */
 export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, P3DataArgs> {
-
   constructor(pd: PrimitiveDesc) {
     super(pd, pd.impl.executor(pd.problem, pd.engine));
   }

@@ -44,11 +44,7 @@ export type P3WeightsImpl = BwdImpl<P3WeightsProblem, P3WeightsArgs>;
 /** Rows that fit both of expert i's row tensors (the kernel checks the runtime dims against it). */
 const capacity = (a: P3WeightsArgs, i: number): number => Math.min(rowCapacity(a.src[i]), rowCapacity(a.diffDst[i]));
 
-function dimsError(code: number, i: number, x: number, y: number): DnnlError {
-  const e = runtimeDimsError(code, i, x, y);
-  const msg = e.message.slice(e.status.length + 2).replace(`expert ${i}'s src/dst allocations`, `expert ${i}'s src / diff_dst allocations`);
-  return new DnnlError(e.status, `${FN}: ${msg}`);
-}
+const dimsError = (code: number, i: number, x: number, y: number): DnnlError => runtimeDimsError(code, i, x, y, FN, 'src / diff_dst');
 
 /**
  * The kernel: a variable-K GEMM job in pointer-table mode (gemm-driver.c view_group): expert i's

@@ -16,7 +16,6 @@ const FN = 'grouped_gemm_backward_weights.execute';
  * rows are checked against each expert's allocations when the work runs, before anything is written.
  */
 export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, P3WeightsArgs> {
-
   constructor(pd: PrimitiveDesc) {
     super(pd, pd.impl.executor(pd.problem, pd.engine));
   }
