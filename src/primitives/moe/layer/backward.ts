@@ -15,7 +15,7 @@ import { PrimitiveAttr } from '../../../attr/primitive_attr.js';
 import * as matmul_backward_weights from '../../matmul_backward/weights/index.js';
 import * as routing from '../routing/index.js';
 import * as combine from '../combine/index.js';
-import { PrimitiveDesc, type Primitive, type LayerArgs } from './layer.js';
+import { PrimitiveDesc, dropUndefined, type Primitive, type LayerArgs } from './layer.js';
 
 /** The stages of the backward, in the order they run. */
 export type BackwardStageName = 'combine_bwd' | 'route_bwd' | 'gemm2_bwd_data_glu' | 'gemm2_bwd_weights'
@@ -204,7 +204,8 @@ export class BackwardPrimitive {
     const md = this.pd.mds, hint = this.pd.hint.mds;
     const expect: [number, MemoryDesc][] = [[ARG.WEIGHTS, hint.w13], [ARG.WEIGHTS_1, hint.w2], [ARG.MOE_ROUTER_LOGITS, hint.logits], [ARG.DIFF_DST, md.diff_dst], [ARG.DIFF_SRC, md.diff_src], [ARG.MOE_DIFF_ROUTER_LOGITS, md.diff_logits], [ARG.DIFF_WEIGHTS, md.diff_w13], [ARG.DIFF_WEIGHTS_1, md.diff_w2]];
     if (md.diff_w13_bias) expect.push([ARG.DIFF_BIAS, md.diff_w13_bias], [ARG.MOE_DIFF_W2_BIAS, md.diff_w2_bias]);
-    for (const [id, d] of expect) check(args[id]!.desc.equals(d), `moe.layer.backward.execute: ${argName(id)} descriptor ${args[id]!.desc} does not match the primitive's ${d}`);
+    // Not `check(cond, msg)`: the message renders two descriptors, too slow to build on every call.
+    for (const [id, d] of expect) if (!args[id]!.desc.equals(d)) check(false, `moe.layer.backward.execute: ${argName(id)} descriptor ${args[id]!.desc} does not match the primitive's ${d}`);
     for (const s of this.stages) s.execute(strm, args);
   }
 
@@ -216,10 +217,4 @@ export class BackwardPrimitive {
   [Symbol.dispose](): void {
     this.destroy();
   }
-}
-
-function dropUndefined(a: Record<number, Memory | undefined>): Record<number, Memory> {
-  const out: Record<number, Memory> = {};
-  for (const [key, v] of Object.entries(a)) if (v !== undefined) out[Number(key)] = v;
-  return out;
 }

@@ -323,7 +323,8 @@ export class Primitive {
   }
 }
 
-function dropUndefined(a: Record<number, Memory | undefined>): Record<number, Memory> {
+/** @internal the arguments a stage was given, without the absent ones. */
+export function dropUndefined(a: Record<number, Memory | undefined>): Record<number, Memory> {
   const out: Record<number, Memory> = {};
   for (const [k, v] of Object.entries(a)) if (v !== undefined) out[Number(k)] = v;
   return out;
