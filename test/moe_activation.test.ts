@@ -10,41 +10,14 @@ import {
   type EngineOptions, type GluAlg, type GluLayout,
 } from '../src/index.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
+import { gluExpected } from './quant_helpers.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
 const engines: Engine[] = [];
 afterAll(() => engines.forEach((e) => e.release()));
 
-const sig = (x: number): number => 1 / (1 + Math.exp(-x));
-function erf(x: number): number { // float64: Taylor series below 3, asymptotic erfc above (error < 1e-8)
-  const a = Math.abs(x);
-  if (a > 3) {
-    const z = 1 / (2 * a * a);
-    const erfc = (Math.exp(-a * a) / (a * Math.sqrt(Math.PI))) * (1 - z + 3 * z * z - 15 * z ** 3 + 105 * z ** 4);
-    return Math.sign(x) * (1 - erfc);
-  }
-  let s = 0, term = x;
-  for (let n = 0; n < 80; n++) { s += term / (2 * n + 1); term *= -x * x / (n + 1); }
-  return (2 / Math.sqrt(Math.PI)) * s;
-}
-function gluF64(alg: GluAlg, g: number, u: number, alpha: number, limit: number): number {
-  switch (alg) {
-    case 'glu_swiglu': return g * sig(alpha * g) * u;
-    case 'glu_geglu_erf': return 0.5 * g * (1 + erf(g / Math.SQRT2)) * u;
-    case 'glu_geglu_tanh': return 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g ** 3))) * u;
-    case 'glu_swiglu_oai': { const gc = Math.min(g, limit), uc = Math.max(-limit, Math.min(limit, u)); return gc * sig(alpha * gc) * (uc + 1); }
-  }
-}
-function cols(layout: GluLayout, I: number, j: number): [number, number] {
-  if (layout === 'halves') return [j, I + j];
-  if (layout === 'interleaved') return [2 * j, 2 * j + 1];
-  const g = 64 * Math.floor(j / 32) + (j % 32);
-  return [g, g + 32];
-}
-
 const ALGS: readonly GluAlg[] = ['glu_swiglu', 'glu_geglu_erf', 'glu_geglu_tanh', 'glu_swiglu_oai'];
 const LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];
-const DEFAULT_ALPHA: Record<GluAlg, number> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
 
 describe.each([
   ['simd128 1T', { threads: 1, kernels: 'simd128' }],
@@ -79,8 +52,7 @@ describe.each([
       await strm.wait();
       const hv = h.values as Float32Array, av = act.values as Float32Array, fv = fused.values as Float32Array;
       for (let r = 0; r < R; r++) for (let j = 0; j < I; j++) {
-        const [g, u] = cols(layout, I, j);
-        const ref = gluF64(alg, hv[r * 2 * I + g], hv[r * 2 * I + u], DEFAULT_ALPHA[alg], 7);
+        const ref = gluExpected({ alg, layout }, 2 * I, j, (c) => hv[r * 2 * I + c]);
         expect(Math.abs(av[r * I + j] - ref), `row ${r} col ${j}`).toBeLessThanOrEqual(4e-6 * (1 + Math.abs(ref)));
       }
       expect(Array.from(av.subarray(R * I))).toEqual(new Array(2 * I).fill(-99)); // rows past offsets[G]

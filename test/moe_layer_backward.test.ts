@@ -10,37 +10,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, Stream, dt, memory, moe, tag, type EngineOptions, type GluAlg, type GluLayout } from '../src/index.js';
 import type { LayerConfig } from '../src/primitives/moe/layer/index.js';
 import { expectDnnlError } from './helpers.js';
+import { gluExpected } from './quant_helpers.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
 const engines: Engine[] = [];
 afterAll(() => engines.forEach((e) => e.release()));
 
 const sig = (x: number): number => 1 / (1 + Math.exp(-x));
-function erf(x: number): number {
-  const a = Math.abs(x);
-  if (a > 3) {
-    const z = 1 / (2 * a * a);
-    return Math.sign(x) * (1 - (Math.exp(-a * a) / (a * Math.sqrt(Math.PI))) * (1 - z + 3 * z * z - 15 * z ** 3 + 105 * z ** 4));
-  }
-  let s = 0, term = x;
-  for (let n = 0; n < 80; n++) { s += term / (2 * n + 1); term *= -x * x / (n + 1); }
-  return (2 / Math.sqrt(Math.PI)) * s;
-}
-function glu(alg: GluAlg, g: number, u: number): number {
-  switch (alg) {
-    case 'glu_swiglu': return g * sig(g) * u;
-    case 'glu_geglu_erf': return 0.5 * g * (1 + erf(g / Math.SQRT2)) * u;
-    case 'glu_geglu_tanh': return 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g ** 3))) * u;
-    case 'glu_swiglu_oai': { const gc = Math.min(g, 7), uc = Math.max(-7, Math.min(7, u)); return gc * sig(1.702 * gc) * (uc + 1); }
-  }
-}
-function cols(layout: GluLayout, I: number, j: number): [number, number] {
-  if (layout === 'halves') return [j, I + j];
-  if (layout === 'interleaved') return [2 * j, 2 * j + 1];
-  const g = 64 * Math.floor(j / 32) + (j % 32);
-  return [g, g + 32];
-}
-
 interface Params { hidden: Float64Array; logits: Float64Array; w13: Float64Array; w2: Float64Array; b13?: Float64Array; b2?: Float64Array }
 interface Shape { T: number; E: number; k: number; K: number; I: number; alg: GluAlg; layout: GluLayout; scoring: 'softmax' | 'sigmoid'; renormalize: boolean; scale: number }
 
@@ -65,7 +41,7 @@ function forwardF64(s: Shape, p: Params, ids: Int32Array): Float64Array {
         for (let i = 0; i < K; i++) a += p.hidden[t * K + i] * p.w13[e * K * 2 * I + i * 2 * I + c];
         h[c] = a;
       }
-      for (let j = 0; j < I; j++) { const [g, u] = cols(s.layout, I, j); act[j] = glu(s.alg, h[g], h[u]); }
+      for (let j = 0; j < I; j++) act[j] = gluExpected({ alg: s.alg, layout: s.layout }, 2 * I, j, (c) => h[c]);
       for (let n = 0; n < K; n++) {
         let y = p.b2 ? p.b2[e * K + n] : 0;
         for (let j = 0; j < I; j++) y += act[j] * p.w2[e * I * K + j * K + n];
