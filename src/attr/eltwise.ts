@@ -92,6 +92,11 @@ export function eltwiseScalar(alg: EltwiseAlg, x: number, alpha: number, beta: n
   }
 }
 
+/** Default alpha of each GLU (the sigmoid's slope): 1 for swiglu (SiLU), 1.702 for GPT-OSS's swiglu_oai. */
+export const GLU_DEFAULT_ALPHA: Readonly<Record<GluAlg, number>> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
+/** Default clamp of swiglu_oai (GPT-OSS). */
+export const GLU_DEFAULT_LIMIT = 7;
+
 /** How a GLU's gate and up columns are laid out in the GEMM's N columns (rfcs/0002 section 4). */
 export type GluLayout = 'halves' | 'interleaved' | 'blocks32';
 export const GLU_LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];

@@ -2,7 +2,7 @@ import { check } from '../common/status.js';
 import { MemoryDesc } from '../memory/desc.js';
 import type { DataType } from '../common/data_type.js';
 import {
-  GLU_LAYOUTS, isBinaryAlg, isEltwiseAlg, isGluAlg, type BinaryAlg, type EltwiseAlg, type GluAlg, type GluLayout,
+  GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isBinaryAlg, isEltwiseAlg, isGluAlg, type BinaryAlg, type EltwiseAlg, type GluAlg, type GluLayout,
 } from './eltwise.js';
 
 export type PostOp =
@@ -31,10 +31,6 @@ export interface GluBackwardOptions {
   readonly srcDataType?: DataType;
 }
 
-/** Default alpha of each GLU (the sigmoid's slope): 1 for swiglu (SiLU), 1.702 for GPT-OSS's swiglu_oai. */
-const GLU_ALPHA: Record<GluAlg, number> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
-/** Default limit (swiglu_oai only). */
-const GLU_LIMIT = 7;
 
 /** An ordered chain of post-ops applied to the accumulator after bias (oneDNN `post_ops`). */
 export class PostOps {
@@ -82,7 +78,7 @@ export class PostOps {
     check(limit === undefined || alg === 'glu_swiglu_oai', `post_ops.appendGlu: limit applies to glu_swiglu_oai only, not ${alg}`);
     check(alpha === undefined || Number.isFinite(alpha), 'post_ops.appendGlu: alpha must be finite');
     check(limit === undefined || (Number.isFinite(limit) && limit > 0), 'post_ops.appendGlu: limit must be finite and positive');
-    this.ops.push(Object.freeze({ kind: 'glu', alg, layout, alpha: alpha ?? GLU_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_LIMIT : 0) }));
+    this.ops.push(Object.freeze({ kind: 'glu', alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0) }));
     return this;
   }
 
@@ -108,7 +104,7 @@ export class PostOps {
     const srcDataType = options.srcDataType ?? 'f32';
     check(srcDataType === 'f32' || srcDataType === 'bf16' || srcDataType === 'f16', `${fn}: srcDataType ${String(srcDataType)} is not supported (f32, bf16, f16)`);
     this.ops.push(Object.freeze({
-      kind: 'glu_backward', alg, layout, alpha: alpha ?? GLU_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_LIMIT : 0),
+      kind: 'glu_backward', alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0),
       prob: options.prob === true, srcDataType,
     }));
     return this;

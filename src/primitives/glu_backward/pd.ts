@@ -3,7 +3,7 @@ import { countObject, countPdTime } from '../../common/census.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../attr/eltwise.js';
+import { GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../attr/eltwise.js';
 import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { fits32 } from '../../kernels/fused_job.js';
 import { gluBackwardImplList, type GluBackwardImpl } from './impls.js';
@@ -40,7 +40,6 @@ export interface GluBackwardProblem {
 
 export type GluBackwardQuery = 'src' | 'diff_dst' | 'diff_src' | 'prob' | 'diff_prob';
 
-const GLU_ALPHA: Record<GluAlg, number> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
 const FN = 'glu_backward';
 
 /**
@@ -123,7 +122,7 @@ export class PrimitiveDesc {
     }
     for (const [name, md] of [['src', src], ['diff_dst', diffDst], ['diff_src', diffSrc]] as const) checkImpl(fits32(md), `${FN}: ${name} is too large for 32-bit indexing`);
     return Object.freeze({
-      alg, layout, alpha: alpha ?? GLU_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? 7 : 0), R, N, G: gs?.groupCount ?? 0,
+      alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0), R, N, G: gs?.groupCount ?? 0,
       src, diffDst, diffSrc, prob,
     });
   }

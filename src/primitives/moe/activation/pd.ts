@@ -1,7 +1,7 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { countObject } from '../../../common/census.js';
-import { GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
+import { GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { activationImplList, type ActivationImpl } from './impls.js';
@@ -29,8 +29,6 @@ export interface ActivationProblem {
   /** A grouped src: only rows [0, offsets[G]) are read and written. */
   readonly grouped: boolean;
 }
-
-const DEFAULT_ALPHA: Readonly<Record<GluAlg, number>> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
 
 /**
  * MoE activation stage: `act = glu(h)` with `h = [gate | up]` `[R, 2I]` f32 (GEMM1's output without its
@@ -60,8 +58,8 @@ export class PrimitiveDesc {
     check(dst.dims[0] === src.dims[0] && dst.dims[1] === I, `moe.activation: dst dims [${dst.dims.join(',')}] must be [rows = ${src.dims[0]}, I = ${I}]`);
     check(layout !== 'blocks32' || I % 32 === 0, `moe.activation: layout blocks32 needs I % 32 == 0, got I = ${I}`);
     check(src.strides[1] === 1 && dst.strides[1] === 1 && !['any', 'packed'].includes(src.format) && !['any', 'packed'].includes(dst.format), 'moe.activation: src and dst rows must be contiguous (plain or grouped layouts)');
-    const alpha = glu.alpha ?? DEFAULT_ALPHA[glu.alg];
-    const limit = glu.limit ?? 7;
+    const alpha = glu.alpha ?? GLU_DEFAULT_ALPHA[glu.alg];
+    const limit = glu.limit ?? GLU_DEFAULT_LIMIT;
     check(Number.isFinite(alpha) && Number.isFinite(limit) && limit > 0, `moe.activation: glu.alpha must be finite and glu.limit finite and > 0, got ${alpha}, ${limit}`);
     this.engine = engine;
     this.problem = Object.freeze({ src, dst, rows: src.dims[0], I, alg: glu.alg, layout, alpha, limit, grouped: src.isGrouped });
