@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, Stream, dt, matmul, memory, reorder, tag } from '../src/index.js';
-import { expectMatchesReference, readLogical, runGroupedM, setupGroupedM, writeLogical, type GroupedMCase } from './helpers.js';
+import { attrFor, expectMatchesReference, readLogical, runGroupedM, setupGroupedM, writeLogical, type GroupedMCase } from './helpers.js';
 
 const THREADS = [1, 2, 3] as const;
 
@@ -16,17 +16,21 @@ async function plainAndPacked(eng: Engine, strm: Stream, c: GroupedMCase): Promi
   const used = c.sizes.reduce((a, b) => a + b, 0);
   try {
     const prev = readLogical(f.dst);
-    f.prim.execute(strm, { [ARG.SRC]: f.src, [ARG.WEIGHTS]: f.wei, [ARG.DST]: f.dst });
+    const bias = f.bias ? { [ARG.BIAS]: f.bias } : {};
+    f.prim.execute(strm, { [ARG.SRC]: f.src, [ARG.WEIGHTS]: f.wei, [ARG.DST]: f.dst, ...bias });
     await strm.wait();
     const plain = readLogical(f.dst).slice(0, used * c.N);
     writeLogical(f.dst, prev);
     const anyMd = memory.desc([c.G, c.K, c.N], f.wei.desc.dataType, tag.any);
-    const pd = new matmul.PrimitiveDesc(eng, f.src.desc, anyMd, f.dst.desc);
+    const attr = attrFor(c.postOps);
+    const pd = f.bias
+      ? new matmul.PrimitiveDesc(eng, f.src.desc, anyMd, f.bias.desc, f.dst.desc, attr)
+      : new matmul.PrimitiveDesc(eng, f.src.desc, anyMd, f.dst.desc, attr);
     const packedMem = Memory.create(pd.queryMd('weights')!, eng);
     try {
       expect(packedMem.desc.format).toBe('packed');
       new reorder.Primitive(new reorder.PrimitiveDesc(eng, f.wei.desc, packedMem.desc)).execute(strm, { [ARG.FROM]: f.wei, [ARG.TO]: packedMem });
-      new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: f.src, [ARG.WEIGHTS]: packedMem, [ARG.DST]: f.dst });
+      new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: f.src, [ARG.WEIGHTS]: packedMem, [ARG.DST]: f.dst, ...bias });
       await strm.wait();
     } finally {
       packedMem.free();
@@ -51,6 +55,17 @@ for (const weiTag of ['abc', 'acb'] as const)
   for (const weiDt of [dt.f32, dt.bf16])
     for (const K of [300, 2100])
       CASES.push({ name: `${weiTag} ${weiDt} K = ${K}`, G: 4, K, N: 268, sizes: [150, 0, 70, 1], weiTag, weiDt, seed: K + (weiTag === 'acb' ? 1 : 0) });
+
+// Groups of at most one M-block (64 rows) on row-major f32 weights run as one tile over all N with K in
+// chunks of whole weight rows (gemm-driver.c run_tile_rows): K odd and past several chunks, N with a
+// 4-column panel, a 64-row group (exactly one M-block) beside a 65-row one (tiled), E = 1, bias and an
+// eltwise post-op (the last chunk's epilogue), a dst row stride wider than N.
+for (const c of [
+  { name: 'row tiles: small groups, K = 301, N = 268, bias + relu', G: 5, K: 301, N: 268, sizes: [3, 64, 0, 65, 1], bias: [5, 268] as const, postOps: [{ kind: 'relu', alpha: 0.1 }] as const, seed: 11 },
+  { name: 'row tiles: E = 1, 9 rows, K = 1030, N = 1412, dst row stride 1500', G: 1, K: 1030, N: 1412, sizes: [9], dstRowStride: 1500, bias: [1, 1412] as const, seed: 12 },
+  { name: 'row tiles: one group takes every row (40), K = 2048, N = 200', G: 3, K: 2048, N: 200, sizes: [0, 40, 0], seed: 13 },
+] satisfies (GroupedMCase & { name: string })[])
+  CASES.push({ ...c, weiTag: 'abc', weiDt: dt.f32 });
 
 describe('plain weights, packed once per call (issue 12)', () => {
   const engines: Engine[] = [];

@@ -176,6 +176,9 @@ const float* plain_wcache(const job_t* j, scratch_t* s, const group_view_t* v, i
 INLINE size_t wcache_stride(int32_t Kg) { return (size_t)Kg * NR + 32; }
 /* Columns [n0, n0 + nc), k in [k0, k0 + kc) of the group's plain float weights as panels [ceil(nc/8)][kc][8]. */
 void pack_plain_block(const group_view_t* v, int32_t k0, int32_t kc, int32_t n0, int32_t nc, float* out);
+/* The same with panels ps floats apart (wcache_stride: a multiple of 4 KiB would put the packing's
+   store streams in the same L1 sets) and no read-ahead: for whole weight rows (run_tile_rows). */
+void pack_plain_panels(const group_view_t* v, int32_t k0, int32_t kc, int32_t n0, int32_t nc, size_t ps, float* out);
 
 /* Packed low-precision weights (gemm-lowp.c): the tile segment's GEMM columns [sn, sn + sw) over
    k0 .. k0 + kc into C (ldc), decoded in the microkernels (f32_gemm_2x8w8 / w4) for 1-2 rows, or once

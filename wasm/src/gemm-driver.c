@@ -14,6 +14,10 @@
 
 INLINE size_t esz(int dt) { return dt == DT_F32 ? 4 : 2; }
 
+#ifndef ROW_CHUNK_MAX
+#define ROW_CHUNK_MAX 128
+#endif
+
 static void set_error(job_t* j, int code, int32_t idx, int32_t a, int32_t b) {
   j->err_index = idx;
   j->err_a = a;
@@ -96,14 +100,50 @@ static int check_row_maps(job_t* j, const int32_t* o, uint8_t* seen, int tid) {
   return code;
 }
 
+/* The tile's A block [m0, m0 + mc) x [k0, k0 + kc) into s->a as 4-row micro-panels of stride lda: the
+   kernel then reads one A stream, and rows of the user's matrix, K floats apart, no longer alias the
+   same L1 sets. Skipped when the worker's previous tile left exactly this block. */
+static void load_a_block(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t k0,
+                         int32_t kc, size_t lda) {
+  const operand_t A = v->A;
+  const int32_t g = v->g;
+  if (a_block_cached(s, g, A.base, A.off, m0, mc, k0, kc, (int32_t)lda)) {
+    /* the previous tile of this worker left exactly this block in s->a */
+  } else if (A.dt == DT_F32 && A.s1 == 1) {
+#define AROW(i) (a_row_elem(j, v, m0 + (i)) == SIZE_MAX ? (const uint32_t*)zero_row \
+               : (const uint32_t*)A.base + a_row_elem(j, v, m0 + (i)) + k0)
+    int32_t i = 0;
+    for (; i + MR <= mc; i += MR) put_panel4_rows(s->a + (size_t)i * lda, AROW(i), AROW(i + 1), AROW(i + 2), AROW(i + 3), kc);
+    for (; i < mc; i++) put_row_panel(s->a, lda, MR, i, AROW(i), kc);
+#undef AROW
+  } else if (A.dt == DT_F32 && A.s0 == 1 && !j->gather) {
+    /* Transposed A (weight gradient: A = src^T, so A's rows are src's columns): four rows of a
+       micro-panel at one k are four adjacent floats of one src row, a single v128 copy. */
+    const float* at = (const float*)A.base + A.off + (size_t)m0;
+    int32_t i = 0;
+    for (; i + MR <= mc; i += MR) {
+      float* o = s->a + (size_t)i * lda;
+      for (int32_t k = 0; k < kc; k++) wasm_v128_store(o + (size_t)k * MR, wasm_v128_load(at + (size_t)(k0 + k) * A.s1 + i));
+    }
+    for (; i < mc; i++)
+      for (int32_t k = 0; k < kc; k++) s->a[panel_index(i, k, lda, MR)] = at[(size_t)(k0 + k) * A.s1 + i];
+  } else {
+    for (int32_t i = 0; i < mc; i++) {
+      const size_t arow = a_row_elem(j, v, m0 + i);
+      for (int32_t k = 0; k < kc; k++)
+        s->a[panel_index(i, k, lda, MR)] = arow == SIZE_MAX ? 0.0f : load_elem(A.base, A.dt, arow + (size_t)(k0 + k) * A.s1);
+    }
+  }
+}
+
 /* One GEMM tile of the fast f32 path: C[m0 : m0+mc, n0 : n0+nc], operands f32/bf16/f16. */
 static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                      int32_t nc) {
-  operand_t A = v->A, B = v->B, C = v->C;
+  operand_t B = v->B, C = v->C;
   /* Plain weights: the N-block packed once (cached across this worker's M-blocks), then read as panels. */
   const float* wcache = plain_wcache(j, s, v, n0, nc);
   const float* wpacked = wcache ? wcache : (const float*)v->wpacked;
-  const int32_t Kfull = wcache ? v->Kg : v->Kfull, Kg = v->Kg, g = v->g;
+  const int32_t Kfull = wcache ? v->Kg : v->Kfull, Kg = v->Kg;
   const int32_t pan0 = wcache ? 0 : n0 / NR; /* the cache holds the tile's panels only */
   const char* bias_g = v->bias;
   const size_t bias_off = v->bias_off;
@@ -137,36 +177,8 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
   for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
     const int32_t kc = MIN(KC, Kg - k0);
     const int last = k0 + KC >= Kg;
-    /* A is copied into 4-row micro-panels (driver.h): the kernel then reads one A stream, and rows of
-       the user's matrix, K floats apart, no longer alias the same L1 sets. */
     const size_t lda = (size_t)KC;
-    if (a_block_cached(s, g, A.base, A.off, m0, mc, k0, kc, KC)) {
-      /* the previous tile of this worker left exactly this block in s->a */
-    } else if (A.dt == DT_F32 && A.s1 == 1) {
-#define AROW(i) (a_row_elem(j, v, m0 + (i)) == SIZE_MAX ? (const uint32_t*)zero_row \
-                 : (const uint32_t*)A.base + a_row_elem(j, v, m0 + (i)) + k0)
-      int32_t i = 0;
-      for (; i + MR <= mc; i += MR) put_panel4_rows(s->a + (size_t)i * lda, AROW(i), AROW(i + 1), AROW(i + 2), AROW(i + 3), kc);
-      for (; i < mc; i++) put_row_panel(s->a, lda, MR, i, AROW(i), kc);
-#undef AROW
-    } else if (A.dt == DT_F32 && A.s0 == 1 && !j->gather) {
-      /* Transposed A (weight gradient: A = src^T, so A's rows are src's columns): four rows of a
-         micro-panel at one k are four adjacent floats of one src row, a single v128 copy. */
-      const float* at = (const float*)A.base + A.off + (size_t)m0;
-      int32_t i = 0;
-      for (; i + MR <= mc; i += MR) {
-        float* o = s->a + (size_t)i * lda;
-        for (int32_t k = 0; k < kc; k++) wasm_v128_store(o + (size_t)k * MR, wasm_v128_load(at + (size_t)(k0 + k) * A.s1 + i));
-      }
-      for (; i < mc; i++)
-        for (int32_t k = 0; k < kc; k++) s->a[panel_index(i, k, lda, MR)] = at[(size_t)(k0 + k) * A.s1 + i];
-    } else {
-      for (int32_t i = 0; i < mc; i++) {
-        const size_t arow = a_row_elem(j, v, m0 + i);
-        for (int32_t k = 0; k < kc; k++)
-          s->a[panel_index(i, k, lda, MR)] = arow == SIZE_MAX ? 0.0f : load_elem(A.base, A.dt, arow + (size_t)(k0 + k) * A.s1);
-      }
-    }
+    load_a_block(j, s, v, m0, mc, k0, kc, lda);
     const float* a = s->a;
     const float* bp;
     size_t panel_stride;
@@ -292,20 +304,90 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   v->wfmt = j->wei_packed;
 }
 
+/* Rows of a row-tile K chunk: as many whole weight rows as the plain-weights cache holds (even, so
+   the kernels' k pairs never straddle chunks), at most kc (the A block's room); 0: not worth it. */
+INLINE int32_t row_chunk(const job_t* j, int32_t N) {
+  const int64_t room = ((int64_t)(j->wcache_k + 4) * j->nb / cdiv(N, NR) - 32) / NR; /* panels wcache_stride apart */
+  const int32_t kr = (int32_t)MIN(room, (int64_t)MIN(j->kc, ROW_CHUNK_MAX)) & ~1;
+  return kr >= 16 ? kr : 0;
+}
+
+/* Whether group v runs as row tiles (run_tile_rows): plain row-major f32 weights (`abc`) on the fast
+   path, dst written in place, at most ROW_TILE_MBLOCKS M-blocks (each row tile packs the whole
+   expert again; past that, the once-per-call N-block cache costs less), and enough groups of work
+   for the workers (`spread`: a row tile is all of N, so a lone small group would run on one worker). */
+#ifndef ROW_TILE_MBLOCKS
+#define ROW_TILE_MBLOCKS 2
+#endif
+INLINE int row_tile(const job_t* j, const group_view_t* v, int spread) {
+  const operand_t* B = &v->B;
+  const operand_t* C = &v->C;
+  return spread && v->N > 0 && j->path == PATH_F32 && j->wcache_k > 0 && !v->wpacked && B->dt == DT_F32 && B->s1 == 1 && v->rows > 0 &&
+         v->rows <= ROW_TILE_MBLOCKS * j->mb && v->Kg > 0 && j->kind != KIND_GROUPED_K && C->dt == DT_F32 && C->s1 == 1 &&
+         !j->scatter_k && !j->has_sum && !(j->n_po > 0 && j->po[0].kind == PO_DGLU) && row_chunk(j, v->N) > 0;
+}
+
+/* Whether the call has groups enough for row tiles: non-empty ones at least 4 per extra worker. */
+INLINE int row_tiles_spread(const job_t* j, const int32_t* o) {
+  if (j->group_mode != GROUPS_OFFSETS) return j->nthreads == 1 || j->G >= 4 * (j->nthreads - 1) + 1;
+  int32_t busy = 0;
+  for (int32_t g = 0; g < j->G; g++) busy += o[g + 1] > o[g];
+  return busy >= 4 * (j->nthreads - 1) + 1;
+}
+
+/* Rows [m0, m0 + mc) of a group on plain row-major weights, all N at once, K in chunks of whole
+   weight rows. Its tiles of N-blocks would each pack K rows of 512 bytes, every row in another page:
+   no hardware prefetcher follows that, and packing ran at DRAM latency (MoE-B abc/packed 0.75). Whole
+   rows are one sequential stream. Each element's chain is the same kernel's over the same k in order
+   (chunks are even; partial sums are stored and reloaded as f32), so the bits equal the tiled run's. */
+static void run_tile_rows(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc) {
+  const int32_t N = v->N, Kg = v->Kg, NB = j->nb;
+  const int32_t kr = row_chunk(j, N);
+  const operand_t C = v->C;
+  const size_t ldc = (size_t)C.s0;
+  float* c = (float*)C.base + C.off + (size_t)m0 * ldc;
+  epilogue_t epi = { 0, j->n_elt, j->elt_alg, j->elt_alpha, j->elt_beta };
+  s->w_base = 0; /* the N-block cache is overwritten */
+  for (int32_t k0 = 0; k0 < Kg; k0 += kr) {
+    const int32_t kc = MIN(kr, Kg - k0);
+    const int last = k0 + kr >= Kg;
+    load_a_block(j, s, v, m0, mc, k0, kc, (size_t)kr);
+    pack_plain_panels(v, k0, kc, 0, N, wcache_stride(kc), s->wcache);
+    for (int32_t n0 = 0; n0 < N; n0 += NB) {
+      const int32_t nc = MIN(NB, N - n0), npan = cdiv(nc, NR);
+      if (last && v->bias)
+        for (int32_t n = 0; n < npan * NR; n++)
+          s->bias[n] = n < nc ? load_elem(v->bias, j->b_dt, v->bias_off + (size_t)(n0 + n) * j->b_n) : 0.0f;
+      for (int32_t p = 0; p < npan; p++) {
+        epi.bias = last && v->bias ? s->bias + p * NR : 0;
+        const float* bp = s->wcache + (size_t)(n0 / NR + p) * wcache_stride(kc);
+        for (int32_t i = 0; i < mc; i += MR)
+          f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)MIN(NR, nc - p * NR), (size_t)kc, s->a + (size_t)i * (size_t)kr, bp,
+                       c + (size_t)i * ldc + n0 + p * NR, ldc, k0 > 0, last ? &epi : 0);
+      }
+    }
+  }
+}
+
 /* dst columns of a group: N, or N / 2 behind a GLU; a tile covers nb GEMM columns. */
 INLINE int32_t view_cols(const job_t* j, const group_view_t* v) { return j->glu_alg ? v->N / 2 : v->N; }
 INLINE int32_t tile_cols(const job_t* j) { return j->glu_alg ? j->nb / 2 : j->nb; }
 
-INLINE int32_t view_tiles(const job_t* j, const group_view_t* v) {
+INLINE int32_t view_tiles(const job_t* j, const group_view_t* v, int spread) {
+  if (row_tile(j, v, spread)) return cdiv(v->rows, j->mb);
   return cdiv(v->rows, j->mb) * cdiv(view_cols(j, v), tile_cols(j));
 }
 
-static void run_group_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_t t) {
+static void run_group_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_t t, int spread) {
   const int32_t mbn = cdiv(v->rows, j->mb), nbt = tile_cols(j);
   const int32_t m0 = (t % mbn) * j->mb, n0 = (t / mbn) * nbt;
   const int32_t mc = MIN(j->mb, v->rows - m0), nc = MIN(nbt, view_cols(j, v) - n0);
   if (j->path != PATH_F32) {
     run_tile_fused(j, s, v, m0, mc, n0, nc);
+    return;
+  }
+  if (row_tile(j, v, spread)) {
+    run_tile_rows(j, s, v, t * j->mb, MIN(j->mb, v->rows - t * j->mb));
     return;
   }
   run_tile(j, s, v, m0, mc, n0, nc);
@@ -321,10 +403,11 @@ EXPORT(run_job) int run_job(job_t* j, int tid) {
   if ((j->gather || j->scatter_k) && check_row_maps(j, o, (uint8_t*)base + used, tid)) return 0;
   /* Tiles are numbered group by group (N-block major, M-block minor, so consecutive tiles share a
      weight panel); each worker walks the groups forward as the shared counter grows. */
+  const int spread = row_tiles_spread(j, o);
   int32_t g = 0, base_tile = 0;
   group_view_t v;
   if (j->G > 0) view_group(j, o, 0, &v);
-  int32_t tiles_g = j->G > 0 ? view_tiles(j, &v) : 0;
+  int32_t tiles_g = j->G > 0 ? view_tiles(j, &v, spread) : 0;
   int done = 0;
   for (;;) {
     const int32_t t = __atomic_fetch_add(&j->tile_next, 1, __ATOMIC_RELAXED);
@@ -332,11 +415,11 @@ EXPORT(run_job) int run_job(job_t* j, int tid) {
       base_tile += tiles_g;
       if (++g < j->G) {
         view_group(j, o, g, &v);
-        tiles_g = view_tiles(j, &v);
+        tiles_g = view_tiles(j, &v, spread);
       }
     }
     if (g >= j->G) break;
-    run_group_tile(j, &s, &v, t - base_tile);
+    run_group_tile(j, &s, &v, t - base_tile, spread);
     done++;
   }
   return done;
