@@ -24,6 +24,8 @@ export interface KernelExports {
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
   ukernel_s16(reps: number, kc: number, a: number, w: number, c: number): number;
+  /** Bench: the integer kernel by weights layout (job DT: s32 = int16 k-pairs, s8 / u8 = x8 codes, s4 / u4 = x4 codes). */
+  ukernel_int(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;
   stream_f32(ptr: number, n: number): number;
   /** Bench: the f32 x low-precision microkernels on L1-resident operands (job DT codes). */
   ukernel_lowp(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;

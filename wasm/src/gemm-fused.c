@@ -516,6 +516,9 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
 
 /* ---------------------------------------------------------------------------------------------- */
 
+/* k (even) per widened piece of an x8 / x4 panel on tiles of more than 3 rows: 512 x 8 int16 = 8 KiB. */
+#define INT_PIECE 512
+
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc) {
   tile_t t;
@@ -610,11 +613,30 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
               }
               w.csum[t.seg_c[sg] + p * NR + q] = (int32_t)((uint32_t)w.csum[t.seg_c[sg] + p * NR + q] + sum);
             }
-        const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (v->wfmt == WEI_X8_P8 ? NR : NR / 2);
+        const int x8 = v->wfmt == WEI_X8_P8;
+        const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
           const uint8_t* pw = bp + p * pstride;
           if (direct && mc > TOUCH_MIN_ROWS) touch_range(pw, pbytes);
+          else if (direct) { /* 1-2 rows (decode): too little work per byte to hide the misses; read the next panel ahead */
+            if (p == 0) touch_range(pw, pbytes);
+            if (p + 1 < npan) touch_range(pw + pstride, pbytes);
+          }
+          if (direct && mc > MR_INT) {
+            /* Taller tiles: widen a piece of the panel once into L1 (s->b, free in direct mode), then the
+               int16 kernel for every 3 rows. Integer sums do not depend on the blocking. */
+            for (int32_t y = 0; y < kcp; y += INT_PIECE) {
+              const int32_t len = MIN(INT_PIECE, kcp - y);
+              int16_t* blk = (int16_t*)s->b;
+              if (x8) s16_unpack_w8(pw + (size_t)y * NR, (size_t)len, v->B.dt, blk);
+              else s16_unpack_w4(pw + (size_t)y * (NR / 2), (size_t)len, v->B.dt, blk);
+              for (int32_t i = 0; i < mc; i += MR_INT)
+                s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)len, (const int16_t*)s->a + (size_t)i * KC + (size_t)y * MR_INT,
+                             blk, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first || y > 0);
+            }
+            continue;
+          }
           for (int32_t i = 0; i < mc; i += MR_INT) {
             const size_t mr = (size_t)MIN(MR_INT, mc - i);
             const int16_t* ai = (const int16_t*)s->a + (size_t)i * KC;
