@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Engine, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, tag, type DataType } from '../src/index.js';
-import { GM, expectBitwise, runGM, runP3Q, type GMCase, type P3QCase } from './quant_helpers.js';
+import { GM, expectBitwise, expectClose, runGM, runP3Q, type GMCase, type P3QCase } from './quant_helpers.js';
 
 const W8 = 'wasm:simd128:s16-gemm-3x8-w8', W4 = 'wasm:simd128:s16-gemm-3x8-w4';
 const kernelOf = (w: DataType): string => (w === dt.s8 || w === dt.u8 ? W8 : W4);
@@ -81,6 +81,12 @@ describe.each(THREADS)('W8A8 on x8 / x4 packed weights, %i thread(s)', (threads)
     const o = await runGM(eng, strm, { G: 3, K: 4099, N: 20, sizes: [70, 0, 2], srcDt: dt.u8, weiDt: w, dstDt: dt.s32, packed: true, fullRange: true, zps: { src: { gran: GM.src.expert }, weights: { gran: GM.weights.expertCol, dt: w === dt.s8 ? dt.s8 : dt.u4 } } });
     expect(o.pd.implInfo).toBe(kernelOf(w));
     expectBitwise(o);
+  });
+
+  it.each([dt.u8, dt.s4] as const)('P1, GLU halves with N / 2 = 10: the up half starts mid-panel, its codes read one by one (%s weights)', async (w) => {
+    const o = await runGM(eng, strm, { ...SHAPES.mixed, N: 20, srcDt: dt.s8, weiDt: w, packed: true, glu: { alg: 'glu_swiglu', layout: 'halves' }, scales: { src: { gran: GM.src.row }, weights: { gran: GM.weights.expertCol } }, zps: { weights: { gran: GM.weights.expertCol, dt: w } } });
+    expect(o.pd.implInfo).toBe(kernelOf(w));
+    expectClose(o);
   });
 
   describe('P3 grouped_gemm', () => {
