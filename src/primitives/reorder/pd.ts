@@ -11,7 +11,8 @@ export type ReorderKind = 'pack' | 'copy';
 /**
  * Reorder primitive descriptor: `new reorder.PrimitiveDesc(eng, srcMd, dstMd)`. Supports plain ->
  * packed weights (`f32:p8`, the layout a matmul pd picks for `tag.any`; `x8:p8` / `x4:p8k2` for 8-bit /
- * 4-bit weights, read by the f32 x low-precision kernels and the integer kernel), and plain -> plain copies with data-type conversion (f32/bf16/f16).
+ * 4-bit weights, read by the f32 x low-precision kernels and the integer kernel), and plain -> plain
+ * copies with data-type conversion (f32/bf16/f16).
  */
 export class PrimitiveDesc {
   readonly engine: Engine;
