@@ -26,6 +26,7 @@ import { expertWeightBytes, pairedRatio, quantBench, quantRatios } from './quant
 import { moeRoundChild, moeWorkloads, ortMoeRow, type MoeRow } from './moe_bench.js';
 import { backwardChild, backwardWorkload, type BackwardRow } from './backward_bench.js';
 import { dgluBench } from './glu_backward_bench.js';
+import { JOB_DT_ALL } from '../src/kernels/job_layout.js';
 import type { MoeBackwardRow } from './moe_backward_bench.js';
 
 interface Row {
@@ -95,12 +96,14 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   const k = eng.kernels!;
   const iters = 2_000_000;
   const uk = ukernelSampler(eng, 10_000);
-  const tp: number[] = [], tu: number[] = [], ti: number[] = [];
+  const tp: number[] = [], tu: number[] = [], ti: number[] = [], tw8: number[] = [], tw4: number[] = [];
   const t0 = performance.now();
   for (let i = 0; i < 3; i++) {
     k.peak_f32(iters, 1.0001);
     uk.sample();
     uk.sampleInt();
+    uk.sampleW8();
+    uk.sampleW4();
   }
   while (tp.length < 15 || (performance.now() - t0 < 2 * minMs && tp.length < 400)) {
     let s = performance.now();
@@ -112,12 +115,23 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
     s = performance.now();
     uk.sampleInt();
     ti.push(performance.now() - s);
+    s = performance.now();
+    uk.sampleW8();
+    tw8.push(performance.now() - s);
+    s = performance.now();
+    uk.sampleW4();
+    tw4.push(performance.now() - s);
   }
   const sp = timingOf(tp), su = timingOf(tu), si = timingOf(ti);
   const peakFlops = 96 * iters;
   report(row('peak', `wasm:${eng.isa}:f32x4-${eng.isa === 'relaxed' ? 'fma' : 'mul+add'}`, 'f32', 1, sp, peakFlops));
   report(row('ukernel', `wasm:${eng.isa}:f32-gemm-4x8 kc=${UK_KC}`, 'f32', 1, su, uk.flops, `best/best=${((uk.flops / su.min) / (peakFlops / sp.min)).toFixed(3)}`));
   report(row('ukernel', `wasm:${eng.isa}:s16-gemm-3x8 kc=${2 * UK_KC}`, 's16', 1, si, uk.intOps, `int ops; / f32 ukernel = ${((uk.intOps / si.median) / (uk.flops / su.median)).toFixed(3)}`));
+  // The same integer kernel widening x8 / x4 code panels in registers (the 1-3 row tiles of W8A8 / W4A8).
+  for (const [t, name, dtName] of [[tw8, 'w8', 's8'], [tw4, 'w4', 's4']] as const) {
+    const tt = timingOf(t);
+    report(row('ukernel', `wasm:${eng.isa}:s16-gemm-3x8-${name} kc=${2 * UK_KC}`, dtName, 1, tt, uk.intOps, `int ops; / int16 panels = ${(si.median / tt.median).toFixed(3)}`));
+  }
   uk.free();
   eng.release();
 }
@@ -127,9 +141,10 @@ const UK_KC = 256;
 /**
  * Bare-microkernel samples on L1-resident operands (the engine's calling-thread instance): `sample`
  * runs the f32 4x8 kernel reps times at kc = UK_KC; `sampleInt` the integer 3x8 kernel on the same
- * bytes as int16 (2 UK_KC k-values), reps / 2 times.
+ * bytes as int16 (2 UK_KC k-values), reps / 2 times; `sampleW8` / `sampleW4` the same kernel on those
+ * bytes as x8 / x4 code panels.
  */
-function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sampleInt: () => void; flops: number; intOps: number; free: () => void } {
+function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sampleInt: () => void; sampleW8: () => void; sampleW4: () => void; flops: number; intOps: number; free: () => void } {
   const k = eng.kernels!;
   const a = eng.alloc(4 * UK_KC * 4), wp = eng.alloc(UK_KC * 8 * 4), c = eng.alloc(4 * 8 * 4);
   fillRandom(new Float32Array(eng.buffer, a, 4 * UK_KC), 1);
@@ -138,6 +153,8 @@ function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sample
   return {
     sample: () => void k.ukernel_f32(reps, UK_KC, a, wp, c),
     sampleInt: () => void k.ukernel_s16(repsInt, 2 * UK_KC, a, wp, c),
+    sampleW8: () => void k.ukernel_int(repsInt, 3, 2 * UK_KC, JOB_DT_ALL.s8, a, wp, c),
+    sampleW4: () => void k.ukernel_int(repsInt, 3, 2 * UK_KC, JOB_DT_ALL.s4, a, wp, c),
     flops: 2 * 4 * 8 * UK_KC * reps,
     intOps: 2 * 3 * 8 * 2 * UK_KC * repsInt,
     free: () => [a, wp, c].forEach((p) => eng.free(p)),

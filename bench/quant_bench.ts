@@ -3,7 +3,7 @@
  * same workload (default moe-b), samples interleaved round-robin so that load drift hits every variant
  * alike:
  *   f32         f32 x f32 (packed) -> f32, N columns: the baseline
- *   int8        s8 x s8 (s16:p8k2 packed) -> f32, src scales per row, weights scales per column
+ *   int8        s8 x s8 (x8:p8 packed, the weight-only layout) -> f32, src scales per row, weights scales per column
  *   f32+fused   f32 x f32 (packed) -> f32, src scales per row, weights per column, bias, swiglu
  *               (GLU halves: N GEMM columns -> N/2 dst columns; same GEMM work as the baseline)
  *   int8+fused  the same epilogue on the int8 path
@@ -49,6 +49,8 @@ interface Variant {
 export const VARIANTS: readonly Variant[] = [
   { name: 'f32', int8: false, scales: false, fused: false },
   { name: 'int8', int8: true, scales: true, fused: false },
+  /** W4A8: s8 src x s4 weights (x4:p8k2 packed) on the integer path, per-row / per-column scales. */
+  { name: 'int8w4', int8: true, scales: true, fused: false, wei: dt.s4 },
   { name: 'f32+fused', int8: false, scales: true, fused: true },
   { name: 'int8+fused', int8: true, scales: true, fused: true },
   { name: 'f32+scales', int8: false, scales: true, fused: false },

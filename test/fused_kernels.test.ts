@@ -345,7 +345,7 @@ const SHAPE = { sizes: [5, 0, 67, 1, 9], K: 37, N: 24 } as const;
 const CASES: Case[] = [
   // int8 path
   { name: 'int: s8 x s8 -> f32, per-row src x per-column weights scales, bias', ...SHAPE, srcDt: S8, weiDt: S8, biasDt: dt.f32, scales: { src: [1, [], dt.f32], weights: [5, [], dt.f32] } },
-  { name: 'int: same, packed s16 weights', ...SHAPE, srcDt: S8, weiDt: S8, biasDt: dt.f32, packed: true, scales: { src: [1, [], dt.f32], weights: [5, [], dt.f32] } },
+  { name: 'int: same, packed x8 weights', ...SHAPE, srcDt: S8, weiDt: S8, biasDt: dt.f32, packed: true, scales: { src: [1, [], dt.f32], weights: [5, [], dt.f32] } },
   { name: 'int: u8 x s4 packed, zero points on src (per row) and weights (per column), dst s8 with scale and zp', ...SHAPE, srcDt: U8, weiDt: dt.s4, dstDt: S8, packed: true, scales: { src: [0, [], dt.bf16], weights: [1, [], dt.e8m0], dst: [0, [], dt.f32] }, zps: { src: [1, [], dt.u8], weights: [5, [], dt.s8], dst: [0, [], dt.s32] } },
   { name: 'int: s8 x u4 plain, per-tensor weights zp, dst u8', ...SHAPE, srcDt: S8, weiDt: dt.u4, dstDt: U8, zps: { weights: [0, [], dt.s32] }, scales: { weights: [0, [], dt.f16] } },
   { name: 'int: s8 x u8, src zero point out of int16 reach (compensation), s32 dst', sizes: [3, 6], K: 16, N: 10, srcDt: S8, weiDt: U8, dstDt: dt.s32, zps: { src: [1, [], dt.s32], weights: [5, [], dt.s32] }, bigSrcZp: true },

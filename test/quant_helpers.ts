@@ -115,9 +115,10 @@ const pick = (rng: Rng, xs: readonly number[]): number => xs[Math.floor(rng() * 
 const ints = (lo: number, hi: number): number[] => Array.from({ length: hi - lo + 1 }, (_, i) => lo + i);
 const FP_SMALL = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.5, -1, -1.5, -2, -3, -4, -6];
 
-export function tensorValues(t: DataType, rng: Rng, n: number): Float64Array {
+/** `full`: s8 / u8 over their whole range (integer sums stay exact in an s32 dst, not in f32). */
+export function tensorValues(t: DataType, rng: Rng, n: number, full = false): Float64Array {
   const set =
-    t === 's8' ? ints(-6, 6) : t === 'u8' ? ints(0, 12) : t === 's4' ? ints(-8, 7) : t === 'u4' ? ints(0, 15) : t === 's32' ? ints(-40, 40) :
+    t === 's8' ? (full ? ints(-128, 127) : ints(-6, 6)) : t === 'u8' ? (full ? ints(0, 255) : ints(0, 12)) : t === 's4' ? ints(-8, 7) : t === 'u4' ? ints(0, 15) : t === 's32' ? ints(-40, 40) :
     t === 'f8_e4m3' || t === 'f8_e5m2' || t === 'f4_e2m1' ? FP_SMALL : ints(-8, 8).map((v) => v / 2);
   return Float64Array.from({ length: n }, () => pick(rng, set));
 }
@@ -301,6 +302,8 @@ export interface GMCase {
   readonly ops?: readonly TestOp[];
   /** Weights `tag.any`: the pd picks the (packed) layout and a reorder fills it from plain weights. */
   readonly packed?: boolean;
+  /** src and weights over the whole s8 / u8 range (tensorValues `full`). */
+  readonly fullRange?: boolean;
   readonly seed?: number;
 }
 
@@ -357,7 +360,7 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
   const mems: Memory[] = [];
   const mk = (md: MemoryDesc, handles?: (number | undefined)[]): Memory => { const m = Memory.create(md, eng, handles); mems.push(m); return m; };
   try {
-    const x = tensorValues(srcDt, rng, M * K), w = tensorValues(weiDt, rng, G * K * N);
+    const x = tensorValues(srcDt, rng, M * K, c.fullRange), w = tensorValues(weiDt, rng, G * K * N, c.fullRange);
     const src = mk(srcMd).write(x);
     let wei = mk(plainWeiMd).write(w);
     if (c.packed) {
@@ -529,6 +532,8 @@ export interface P3QCase {
   readonly sharedSrc?: boolean;
   /** Weights `tag.any`: each expert's pd-chosen (packed) layout, filled by a reorder from plain weights. */
   readonly packed?: boolean;
+  /** src and weights over the whole s8 / u8 range (tensorValues `full`). */
+  readonly fullRange?: boolean;
   readonly seed?: number;
 }
 
@@ -585,7 +590,7 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
     c.experts.forEach((e, i) => {
       const cap = e.cap ?? e.rows;
       const Nd = nd(e.N);
-      const own = tensorValues(srcDt, rng, cap * e.K), w = tensorValues(weiDt, rng, e.K * e.N), prev = tensorValues(dstDt, rng, cap * Nd);
+      const own = tensorValues(srcDt, rng, cap * e.K, c.fullRange), w = tensorValues(weiDt, rng, e.K * e.N, c.fullRange), prev = tensorValues(dstDt, rng, cap * Nd);
       const x = c.sharedSrc && i > 0 ? x0 : own;
       args[ARG.MULTIPLE_SRC + i] = c.sharedSrc && i > 0 ? args[ARG.MULTIPLE_SRC] : rowsMem(srcMds[i], cap, x);
       if (i === 0) x0 = x;

@@ -126,7 +126,7 @@ describe.each(QUANT_ENGINES)('quantized matmul [%s]', (_name, opts) => {
   describe('weights packed by the pd (tag.any), K = 4099: blocked K on 64-row tiles, whole on small ones', () => {
     const BIG = { G: 6, K: 4099, N: 24, sizes: [0, 3, 64, 70, 1, 5], packed: true } as const;
     const cases: ReadonlyArray<readonly [string, GMCase]> = [
-      ['s8 x s8 -> f32 (int path, s16 panels), per-row x per-column scales', { ...BIG, srcDt: dt.s8, weiDt: dt.s8, scales: { src: { gran: GM.src.row }, weights: { gran: GM.weights.expertCol } } }],
+      ['s8 x s8 -> f32 (int path, x8 code panels), per-row x per-column scales', { ...BIG, srcDt: dt.s8, weiDt: dt.s8, scales: { src: { gran: GM.src.row }, weights: { gran: GM.weights.expertCol } } }],
       ['u8 x s8 -> f32 with src and weights zero points', { ...BIG, srcDt: dt.u8, weiDt: dt.s8, zps: { src: { gran: GM.src.expert }, weights: { gran: GM.weights.expertCol, dt: dt.s8 } } }],
       ['f32 x f32 -> f32, per-column weight scales, bias and relu (fused f32 path on f32 panels)', { ...BIG, scales: { weights: { gran: GM.weights.expertCol } }, bias: true, ops: [{ kind: 'eltwise', alg: 'eltwise_relu' }] }],
       ['bf16 x bf16 -> f32, K-block weight scales (panels repacked per tile)', { ...BIG, K: 4128, srcDt: dt.bf16, weiDt: dt.bf16, scales: { weights: { gran: GM.weights.kBlock(32) } } }],

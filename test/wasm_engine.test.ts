@@ -109,22 +109,24 @@ describe('pd.implInfo names the kernel path a problem takes', () => {
   });
   afterAll(() => eng.release());
 
-  const info = (srcDt: 's8' | 'f32', weiDt: 's8' | 'f32', scaled: boolean): string => {
+  const info = (srcDt: 's8' | 'f32', weiDt: 's8' | 's4' | 'f32', scaled: boolean, weiTag: 'any' | 'abc' = 'any'): string => {
     const attr = new PrimitiveAttr();
     if (scaled) attr.setScales(ARG.WEIGHTS, 0, [], dt.f32);
     const src = memory.desc.grouped([10, 16], srcDt, 2, [RUNTIME_DIM_VAL, 16]);
     const d = memory.desc.grouped([10, 8], dt.f32, 2, [RUNTIME_DIM_VAL, 8]);
-    return new matmul.PrimitiveDesc(eng, src, memory.desc([2, 16, 8], weiDt, tag.any), d, attr).implInfo;
+    return new matmul.PrimitiveDesc(eng, src, memory.desc([2, 16, 8], weiDt, tag[weiTag]), d, attr).implInfo;
   };
 
   it('f32 without scales: the fast path', () => expect(info('f32', 'f32', false)).toBe('wasm:simd128:f32-gemm-4x8'));
   it('f32 with weight scales: the fused epilogue path', () => expect(info('f32', 'f32', true)).toBe('wasm:simd128:f32-gemm-4x8-fused'));
-  it('s8 x s8: the integer kernel', () => expect(info('s8', 's8', true)).toBe('wasm:simd128:s16-gemm-3x8'));
+  it('s8 x s8 packed (x8:p8): the integer kernel on the code panels', () => expect(info('s8', 's8', true)).toBe('wasm:simd128:s16-gemm-3x8-w8'));
+  it('s8 x s4 packed (x4:p8k2): the integer kernel on the 4-bit panels', () => expect(info('s8', 's4', true)).toBe('wasm:simd128:s16-gemm-3x8-w4'));
+  it('s8 x s8 plain: the integer kernel on per-tile int16 panels', () => expect(info('s8', 's8', true, 'abc')).toBe('wasm:simd128:s16-gemm-3x8'));
   it('P3 grouped_gemm reports its path the same way', () => {
     const attr = new PrimitiveAttr();
     attr.setScales(ARG.MULTIPLE_WEIGHTS, 0, [], dt.f32);
     const s = memory.desc([RUNTIME_DIM_VAL, 16], dt.s8, tag.ab), d = memory.desc([RUNTIME_DIM_VAL, 8], dt.f32, tag.ab);
     const pd = new grouped_gemm.PrimitiveDesc(eng, [s, s], [memory.desc([16, 8], dt.s8, tag.any), memory.desc([16, 8], dt.s8, tag.any)], [d, d], memory.desc([2], dt.s32, tag.x), attr);
-    expect(pd.implInfo).toBe('wasm:simd128:s16-gemm-3x8');
+    expect(pd.implInfo).toBe('wasm:simd128:s16-gemm-3x8-w8');
   });
 });

@@ -19,7 +19,7 @@ export interface Recipe {
   /** NVFP4: where the per-expert f32 factors go (dst scale per expert, the RFC's choice). */
   readonly global?: 'dst-scale';
   readonly note?: string;
-  /** Weights given as `tag.any` and reordered into the layout the pd picks (issue 12: x8 / x4 / s16 / f32 panels). */
+  /** Weights given as `tag.any` and reordered into the layout the pd picks (issue 12: x8 / x4 / f32 panels). */
   readonly packed?: boolean;
 }
 

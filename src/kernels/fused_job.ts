@@ -127,20 +127,6 @@ export function planFused(src: DataType, wei: DataType, dst: DataType, bias: Dat
   return { path, q, po };
 }
 
-/** Does a problem with these types and scales / zero points take the integer path (for the weights layout)? */
-export function takesIntPath(src: DataType, wei: DataType, f: Fusion, roles: Roles): boolean {
-  if (!INT_SRC.includes(src) || !INT_WEI.includes(wei)) return false;
-  for (const kind of ['scales', 'zeroPoints'] as const) {
-    for (const arg of ['src', 'weights'] as const) {
-      const p = f[kind][arg];
-      if (!p) continue;
-      const loc = encode(p.map, roles[arg], roles.zeroG[arg] ?? false, '');
-      if (typeof loc === 'string' || loc.st_k !== 0) return false;
-    }
-  }
-  return true;
-}
-
 /** Same plan (path, locations, chain), ignoring pointers: what one job can serve for several experts. */
 export function samePlan(a: FusedPlan, b: FusedPlan): boolean {
   return JSON.stringify(a) === JSON.stringify(b);

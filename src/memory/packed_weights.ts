@@ -41,42 +41,6 @@ export function packWeightsTs(src: ArrayLike<number>, dt: DataType, dims: Dims, 
 }
 
 /**
- * `s16:p8k2`: integer weights (s8/u8/s4/u4) for the integer kernel, per expert ceil(N/8) panels of
- * Kp/2 k-pairs x 8 columns x 2 int16 (element (k, n) of panel n/8 at `((k & ~1) * 8 + (n % 8) * 2 + (k & 1))`),
- * Kp = K rounded up to even, N and K zero padded. Raw values: zero points and scales are applied by the
- * kernel at execution. The descriptor keeps the logical data type.
- */
-export const PACKED_S16 = 's16:p8k2';
-
-export function packedS16Geometry(dims: Dims): { G: number; K: number; Kp: number; N: number; panels: number; expertElems: number } {
-  const nd = dims.length;
-  const G = nd === 3 ? dims[0] : 1;
-  const K = dims[nd - 2], N = dims[nd - 1];
-  const Kp = K + (K & 1);
-  const panels = Math.ceil(N / PANEL);
-  return { G, K, Kp, N, panels, expertElems: panels * Kp * PANEL };
-}
-
-export function packedS16WeightsDesc(dims: Dims, dataType: DataType): MemoryDesc {
-  const { G, expertElems } = packedS16Geometry(dims);
-  return new MemoryDesc({ dims, dataType, format: 'packed', packed: { name: PACKED_S16, byteSize: 2 * G * expertElems } });
-}
-
-/** Plain TypeScript s16:p8k2 packing (engines without kernels). `read(i)` is element i of the source. */
-export function packWeightsS16Ts(read: (i: number) => number, dims: Dims, strides: Dims, out: Int16Array): void {
-  const { G, K, Kp, N, panels, expertElems } = packedS16Geometry(dims);
-  const nd = dims.length;
-  const sg = nd === 3 ? strides[0] : 0, sk = strides[nd - 2], sn = strides[nd - 1];
-  for (let g = 0; g < G; g++)
-    for (let p = 0; p < panels; p++)
-      for (let k = 0; k < Kp; k++)
-        for (let q = 0; q < PANEL; q++) {
-          const n = p * PANEL + q;
-          out[g * expertElems + (p * Kp + (k & ~1)) * PANEL + q * 2 + (k & 1)] = n < N && k < K ? read(g * sg + k * sk + n * sn) : 0;
-        }
-}
-
-/**
  * `f32:p8t`: weights [G, K, N] stored as the `f32:p8` panels of their transpose [G, N, K] (per expert
  * ceil(K/8) panels of N x 8). The backward-data GEMM `diff_src = diff_dst x W^T` then streams
  * contiguous panels exactly as the forward does, instead of gathering a strided transposed read per tile.
@@ -103,7 +67,8 @@ export function packTransposedWeightsTs(src: ArrayLike<number>, dt: DataType, di
 
 /**
  * Packed low-precision weights (issue 12), read by the f32 x low-precision microkernels, which decode
- * the codes in registers (wasm/src/gemm-lowp.c):
+ * the codes in registers (wasm/src/gemm-lowp.c), and for s8 / u8 / s4 / u4 by the integer kernel,
+ * which widens them to int16 in registers (wasm/src/s16-gemm-3x8-wasmsimd.c):
  * - `x8:p8` (s8, u8, f8_e4m3, f8_e5m2): per expert ceil(N/8) panels of Kp x 8 codes, k-major (the 8
  *   codes of k at panel byte 8k);
  * - `x4:p8k2` (s4, u4, f4_e2m1): per expert ceil(N/8) panels of Kp/2 k-pairs x 8 bytes, byte q of pair
@@ -126,7 +91,7 @@ export function packedLowpGeometry(dims: Dims, dataType: DataType): { name: stri
   return { name: four ? PACKED_X4 : PACKED_X8, G, K, Kp, N, panels, expertBytes: panels * Kp * (four ? PANEL / 2 : PANEL) };
 }
 
-/** The packed descriptor for `tag.any` weights of an 8-bit or 4-bit type on the f32 x low-precision kernels. */
+/** The packed descriptor for `tag.any` weights of an 8-bit or 4-bit type (f32 x low-precision or integer path). */
 export function packedLowpWeightsDesc(dims: Dims, dataType: DataType): MemoryDesc {
   const { name, G, expertBytes } = packedLowpGeometry(dims, dataType);
   return new MemoryDesc({ dims, dataType, format: 'packed', packed: { name, byteSize: G * expertBytes } });

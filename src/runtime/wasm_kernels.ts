@@ -8,9 +8,7 @@ export type KernelChoice = 'auto' | KernelIsa | 'none';
 export interface KernelExports {
   run_job(job: number, tid: number): number;
   pack_weights(src: number, dt: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
-  /** Integer weights (s8 u8 s4 u4, job DT codes) -> s16:p8k2 panels. */
-  pack_weights_s16(src: number, dt: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
-  /** 8-bit codes (s8 u8 f8_e4m3 f8_e5m2) -> x8:p8 panels; 4-bit codes (s4 u4 f4_e2m1) -> x4:p8k2 (issue 12). */
+  /** 8-bit codes (s8 u8 f8_e4m3 f8_e5m2) -> x8:p8 panels; 4-bit codes (s4 u4 f4_e2m1) -> x4:p8k2 (issue 12; also the integer path's weights). */
   pack_weights_x8(src: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
   pack_weights_x4(src: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
   /** Tests: n (% 8 == 0) codes of an 8-bit job DT through the w8 microkernel's in-register decoder. */
@@ -26,6 +24,8 @@ export interface KernelExports {
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
   ukernel_s16(reps: number, kc: number, a: number, w: number, c: number): number;
+  /** Bench: the integer kernel by weights layout (job DT: s32 = int16 k-pairs, s8 / u8 = x8 codes, s4 / u4 = x4 codes). */
+  ukernel_int(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;
   stream_f32(ptr: number, n: number): number;
   /** Bench: the f32 x low-precision microkernels on L1-resident operands (job DT codes). */
   ukernel_lowp(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;

@@ -66,3 +66,15 @@ EXPORT(ukernel_lowp) float ukernel_lowp(int32_t reps, int32_t mr, int32_t kc, in
   }
   return c[0];
 }
+
+/* The bare integer microkernel on L1-resident operands by weights layout: reps calls of mr x NR x kc
+   (kc even) on int16 k-pair panels (dt DT_S32), x8 codes (DT_S8 / DT_U8) or x4 codes (DT_S4 / DT_U4). */
+EXPORT(ukernel_int) int32_t ukernel_int(int32_t reps, int32_t mr, int32_t kc, int32_t dt, const int16_t* a, const uint8_t* w, int32_t* c) {
+  for (int32_t r = 0; r < reps; r++) {
+    __asm__ volatile("" ::: "memory");
+    if (dt == DT_S8 || dt == DT_U8) s16_gemm_3x8w8((size_t)mr, NR, (size_t)kc, a, w, c, NR, r > 0, dt);
+    else if (dt == DT_S4 || dt == DT_U4) s16_gemm_3x8w4((size_t)mr, NR, (size_t)kc, a, w, c, NR, r > 0, dt);
+    else s16_gemm_3x8((size_t)mr, NR, (size_t)kc, a, (const int16_t*)w, c, NR, r > 0);
+  }
+  return c[0];
+}

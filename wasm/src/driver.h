@@ -120,7 +120,7 @@ INLINE void put_panel4(void* out, const void* in, size_t ld, int32_t kc) {
 typedef struct group_view {
   operand_t A, B, C;
   const void* wpacked; /* packed weights of this group, or 0 */
-  int wfmt;            /* their format: WEI_F32_P8 or WEI_S16_P8K2 (WEI_PLAIN when wpacked is 0) */
+  int wfmt;            /* their format: WEI_F32_P8, WEI_X8_P8 or WEI_X4_P8K2 (WEI_PLAIN when wpacked is 0) */
   const char* bias;    /* bias buffer and this group's element offset */
   size_t bias_off;
   int32_t rows, Kg, Kfull, N;
@@ -183,11 +183,15 @@ void pack_plain_panels(const group_view_t* v, int32_t k0, int32_t kc, int32_t n0
 /* Packed low-precision weights (gemm-lowp.c): the tile segment's GEMM columns [sn, sn + sw) over
    k0 .. k0 + kc into C (ldc), decoded in the microkernels (f32_gemm_2x8w8 / w4) for 1-2 rows, or once
    per panel piece into `block` (256 x 8 floats) for f32_gemm_4x8 on taller tiles; zbuf / sbuf: 16
-   floats of scratch each; k0 even. lowp_code_f32: one weight (k, n) decoded (no zero point or scale). */
+   floats of scratch each; k0 even. lowp_code_f32 / lowp_code_int: one weight (k, n) decoded (no zero
+   point or scale). lowp_panel_bytes: bytes of one panel (K whole); the codes of k sit at k * 8 (x8) or
+   (k / 2) * 8 (x4) inside it. */
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
                   int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
                   float* block);
 float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n);
+int32_t lowp_code_int(const group_view_t* v, int32_t k, int32_t n);
+INLINE size_t lowp_panel_bytes(int wfmt, int32_t Kfull) { return (size_t)((Kfull + 1) & ~1) * (wfmt == WEI_X8_P8 ? NR : NR / 2); }
 
 /* Whether s->a already holds this A block (the worker's previous tile packed it); records it if not,
    assuming the caller packs it next. The group is part of the key: groups may share src rows (P#3

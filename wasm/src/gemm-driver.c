@@ -297,9 +297,8 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
     v->B = (operand_t){ wei, (size_t)k0 * j->w_k, j->w_k, j->w_n, j->dt_wei };
     v->C = (operand_t){ dst, (size_t)g * j->d_g, j->d_0, j->d_1, j->dt_dst };
   }
-  /* Packed weights: w_g counts elements of the packed type (f32 or int16). */
+  /* Packed weights: w_g counts floats (f32:p8) or bytes (x8 / x4). */
   v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)g * j->w_g)
-             : j->wei_packed == WEI_S16_P8K2 ? (const void*)((const int16_t*)wei + (size_t)g * j->w_g)
              : j->wei_packed >= WEI_X8_P8 ? (const void*)(wei + (size_t)g * j->w_g) : 0; /* w_g in bytes */
   v->wfmt = j->wei_packed;
 }
@@ -436,23 +435,6 @@ EXPORT(pack_weights) void pack_weights(const char* w, int dt, int32_t G, int32_t
         for (int32_t q = 0; q < NR; q++) {
           const int32_t n = p * NR + q;
           o[q] = n < N ? load_elem(w, dt, (size_t)g * sg + (size_t)k * sk + (size_t)n * sn) : 0.0f;
-        }
-      }
-}
-
-/* Packs integer weights [G, K, N] (s8/u8/s4/u4, any strides, element indices) into the s16:p8k2
-   panels the integer microkernel reads: per group ceil(N/8) panels of Kp/2 k-pairs x 8 columns x 2,
-   int16, zero padded (Kp = K rounded up to even). */
-EXPORT(pack_weights_s16) void pack_weights_s16(const char* w, int dt, int32_t G, int32_t K, int32_t N, int32_t sg,
-                                               int32_t sk, int32_t sn, int16_t* out) {
-  const int32_t npan = cdiv(N, NR), Kp = (K + 1) & ~1;
-  for (int32_t g = 0; g < G; g++)
-    for (int32_t p = 0; p < npan; p++)
-      for (int32_t k = 0; k < Kp; k++) {
-        int16_t* o = out + (((size_t)g * npan + p) * Kp + (k & ~1)) * NR + (k & 1);
-        for (int32_t q = 0; q < NR; q++) {
-          const int32_t n = p * NR + q;
-          o[2 * q] = (int16_t)(n < N && k < K ? load_int(w, dt, (size_t)g * sg + (size_t)k * sk + (size_t)n * sn) : 0);
         }
       }
 }

@@ -11,9 +11,10 @@
               (else the per-row scale waits for the epilogue); B' = (decode(wei) - zp_wei) * s_wei when
               s_wei varies along K. Every data type is decoded here (lowp.h).
    INT:       A' = src - zp_src[row] in int16 (or raw src, with the zero point applied in the epilogue
-              as a compensation when it does not fit int16); B' = raw weights in int16 panels (plain
-              weights packed per tile, or the s16:p8k2 layout read in place); the weights zero point
-              is a compensation with the row sums of A': acc - zp_wei[n] * sum_k A'[m, k].
+              as a compensation when it does not fit int16); B' = raw weights: plain ones packed per
+              tile into int16 panels, packed ones (x8:p8 / x4:p8k2 codes) read in place and widened
+              in registers; the weights zero point is a compensation with the row sums of A':
+              acc - zp_wei[n] * sum_k A'[m, k].
    Every epilogue step is O(MB x NB) per tile, against O(MB x NB x K) for the GEMM. */
 #include "common.h"
 #include "job.h"
@@ -177,15 +178,12 @@ static void vecs_setup(const job_t* j, const scratch_t* s, vecs_t* w) {
 INLINE float wei_f32(const group_view_t* v, int32_t k, int32_t n) {
   if (v->wfmt == WEI_F32_P8)
     return ((const float*)v->wpacked)[((size_t)(n / NR) * v->Kfull + k) * NR + n % NR];
-  if (v->wfmt == WEI_S16_P8K2)
-    return ((const int16_t*)v->wpacked)[((size_t)(n / NR) * ((v->Kfull + 1) & ~1) + (k & ~1)) * NR + (n % NR) * 2 + (k & 1)];
   if (v->wfmt >= WEI_X8_P8) return lowp_code_f32(v, k, n);
   return load_any(v->B.base, v->B.dt, v->B.off + (size_t)k * v->B.s0 + (size_t)n * v->B.s1);
 }
 
 INLINE int32_t wei_int(const group_view_t* v, int32_t k, int32_t n) {
-  if (v->wfmt == WEI_S16_P8K2)
-    return ((const int16_t*)v->wpacked)[((size_t)(n / NR) * ((v->Kfull + 1) & ~1) + (k & ~1)) * NR + (n % NR) * 2 + (k & 1)];
+  if (v->wfmt >= WEI_X8_P8) return lowp_code_int(v, k, n);
   return load_int(v->B.base, v->B.dt, v->B.off + (size_t)k * v->B.s0 + (size_t)n * v->B.s1);
 }
 
@@ -518,6 +516,9 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
 
 /* ---------------------------------------------------------------------------------------------- */
 
+/* k (even) per widened piece of an x8 / x4 panel on tiles of more than 3 rows: 512 x 8 int16 = 8 KiB. */
+#define INT_PIECE 512
+
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc) {
   tile_t t;
@@ -527,9 +528,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   const int is_int = j->path == PATH_INT;
   const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g;
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
-  const int lowp = !is_int && v->wfmt >= WEI_X8_P8; /* decoded in the microkernel (gemm-lowp.c) */
+  const int lowp = v->wfmt >= WEI_X8_P8; /* decoded in the microkernel (gemm-lowp.c; INT: s16-gemm-3x8w8 / w4) */
   /* Weights read straight from their packed panels (every segment starts on a panel). */
-  int direct = is_int ? v->wfmt == WEI_S16_P8K2 : f32_direct_ok || lowp;
+  int direct = is_int ? lowp : f32_direct_ok || lowp;
   for (int sg = 0; sg < t.nseg; sg++) direct = direct && t.seg_n[sg] % NR == 0;
   const int32_t KC = k_block(j, direct, mc, Kg, is_int ? 2 : 1, is_int ? MR_INT : MR);
 
@@ -588,31 +589,62 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
       const int32_t sn = t.seg_n[sg], sw = t.seg_w[sg], npan = cdiv(sw, NR);
       float* cseg = s->c + t.seg_c[sg];
       if (is_int) {
-        const int16_t* bp;
+        /* direct: the x8 / x4 code panels at k0 (k0 even: on a k-pair); else int16 panels packed here */
+        const uint8_t* bp;
         size_t pstride;
         if (direct) {
-          const int32_t Kp = (v->Kfull + 1) & ~1;
-          bp = (const int16_t*)v->wpacked + ((size_t)(sn / NR) * Kp + k0) * NR;
-          pstride = (size_t)Kp * NR;
+          pstride = lowp_panel_bytes(v->wfmt, v->Kfull);
+          bp = (const uint8_t*)v->wpacked + (size_t)(sn / NR) * pstride + (size_t)k0 * (v->wfmt == WEI_X8_P8 ? NR : NR / 2);
         } else {
           pack_b_s16(v, sn, sw, (int16_t*)s->b, k0, kc);
-          bp = (const int16_t*)s->b;
-          pstride = (size_t)kcp * NR;
+          bp = (const uint8_t*)s->b;
+          pstride = (size_t)kcp * NR * sizeof(int16_t);
         }
-        if (comp)
+        if (comp) /* column sums of B' over the block (rare: a src zero point outside int16) */
           for (int32_t p = 0; p < npan; p++)
             for (int32_t q = 0; q < NR; q++) {
               uint32_t sum = 0;
-              const int16_t* pw = bp + p * pstride + 2 * q;
-              for (int32_t kk = 0; kk < kcp; kk += 2) sum += (uint32_t)(int32_t)pw[kk * NR] + (uint32_t)(int32_t)pw[kk * NR + 1];
+              const uint8_t* pw = bp + p * pstride;
+              for (int32_t kk = 0; kk < kcp; kk++) {
+                const int32_t x = !direct ? ((const int16_t*)pw)[(kk & ~1) * NR + 2 * q + (kk & 1)]
+                                : v->wfmt == WEI_X8_P8 ? load_int(pw, v->B.dt, (size_t)kk * NR + q)
+                                : load_int(pw, v->B.dt, 2 * ((size_t)(kk >> 1) * NR + q) + (size_t)(kk & 1));
+                sum += (uint32_t)x;
+              }
               w.csum[t.seg_c[sg] + p * NR + q] = (int32_t)((uint32_t)w.csum[t.seg_c[sg] + p * NR + q] + sum);
             }
+        const int x8 = v->wfmt == WEI_X8_P8;
+        const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
-          if (direct && mc > TOUCH_MIN_ROWS) touch_range(bp + p * pstride, (size_t)kcp * NR * sizeof(int16_t));
-          for (int32_t i = 0; i < mc; i += MR_INT)
-            s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)kcp, (const int16_t*)s->a + (size_t)i * KC,
-                         bp + p * pstride, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first);
+          const uint8_t* pw = bp + p * pstride;
+          if (direct && mc > TOUCH_MIN_ROWS) touch_range(pw, pbytes);
+          else if (direct) { /* 1-2 rows (decode): too little work per byte to hide the misses; read the next panel ahead */
+            if (p == 0) touch_range(pw, pbytes);
+            if (p + 1 < npan) touch_range(pw + pstride, pbytes);
+          }
+          if (direct && mc > MR_INT) {
+            /* Taller tiles: widen a piece of the panel once into L1 (s->b, free in direct mode), then the
+               int16 kernel for every 3 rows. Integer sums do not depend on the blocking. */
+            for (int32_t y = 0; y < kcp; y += INT_PIECE) {
+              const int32_t len = MIN(INT_PIECE, kcp - y);
+              int16_t* blk = (int16_t*)s->b;
+              if (x8) s16_unpack_w8(pw + (size_t)y * NR, (size_t)len, v->B.dt, blk);
+              else s16_unpack_w4(pw + (size_t)y * (NR / 2), (size_t)len, v->B.dt, blk);
+              for (int32_t i = 0; i < mc; i += MR_INT)
+                s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)len, (const int16_t*)s->a + (size_t)i * KC + (size_t)y * MR_INT,
+                             blk, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first || y > 0);
+            }
+            continue;
+          }
+          for (int32_t i = 0; i < mc; i += MR_INT) {
+            const size_t mr = (size_t)MIN(MR_INT, mc - i);
+            const int16_t* ai = (const int16_t*)s->a + (size_t)i * KC;
+            int32_t* ci = (int32_t*)cseg + (size_t)i * ldc + p * NR;
+            if (!direct) s16_gemm_3x8(mr, (size_t)ncp, (size_t)kcp, ai, (const int16_t*)pw, ci, (size_t)ldc, !first);
+            else if (v->wfmt == WEI_X8_P8) s16_gemm_3x8w8(mr, (size_t)ncp, (size_t)kcp, ai, pw, ci, (size_t)ldc, !first, v->B.dt);
+            else s16_gemm_3x8w4(mr, (size_t)ncp, (size_t)kcp, ai, pw, ci, (size_t)ldc, !first, v->B.dt);
+          }
         }
       } else if (lowp && direct) {
         lowp_segment(j, v, sn, sw, s->a, KC, k0, kc, cseg, ldc, first, mc, w.dscale, w.dzp, s->b); /* staged by the epilogue later */

@@ -52,14 +52,19 @@ EXPORT(pack_weights_x4) void pack_weights_x4(const uint8_t* w, int32_t G, int32_
       }
 }
 
-/* Bytes of one panel (K whole) and the byte offset of k's codes inside it. */
-INLINE size_t lowp_panel_bytes(int wfmt, int32_t Kfull) { return (size_t)even(Kfull) * (wfmt == WEI_X8_P8 ? NR : NR / 2); }
-
-float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n) {
-  const uint8_t* p = (const uint8_t*)v->wpacked + (size_t)(n / NR) * lowp_panel_bytes(v->wfmt, v->Kfull);
-  if (v->wfmt == WEI_X8_P8) return load_any(p, v->B.dt, (size_t)k * NR + n % NR);
-  return load_any(p, v->B.dt, 2 * ((size_t)(k >> 1) * NR + n % NR) + (size_t)(k & 1));
+/* Element index of weight (k, n) in its panel, as load_any / load_int count them (4-bit: nibbles). */
+INLINE size_t lowp_elem(const group_view_t* v, int32_t k, int32_t n) {
+  if (v->wfmt == WEI_X8_P8) return (size_t)k * NR + n % NR;
+  return 2 * ((size_t)(k >> 1) * NR + n % NR) + (size_t)(k & 1);
 }
+
+INLINE const uint8_t* lowp_panel(const group_view_t* v, int32_t n) {
+  return (const uint8_t*)v->wpacked + (size_t)(n / NR) * lowp_panel_bytes(v->wfmt, v->Kfull);
+}
+
+float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n) { return load_any(lowp_panel(v, n), v->B.dt, lowp_elem(v, k, n)); }
+
+int32_t lowp_code_int(const group_view_t* v, int32_t k, int32_t n) { return load_int(lowp_panel(v, n), v->B.dt, lowp_elem(v, k, n)); }
 
 INLINE const void* qbase(const qarg_t* q, int32_t g) {
   if (!q->ptr) return 0;

@@ -16,11 +16,11 @@ enum {
    s8/u8/s4/u4 weights widened to int16, exact int32 accumulation, the same epilogue. */
 enum { PATH_F32 = 0, PATH_F32_FUSED = 1, PATH_INT = 2 };
 /* wei_packed: 0 plain (strides w_k, w_n), 1 f32:p8 panels (f32 [ceil(N/8)][K][8] per group),
-   2 s16:p8k2 panels (int16 [ceil(N/8)][Kp/2][8][2] per group, Kp = K rounded up to even). */
-enum { WEI_PLAIN = 0, WEI_F32_P8 = 1, WEI_S16_P8K2 = 2 };
-/* 3: x8:p8 (8-bit codes [ceil(N/8)][Kp][8] bytes per group), 4: x4:p8k2 (4-bit codes, k-pairs in one
-   byte, [ceil(N/8)][Kp/2][8] bytes); Kp = K rounded up to even; wasm/src/gemm-lowp.c. */
-enum { WEI_X8_P8 = 3, WEI_X4_P8K2 = 4 };
+   3 x8:p8 (8-bit codes [ceil(N/8)][Kp][8] bytes per group), 4 x4:p8k2 (4-bit codes, k-pairs in one
+   byte, [ceil(N/8)][Kp/2][8] bytes); Kp = K rounded up to even; wasm/src/gemm-lowp.c. The x8 / x4
+   panels serve both the f32 x low-precision kernels and the integer path. (2 was the integer path's
+   own int16 layout, gone since that path reads the code panels.) */
+enum { WEI_PLAIN = 0, WEI_F32_P8 = 1, WEI_X8_P8 = 3, WEI_X4_P8K2 = 4 };
 /* How a job learns where each group lives: a canonical offsets buffer (P#1 grouped memory, P#2
    offsets attribute), uniform groups (dense and batched matmul: group g starts at g * group stride),
    or a table of per-group pointers with the rows of each group in a runtime-dims buffer (P#3). */

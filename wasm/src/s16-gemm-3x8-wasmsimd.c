@@ -4,9 +4,20 @@
    A: a micro-panel of 3 rows x kc int16 (kc even): k-pair t of row r is the i32 at a + 2 * (3t + r)
       (one stream, as in the f32 kernel); the tile's src rows, already widened (s8/u8 minus the src
       zero point, or raw when the zero point is applied as a compensation).
-   W: one 8-column panel of kc/2 k-pairs; k-pair t is 16 int16 = two vectors:
-      [w(2t,0) w(2t+1,0) w(2t,1) w(2t+1,1) w(2t,2) w(2t+1,2) w(2t,3) w(2t+1,3)] and the same for
-      columns 4..7. An odd K is padded with a zero k (in A and W).
+   W: one 8-column panel of kc/2 k-pairs, in one of three layouts:
+      s16  int16 k-pairs (plain weights packed per tile): k-pair t is 16 int16 = two vectors
+           [w(2t,0) w(2t+1,0) w(2t,1) w(2t+1,1) w(2t,2) w(2t+1,2) w(2t,3) w(2t+1,3)] and the same for
+           columns 4..7;
+      w8   x8:p8 codes (s8 / u8, gemm-lowp.c): k-pair t is the 16 bytes at w + 16t (8 codes of 2t, then
+           of 2t + 1), widened by two load8x8 and interleaved per column by two 16-bit unpacks;
+      w4   x4:p8k2 codes (s4 / u4): k-pair t is the 8 bytes at w + 8t (low nibble 2t, high 2t + 1),
+           put in the top nibble of 16-bit lanes by one shift and byte unpacks, then shifted down by 12
+           (arithmetic for s4: the sign extension comes free).
+      So the packed weights stream 1 (or 0.5) byte per weight instead of 2, and the products are the
+      same int16 products: the int32 sums are bit-identical whatever the layout. An odd K is padded
+      with a zero k (in A and W). The widening costs shuffle-port work the int16 panels did not have:
+      tiles of more than 3 rows widen each piece of a panel once into L1 instead (s16_unpack_w8 / w4,
+      then the s16 kernel per 3 rows, gemm-fused.c).
    Each k-pair of a row is one i32 (two int16) splat across the vector; i32x4.dot_i16x8_s
    (x64: pmaddwd) multiplies it with a weight vector and adds adjacent products: 4 columns x 2 k in
    one instruction, added to an i32x4 accumulator. Products of int16 never overflow int32 except
@@ -19,9 +30,71 @@
 
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
 
-/* The kernel for R = 1..3 rows (a constant after inlining; rows a short tile lacks are not computed). */
-INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
-                     int32_t* restrict c, size_t ldc, int accumulate) {
+/* Weight layouts (a constant after inlining): int16 k-pairs, x8 codes (s8 / u8), x4 codes (s4 / u4). */
+enum { WF_S16 = 0, WF_S8 = 1, WF_U8 = 2, WF_S4 = 3, WF_U4 = 4 };
+
+/* Bytes of one k-pair of the panel. */
+#define PAIR_BYTES(WF) ((WF) == WF_S16 ? 32 : (WF) <= WF_U8 ? 16 : 8)
+
+/* 8 codes widened to int16 by the load itself (x64: pmovsxbw / pmovzxbw from memory). */
+#define LD8S(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\ti16x8.load8x8_s %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+#define LD8U(p, off) ({ v128_t r_; __asm__ volatile("local.get %1\n\ti16x8.load8x8_u %2\n\tlocal.set %0" : "=r"(r_) : "r"(p), "i"(off)); r_; })
+
+/* One x8 k-pair at byte OFF: the codes of k (8 bytes) and of k + 1 (the next 8) widened by their loads,
+   then interleaved per column by two 16-bit unpacks (punpcklwd / punpckhwd): 4 instructions, no
+   constant. */
+#define X8_PAIR(WF, w, OFF, b0, b1)                                            \
+  do {                                                                         \
+    const v128_t e_ = (WF) == WF_S8 ? LD8S(w, OFF) : LD8U(w, OFF);             \
+    const v128_t o_ = (WF) == WF_S8 ? LD8S(w, (OFF) + 8) : LD8U(w, (OFF) + 8); \
+    b0 = wasm_i16x8_shuffle(e_, o_, 0, 8, 1, 9, 2, 10, 3, 11);                 \
+    b1 = wasm_i16x8_shuffle(e_, o_, 4, 12, 5, 13, 6, 14, 7, 15);               \
+  } while (0)
+
+/* x4 k-pairs without a nibble mask or lookup: s = raw << 4 (16-bit lanes) puts each byte's low nibble
+   (code of k) in that byte's top nibble; raw's own top nibble is the code of k + 1. Interleaving the
+   bytes (s, raw), then each byte with itself, gives 16-bit lanes whose top nibble is, column by
+   column, code(k), code(k + 1); an arithmetic (s4) or logical (u4) shift by 12 leaves the value (the
+   low 12 bits, garbage, are shifted out). t: the interleaved bytes of one k-pair. */
+#define X4_HALF(WF, t, b0, b1)                                                                              \
+  do {                                                                                                      \
+    const v128_t l_ = wasm_i8x16_shuffle(t, t, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);              \
+    const v128_t h_ = wasm_i8x16_shuffle(t, t, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);  \
+    b0 = (WF) == WF_S4 ? wasm_i16x8_shr(l_, 12) : wasm_u16x8_shr(l_, 12);                                   \
+    b1 = (WF) == WF_S4 ? wasm_i16x8_shr(h_, 12) : wasm_u16x8_shr(h_, 12);                                   \
+  } while (0)
+
+/* Two k-pairs (t, t + 1) at w as b0 b1 (pair t, columns 0..3 / 4..7) and b2 b3 (pair t + 1). */
+#define LOAD_PAIRS2(WF, w, b0, b1, b2, b3)                                                                      \
+  if ((WF) == WF_S16) {                                                                                         \
+    b0 = LDV(w, 0); b2 = LDV(w, 32); b1 = LDV(w, 16); b3 = LDV(w, 48);                                          \
+  } else if ((WF) <= WF_U8) {                                                                                   \
+    X8_PAIR(WF, w, 0, b0, b1);                                                                                  \
+    X8_PAIR(WF, w, 16, b2, b3);                                                                                 \
+  } else {                                                                                                      \
+    const v128_t r_ = LDV(w, 0), s_ = wasm_i16x8_shl(r_, 4);                                                    \
+    const v128_t t0_ = wasm_i8x16_shuffle(s_, r_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);      \
+    const v128_t t1_ = wasm_i8x16_shuffle(s_, r_, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31); \
+    X4_HALF(WF, t0_, b0, b1);                                                                                   \
+    X4_HALF(WF, t1_, b2, b3);                                                                                   \
+  }
+
+/* One k-pair at w as b0 b1 (no read past the pair: a panel may end the heap). */
+#define LOAD_PAIR1(WF, w, b0, b1)                                                                          \
+  if ((WF) == WF_S16) {                                                                                    \
+    b0 = wasm_v128_load(w); b1 = wasm_v128_load((const char*)(w) + 16);                                    \
+  } else if ((WF) <= WF_U8) {                                                                              \
+    X8_PAIR(WF, w, 0, b0, b1);                                                                             \
+  } else {                                                                                                 \
+    const v128_t r_ = wasm_v128_load64_zero(w), s_ = wasm_i16x8_shl(r_, 4);                                \
+    const v128_t t0_ = wasm_i8x16_shuffle(s_, r_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23); \
+    X4_HALF(WF, t0_, b0, b1);                                                                              \
+  }
+
+/* The kernel for R = 1..3 rows and layout WF (constants after inlining; rows a short tile lacks are
+   not computed). */
+INLINE void s16_rows(const int R, const int WF, size_t nc, size_t kc, const int16_t* restrict a,
+                     const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int accumulate) {
   /* 0 for every valid call; makes the pointers i32.add results V8 knows are zero-extended. */
   const size_t z = (size_t)((uint32_t)kc >> 31);
   a = a + z;
@@ -43,10 +116,8 @@ INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict 
      15 xmm registers. A trailing k-pair (kc / 2 odd) takes the one-pair step. */
   size_t n = kc / 4;
   if (n) do {
-    const v128_t b0 = LDV(w, 0);
-    const v128_t b2 = LDV(w, 32);
-    const v128_t b1 = LDV(w, 16);
-    const v128_t b3 = LDV(w, 48);
+    v128_t b0, b1, b2, b3;
+    LOAD_PAIRS2(WF, w, b0, b1, b2, b3)
     v128_t x00, x01, x10 = zero, x11 = zero, x20 = zero, x21 = zero;
     x00 = LDS(a, 0);
     x01 = LDS(a, 4 * MR_INT);
@@ -56,12 +127,12 @@ INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict 
     v01 = DOT(x01, b3, DOT(x00, b1, v01));
     if (R > 1) { v10 = DOT(x11, b2, DOT(x10, b0, v10)); v11 = DOT(x11, b3, DOT(x10, b1, v11)); }
     if (R > 2) { v20 = DOT(x21, b2, DOT(x20, b0, v20)); v21 = DOT(x21, b3, DOT(x20, b1, v21)); }
-    w += 32;
+    w += 2 * PAIR_BYTES(WF);
     a += 4 * MR_INT;
   } while (--n);
   if (kc & 2) {
-    const v128_t b0 = wasm_v128_load(w);
-    const v128_t b1 = wasm_v128_load(w + 8);
+    v128_t b0, b1;
+    LOAD_PAIR1(WF, w, b0, b1)
     const v128_t x0 = wasm_v128_load32_splat(a);
     v00 = DOT(x0, b0, v00);
     v01 = DOT(x0, b1, v01);
@@ -81,11 +152,57 @@ INLINE void s16_rows(const int R, size_t nc, size_t kc, const int16_t* restrict 
   store_row8(c0, nc, v00, v01);
 }
 
+#define S16_ROWS(WF)                                                                  \
+  switch (mr) {                                                                       \
+    case 3: s16_rows(3, WF, nc, kc, a, (const uint8_t*)w, c, ldc, accumulate); break; \
+    case 2: s16_rows(2, WF, nc, kc, a, (const uint8_t*)w, c, ldc, accumulate); break; \
+    default: s16_rows(1, WF, nc, kc, a, (const uint8_t*)w, c, ldc, accumulate); break; \
+  }
+
 void s16_gemm_3x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
                   int32_t* restrict c, size_t ldc, int accumulate) {
-  switch (mr) {
-    case 3: s16_rows(3, nc, kc, a, w, c, ldc, accumulate); break;
-    case 2: s16_rows(2, nc, kc, a, w, c, ldc, accumulate); break;
-    default: s16_rows(1, nc, kc, a, w, c, ldc, accumulate); break;
+  S16_ROWS(WF_S16)
+}
+
+void s16_gemm_3x8w8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const uint8_t* restrict w,
+                    int32_t* restrict c, size_t ldc, int accumulate, int dt) {
+  if (dt == DT_S8) S16_ROWS(WF_S8) else S16_ROWS(WF_U8)
+}
+
+void s16_gemm_3x8w4(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const uint8_t* restrict w,
+                    int32_t* restrict c, size_t ldc, int accumulate, int dt) {
+  if (dt == DT_S4) S16_ROWS(WF_S4) else S16_ROWS(WF_U4)
+}
+
+/* The kc k (kc even) of an x8 / x4 panel from w, widened into the int16 k-pair layout at out (kc x 8
+   int16): tiles of more than 3 rows widen a piece once and run s16_gemm_3x8 on it for every 3 rows. */
+INLINE void unpack_pairs(const int WF, const uint8_t* restrict w, size_t kc, int16_t* restrict out) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  w = w + z;
+  for (size_t n = kc / 4; n; n--) {
+    v128_t b0, b1, b2, b3;
+    LOAD_PAIRS2(WF, w, b0, b1, b2, b3)
+    wasm_v128_store(out, b0);
+    wasm_v128_store(out + 8, b1);
+    wasm_v128_store(out + 16, b2);
+    wasm_v128_store(out + 24, b3);
+    w += 2 * PAIR_BYTES(WF);
+    out += 32;
   }
+  if (kc & 2) {
+    v128_t b0, b1;
+    LOAD_PAIR1(WF, w, b0, b1)
+    wasm_v128_store(out, b0);
+    wasm_v128_store(out + 8, b1);
+  }
+}
+
+void s16_unpack_w8(const uint8_t* restrict w, size_t kc, int dt, int16_t* restrict out) {
+  if (dt == DT_S8) unpack_pairs(WF_S8, w, kc, out);
+  else unpack_pairs(WF_U8, w, kc, out);
+}
+
+void s16_unpack_w4(const uint8_t* restrict w, size_t kc, int dt, int16_t* restrict out) {
+  if (dt == DT_S4) unpack_pairs(WF_S4, w, kc, out);
+  else unpack_pairs(WF_U4, w, kc, out);
 }

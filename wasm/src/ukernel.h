@@ -22,6 +22,15 @@ void f32_gemm_4x8(size_t mr, size_t nc, size_t kc, const float* restrict a, cons
    (int16 k-pair-interleaved kc x NR panel), exact int32 accumulation (wrapping); mr <= MR_INT, nc <= NR. */
 void s16_gemm_3x8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const int16_t* restrict w,
                   int32_t* restrict c, size_t ldc, int accumulate);
+/* The same with W an x8:p8 panel of s8 / u8 codes (w at the call's first k: its codes at w + 8k) or an
+   x4:p8k2 panel of s4 / u4 codes (k-pair t at w + 8t); dt: the job DT of the codes. */
+void s16_gemm_3x8w8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const uint8_t* restrict w,
+                    int32_t* restrict c, size_t ldc, int accumulate, int dt);
+void s16_gemm_3x8w4(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const uint8_t* restrict w,
+                    int32_t* restrict c, size_t ldc, int accumulate, int dt);
+/* kc k (even) of such a panel widened into out as s16_gemm_3x8's int16 k-pair panel (kc x 8 int16). */
+void s16_unpack_w8(const uint8_t* restrict w, size_t kc, int dt, int16_t* restrict out);
+void s16_unpack_w4(const uint8_t* restrict w, size_t kc, int dt, int16_t* restrict out);
 
 /* Packed low-precision weights (issue 12, lowp_gemm.h): C[mr x nc] (+)= A[mr x kc] * W, mr <= 2, A the
    first of the call's rows inside a 4-row f32 micro-panel (element (r, k) at a[4k + r]), f32_gemm_4x8's

@@ -1,10 +1,10 @@
 import type { DataType } from '../../common/data_type.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
-import { packedLowpWeightsDesc, packedS16WeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_S16, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
-import { lowpSuffix } from '../matmul/wasm_matmul.js';
+import { packedLowpWeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
+import { kernelName, lowpSuffix } from '../matmul/wasm_matmul.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes } from '../../kernels/job_layout.js';
+import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, WEI_PACKED, scratchBytes } from '../../kernels/job_layout.js';
 import { writeEpilogue } from '../../kernels/epilogue.js';
 import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
@@ -14,7 +14,7 @@ import type { Memory } from '../../memory/memory.js';
 import { ARG, argName } from '../args.js';
 import { FLOAT_TYPES, type QuantArg } from '../../attr/fusion.js';
 import { TILE } from '../../kernels/tile_geometry.js';
-import { fits32, planFused, samePlan, takesIntPath, writeFused, type FusedPlan, type Roles } from '../../kernels/fused_job.js';
+import { fits32, planFused, samePlan, writeFused, type FusedPlan, type Roles } from '../../kernels/fused_job.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 
@@ -42,18 +42,16 @@ function planExperts(p: GroupedGemmProblem): FusedPlan | string {
 export const wasmGroupedGemm: GroupedGemmImpl = {
   name: 'wasm:f32-gemm-4x8',
   describe(engine, p) {
-    const plan = planExperts(p);
-    const w = lowpSuffix(p.experts[0].weights);
-    return `wasm:${engine.isa}:${w ? `f32-gemm-4x8${w}` : PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
+    return `wasm:${engine.isa}:${kernelName(planExperts(p), p.experts[0].weights)}`;
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
-    if (p.experts.some((e) => e.weights.format === 'packed' && ![PACKED_P8, PACKED_S16, PACKED_X8, PACKED_X4].includes(e.weights.packed?.name ?? ''))) return 'unknown packed layout';
+    if (p.experts.some((e) => e.weights.format === 'packed' && ![PACKED_P8, PACKED_X8, PACKED_X4].includes(e.weights.packed?.name ?? ''))) return 'unknown packed layout';
     const plan = planExperts(p);
     if (typeof plan === 'string') return plan;
-    // x8 / x4 weights: the job has one weights data type (the decoder's), on the f32 x low-precision kernels.
+    // x8 / x4 weights: the job has one weights data type (the decoder's), on the fused or integer path.
     if (p.experts.some((e) => lowpSuffix(e.weights))) {
-      if (plan.path !== PATH.f32_fused) return 'x8 / x4 packed weights run on the f32 x low-precision kernels only';
+      if (plan.path === PATH.f32) return 'x8 / x4 packed weights run on the fused f32 x low-precision or the integer path only';
       if (p.experts.some((e) => e.weights.dataType !== p.experts[0].weights.dataType || (e.weights.format === 'packed') !== !!lowpSuffix(e.weights))) return 'experts with x8 / x4 packed weights must all share that layout and data type';
     }
     if (plan.po.length > MAX_PO) return `more than ${MAX_PO} post-ops`;
@@ -64,7 +62,6 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
     return undefined;
   },
   weightsLayout(e: Expert) {
-    if (takesIntPath(e.src.dataType, e.weights.dataType, e.fusion, ROLES)) return packedS16WeightsDesc(e.weights.dims, e.weights.dataType);
     if (FLOAT_TYPES.includes(e.weights.dataType)) return packedWeightsDesc(e.weights.dims);
     if ([...X8_TYPES, ...X4_TYPES].includes(e.weights.dataType)) return packedLowpWeightsDesc(e.weights.dims, e.weights.dataType);
     const w = e.weights;
@@ -201,7 +198,7 @@ class Executor {
       this.t32[o + GROUP_REC.w_k / 4] = packed ? 0 : e.weights.strides[0];
       this.t32[o + GROUP_REC.w_n / 4] = packed ? 0 : e.weights.strides[1];
       const name = e.weights.packed?.name;
-      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : name === PACKED_S16 ? WEI_PACKED.s16_p8k2 : name === PACKED_X8 ? WEI_PACKED.x8_p8 : name === PACKED_X4 ? WEI_PACKED.x4_p8k2 : WEI_PACKED.f32_p8;
+      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : name === PACKED_X8 ? WEI_PACKED.x8_p8 : name === PACKED_X4 ? WEI_PACKED.x4_p8k2 : WEI_PACKED.f32_p8;
     });
     return this.job;
   }

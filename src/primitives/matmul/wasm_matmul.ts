@@ -1,7 +1,7 @@
 import type { DataType } from '../../common/data_type.js';
 import {
-  packedGeometry, packedLowpGeometry, packedLowpWeightsDesc, packedS16Geometry, packedS16WeightsDesc, packedWeightsDesc,
-  PACKED_P8, PACKED_S16, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES,
+  packedGeometry, packedLowpGeometry, packedLowpWeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_X4, PACKED_X8, X4_TYPES,
+  X8_TYPES,
 } from '../../memory/packed_weights.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
@@ -32,12 +32,23 @@ function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } {
   return { roles: { src: ['g', 'r', 'k'], weights: ['g', 'k', 'n'], dst: ['g', 'r', 'n'], zeroG }, binary: ['g', 'r', 'n'] };
 }
 
-const KNOWN_PACKED: readonly string[] = [PACKED_P8, PACKED_S16, PACKED_X8, PACKED_X4];
+const KNOWN_PACKED: readonly string[] = [PACKED_P8, PACKED_X8, PACKED_X4];
 
 /** `-w8` / `-w4` for weights in the x8 / x4 packed layouts (the microkernel decodes them), else ''. */
 export function lowpSuffix(md: MemoryDesc): string {
   if (md.format !== 'packed') return '';
   return md.packed?.name === PACKED_X8 ? (md.dataType.startsWith('f8') ? '-wf8' : '-w8') : md.packed?.name === PACKED_X4 ? (md.dataType === 'f4_e2m1' ? '-wf4' : '-w4') : '';
+}
+
+/**
+ * The kernel a plan runs: x8 / x4 weights are decoded in registers by the f32 x low-precision kernels
+ * (`f32-gemm-4x8-w8`, ...) or, on the integer path, widened by the integer kernel (`s16-gemm-3x8-w8`).
+ * Shared with grouped_gemm.
+ */
+export function kernelName(plan: FusedPlan | string, weights: MemoryDesc): string {
+  const path = typeof plan === 'string' ? PATH.f32 : plan.path;
+  const w = lowpSuffix(weights);
+  return w ? `${path === PATH.int ? PATH_KERNEL[PATH.int] : 'f32-gemm-4x8'}${w}` : PATH_KERNEL[path];
 }
 
 /** The kernels' plan for a problem, or why they cannot run it. */
@@ -52,14 +63,14 @@ function planMatmul(p: MatmulProblem): FusedPlan | string {
  * space; only how a group finds its rows differs. The job's path (fused_job.ts) picks the f32 4x8
  * microkernel with its in-register epilogue, the same kernel with the fused tile epilogue (any data
  * type, scales, zero points, GLU, binary / eltwise / sum chains), or the int16 x int16 -> int32 kernel
- * for s8/u8 x s8/u8/s4/u4 (weights `tag.any` resolves to `s16:p8k2` panels for it).
+ * for s8/u8 x s8/u8/s4/u4. Weights `tag.any` of an 8-bit / 4-bit type resolve to the `x8:p8` /
+ * `x4:p8k2` code panels on both the f32 x low-precision and the integer paths: one reorder serves
+ * weight-only and W8A8 users.
  */
 export const wasmMatmul: MatmulImpl = {
   name: 'wasm:f32-gemm-4x8',
   describe(engine, p) {
-    const plan = planMatmul(p);
-    const w = lowpSuffix(p.weights);
-    return `wasm:${engine.isa}:${w ? `f32-gemm-4x8${w}` : PATH_KERNEL[typeof plan === 'string' ? PATH.f32 : plan.path]}`;
+    return `wasm:${engine.isa}:${kernelName(planMatmul(p), p.weights)}`;
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
@@ -78,18 +89,16 @@ export const wasmMatmul: MatmulImpl = {
     if (typeof plan === 'string') return plan;
     if (p.fusion.gluBackward && NB % DGLU_CHUNK !== 0) return `glu_backward needs tiles of a multiple of ${DGLU_CHUNK} columns`;
     if (p.fusion.gluBackward && !fits32(p.fusion.gluBackward.src)) return 'the glu_backward src is too large for 32-bit indexing';
-    if (lowpSuffix(p.weights) && plan.path !== PATH.f32_fused) return `${p.weights.packed?.name} weights run on the f32 x low-precision kernels only (f32 / bf16 / f16 activations), not the integer path`;
+    if (lowpSuffix(p.weights) && plan.path === PATH.f32) return `${p.weights.packed?.name} weights run on the fused f32 x low-precision or the integer path only`;
     const mds = [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)].map((q) => q!.md);
     for (const b of p.fusion.binary) mds.push(b.md);
     if (mds.some((md) => !fits32(md))) return 'a scales / zero points / binary memory is too large for 32-bit indexing';
     return undefined;
   },
   weightsLayout(p) {
-    const plan = planMatmul(p);
-    const path = typeof plan === 'string' ? PATH.f32 : plan.path;
-    if (path === PATH.int) return packedS16WeightsDesc(p.weights.dims, p.weights.dataType);
     if (FLOAT_TYPES.includes(p.weights.dataType)) return packedWeightsDesc(p.weights.dims);
-    // 8-bit and 4-bit weights: their codes in panels, decoded in registers by the microkernel (issue 12).
+    // 8-bit and 4-bit weights: their codes in panels, decoded in registers by the microkernel (issue 12),
+    // f32 x low-precision or integer (W8A8 / W4A8): the same layout, so one reorder serves both paths.
     if (p.kind !== 'grouped_k' && [...X8_TYPES, ...X4_TYPES].includes(p.weights.dataType)) return packedLowpWeightsDesc(p.weights.dims, p.weights.dataType);
     // Low-precision weights on the f32 path are decoded per tile from their own plain layout.
     const w = p.weights;
@@ -220,9 +229,6 @@ class WasmMatmulExecutor implements MatmulExecutor {
       if (lowpSuffix(p.weights)) {
         this.set('wei_packed', p.weights.packed?.name === PACKED_X8 ? WEI_PACKED.x8_p8 : WEI_PACKED.x4_p8k2);
         this.set('w_g', weiBatched ? packedLowpGeometry(p.weights.dims, p.weights.dataType).expertBytes : 0);
-      } else if (p.weights.format === 'packed' && p.weights.packed?.name === PACKED_S16) {
-        this.set('wei_packed', WEI_PACKED.s16_p8k2);
-        this.set('w_g', weiBatched ? packedS16Geometry(p.weights.dims).expertElems : 0);
       } else if (p.weights.format === 'packed') {
         this.set('wei_packed', WEI_PACKED.f32_p8);
         this.set('dt_wei', JOB_DT_ALL.f32);

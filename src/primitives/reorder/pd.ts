@@ -3,16 +3,16 @@ import { dimsEqual } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { countObject } from '../../common/census.js';
 import { MemoryDesc } from '../../memory/desc.js';
-import { PACKED_P8, PACKED_P8T, PACKED_S16, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
+import { PACKED_P8, PACKED_P8T, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 
 export type ReorderKind = 'pack' | 'copy';
 
 /**
  * Reorder primitive descriptor: `new reorder.PrimitiveDesc(eng, srcMd, dstMd)`. Supports plain ->
- * packed weights (`f32:p8`, the layout a matmul pd picks for `tag.any`; `s16:p8k2` for integer
- * weights of the integer kernel; `x8:p8` / `x4:p8k2` for 8-bit / 4-bit weights of the f32 x
- * low-precision kernels), and plain -> plain copies with data-type conversion (f32/bf16/f16).
+ * packed weights (`f32:p8`, the layout a matmul pd picks for `tag.any`; `x8:p8` / `x4:p8k2` for 8-bit /
+ * 4-bit weights, read by the f32 x low-precision kernels and the integer kernel), and plain -> plain
+ * copies with data-type conversion (f32/bf16/f16).
  */
 export class PrimitiveDesc {
   readonly engine: Engine;
@@ -30,12 +30,9 @@ export class PrimitiveDesc {
     check(dst.format === 'blocked' || dst.format === 'packed', `reorder: dst must be plain or packed, got ${dst.format}`);
     check(!src.hasRuntimeDims, 'reorder: dims must be known');
     const floats = ['f32', 'bf16', 'f16'];
-    const ints = ['s8', 'u8', 's4', 'u4'];
     if (dst.format === 'packed' && (dst.packed?.name === PACKED_X8 || dst.packed?.name === PACKED_X4)) {
       const types = dst.packed.name === PACKED_X8 ? X8_TYPES : X4_TYPES;
       checkImpl(types.includes(src.dataType) && dst.dataType === src.dataType, `reorder: ${src.dataType} -> ${dst.dataType} ${dst.packed.name} is not supported (${types.join(', ')} to the same type)`);
-    } else if (dst.format === 'packed' && dst.packed?.name === PACKED_S16) {
-      checkImpl(ints.includes(src.dataType) && dst.dataType === src.dataType, `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_S16} is not supported (s8, u8, s4, u4 to the same type)`);
     } else if (dst.format === 'packed') {
       checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_P8} is not supported (f32, bf16, f16)`);
     } else {
@@ -44,7 +41,7 @@ export class PrimitiveDesc {
       checkImpl(ok, `reorder: ${src.dataType} -> ${dst.dataType} is not supported (same type, or between f32, bf16, f16)`);
     }
     if (dst.format === 'packed') {
-      checkImpl([PACKED_P8, PACKED_P8T, PACKED_S16, PACKED_X8, PACKED_X4].includes(dst.packed?.name ?? ''), `reorder: packed layout ${dst.packed?.name} is not supported`);
+      checkImpl([PACKED_P8, PACKED_P8T, PACKED_X8, PACKED_X4].includes(dst.packed?.name ?? ''), `reorder: packed layout ${dst.packed?.name} is not supported`);
       check(src.ndims === 2 || src.ndims === 3, `reorder: packed weights must be 2D [K,N] or 3D [G,K,N], got ${src.ndims} dims`);
     }
     this.engine = engine;
@@ -56,7 +53,7 @@ export class PrimitiveDesc {
 
   get implInfo(): string {
     const name = this.dst.packed?.name;
-    const tag = name === PACKED_S16 ? 's16p8k2' : name === PACKED_P8T ? 'p8t' : name === PACKED_X8 ? 'x8p8' : name === PACKED_X4 ? 'x4p8k2' : 'p8';
+    const tag = name === PACKED_P8T ? 'p8t' : name === PACKED_X8 ? 'x8p8' : name === PACKED_X4 ? 'x4p8k2' : 'p8';
     return this.kind === 'pack' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-${tag}` : `ref:${this.kind}`;
   }
 }

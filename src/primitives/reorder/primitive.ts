@@ -1,9 +1,7 @@
 import { DnnlError, check } from '../../common/status.js';
 import { fromStored, isSubByteType, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
-import { PACKED_P8T, PACKED_S16, PACKED_X4, PACKED_X8, packTransposedWeightsTs, packWeightsLowpTs, packWeightsS16Ts, packWeightsTs } from '../../memory/packed_weights.js';
-import { JOB_DT_ALL } from '../../kernels/job_layout.js';
-import { elementReader } from '../../attr/fusion.js';
+import { PACKED_P8T, PACKED_X4, PACKED_X8, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs } from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG } from '../args.js';
@@ -64,17 +62,6 @@ export class Primitive {
         const out = new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0));
         out.fill(0);
         packWeightsLowpTs(code, src.dataType, src.dims, src.strides, out);
-      }
-      return;
-    }
-    if (this.pd.kind === 'pack' && dst.packed?.name === PACKED_S16) {
-      const nd = src.ndims;
-      const k = engine.kernels;
-      if (k) {
-        const G = nd === 3 ? src.dims[0] : 1;
-        k.pack_weights_s16(from.handles[0], JOB_DT_ALL[src.dataType as keyof typeof JOB_DT_ALL], G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1], to.handles[0]);
-      } else {
-        packWeightsS16Ts(elementReader(src.dataType, from.values), src.dims, src.strides, new Int16Array(engine.buffer, to.handles[0], dst.getSize(0) / 2));
       }
       return;
     }
