@@ -9,8 +9,16 @@
 
    The codes are the stored codes (no conversion): a panel streams 8 (4) bytes per k instead of 32,
    and the microkernels (f32-gemm-4x8w8 / -4x8w4) decode them in registers. Zero points and scales
-   stay where the user put them (execute-time arguments, as for plain weights): K-varying ones are
-   read per panel and K block (8 values each), the per-column scale waits for the tile epilogue. */
+   are either execute-time arguments (as for plain weights: K-varying ones gathered per panel and K
+   block, 8 values each) or, in the `+q` layouts, stored beside the panel they belong to:
+
+     x8:p8+q / x4:p8k2+q  each panel = [codes, zero padded to 16 bytes]
+                                       [scales: per K block 8 values in their stored type, padded to 16]
+                                       [zero points: likewise]
+              one K block when the values do not vary along K; padded columns hold scale 1, zero point 0.
+
+   Embedded values are decoded 8 at a time with SIMD (the values load_any gives, so results do not
+   change); a per-column scale still waits for the tile epilogue. */
 #include "common.h"
 #include "job.h"
 #include "ukernel.h"
@@ -52,11 +60,53 @@ EXPORT(pack_weights_x4) void pack_weights_x4(const uint8_t* w, int32_t G, int32_
       }
 }
 
-/* Bytes of one panel (K whole) and the byte offset of k's codes inside it. */
+/* x8 / x4 codes at a panel stride of ps bytes (the `+q` layouts: the host writes the scales / zero
+   points after each panel's codes); the codes' padding to 16 bytes is zeroed. */
+EXPORT(pack_weights_lowp) void pack_weights_lowp(const uint8_t* w, int32_t four, int32_t G, int32_t K, int32_t N, int32_t sg,
+                                                 int32_t sk, int32_t sn, uint8_t* out, int32_t ps) {
+  const int32_t npan = cdiv(N, NR), Kp = even(K), cb = Kp * (four ? NR / 2 : NR);
+  for (int32_t g = 0; g < G; g++)
+    for (int32_t p = 0; p < npan; p++) {
+      uint8_t* o = out + ((size_t)g * npan + p) * (size_t)ps;
+      for (int32_t k = 0; k < Kp; k += 1 + four)
+        for (int32_t q = 0; q < NR; q++) {
+          const int32_t n = p * NR + q;
+          const size_t i = (size_t)g * sg + (size_t)k * sk + (size_t)n * sn;
+          if (!four) o[(size_t)k * NR + q] = n < N && k < K ? w[i] : 0;
+          else {
+            const uint32_t lo = n < N ? nibble(w, i) : 0, hi = n < N && k + 1 < K ? nibble(w, i + (size_t)sk) : 0;
+            o[(size_t)k / 2 * NR + q] = (uint8_t)(lo | hi << 4);
+          }
+        }
+      for (int32_t b = cb; b < ((cb + 15) & ~15); b++) o[b] = 0;
+    }
+}
+
+/* Bytes of one panel's codes (K whole). */
 INLINE size_t lowp_panel_bytes(int wfmt, int32_t Kfull) { return (size_t)even(Kfull) * (wfmt == WEI_X8_P8 ? NR : NR / 2); }
+INLINE size_t pad16(size_t x) { return (x + 15) & ~(size_t)15; }
+
+/* Bytes of one K block's 8 values and of a panel's section of them. */
+INLINE size_t emb_block_bytes(const qarg_t* q) { return (size_t)NR * (size_t)dt_bits(q->dt) / 8; }
+INLINE size_t emb_section(const qarg_t* q, int32_t Kfull) {
+  return q->emb ? pad16((size_t)(q->st_k ? cdiv(Kfull, q->blk_k) : 1) * emb_block_bytes(q)) : 0;
+}
+
+void lowp_view_geom(const job_t* j, group_view_t* v) {
+  const qarg_t *qs = &j->q[Q_WEI_SCALE], *qz = &j->q[Q_WEI_ZP];
+  const size_t codes = lowp_panel_bytes(v->wfmt, v->Kfull);
+  if (!qs->emb && !qz->emb) { /* x8:p8 / x4:p8k2 as before: codes only, unpadded */
+    v->wps = codes;
+    v->wso = v->wzo = 0;
+    return;
+  }
+  v->wso = (uint32_t)pad16(codes);
+  v->wzo = v->wso + (uint32_t)emb_section(qs, v->Kfull);
+  v->wps = v->wzo + emb_section(qz, v->Kfull);
+}
 
 float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n) {
-  const uint8_t* p = (const uint8_t*)v->wpacked + (size_t)(n / NR) * lowp_panel_bytes(v->wfmt, v->Kfull);
+  const uint8_t* p = (const uint8_t*)v->wpacked + (size_t)(n / NR) * v->wps;
   if (v->wfmt == WEI_X8_P8) return load_any(p, v->B.dt, (size_t)k * NR + n % NR);
   return load_any(p, v->B.dt, 2 * ((size_t)(k >> 1) * NR + n % NR) + (size_t)(k & 1));
 }
@@ -85,6 +135,79 @@ INLINE void sbuf_e8m0(float* out, const uint8_t* in) {
   }
 }
 
+/* Four f16 (u32 lanes) as f32, f16_to_f32's values: the half's exponent and mantissa moved into place
+   and scaled by 2^112 (exact, subnormals included); Inf / NaN keep their payload. */
+INLINE v128_t f16x4_to_f32(v128_t h) {
+  const v128_t em = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
+  const v128_t x = wasm_i32x4_shl(em, 13);
+  const v128_t fin = wasm_f32x4_mul(x, wasm_f32x4_splat(0x1p112f));
+  const v128_t r = wasm_v128_bitselect(wasm_v128_or(x, wasm_i32x4_splat(0x7f800000)), fin, wasm_i32x4_gt(em, wasm_i32x4_splat(0x7bff)));
+  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
+/* Four f8_e4m3 (u32 lanes) as f32, f8e4m3_to_f32's values: exponent and mantissa moved into place and
+   scaled by 2^120 (exact, subnormals included); S.1111.111 is NaN. */
+INLINE v128_t e4m3x4_to_f32(v128_t c) {
+  const v128_t em = wasm_v128_and(c, wasm_i32x4_splat(0x7f));
+  v128_t r = wasm_f32x4_mul(wasm_i32x4_shl(em, 20), wasm_f32x4_splat(0x1p120f));
+  r = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), r, wasm_i32x4_eq(em, wasm_i32x4_splat(0x7f)));
+  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(c, wasm_i32x4_splat(0x80)), 24));
+}
+
+/* 8 embedded scales (one panel, one K block) as f32: the values load_any gives. */
+INLINE void emb_scales8(float* out, const uint8_t* p, int dt) {
+  v128_t lo, hi;
+  if (dt == DT_E8M0) {
+    sbuf_e8m0(out, p);
+    return;
+  }
+  if (dt == DT_F32) {
+    lo = wasm_v128_load(p);
+    hi = wasm_v128_load(p + 16);
+  } else if (dt == DT_BF16 || dt == DT_F16) {
+    const v128_t h = wasm_v128_load(p);
+    lo = wasm_u32x4_extend_low_u16x8(h);
+    hi = wasm_u32x4_extend_high_u16x8(h);
+    if (dt == DT_BF16) {
+      lo = wasm_i32x4_shl(lo, 16);
+      hi = wasm_i32x4_shl(hi, 16);
+    } else {
+      lo = f16x4_to_f32(lo);
+      hi = f16x4_to_f32(hi);
+    }
+  } else { /* DT_F8_E4M3 */
+    const v128_t h = wasm_u16x8_extend_low_u8x16(wasm_v128_load64_zero(p));
+    lo = e4m3x4_to_f32(wasm_u32x4_extend_low_u16x8(h));
+    hi = e4m3x4_to_f32(wasm_u32x4_extend_high_u16x8(h));
+  }
+  wasm_v128_store(out, lo);
+  wasm_v128_store(out + 4, hi);
+}
+
+/* 8 embedded zero points (s8 u8 s4 u4 s32) as f32: (float)load_int. */
+INLINE void emb_zps8(float* out, const uint8_t* p, int dt) {
+  v128_t lo, hi;
+  if (dt == DT_S32) {
+    lo = wasm_v128_load(p);
+    hi = wasm_v128_load(p + 16);
+  } else {
+    v128_t h;
+    if (dt == DT_S8 || dt == DT_U8) {
+      const v128_t b = wasm_v128_load64_zero(p);
+      h = dt == DT_S8 ? wasm_i16x8_extend_low_i8x16(b) : wasm_u16x8_extend_low_u8x16(b);
+    } else { /* 4 bytes, element i the low (even i) or high nibble of byte i / 2 */
+      const v128_t b = wasm_v128_load32_zero(p);
+      v128_t n = wasm_i8x16_shuffle(wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4), 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+      if (dt == DT_S4) n = wasm_i8x16_sub(wasm_v128_xor(n, wasm_i8x16_splat(8)), wasm_i8x16_splat(8));
+      h = dt == DT_S4 ? wasm_i16x8_extend_low_i8x16(n) : wasm_u16x8_extend_low_u8x16(n);
+    }
+    lo = wasm_i32x4_extend_low_i16x8(h);
+    hi = wasm_i32x4_extend_high_i16x8(h);
+  }
+  wasm_v128_store(out, wasm_f32x4_convert_i32x4(lo));
+  wasm_v128_store(out + 4, wasm_f32x4_convert_i32x4(hi));
+}
+
 /* Pieces of at most LOWP_PIECE k: a tall tile's f32 block of one piece stays in L1. */
 #define LOWP_PIECE 256
 #ifndef LOWP_AHEAD
@@ -96,10 +219,11 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
                   float* block) {
   const qarg_t* qs = &j->q[Q_WEI_SCALE];
   const qarg_t* qz = &j->q[Q_WEI_ZP];
-  const void* sb = qs->st_k ? qbase(qs, v->g) : 0; /* a per-column scale waits for the epilogue */
-  const void* zb = qbase(qz, v->g);
+  /* a per-column scale waits for the epilogue */
+  const void* sb = qs->st_k ? (qs->emb ? v->wpacked : qbase(qs, v->g)) : 0;
+  const void* zb = qz->emb ? v->wpacked : qbase(qz, v->g);
   const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
-  const size_t pbytes = lowp_panel_bytes(v->wfmt, v->Kfull);
+  const size_t pbytes = v->wps;
   const int32_t npan = cdiv(sw, NR);
   for (int32_t p = 0, np; p < npan; p += np) {
     /* 1-row tiles take two panels per call (f32_gemm_1x16w*: twice the independent chains) */
@@ -127,13 +251,24 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
         if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
         next = y + len;
         /* this block's values for the call's columns (one index per block; per-column steps after) */
-        if (zb) {
+        if (zb && qz->emb) { /* beside the panel(s): 8 per panel, SIMD */
+          const uint8_t* z0 = panel + v->wzo + (qz->st_k ? (size_t)(kabs / qz->blk_k) : 0) * emb_block_bytes(qz);
+          for (int32_t q = 0; q < np; q++) emb_zps8(zbuf + NR * q, z0 + (size_t)q * pbytes, qz->dt);
+          zq = zbuf;
+        } else if (zb) {
           const size_t i0 = qindex(qz, v->g, kabs, nb);
           for (int32_t q = 0; q < NR * np; q++)
             zbuf[q] = q >= ncp ? 0.0f : (float)load_int(zb, qz->dt, qz->blk_n == 1 ? i0 + (size_t)q * (size_t)qz->st_n : qindex(qz, v->g, kabs, nb + q));
           zq = zbuf;
         }
-        if (sb && qs->blk_n == 1 && qs->st_n == 1 && ncp == NR * np && (qs->dt == DT_F32 || qs->dt == DT_E8M0)) {
+        if (sb && qs->emb) {
+          const uint8_t* s0 = panel + v->wso + (size_t)(kabs / qs->blk_k) * emb_block_bytes(qs);
+          if (qs->dt == DT_F32 && np == 1) sq = (const float*)s0; /* in place */
+          else {
+            for (int32_t q = 0; q < np; q++) emb_scales8(sbuf + NR * q, s0 + (size_t)q * pbytes, qs->dt);
+            sq = sbuf;
+          }
+        } else if (sb && qs->blk_n == 1 && qs->st_n == 1 && ncp == NR * np && (qs->dt == DT_F32 || qs->dt == DT_E8M0)) {
           /* contiguous per-column scales of the whole call: read in place (f32), or 8 e8m0 at a time */
           const size_t i0 = qindex(qs, v->g, kabs, nb);
           if (qs->dt == DT_F32) sq = (const float*)sb + i0;
