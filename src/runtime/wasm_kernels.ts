@@ -15,6 +15,8 @@ export interface KernelExports {
   pack_weights_x4(src: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
   /** The same codes at a panel stride of `ps` bytes (the `+q` layouts: scales / zero points written after them by the host). */
   pack_weights_lowp(src: number, four: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number, ps: number): void;
+  /** Tests: n (% 8 == 0) embedded scales (zp = 0) or zero points (zp = 1) of a job DT through the `+q` SIMD decoders. */
+  check_decode_emb(dt: number, zp: number, src: number, dst: number, n: number): void;
   /** Tests: n (% 8 == 0) codes of an 8-bit job DT through the w8 microkernel's in-register decoder. */
   check_decode_w8(dt: number, src: number, dst: number, n: number): void;
   /** Tests: the fused epilogue's eltwise (job codes; 100 = erf) over n floats (n % 4 == 0). */

@@ -135,21 +135,24 @@ INLINE void sbuf_e8m0(float* out, const uint8_t* in) {
   }
 }
 
-/* Four f16 (u32 lanes) as f32, f16_to_f32's values: the half's exponent and mantissa moved into place
-   and scaled by 2^112 (exact, subnormals included); Inf / NaN keep their payload. */
+/* Four f16 (u32 lanes) as f32, f16_to_f32's values: exponent rebiased by an integer add (normal),
+   subnormals converted from their integer mantissa (no f32 subnormal operand: those take a slow
+   microcode path on x64), Inf / NaN keep their payload. */
 INLINE v128_t f16x4_to_f32(v128_t h) {
   const v128_t em = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
   const v128_t x = wasm_i32x4_shl(em, 13);
-  const v128_t fin = wasm_f32x4_mul(x, wasm_f32x4_splat(0x1p112f));
-  const v128_t r = wasm_v128_bitselect(wasm_v128_or(x, wasm_i32x4_splat(0x7f800000)), fin, wasm_i32x4_gt(em, wasm_i32x4_splat(0x7bff)));
+  v128_t r = wasm_i32x4_add(x, wasm_i32x4_splat(112 << 23));
+  r = wasm_v128_bitselect(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(em), wasm_f32x4_splat(0x1p-24f)), r, wasm_i32x4_lt(em, wasm_i32x4_splat(0x400)));
+  r = wasm_v128_bitselect(wasm_v128_or(x, wasm_i32x4_splat(0x7f800000)), r, wasm_i32x4_gt(em, wasm_i32x4_splat(0x7bff)));
   return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
 }
 
-/* Four f8_e4m3 (u32 lanes) as f32, f8e4m3_to_f32's values: exponent and mantissa moved into place and
-   scaled by 2^120 (exact, subnormals included); S.1111.111 is NaN. */
+/* Four f8_e4m3 (u32 lanes) as f32, f8e4m3_to_f32's values: (e + 120) << 23 | m << 20 by an integer add,
+   subnormals m * 2^-9 from the integer m (no f32 subnormal operand), S.1111.111 NaN. */
 INLINE v128_t e4m3x4_to_f32(v128_t c) {
   const v128_t em = wasm_v128_and(c, wasm_i32x4_splat(0x7f));
-  v128_t r = wasm_f32x4_mul(wasm_i32x4_shl(em, 20), wasm_f32x4_splat(0x1p120f));
+  v128_t r = wasm_i32x4_add(wasm_i32x4_shl(em, 20), wasm_i32x4_splat(120 << 23));
+  r = wasm_v128_bitselect(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(em), wasm_f32x4_splat(0x1p-9f)), r, wasm_i32x4_lt(em, wasm_i32x4_splat(8)));
   r = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), r, wasm_i32x4_eq(em, wasm_i32x4_splat(0x7f)));
   return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(c, wasm_i32x4_splat(0x80)), 24));
 }
@@ -322,5 +325,15 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
       }
       y += len;
     }
+  }
+}
+
+/* Tests: n (a multiple of 8) embedded scales (f32 bf16 f16 e8m0 f8_e4m3) or zero points (s8 u8 s4 u4
+   s32) of type dt through the SIMD decoders, for exhaustive checks against load_any / load_int. */
+EXPORT(check_decode_emb) void check_decode_emb(int32_t dt, int32_t zp, const uint8_t* in, float* out, int32_t n) {
+  const size_t step = (size_t)NR * (size_t)dt_bits(dt) / 8;
+  for (int32_t i = 0; i < n; i += NR) {
+    if (zp) emb_zps8(out + i, in + (size_t)(i / NR) * step, dt);
+    else emb_scales8(out + i, in + (size_t)(i / NR) * step, dt);
   }
 }
