@@ -245,6 +245,7 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
       }
     }
     int32_t next = 0; /* where the zero points / scales change */
+    int32_t yp = -1;  /* tall tiles: first k (block relative) of the piece decoded into `block` so far */
     const float *zq = 0, *sq = 0;
     for (int32_t y = 0; y < kc;) {
       const int32_t kk = k0 + y, kabs = v->k0 + kk;
@@ -302,25 +303,18 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
         else
           f32_gemm_2x8w4((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)len, a + (size_t)y * MR, panel, cp, (size_t)ldc, acc,
                          dt, zq, sq);
-      } else { /* decode the piece once into L1, then f32_gemm_4x8 over every 4 rows */
-        int32_t y1 = y, n1 = len;
-        if (kk & 1) { /* an odd first k is the second of its pair: the in-register kernel takes it alone */
-          for (int32_t i = 0; i < mc; i += 2) {
-            const float* ai = a + (size_t)(i / MR) * MR * lda + (size_t)(i % MR) + (size_t)y * MR;
-            if (x8) f32_gemm_2x8w8((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)kk, 1, ai, panel + (size_t)kk * NR, cp + (size_t)i * ldc, (size_t)ldc, acc, dt, zq, sq);
-            else f32_gemm_2x8w4((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)kk, 1, ai, panel, cp + (size_t)i * ldc, (size_t)ldc, acc, dt, zq, sq);
-          }
-          y1++;
-          n1--;
-        }
-        if (n1 > 0) {
-          const int32_t k1 = k0 + y1;
-          if (x8) decode_2x8w8(panel + (size_t)k1 * NR, (size_t)n1, dt, zq, sq, block);
-          else decode_2x8w4(panel, (size_t)k1, (size_t)n1, dt, zq, sq, block);
-          const int acc1 = acc || y1 > y;
+      } else { /* decode the piece once into L1 (one K block of zero points / scales at a time), then
+                  f32_gemm_4x8 over every 4 rows and the whole piece: K blocks of 16-32 k no longer cost a
+                  GEMM call (C tile load + store) each; the piece starts on an even k, so the pairs of k
+                  are those of the plain path */
+        if (yp < 0) yp = y;
+        if (x8) decode_2x8w8(panel + (size_t)kk * NR, (size_t)len, dt, zq, sq, block + (size_t)(y - yp) * NR);
+        else decode_2x8w4(panel, (size_t)kk, (size_t)len, dt, zq, sq, block + (size_t)(y - yp) * NR);
+        if (y + len == kc || (kk + len) % LOWP_PIECE == 0) {
           for (int32_t i = 0; i < mc; i += MR)
-            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)n1, a + (size_t)i * lda + (size_t)y1 * MR, block,
-                         cp + (size_t)i * ldc, (size_t)ldc, acc1, 0);
+            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)(y + len - yp), a + (size_t)i * lda + (size_t)yp * MR, block,
+                         cp + (size_t)i * ldc, (size_t)ldc, !first || yp > 0, 0);
+          yp = -1;
         }
       }
       y += len;
