@@ -42,6 +42,7 @@ function cases(wdt: DataType): [string, GMCase][] {
     c.push(['zero points and scales per column, K = 37', { ...SHAPE, K: 37, weiDt: wdt, scales: { weights: { gran: W.expertCol } }, zps: { weights: { gran: W.expertCol, dt: zdt } } }]);
     c.push(['zero points and scales in K-blocks of 5, K = 45', { ...SHAPE, K: 45, weiDt: wdt, scales: { weights: { gran: W.kBlock(5) } }, zps: { weights: { gran: W.kBlock(5), dt: zdt } } }]);
     c.push([`4-bit zero points (${unsigned ? 'u4' : 's4'}) per K-block 16 + e8m0 scales per 32, K = 64`, { ...SHAPE, K: 64, weiDt: wdt, scales: { weights: { gran: W.kBlock(32), dt: dt.e8m0 } }, zps: { weights: { gran: W.kBlock(16), dt: unsigned ? dt.u4 : dt.s4 } } }]);
+    c.push(['zero points per column + scales in K-blocks of 16, K = 128', { ...SHAPE, K: 128, weiDt: wdt, scales: { weights: { gran: W.kBlock(16) } }, zps: { weights: { gran: W.expertCol, dt: zdt } } }]);
     c.push(['s32 zero points only (per column), E = 1, K = 33', { ...ONE_EXPERT, K: 33, weiDt: wdt, zps: { weights: { gran: W.expertCol, dt: dt.s32 } } }]);
   }
   return c;

@@ -217,6 +217,28 @@ INLINE void emb_zps8(float* out, const uint8_t* p, int dt) {
 #define LOWP_AHEAD 1
 #endif
 
+/* One K block's scales for a call's np panels (columns nb ..): in place (contiguous f32), or decoded
+   into sbuf (16 floats): embedded ones 8 per panel with SIMD, runtime ones by a gather. */
+static const float* stage_scales(const qarg_t* qs, const group_view_t* v, const void* sb, int32_t kabs, const uint8_t* panel,
+                                 size_t pbytes, int32_t nb, int32_t np, int32_t ncp, float* sbuf) {
+  if (qs->emb) {
+    const uint8_t* s0 = panel + v->wso + (size_t)(kabs / qs->blk_k) * emb_block_bytes(qs);
+    if (qs->dt == DT_F32 && np == 1) return (const float*)s0;
+    for (int32_t q = 0; q < np; q++) emb_scales8(sbuf + NR * q, s0 + (size_t)q * pbytes, qs->dt);
+    return sbuf;
+  }
+  const size_t i0 = qindex(qs, v->g, kabs, nb);
+  if (qs->blk_n == 1 && qs->st_n == 1 && ncp == NR * np && (qs->dt == DT_F32 || qs->dt == DT_E8M0)) {
+    /* contiguous per-column scales of the whole call: read in place (f32), or 8 e8m0 at a time */
+    if (qs->dt == DT_F32) return (const float*)sb + i0;
+    for (int32_t q = 0; q < NR * np; q += 8) sbuf_e8m0(sbuf + q, (const uint8_t*)sb + i0 + q);
+    return sbuf;
+  }
+  for (int32_t q = 0; q < NR * np; q++)
+    sbuf[q] = q >= ncp ? 1.0f : load_any(sb, qs->dt, qs->blk_n == 1 ? i0 + (size_t)q * (size_t)qs->st_n : qindex(qs, v->g, kabs, nb + q));
+  return sbuf;
+}
+
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
                   int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
                   float* block) {
@@ -228,6 +250,9 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
   const size_t pbytes = v->wps;
   const int32_t npan = cdiv(sw, NR);
+  /* 1-row tiles, 4-bit codes, K-varying scales in blocks of a multiple of 4 k (zero points constant along
+     K): whole blocks of a piece in one f32_gemm_1x16w4_kb call */
+  const int kb_ok = !x8 && mc == 1 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
   for (int32_t p = 0, np; p < npan; p += np) {
     /* 1-row tiles take two panels per call (f32_gemm_1x16w*: twice the independent chains) */
     np = mc == 1 && p + 1 < npan ? 2 : 1;
@@ -265,26 +290,22 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
             zbuf[q] = q >= ncp ? 0.0f : (float)load_int(zb, qz->dt, qz->blk_n == 1 ? i0 + (size_t)q * (size_t)qz->st_n : qindex(qz, v->g, kabs, nb + q));
           zq = zbuf;
         }
-        if (sb && qs->emb) {
-          const uint8_t* s0 = panel + v->wso + (size_t)(kabs / qs->blk_k) * emb_block_bytes(qs);
-          if (qs->dt == DT_F32 && np == 1) sq = (const float*)s0; /* in place */
-          else {
-            for (int32_t q = 0; q < np; q++) emb_scales8(sbuf + NR * q, s0 + (size_t)q * pbytes, qs->dt);
-            sq = sbuf;
+        if (sb) sq = stage_scales(qs, v, sb, kabs, panel, pbytes, nb, np, ncp, sbuf);
+      }
+      if (kb_ok && np == 2 && kabs % qs->blk_k == 0) { /* whole K blocks of a piece in one call (4-bit, 1 row, 2 panels) */
+        const int32_t plen = MIN(kc - y, LOWP_PIECE - kk % LOWP_PIECE), nblk = plen / qs->blk_k;
+        if (plen % qs->blk_k == 0 && nblk > 1) {
+          float sall[16 * (LOWP_PIECE / 4)];
+          for (int32_t q = 0; q < 16; q++) sall[q] = sq[q];
+          for (int32_t b = 1; b < nblk; b++) {
+            const float* sb1 = stage_scales(qs, v, sb, kabs + b * qs->blk_k, panel, pbytes, nb, np, ncp, sall + 16 * b);
+            if (sb1 != sall + 16 * b) for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = sb1[q];
           }
-        } else if (sb && qs->blk_n == 1 && qs->st_n == 1 && ncp == NR * np && (qs->dt == DT_F32 || qs->dt == DT_E8M0)) {
-          /* contiguous per-column scales of the whole call: read in place (f32), or 8 e8m0 at a time */
-          const size_t i0 = qindex(qs, v->g, kabs, nb);
-          if (qs->dt == DT_F32) sq = (const float*)sb + i0;
-          else {
-            for (int32_t q = 0; q < NR * np; q += 8) sbuf_e8m0(sbuf + q, (const uint8_t*)sb + i0 + q);
-            sq = sbuf;
-          }
-        } else if (sb) {
-          const size_t i0 = qindex(qs, v->g, kabs, nb);
-          for (int32_t q = 0; q < NR * np; q++)
-            sbuf[q] = q >= ncp ? 1.0f : load_any(sb, qs->dt, qs->blk_n == 1 ? i0 + (size_t)q * (size_t)qs->st_n : qindex(qs, v->g, kabs, nb + q));
-          sq = sbuf;
+          f32_gemm_1x16w4_kb(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)plen, (size_t)qs->blk_k, a + (size_t)y * MR, panel,
+                             pbytes, c + p * NR, !first || y > 0, dt, zq, sall);
+          y += plen;
+          next = y;
+          continue;
         }
       }
       const int32_t len = MIN(next - y, LOWP_PIECE - kk % LOWP_PIECE);
