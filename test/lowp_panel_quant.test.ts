@@ -321,3 +321,48 @@ describe('+q SIMD decoders = the scalar ones, every code (subnormals, NaN, Inf)'
     }
   });
 });
+
+describe('+q on dense 2D and batched 3D matmuls', () => {
+  it.each([
+    ['2D, s4, f32 scales per 32 K', [5, 64], [64, 21], [5, 21], dt.s4, 3, [32, 1], dt.f32],
+    ['2D, u8, zero points + bf16 scales per column', [1, 40], [40, 19], [1, 19], dt.u8, 2, [], dt.bf16],
+    ['batched 3D, f4_e2m1, e8m0 per 32', [3, 4, 64], [3, 64, 17], [3, 4, 17], dt.f4_e2m1, 7, [1, 32, 1], dt.e8m0],
+    ['batched 3D with broadcast weights [1, K, N], f8_e4m3, f8_e4m3 scales per 16', [2, 1, 48], [1, 48, 16], [2, 1, 16], dt.f8_e4m3, 6, [1, 16, 1], dt.f8_e4m3],
+  ] as const)('%s: +q = plain weights with runtime scales, bitwise', async (_n, sd, wd, dd, wdt, mask, groups, sdt) => {
+    for (const threads of [1, 3]) {
+      const eng = await Engine.create({ threads, kernels: 'simd128' });
+      const strm = new Stream(eng);
+      try {
+        const tg = (n: number): string => 'abc'.slice(0, n);
+        const attr = new PrimitiveAttr();
+        attr.setScales(ARG.WEIGHTS, mask, [...groups], sdt);
+        const zp = wdt === dt.u8;
+        if (zp) attr.setZeroPoints(ARG.WEIGHTS, mask, [], dt.u8);
+        const srcMd = memory.desc([...sd], dt.f32, tg(sd.length)), dstMd = memory.desc([...dd], dt.f32, tg(dd.length));
+        const plainMd = memory.desc([...wd], wdt, tg(wd.length));
+        const pdQ = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([...wd], wdt, tag.any), dstMd, attr);
+        const pdP = new matmul.PrimitiveDesc(eng, srcMd, plainMd, dstMd, attr);
+        expect(pdQ.queryMd('weights')!.packed?.quant?.scales).toBeDefined();
+        const nW = wd.reduce((a: number, b: number) => a * b, 1);
+        const plain = Memory.create(plainMd, eng).write(Float64Array.from({ length: nW }, (_, i) => [1, -2, 3, 0.5, -1.5, 4, 6, -0.5][(i * 5) % 8] * (wdt === dt.u8 ? 0 : 1) + (wdt === dt.u8 ? (i * 7) % 200 : 0)));
+        const s = Memory.create(pdQ.queryMd('scales:weights')!, eng);
+        s.write(Float64Array.from({ length: s.elementCount }, (_, i) => 2 ** ((i % 5) - 3)));
+        const z = zp ? Memory.create(pdQ.queryMd('zero_points:weights')!, eng).write(Float64Array.from({ length: wd[wd.length - 1] }, (_, i) => (i * 13) % 50)) : undefined;
+        const src = Memory.create(srcMd, eng).write(Float64Array.from({ length: sd.reduce((a: number, b: number) => a * b, 1) }, (_, i) => ((i * 3) % 11) / 4 - 1));
+        const wq = Memory.create(pdQ.queryMd('weights')!, eng);
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wq.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wq, [ARG.ATTR_SCALES | ARG.WEIGHTS]: s, ...(z ? { [ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS]: z } : {}) });
+        const d1 = Memory.create(dstMd, eng), d2 = Memory.create(dstMd, eng);
+        new matmul.Primitive(pdQ).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wq, [ARG.DST]: d1 });
+        new matmul.Primitive(pdP).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: plain, [ARG.DST]: d2, [ARG.ATTR_SCALES | ARG.WEIGHTS]: s, ...(z ? { [ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS]: z } : {}) });
+        await strm.wait();
+        const a = d1.read(), b = d2.read();
+        expect(Array.from(b).some((v) => v !== 0)).toBe(true);
+        const bad: number[] = [];
+        for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) bad.push(i);
+        expect(bad.slice(0, 5), `${threads}T: ${bad.length} differ`).toEqual([]);
+      } finally {
+        eng.release();
+      }
+    }
+  });
+});
