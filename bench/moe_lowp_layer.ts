@@ -46,11 +46,14 @@ export async function lowpLayerTiming(w: MoeWorkload, eng: Engine, bits: 8 | 4, 
     const plain = Memory.create(memory.desc([...dims], wdt, tag.abc), eng);
     plain.write(q.codes);
     const packed = Memory.create(pd.queryMd(name)!, eng);
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, packed.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: packed });
-    await strm.wait();
-    plain.free();
     const s = Memory.create(memory.desc([dims[0], dims[2]], dt.f32, tag.ab), eng);
     (s.values as Float32Array).set(q.scales);
+    // tag.any with weight scales: the pd's layout stores them beside the panels (`+q`), the reorder writes them.
+    const r: Record<number, Memory> = { [ARG.FROM]: plain, [ARG.TO]: packed };
+    if (packed.desc.packed?.quant) r[ARG.ATTR_SCALES | ARG.WEIGHTS] = s;
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, packed.desc)).execute(strm, r);
+    await strm.wait();
+    plain.free();
     weights.push(packed);
     scales.push(s);
     owned.push(packed, s);
@@ -64,7 +67,7 @@ export async function lowpLayerTiming(w: MoeWorkload, eng: Engine, bits: 8 | 4, 
   const args = {
     [ARG.SRC]: mem(pd.queryMd('hidden')!, MOE_SEEDS.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(pd.queryMd('logits')!, MOE_SEEDS.logits, 4),
     [ARG.WEIGHTS]: weights[0], [ARG.WEIGHTS_1]: weights[1], [ARG.DST]: mem(pd.queryMd('dst')!),
-    [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales[0], [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: scales[1],
+    ...(weights[0].desc.packed?.quant ? {} : { [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales[0], [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: scales[1] }),
   };
   const t = await timeIt(async () => {
     layer.execute(strm, args);

@@ -43,6 +43,11 @@ interface Variant {
   readonly kBlock?: { readonly k: number; readonly dt: DataType };
   /** Weights form, overriding --weights (`abc` / `acb`: plain user layouts). */
   readonly form?: string;
+  /**
+   * Packed weights without their scales (the codes-only x8 / x4 layout of a pd without weights
+   * scales): the scales come at execution, as before issue 12's `+q` layouts (in-process A/B).
+   */
+  readonly runtimeScales?: boolean;
 }
 
 /** The measured variants; the extra ones (`--variants=`) split the fused cost into its parts. */
@@ -70,6 +75,13 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'mxfp4', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 } },
   /** NVFP4 (block part): f4_e2m1 weights, f8_e4m3 scales per 16 K. */
   { name: 'nvfp4', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 } },
+  // The same with the scales at execution on codes-only panels (`-rt`): what tag.any gave before the `+q` layouts.
+  { name: 'w8-rt', int8: false, scales: true, fused: false, wei: dt.s8, runtimeScales: true },
+  { name: 'w4-rt', int8: false, scales: true, fused: false, wei: dt.s4, runtimeScales: true },
+  { name: 'w4k32-rt', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, runtimeScales: true },
+  { name: 'fp8-rt', int8: false, scales: true, fused: false, wei: dt.f8_e4m3, runtimeScales: true },
+  { name: 'mxfp4-rt', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 }, runtimeScales: true },
+  { name: 'nvfp4-rt', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 }, runtimeScales: true },
 ];
 const DEFAULT_VARIANTS = ['f32', 'int8', 'f32+fused', 'int8+fused'];
 
@@ -115,7 +127,10 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
   }
   if (v.fused) attr.postOps.appendGlu(algorithm.glu_swiglu, 'halves');
   const biasMd = v.fused ? memory.desc([E, N], dt.f32, tag.ab) : undefined;
-  const weiReq = form === 'packed' ? memory.desc([E, K, N], wdt, tag.any) : form === 'acb' ? memory.desc([E, K, N], wdt, tag.acb) : userMd;
+  const anyMd = memory.desc([E, K, N], wdt, tag.any);
+  // -rt: the codes-only packed layout (what a pd without weights scales picks), scales at execution.
+  const codesMd = (): typeof anyMd => new matmul.PrimitiveDesc(eng, srcMd, anyMd, memory.desc.grouped([T, N], dt.f32, E, [RUNTIME_DIM_VAL, N])).queryMd('weights')!;
+  const weiReq = form === 'packed' ? (v.runtimeScales ? codesMd() : anyMd) : form === 'acb' ? memory.desc([E, K, N], wdt, tag.acb) : userMd;
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiReq, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiReq, dstMd, attr);
   const mems: Memory[] = [];
   const keep = <M extends Memory>(m: M): M => {
@@ -137,6 +152,19 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
   const wRange: Partial<Record<DataType, number>> = { s8: 200, u8: 200, s4: 14, u4: 14, f4_e2m1: 10, f8_e4m3: 50, f8_e5m2: 50 };
   const wmd = pd.queryMd('weights')!;
   const temps: Memory[] = [];
+  const scales: Partial<Record<'src' | 'weights', Memory>> = {};
+  for (const a of ['src', 'weights'] as const) {
+    const md = pd.queryMd(`scales:${a}`);
+    if (!md) continue;
+    const m = keep(Memory.create(md, eng));
+    const x = new Float32Array(m.elementCount);
+    fillRandom(x, 6, 0.01);
+    // e8m0 holds powers of two only; every other type rounds on write.
+    m.write(md.dataType === 'e8m0' ? x.map((s) => 2 ** -Math.round(6 + 4 * Math.abs(s) / 0.01)) : x.map((s) => 0.005 + Math.abs(s)));
+    scales[a] = m;
+  }
+  // `+q` layouts (tag.any with weights scales) store the scales: the reorder takes them, the matmul not.
+  const embedded = wmd.packed?.quant?.scales !== undefined;
   let wei = cache.get(wmd.toString());
   if (!wei) {
     const user = Memory.create(userMd, eng);
@@ -144,7 +172,9 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
     wei = user;
     if (!wmd.equals(userMd)) {
       wei = Memory.create(wmd, eng);
-      new reorder.Primitive(new reorder.PrimitiveDesc(eng, userMd, wmd)).execute(strm, { [ARG.FROM]: user, [ARG.TO]: wei });
+      const r: Record<number, Memory> = { [ARG.FROM]: user, [ARG.TO]: wei };
+      if (embedded) r[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales.weights!;
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, userMd, wmd)).execute(strm, r);
       temps.push(user);
     }
     cache.set(wmd.toString(), wei);
@@ -155,16 +185,8 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
     fill(b, 5, 0.1);
     args[ARG.BIAS] = b;
   }
-  for (const a of ['src', 'weights'] as const) {
-    const md = pd.queryMd(`scales:${a}`);
-    if (!md) continue;
-    const m = keep(Memory.create(md, eng));
-    const x = new Float32Array(m.elementCount);
-    fillRandom(x, 6, 0.01);
-    // e8m0 holds powers of two only; every other type rounds on write.
-    m.write(md.dataType === 'e8m0' ? x.map((s) => 2 ** -Math.round(6 + 4 * Math.abs(s) / 0.01)) : x.map((s) => 0.005 + Math.abs(s)));
-    args[ARG.ATTR_SCALES | (a === 'src' ? ARG.SRC : ARG.WEIGHTS)] = m;
-  }
+  if (scales.src) args[ARG.ATTR_SCALES | ARG.SRC] = scales.src;
+  if (scales.weights && !embedded) args[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales.weights;
   const prim = new matmul.Primitive(pd);
   return {
     impl: pd.implInfo,

@@ -339,8 +339,10 @@ async function main(): Promise<void> {
         console.log(`  ${r.id.padEnd(18)} ${out.stage === 'pd' ? 'rejected' : 'FAILED'}: ${out.message}`);
         continue;
       }
-      if (r.packed) { // bytes as the matmul reads them: the packed layout (panel padding included)
-        const b = base.bytes, total = out.weightBytes + b.scales + b.zeroPoints + b.global;
+      if (r.packed) { // bytes as the matmul reads them: the packed layout (panel padding and embedded scales / zero points included)
+        const b0 = base.bytes;
+        const b = { ...b0, scales: b0.scales - out.embedded.scales, zeroPoints: b0.zeroPoints - out.embedded.zeroPoints };
+        const total = out.weightBytes + b.scales + b.zeroPoints + b.global;
         base.bytes = { ...b, weights: out.weightBytes, total, bitsPerWeight: (8 * total) / (opts.E * opts.K * opts.N), compression: (4 * opts.E * opts.K * opts.N) / total };
       }
       const x: Ran = {

@@ -297,10 +297,7 @@ async function runCase(eng: Engine, c: Case): Promise<Built> {
   let wei = userWei;
   if (c.packed) {
     const wmd = pd.queryMd('weights')!;
-    if (!wmd.equals(userWeiMd)) {
-      wei = mk(wmd);
-      new reorder.Primitive(new reorder.PrimitiveDesc(eng, userWeiMd, wmd)).execute(strm, { [ARG.FROM]: userWei, [ARG.TO]: wei });
-    }
+    if (!wmd.equals(userWeiMd)) wei = mk(wmd); // filled by the reorder below, once the scales exist
   }
   const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
   if (kind === 'P2') {
@@ -324,6 +321,17 @@ async function runCase(eng: Engine, c: Case): Promise<Built> {
       else m.write(valuesOf(zdt === 'u8' || zdt === 'u4' ? 'u4' : 's4', rng, m.elementCount).map((v) => (zdt === 'u8' || zdt === 'u4' ? v % 5 : Math.max(-3, Math.min(3, v)))));
       args[base | id[a]] = m;
     }
+  }
+  if (wei !== userWei) {
+    // `+q` layouts store the weights' scales / zero points: they go to the reorder, not the matmul.
+    const r: Record<number, Memory> = { [ARG.FROM]: userWei, [ARG.TO]: wei };
+    const q = wei.desc.packed?.quant;
+    for (const [has, base] of [[q?.scales, ARG.ATTR_SCALES], [q?.zeroPoints, ARG.ATTR_ZERO_POINTS]] as const) {
+      if (!has) continue;
+      r[base | ARG.WEIGHTS] = args[base | id.weights];
+      delete args[base | id.weights];
+    }
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, userWeiMd, wei.desc)).execute(strm, r);
   }
   (c.ops ?? []).forEach((op, i) => {
     if (op.kind !== 'binary') return;

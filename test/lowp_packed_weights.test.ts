@@ -181,7 +181,7 @@ describe('in-register fp8 decoding = the scalar decoders, all 256 codes (NaN, In
   });
 });
 
-describe('packed low-precision weights give bitwise what the same weights give plain (inexact values, every tile height)', () => {
+describe('packed low-precision weights (scales beside the panels, or at execution) give bitwise what the same weights give plain (inexact values, every tile height)', () => {
   const GRANS = [['per column', 5, [] as number[]], ['K-blocks of 40', 7, [1, 40, 1]], ['K-blocks of 3 (odd starts)', 7, [1, 3, 1]]] as const;
   const cases = [dt.s8, dt.u4, dt.f4_e2m1, dt.f8_e5m2].flatMap((w) => GRANS.map((g) => [w, ...g] as const));
   it.each(cases)('%s weights, scales %s', async (wdt, _name, mask, groups) => {
@@ -197,29 +197,39 @@ describe('packed low-precision weights give bitwise what the same weights give p
         const plainMd = memory.desc([G, K, N], wdt, tag.abc);
         const pdPacked = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([G, K, N], wdt, tag.any), dstMd, attr);
         const pdPlain = new matmul.PrimitiveDesc(eng, srcMd, plainMd, dstMd, attr);
+        // Runtime scales on packed codes: the codes-only layout (a pd without weights scales picks it).
+        const codesMd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([G, K, N], wdt, tag.any), dstMd).queryMd('weights')!;
+        const pdCodes = new matmul.PrimitiveDesc(eng, srcMd, codesMd, dstMd, attr);
         expect(pdPacked.implInfo).toContain(SUFFIX(wdt));
+        expect(pdCodes.implInfo).toContain(SUFFIX(wdt));
+        expect(pdPacked.queryMd('weights')!.packed?.quant?.scales).toBeDefined();
+        expect(codesMd.packed?.quant).toBeUndefined();
         expect(pdPlain.implInfo).toContain('f32-gemm-4x8-fused');
         const plain = Memory.create(plainMd, eng);
         plain.write(Float64Array.from({ length: G * K * N }, (_, i) => ((i * 7919) % 13) - 6).map((v) => (wdt === dt.u4 ? Math.abs(v) : wdt === dt.f4_e2m1 ? Math.max(-6, Math.min(6, v)) : v)));
-        const wei = Memory.create(pdPacked.queryMd('weights')!, eng);
-        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
         const scales = Memory.create(pdPacked.queryMd('scales:weights')!, eng);
         scales.write(Float64Array.from({ length: scales.elementCount }, (_, i) => 0.01 + ((i * 31) % 17) / 97));
+        const wei = Memory.create(pdPacked.queryMd('weights')!, eng);
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei, [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales });
+        const codes = Memory.create(codesMd, eng);
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, codes.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: codes });
         const src = Memory.create(srcMd, eng);
         src.write(Float32Array.from({ length: T * K }, (_, i) => Math.sin(i * 0.37) * 1.7));
         src.offsets.set(sizes.reduce((o, x) => [...o, o[o.length - 1] + x], [0]));
         const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
-        const run = async (pd: matmul.PrimitiveDesc, w: Memory): Promise<Float32Array> => {
-          new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: w, [ARG.DST]: dst, [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales });
+        const run = async (pd: matmul.PrimitiveDesc, w: Memory, runtime: boolean): Promise<Float32Array> => {
+          new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: w, [ARG.DST]: dst, ...(runtime ? { [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales } : {}) });
           await strm.wait();
           return new Float32Array(dst.values as Float32Array).slice();
         };
-        const a = await run(pdPacked, wei), b = await run(pdPlain, plain);
+        const a = await run(pdPacked, wei, false), b = await run(pdPlain, plain, true), c = await run(pdCodes, codes, true);
         expect(a.some((v) => v !== 0)).toBe(true);
-        const bad: number[] = [];
-        for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) bad.push(i);
-        expect(bad.slice(0, 5), `${opts.kernels} ${opts.threads}T: ${bad.length} elements differ`).toEqual([]);
-        [plain, wei, scales, src, dst].forEach((m) => m.free());
+        for (const [other, what] of [[b, 'plain'], [c, 'packed codes + runtime scales']] as const) {
+          const bad: number[] = [];
+          for (let i = 0; i < a.length; i++) if (!Object.is(a[i], other[i])) bad.push(i);
+          expect(bad.slice(0, 5), `${opts.kernels} ${opts.threads}T: ${bad.length} elements differ from ${what}`).toEqual([]);
+        }
+        [plain, wei, codes, scales, src, dst].forEach((m) => m.free());
       } finally {
         eng.release();
       }

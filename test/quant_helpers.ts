@@ -300,11 +300,27 @@ export interface GMCase {
   readonly bias?: boolean;
   readonly glu?: GluSpec;
   readonly ops?: readonly TestOp[];
-  /** Weights `tag.any`: the pd picks the (packed) layout and a reorder fills it from plain weights. */
-  readonly packed?: boolean;
+  /**
+   * Weights `tag.any`: the pd picks the (packed) layout and a reorder fills it from plain weights (with
+   * the weights' scales / zero points when the layout embeds them, `+q`). `'runtime'`: the packed
+   * layout of a pd without weights scales (x8 / x4 codes only), scales / zero points at execution.
+   */
+  readonly packed?: boolean | 'runtime';
   /** src and weights over the whole s8 / u8 range (tensorValues `full`). */
   readonly fullRange?: boolean;
   readonly seed?: number;
+}
+
+/** Moves the weights' scales / zero points (`ARG.ATTR_* | id`) from the matmul args to the reorder args when `to` embeds them. */
+function reorderInto(eng: Engine, strm: Stream, plain: Memory, to: Memory, args: Record<number, Memory>, id: number): void {
+  const r: Record<number, Memory> = { [ARG.FROM]: plain, [ARG.TO]: to };
+  const q = to.desc.packed?.quant;
+  for (const [base, has] of [[ARG.ATTR_SCALES, q?.scales], [ARG.ATTR_ZERO_POINTS, q?.zeroPoints]] as const) {
+    if (!has) continue;
+    r[base | ARG.WEIGHTS] = args[base | id];
+    delete args[base | id];
+  }
+  new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, to.desc)).execute(strm, r);
 }
 
 export interface Outcome {
@@ -349,7 +365,9 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
   const srcMd = p2 ? memory.desc([M, K], srcDt, tag.ab) : memory.desc.grouped([M, K], srcDt, G, [RT, K]);
   const dstMd = p2 ? memory.desc([M, Nd], dstDt, tag.ab) : memory.desc.grouped([M, Nd], dstDt, G, [RT, Nd]);
   const plainWeiMd = memory.desc([G, K, N], weiDt, tag.abc);
-  const weiMd = c.packed ? memory.desc([G, K, N], weiDt, tag.any) : plainWeiMd;
+  // 'runtime': the codes-only packed layout, taken from a pd without weights scales.
+  const codesOnly = (): MemoryDesc => new matmul.PrimitiveDesc(eng, memory.desc.grouped([1, K], dt.f32, G, [RT, K]), memory.desc([G, K, N], weiDt, tag.any), memory.desc.grouped([1, N], dt.f32, G, [RT, N])).queryMd('weights')!;
+  const weiMd = c.packed === 'runtime' ? codesOnly() : c.packed ? memory.desc([G, K, N], weiDt, tag.any) : plainWeiMd;
   const biasMd = c.bias ? memory.desc([G, N], dt.f32, tag.ab) : undefined;
   const bins = (c.ops ?? []).map((op) => (op.kind === 'binary' ? binaryTensor(op.shape, S, rng) : undefined));
   const attr = attrOf(c, bins.map((b) => b?.md));
@@ -362,12 +380,11 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
   try {
     const x = tensorValues(srcDt, rng, M * K, c.fullRange), w = tensorValues(weiDt, rng, G * K * N, c.fullRange);
     const src = mk(srcMd).write(x);
-    let wei = mk(plainWeiMd).write(w);
+    const plainWei = mk(plainWeiMd).write(w);
+    let wei = plainWei;
     if (c.packed) {
-      const plain = wei;
       wei = mk(pd.queryMd('weights')!);
       expect(wei.desc.format, 'the pd picks a layout').not.toBe('any');
-      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
     }
     const dst = p2 ? mk(dstMd) : mk(dstMd, [undefined, src.handles[1]]);
     const prev = tensorValues(dstDt, rng, M * Nd);
@@ -408,6 +425,7 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
       m.write(t.values);
       args[ARG.ATTR_MULTIPLE_POST_OP(i + (c.glu ? 1 : 0)) | ARG.SRC_1] = m;
     });
+    if (c.packed) reorderInto(eng, strm, plainWei, wei, args, ARG.WEIGHTS);
     prim.execute(strm, args);
     await strm.wait();
 
@@ -530,8 +548,8 @@ export interface P3QCase {
   readonly ops?: readonly (Exclude<TestOp, { kind: 'binary' }> | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly shape: 'shared_1' | 'shared_n' | 'row_1' | 'row_n' })[];
   /** Every expert reads expert 0's src memory (same K, rows and cap): the same tokens for all. */
   readonly sharedSrc?: boolean;
-  /** Weights `tag.any`: each expert's pd-chosen (packed) layout, filled by a reorder from plain weights. */
-  readonly packed?: boolean;
+  /** Weights `tag.any`: each expert's pd-chosen (packed) layout, filled by a reorder from plain weights; `'runtime'` as in GMCase. */
+  readonly packed?: boolean | 'runtime';
   /** src and weights over the whole s8 / u8 range (tensorValues `full`). */
   readonly fullRange?: boolean;
   readonly seed?: number;
@@ -568,7 +586,8 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
   const srcMds = c.experts.map((e) => memory.desc([RT, e.K], srcDt, tag.ab));
   const dstMds = c.experts.map((e) => memory.desc([RT, nd(e.N)], dstDt, tag.ab));
   const plainWeiMds = c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.ab));
-  const weiMds = c.packed ? c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.any)) : plainWeiMds;
+  const codesOnly = (K: number, N: number): MemoryDesc => new matmul.PrimitiveDesc(eng, memory.desc([1, K], dt.f32, tag.ab), memory.desc([K, N], weiDt, tag.any), memory.desc([1, N], dt.f32, tag.ab)).queryMd('weights')!;
+  const weiMds = c.packed === 'runtime' ? c.experts.map((e) => codesOnly(e.K, e.N)) : c.packed ? c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.any)) : plainWeiMds;
   const dimsMd = memory.desc([E], dt.s32, tag.x);
   const pd = new grouped_gemm.PrimitiveDesc(eng, srcMds, weiMds, dstMds, dimsMd, attr);
   const prim = new grouped_gemm.Primitive(pd);
@@ -598,11 +617,11 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
       dstPlain.push(dp);
       prevs.push(prev);
       args[ARG.MULTIPLE_DST + i] = mk(dstMds[i], dp.handles[0]);
+      let plainW: Memory | undefined;
       if (c.packed) {
-        const plainW = mk(plainWeiMds[i]).write(w);
+        plainW = mk(plainWeiMds[i]).write(w);
         const pw = mk(pd.queryMd('weights', i)!);
         expect(pw.desc.format, 'the pd picks a layout').toBe('packed');
-        new reorder.Primitive(new reorder.PrimitiveDesc(eng, plainW.desc, pw.desc)).execute(strm, { [ARG.FROM]: plainW, [ARG.TO]: pw });
         args[ARG.MULTIPLE_WEIGHTS + i] = pw;
       } else args[ARG.MULTIPLE_WEIGHTS + i] = mk(weiMds[i]).write(w);
       const look: Partial<Record<string, Lookup>> = {};
@@ -624,6 +643,7 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
       if (zS) put('zs', ARG.ATTR_ZERO_POINTS, 'src', memory.desc([1], zS.dt ?? dt.s32, tag.a), zpValues(zS.dt ?? dt.s32, rng, 1), () => 0, false);
       if (zW?.kind === 'tensor') put('zw', ARG.ATTR_ZERO_POINTS, 'weights', memory.desc([1], zW.dt ?? dt.s32, tag.a), zpValues(zW.dt ?? dt.s32, rng, 1), () => 0, false);
       if (zW?.kind === 'col') put('zw', ARG.ATTR_ZERO_POINTS, 'weights', memory.desc([e.N], zW.dt ?? dt.s32, tag.a), zpValues(zW.dt ?? dt.s32, rng, e.N), (_k, n) => n, false);
+      if (plainW) reorderInto(eng, strm, plainW, args[ARG.MULTIPLE_WEIGHTS + i], args, ARG.MULTIPLE_WEIGHTS + i);
       const ops = (c.ops ?? []).map((op, j) => {
         if (op.kind !== 'binary') return op;
         const pos = j + (c.glu ? 1 : 0);

@@ -31,6 +31,8 @@ export type RunOutcome =
     readonly heapBytes: number;
     /** Bytes of the weights as the matmul reads them (the packed layout's size when packed). */
     readonly weightBytes: number;
+    /** Bytes of the weights' scales / zero points memories stored inside the packed weights (`+q`): counted in weightBytes. */
+    readonly embedded: { readonly scales: number; readonly zeroPoints: number };
     readonly exec: () => Promise<void>;
     readonly release: () => void;
   }
@@ -91,15 +93,7 @@ export async function runRecipe(eng: Engine, w: Workload, prep: Prepared, packed
     offsets.fromSizes(w.sizes, src.offsets);
     src.bytes(0).set(prep.src.bytes);
     wei.bytes(0).set(prep.wei.bytes);
-    if (packed) { // reorder into the pd's layout; the plain copy is freed
-      const plain = wei;
-      wei = Memory.create(pd.queryMd('weights')!, eng);
-      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: wei });
-      await strm.wait();
-      plain.free();
-    }
-    owned.push(wei);
-    const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+    const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.DST]: dst };
     for (const c of prep.calls) {
       const md = memory.desc([...c.t.dims], c.t.dt, plainTag(c.t.dims.length));
       const m = Memory.create(md, eng);
@@ -107,6 +101,24 @@ export async function runRecipe(eng: Engine, w: Workload, prep: Prepared, packed
       m.bytes(0).set(c.t.bytes);
       args[(c.what === 'scales' ? ARG.ATTR_SCALES : ARG.ATTR_ZERO_POINTS) | ARG_ID[c.arg]] = m;
     }
+    const embedded = { scales: 0, zeroPoints: 0 };
+    if (packed) { // reorder into the pd's layout (with the weights' scales / zero points when it stores them); the plain copy is freed
+      const plain = wei;
+      wei = Memory.create(pd.queryMd('weights')!, eng);
+      const r: Record<number, Memory> = { [ARG.FROM]: plain, [ARG.TO]: wei };
+      const q = wei.desc.packed?.quant;
+      for (const [kind, base] of [['scales', ARG.ATTR_SCALES], ['zeroPoints', ARG.ATTR_ZERO_POINTS]] as const) {
+        if (!q?.[kind]) continue;
+        r[base | ARG.WEIGHTS] = args[base | ARG.WEIGHTS];
+        embedded[kind] = args[base | ARG.WEIGHTS].desc.getSize(0);
+        delete args[base | ARG.WEIGHTS];
+      }
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, r);
+      await strm.wait();
+      plain.free();
+    }
+    owned.push(wei);
+    args[ARG.WEIGHTS] = wei;
     const prim = new matmul.Primitive(pd);
     const exec = async (): Promise<void> => {
       prim.execute(strm, args);
@@ -130,7 +142,7 @@ export async function runRecipe(eng: Engine, w: Workload, prep: Prepared, packed
     }
     const firstMs = performance.now() - t0;
     const heapBytes = owned.reduce((sum, m) => sum + m.desc.getSize(0) + (m.desc.isGrouped && m !== dst ? m.desc.getSize(1) : 0), 0);
-    return { ok: true, implInfo: pd.implInfo, dst: Float32Array.from(dst.values as Float32Array), firstMs, heapBytes, weightBytes: wei.desc.getSize(0), exec, release };
+    return { ok: true, implInfo: pd.implInfo, dst: Float32Array.from(dst.values as Float32Array), firstMs, heapBytes, weightBytes: wei.desc.getSize(0), embedded, exec, release };
   } catch (e) {
     release();
     return { ok: false, stage: 'setup', message: errorText(e) };

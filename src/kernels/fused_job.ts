@@ -17,6 +17,7 @@ import {
 } from './job_layout.js';
 import { epilogueRejection } from './epilogue.js';
 import { FLOAT_TYPES, type Fusion, type IndexMap, type QuantArg, type QuantParam } from '../attr/fusion.js';
+import type { PanelQuant, PanelQuantSpec } from '../memory/packed_weights.js';
 
 /** Role of each logical dimension of an argument's tensor in the job: group, row, k, n. */
 export type Role = 'g' | 'r' | 'k' | 'n';
@@ -127,6 +128,21 @@ export function planFused(src: DataType, wei: DataType, dst: DataType, bias: Dat
   return { path, q, po };
 }
 
+/** Does a problem with these types and scales / zero points take the integer path? (Its x8 / x4 weights
+ * panels then hold codes only: the integer epilogue reads scales / zero points at execution.) */
+export function takesIntPath(src: DataType, wei: DataType, f: Fusion, roles: Roles): boolean {
+  if (!INT_SRC.includes(src) || !INT_WEI.includes(wei)) return false;
+  for (const kind of ['scales', 'zeroPoints'] as const) {
+    for (const arg of ['src', 'weights'] as const) {
+      const p = f[kind][arg];
+      if (!p) continue;
+      const loc = encode(p.map, roles[arg], roles.zeroG[arg] ?? false, '');
+      if (typeof loc === 'string' || loc.st_k !== 0) return false;
+    }
+  }
+  return true;
+}
+
 /** Same plan (path, locations, chain), ignoring pointers: what one job can serve for several experts. */
 export function samePlan(a: FusedPlan, b: FusedPlan): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
@@ -139,7 +155,7 @@ export function samePlan(a: FusedPlan, b: FusedPlan): boolean {
  */
 export function writeFused(i32: Int32Array, f32: Float32Array, plan: FusedPlan, f: Fusion, biasDt: DataType | undefined,
   qPtr: (kind: 'scales' | 'zeroPoints', arg: QuantArg) => { ptr: number; table: boolean },
-  binPtr: (i: number) => { ptr: number; table: boolean }): void {
+  binPtr: (i: number) => { ptr: number; table: boolean }, embedded?: PanelQuant): void {
   const I = (byte: number): number => byte >> 2;
   i32[I(JOB.path)] = plan.path;
   i32[I(JOB.b_dt)] = biasDt ? JOB_DT_ALL[biasDt as keyof typeof JOB_DT_ALL] : 0;
@@ -155,6 +171,16 @@ export function writeFused(i32: Int32Array, f32: Float32Array, plan: FusedPlan, 
     if (!e) {
       i32.fill(0, o, o + QARG.SIZE / 4);
       i32[o + I(QARG.blk_k)] = 1;
+      i32[o + I(QARG.blk_n)] = 1;
+      return;
+    }
+    if (e.arg === 'weights' && embedded?.[e.kind]) {
+      // Stored in the weights' panels (gemm-lowp.c `+q`): only the type and the K blocking matter.
+      i32.fill(0, o, o + QARG.SIZE / 4);
+      i32[o + I(QARG.emb)] = e.kind === 'scales' ? 1 : 2;
+      i32[o + I(QARG.dt)] = e.dt;
+      i32[o + I(QARG.st_k)] = e.st_k !== 0 ? 8 : 0;
+      i32[o + I(QARG.blk_k)] = e.blk_k;
       i32[o + I(QARG.blk_n)] = 1;
       return;
     }
@@ -202,4 +228,12 @@ export function quantMemory(a: { scales: Readonly<Partial<Record<QuantArg, Memor
 /** Is a values memory addressable with 32-bit element indexes? */
 export function fits32(md: MemoryDesc): boolean {
   return md.dims.every((d) => d <= 0x7fffffff) && md.strides.every((s) => s <= 0x7fffffff) && md.spanElems <= 0x7fffffff;
+}
+
+/** The weights' scales / zero points as a `+q` layout embeds them (wasm_matmul / grouped_gemm weightsLayout). */
+export function panelQuantOf(f: Fusion): PanelQuant | undefined {
+  const spec = (q: QuantParam | undefined): PanelQuantSpec | undefined => q && Object.freeze({ dataType: q.dataType, mask: q.mask, groups: Object.freeze([...q.groups]) });
+  const scales = spec(f.scales.weights), zeroPoints = spec(f.zeroPoints.weights);
+  if (!scales && !zeroPoints) return undefined;
+  return Object.freeze({ ...(scales ? { scales } : {}), ...(zeroPoints ? { zeroPoints } : {}) });
 }

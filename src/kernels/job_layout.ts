@@ -29,7 +29,7 @@ export const JOB = {
 } as const;
 
 /** Byte offsets inside a `qarg_t` (scale / zero-point location, job.h). */
-export const QARG = { ptr: 0, table: 4, dt: 8, st_g: 12, st_r: 16, st_k: 20, st_n: 24, blk_k: 28, blk_n: 32, SIZE: 48 } as const;
+export const QARG = { ptr: 0, table: 4, dt: 8, st_g: 12, st_r: 16, st_k: 20, st_n: 24, blk_k: 28, blk_n: 32, emb: 36, SIZE: 48 } as const;
 /** Index of each `qarg_t` in `job.q`. */
 export const Q = { src_scale: 0, wei_scale: 1, dst_scale: 2, src_zp: 3, wei_zp: 4, dst_zp: 5 } as const;
 /** Byte offsets inside a `post_op_t` (fused post-op, job.h). */

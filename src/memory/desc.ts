@@ -3,6 +3,7 @@ import { dtBytes, isDataType, type DataType } from '../common/data_type.js';
 import { RUNTIME_DIM_VAL, isRuntime, dimsEqual, dimsToString, type Dims } from '../common/dims.js';
 import { tagToStrides, stridesToTag } from './format_tag.js';
 import { countObject } from '../common/census.js';
+import { panelQuantKey, type PanelQuant } from './packed_weights.js';
 
 /** Byte size that depends on runtime dims (oneDNN `DNNL_RUNTIME_SIZE_VAL`). */
 export const RUNTIME_SIZE_VAL = -1;
@@ -24,6 +25,8 @@ export interface PackedLayout {
   readonly name: string;
   /** Bytes of the packed buffer. */
   readonly byteSize: number;
+  /** x8 / x4 layouts: the weights' scales / zero points stored beside the panels (`+q`, packed_weights.ts). */
+  readonly quant?: PanelQuant;
 }
 
 export type MemoryFormat = 'blocked' | 'any' | 'grouped' | 'packed';
@@ -125,7 +128,8 @@ export class MemoryDesc {
       dimsEqual(this.dims, other.dims) &&
       dimsEqual(this.strides, other.strides) &&
       groupedEqual &&
-      (this.packed?.name ?? '') === (other.packed?.name ?? '')
+      (this.packed?.name ?? '') === (other.packed?.name ?? '') &&
+      panelQuantKey(this.packed?.quant) === panelQuantKey(other.packed?.quant)
     );
   }
 
@@ -140,7 +144,7 @@ export class MemoryDesc {
   toString(): string {
     const layout =
       this.format === 'any' ? 'any:any' :
-      this.format === 'packed' ? `packed:${this.packed?.name}` :
+      this.format === 'packed' ? `packed:${this.packed?.name}${this.packed?.quant ? `+q(${panelQuantKey(this.packed.quant)})` : ''}` :
       `${this.format}:${this.formatTag ?? `strides_${this.strides.join('_')}`}`;
     let extra = '';
     if (this.grouped) {

@@ -121,6 +121,8 @@ typedef struct group_view {
   operand_t A, B, C;
   const void* wpacked; /* packed weights of this group, or 0 */
   int wfmt;            /* their format: WEI_F32_P8, WEI_X8_P8 or WEI_X4_P8K2 (WEI_PLAIN when wpacked is 0) */
+  size_t wps;          /* x8 / x4 panels: bytes from one panel to the next (codes, embedded scales / zero points) */
+  uint32_t wso, wzo;   /* byte offsets in a panel of the embedded scales / zero points (lowp_view_geom) */
   const char* bias;    /* bias buffer and this group's element offset */
   size_t bias_off;
   int32_t rows, Kg, Kfull, N;
@@ -192,6 +194,19 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
 float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n);
 int32_t lowp_code_int(const group_view_t* v, int32_t k, int32_t n);
 INLINE size_t lowp_panel_bytes(int wfmt, int32_t Kfull) { return (size_t)((Kfull + 1) & ~1) * (wfmt == WEI_X8_P8 ? NR : NR / 2); }
+/* Sets v->wps / wso / wzo of a group with x8 / x4 weights from its K and the job's embedded q args. */
+void lowp_view_geom(const job_t* j, group_view_t* v);
+
+INLINE int32_t dt_bits(int dt) {
+  return dt == DT_F32 || dt == DT_S32 ? 32 : dt == DT_BF16 || dt == DT_F16 ? 16 : dt == DT_S4 || dt == DT_U4 || dt == DT_F4_E2M1 ? 4 : 8;
+}
+
+/* Weights scales / zero points embedded in the panels (q->emb): element index from v->wpacked (in
+   q->dt elements, nibbles for 4-bit types) of the value for column n and (absolute) k. */
+INLINE size_t emb_index(const qarg_t* q, const group_view_t* v, int32_t k, int32_t n) {
+  const size_t byte = (size_t)(n / NR) * v->wps + (q->emb == 1 ? v->wso : v->wzo);
+  return byte * 8 / (size_t)dt_bits(q->dt) + (q->st_k ? (size_t)(k / q->blk_k) * NR : 0) + (size_t)(n % NR);
+}
 
 /* Whether s->a already holds this A block (the worker's previous tile packed it); records it if not,
    assuming the caller packs it next. The group is part of the key: groups may share src rows (P#3

@@ -193,6 +193,61 @@ void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
   else { AFF_SWITCH(aff, W4_ROW16, 0) }
 }
 
+/* f32_gemm_1x16w4 with K-varying scales over whole K blocks (ukernel.h): the same steps per k as w4_row16,
+   without a call (C tile load + store, setup) per block of 16-32 k. */
+INLINE void w4_row16_kb(const int F4, const int AFF, size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs,
+                        const float* restrict a, const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate,
+                        const float* zq, const float* sq, v128_t lut) {
+  const size_t zz = (size_t)((uint32_t)kc >> 31);
+  a = a + zz;
+  w = w + zz + (k0 >> 1) * 8;
+  const uint8_t* u = w + ps;
+  ACC16_DECL
+  AFF16_DECL
+  for (size_t b = kc / bs; b; b--, sq += 16) {
+    s0 = wasm_v128_load(sq);
+    s1 = wasm_v128_load(sq + 4);
+    s2 = wasm_v128_load(sq + 8);
+    s3 = wasm_v128_load(sq + 12);
+    for (size_t n = bs / 4; n; n--) {
+      v128_t ev, od, eu, ou, w0, w1, w2, w3;
+      quad_values(lut, wasm_v128_load(w), &ev, &od);
+      quad_values(lut, wasm_v128_load(u), &eu, &ou);
+      dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1);
+      dec4(F4, wasm_i16x8_extend_low_i8x16(eu), &w2, &w3);
+      AFFINE16(w0, w1, w2, w3)
+      STEP16(0, 0, w0, w1, w2, w3);
+      dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1);
+      dec4(F4, wasm_i16x8_extend_low_i8x16(ou), &w2, &w3);
+      AFFINE16(w0, w1, w2, w3)
+      STEP16(1, 16, w0, w1, w2, w3);
+      dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1);
+      dec4(F4, wasm_i16x8_extend_high_i8x16(eu), &w2, &w3);
+      AFFINE16(w0, w1, w2, w3)
+      STEP16(0, 32, w0, w1, w2, w3);
+      dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1);
+      dec4(F4, wasm_i16x8_extend_high_i8x16(ou), &w2, &w3);
+      AFFINE16(w0, w1, w2, w3)
+      STEP16(1, 48, w0, w1, w2, w3);
+      w += 16;
+      u += 16;
+      a += 16;
+    }
+  }
+  ACC16_STORE;
+}
+
+#define W4_ROW16_KB(F4, AFF) w4_row16_kb(F4, AFF, nc1, nc2, k0, kc, bs, a, w, ps, c, accumulate, zq, sq, lut);
+
+void f32_gemm_1x16w4_kb(size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs, const float* restrict a,
+                        const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* zq,
+                        const float* sq) {
+  const v128_t lut = lut4(dt);
+  /* scales always present (AFF bit 1) */
+  if (dt == DT_F4_E2M1) { if (zq) { W4_ROW16_KB(1, 3) } else { W4_ROW16_KB(1, 2) } }
+  else { if (zq) { W4_ROW16_KB(0, 3) } else { W4_ROW16_KB(0, 2) } }
+}
+
 INLINE void w4_decode(const int F4, const int AFF, const uint8_t* w, size_t k0, size_t kc, const float* zq, const float* sq,
                       float* out, v128_t lut) {
   const v128_t zero = wasm_f32x4_splat(0.0f);

@@ -275,6 +275,7 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
     v->C = (operand_t){ (const char*)(uintptr_t)t->dst, 0, t->d_0, 1, j->dt_dst };
     v->wpacked = t->wei_packed ? (const void*)(uintptr_t)t->wei : 0;
     v->wfmt = t->wei_packed;
+    if (v->wfmt >= WEI_X8_P8) lowp_view_geom(j, v);
     return;
   }
   if (j->kind == KIND_GROUPED_M) {
@@ -301,6 +302,7 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)g * j->w_g)
              : j->wei_packed >= WEI_X8_P8 ? (const void*)(wei + (size_t)g * j->w_g) : 0; /* w_g in bytes */
   v->wfmt = j->wei_packed;
+  if (v->wfmt >= WEI_X8_P8) lowp_view_geom(j, v);
 }
 
 /* Rows of a row-tile K chunk: as many whole weight rows as the plain-weights cache holds (even, so

@@ -274,8 +274,8 @@ static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, i
                        int32_t k0, int32_t kc) {
   const qarg_t* qs = &j->q[Q_WEI_SCALE];
   const qarg_t* qz = &j->q[Q_WEI_ZP];
-  const void* sb = qs->st_k ? q_base(qs, v->g) : 0;
-  const void* zb = q_base(qz, v->g);
+  const void* sb = qs->st_k ? (qs->emb ? v->wpacked : q_base(qs, v->g)) : 0;
+  const void* zb = qz->emb ? v->wpacked : q_base(qz, v->g);
   const int plain = !v->wpacked;
   const int32_t npan = cdiv(width, NR);
   const size_t s0 = (size_t)v->B.s0;
@@ -301,8 +301,10 @@ static void pack_b_f32(const job_t* j, const group_view_t* v, const vecs_t* w, i
         if (k == next) {
           const int32_t kabs = v->k0 + k0 + k;
           for (int32_t q = 0; q < NR; q++) {
-            w->wz[q] = zb && q < cnt ? (float)q_int(qz, zb, v->g, 0, kabs, nb + q) : 0.0f;
-            w->ws[q] = sb && q < cnt ? q_float(qs, sb, v->g, 0, kabs, nb + q) : 1.0f;
+            w->wz[q] = !zb || q >= cnt ? 0.0f
+                     : (float)(qz->emb ? load_int(zb, qz->dt, emb_index(qz, v, kabs, nb + q)) : q_int(qz, zb, v->g, 0, kabs, nb + q));
+            w->ws[q] = !sb || q >= cnt ? 1.0f
+                     : qs->emb ? load_any(sb, qs->dt, emb_index(qs, v, kabs, nb + q)) : q_float(qs, sb, v->g, 0, kabs, nb + q);
           }
           z0 = wasm_v128_load(w->wz);
           z1 = wasm_v128_load(w->wz + 4);
@@ -537,7 +539,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   /* Per-column and per-row parameters of the tile (constant along K by construction of the path). */
   const qarg_t *qss = &j->q[Q_SRC_SCALE], *qws = &j->q[Q_WEI_SCALE], *qsz = &j->q[Q_SRC_ZP], *qwz = &j->q[Q_WEI_ZP];
   const void* ssb = qss->st_k ? 0 : q_base(qss, g);
-  const void* wsb = qws->st_k ? 0 : q_base(qws, g);
+  const void* wsb = qws->st_k ? 0 : qws->emb ? v->wpacked : q_base(qws, g);
   const void* szb = is_int ? q_base(qsz, g) : 0;
   const void* wzb = is_int ? q_base(qwz, g) : 0;
   const int has_bias = v->bias != 0;
@@ -546,7 +548,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   for (int sg = 0; sg < t.nseg; sg++) {
     const int32_t c0 = t.seg_c[sg], n0s = t.seg_n[sg], wd = t.seg_w[sg];
     if (has_bias) decode_f32(w.bias + c0, v->bias, j->b_dt, v->bias_off + (size_t)n0s * j->b_n, j->b_n, wd);
-    if (wsb && qws->blk_n == 1) decode_f32(w.cscale + c0, (const char*)wsb, qws->dt, q_index(qws, g, 0, 0, n0s), qws->st_n, wd);
+    if (wsb && qws->emb) /* embedded: 8 per panel */
+      for (int32_t x = 0, run; x < wd; x += run) {
+        run = MIN(wd - x, NR - (n0s + x) % NR);
+        decode_f32(w.cscale + c0 + x, (const char*)wsb, qws->dt, emb_index(qws, v, 0, n0s + x), 1, run);
+      }
+    else if (wsb && qws->blk_n == 1) decode_f32(w.cscale + c0, (const char*)wsb, qws->dt, q_index(qws, g, 0, 0, n0s), qws->st_n, wd);
     else if (wsb) for (int32_t x = 0; x < wd; x++) w.cscale[c0 + x] = q_float(qws, wsb, g, 0, 0, n0s + x);
     if (wzb) for (int32_t x = 0; x < wd; x++) w.czp[c0 + x] = q_int(qwz, wzb, g, 0, 0, n0s + x);
     for (int32_t x = 0; x < wd; x++) w.csum[c0 + x] = 0;
@@ -593,7 +600,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
         const uint8_t* bp;
         size_t pstride;
         if (direct) {
-          pstride = lowp_panel_bytes(v->wfmt, v->Kfull);
+          pstride = v->wps;
           bp = (const uint8_t*)v->wpacked + (size_t)(sn / NR) * pstride + (size_t)k0 * (v->wfmt == WEI_X8_P8 ? NR : NR / 2);
         } else {
           pack_b_s16(v, sn, sw, (int16_t*)s->b, k0, kc);

@@ -9,8 +9,16 @@
 
    The codes are the stored codes (no conversion): a panel streams 8 (4) bytes per k instead of 32,
    and the microkernels (f32-gemm-4x8w8 / -4x8w4) decode them in registers. Zero points and scales
-   stay where the user put them (execute-time arguments, as for plain weights): K-varying ones are
-   read per panel and K block (8 values each), the per-column scale waits for the tile epilogue. */
+   are either execute-time arguments (as for plain weights: K-varying ones gathered per panel and K
+   block, 8 values each) or, in the `+q` layouts, stored beside the panel they belong to:
+
+     x8:p8+q / x4:p8k2+q  each panel = [codes, zero padded to 16 bytes]
+                                       [scales: per K block 8 values in their stored type, padded to 16]
+                                       [zero points: likewise]
+              one K block when the values do not vary along K; padded columns hold scale 1, zero point 0.
+
+   Embedded values are decoded 8 at a time with SIMD (the values load_any gives, so results do not
+   change); a per-column scale still waits for the tile epilogue. */
 #include "common.h"
 #include "job.h"
 #include "ukernel.h"
@@ -52,6 +60,49 @@ EXPORT(pack_weights_x4) void pack_weights_x4(const uint8_t* w, int32_t G, int32_
       }
 }
 
+/* x8 / x4 codes at a panel stride of ps bytes (the `+q` layouts: the host writes the scales / zero
+   points after each panel's codes); the codes' padding to 16 bytes is zeroed. */
+EXPORT(pack_weights_lowp) void pack_weights_lowp(const uint8_t* w, int32_t four, int32_t G, int32_t K, int32_t N, int32_t sg,
+                                                 int32_t sk, int32_t sn, uint8_t* out, int32_t ps) {
+  const int32_t npan = cdiv(N, NR), Kp = even(K), cb = Kp * (four ? NR / 2 : NR);
+  for (int32_t g = 0; g < G; g++)
+    for (int32_t p = 0; p < npan; p++) {
+      uint8_t* o = out + ((size_t)g * npan + p) * (size_t)ps;
+      for (int32_t k = 0; k < Kp; k += 1 + four)
+        for (int32_t q = 0; q < NR; q++) {
+          const int32_t n = p * NR + q;
+          const size_t i = (size_t)g * sg + (size_t)k * sk + (size_t)n * sn;
+          if (!four) o[(size_t)k * NR + q] = n < N && k < K ? w[i] : 0;
+          else {
+            const uint32_t lo = n < N ? nibble(w, i) : 0, hi = n < N && k + 1 < K ? nibble(w, i + (size_t)sk) : 0;
+            o[(size_t)k / 2 * NR + q] = (uint8_t)(lo | hi << 4);
+          }
+        }
+      for (int32_t b = cb; b < ((cb + 15) & ~15); b++) o[b] = 0;
+    }
+}
+
+INLINE size_t pad16(size_t x) { return (x + 15) & ~(size_t)15; }
+
+/* Bytes of one K block's 8 values and of a panel's section of them. */
+INLINE size_t emb_block_bytes(const qarg_t* q) { return (size_t)NR * (size_t)dt_bits(q->dt) / 8; }
+INLINE size_t emb_section(const qarg_t* q, int32_t Kfull) {
+  return q->emb ? pad16((size_t)(q->st_k ? cdiv(Kfull, q->blk_k) : 1) * emb_block_bytes(q)) : 0;
+}
+
+void lowp_view_geom(const job_t* j, group_view_t* v) {
+  const qarg_t *qs = &j->q[Q_WEI_SCALE], *qz = &j->q[Q_WEI_ZP];
+  const size_t codes = lowp_panel_bytes(v->wfmt, v->Kfull);
+  if (!qs->emb && !qz->emb) { /* x8:p8 / x4:p8k2 as before: codes only, unpadded */
+    v->wps = codes;
+    v->wso = v->wzo = 0;
+    return;
+  }
+  v->wso = (uint32_t)pad16(codes);
+  v->wzo = v->wso + (uint32_t)emb_section(qs, v->Kfull);
+  v->wps = v->wzo + emb_section(qz, v->Kfull);
+}
+
 /* Element index of weight (k, n) in its panel, as load_any / load_int count them (4-bit: nibbles). */
 INLINE size_t lowp_elem(const group_view_t* v, int32_t k, int32_t n) {
   if (v->wfmt == WEI_X8_P8) return (size_t)k * NR + n % NR;
@@ -59,7 +110,7 @@ INLINE size_t lowp_elem(const group_view_t* v, int32_t k, int32_t n) {
 }
 
 INLINE const uint8_t* lowp_panel(const group_view_t* v, int32_t n) {
-  return (const uint8_t*)v->wpacked + (size_t)(n / NR) * lowp_panel_bytes(v->wfmt, v->Kfull);
+  return (const uint8_t*)v->wpacked + (size_t)(n / NR) * v->wps;
 }
 
 float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n) { return load_any(lowp_panel(v, n), v->B.dt, lowp_elem(v, k, n)); }
@@ -90,22 +141,124 @@ INLINE void sbuf_e8m0(float* out, const uint8_t* in) {
   }
 }
 
+/* Four f16 (u32 lanes) as f32, f16_to_f32's values: exponent rebiased by an integer add (normal),
+   subnormals converted from their integer mantissa (no f32 subnormal operand: those take a slow
+   microcode path on x64), Inf / NaN keep their payload. */
+INLINE v128_t f16x4_to_f32(v128_t h) {
+  const v128_t em = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
+  const v128_t x = wasm_i32x4_shl(em, 13);
+  v128_t r = wasm_i32x4_add(x, wasm_i32x4_splat(112 << 23));
+  r = wasm_v128_bitselect(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(em), wasm_f32x4_splat(0x1p-24f)), r, wasm_i32x4_lt(em, wasm_i32x4_splat(0x400)));
+  r = wasm_v128_bitselect(wasm_v128_or(x, wasm_i32x4_splat(0x7f800000)), r, wasm_i32x4_gt(em, wasm_i32x4_splat(0x7bff)));
+  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
+/* Four f8_e4m3 (u32 lanes) as f32, f8e4m3_to_f32's values: (e + 120) << 23 | m << 20 by an integer add,
+   subnormals m * 2^-9 from the integer m (no f32 subnormal operand), S.1111.111 NaN. */
+INLINE v128_t e4m3x4_to_f32(v128_t c) {
+  const v128_t em = wasm_v128_and(c, wasm_i32x4_splat(0x7f));
+  v128_t r = wasm_i32x4_add(wasm_i32x4_shl(em, 20), wasm_i32x4_splat(120 << 23));
+  r = wasm_v128_bitselect(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(em), wasm_f32x4_splat(0x1p-9f)), r, wasm_i32x4_lt(em, wasm_i32x4_splat(8)));
+  r = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), r, wasm_i32x4_eq(em, wasm_i32x4_splat(0x7f)));
+  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(c, wasm_i32x4_splat(0x80)), 24));
+}
+
+/* 8 embedded scales (one panel, one K block) as f32: the values load_any gives. */
+INLINE void emb_scales8(float* out, const uint8_t* p, int dt) {
+  v128_t lo, hi;
+  if (dt == DT_E8M0) {
+    sbuf_e8m0(out, p);
+    return;
+  }
+  if (dt == DT_F32) {
+    lo = wasm_v128_load(p);
+    hi = wasm_v128_load(p + 16);
+  } else if (dt == DT_BF16 || dt == DT_F16) {
+    const v128_t h = wasm_v128_load(p);
+    lo = wasm_u32x4_extend_low_u16x8(h);
+    hi = wasm_u32x4_extend_high_u16x8(h);
+    if (dt == DT_BF16) {
+      lo = wasm_i32x4_shl(lo, 16);
+      hi = wasm_i32x4_shl(hi, 16);
+    } else {
+      lo = f16x4_to_f32(lo);
+      hi = f16x4_to_f32(hi);
+    }
+  } else { /* DT_F8_E4M3 */
+    const v128_t h = wasm_u16x8_extend_low_u8x16(wasm_v128_load64_zero(p));
+    lo = e4m3x4_to_f32(wasm_u32x4_extend_low_u16x8(h));
+    hi = e4m3x4_to_f32(wasm_u32x4_extend_high_u16x8(h));
+  }
+  wasm_v128_store(out, lo);
+  wasm_v128_store(out + 4, hi);
+}
+
+/* 8 embedded zero points (s8 u8 s4 u4 s32) as f32: (float)load_int. */
+INLINE void emb_zps8(float* out, const uint8_t* p, int dt) {
+  v128_t lo, hi;
+  if (dt == DT_S32) {
+    lo = wasm_v128_load(p);
+    hi = wasm_v128_load(p + 16);
+  } else {
+    v128_t h;
+    if (dt == DT_S8 || dt == DT_U8) {
+      const v128_t b = wasm_v128_load64_zero(p);
+      h = dt == DT_S8 ? wasm_i16x8_extend_low_i8x16(b) : wasm_u16x8_extend_low_u8x16(b);
+    } else { /* 4 bytes, element i the low (even i) or high nibble of byte i / 2 */
+      const v128_t b = wasm_v128_load32_zero(p);
+      v128_t n = wasm_i8x16_shuffle(wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4), 0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+      if (dt == DT_S4) n = wasm_i8x16_sub(wasm_v128_xor(n, wasm_i8x16_splat(8)), wasm_i8x16_splat(8));
+      h = dt == DT_S4 ? wasm_i16x8_extend_low_i8x16(n) : wasm_u16x8_extend_low_u8x16(n);
+    }
+    lo = wasm_i32x4_extend_low_i16x8(h);
+    hi = wasm_i32x4_extend_high_i16x8(h);
+  }
+  wasm_v128_store(out, wasm_f32x4_convert_i32x4(lo));
+  wasm_v128_store(out + 4, wasm_f32x4_convert_i32x4(hi));
+}
+
 /* Pieces of at most LOWP_PIECE k: a tall tile's f32 block of one piece stays in L1. */
 #define LOWP_PIECE 256
 #ifndef LOWP_AHEAD
 #define LOWP_AHEAD 1
 #endif
 
+/* One K block's scales for a call's np panels (columns nb ..): in place (contiguous f32), or decoded
+   into sbuf (16 floats): embedded ones 8 per panel with SIMD, runtime ones by a gather. */
+static const float* stage_scales(const qarg_t* qs, const group_view_t* v, const void* sb, int32_t kabs, const uint8_t* panel,
+                                 size_t pbytes, int32_t nb, int32_t np, int32_t ncp, float* sbuf) {
+  if (qs->emb) {
+    const uint8_t* s0 = panel + v->wso + (size_t)(kabs / qs->blk_k) * emb_block_bytes(qs);
+    if (qs->dt == DT_F32 && np == 1) return (const float*)s0;
+    for (int32_t q = 0; q < np; q++) emb_scales8(sbuf + NR * q, s0 + (size_t)q * pbytes, qs->dt);
+    return sbuf;
+  }
+  const size_t i0 = qindex(qs, v->g, kabs, nb);
+  if (qs->blk_n == 1 && qs->st_n == 1 && ncp == NR * np && (qs->dt == DT_F32 || qs->dt == DT_E8M0)) {
+    /* contiguous per-column scales of the whole call: read in place (f32), or 8 e8m0 at a time */
+    if (qs->dt == DT_F32) return (const float*)sb + i0;
+    for (int32_t q = 0; q < NR * np; q += 8) sbuf_e8m0(sbuf + q, (const uint8_t*)sb + i0 + q);
+    return sbuf;
+  }
+  for (int32_t q = 0; q < NR * np; q++)
+    sbuf[q] = q >= ncp ? 1.0f : load_any(sb, qs->dt, qs->blk_n == 1 ? i0 + (size_t)q * (size_t)qs->st_n : qindex(qs, v->g, kabs, nb + q));
+  return sbuf;
+}
+
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
                   int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
                   float* block) {
   const qarg_t* qs = &j->q[Q_WEI_SCALE];
   const qarg_t* qz = &j->q[Q_WEI_ZP];
-  const void* sb = qs->st_k ? qbase(qs, v->g) : 0; /* a per-column scale waits for the epilogue */
-  const void* zb = qbase(qz, v->g);
+  /* a per-column scale waits for the epilogue */
+  const void* sb = qs->st_k ? (qs->emb ? v->wpacked : qbase(qs, v->g)) : 0;
+  const void* zb = qz->emb ? v->wpacked : qbase(qz, v->g);
   const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
-  const size_t pbytes = lowp_panel_bytes(v->wfmt, v->Kfull);
+  const size_t pbytes = v->wps;
   const int32_t npan = cdiv(sw, NR);
+  /* 1-row tiles, 4-bit codes, K-varying scales in blocks of a multiple of 4 k (zero points constant along
+     K): whole blocks of a piece in one f32_gemm_1x16w4_kb call */
+  const int kb_ok = !x8 && mc == 1 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
   for (int32_t p = 0, np; p < npan; p += np) {
     /* 1-row tiles take two panels per call (f32_gemm_1x16w*: twice the independent chains) */
     np = mc == 1 && p + 1 < npan ? 2 : 1;
@@ -123,6 +276,7 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
       }
     }
     int32_t next = 0; /* where the zero points / scales change */
+    int32_t yp = -1;  /* tall tiles: first k (block relative) of the piece decoded into `block` so far */
     const float *zq = 0, *sq = 0;
     for (int32_t y = 0; y < kc;) {
       const int32_t kk = k0 + y, kabs = v->k0 + kk;
@@ -132,25 +286,32 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
         if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
         next = y + len;
         /* this block's values for the call's columns (one index per block; per-column steps after) */
-        if (zb) {
+        if (zb && qz->emb) { /* beside the panel(s): 8 per panel, SIMD */
+          const uint8_t* z0 = panel + v->wzo + (qz->st_k ? (size_t)(kabs / qz->blk_k) : 0) * emb_block_bytes(qz);
+          for (int32_t q = 0; q < np; q++) emb_zps8(zbuf + NR * q, z0 + (size_t)q * pbytes, qz->dt);
+          zq = zbuf;
+        } else if (zb) {
           const size_t i0 = qindex(qz, v->g, kabs, nb);
           for (int32_t q = 0; q < NR * np; q++)
             zbuf[q] = q >= ncp ? 0.0f : (float)load_int(zb, qz->dt, qz->blk_n == 1 ? i0 + (size_t)q * (size_t)qz->st_n : qindex(qz, v->g, kabs, nb + q));
           zq = zbuf;
         }
-        if (sb && qs->blk_n == 1 && qs->st_n == 1 && ncp == NR * np && (qs->dt == DT_F32 || qs->dt == DT_E8M0)) {
-          /* contiguous per-column scales of the whole call: read in place (f32), or 8 e8m0 at a time */
-          const size_t i0 = qindex(qs, v->g, kabs, nb);
-          if (qs->dt == DT_F32) sq = (const float*)sb + i0;
-          else {
-            for (int32_t q = 0; q < NR * np; q += 8) sbuf_e8m0(sbuf + q, (const uint8_t*)sb + i0 + q);
-            sq = sbuf;
+        if (sb) sq = stage_scales(qs, v, sb, kabs, panel, pbytes, nb, np, ncp, sbuf);
+      }
+      if (kb_ok && np == 2 && kabs % qs->blk_k == 0) { /* whole K blocks of a piece in one call (4-bit, 1 row, 2 panels) */
+        const int32_t plen = MIN(kc - y, LOWP_PIECE - kk % LOWP_PIECE), nblk = plen / qs->blk_k;
+        if (plen % qs->blk_k == 0 && nblk > 1) {
+          float sall[16 * (LOWP_PIECE / 4)];
+          for (int32_t q = 0; q < 16; q++) sall[q] = sq[q];
+          for (int32_t b = 1; b < nblk; b++) {
+            const float* sb1 = stage_scales(qs, v, sb, kabs + b * qs->blk_k, panel, pbytes, nb, np, ncp, sall + 16 * b);
+            if (sb1 != sall + 16 * b) for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = sb1[q];
           }
-        } else if (sb) {
-          const size_t i0 = qindex(qs, v->g, kabs, nb);
-          for (int32_t q = 0; q < NR * np; q++)
-            sbuf[q] = q >= ncp ? 1.0f : load_any(sb, qs->dt, qs->blk_n == 1 ? i0 + (size_t)q * (size_t)qs->st_n : qindex(qs, v->g, kabs, nb + q));
-          sq = sbuf;
+          f32_gemm_1x16w4_kb(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)plen, (size_t)qs->blk_k, a + (size_t)y * MR, panel,
+                             pbytes, c + p * NR, !first || y > 0, dt, zq, sall);
+          y += plen;
+          next = y;
+          continue;
         }
       }
       const int32_t len = MIN(next - y, LOWP_PIECE - kk % LOWP_PIECE);
@@ -169,28 +330,31 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
         else
           f32_gemm_2x8w4((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)len, a + (size_t)y * MR, panel, cp, (size_t)ldc, acc,
                          dt, zq, sq);
-      } else { /* decode the piece once into L1, then f32_gemm_4x8 over every 4 rows */
-        int32_t y1 = y, n1 = len;
-        if (kk & 1) { /* an odd first k is the second of its pair: the in-register kernel takes it alone */
-          for (int32_t i = 0; i < mc; i += 2) {
-            const float* ai = a + (size_t)(i / MR) * MR * lda + (size_t)(i % MR) + (size_t)y * MR;
-            if (x8) f32_gemm_2x8w8((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)kk, 1, ai, panel + (size_t)kk * NR, cp + (size_t)i * ldc, (size_t)ldc, acc, dt, zq, sq);
-            else f32_gemm_2x8w4((size_t)MIN(2, mc - i), (size_t)ncp, (size_t)kk, 1, ai, panel, cp + (size_t)i * ldc, (size_t)ldc, acc, dt, zq, sq);
-          }
-          y1++;
-          n1--;
-        }
-        if (n1 > 0) {
-          const int32_t k1 = k0 + y1;
-          if (x8) decode_2x8w8(panel + (size_t)k1 * NR, (size_t)n1, dt, zq, sq, block);
-          else decode_2x8w4(panel, (size_t)k1, (size_t)n1, dt, zq, sq, block);
-          const int acc1 = acc || y1 > y;
+      } else { /* decode the piece once into L1 (one K block of zero points / scales at a time), then
+                  f32_gemm_4x8 over every 4 rows and the whole piece: K blocks of 16-32 k no longer cost a
+                  GEMM call (C tile load + store) each; the piece starts on an even k, so the pairs of k
+                  are those of the plain path */
+        if (yp < 0) yp = y;
+        if (x8) decode_2x8w8(panel + (size_t)kk * NR, (size_t)len, dt, zq, sq, block + (size_t)(y - yp) * NR);
+        else decode_2x8w4(panel, (size_t)kk, (size_t)len, dt, zq, sq, block + (size_t)(y - yp) * NR);
+        if (y + len == kc || (kk + len) % LOWP_PIECE == 0) {
           for (int32_t i = 0; i < mc; i += MR)
-            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)n1, a + (size_t)i * lda + (size_t)y1 * MR, block,
-                         cp + (size_t)i * ldc, (size_t)ldc, acc1, 0);
+            f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)(y + len - yp), a + (size_t)i * lda + (size_t)yp * MR, block,
+                         cp + (size_t)i * ldc, (size_t)ldc, !first || yp > 0, 0);
+          yp = -1;
         }
       }
       y += len;
     }
+  }
+}
+
+/* Tests: n (a multiple of 8) embedded scales (f32 bf16 f16 e8m0 f8_e4m3) or zero points (s8 u8 s4 u4
+   s32) of type dt through the SIMD decoders, for exhaustive checks against load_any / load_int. */
+EXPORT(check_decode_emb) void check_decode_emb(int32_t dt, int32_t zp, const uint8_t* in, float* out, int32_t n) {
+  const size_t step = (size_t)NR * (size_t)dt_bits(dt) / 8;
+  for (int32_t i = 0; i < n; i += NR) {
+    if (zp) emb_zps8(out + i, in + (size_t)(i / NR) * step, dt);
+    else emb_scales8(out + i, in + (size_t)(i / NR) * step, dt);
   }
 }

@@ -59,12 +59,15 @@ enum {
    of ptr (type dt), with row the absolute row (offs[g] + m; m for uniform and pointer groups), k the
    absolute k (offs[g] + k for variable-K groups), n the weights column for weights and the dst
    column for dst. A zero stride broadcasts. ptr == 0: absent. table != 0: ptr holds G pointers, one
-   per group (Proposal #3 per-expert memories), and st_g is not used. */
+   per group (Proposal #3 per-expert memories), and st_g is not used.
+   emb != 0 (weights only): the values are stored in the group's x8 / x4 panels (`+q` layouts,
+   gemm-lowp.c), 8 per panel and K block; ptr, table, st_g, st_n are unused, st_k != 0 says they vary
+   along K (blocks of blk_k), emb = 1 scales / 2 zero points (which section of the panel). */
 typedef struct qarg {
   uint32_t ptr;
   int32_t table, dt, st_g;
   int32_t st_r, st_k, st_n, blk_k;
-  int32_t blk_n, pad0, pad1, pad2;
+  int32_t blk_n, emb, pad1, pad2;
 } qarg_t;
 _Static_assert(sizeof(qarg_t) == 48, "qarg_t layout changed: update job_layout.ts");
 

@@ -53,3 +53,8 @@ void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
 /* The weights of kc k (from w + 8k, or from k0 of a 4-bit panel) decoded (and (w - z) * s) into out [kc][8]. */
 void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out);
 void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* zq, const float* sq, float* out);
+/* f32_gemm_1x16w4 over kc / bs K blocks of bs k (bs a multiple of 4, k0 a multiple of bs): block b's 16
+   scales at sq + 16 b, the accumulators kept in registers across blocks (one call per panel piece). */
+void f32_gemm_1x16w4_kb(size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs, const float* restrict a,
+                        const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* zq,
+                        const float* sq);

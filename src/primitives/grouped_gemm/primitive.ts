@@ -63,6 +63,14 @@ export class Primitive {
       const out: Partial<Record<QuantArg, Memory[]>> = {};
       for (const arg of QUANT_ARGS) {
         if (!p.experts[0].fusion[kind][arg]) continue;
+        if (arg === 'weights' && p.experts[0].weights.packed?.quant?.[kind]) {
+          // Stored in the experts' packed weights (x8 / x4 +q): a second copy would be ignored, so refuse it.
+          p.experts.forEach((_e, i) => {
+            const id = base | (ARG.MULTIPLE_WEIGHTS + i);
+            if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: ${argName(id)} must not be given: the weights' ${kind === 'scales' ? 'scales' : 'zero points'} are stored in the packed weights (${p.experts[i].weights.packed?.name}+q, filled by the reorder); to pass them at execution use plain weights or a packed descriptor without them`);
+          });
+          continue;
+        }
         out[arg] = p.experts.map((e, i) => get(base | (QUANT_ARG_ID[arg] + i), e.fusion[kind][arg]!.md));
       }
       return out;

@@ -1,7 +1,7 @@
 import type { DataType } from '../../common/data_type.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
-import { packedLowpWeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
+import { packedLowpWeightsDesc, packedWeightsDesc, panelQuantKey, PACKED_P8, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
 import { kernelName, lowpSuffix } from '../matmul/wasm_matmul.js';
 import type { Engine } from '../../runtime/engine.js';
 import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, WEI_PACKED, scratchBytes } from '../../kernels/job_layout.js';
@@ -14,7 +14,7 @@ import type { Memory } from '../../memory/memory.js';
 import { ARG, argName } from '../args.js';
 import { FLOAT_TYPES, type QuantArg } from '../../attr/fusion.js';
 import { TILE } from '../../kernels/tile_geometry.js';
-import { fits32, planFused, samePlan, writeFused, type FusedPlan, type Roles } from '../../kernels/fused_job.js';
+import { fits32, panelQuantOf, planFused, samePlan, takesIntPath, writeFused, type FusedPlan, type Roles } from '../../kernels/fused_job.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 
@@ -53,6 +53,11 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
     if (p.experts.some((e) => lowpSuffix(e.weights))) {
       if (plan.path === PATH.f32) return 'x8 / x4 packed weights run on the fused f32 x low-precision or the integer path only';
       if (p.experts.some((e) => e.weights.dataType !== p.experts[0].weights.dataType || (e.weights.format === 'packed') !== !!lowpSuffix(e.weights))) return 'experts with x8 / x4 packed weights must all share that layout and data type';
+      // One job reads the scales / zero points from every expert's panels, or from none.
+      const emb = panelQuantKey(p.experts[0].weights.packed?.quant);
+      if (emb && plan.path === PATH.int) return 'the integer path applies the weights\' scales / zero points at execution: x8 / x4 panels with embedded ones (+q) run on the f32 x low-precision kernels only';
+      if (p.experts.some((e) => panelQuantKey(e.weights.packed?.quant) !== emb)) return 'experts must all embed their scales / zero points in the packed weights (x8 / x4 +q), or none';
+      if (emb && emb !== panelQuantKey(panelQuantOf(p.experts[0].fusion))) return `the packed weights embed scales / zero points (${emb}) that the attribute's weights scales / zero points (${panelQuantKey(panelQuantOf(p.experts[0].fusion)) || 'none'}) do not match`;
     }
     if (plan.po.length > MAX_PO) return `more than ${MAX_PO} post-ops`;
     for (const e of p.experts) {
@@ -63,7 +68,9 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
   },
   weightsLayout(e: Expert) {
     if (FLOAT_TYPES.includes(e.weights.dataType)) return packedWeightsDesc(e.weights.dims);
-    if ([...X8_TYPES, ...X4_TYPES].includes(e.weights.dataType)) return packedLowpWeightsDesc(e.weights.dims, e.weights.dataType);
+    // x8 / x4 codes for both paths; the f32 kernels' scales / zero points beside the panels (`+q`).
+    if ([...X8_TYPES, ...X4_TYPES].includes(e.weights.dataType))
+      return packedLowpWeightsDesc(e.weights.dims, e.weights.dataType, takesIntPath(e.src.dataType, e.weights.dataType, e.fusion, ROLES) ? undefined : panelQuantOf(e.fusion));
     const w = e.weights;
     return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('ab', w.dims, 'weights') });
   },
@@ -182,7 +189,7 @@ class Executor {
         const s = 6 + i;
         for (let g = 0; g < G; g++) this.p32[s * G + g] = a.binary[i][g].handles[0];
         return { ptr: this.ptrs + s * G * 4, table: true };
-      });
+      }, e0.weights.packed?.quant);
     const R = GROUP_REC.SIZE / 4;
     p.experts.forEach((e, g) => {
       const o = g * R;

@@ -127,10 +127,18 @@ export class Primitive {
     return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob) };
   }
 
-  /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each. */
+  /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each (not those stored in `+q` packed weights). */
   private quantArgs(args: ExecArgs, base: number, params: Readonly<Partial<Record<QuantArg, QuantParam>>>): Partial<Record<QuantArg, Memory>> {
     const out: Partial<Record<QuantArg, Memory>> = {};
-    for (const [arg, q] of Object.entries(params) as [QuantArg, QuantParam][]) out[arg] = this.arg(args, base | QUANT_ARG_ID[arg], q.md, q.altMd);
+    const emb = this.pd.problem.weights.packed?.quant;
+    for (const [arg, q] of Object.entries(params) as [QuantArg, QuantParam][]) {
+      if (arg === 'weights' && emb?.[q.kind === 'scales' ? 'scales' : 'zeroPoints']) {
+        // A second copy would be ignored: refuse it rather than hide stale values.
+        if (args[base | ARG.WEIGHTS] !== undefined) throw new DnnlError('invalid_arguments', `matmul.execute: ${argName(base | ARG.WEIGHTS)} must not be given: the weights' ${q.kind === 'scales' ? 'scales' : 'zero points'} are stored in the packed weights (${this.pd.problem.weights.packed?.name}+q, filled by the reorder); to pass them at execution use plain weights or a packed descriptor without them`);
+        continue;
+      }
+      out[arg] = this.arg(args, base | QUANT_ARG_ID[arg], q.md, q.altMd);
+    }
     return out;
   }
 

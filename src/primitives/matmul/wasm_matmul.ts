@@ -1,7 +1,7 @@
 import type { DataType } from '../../common/data_type.js';
 import {
-  packedGeometry, packedLowpGeometry, packedLowpWeightsDesc, packedWeightsDesc, PACKED_P8, PACKED_X4, PACKED_X8, X4_TYPES,
-  X8_TYPES,
+  packedGeometry, packedLowpGeometry, packedLowpWeightsDesc, packedWeightsDesc, panelQuantKey, PACKED_P8, PACKED_X4, PACKED_X8,
+  X4_TYPES, X8_TYPES,
 } from '../../memory/packed_weights.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
@@ -13,7 +13,7 @@ import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf, offsetsError } from './runtime_offsets.js';
 import { rowMapsError } from './row_maps.js';
 import { FLOAT_TYPES } from '../../attr/fusion.js';
-import { fits32, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../../kernels/fused_job.js';
+import { fits32, panelQuantOf, planFused, writeFused, type FusedPlan, type Role, type Roles } from '../../kernels/fused_job.js';
 
 import { TILE } from '../../kernels/tile_geometry.js';
 import { GLU_CODE, GLU_LAYOUT_CODE, PO, PO_DGLU, PO_KIND } from '../../kernels/job_layout.js';
@@ -90,6 +90,9 @@ export const wasmMatmul: MatmulImpl = {
     if (p.fusion.gluBackward && NB % DGLU_CHUNK !== 0) return `glu_backward needs tiles of a multiple of ${DGLU_CHUNK} columns`;
     if (p.fusion.gluBackward && !fits32(p.fusion.gluBackward.src)) return 'the glu_backward src is too large for 32-bit indexing';
     if (lowpSuffix(p.weights) && plan.path === PATH.f32) return `${p.weights.packed?.name} weights run on the fused f32 x low-precision or the integer path only`;
+    const emb = panelQuantKey(p.weights.packed?.quant);
+    if (emb && plan.path === PATH.int) return `the integer path applies the weights' scales / zero points at execution: ${p.weights.packed?.name} panels with embedded ones (+q) run on the f32 x low-precision kernels only`;
+    if (emb && emb !== panelQuantKey(panelQuantOf(p.fusion))) return `the packed weights embed scales / zero points (${emb}) that the attribute's weights scales / zero points (${panelQuantKey(panelQuantOf(p.fusion)) || 'none'}) do not match`;
     const mds = [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)].map((q) => q!.md);
     for (const b of p.fusion.binary) mds.push(b.md);
     if (mds.some((md) => !fits32(md))) return 'a scales / zero points / binary memory is too large for 32-bit indexing';
@@ -97,9 +100,15 @@ export const wasmMatmul: MatmulImpl = {
   },
   weightsLayout(p) {
     if (FLOAT_TYPES.includes(p.weights.dataType)) return packedWeightsDesc(p.weights.dims);
-    // 8-bit and 4-bit weights: their codes in panels, decoded in registers by the microkernel (issue 12),
-    // f32 x low-precision or integer (W8A8 / W4A8): the same layout, so one reorder serves both paths.
-    if (p.kind !== 'grouped_k' && [...X8_TYPES, ...X4_TYPES].includes(p.weights.dataType)) return packedLowpWeightsDesc(p.weights.dims, p.weights.dataType);
+    // 8-bit and 4-bit weights: their codes in panels, decoded in registers right before the FMAs (f32 x
+    // low-precision) or the int16 dot products (W8A8 / W4A8): one layout, so one reorder serves both.
+    // For the f32 kernels the weights' scales / zero points are stored beside the panels (`+q`); the
+    // integer path applies them in its epilogue, so its panels hold the codes only.
+    if (p.kind !== 'grouped_k' && [...X8_TYPES, ...X4_TYPES].includes(p.weights.dataType)) {
+      const plan = planMatmul(p);
+      const int = typeof plan !== 'string' && plan.path === PATH.int;
+      return packedLowpWeightsDesc(p.weights.dims, p.weights.dataType, int ? undefined : panelQuantOf(p.fusion));
+    }
     // Low-precision weights on the f32 path are decoded per tile from their own plain layout.
     const w = p.weights;
     return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('abcdefghijkl'.slice(0, w.ndims), w.dims, 'weights') });
@@ -228,7 +237,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
       const weiBatched = p.weights.ndims === 3 && p.weights.dims[0] !== 1;
       if (lowpSuffix(p.weights)) {
         this.set('wei_packed', p.weights.packed?.name === PACKED_X8 ? WEI_PACKED.x8_p8 : WEI_PACKED.x4_p8k2);
-        this.set('w_g', weiBatched ? packedLowpGeometry(p.weights.dims, p.weights.dataType).expertBytes : 0);
+        this.set('w_g', weiBatched ? packedLowpGeometry(p.weights.dims, p.weights.dataType, p.weights.packed?.quant).expertBytes : 0);
       } else if (p.weights.format === 'packed') {
         this.set('wei_packed', WEI_PACKED.f32_p8);
         this.set('dt_wei', JOB_DT_ALL.f32);
@@ -265,7 +274,7 @@ class WasmMatmulExecutor implements MatmulExecutor {
     if (this.plan.path === PATH.f32) writeEpilogue(this.i32, this.f32, p.attr);
     writeFused(this.i32, this.f32, this.plan, p.fusion, p.bias?.dataType,
       (kind, arg) => ({ ptr: a[kind][arg]!.handles[0], table: false }),
-      (i) => ({ ptr: a.binary[i].handles[0], table: false }));
+      (i) => ({ ptr: a.binary[i].handles[0], table: false }), p.weights.packed?.quant);
     const gb = p.fusion.gluBackward;
     if (gb) {
       const o = JOB.po / 4;

@@ -33,6 +33,12 @@ export class PrimitiveDesc {
     if (dst.format === 'packed' && (dst.packed?.name === PACKED_X8 || dst.packed?.name === PACKED_X4)) {
       const types = dst.packed.name === PACKED_X8 ? X8_TYPES : X4_TYPES;
       checkImpl(types.includes(src.dataType) && dst.dataType === src.dataType, `reorder: ${src.dataType} -> ${dst.dataType} ${dst.packed.name} is not supported (${types.join(', ')} to the same type)`);
+      const q = dst.packed.quant;
+      for (const [what, spec] of [['scales', q?.scales], ['zero points', q?.zeroPoints]] as const) {
+        if (!spec) continue;
+        check(spec.groups.length === src.ndims && spec.mask < 1 << src.ndims, `reorder: the ${what} embedded in ${dst.packed.name}+q need a mask over and one group per weights dim (${src.ndims})`);
+        check(spec.groups.every((g, i) => g >= 1 && src.dims[i] % g === 0), `reorder: weights dims [${src.dims.join(',')}] must be multiples of the embedded ${what}' groups [${spec.groups.join(',')}]`);
+      }
     } else if (dst.format === 'packed') {
       checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_P8} is not supported (f32, bf16, f16)`);
     } else {
@@ -53,7 +59,8 @@ export class PrimitiveDesc {
 
   get implInfo(): string {
     const name = this.dst.packed?.name;
-    const tag = name === PACKED_P8T ? 'p8t' : name === PACKED_X8 ? 'x8p8' : name === PACKED_X4 ? 'x4p8k2' : 'p8';
+    const q = this.dst.packed?.quant ? 'q' : '';
+    const tag = name === PACKED_P8T ? 'p8t' : name === PACKED_X8 ? `x8p8${q}` : name === PACKED_X4 ? `x4p8k2${q}` : 'p8';
     return this.kind === 'pack' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-${tag}` : `ref:${this.kind}`;
   }
 }

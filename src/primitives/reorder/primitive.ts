@@ -1,16 +1,23 @@
 import { DnnlError, check } from '../../common/status.js';
 import { fromStored, isSubByteType, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
-import { PACKED_P8T, PACKED_X4, PACKED_X8, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs } from '../../memory/packed_weights.js';
+import {
+  PACKED_P8T, PACKED_X4, PACKED_X8, packPanelQuantTs, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs,
+  packedLowpGeometry, panelQuantValues,
+} from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
 import type { Stream } from '../../runtime/stream.js';
-import { ARG } from '../args.js';
+import { ARG, argName } from '../args.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
 
 const JOB_DT: Record<string, number> = { f32: 0, bf16: 1, f16: 2 };
 
-/** Reorder: `new reorder.Primitive(pd).execute(strm, { [ARG.FROM]: a, [ARG.TO]: b })`. */
+/**
+ * Reorder: `new reorder.Primitive(pd).execute(strm, { [ARG.FROM]: a, [ARG.TO]: b })`. Into `+q` packed
+ * weights (x8:p8 / x4:p8k2 with embedded scales / zero points) it also takes the values, under the ids
+ * the matmul would take them: `ARG.ATTR_SCALES | ARG.WEIGHTS`, `ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS`.
+ */
 export class Primitive {
   private destroyed = false;
   readonly pd: PrimitiveDesc;
@@ -40,28 +47,60 @@ export class Primitive {
       check(m.desc.equals(md), `reorder.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
     }
     check(from.handles[0] !== to.handles[0], 'reorder.execute: ARG.FROM and ARG.TO must be different buffers');
+    const quant = this.quantArgs(args);
     stream.enqueue(() => {
       const t0 = now();
-      this.run(from, to);
+      this.run(from, to, quant);
       if (getVerbose() >= 1) verboseLine('exec', ['reorder', this.pd.implInfo, 'undef', `src:${this.pd.src} dst:${this.pd.dst}`, '', '', this.pd.src.dims.join('x'), (now() - t0).toFixed(4)]);
     });
   }
 
-  private run(from: Memory, to: Memory): void {
+  /**
+   * The scales / zero points a `+q` destination embeds, checked against its spec (the memory the matmul
+   * pd's `queryMd('scales:weights')` describes); none may be given otherwise.
+   */
+  private quantArgs(args: Readonly<Record<number, Memory | undefined>>): { scales?: Memory; zeroPoints?: Memory } {
+    const { src, dst } = this.pd;
+    const q = dst.packed?.quant;
+    const out: { scales?: Memory; zeroPoints?: Memory } = {};
+    for (const [kind, id, what] of [['scales', ARG.ATTR_SCALES | ARG.WEIGHTS, 'scales'], ['zeroPoints', ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS, 'zero points']] as const) {
+      const spec = q?.[kind], m = args[id], name = argName(id);
+      if (!spec) {
+        if (m !== undefined) throw new DnnlError('invalid_arguments', `reorder.execute: ${name} was given but ARG.TO ${dst} stores no ${what} (only a packed weights descriptor with embedded ${what}, from a matmul pd with weights ${what} in its attr, takes them)`);
+        continue;
+      }
+      const want = panelQuantValues(src.dims, spec).md;
+      if (m === undefined) throw new DnnlError('invalid_arguments', `reorder.execute: missing argument ${name}: ARG.TO ${dst} stores the weights' ${what}, and the reorder writes them beside the panels (a ${want} memory)`);
+      check(m instanceof Memory && !m.isFreed, `reorder.execute: ${name} must be a live Memory object`);
+      check(m.engine === this.pd.engine, `reorder.execute: ${name} belongs to another engine`);
+      if (!m.desc.equals(want)) throw new DnnlError('invalid_arguments', `reorder.execute: ${name} descriptor ${m.desc} does not match the ${what} ARG.TO embeds (mask ${spec.mask}, groups [${spec.groups.join(',')}], ${spec.dataType}): ${want}`);
+      out[kind] = m;
+    }
+    return out;
+  }
+
+  private run(from: Memory, to: Memory, quant: { scales?: Memory; zeroPoints?: Memory }): void {
     const { src, dst, engine } = this.pd;
     if (this.pd.kind === 'pack' && (dst.packed?.name === PACKED_X8 || dst.packed?.name === PACKED_X4)) {
       const nd = src.ndims;
       const k = engine.kernels;
       const G = nd === 3 ? src.dims[0] : 1;
       const geo = [G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1]] as const;
+      const q = dst.packed.quant;
+      const four = dst.packed.name === PACKED_X4;
       if (k) {
-        (dst.packed.name === PACKED_X8 ? k.pack_weights_x8 : k.pack_weights_x4)(from.handles[0], ...geo, to.handles[0]);
+        if (q) k.pack_weights_lowp(from.handles[0], four ? 1 : 0, ...geo, to.handles[0], packedLowpGeometry(src.dims, src.dataType, q).panelBytes);
+        else (four ? k.pack_weights_x4 : k.pack_weights_x8)(from.handles[0], ...geo, to.handles[0]);
       } else {
         const bytes = new Uint8Array(engine.buffer, from.handles[0], src.getSize(0));
         const code = isSubByteType(src.dataType) ? (i: number): number => (bytes[i >>> 1] >>> ((i & 1) << 2)) & 0xf : (i: number): number => bytes[i];
         const out = new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0));
         out.fill(0);
-        packWeightsLowpTs(code, src.dataType, src.dims, src.strides, out);
+        packWeightsLowpTs(code, src.dataType, src.dims, src.strides, out, q);
+      }
+      if (q) {
+        const view = (m: Memory | undefined): Uint8Array | undefined => m && new Uint8Array(engine.buffer, m.handles[0], m.desc.getSize(0));
+        packPanelQuantTs(src.dims, src.dataType, q, { scales: view(quant.scales), zeroPoints: view(quant.zeroPoints) }, new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0)));
       }
       return;
     }

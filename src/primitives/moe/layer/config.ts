@@ -45,7 +45,11 @@ export interface LayerConfig {
   readonly glu?: { readonly alg: GluAlg; readonly layout?: GluLayout; readonly alpha?: number; readonly limit?: number };
   /** Weight descriptors `[G, K, 2I]` and `[G, I, K]`; default f32 `tag.any` (packed: reorder into `pd.queryMd('w13' | 'w2')`). */
   readonly weights?: { readonly w13: MemoryDesc; readonly w2: MemoryDesc };
-  /** Scales of low-precision weights (values at execution as `ARG.ATTR_SCALES | ARG.WEIGHTS` / `ARG.WEIGHTS_1`). */
+  /**
+   * Scales of low-precision weights (values at execution as `ARG.ATTR_SCALES | ARG.WEIGHTS` / `ARG.WEIGHTS_1`).
+   * With 8-/4-bit `tag.any` weights the layer's `w13` / `w2` descriptors store them beside the panels
+   * (`+q`): give them to the reorder (`ARG.ATTR_SCALES | ARG.WEIGHTS`) instead of the layer.
+   */
   readonly weightScales?: { readonly w13?: WeightScales; readonly w2?: WeightScales };
   /** w13 bias `[G, 2I]` (`ARG.BIAS`) and w2 bias `[G, K]` (`ARG.MOE_W2_BIAS`), f32. */
   readonly bias?: boolean;
