@@ -314,18 +314,30 @@ INLINE int32_t row_chunk(const job_t* j, int32_t N) {
 }
 
 /* Whether group v runs as row tiles (run_tile_rows): plain row-major f32 weights (`abc`) on the fast
-   path, dst written in place, at most ROW_TILE_MBLOCKS M-blocks (each row tile packs the whole
-   expert again; past that, the once-per-call N-block cache costs less), and enough groups of work
-   for the workers (`spread`: a row tile is all of N, so a lone small group would run on one worker). */
-#ifndef ROW_TILE_MBLOCKS
-#define ROW_TILE_MBLOCKS 2
+   path, dst written in place, at most ROW_TILE_MAX rows (each row tile packs the whole expert again;
+   past that, the once-per-call N-block cache costs less), and enough groups of work for the workers
+   (`spread`: a row tile is all of N, so a lone small group would run on one worker). */
+#ifndef ROW_TILE_MAX
+#define ROW_TILE_MAX 128
 #endif
+#ifndef ROW_TILE_ROWS
+#define ROW_TILE_ROWS 128
+#endif
+/* Rows of one row tile: ROW_TILE_ROWS, or what the A block's room (scratch_setup: (mb + MR) x kca
+   floats) holds at the chunk's K. */
+INLINE int32_t row_tile_rows(const job_t* j, int32_t N) {
+  const int64_t kca = MAX(scratch_kcf(j), j->kc_packed);
+  const int64_t room = (int64_t)(j->mb + MR) * kca / row_chunk(j, N);
+  return (int32_t)MIN(room, ROW_TILE_ROWS) & ~(MR - 1);
+}
+
 INLINE int row_tile(const job_t* j, const group_view_t* v, int spread) {
   const operand_t* B = &v->B;
   const operand_t* C = &v->C;
-  return spread && v->N > 0 && j->path == PATH_F32 && j->wcache_k > 0 && !v->wpacked && B->dt == DT_F32 && B->s1 == 1 && v->rows > 0 &&
-         v->rows <= ROW_TILE_MBLOCKS * j->mb && v->Kg > 0 && j->kind != KIND_GROUPED_K && C->dt == DT_F32 && C->s1 == 1 &&
-         !j->scatter_k && !j->has_sum && !(j->n_po > 0 && j->po[0].kind == PO_DGLU) && row_chunk(j, v->N) > 0;
+  return spread && v->N > 0 && j->path == PATH_F32 && j->wcache_k > 0 && !v->wpacked && B->dt == DT_F32 && B->s1 == 1 &&
+         v->rows > 0 && v->rows <= ROW_TILE_MAX && v->Kg > 0 && j->kind != KIND_GROUPED_K && C->dt == DT_F32 && C->s1 == 1 &&
+         !j->scatter_k && !j->has_sum && !(j->n_po > 0 && j->po[0].kind == PO_DGLU) && row_chunk(j, v->N) > 0 &&
+         row_tile_rows(j, v->N) >= MR;
 }
 
 /* Whether the call has groups enough for row tiles: non-empty ones at least 4 per extra worker. */
@@ -375,7 +387,7 @@ INLINE int32_t view_cols(const job_t* j, const group_view_t* v) { return j->glu_
 INLINE int32_t tile_cols(const job_t* j) { return j->glu_alg ? j->nb / 2 : j->nb; }
 
 INLINE int32_t view_tiles(const job_t* j, const group_view_t* v, int spread) {
-  if (row_tile(j, v, spread)) return cdiv(v->rows, j->mb);
+  if (row_tile(j, v, spread)) return cdiv(v->rows, row_tile_rows(j, v->N));
   return cdiv(v->rows, j->mb) * cdiv(view_cols(j, v), tile_cols(j));
 }
 
@@ -388,7 +400,8 @@ static void run_group_tile(const job_t* j, scratch_t* s, const group_view_t* v, 
     return;
   }
   if (row_tile(j, v, spread)) {
-    run_tile_rows(j, s, v, t * j->mb, MIN(j->mb, v->rows - t * j->mb));
+    const int32_t rt = row_tile_rows(j, v->N);
+    run_tile_rows(j, s, v, t * rt, MIN(rt, v->rows - t * rt));
     return;
   }
   run_tile(j, s, v, m0, mc, n0, nc);
