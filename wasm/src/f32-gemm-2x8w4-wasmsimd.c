@@ -111,6 +111,34 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
   else { AFF_SWITCH(aff, W4_ROWS, 0) }
 }
 
+/* Four k (two code pairs) of one row x two panels: the quad step of f32_gemm_1x16w4 and its
+   K-block variant (the scales s0..s3 in scope are the block's). */
+#define ROW16_QUAD(F4) \
+  do { \
+    v128_t ev, od, eu, ou, w0, w1, w2, w3; \
+    quad_values(lut, wasm_v128_load(w), &ev, &od); \
+    quad_values(lut, wasm_v128_load(u), &eu, &ou); \
+    dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1); \
+    dec4(F4, wasm_i16x8_extend_low_i8x16(eu), &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(0, 0, w0, w1, w2, w3); \
+    dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1); \
+    dec4(F4, wasm_i16x8_extend_low_i8x16(ou), &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(1, 16, w0, w1, w2, w3); \
+    dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1); \
+    dec4(F4, wasm_i16x8_extend_high_i8x16(eu), &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(0, 32, w0, w1, w2, w3); \
+    dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1); \
+    dec4(F4, wasm_i16x8_extend_high_i8x16(ou), &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(1, 48, w0, w1, w2, w3); \
+    w += 16; \
+    u += 16; \
+    a += 16; \
+  } while (0)
+
 /* 1 row x 2 panels (lowp_gemm.h): w and w + ps are the two panels' starts. */
 INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, size_t nc2, size_t k0, size_t kc,
                      const float* restrict a, const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate,
@@ -133,28 +161,7 @@ INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, siz
     kc--;
   }
   for (size_t n = kc / 4; n; n--) {
-    v128_t ev, od, eu, ou, w0, w1, w2, w3;
-    quad_values(lut, wasm_v128_load(w), &ev, &od);
-    quad_values(lut, wasm_v128_load(u), &eu, &ou);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(eu), &w2, &w3);
-    AFFINE16(w0, w1, w2, w3)
-    STEP16(0, 0, w0, w1, w2, w3);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(ou), &w2, &w3);
-    AFFINE16(w0, w1, w2, w3)
-    STEP16(1, 16, w0, w1, w2, w3);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(eu), &w2, &w3);
-    AFFINE16(w0, w1, w2, w3)
-    STEP16(0, 32, w0, w1, w2, w3);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(ou), &w2, &w3);
-    AFFINE16(w0, w1, w2, w3)
-    STEP16(1, 48, w0, w1, w2, w3);
-    w += 16;
-    u += 16;
-    a += 16;
+    ROW16_QUAD(F4);
   }
   for (size_t n = (kc & 3) / 2; n; n--) {
     const v128_t x = pair_values(lut, wasm_v128_load64_zero(w)), y = pair_values(lut, wasm_v128_load64_zero(u));
@@ -210,28 +217,7 @@ INLINE void w4_row16_kb(const int F4, const int AFF, size_t nc1, size_t nc2, siz
     s2 = wasm_v128_load(sq + 8);
     s3 = wasm_v128_load(sq + 12);
     for (size_t n = bs / 4; n; n--) {
-      v128_t ev, od, eu, ou, w0, w1, w2, w3;
-      quad_values(lut, wasm_v128_load(w), &ev, &od);
-      quad_values(lut, wasm_v128_load(u), &eu, &ou);
-      dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1);
-      dec4(F4, wasm_i16x8_extend_low_i8x16(eu), &w2, &w3);
-      AFFINE16(w0, w1, w2, w3)
-      STEP16(0, 0, w0, w1, w2, w3);
-      dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1);
-      dec4(F4, wasm_i16x8_extend_low_i8x16(ou), &w2, &w3);
-      AFFINE16(w0, w1, w2, w3)
-      STEP16(1, 16, w0, w1, w2, w3);
-      dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1);
-      dec4(F4, wasm_i16x8_extend_high_i8x16(eu), &w2, &w3);
-      AFFINE16(w0, w1, w2, w3)
-      STEP16(0, 32, w0, w1, w2, w3);
-      dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1);
-      dec4(F4, wasm_i16x8_extend_high_i8x16(ou), &w2, &w3);
-      AFFINE16(w0, w1, w2, w3)
-      STEP16(1, 48, w0, w1, w2, w3);
-      w += 16;
-      u += 16;
-      a += 16;
+      ROW16_QUAD(F4);
     }
   }
   ACC16_STORE;
