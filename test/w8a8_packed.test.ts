@@ -7,7 +7,7 @@
  * P#2 (offsets attribute) and P#3 (grouped_gemm), at 1, 2 and 3 threads.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Engine, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, tag, type DataType } from '../src/index.js';
+import { ARG, Engine, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, tag, type DataType } from '../src/index.js';
 import { GM, expectBitwise, expectClose, runGM, runP3Q, type GMCase, type P3QCase } from './quant_helpers.js';
 
 const W8 = 'wasm:simd128:s16-gemm-3x8-w8', W4 = 'wasm:simd128:s16-gemm-3x8-w4';
@@ -58,6 +58,17 @@ describe.each(THREADS)('W8A8 on x8 / x4 packed weights, %i thread(s)', (threads)
         const pd = new matmul.PrimitiveDesc(eng, src, memory.desc([2, 37, 13], w, tag.any), d);
         expect(pd.queryMd('weights')?.packed?.name, `${s} x ${w}`).toBe(name);
       }
+    }
+  });
+
+  it('with weights scales, the integer path keeps codes-only panels (its epilogue reads the scales at execution); the f32 path embeds them (+q)', () => {
+    const attr = new PrimitiveAttr();
+    attr.setScales(ARG.WEIGHTS, 5, [1, 1, 1], dt.f32); // per expert and column
+    for (const [s, embedded] of [[dt.s8, false], [dt.f32, true]] as const) {
+      const src = memory.desc.grouped([10, 37], s, 2, [RUNTIME_DIM_VAL, 37]), d = memory.desc.grouped([10, 13], dt.f32, 2, [RUNTIME_DIM_VAL, 13]);
+      const pd = new matmul.PrimitiveDesc(eng, src, memory.desc([2, 37, 13], dt.s8, tag.any), d, attr);
+      expect(pd.queryMd('weights')?.packed?.quant !== undefined, `${s} src`).toBe(embedded);
+      expect(pd.implInfo).toBe(embedded ? 'wasm:simd128:f32-gemm-4x8-w8' : W8);
     }
   });
 
