@@ -5,7 +5,7 @@
  * equal to one rank bit for bit, argument errors.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, Stream, dt, memory, moe, reorder, tag, type DataType, type EngineOptions } from '../src/index.js';
+import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, reorder, tag, type DataType, type EngineOptions } from '../src/index.js';
 import { expectDnnlError } from './helpers.js';
 import { refMoeLayer } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
@@ -244,9 +244,10 @@ describe('moe.layer variants', () => {
   });
 
   it.each([
-    ['fp8 e4m3 weights, f32 scales per expert and column', dt.f8_e4m3, { mask: 5 }],
-    ['MXFP4 weights (f4_e2m1, e8m0 scales per 32 along K)', dt.f4_e2m1, { mask: 7, groups: [1, 32, 1], dataType: dt.e8m0 }],
-  ] as const)('low-precision weights: %s', async (_n, wdt, scales) => {
+    ['fp8 e4m3 weights, f32 scales per expert and column', dt.f8_e4m3, { mask: 5 }, false],
+    ['MXFP4 weights (f4_e2m1, e8m0 scales per 32 along K)', dt.f4_e2m1, { mask: 7, groups: [1, 32, 1], dataType: dt.e8m0 }, false],
+    ['MXFP4 weights tag.any: scales stored beside the packed panels (+q) by the reorder', dt.f4_e2m1, { mask: 7, groups: [1, 32, 1], dataType: dt.e8m0 }, true],
+  ] as const)('low-precision weights: %s', async (_n, wdt, scales, packed) => {
     const eng = await engine({ threads: 2, kernels: 'simd128' });
     const strm = new Stream(eng);
     const s = { T: 19, E: 4, k: 2, K: 64, I: 32 };
@@ -271,16 +272,27 @@ describe('moe.layer variants', () => {
       return { m, sc, deq };
     };
     const w13 = weight([s.E, s.K, 2 * s.I], d.w13), w2 = weight([s.E, s.I, s.K], d.w2);
+    const anyMd = (m: Memory): MemoryDesc => memory.desc([...m.desc.dims], wdt, tag.any);
     const pd = new moe.layer.PrimitiveDesc(eng, {
       tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true },
-      weights: { w13: w13.m.desc, w2: w2.m.desc }, weightScales: { w13: scales, w2: scales },
+      weights: packed ? { w13: anyMd(w13.m), w2: anyMd(w2.m) } : { w13: w13.m.desc, w2: w2.m.desc }, weightScales: { w13: scales, w2: scales },
     });
     const layer = new moe.layer.Primitive(pd);
     const out = Memory.create(pd.queryMd('dst')!, eng);
-    layer.execute(strm, {
-      [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits), [ARG.WEIGHTS]: w13.m, [ARG.WEIGHTS_1]: w2.m, [ARG.DST]: out,
-      [ARG.ATTR_SCALES | ARG.WEIGHTS]: w13.sc, [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: w2.sc,
-    });
+    const args = { [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits), [ARG.DST]: out };
+    if (packed) {
+      // The reorder stores each expert panel's scales beside it; the layer then takes the weights alone.
+      const pack = (w: { m: Memory; sc: Memory }, md: MemoryDesc): Memory => {
+        expect(md.packed?.quant).toBeDefined();
+        const to = Memory.create(md, eng);
+        new reorder.Primitive(new reorder.PrimitiveDesc(eng, w.m.desc, md)).execute(strm, { [ARG.FROM]: w.m, [ARG.TO]: to, [ARG.ATTR_SCALES | ARG.WEIGHTS]: w.sc });
+        return to;
+      };
+      const p13 = pack(w13, pd.queryMd('w13')!), p2 = pack(w2, pd.queryMd('w2')!);
+      expectDnnlError(() => layer.execute(strm, { ...args, [ARG.WEIGHTS]: p13, [ARG.WEIGHTS_1]: p2, [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: w2.sc }), 'invalid_arguments', 'ARG.ATTR_SCALES | ARG.WEIGHTS_1 must not be given');
+      layer.execute(strm, { ...args, [ARG.WEIGHTS]: p13, [ARG.WEIGHTS_1]: p2 });
+    } else
+      layer.execute(strm, { ...args, [ARG.WEIGHTS]: w13.m, [ARG.WEIGHTS_1]: w2.m, [ARG.ATTR_SCALES | ARG.WEIGHTS]: w13.sc, [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: w2.sc });
     await strm.wait();
     const ref = refMoeLayer({ T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: layer.workspace.topkIds.values as Int32Array, weights: layer.workspace.topkWeights.values as Float32Array, w13: w13.deq, w2: w2.deq, glu: { alg: 'glu_swiglu', layout: 'halves' } });
     const o = out.values as Float32Array;

@@ -303,6 +303,13 @@ export class Primitive {
     if (this.pd.config.localExperts !== this.pd.config.experts) need.push(ARG.MOE_EXPERT_MAP);
     if (this.pd.shared1) need.push(ARG.MOE_SHARED_W13, ARG.MOE_SHARED_W2);
     for (const id of need) if (args[id] === undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: missing argument ${argName(id)}`);
+    // Weights whose packed layout stores their scales / zero points (`+q`, filled by the reorder) take
+    // none at execution; named here with the layer's argument (the GEMM's would say WEIGHTS for w2 too).
+    for (const [wei, gemm] of [[ARG.WEIGHTS, this.pd.gemm1], [ARG.WEIGHTS_1, this.pd.gemm2]] as const) {
+      if (!gemm.queryMd('weights')?.packed?.quant) continue;
+      for (const id of [ARG.ATTR_SCALES | wei, ARG.ATTR_ZERO_POINTS | wei])
+        if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: ${argName(id)} must not be given: the packed ${argName(wei)} (${gemm.queryMd('weights')?.packed?.name}+q) store their scales / zero points, filled by the reorder`);
+    }
     for (const s of this.stages) s.execute(strm, args);
   }
 
