@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
-import { GM, expectBitwise, expectClose, runGM, runP3Q, type GMCase, type Outcome, type P3QCase } from './quant_helpers.js';
+import { GM, expectBitwise, expectClose, expectSameBits, runGM, runP3Q, type GMCase, type Outcome, type P3QCase } from './quant_helpers.js';
 
 const THREADS = [1, 2, 3] as const;
 const X8: readonly DataType[] = [dt.s8, dt.u8, dt.f8_e4m3, dt.f8_e5m2];
@@ -43,13 +43,6 @@ function cases(wdt: DataType): [string, GMCase][] {
   return c;
 }
 
-const bitwiseSame = (a: Outcome, b: Outcome, what: string): void => {
-  expect(a.got.length).toBe(b.got.length);
-  const bad: number[] = [];
-  for (let i = 0; i < a.got.length; i++) if (!Object.is(a.got[i], b.got[i])) bad.push(i);
-  expect(bad.slice(0, 5), `${what}: ${bad.length} elements differ`).toEqual([]);
-};
-
 describe('packed low-precision weights (x8:p8 / x4:p8k2), decoded in the microkernel', () => {
   const engines: Engine[] = [];
   const streams: Stream[] = [];
@@ -84,7 +77,7 @@ describe('packed low-precision weights (x8:p8 / x4:p8k2), decoded in the microke
             else expectBitwise(o, `${proposal} ${THREADS[i]}T`);
             outs.push(o);
           }
-          for (let i = 1; i < outs.length; i++) bitwiseSame(outs[i], outs[0], `${proposal}: ${THREADS[i]} threads vs 1`);
+          for (let i = 1; i < outs.length; i++) expectSameBits(outs[i], outs[0], `${proposal}: ${THREADS[i]} threads vs 1`);
           expect(outs[0].want.some((v) => v !== 0), 'a non-trivial result').toBe(true);
           // The relaxed-SIMD build (FMA on the first k of each pair) on the same exact values.
           const r = await runGM(relaxed, relaxedStream, { ...c, proposal });
@@ -111,7 +104,7 @@ describe('packed low-precision weights (x8:p8 / x4:p8k2), decoded in the microke
       expectBitwise(o, `P3 ${THREADS[i]}T`);
       outs.push(o);
     }
-    for (let i = 1; i < outs.length; i++) bitwiseSame(outs[i], outs[0], `P3: ${THREADS[i]} threads vs 1`);
+    for (let i = 1; i < outs.length; i++) expectSameBits(outs[i], outs[0], `P3: ${THREADS[i]} threads vs 1`);
   }
 
   it('the packed weights take 1 byte (8-bit) / half a byte (4-bit) per weight, panels padded to 8 columns and even K', () => {

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, grouped_gemm, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
-import { GM, expectBitwise, runGM, runP3Q, type GMCase, type Outcome, type P3QCase } from './quant_helpers.js';
+import { GM, expectBitwise, expectSameBits, runGM, runP3Q, type GMCase, type Outcome, type P3QCase } from './quant_helpers.js';
 import { expectDnnlError } from './helpers.js';
 
 const THREADS = [1, 2, 3] as const;
@@ -50,13 +50,6 @@ function cases(wdt: DataType): [string, GMCase][] {
 
 const SUFFIX = (t: DataType): string => (t === 'f4_e2m1' ? '-wf4' : t.startsWith('f8') ? '-wf8' : X4.includes(t) ? '-w4' : '-w8');
 
-function sameBits(a: Outcome, b: Outcome, what: string): void {
-  expect(a.got.length, what).toBe(b.got.length);
-  const bad: number[] = [];
-  for (let i = 0; i < a.got.length; i++) if (!Object.is(a.got[i], b.got[i])) bad.push(i);
-  expect(bad.slice(0, 5), `${what}: ${bad.length} elements differ`).toEqual([]);
-}
-
 describe('scales / zero points beside the x8 / x4 panels (+q)', () => {
   const engines: Engine[] = [];
   const streams: Stream[] = [];
@@ -78,10 +71,10 @@ describe('scales / zero points beside the x8 / x4 panels (+q)', () => {
           expect(emb.pd.implInfo).toBe(`wasm:simd128:f32-gemm-4x8${SUFFIX(wdt)}`);
           if (!c.glu) expectBitwise(emb, `${proposal} +q ${THREADS[i]}T`);
           const rt = await runGM(engines[i], streams[i], { ...c, proposal, packed: 'runtime' });
-          sameBits(emb, rt, `${proposal} ${THREADS[i]}T: +q vs packed codes + runtime scales`);
+          expectSameBits(emb, rt, `${proposal} ${THREADS[i]}T: +q vs packed codes + runtime scales`);
           const plain = await runGM(engines[i], streams[i], { ...c, proposal, packed: false });
-          sameBits(emb, plain, `${proposal} ${THREADS[i]}T: +q vs plain weights + runtime scales`);
-          if (first) sameBits(emb, first, `${proposal}: ${THREADS[i]} threads vs 1`);
+          expectSameBits(emb, plain, `${proposal} ${THREADS[i]}T: +q vs plain weights + runtime scales`);
+          if (first) expectSameBits(emb, first, `${proposal}: ${THREADS[i]} threads vs 1`);
           else first = emb;
         }
         expect(first!.want.some((v) => v !== 0), 'a non-trivial result').toBe(true);
@@ -107,9 +100,9 @@ describe('scales / zero points beside the x8 / x4 panels (+q)', () => {
         const emb = await runP3Q(engines[i], streams[i], { ...c, packed: true });
         expect(emb.pd.implInfo).toBe(`wasm:simd128:f32-gemm-4x8${SUFFIX(wdt)}`);
         expectBitwise(emb, `P3 +q ${THREADS[i]}T`);
-        sameBits(emb, await runP3Q(engines[i], streams[i], { ...c, packed: 'runtime' }), `P3 ${THREADS[i]}T: +q vs packed codes + runtime scales`);
-        sameBits(emb, await runP3Q(engines[i], streams[i], { ...c, packed: false }), `P3 ${THREADS[i]}T: +q vs plain`);
-        if (first) sameBits(emb, first, `P3: ${THREADS[i]} threads vs 1`);
+        expectSameBits(emb, await runP3Q(engines[i], streams[i], { ...c, packed: 'runtime' }), `P3 ${THREADS[i]}T: +q vs packed codes + runtime scales`);
+        expectSameBits(emb, await runP3Q(engines[i], streams[i], { ...c, packed: false }), `P3 ${THREADS[i]}T: +q vs plain`);
+        if (first) expectSameBits(emb, first, `P3: ${THREADS[i]} threads vs 1`);
         else first = emb;
       }
     }

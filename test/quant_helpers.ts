@@ -688,6 +688,14 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
 }
 
 /** Bitwise equality of every element (NaN-aware), listing the first mismatches. */
+/** Two outcomes bit for bit (NaN payloads aside: Object.is), reporting the first differing elements. */
+export function expectSameBits(a: Outcome, b: Outcome, what: string): void {
+  expect(a.got.length, what).toBe(b.got.length);
+  const bad: number[] = [];
+  for (let i = 0; i < a.got.length; i++) if (!Object.is(a.got[i], b.got[i])) bad.push(i);
+  expect(bad.slice(0, 5), `${what}: ${bad.length} elements differ`).toEqual([]);
+}
+
 export function expectBitwise(o: Outcome, what = 'dst'): void {
   expect(o.got.length, `${what}: element count`).toBe(o.want.length);
   const bad: string[] = [];

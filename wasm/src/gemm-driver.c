@@ -100,6 +100,13 @@ static int check_row_maps(job_t* j, const int32_t* o, uint8_t* seen, int tid) {
   return code;
 }
 
+/* The group's bias for columns [n0, n0 + nc) as f32 into out, zero padded to whole panels. */
+static const float* load_bias_block(const job_t* j, const group_view_t* v, int32_t n0, int32_t nc, float* out) {
+  for (int32_t n = 0; n < cdiv(nc, NR) * NR; n++)
+    out[n] = n < nc ? load_elem(v->bias, j->b_dt, v->bias_off + (size_t)(n0 + n) * j->b_n) : 0.0f;
+  return out;
+}
+
 /* The tile's A block [m0, m0 + mc) x [k0, k0 + kc) into s->a as 4-row micro-panels of stride lda: the
    kernel then reads one A stream, and rows of the user's matrix, K floats apart, no longer alias the
    same L1 sets. Skipped when the worker's previous tile left exactly this block. */
@@ -145,8 +152,6 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
   const float* wpacked = wcache ? wcache : (const float*)v->wpacked;
   const int32_t Kfull = wcache ? v->Kg : v->Kfull, Kg = v->Kg;
   const int32_t pan0 = wcache ? 0 : n0 / NR; /* the cache holds the tile's panels only */
-  const char* bias_g = v->bias;
-  const size_t bias_off = v->bias_off;
   const int32_t NB = j->nb;
   const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1, MR);
   B.base += B.off * esz(B.dt);
@@ -166,12 +171,7 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
     }
     accumulate = 1;
   }
-  const float* biasv = 0;
-  if (bias_g) {
-    for (int32_t n = 0; n < npan * NR; n++)
-      s->bias[n] = n < nc ? load_elem(bias_g, j->b_dt, bias_off + (size_t)(n0 + n) * j->b_n) : 0.0f;
-    biasv = s->bias;
-  }
+  const float* biasv = v->bias ? load_bias_block(j, v, n0, nc, s->bias) : 0;
   epilogue_t epi = { 0, j->n_elt, j->elt_alg, j->elt_alpha, j->elt_beta };
 
   for (int32_t k0 = 0; k0 < Kg || k0 == 0; k0 += KC) {
@@ -370,11 +370,9 @@ static void run_tile_rows(const job_t* j, scratch_t* s, const group_view_t* v, i
     pack_plain_panels(v, k0, kc, 0, N, wcache_stride(kc), s->wcache);
     for (int32_t n0 = 0; n0 < N; n0 += NB) {
       const int32_t nc = MIN(NB, N - n0), npan = cdiv(nc, NR);
-      if (last && v->bias)
-        for (int32_t n = 0; n < npan * NR; n++)
-          s->bias[n] = n < nc ? load_elem(v->bias, j->b_dt, v->bias_off + (size_t)(n0 + n) * j->b_n) : 0.0f;
+      const float* biasv = last && v->bias ? load_bias_block(j, v, n0, nc, s->bias) : 0;
       for (int32_t p = 0; p < npan; p++) {
-        epi.bias = last && v->bias ? s->bias + p * NR : 0;
+        epi.bias = biasv ? biasv + p * NR : 0;
         const float* bp = s->wcache + (size_t)(n0 / NR + p) * wcache_stride(kc);
         for (int32_t i = 0; i < mc; i += MR)
           f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)MIN(NR, nc - p * NR), (size_t)kc, s->a + (size_t)i * (size_t)kr, bp,
