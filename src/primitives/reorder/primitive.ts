@@ -89,8 +89,7 @@ export class Primitive {
       const q = dst.packed.quant;
       const four = dst.packed.name === PACKED_X4;
       if (k) {
-        if (q) k.pack_weights_lowp(from.handles[0], four ? 1 : 0, ...geo, to.handles[0], packedLowpGeometry(src.dims, src.dataType, q).panelBytes);
-        else (four ? k.pack_weights_x4 : k.pack_weights_x8)(from.handles[0], ...geo, to.handles[0]);
+        k.pack_weights_lowp(from.handles[0], four ? 1 : 0, ...geo, to.handles[0], packedLowpGeometry(src.dims, src.dataType, q).panelBytes);
       } else {
         const bytes = new Uint8Array(engine.buffer, from.handles[0], src.getSize(0));
         const code = isSubByteType(src.dataType) ? (i: number): number => (bytes[i >>> 1] >>> ((i & 1) << 2)) & 0xf : (i: number): number => bytes[i];
