@@ -18,6 +18,8 @@ export { tag, type FormatTag } from './memory/format_tag.js';
 export { offsets } from './memory/offsets.js';
 export { Memory, type Handle, type MemoryOptions } from './memory/memory.js';
 export { Engine, type EngineOptions } from './runtime/engine.js';
+export { GpuEngine, type GpuEngineOptions, type GpuCaps } from './runtime/gpu/gpu_engine.js';
+export { GpuMemory, type GpuReadArray } from './memory/gpu_memory.js';
 export { Stream } from './runtime/stream.js';
 export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr } from './attr/primitive_attr.js';
 export { PostOps, type PostOp, type GluBackwardOptions as GluBackwardPostOpOptions } from './attr/post_ops.js';

@@ -1,6 +1,8 @@
 import { DnnlError, check } from '../common/status.js';
 import { decodeArray, dtBytes, encodeArray, fromStored, isSubByteType, makeView, toStored, type ValuesView } from '../common/data_type.js';
 import type { Engine } from '../runtime/engine.js';
+import type { GpuEngine } from '../runtime/gpu/gpu_engine.js';
+import { GpuMemory } from './gpu_memory.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
 import { countObject } from '../common/census.js';
@@ -44,7 +46,15 @@ export class Memory {
    * heap buffers (one handle, or `[values, offsets]` for grouped; `undefined` in the array allocates
    * that one). A grouped desc with per-group sizes gets its allocated offsets filled in.
    */
-  static create(desc: MemoryDesc, engine: Engine, handles?: Handle | readonly (Handle | undefined)[], options: MemoryOptions = {}): Memory {
+  static create(desc: MemoryDesc, engine: GpuEngine, buffers?: GPUBuffer | readonly (GPUBuffer | undefined)[]): GpuMemory;
+  static create(desc: MemoryDesc, engine: Engine, handles?: Handle | readonly (Handle | undefined)[], options?: MemoryOptions): Memory;
+  static create(desc: MemoryDesc, engine: Engine | GpuEngine): Memory | GpuMemory;
+  static create(desc: MemoryDesc, engine: Engine | GpuEngine, handles?: Handle | GPUBuffer | readonly (Handle | GPUBuffer | undefined)[], options: MemoryOptions = {}): Memory | GpuMemory {
+    if (engine?.kind === 'gpu') return GpuMemory.create(desc, engine, handles as GPUBuffer | readonly (GPUBuffer | undefined)[] | undefined);
+    return Memory.createCpu(desc, engine, handles as Handle | readonly (Handle | undefined)[] | undefined, options);
+  }
+
+  private static createCpu(desc: MemoryDesc, engine: Engine, handles: Handle | readonly (Handle | undefined)[] | undefined, options: MemoryOptions): Memory {
     const fn = 'Memory.create';
     check(desc.format !== 'any', `${fn}: cannot create memory for a 'tag.any' descriptor; query the pd for the chosen one`);
     const list = handles === undefined ? [] : Array.isArray(handles) ? [...handles] : [handles as Handle];

@@ -3,8 +3,11 @@ import { Heap } from './heap.js';
 import { CTRL } from './control_block.js';
 import { instantiate, loadKernels, resolveIsa, type KernelChoice, type KernelExports, type KernelIsa } from './wasm_kernels.js';
 import { WorkerPool } from './worker_pool.js';
+import { GpuEngine, type GpuEngineOptions } from './gpu/gpu_engine.js';
 
 export interface EngineOptions {
+  /** Engine kind: 'cpu' (default: wasm kernels in workers); `{ kind: 'gpu' }` takes GpuEngineOptions. */
+  kind?: 'cpu';
   /** Compute threads: 1 runs kernels in the calling thread; N > 1 starts N workers. Default: one per core. */
   threads?: number;
   /** Kernel build: 'auto' (relaxed SIMD when the runtime has it on, else SIMD128), 'simd128', 'relaxed', or 'none' (reference only). */
@@ -66,7 +69,19 @@ export class Engine {
     this.pool = pool;
   }
 
-  static async create(options: EngineOptions = {}): Promise<Engine> {
+  /**
+   * `Engine.create()` / `Engine.create({ threads })`: the cpu engine; `Engine.create({ kind: 'gpu' })`:
+   * the WebGPU engine (optionally on the caller's `device`). The same pds and primitives run on both.
+   */
+  static create(options: GpuEngineOptions): Promise<GpuEngine>;
+  static create(options?: EngineOptions): Promise<Engine>;
+  static async create(options: EngineOptions | GpuEngineOptions = {}): Promise<Engine | GpuEngine> {
+    if (options.kind === 'gpu') return GpuEngine.create(options);
+    check(options.kind === undefined || options.kind === 'cpu', `Engine.create: kind must be 'cpu' or 'gpu', got '${String(options.kind)}'`);
+    return Engine.createCpu(options);
+  }
+
+  private static async createCpu(options: EngineOptions): Promise<Engine> {
     const canShare = typeof SharedArrayBuffer !== 'undefined' && (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated !== false;
     // Without cross-origin isolation a page has no SharedArrayBuffer: one thread, or a clear refusal if more were asked for.
     check(options.threads === undefined || options.threads === 1 || canShare, `Engine.create: threads = ${options.threads} needs SharedArrayBuffer (a cross-origin isolated page: COOP same-origin + COEP require-corp); use threads: 1 or leave threads unset`);

@@ -1,5 +1,6 @@
 import { DnnlError } from '../common/status.js';
 import type { Engine } from './engine.js';
+import type { GpuEngine } from './gpu/gpu_engine.js';
 
 /** One unit of stream work: runs synchronously (reference, threads = 1) or returns a promise (workers). */
 export type StreamTask = () => void | Promise<void>;
@@ -11,11 +12,11 @@ export type StreamTask = () => void | Promise<void>;
  * an error, as on a device queue.
  */
 export class Stream {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   private tail: Promise<void> | undefined;
   private firstError: DnnlError | undefined;
 
-  constructor(engine: Engine) {
+  constructor(engine: Engine | GpuEngine) {
     this.engine = engine;
   }
 
@@ -42,6 +43,14 @@ export class Stream {
   /** Resolves when all enqueued work is done; rejects with the first error since the last wait. */
   async wait(): Promise<void> {
     while (this.tail !== undefined) await this.tail;
+    // gpu: tasks only submitted their command buffers; wait for the device and its status slots.
+    if (this.engine.kind === 'gpu') {
+      try {
+        await this.engine.flush();
+      } catch (e) {
+        this.record(e);
+      }
+    }
     const e = this.firstError;
     this.firstError = undefined;
     if (e) throw e;

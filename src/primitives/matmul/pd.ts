@@ -5,8 +5,9 @@ import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
-import type { MatmulImpl } from './impl.js';
-import { matmulImplList } from './impl_list.js';
+import type { GpuMatmulImpl, MatmulImpl } from './impl.js';
+import { gpuMatmulImplList, matmulImplList } from './impl_list.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import { problemString, type MatmulKind, type MatmulProblem, type MoeRows } from './problem.js';
 import type { PostOp } from '../../attr/post_ops.js';
 import { ARG, argName } from '../args.js';
@@ -60,13 +61,14 @@ function classify(src: MemoryDesc, wei: MemoryDesc, dst: MemoryDesc, attr: Primi
  * implementation of the ordered list that accepts the problem.
  */
 export class PrimitiveDesc {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   readonly problem: MatmulProblem;
-  readonly impl: MatmulImpl;
+  /** The chosen implementation: from the cpu list on a cpu engine, from the gpu list on a gpu engine. */
+  readonly impl: MatmulImpl | GpuMatmulImpl;
   readonly creationMs: number;
   private offsetsMd: MemoryDesc | undefined;
 
-  constructor(engine: Engine, src: MemoryDesc, weights: MemoryDesc, biasOrDst: MemoryDesc, dstOrAttr?: MemoryDesc | PrimitiveAttr, attrArg?: PrimitiveAttr) {
+  constructor(engine: Engine | GpuEngine, src: MemoryDesc, weights: MemoryDesc, biasOrDst: MemoryDesc, dstOrAttr?: MemoryDesc | PrimitiveAttr, attrArg?: PrimitiveAttr) {
     const t0 = now();
     countObject('primitive_desc');
     const hasBias = dstOrAttr instanceof MemoryDesc;
@@ -75,27 +77,27 @@ export class PrimitiveDesc {
     const attr = (hasBias ? attrArg : (dstOrAttr as PrimitiveAttr | undefined)) ?? new PrimitiveAttr();
     this.engine = engine;
     const p = PrimitiveDesc.init(engine, src, weights, bias, dst, attr);
-    const reasons: string[] = [];
-    let chosen: MatmulImpl | undefined;
-    for (const impl of matmulImplList) {
-      const why = impl.reject(p, engine);
-      if (why === undefined) {
-        chosen = impl;
-        break;
-      }
-      reasons.push(`${impl.name}: ${why}`);
-    }
-    if (!chosen) throw new DnnlError('unimplemented', `matmul: no implementation for ${problemString(p)} (${reasons.join('; ')})`);
+    const { impl: chosen, weights: wei } = engine.kind === 'gpu' ? PrimitiveDesc.pick(gpuMatmulImplList, p, engine) : PrimitiveDesc.pick(matmulImplList, p, engine);
     this.impl = chosen;
-    const wei = p.weights.format === 'any' ? chosen.weightsLayout(p, engine) : p.weights;
     this.problem = Object.freeze({ ...p, weights: wei });
     this.creationMs = now() - t0;
     countPdTime(this.creationMs);
     verboseLine('create', ['matmul', this.implInfo, 'undef', this.mdsString(), attr.toString(), '', problemString(this.problem), this.creationMs.toFixed(4)]);
   }
 
+ /** The first implementation of the engine kind's ordered list that accepts the problem, and its weights layout. */
+  private static pick<E, I extends MatmulImpl<E, unknown>>(list: readonly I[], p: MatmulProblem, engine: E): { impl: I; weights: MemoryDesc } {
+    const reasons: string[] = [];
+    for (const impl of list) {
+      const why = impl.reject(p, engine);
+      if (why === undefined) return { impl, weights: p.weights.format === 'any' ? impl.weightsLayout(p, engine) : p.weights };
+      reasons.push(`${impl.name}: ${why}`);
+    }
+    throw new DnnlError('unimplemented', `matmul: no implementation for ${problemString(p)} on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons.join('; ')})`);
+  }
+
   /** Validation rules, one per line, in the order oneDNN's `init()` would check them. */
-  private static init(engine: Engine, src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
+  private static init(engine: Engine | GpuEngine, src: MemoryDesc, wei: MemoryDesc, bias: MemoryDesc | undefined, dst: MemoryDesc, attr: PrimitiveAttr): MatmulProblem {
     check(engine !== undefined && engine !== null, 'matmul: engine is required');
     check(src instanceof MemoryDesc, 'matmul: src must be a memory descriptor');
     check(wei instanceof MemoryDesc, 'matmul: weights must be a memory descriptor');
@@ -379,7 +381,9 @@ export class PrimitiveDesc {
 
   /** Name of the chosen implementation (oneDNN `impl_info_str`). */
   get implInfo(): string {
-    return this.impl.describe?.(this.engine, this.problem) ?? this.impl.name;
+    const { impl, engine } = this;
+    if (engine.kind === 'gpu') return (impl as GpuMatmulImpl).describe?.(engine, this.problem) ?? impl.name;
+    return (impl as MatmulImpl).describe?.(engine, this.problem) ?? impl.name;
   }
 
   /** @internal verbose rendering of all descriptors. */

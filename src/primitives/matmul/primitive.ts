@@ -2,9 +2,10 @@ import { DnnlError, check } from '../../common/status.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
+import { GpuMemory } from '../../memory/gpu_memory.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
-import type { MatmulArgs, MatmulExecutor } from './impl.js';
+import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
 import { countObject } from '../../common/census.js';
 import { Lifetime } from '../../runtime/lifetime.js';
@@ -13,7 +14,9 @@ import type { QuantArg, QuantParam } from '../../attr/fusion.js';
 
 const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };
 
-export type ExecArgs = Readonly<Record<number, Memory | undefined>>;
+/** Memory objects of either engine kind (a cpu pd takes `Memory`, a gpu pd `GpuMemory`). */
+type AnyMemory = Memory | GpuMemory;
+export type ExecArgs = Readonly<Record<number, AnyMemory | undefined>>;
 
 /** Bytes [start, end) of buffer 0, for the aliasing check. */
 function span(m: Memory): [number, number] {
@@ -21,7 +24,9 @@ function span(m: Memory): [number, number] {
   return [m.handles[0], m.handles[0] + (n === RUNTIME_SIZE_VAL ? 0 : n)];
 }
 
-function overlaps(a: Memory, b: Memory): boolean {
+function overlaps(a: AnyMemory, b: AnyMemory): boolean {
+  // gpu: one GPUBuffer cannot be bound for reading and writing in one dispatch.
+  if (a instanceof GpuMemory || b instanceof GpuMemory) return a.handles[0] === b.handles[0];
   const [a0, a1] = span(a), [b0, b1] = span(b);
   return a0 < b1 && b0 < a1;
 }
@@ -37,13 +42,16 @@ function groupSizesString(o: Int32Array): string {
 /** The matmul primitive: `new matmul.Primitive(pd).execute(stream, { [ARG.SRC]: src, ... })`. */
 export class Primitive {
   readonly pd: PrimitiveDesc;
-  private readonly executor: MatmulExecutor;
+  private readonly executor: MatmulExecutor<AnyMemory>;
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     countObject('primitive');
     this.pd = pd;
-    const executor = pd.impl.createExecutor(pd.problem, pd.engine);
+    // Each engine kind's impl takes its own memory kind; `arg()` checks every memory's engine, so the
+    // executor only ever sees its kind.
+    const eng = pd.engine;
+    const executor = (eng.kind === 'gpu' ? (pd.impl as GpuMatmulImpl).createExecutor(pd.problem, eng) : (pd.impl as MatmulImpl).createExecutor(pd.problem, eng)) as MatmulExecutor<AnyMemory>;
     this.executor = executor;
     this.life = new Lifetime(this, { release: () => executor.destroy?.() });
   }
@@ -67,7 +75,7 @@ export class Primitive {
     const p = this.pd.problem;
     check(!this.life.destroyed, 'matmul.execute: primitive used after destroy()');
     check(stream.engine === this.pd.engine, 'matmul.execute: stream belongs to another engine');
-    const a: MatmulArgs = {
+    const a: MatmulArgs<AnyMemory> = {
       src: this.arg(args, ARG.SRC, p.src),
       weights: this.arg(args, ARG.WEIGHTS, p.weights),
       dst: this.arg(args, ARG.DST, p.dst),
@@ -81,7 +89,7 @@ export class Primitive {
       counts: p.moe.batchedCounts ? this.arg(args, ARG.MOE_EXPERT_NUM_TOKENS, this.pd.queryMd('expert_num_tokens')!) : undefined,
       gluBackward: this.gluBackwardArgs(args),
     };
-    const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
+    const inputs: [AnyMemory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
       [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS']];
     for (const [id, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
       for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | QUANT_ARG_ID[arg as QuantArg])]);
@@ -105,7 +113,9 @@ export class Primitive {
     stream.enqueue(() => {
       const t0 = now();
       const line = (): void => {
-        const groups = p.offsetsFrom === 'attr' ? groupSizesString(a.offsets!.values as Int32Array) : p.kind !== 'dense' ? groupSizesString(p.offsetsArg === 'dst' ? a.dst.offsets : a.src.offsets) : '';
+        // gpu: the offsets stay on the device (reading them here would be the host read-back the design avoids).
+        const host = (m: AnyMemory): m is Memory => m instanceof Memory;
+        const groups = p.offsetsFrom === 'attr' ? (host(a.offsets!) ? groupSizesString(a.offsets.values as Int32Array) : '') : p.kind !== 'dense' ? (() => { const m = p.offsetsArg === 'dst' ? a.dst : a.src; return host(m) ? groupSizesString(m.offsets) : ''; })() : '';
         verboseLine('exec', ['matmul', this.pd.implInfo, 'undef', this.pd.mdsString(), p.attr.toString(), groups, problemString(p), (now() - t0).toFixed(4)]);
       };
       const r = task();
@@ -115,7 +125,7 @@ export class Primitive {
   }
 
   /** The extra arguments of a glu_backward post-op (rfcs/0002 section 10). */
-  private gluBackwardArgs(args: ExecArgs): MatmulArgs['gluBackward'] {
+  private gluBackwardArgs(args: ExecArgs): MatmulArgs<AnyMemory>['gluBackward'] {
     const gb = this.pd.problem.fusion.gluBackward;
     if (!gb) return undefined;
     const id = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(gb.position) | x;
@@ -128,8 +138,8 @@ export class Primitive {
   }
 
   /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each (not those stored in `+q` packed weights). */
-  private quantArgs(args: ExecArgs, base: number, params: Readonly<Partial<Record<QuantArg, QuantParam>>>): Partial<Record<QuantArg, Memory>> {
-    const out: Partial<Record<QuantArg, Memory>> = {};
+  private quantArgs(args: ExecArgs, base: number, params: Readonly<Partial<Record<QuantArg, QuantParam>>>): Partial<Record<QuantArg, AnyMemory>> {
+    const out: Partial<Record<QuantArg, AnyMemory>> = {};
     const emb = this.pd.problem.weights.packed?.quant;
     for (const [arg, q] of Object.entries(params) as [QuantArg, QuantParam][]) {
       if (arg === 'weights' && emb?.[q.kind === 'scales' ? 'scales' : 'zeroPoints']) {
@@ -142,15 +152,19 @@ export class Primitive {
     return out;
   }
 
-  private arg(args: ExecArgs, id: number, md: MemoryDesc, alt?: MemoryDesc): Memory {
+  private arg(args: ExecArgs, id: number, md: MemoryDesc, alt?: MemoryDesc): AnyMemory {
     const m = args[id];
     const name = argName(id);
     if (m === undefined) throw new DnnlError('invalid_arguments', `matmul.execute: missing argument ${name}`);
-    check(m instanceof Memory, `matmul.execute: ${name} must be a Memory object`);
+    check(m instanceof Memory || m instanceof GpuMemory, `matmul.execute: ${name} must be a Memory object`);
     check(!m.isFreed, `matmul.execute: ${name} was freed`);
     check(m.engine === this.pd.engine, `matmul.execute: ${name} belongs to another engine`);
     // The message renders descriptors: build it only on failure (execute is on the hot path).
     if (!m.desc.equals(md) && !(alt !== undefined && m.desc.equals(alt))) check(false, `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}${alt ? ` (or ${alt})` : ''}`);
+    if (m instanceof GpuMemory) {
+      check(m.filled, `matmul.execute: ${name} is a packed layout that was never filled: fill it with reorder`);
+      return m;
+    }
     m.handles.forEach((h, i) => {
       const n = m.desc.getSize(i);
       check(m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);

@@ -1,0 +1,120 @@
+import type { DataType } from '../../common/data_type.js';
+import { WGSL_16BIT_HELPERS, wgslStore, wgslType } from './wgsl_dtypes.js';
+import { Y_FOLD } from './grouped_schedule.js';
+
+/**
+ * `gemm-tiled`: a register-blocked GEMM, 256 threads as 16 x 16, each computing (TM/16) x (TN/16)
+ * outputs of a TM x TN tile; BK-deep slices of A and B staged in workgroup memory. One family serves
+ * the three matmul kinds, which differ only in where a tile's rows, expert and K range come from:
+ *  - dense: tile (x = N tile, y = M tile, z = batch);
+ *  - grouped_m: tile t of the device-written schedule (g, m0, m1) (grouped_schedule.ts);
+ *  - grouped_k: z = group, its K range from the validated offsets in the schedule.
+ * Accumulation is f32 in a fixed k order: a second run gives the same bits.
+ */
+export interface GemmTiledConfig {
+  readonly mode: 'dense' | 'grouped_m' | 'grouped_k';
+  readonly tm: number;
+  readonly tn: number;
+  readonly bk: number;
+  readonly src: DataType;
+  readonly wei: DataType;
+  readonly dst: DataType;
+  readonly bias: DataType | undefined;
+  /** WGSL statements applied to `v` (f32) after the bias, e.g. eltwise post-ops. */
+  readonly epilogue: string;
+}
+
+export function gemmTiledKey(c: GemmTiledConfig): string {
+  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}`;
+}
+
+/**
+ * Params (uniform, 16 x u32): M, K, N, lda, ldwk, ldwn, wg (weights stride per group / batch), ldd,
+ * sb (src batch stride), db (dst batch / group stride), bg (bias stride per group / batch), bn (bias
+ * stride along N), tilesN, _, _, _.
+ */
+export function gemmTiledWgsl(c: GemmTiledConfig): string {
+  const { tm, tn, bk } = c;
+  const rm = tm / 16, rn = tn / 16;
+  const A = wgslType(c.src), B = wgslType(c.wei), D = wgslType(c.dst);
+  const Bi = c.bias ? wgslType(c.bias) : undefined;
+  const sixteen = c.src !== 'f32' || c.wei !== 'f32' || c.dst !== 'f32' || (c.bias !== undefined && c.bias !== 'f32');
+  const tile =
+    c.mode === 'grouped_m' ? `
+  let t = wid.y + wid.z * ${Y_FOLD}u;
+  if (t >= S[3]) { return; }
+  let g = S[4u + 3u * t];
+  let m0 = S[5u + 3u * t];
+  let m1 = S[6u + 3u * t];
+  let aBase = 0u; let wBase = g * P.wg; let dBase = 0u; let k0 = 0u; let k1 = P.K;` :
+    c.mode === 'grouped_k' ? `
+  let g = wid.z;
+  let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
+  let aBase = 0u; let wBase = 0u; let dBase = g * P.db; let k0 = S[4u + g]; let k1 = S[5u + g];` : `
+  let g = wid.z;
+  let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
+  let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db; let k0 = 0u; let k1 = P.K;`;
+  // grouped_m reads its tile from a storage buffer: the early return is uniform per workgroup
+  // (workgroup_id and read-only storage), which the barriers below need.
+  return /* wgsl */ `
+${sixteen ? WGSL_16BIT_HELPERS : ''}
+struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> A: array<${A.array}>;
+@group(0) @binding(2) var<storage, read> B: array<${B.array}>;
+@group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;
+${c.mode !== 'dense' ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
+${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
+
+var<workgroup> As: array<f32, ${bk * tm}>;
+var<workgroup> Bs: array<f32, ${bk * tn}>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  ${tile}
+  let n0 = wid.x * ${tn}u;
+  let tx = li % 16u;
+  let ty = li / 16u;
+  var acc: array<array<f32, ${rn}>, ${rm}>;
+  for (var kb = k0; kb < k1; kb += ${bk}u) {
+    for (var i = li; i < ${bk * tm}u; i += 256u) {
+      let m = i / ${bk}u; let kk = i % ${bk}u;
+      let r = m0 + m; let k = kb + kk;
+      var v = 0.0;
+      if (r < m1 && k < k1) { v = ${A.load('A', 'aBase + r * P.lda + k')}; }
+      As[kk * ${tm}u + m] = v;
+    }
+    for (var i = li; i < ${bk * tn}u; i += 256u) {
+      let kk = i / ${tn}u; let n = i % ${tn}u;
+      let k = kb + kk; let col = n0 + n;
+      var v = 0.0;
+      if (k < k1 && col < P.N) { v = ${B.load('B', 'wBase + k * P.ldwk + col * P.ldwn')}; }
+      Bs[kk * ${tn}u + n] = v;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < ${bk}u; kk++) {
+      var a: array<f32, ${rm}>;
+      var b: array<f32, ${rn}>;
+      for (var r = 0u; r < ${rm}u; r++) { a[r] = As[kk * ${tm}u + ty + 16u * r]; }
+      for (var j = 0u; j < ${rn}u; j++) { b[j] = Bs[kk * ${tn}u + tx + 16u * j]; }
+      for (var r = 0u; r < ${rm}u; r++) {
+        for (var j = 0u; j < ${rn}u; j++) { acc[r][j] = fma(a[r], b[j], acc[r][j]); }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var r = 0u; r < ${rm}u; r++) {
+    let row = m0 + ty + 16u * r;
+    if (row >= m1) { continue; }
+    for (var j = 0u; j < ${rn}u; j++) {
+      let col = n0 + tx + 16u * j;
+      if (col >= P.N) { continue; }
+      var v = acc[r][j];
+      ${Bi ? `v += ${Bi.load('BIAS', 'g * P.bg + col * P.bn')};` : ''}
+      ${c.epilogue}
+      ${wgslStore(c.dst, 'D', 'dBase + row * P.ldd + col', 'v')}
+    }
+  }
+}
+`;
+}

@@ -1,0 +1,194 @@
+import type { DataType } from '../../common/data_type.js';
+import { MemoryDesc } from '../../memory/desc.js';
+import { tagToStrides } from '../../memory/format_tag.js';
+import type { GpuMemory } from '../../memory/gpu_memory.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { StreamTask } from '../../runtime/stream.js';
+import { NO_FUSION } from '../../attr/fusion.js';
+import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
+import { groupedScheduleWgsl, scheduleWords, SCHED_HEADER_WORDS } from '../../kernels/wgsl/grouped_schedule.js';
+import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
+import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor } from './impl.js';
+import type { MatmulProblem } from './problem.js';
+import { offsetsError, type Grouping } from './runtime_offsets.js';
+import { ARG, argName } from '../args.js';
+
+const GPU_TYPES: readonly DataType[] = ['f32', 'f16', 'bf16'];
+
+/** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
+function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
+  const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
+  if (rows <= 16) return { tm: 16, tn: 64, bk: 16 };
+  if (rows <= 32) return { tm: 32, tn: 64, bk: 16 };
+  if (rows <= 256 || p.N < 512) return { tm: 64, tn: 64, bk: 16 };
+  return { tm: 128, tn: 128, bk: 8 };
+}
+
+function unitCols(md: MemoryDesc): boolean {
+  return md.strides[md.ndims - 1] === 1;
+}
+
+function rejectReason(p: MatmulProblem): string | undefined {
+  if (p.weights.format === 'packed') return 'packed weights layouts are not implemented on the gpu engine yet (use plain abc / acb weights)';
+  if (p.fusion !== NO_FUSION) return 'scales, zero points, binary post-ops and the fused GLU are not implemented on the gpu engine yet';
+  if (p.moe.gather || p.moe.scatterTopK || p.moe.batchedCounts) return 'MoE gather / scatter / batched token counts are not implemented on the gpu engine yet';
+  if (eltwiseChainWgsl(p.attr.postOps.entries) === undefined) return 'post-ops other than eltwise (sum, binary) are not implemented on the gpu engine yet';
+  for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst], ['bias', p.bias]] as const) {
+    if (md && !GPU_TYPES.includes(md.dataType)) return `${name} data type ${md.dataType} is not implemented on the gpu engine yet (f32, f16, bf16)`;
+  }
+  if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
+  if (p.kind === 'dense' && p.batch.length > 1) return 'dense matmul with more than one batch dim is not implemented on the gpu engine yet';
+  return undefined;
+}
+
+/** The tiled kernel's 16 u32 params for this problem (gemm_tiled.ts). */
+function gemmParams(p: MatmulProblem, tilesN: number): Uint32Array {
+  const s = p.src.strides, w = p.weights.strides, d = p.dst.strides;
+  const b = p.bias;
+  const bdim = (i: number): number => (b && b.dims[i] !== 1 ? b.strides[i] : 0);
+  const nb = b?.ndims ?? 0;
+  const P = new Uint32Array(16);
+  if (p.kind === 'dense') {
+    const nd = p.dst.ndims, batched = nd === 3;
+    P.set([p.M, p.K, p.N, s[nd - 2], w[nd - 2], w[nd - 1], batched && p.weights.dims[0] !== 1 ? w[0] : 0, d[nd - 2],
+      batched && p.src.dims[0] !== 1 ? s[0] : 0, batched ? d[0] : 0, batched && b ? bdim(0) : 0, b ? b.strides[nb - 1] : 0, tilesN, b ? bdim(nb - 2) : 0]);
+  } else if (p.kind === 'grouped_m') {
+    P.set([p.M, p.K, p.N, s[0], w[1], w[2], w[0], d[0], 0, 0, b ? bdim(0) : 0, b ? b.strides[1] : 0, tilesN, 0]);
+  } else {
+    P.set([p.M, p.K, p.N, s[0], w[0], w[1], 0, d[1], 0, d[0], b ? bdim(0) : 0, b ? b.strides[nb - 1] : 0, tilesN, b ? bdim(nb - 2) : 0]);
+  }
+  return P;
+}
+
+/** Where a grouped execution's offsets live on the device, and what to call them in messages. */
+function deviceGrouping(p: MatmulProblem, a: MatmulArgs<GpuMemory>): { primary: GPUBuffer; other: GPUBuffer | undefined; names: Grouping } {
+  const names = (primary: string, other?: string): Grouping => ({
+    primary: { name: primary, handle: 0, view: new Int32Array(0) }, others: other ? [{ name: other, handle: 0, view: new Int32Array(0) }] : [],
+    G: p.G, total: p.kind === 'grouped_k' ? p.K : p.M, variableDim: p.kind === 'grouped_k' ? 1 : 0, sizes: undefined,
+  });
+  if (p.kind === 'grouped_k') {
+    const other = a.weights.buffers[1] !== a.src.buffers[1] ? a.weights.buffers[1] : undefined;
+    return { primary: a.src.buffers[1], other, names: names('src', 'weights') };
+  }
+  if (p.offsetsFrom === 'attr') return { primary: a.offsets!.buffers[0], other: undefined, names: names(argName(ARG.ATTR_GROUPED_OFFSETS | ARG.SRC)) };
+  const other = p.dst.isGrouped && a.dst.buffers[1] !== a.src.buffers[1] ? a.dst.buffers[1] : undefined;
+  return { primary: a.src.buffers[1], other, names: names('src', 'dst') };
+}
+
+class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
+  private readonly p: MatmulProblem;
+  private readonly eng: GpuEngine;
+  private readonly cfg: GemmTiledConfig;
+  private readonly gemm: GPUComputePipeline;
+  private readonly sched: GPUComputePipeline | undefined;
+  private readonly gemmParams: GPUBuffer;
+  private readonly schedParams: GPUBuffer | undefined;
+  private readonly schedBuf: GPUBuffer | undefined;
+  private readonly sizesBuf: GPUBuffer | undefined;
+  private readonly tilesN: number;
+  private readonly tilesM: number;
+
+  constructor(p: MatmulProblem, eng: GpuEngine) {
+    this.p = p;
+    this.eng = eng;
+    const t = tileOf(p);
+    const epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
+    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue };
+    const cfg = this.cfg;
+    this.gemm = eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
+    this.tilesN = Math.ceil(p.N / t.tn);
+    this.tilesM = Math.ceil(p.M / t.tm);
+    const uni = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
+    this.gemmParams = eng.createBuffer(64, 'matmul params', uni);
+    eng.device.queue.writeBuffer(this.gemmParams, 0, gemmParams(p, this.tilesN).buffer as ArrayBuffer);
+    if (p.kind !== 'dense') {
+      this.sched = eng.pipeline('grouped-schedule', groupedScheduleWgsl);
+      this.schedParams = eng.createBuffer(48, 'matmul schedule params', uni);
+      const words = p.kind === 'grouped_k' ? SCHED_HEADER_WORDS + p.G + 1 : scheduleWords(p.M, p.G, t.tm);
+      this.schedBuf = eng.createBuffer(words * 4, 'matmul schedule', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
+      const sizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
+      this.sizesBuf = eng.createBuffer(4 * (sizes?.length ?? 1), 'matmul group sizes');
+      if (sizes) eng.device.queue.writeBuffer(this.sizesBuf, 0, Int32Array.from(sizes));
+    }
+  }
+
+  task(a: MatmulArgs<GpuMemory>): StreamTask {
+    return () => this.encode(a);
+  }
+
+  private encode(a: MatmulArgs<GpuMemory>): void {
+    const { p, eng } = this;
+    eng.checkAlive();
+    const dev = eng.device;
+    const enc = dev.createCommandEncoder({ label: 'matmul' });
+    const pass = enc.beginComputePass({ label: 'matmul' });
+    const gemmEntries: GPUBindGroupEntry[] = [
+      { binding: 0, resource: { buffer: this.gemmParams } },
+      { binding: 1, resource: { buffer: a.src.buffers[0] } },
+      { binding: 2, resource: { buffer: a.weights.buffers[0] } },
+      { binding: 3, resource: { buffer: a.dst.buffers[0] } },
+    ];
+    if (a.bias) gemmEntries.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
+    if (p.kind === 'dense') {
+      const batch = p.batch.length ? p.batch[0] : 1;
+      pass.setPipeline(this.gemm);
+      pass.setBindGroup(0, dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries }));
+      if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
+    } else {
+      const grouping = deviceGrouping(p, a);
+      const slot = eng.status.take((code, i, x, y) => offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
+      const sp = new Uint32Array(12);
+      const hasSizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
+      sp.set([p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0, p.kind === 'grouped_k' ? 1 : 0, this.tilesM, hasSizes ? 1 : 0]);
+      dev.queue.writeBuffer(this.schedParams!, 0, sp);
+      pass.setPipeline(this.sched!);
+      pass.setBindGroup(0, dev.createBindGroup({
+        layout: this.sched!.getBindGroupLayout(0),
+        entries: [
+          { binding: 0, resource: { buffer: this.schedParams! } },
+          { binding: 1, resource: { buffer: grouping.primary } },
+          { binding: 2, resource: { buffer: grouping.other ?? grouping.primary } },
+          { binding: 3, resource: { buffer: this.sizesBuf! } },
+          { binding: 4, resource: { buffer: this.schedBuf! } },
+          { binding: 5, resource: { buffer: slot.buffer } },
+        ],
+      }));
+      pass.dispatchWorkgroups(1);
+      gemmEntries.push({ binding: 4, resource: { buffer: this.schedBuf! } });
+      pass.setPipeline(this.gemm);
+      pass.setBindGroup(0, dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries }));
+      pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
+    }
+    pass.end();
+    dev.queue.submit([enc.finish()]);
+  }
+
+  destroy(): void {
+    for (const b of [this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf]) b?.destroy();
+  }
+}
+
+/** WebGPU grouped / dense matmul: device-side offsets validation and tile schedule, then a tiled GEMM. */
+export const webgpuMatmul: GpuMatmulImpl = {
+  name: 'webgpu',
+  describe(_eng, p) {
+    const t = tileOf(p);
+    return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
+  },
+  reject(p) {
+    return rejectReason(p);
+  },
+  weightsLayout(p) {
+    // No gpu packing yet: tag.any resolves to plain row-major weights.
+    return p.weights.format === 'any' ? plainOf(p.weights) : p.weights;
+  },
+  createExecutor(p, eng) {
+    return new WebgpuMatmulExecutor(p, eng);
+  },
+};
+
+
+
+function plainOf(md: MemoryDesc): MemoryDesc {
+  return new MemoryDesc({ dims: md.dims, dataType: md.dataType, format: 'blocked', strides: tagToStrides('abcdefghijkl'.slice(0, md.ndims), md.dims, 'matmul') });
+}

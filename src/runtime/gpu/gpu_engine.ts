@@ -1,0 +1,165 @@
+import { DnnlError, check } from '../../common/status.js';
+import { acquireDevice, type DeviceSource } from './webgpu_device.js';
+import { StatusSlots } from './status_slots.js';
+
+export interface GpuEngineOptions {
+  kind: 'gpu';
+  /** A device of the caller's; otherwise one is requested from navigator.gpu or, in Node, the `webgpu` package. */
+  device?: GPUDevice;
+  powerPreference?: GPUPowerPreference;
+}
+
+/** What the kernels may use on this device. */
+export interface GpuCaps {
+  readonly shaderF16: boolean;
+  readonly subgroups: boolean;
+  readonly timestampQuery: boolean;
+  readonly maxStorageBufferBindingSize: number;
+  readonly maxBufferSize: number;
+  readonly maxComputeWorkgroupStorageSize: number;
+  readonly maxComputeWorkgroupsPerDimension: number;
+  readonly minStorageBufferOffsetAlignment: number;
+}
+
+/**
+ * The gpu engine kind (oneDNN `engine::kind::gpu`), backed by WebGPU: memory objects own `GPUBuffer`s,
+ * streams submit command buffers to the device queue, and runtime data (offsets, routing ids) is read
+ * by kernels only: the host never maps it before a launch.
+ */
+export class GpuEngine {
+  readonly kind = 'gpu' as const;
+  readonly device: GPUDevice;
+  /** Adapter description (vendor, architecture, device) and where the device came from. */
+  readonly adapterInfo: string;
+  readonly source: DeviceSource;
+  readonly caps: GpuCaps;
+  /** @internal runtime-error slots read back at `stream.wait()`. */
+  readonly status: StatusSlots;
+  private readonly pipelines = new Map<string, GPUComputePipeline>();
+  private released = false;
+  private lostReason: string | undefined;
+  private asyncError: DnnlError | undefined;
+  private outstanding = 0;
+  private idleWaiters: (() => void)[] = [];
+  private readonly lostPromise: Promise<void>;
+
+  private constructor(device: GPUDevice, adapterInfo: string, source: DeviceSource) {
+    this.device = device;
+    this.adapterInfo = adapterInfo;
+    this.source = source;
+    const l = device.limits;
+    this.caps = Object.freeze({
+      shaderF16: device.features.has('shader-f16'),
+      subgroups: device.features.has('subgroups'),
+      timestampQuery: device.features.has('timestamp-query'),
+      maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+      maxBufferSize: l.maxBufferSize,
+      maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+      maxComputeWorkgroupsPerDimension: l.maxComputeWorkgroupsPerDimension,
+      minStorageBufferOffsetAlignment: l.minStorageBufferOffsetAlignment,
+    });
+    this.status = new StatusSlots(device);
+    this.lostPromise = device.lost.then((info) => {
+      this.lostReason = `${info.reason ?? 'unknown'}: ${info.message}`;
+    });
+    // Errors of the WebGPU API itself (failed allocations, invalid commands) arrive asynchronously:
+    // keep the first and raise it at the next stream.wait().
+    device.addEventListener('uncapturederror', (ev) => {
+      const e = (ev as GPUUncapturedErrorEvent).error;
+      const oom = typeof GPUOutOfMemoryError !== 'undefined' && e instanceof GPUOutOfMemoryError;
+      this.asyncError ??= new DnnlError(oom ? 'out_of_memory' : 'runtime_error', `gpu engine: ${oom ? 'device allocation failed' : 'WebGPU error'}: ${e.message}`);
+    });
+  }
+
+  static async create(options: GpuEngineOptions): Promise<GpuEngine> {
+    check(options.device === undefined || typeof (options.device as Partial<GPUDevice>).createBuffer === 'function', 'Engine.create: device must be a GPUDevice');
+    if (options.device) return new GpuEngine(options.device, 'caller device', 'caller');
+    const d = await acquireDevice(options.powerPreference);
+    return new GpuEngine(d.device, d.adapterInfo, d.source);
+  }
+
+  /** @internal a compute pipeline for `key`, built from `wgsl()` once per engine. */
+  pipeline(key: string, wgsl: () => string): GPUComputePipeline {
+    let p = this.pipelines.get(key);
+    if (!p) {
+      const module = this.device.createShaderModule({ label: key, code: wgsl() });
+      p = this.device.createComputePipeline({ label: key, layout: 'auto', compute: { module, entryPoint: 'main' } });
+      this.pipelines.set(key, p);
+    }
+    return p;
+  }
+
+  /** @internal a device buffer of at least `bytes` (rounded up to 16), checked against the device's limits. */
+  createBuffer(bytes: number, what: string, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST): GPUBuffer {
+    this.checkAlive();
+    check(Number.isSafeInteger(bytes) && bytes >= 0, `${what}: buffer size must be a non-negative integer, got ${bytes}`);
+    const size = Math.max(16, Math.ceil(bytes / 16) * 16);
+    if (size > this.caps.maxBufferSize) throw new DnnlError('out_of_memory', `${what}: ${size} bytes exceed the device's maxBufferSize ${this.caps.maxBufferSize}`);
+    return this.device.createBuffer({ label: what, size, usage });
+  }
+
+  /** @internal a stream enqueued work. */
+  beginWork(): void {
+    this.outstanding++;
+  }
+
+  /** @internal a stream's work finished (or failed). */
+  endWork(): void {
+    if (--this.outstanding > 0) return;
+    const w = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const f of w) f();
+  }
+
+  /**
+   * @internal waits for the queue (or the device's loss: never a hang), then raises the first error:
+   * a lost device, a WebGPU error, or a runtime error a kernel wrote to its status slot.
+   */
+  async flush(): Promise<void> {
+    if (this.lostReason === undefined) await Promise.race([this.device.queue.onSubmittedWorkDone(), this.lostPromise]);
+    this.checkDevice();
+    const asyncErr = this.asyncError;
+    this.asyncError = undefined;
+    if (asyncErr) {
+      await this.status.collect();
+      throw asyncErr;
+    }
+    const err = await Promise.race([this.status.collect(), this.lostPromise.then(() => undefined)]);
+    this.checkDevice();
+    if (err) throw err;
+  }
+
+  /** Resolves when no stream work is in flight on this engine. */
+  idle(): Promise<void> {
+    if (this.outstanding === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Releases the engine's own buffers; a device the engine requested itself is destroyed. */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.status.destroy();
+    this.pipelines.clear();
+    if (this.source !== 'caller') this.device.destroy();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.idle();
+    this.release();
+  }
+
+  get isReleased(): boolean {
+    return this.released;
+  }
+
+  /** @internal throws once the engine is released or its device lost. */
+  checkAlive(): void {
+    check(!this.released, 'engine: used after release()');
+    this.checkDevice();
+  }
+
+  private checkDevice(): void {
+    if (this.lostReason !== undefined) throw new DnnlError('runtime_error', `gpu engine: the device was lost (${this.lostReason})`);
+  }
+}

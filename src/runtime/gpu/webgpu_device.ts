@@ -1,0 +1,76 @@
+import { DnnlError } from '../../common/status.js';
+
+/** Where a gpu engine's device came from, for `engine.info` and error messages. */
+export type DeviceSource = 'caller' | 'navigator.gpu' | 'webgpu (Dawn, Node)';
+
+export interface AcquiredDevice {
+  readonly device: GPUDevice;
+  readonly adapterInfo: string;
+  readonly source: DeviceSource;
+}
+
+const HOW_TO =
+  'a gpu engine needs WebGPU: in a browser, a secure context (https or localhost) with navigator.gpu; in Node, ' +
+  "`npm install webgpu` (Dawn's Node bindings; on a machine without a GPU driver point VK_ICD_FILENAMES at a " +
+  'Vulkan ICD such as SwiftShader), or pass your own GPUDevice as Engine.create({ kind: \'gpu\', device })';
+
+function isNode(): boolean {
+  return (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node !== undefined;
+}
+
+/** `navigator.gpu` in browsers (and Node builds that have it), else the `webgpu` package in Node. */
+async function findGpu(): Promise<{ gpu: GPU; source: DeviceSource }> {
+  const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
+  if (nav?.gpu) return { gpu: nav.gpu, source: 'navigator.gpu' };
+  if (isNode()) {
+    let mod: { create: (flags: string[]) => GPU; globals?: object };
+    try {
+      // A variable specifier keeps bundlers from resolving the optional peer dependency.
+      const name = 'webgpu';
+      mod = (await import(/* @vite-ignore */ /* webpackIgnore: true */ name)) as typeof mod;
+    } catch (e) {
+      throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): the 'webgpu' package could not be loaded (${e instanceof Error ? e.message : String(e)}); ${HOW_TO}`);
+    }
+    // Dawn's Node bindings need the WebGPU globals (GPUBufferUsage, ...) that browsers define.
+    if (mod.globals && (globalThis as { GPUBufferUsage?: unknown }).GPUBufferUsage === undefined) Object.assign(globalThis, mod.globals);
+    return { gpu: mod.create([]), source: 'webgpu (Dawn, Node)' };
+  }
+  throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): this runtime has no navigator.gpu; ${HOW_TO}`);
+}
+
+function describeAdapter(a: GPUAdapter): string {
+  const i = a.info as Partial<GPUAdapterInfo> | undefined;
+  const parts = [i?.vendor, i?.architecture, i?.device, i?.description].filter((s): s is string => typeof s === 'string' && s.length > 0);
+  return parts.length ? parts.join(' ') : 'unknown adapter';
+}
+
+/** Optional features the kernels use where the adapter has them. */
+const WANTED: readonly GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'];
+
+/**
+ * Requests an adapter and a device with the adapter's largest storage-buffer limits (the defaults,
+ * 128 MiB per binding, are far below what MoE weights need) and the optional features it has.
+ */
+export async function acquireDevice(powerPreference: GPUPowerPreference | undefined): Promise<AcquiredDevice> {
+  const { gpu, source } = await findGpu();
+  const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
+  if (!adapter) throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): ${source} returned no adapter; ${HOW_TO}`);
+  const l = adapter.limits;
+  const requiredLimits: Record<string, number> = {
+    maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+    maxBufferSize: l.maxBufferSize,
+    maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
+    maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
+    maxComputeWorkgroupsPerDimension: l.maxComputeWorkgroupsPerDimension,
+  };
+  const requiredFeatures = WANTED.filter((f) => adapter.features.has(f));
+  let device: GPUDevice;
+  try {
+    device = await adapter.requestDevice({ requiredFeatures, requiredLimits });
+  } catch (e) {
+    throw new DnnlError('runtime_error', `Engine.create({ kind: 'gpu' }): requestDevice failed: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return { device, adapterInfo: describeAdapter(adapter), source };
+}
