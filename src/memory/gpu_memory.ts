@@ -105,7 +105,7 @@ export class GpuMemory {
       if (t === 'f32') v.set(data);
       else for (let i = 0; i < n; i++) v[i] = toStored(t, data[i]);
     }
-    this.engine.device.queue.writeBuffer(this.buffers[0], 0, bytes);
+    this.engine.write(this.buffers[0], 0, bytes);
     return this;
   }
 
@@ -117,7 +117,7 @@ export class GpuMemory {
     check(byteOffset + bytes.length <= this.buffers[index].size, `Memory.writeBytes: ${bytes.length} bytes at ${byteOffset} exceed the buffer's ${this.buffers[index].size}`);
     const copy = new Uint8Array(round4(bytes.length));
     copy.set(bytes);
-    this.engine.device.queue.writeBuffer(this.buffers[index], byteOffset, copy.buffer);
+    this.engine.write(this.buffers[index], byteOffset, copy.buffer);
     return this;
   }
 
@@ -127,7 +127,7 @@ export class GpuMemory {
     const g = this.desc.grouped;
     check(g !== undefined, 'Memory.writeOffsets: only grouped memory has an offsets buffer');
     check(offs.length === g.groupCount + 1, `Memory.writeOffsets: expected ${g.groupCount + 1} offsets (G + 1), got ${offs.length}`);
-    this.engine.device.queue.writeBuffer(this.buffers[1], 0, Int32Array.from(offs).buffer);
+    this.engine.write(this.buffers[1], 0, Int32Array.from(offs).buffer);
     return this;
   }
 

@@ -100,7 +100,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     this.tilesM = Math.ceil(p.M / t.tm);
     const uni = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
     this.gemmParams = eng.createBuffer(64, 'matmul params', uni);
-    eng.device.queue.writeBuffer(this.gemmParams, 0, gemmParams(p, this.tilesN).buffer as ArrayBuffer);
+    eng.write(this.gemmParams, 0, gemmParams(p, this.tilesN).buffer as ArrayBuffer);
     if (p.kind !== 'dense') {
       this.sched = eng.pipeline('grouped-schedule', groupedScheduleWgsl);
       this.schedParams = eng.createBuffer(48, 'matmul schedule params', uni);
@@ -108,12 +108,12 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       this.schedBuf = eng.createBuffer(words * 4, 'matmul schedule', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
       const sizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
       this.sizesBuf = eng.createBuffer(4 * (sizes?.length ?? 1), 'matmul group sizes');
-      if (sizes) eng.device.queue.writeBuffer(this.sizesBuf, 0, Int32Array.from(sizes));
+      if (sizes) eng.write(this.sizesBuf, 0, Int32Array.from(sizes));
     }
   }
 
   task(a: MatmulArgs<GpuMemory>): StreamTask {
-    return () => this.encode(a);
+    return () => this.eng.guarded('matmul', () => this.encode(a));
   }
 
   private encode(a: MatmulArgs<GpuMemory>): void {
@@ -132,7 +132,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     if (p.kind === 'dense') {
       const batch = p.batch.length ? p.batch[0] : 1;
       pass.setPipeline(this.gemm);
-      pass.setBindGroup(0, dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries }));
+      const bg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries });
+      eng.keepAlive(bg, ...gemmEntries);
+      pass.setBindGroup(0, bg);
       if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
     } else {
       const grouping = deviceGrouping(p, a);
@@ -140,9 +142,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       const sp = new Uint32Array(12);
       const hasSizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
       sp.set([p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0, p.kind === 'grouped_k' ? 1 : 0, this.tilesM, hasSizes ? 1 : 0]);
-      dev.queue.writeBuffer(this.schedParams!, 0, sp);
+      eng.write(this.schedParams!, 0, sp);
       pass.setPipeline(this.sched!);
-      pass.setBindGroup(0, dev.createBindGroup({
+      const sbg = dev.createBindGroup({
         layout: this.sched!.getBindGroupLayout(0),
         entries: [
           { binding: 0, resource: { buffer: this.schedParams! } },
@@ -152,15 +154,20 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
           { binding: 4, resource: { buffer: this.schedBuf! } },
           { binding: 5, resource: { buffer: slot.buffer } },
         ],
-      }));
+      });
+      pass.setBindGroup(0, sbg);
       pass.dispatchWorkgroups(1);
       gemmEntries.push({ binding: 4, resource: { buffer: this.schedBuf! } });
       pass.setPipeline(this.gemm);
-      pass.setBindGroup(0, dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries }));
+      const gbg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries });
+      eng.keepAlive(sbg, gbg, grouping, ...gemmEntries);
+      pass.setBindGroup(0, gbg);
       pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
     }
     pass.end();
-    dev.queue.submit([enc.finish()]);
+    const cb = enc.finish();
+    eng.keepAlive(enc, pass, cb);
+    dev.queue.submit([cb]);
   }
 
   destroy(): void {

@@ -42,6 +42,12 @@ export class GpuEngine {
   private outstanding = 0;
   private idleWaiters: (() => void)[] = [];
   private readonly lostPromise: Promise<void>;
+  /**
+   * Bind groups, command buffers and transient buffers of submitted work, kept alive until the queue
+   * is done: Dawn's Node bindings release the native object when its wrapper is collected, and
+   * SwiftShader crashed (futex errors, segfaults) when that happened under work still in flight.
+   */
+  private inflight: unknown[] = [];
 
   private constructor(device: GPUDevice, adapterInfo: string, source: DeviceSource) {
     this.device = device;
@@ -62,13 +68,6 @@ export class GpuEngine {
     this.lostPromise = device.lost.then((info) => {
       this.lostReason = `${info.reason ?? 'unknown'}: ${info.message}`;
     });
-    // Errors of the WebGPU API itself (failed allocations, invalid commands) arrive asynchronously:
-    // keep the first and raise it at the next stream.wait().
-    device.addEventListener('uncapturederror', (ev) => {
-      const e = (ev as GPUUncapturedErrorEvent).error;
-      const oom = typeof GPUOutOfMemoryError !== 'undefined' && e instanceof GPUOutOfMemoryError;
-      this.asyncError ??= new DnnlError(oom ? 'out_of_memory' : 'runtime_error', `gpu engine: ${oom ? 'device allocation failed' : 'WebGPU error'}: ${e.message}`);
-    });
   }
 
   static async create(options: GpuEngineOptions): Promise<GpuEngine> {
@@ -82,11 +81,33 @@ export class GpuEngine {
   pipeline(key: string, wgsl: () => string): GPUComputePipeline {
     let p = this.pipelines.get(key);
     if (!p) {
-      const module = this.device.createShaderModule({ label: key, code: wgsl() });
-      p = this.device.createComputePipeline({ label: key, layout: 'auto', compute: { module, entryPoint: 'main' } });
+      p = this.guarded(key, () => {
+        const module = this.device.createShaderModule({ label: key, code: wgsl() });
+        return this.device.createComputePipeline({ label: key, layout: 'auto', compute: { module, entryPoint: 'main' } });
+      });
       this.pipelines.set(key, p);
     }
     return p;
+  }
+
+  /**
+   * @internal runs `fn` inside WebGPU error scopes: API errors (failed allocations, invalid commands)
+   * arrive asynchronously and are raised at the next stream.wait(). Error scopes, not an
+   * 'uncapturederror' listener: Dawn's Node bindings crash intermittently with that listener.
+   */
+  guarded<T>(what: string, fn: () => T): T {
+    const dev = this.device;
+    dev.pushErrorScope('out-of-memory');
+    dev.pushErrorScope('validation');
+    try {
+      return fn();
+    } finally {
+      const note = (oom: boolean) => (e: GPUError | null): void => {
+        if (e) this.asyncError ??= new DnnlError(oom ? 'out_of_memory' : 'runtime_error', `${what}: ${oom ? 'device allocation failed' : 'WebGPU error'}: ${e.message}`);
+      };
+      void dev.popErrorScope().then(note(false), () => undefined);
+      void dev.popErrorScope().then(note(true), () => undefined);
+    }
   }
 
   /** @internal a device buffer of at least `bytes` (rounded up to 16), checked against the device's limits. */
@@ -95,7 +116,22 @@ export class GpuEngine {
     check(Number.isSafeInteger(bytes) && bytes >= 0, `${what}: buffer size must be a non-negative integer, got ${bytes}`);
     const size = Math.max(16, Math.ceil(bytes / 16) * 16);
     if (size > this.caps.maxBufferSize) throw new DnnlError('out_of_memory', `${what}: ${size} bytes exceed the device's maxBufferSize ${this.caps.maxBufferSize}`);
-    return this.device.createBuffer({ label: what, size, usage });
+    return this.guarded(what, () => this.device.createBuffer({ label: what, size, usage }));
+  }
+
+  /**
+   * @internal `queue.writeBuffer` that keeps `data` alive until the queue is done: Dawn's Node
+   * bindings may read the host bytes after the call returns, and a collected ArrayBuffer there crashed
+   * SwiftShader's workers (seen here: futex errors and segfaults in every other test process).
+   */
+  write(buffer: GPUBuffer, byteOffset: number, data: ArrayBuffer | ArrayBufferView<ArrayBuffer>): void {
+    this.inflight.push(data);
+    this.device.queue.writeBuffer(buffer, byteOffset, data);
+  }
+
+  /** @internal keeps the objects of a submission alive until the next flush (see `inflight`). */
+  keepAlive(...objs: unknown[]): void {
+    for (const o of objs) this.inflight.push(o);
   }
 
   /** @internal a stream enqueued work. */
@@ -116,7 +152,10 @@ export class GpuEngine {
    * a lost device, a WebGPU error, or a runtime error a kernel wrote to its status slot.
    */
   async flush(): Promise<void> {
+    const held = this.inflight;
+    this.inflight = [];
     if (this.lostReason === undefined) await Promise.race([this.device.queue.onSubmittedWorkDone(), this.lostPromise]);
+    held.length = 0;
     this.checkDevice();
     const asyncErr = this.asyncError;
     this.asyncError = undefined;

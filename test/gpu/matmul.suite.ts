@@ -1,0 +1,294 @@
+import { afterAll, beforeAll, describe, expect, it } from './harness.js';
+import {
+  ARG, DnnlError, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType,
+} from '../../src/index.js';
+import { gpuEngine } from '../gpu_helpers.js';
+import { TOL_BF16, TOL_F16, TOL_F32, assertClose, refDense, refGroupedK, refGroupedM, type RefPostOp, type Tolerance } from '../reference.js';
+import { algorithm } from '../../src/index.js';
+
+// test/helpers.ts imports vitest, which a plain Node process cannot load: its two helpers, here.
+function toleranceFor(t: DataType): Tolerance {
+  return t === 'bf16' ? TOL_BF16 : t === 'f16' ? TOL_F16 : TOL_F32;
+}
+
+function attrFor(ops: readonly RefPostOp[] | undefined): PrimitiveAttr {
+  const attr = new PrimitiveAttr();
+  for (const op of ops ?? []) {
+    if (op.kind === 'relu') attr.postOps.appendEltwise(algorithm.eltwise_relu, op.alpha, 0);
+    else if (op.kind === 'linear') attr.postOps.appendEltwise(algorithm.eltwise_linear, op.alpha, op.beta);
+    else if (op.kind === 'clip') attr.postOps.appendEltwise(algorithm.eltwise_clip, op.alpha, op.beta);
+    else if (op.kind === 'sum') attr.postOps.appendSum(op.scale);
+    else attr.postOps.appendEltwise(algorithm[`eltwise_${op.kind}`]);
+  }
+  return attr;
+}
+
+// Small integers and k/8 values: exact in every storage type, so each data type's tolerance is its own rounding.
+function values(n: number, seed: number): Float64Array {
+  const out = new Float64Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = ((s >>> 24) % 17 - 8) / 8;
+  }
+  return out;
+}
+
+let eng: GpuEngine;
+beforeAll(async () => {
+  eng = await gpuEngine();
+});
+afterAll(() => eng?.release());
+
+interface GroupedCase {
+  readonly name: string;
+  readonly sizes: readonly number[];
+  readonly K: number;
+  readonly N: number;
+  /** Rows allocated; rows past the last offset must stay untouched. */
+  readonly totalM?: number;
+  readonly dt?: DataType;
+  readonly bias?: boolean;
+  readonly postOps?: readonly RefPostOp[];
+  readonly separateOffsets?: boolean;
+  readonly weiTag?: 'abc' | 'acb';
+}
+
+const SENTINEL = 7.5;
+
+async function runGroupedM(c: GroupedCase, via: 'desc' | 'attr' = 'desc'): Promise<{ got: Float32Array; implInfo: string }> {
+  const G = c.sizes.length, { K, N } = c;
+  const rows = c.sizes.reduce((a, b) => a + b, 0);
+  const totalM = c.totalM ?? rows;
+  const t = c.dt ?? 'f32';
+  const weiMd = memory.desc([G, K, N], t, c.weiTag === 'acb' ? tag.acb : tag.abc);
+  const biasMd = c.bias ? memory.desc([G, N], t, tag.ab) : undefined;
+  const attr = attrFor(c.postOps);
+  let srcMd, dstMd;
+  if (via === 'desc') {
+    srcMd = memory.desc.grouped([totalM, K], t, G, [RUNTIME_DIM_VAL, K]);
+    dstMd = memory.desc.grouped([totalM, N], t, G, [RUNTIME_DIM_VAL, N]);
+  } else {
+    attr.setGroupedOffsets(ARG.SRC, G, dt.s32);
+    srcMd = memory.desc([totalM, K], t, tag.ab);
+    dstMd = memory.desc([totalM, N], t, tag.ab);
+  }
+  const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
+  const prim = new matmul.Primitive(pd);
+  const x = values(totalM * K, 1), w = values(G * K * N, 2), b = values(G * N, 3);
+  const src = Memory.create(srcMd, eng), wei = Memory.create(weiMd, eng);
+  src.write(x);
+  // acb stores [g][n][k]: write the logical [g][k][n] values at their physical places.
+  if (c.weiTag === 'acb') {
+    const phys = new Float64Array(G * K * N);
+    for (let g = 0; g < G; g++) for (let k = 0; k < K; k++) for (let n = 0; n < N; n++) phys[(g * N + n) * K + k] = w[(g * K + k) * N + n];
+    wei.write(phys);
+  } else wei.write(w);
+  const offs = offsets.fromSizes(c.sizes);
+  const args: Record<number, GpuMemory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei };
+  let dst: GpuMemory;
+  if (via === 'desc') {
+    src.writeOffsets(offs);
+    dst = c.separateOffsets ? Memory.create(dstMd, eng) : Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+    if (c.separateOffsets) dst.writeOffsets(offs);
+  } else {
+    dst = Memory.create(dstMd, eng);
+    const o = Memory.create(pd.queryMd('grouped_offsets')!, eng);
+    o.write(offs);
+    args[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = o;
+  }
+  dst.write(new Float64Array(totalM * N).fill(SENTINEL));
+  args[ARG.DST] = dst;
+  if (biasMd) {
+    const bm = Memory.create(biasMd, eng);
+    bm.write(b);
+    args[ARG.BIAS] = bm;
+  }
+  const strm = new Stream(eng);
+  prim.execute(strm, args);
+  await strm.wait();
+  const got = (await dst.read()) as Float32Array;
+  const ref = refGroupedM(x, w, c.sizes, K, N, { bias: c.bias ? { dims: [G, N], data: b } : undefined, postOps: c.postOps });
+  assertClose(got.subarray(0, rows * N), ref, toleranceFor(t), c.name);
+  for (let i = rows * N; i < totalM * N; i++) if (got[i] !== SENTINEL) throw new Error(`${c.name}: row ${Math.floor(i / N)} past the last offset was written`);
+  return { got: Float32Array.from(got), implInfo: pd.implInfo };
+}
+
+describe('gpu engine: grouped matmul, variable M (Proposal #1, offsets on the device)', () => {
+  const cases: GroupedCase[] = [
+    { name: 'empty expert, K and N not multiples of the tile', sizes: [5, 0, 20], K: 37, N: 70 },
+    { name: 'E = 1', sizes: [13], K: 16, N: 64 },
+    { name: 'one expert takes every row, rows left past the end', sizes: [0, 0, 30, 0], K: 9, N: 33, totalM: 41 },
+    { name: 'every expert empty', sizes: [0, 0, 0], K: 8, N: 8, totalM: 4 },
+    { name: 'bias + relu(alpha) + linear', sizes: [3, 17, 1], K: 21, N: 65, bias: true, postOps: [{ kind: 'relu', alpha: 0.25 }, { kind: 'linear', alpha: 2, beta: -1 }] },
+    { name: 'clip, tanh, logistic', sizes: [6, 6], K: 12, N: 20, postOps: [{ kind: 'clip', alpha: -0.5, beta: 1.5 }, { kind: 'tanh' }, { kind: 'logistic' }] },
+    { name: 'acb weights, dst offsets in their own buffer', sizes: [4, 9, 0, 2], K: 19, N: 23, weiTag: 'acb', separateOffsets: true },
+    { name: 'f16 storage', sizes: [7, 0, 12], K: 24, N: 40, dt: 'f16', bias: true },
+    { name: 'bf16 storage, odd N', sizes: [3, 10], K: 30, N: 35, dt: 'bf16' },
+    { name: 'many rows per group (128x128 tiles)', sizes: [300], K: 20, N: 600 },
+    { name: '40 experts, mean 2 rows (decode-like)', sizes: Array.from({ length: 40 }, (_, i) => (i * 7) % 5), K: 64, N: 96 },
+  ];
+  for (const c of cases) {
+    it(c.name, async () => {
+      const { implInfo } = await runGroupedM(c);
+      // The gpu engine never falls back to the reference or the cpu kernels.
+      expect(implInfo).toMatch(/^webgpu:/);
+    });
+  }
+
+  it('a second run gives the same bits', async () => {
+    const c: GroupedCase = { name: 'repeat', sizes: [9, 31, 0, 5], K: 77, N: 50 };
+    const a = await runGroupedM(c), b = await runGroupedM(c);
+    expect(Buffer.from(a.got.buffer).equals(Buffer.from(b.got.buffer))).toBe(true);
+  });
+
+  it('Proposal #2 (offsets as an attribute argument) gives the bits of Proposal #1', async () => {
+    const c: GroupedCase = { name: 'p2', sizes: [4, 0, 11, 6], K: 33, N: 45 };
+    const p1 = await runGroupedM(c, 'desc'), p2 = await runGroupedM(c, 'attr');
+    expect(Buffer.from(p1.got.buffer).equals(Buffer.from(p2.got.buffer))).toBe(true);
+  });
+});
+
+describe('gpu engine: runtime offsets are validated on the device and reported at wait()', () => {
+  const G = 3, K = 8, N = 16, M = 12;
+  async function withOffsets(srcOffs: number[], dstOffs?: number[]): Promise<{ err: unknown; dst: Float32Array }> {
+    const srcMd = memory.desc.grouped([M, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+    const dstMd = memory.desc.grouped([M, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
+    const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
+    const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
+    const src = Memory.create(srcMd, eng).write(values(M * K, 4)).writeOffsets(srcOffs);
+    const wei = Memory.create(weiMd, eng).write(values(G * K * N, 5));
+    const dst = dstOffs ? Memory.create(dstMd, eng).writeOffsets(dstOffs) : Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+    dst.write(new Float64Array(M * N).fill(SENTINEL));
+    const strm = new Stream(eng);
+    prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    const err = await strm.wait().then(() => undefined, (e: unknown) => e);
+    return { err, dst: (await dst.read()) as Float32Array };
+  }
+  const bad: [string, number[], number[] | undefined, RegExp][] = [
+    ['offsets[0] != 0', [1, 2, 3, 4], undefined, /src offsets\[0\] must be 0, got 1/],
+    ['decreasing', [0, 5, 3, 9], undefined, /non-decreasing: offsets\[2\] = 3 < offsets\[1\] = 5/],
+    ['past the rows', [0, 4, 8, 13], undefined, /offsets\[3\] = 13 exceeds the total extent 12/],
+    ['src and dst offsets differ', [0, 4, 8, 12], [0, 4, 7, 12], /dst offsets must equal src offsets: dst offsets\[2\] = 7/],
+  ];
+  for (const [name, so, dO, msg] of bad) {
+    it(`${name}: invalid_arguments at wait(), dst untouched`, async () => {
+      const { err, dst } = await withOffsets(so, dO);
+      expect(err).toBeInstanceOf(DnnlError);
+      expect((err as DnnlError).status).toBe('invalid_arguments');
+      expect((err as DnnlError).message).toMatch(msg);
+      expect(dst.every((v) => v === SENTINEL)).toBe(true);
+    });
+  }
+
+  it('the stream goes on after an error: the next good run succeeds', async () => {
+    expect((await withOffsets([0, 5, 3, 9])).err).toBeInstanceOf(DnnlError);
+    expect((await withOffsets([0, 5, 5, 9])).err).toBeUndefined();
+  });
+
+  it('the GEMM reads offsets written by earlier device work, never a host copy', async () => {
+    // The host writes garbage offsets; a device copy queued before the matmul puts the right ones in
+    // place. Only a GEMM that reads the offsets on the device, when it runs, sees the right ones.
+    const sizes = [3, 0, 7], rows = 10;
+    const srcMd = memory.desc.grouped([rows, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+    const dstMd = memory.desc.grouped([rows, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
+    const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
+    const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
+    const x = values(rows * K, 6), w = values(G * K * N, 7);
+    const src = Memory.create(srcMd, eng).write(x).writeOffsets([0, 99, -5, 1000]);
+    const wei = Memory.create(weiMd, eng).write(w);
+    const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+    const good = eng.device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    eng.device.queue.writeBuffer(good, 0, Int32Array.from(offsets.fromSizes(sizes)));
+    const enc = eng.device.createCommandEncoder();
+    enc.copyBufferToBuffer(good, 0, src.handles[1], 0, 16);
+    eng.device.queue.submit([enc.finish()]);
+    // Any host read-back (mapAsync) between execute and the GEMM would show here.
+    const proto = Object.getPrototypeOf(src.handles[0]) as { mapAsync: (...a: unknown[]) => Promise<void> };
+    const mapAsync = proto.mapAsync;
+    let maps = 0;
+    proto.mapAsync = function (this: GPUBuffer, ...a: unknown[]) { maps++; return mapAsync.apply(this, a); };
+    const strm = new Stream(eng);
+    try {
+      prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+      expect(maps).toBe(0);
+    } finally {
+      proto.mapAsync = mapAsync;
+    }
+    await strm.wait();
+    const got = (await dst.read()) as Float32Array;
+    assertClose(got, refGroupedM(x, w, sizes, K, N), toleranceFor('f32'), 'device-written offsets');
+    good.destroy();
+  });
+});
+
+describe('gpu engine: dense and grouped-K matmul', () => {
+  it('dense 2D with a row-broadcast bias and gelu_erf-free chain', async () => {
+    const M = 19, K = 45, N = 67;
+    const srcMd = memory.desc([M, K], dt.f32, tag.ab), weiMd = memory.desc([K, N], dt.f32, tag.ab), dstMd = memory.desc([M, N], dt.f32, tag.ab);
+    const biasMd = memory.desc([1, N], dt.f32, tag.ab);
+    const ops: RefPostOp[] = [{ kind: 'square' }, { kind: 'abs' }];
+    const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attrFor(ops));
+    const x = values(M * K, 8), w = values(K * N, 9), b = values(N, 10);
+    const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w), bias = Memory.create(biasMd, eng).write(b);
+    const dst = Memory.create(dstMd, eng);
+    const strm = new Stream(eng);
+    new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.BIAS]: bias, [ARG.DST]: dst });
+    await strm.wait();
+    assertClose(await dst.read(), refDense(x, [M, K], w, [K, N], { bias: { dims: [1, N], data: b }, postOps: ops }), toleranceFor('f32'), 'dense');
+  });
+
+  it('dense 3D batched, weights broadcast over the batch', async () => {
+    const B = 3, M = 5, K = 17, N = 20;
+    const srcMd = memory.desc([B, M, K], dt.f32, tag.abc), weiMd = memory.desc([1, K, N], dt.f32, tag.abc), dstMd = memory.desc([B, M, N], dt.f32, tag.abc);
+    const x = values(B * M * K, 11), w = values(K * N, 12);
+    const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w), dst = Memory.create(dstMd, eng);
+    const strm = new Stream(eng);
+    new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd)).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    await strm.wait();
+    assertClose(await dst.read(), refDense(x, [B, M, K], w, [1, K, N]), toleranceFor('f32'), 'batched');
+  });
+
+  it('grouped K (weight-gradient shape), an empty group writes zeros', async () => {
+    const sizes = [6, 0, 11], M = 7, N = 9, G = sizes.length, totalK = 17;
+    const srcMd = memory.desc.grouped([M, totalK], dt.f32, G, [M, RUNTIME_DIM_VAL]);
+    const weiMd = memory.desc.grouped([totalK, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
+    const dstMd = memory.desc([G, M, N], dt.f32, tag.abc);
+    const x = values(M * totalK, 13), w = values(totalK * N, 14);
+    const src = Memory.create(srcMd, eng).write(x).writeOffsets(offsets.fromSizes(sizes));
+    const wei = Memory.create(weiMd, eng, [undefined, src.handles[1]]).write(w);
+    const dst = Memory.create(dstMd, eng).write(new Float64Array(G * M * N).fill(SENTINEL));
+    const strm = new Stream(eng);
+    const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
+    expect(pd.implInfo).toMatch(/^webgpu:/);
+    new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    await strm.wait();
+    assertClose(await dst.read(), refGroupedK(x, w, sizes, M, N), toleranceFor('f32'), 'grouped K');
+  });
+});
+
+describe('gpu engine: what it refuses', () => {
+  it('a problem without a gpu kernel is unimplemented, never run by the reference', () => {
+    const attr = new PrimitiveAttr();
+    attr.setScales(ARG.WEIGHTS, 0);
+    const md = memory.desc([4, 4], dt.f32, tag.ab);
+    expect(() => new matmul.PrimitiveDesc(eng, md, memory.desc([4, 4], dt.s8, tag.ab), md, attr)).toThrow(/unimplemented.*gpu engine/);
+  });
+
+  it('cpu memory on a gpu primitive is refused', async () => {
+    const md = memory.desc([2, 2], dt.f32, tag.ab);
+    const { Engine } = await import('../../src/index.js');
+    const cpu = await Engine.create({ threads: 1 });
+    const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, md, md, md));
+    const strm = new Stream(eng);
+    expect(() => prim.execute(strm, { [ARG.SRC]: Memory.create(md, cpu), [ARG.WEIGHTS]: Memory.create(md, eng), [ARG.DST]: Memory.create(md, eng) })).toThrow(/ARG.SRC belongs to another engine/);
+    cpu.release();
+  });
+
+  it('memory of a released engine is refused', async () => {
+    const e2 = await gpuEngine();
+    const m = Memory.create(memory.desc([2], dt.f32, tag.a), e2);
+    e2.release();
+    expect(() => m.write([1, 2])).toThrow(/engine: used after release\(\)/);
+  });
+});
