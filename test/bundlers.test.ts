@@ -4,11 +4,10 @@
  * bundled by esbuild for Node and run there. The worker must be found after bundling in every case;
  * an unbundled page resolves 'groupdnn' through an import map.
  */
-import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { browserApp, browserAppResult, installInto, linkDevPackage, pack, root, titleInChromium } from './pack_helpers.js';
+import { browserApp, browserAppResult, exec, installInto, linkDevPackage, pack, root, titleInChromium } from './pack_helpers.js';
 
 let dir = '';
 /** esbuild's command (a native binary; the package's install step puts it in place of the JS shim). */
@@ -27,20 +26,20 @@ beforeAll(async () => {
 afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
 
 /** Runs a command (node by default) in the consumer project. */
-function run(args: string[], command = process.execPath): void {
-  const r = spawnSync(command, args, { cwd: dir, encoding: 'utf8' });
+async function run(args: string[], command = process.execPath): Promise<void> {
+  const r = await exec(command, args, { cwd: dir });
   expect(r.status, r.stdout + r.stderr).toBe(0);
 }
 
 describe('bundled', () => {
   it('Vite: the app runs the 2-thread grouped matmul in Chromium', async () => {
     writeFileSync(join(dir, 'index.html'), html('./app.js'));
-    run([join(root, 'node_modules/vite/bin/vite.js'), 'build', '--logLevel', 'error', '--outDir', 'out-vite']);
+    await run([join(root, 'node_modules/vite/bin/vite.js'), 'build', '--logLevel', 'error', '--outDir', 'out-vite']);
     expect(await titleInChromium(join(dir, 'out-vite'))).toBe(browserAppResult);
   }, 120_000);
 
   it('esbuild (browser, ESM): the app runs the 2-thread grouped matmul in Chromium', async () => {
-    run(['app.js', '--bundle', '--format=esm', '--log-level=error', '--outfile=out-esbuild/app.js'], esbuild);
+    await run(['app.js', '--bundle', '--format=esm', '--log-level=error', '--outfile=out-esbuild/app.js'], esbuild);
     writeFileSync(join(dir, 'out-esbuild/index.html'), html('./app.js'));
     expect(await titleInChromium(join(dir, 'out-esbuild'))).toBe(browserAppResult);
   }, 120_000);
@@ -54,18 +53,18 @@ webpack({ mode: 'production', context: resolve('.'), entry: './app.js', output: 
 });
 `);
     linkDevPackage(dir, 'webpack');
-    run(['webpack.mjs']);
+    await run(['webpack.mjs']);
     writeFileSync(join(dir, 'out-webpack/index.html'), html('./app.js', false));
     expect(await titleInChromium(join(dir, 'out-webpack'))).toBe(browserAppResult);
   }, 120_000);
 
-  it('esbuild (Node, ESM): the bundled script starts its workers, prints the result and exits', () => {
-    run(['app.js', '--bundle', '--platform=node', '--format=esm', '--log-level=error', '--outfile=out-node/app.mjs'], esbuild);
+  it('esbuild (Node, ESM): the bundled script starts its workers, prints the result and exits', async () => {
+    await run(['app.js', '--bundle', '--platform=node', '--format=esm', '--log-level=error', '--outfile=out-node/app.mjs'], esbuild);
     // Alone in a folder: nothing of the package beside the bundle.
     const alone = join(dir, 'out-node-alone');
     mkdirSync(alone, { recursive: true });
     cpSync(join(dir, 'out-node/app.mjs'), join(alone, 'app.mjs'));
-    const r = spawnSync(process.execPath, [join(alone, 'app.mjs')], { cwd: alone, encoding: 'utf8', timeout: 30_000 });
+    const r = await exec(process.execPath, [join(alone, 'app.mjs')], { cwd: alone, timeout: 30_000 });
     expect(r.signal, `the process did not exit by itself: ${r.stderr}`).toBeNull();
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.trim()).toBe(browserAppResult);

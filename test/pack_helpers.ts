@@ -39,6 +39,20 @@ export async function installInto(dir: string, tgz: string): Promise<void> {
   await run(npm, ['install', '--no-audit', '--no-fund', '--offline', tgz], { cwd: dir });
 }
 
+/**
+ * Runs a command without blocking the test worker (a minute-long synchronous tsc or bundler run would
+ * time out vitest's own messages); resolves with its status, signal and output, never rejects.
+ */
+export async function exec(command: string, args: string[], options: { cwd?: string; timeout?: number } = {}): Promise<{ status: number | null; signal: string | null; stdout: string; stderr: string }> {
+  try {
+    const r = await run(command, args, { ...options, encoding: 'utf8', maxBuffer: 64 << 20 });
+    return { status: 0, signal: null, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const x = e as { code?: number | string; signal?: string | null; stdout?: string; stderr?: string };
+    return { status: typeof x.code === 'number' ? x.code : null, signal: x.signal ?? null, stdout: x.stdout ?? '', stderr: x.stderr ?? String(e) };
+  }
+}
+
 /** Makes a package of the repository's node_modules visible to a temp project (types, bundlers). */
 export function linkDevPackage(dir: string, name: string): void {
   const to = join(dir, 'node_modules', name);

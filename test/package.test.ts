@@ -6,12 +6,12 @@
  * also compile in a Node-only project (lib ES2022 + @types/node, no DOM) and a DOM-only one (no
  * @types/node), with skipLibCheck off, and hold no `@internal` member. Bundlers: test/bundlers.test.ts.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installInto, linkDevPackage, pack, root, tsc } from './pack_helpers.js';
+import { exec, installInto, linkDevPackage, pack, root, tsc } from './pack_helpers.js';
 
 const work = mkdtempSync(join(tmpdir(), 'groupdnn-pkg-'));
 const app = join(work, 'app');
@@ -42,10 +42,10 @@ afterAll(() => {
 });
 
 /** Writes a TypeScript project (tsconfig + one file) and compiles it; returns tsc's output on failure. */
-function compile(dir: string, compilerOptions: Record<string, unknown>, source: string, file = 'consumer.ts'): { status: number | null; out: string } {
+async function compile(dir: string, compilerOptions: Record<string, unknown>, source: string, file = 'consumer.ts'): Promise<{ status: number | null; out: string }> {
   writeFileSync(join(dir, `tsconfig.${file}.json`), JSON.stringify({ compilerOptions: { strict: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', skipLibCheck: false, ...compilerOptions }, files: [file] }));
   writeFileSync(join(dir, file), source);
-  const r = spawnSync(process.execPath, [tsc, '-p', join(dir, `tsconfig.${file}.json`)], { encoding: 'utf8' });
+  const r = await exec(process.execPath, [tsc, '-p', join(dir, `tsconfig.${file}.json`)]);
   return { status: r.status, out: r.stdout + r.stderr };
 }
 
@@ -91,8 +91,8 @@ describe('packed from a clone (npm pack runs prepare = the build)', () => {
     expect(pkg.author ?? pkg.contributors).toBeDefined();
   });
 
-  it('a strict TypeScript consumer type-checks against the .d.ts, runs a grouped matmul with node and exits', () => {
-    const types = compile(app, { lib: ['ES2023', 'DOM', 'esnext.disposable'], types: [], outDir: 'out' }, `
+  it('a strict TypeScript consumer type-checks against the .d.ts, runs a grouped matmul with node and exits', async () => {
+    const types = await compile(app, { lib: ['ES2023', 'DOM', 'esnext.disposable'], types: [], outDir: 'out' }, `
 import { ARG, DnnlError, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, offsets, tag, type Status } from 'groupdnn';
 const eng: Engine = await Engine.create({ threads: 2 });
 const strm = new Stream(eng);
@@ -114,7 +114,7 @@ try { new matmul.PrimitiveDesc(eng, srcMd, memory.desc([E, K + 1, N], dt.f32, ta
 console.log(\`ok \${dst.read()[0]} \${status} \${layerPd.implInfo.length > 0}\`);
 `);
     expect(types.status, types.out).toBe(0);
-    const run = spawnSync(process.execPath, [join(app, 'out/consumer.js')], { cwd: app, encoding: 'utf8', timeout: 20_000 });
+    const run = await exec(process.execPath, [join(app, 'out/consumer.js')], { cwd: app, timeout: 20_000 });
     expect(run.signal, `the process did not exit by itself: ${run.stderr}`).toBeNull();
     expect(run.status, run.stderr).toBe(0);
     expect(run.stdout.trim()).toBe('ok 16 invalid_arguments true');
@@ -122,20 +122,20 @@ console.log(\`ok \${dst.read()[0]} \${status} \${layerPd.implInfo.length > 0}\`)
 });
 
 describe('shipped types', () => {
-  it('compile in a Node-only project: lib ES2022, @types/node, no DOM, skipLibCheck off', () => {
+  it('compile in a Node-only project: lib ES2022, @types/node, no DOM, skipLibCheck off', async () => {
     linkDevPackage(app, '@types/node');
     linkReferencedTypes();
-    const r = compile(app, { lib: ['ES2022'], types: ['node'], noEmit: true }, typesConsumer, 'node_only.ts');
+    const r = await compile(app, { lib: ['ES2022'], types: ['node'], noEmit: true }, typesConsumer, 'node_only.ts');
     expect(r.status, r.out).toBe(0);
   }, 60_000);
 
-  it('compile in a DOM-only project: lib ES2022 + DOM, no @types/node, skipLibCheck off', () => {
+  it('compile in a DOM-only project: lib ES2022 + DOM, no @types/node, skipLibCheck off', async () => {
     linkReferencedTypes();
-    const r = compile(app, { lib: ['ES2022', 'DOM'], types: [], noEmit: true }, typesConsumer, 'dom_only.ts');
+    const r = await compile(app, { lib: ['ES2022', 'DOM'], types: [], noEmit: true }, typesConsumer, 'dom_only.ts');
     expect(r.status, r.out).toBe(0);
   }, 60_000);
 
-  it('every shipped declaration file compiles in both, and none holds an @internal member', () => {
+  it('every shipped declaration file compiles in both, and none holds an @internal member', async () => {
     const typesDir = join(app, 'node_modules/groupdnn/dist/types');
     const all: string[] = [];
     const walk = (d: string): void => {
@@ -155,7 +155,7 @@ describe('shipped types', () => {
     for (const [lib, types] of [[['ES2022'], ['node']], [['ES2022', 'DOM'], []]]) {
       const cfg = join(app, `tsconfig.all-${lib.length}.json`);
       writeFileSync(cfg, JSON.stringify({ compilerOptions: { strict: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib, types, skipLibCheck: false, noEmit: true }, files: all }));
-      const r = spawnSync(process.execPath, [tsc, '-p', cfg], { encoding: 'utf8' });
+      const r = await exec(process.execPath, [tsc, '-p', cfg]);
       expect(r.status, `lib ${lib.join(',')}: ${r.stdout}${r.stderr}`).toBe(0);
     }
   }, 120_000);
