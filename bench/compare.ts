@@ -14,7 +14,7 @@ import { createBaseline } from '../examples/baseline-per-expert-loop.js';
 import { createP1 } from '../examples/p1-grouped-memory.js';
 import { createP2 } from '../examples/p2-offsets-attr.js';
 import { createP3 } from '../examples/p3-pointer-array.js';
-import type { MoeShape, ProposalFactory } from '../examples/moe_layer.js';
+import type { MoeShape, ProposalFactory } from '../examples/proposals_harness.js';
 import { fillRandom } from './timing.js';
 import { routeZipf } from './workloads.js';
 

@@ -2,8 +2,8 @@
  * What users do today without grouped GEMM: one plain matmul per active expert on sub-views of the
  * contiguous buffers, with a primitive per distinct row count (a user-side primitive cache).
  */
-import { ARG, Memory, dt, matmul, memory, tag } from '../src/index.js';
-import { demo, isMain, type ProposalFactory } from './moe_layer.js';
+import { ARG, Memory, dt, matmul, memory, tag } from 'groupdnn';
+import { demo, isMain, type ProposalFactory } from './proposals_harness.js';
 
 export const createBaseline: ProposalFactory = (eng, strm, { E, K, N, capacity }, weights) => {
   // user-code-begin

@@ -5,7 +5,7 @@
  */
 import {
   ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, matmul_backward_data, matmul_backward_weights, memory, offsets, reorder, tag,
-} from '../src/index.js';
+} from 'groupdnn';
 
 const E = 4, K = 37, N = 13, sizes = [5, 0, 17, 9], M = 31;
 const eng = await Engine.create({ threads: 2 });

@@ -1,6 +1,6 @@
 /** RFC Proposal #1: a grouped memory descriptor (values + offsets) consumed by the unchanged matmul. */
-import { ARG, Memory, RUNTIME_DIM_VAL, dt, matmul, memory, offsets } from '../src/index.js';
-import { demo, isMain, type ProposalFactory } from './moe_layer.js';
+import { ARG, Memory, RUNTIME_DIM_VAL, dt, matmul, memory, offsets } from 'groupdnn';
+import { demo, isMain, type ProposalFactory } from './proposals_harness.js';
 
 export const createP1: ProposalFactory = (eng, strm, { E, K, N, capacity }, weights) => {
   // user-code-begin

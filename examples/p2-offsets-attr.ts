@@ -1,6 +1,6 @@
 /** RFC Proposal #2: plain 2D src/dst, offsets as a matmul attribute passed at execution. */
-import { ARG, Memory, PrimitiveAttr, dt, matmul, memory, offsets, tag } from '../src/index.js';
-import { demo, isMain, type ProposalFactory } from './moe_layer.js';
+import { ARG, Memory, PrimitiveAttr, dt, matmul, memory, offsets, tag } from 'groupdnn';
+import { demo, isMain, type ProposalFactory } from './proposals_harness.js';
 
 export const createP2: ProposalFactory = (eng, strm, { E, K, N, capacity }, weights) => {
   // user-code-begin

@@ -3,8 +3,8 @@
  * framework's data is contiguous, so the per-expert views (pointer arrays) are rebuilt every step,
  * as the RFC's "Frameworks Compatibility" section warns.
  */
-import { ARG, Memory, RUNTIME_DIM_VAL, dt, grouped_gemm, memory, offsets, tag } from '../src/index.js';
-import { demo, isMain, type ProposalFactory } from './moe_layer.js';
+import { ARG, Memory, RUNTIME_DIM_VAL, dt, grouped_gemm, memory, offsets, tag } from 'groupdnn';
+import { demo, isMain, type ProposalFactory } from './proposals_harness.js';
 
 export const createP3: ProposalFactory = (eng, strm, { E, K, N, capacity }, weights) => {
   // user-code-begin

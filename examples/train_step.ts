@@ -8,7 +8,7 @@
  *   npx tsx examples/train_step.ts [steps] [threads]
  */
 import { pathToFileURL } from 'node:url';
-import { ARG, Engine, Memory, Stream, dt, matmul, memory, moe, tag, type MemoryDesc } from '../src/index.js';
+import { ARG, Engine, Memory, Stream, dt, matmul, memory, moe, tag, type MemoryDesc } from 'groupdnn';
 
 export interface TrainOptions {
   readonly steps?: number;

@@ -1,7 +1,8 @@
 // A tiny static server for the browser demo and tests: serves the project folder with the headers that
 // make a page cross-origin isolated (COOP same-origin + COEP require-corp), so SharedArrayBuffer, shared
 // wasm memory and worker threads are available. `npm run serve` (PORT=8080 by default); importable as
-// `startServer(port)` by the browser tests. `/broken-dist/*` serves dist/ but 404s the worker (tests).
+// `startServer(port)` by the browser tests. `/broken-dist/*` serves dist/ with a worker that fails to
+// load (tests): its embedded source (rollup.config.mjs, embedWorker) replaced by a throw.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize, resolve } from 'node:path';
@@ -17,15 +18,19 @@ export function startServer(port = 0, { isolated = true, dir = root } = {}) {
   const server = createServer(async (req, res) => {
     try {
       let path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
-      if (path.startsWith('/broken-dist/')) {
-        if (path.endsWith('/worker_main.js')) throw Object.assign(new Error('gone'), { code: 'ENOENT' });
-        path = '/dist/' + path.slice('/broken-dist/'.length);
-      }
+      const broken = path.startsWith('/broken-dist/');
+      if (broken) path = '/dist/' + path.slice('/broken-dist/'.length);
       if (path.endsWith('/')) path += 'index.html';
       const file = normalize(join(dir, path));
       if (!file.startsWith(dir)) throw Object.assign(new Error('outside'), { code: 'ENOENT' });
       if (!(await stat(file)).isFile()) throw Object.assign(new Error('dir'), { code: 'ENOENT' });
-      const body = await readFile(file);
+      let body = await readFile(file);
+      if (broken && path === '/dist/index.js') {
+        const text = body.toString('utf8');
+        const worker = /\/\* groupdnn:worker_main\.js \*\/ "(?:[^"\\]|\\.)*"/;
+        if (!worker.test(text)) throw new Error('broken-dist: no embedded worker in dist/index.js');
+        body = text.replace(worker, '"throw new Error(\'this worker fails to load (broken-dist)\');"');
+      }
       const headers = { 'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream', 'Cache-Control': 'no-store', 'Cross-Origin-Resource-Policy': 'same-origin' };
       if (isolated) Object.assign(headers, { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' });
       res.writeHead(200, headers);

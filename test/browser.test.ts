@@ -2,7 +2,8 @@
  * The library as shipped (dist/, built by `npm test` before vitest) in headless Chromium (Debian's
  * chromium driven by playwright-core), unbundled from a static server with the isolation headers:
  * engine start at 1 and 2 threads, the grouped matmul against a float64 loop, a worker that fails to
- * load, the lifetime rules; a page without isolation; and the browser demo (screenshot in reports/).
+ * load, the lifetime rules; a page without isolation; and the browser demo (screenshot written to
+ * build/browser-demo.png: generated artefacts go to the ignored build/, never over tracked files).
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -74,8 +75,8 @@ describe('in Chromium', () => {
     const gflops = await page.$$eval('[data-gflops]', (els) => els.map((e) => Number(e.getAttribute('data-gflops'))));
     expect(gflops.every((v) => v > 0 && Number.isFinite(v))).toBe(true);
     expect(await page.locator('svg rect').count()).toBeGreaterThan(3);
-    mkdirSync('reports', { recursive: true });
-    await page.screenshot({ path: 'reports/browser-demo.png', fullPage: true });
+    mkdirSync('build', { recursive: true });
+    await page.screenshot({ path: 'build/browser-demo.png', fullPage: true });
     await page.close();
   }, 150_000);
 });

@@ -1,7 +1,7 @@
 // Browser demo (npm run serve, then open /examples/browser/): one MoE layer's expert GEMM (E=8, top-2,
 // skewed routing with an empty expert) through the grouped matmul at 1 and N threads, with per-expert
 // sizes and GFLOP/s drawn as SVG bar charts. Uses dist/ as shipped (npm run build).
-import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, reorder, tag } from '../../dist/index.js';
+import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, reorder, tag } from 'groupdnn';
 
 const E = 8, K = 1024, N = 1408;
 const sizes = [196, 120, 80, 55, 35, 20, 6, 0];

@@ -33,8 +33,10 @@ export interface KernelExports {
   stream_f32(ptr: number, n: number): number;
   /** Bench: the f32 x low-precision microkernels on L1-resident operands (job DT codes). */
   ukernel_lowp(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;
-  __stack_pointer: WebAssembly.Global;
-  __heap_base: WebAssembly.Global;
+  // i32 globals, typed structurally: WebAssembly.Global is generic in lib.dom and absent without it,
+  // so the shipped .d.ts would not compile in every consumer's lib setting.
+  __stack_pointer: { value: number };
+  __heap_base: { value: number };
 }
 
 function decode(b64: string): Uint8Array<ArrayBuffer> {

@@ -1,6 +1,7 @@
 import * as Comlink from 'comlink';
 import { DnnlError } from '../common/status.js';
 import { CMD, CTRL } from './control_block.js';
+import { workerScriptUrl } from './worker_url.js';
 
 /** What the main thread asks of a worker through comlink (set-up only; jobs go through Atomics). */
 interface WorkerApi {
@@ -22,10 +23,10 @@ type AtomicsWithWaitAsync = typeof Atomics & {
   waitAsync(view: Int32Array, index: number, value: number): { async: boolean; value: Promise<string> | string };
 };
 
-let workerUrl = new URL('./worker_main.js', import.meta.url);
+let workerUrl: URL | undefined;
 
-/** @internal tests: start workers from another script (e.g. one that fails to load). Returns the previous URL. */
-export function setWorkerUrlForTesting(url: URL): URL {
+/** @internal tests: start workers from another script (e.g. one that fails to load); undefined restores the default. Returns the previous URL. */
+export function setWorkerUrlForTesting(url: URL | undefined): URL | undefined {
   const prev = workerUrl;
   workerUrl = url;
   return prev;
@@ -36,7 +37,7 @@ async function spawnWorker(): Promise<WorkerHandle> {
   if (isNode) {
     const { Worker } = await import('node:worker_threads');
     const { default: nodeEndpoint } = await import('comlink/dist/esm/node-adapter.mjs');
-    const w = new Worker(workerUrl);
+    const w = new Worker(workerUrl ?? workerScriptUrl());
     return {
       terminate: () => w.terminate(),
       // Adding a 'message' listener (comlink does) re-refs the worker's port: unref after set-up.
@@ -49,7 +50,7 @@ async function spawnWorker(): Promise<WorkerHandle> {
       endpoint: nodeEndpoint(w as unknown as Parameters<typeof nodeEndpoint>[0]),
     };
   }
-  const w = new Worker(workerUrl, { type: 'module' });
+  const w = new Worker(workerUrl ?? workerScriptUrl(), { type: 'module' });
   return {
     terminate: () => w.terminate(),
     onFailure: (cb) => {

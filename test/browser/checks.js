@@ -13,7 +13,7 @@ async function check(name, fn) {
   }
 }
 
-const g = await import('/dist/index.js');
+const g = await import('groupdnn'); // the page's import map: /dist/index.js
 const { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, DnnlError } = g;
 
 /** Grouped matmul vs a float64 loop (random data, an empty expert, K and N not multiples of the tiles). */

@@ -3,7 +3,7 @@
  * User code in each example sits between `// user-code-begin` and `// user-code-end`: those lines are
  * what the comparison counts.
  */
-import { ARG, Engine, Memory, Stream, dt, memory, reorder, tag } from '../src/index.js';
+import { ARG, Engine, Memory, Stream, dt, memory, reorder, tag } from 'groupdnn';
 
 export interface MoeShape {
   readonly E: number;
