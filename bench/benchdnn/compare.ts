@@ -1,0 +1,55 @@
+/**
+ * Comparison of the library's dst with the float64 reference, per dst data type. The reference is
+ * exact; the library converts its f32 result to dst's type once, so the allowed error is the dst
+ * type's rounding (one unit in the last place of its mantissa, twice the round-to-nearest bound,
+ * relative to max(|ref|, 1)). Integer dst: the reference saturated to the type's range, within 0.5
+ * (round to nearest). Saturating fp8 types: the reference clamped to +-max first.
+ */
+import type { DataType } from '../../src/index.js';
+
+/** Mantissa bits of the floating-point dst types. */
+const MANTISSA: Partial<Record<DataType, number>> = { f32: 23, bf16: 7, f16: 10, f8_e4m3: 3, f8_e5m2: 2, f4_e2m1: 1 };
+const INT_RANGE: Partial<Record<DataType, readonly [number, number]>> = { s8: [-128, 127], u8: [0, 255], s32: [-2147483648, 2147483647] };
+const FP_MAX: Partial<Record<DataType, number>> = { f8_e4m3: 448, f8_e5m2: 57344, f4_e2m1: 6 };
+
+/** f32 results that went through a transcendental post-op (exp, tanh, erf, ...) carry its f32 error. */
+const F32_TRANSCENDENTAL = 2 ** -20;
+
+/** Relative tolerance for a dst type (README "Running benchdnn problem files" lists these). */
+export function tolerance(dst: DataType, transcendental: boolean): number {
+  if (INT_RANGE[dst]) return 0;
+  const m = MANTISSA[dst];
+  if (m === undefined) throw new Error(`compare: no tolerance for dst ${dst}`);
+  const t = 2 ** -m;
+  return dst === 'f32' && transcendental ? Math.max(t, F32_TRANSCENDENTAL) : t;
+}
+
+export interface Comparison {
+  readonly errors: number;
+  readonly total: number;
+  /** Share of zeros in the reference (benchdnn mistrusts results that are mostly zero). */
+  readonly zeroRatio: number;
+  /** The worst element, for the FAILED line. */
+  readonly worst: { readonly index: number; readonly expected: number; readonly got: number; readonly error: number } | undefined;
+}
+
+/** Compares every element; an error is an element outside the dst type's tolerance (NaN included). */
+export function compare(got: ArrayLike<number>, ref: ArrayLike<number>, dst: DataType, transcendental: boolean): Comparison {
+  if (got.length !== ref.length) throw new Error(`compare: ${got.length} results for ${ref.length} reference values`);
+  const tol = tolerance(dst, transcendental);
+  const range = INT_RANGE[dst], fpMax = FP_MAX[dst];
+  let errors = 0, zeros = 0;
+  let worst: Comparison['worst'];
+  for (let i = 0; i < ref.length; i++) {
+    let exp = ref[i];
+    if (range) exp = Math.min(range[1], Math.max(range[0], exp));
+    if (fpMax !== undefined) exp = Math.min(fpMax, Math.max(-fpMax, exp));
+    if (exp === 0) zeros++;
+    const diff = Math.abs(got[i] - exp);
+    const err = range ? diff : diff / Math.max(Math.abs(exp), 1);
+    const bad = range ? !(err <= 0.5 + 1e-9 * Math.abs(exp)) : !(err <= tol);
+    if (bad) errors++;
+    if (!(err <= (worst?.error ?? -1)) || (bad && worst === undefined)) worst = { index: i, expected: exp, got: got[i], error: Number.isNaN(err) ? Infinity : err };
+  }
+  return { errors, total: ref.length, zeroRatio: ref.length ? zeros / ref.length : 0, worst };
+}
