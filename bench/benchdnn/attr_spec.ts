@@ -8,6 +8,9 @@
  */
 import { dt, type DataType } from '../../src/index.js';
 
+/** oneDNN data types groupdnn does not have: accepted by the parser, UNIMPLEMENTED per problem. */
+export const ONEDNN_ONLY_DTS: readonly string[] = ['f64', 'tf32', 'u3', 'u2', 's2', 'u1', 'f4_e3m0', 'f8_e8m0', 'bin', 'boolean'];
+
 /** A data type name groupdnn knows (benchdnn's names: f32, bf16, s8, f8_e4m3, ...). */
 export function isDataType(x: string): x is DataType {
   return x !== 'undef' && (Object.values(dt) as string[]).includes(x);

@@ -3,7 +3,8 @@
  * exact; the library converts its f32 result to dst's type once, so the allowed error is the dst
  * type's rounding (one unit in the last place of its mantissa, twice the round-to-nearest bound,
  * relative to max(|ref|, 1)). Integer dst: the reference saturated to the type's range, within 0.5
- * (round to nearest). Saturating fp8 types: the reference clamped to +-max first.
+ * (round to nearest). Saturating fp8 types: the reference clamped to +-max first; f32 / bf16 / f16:
+ * a reference beyond the type's range expects +-Infinity (IEEE overflow, as the library's f32 math).
  */
 import type { DataType } from '../../src/index.js';
 
@@ -11,6 +12,8 @@ import type { DataType } from '../../src/index.js';
 const MANTISSA: Partial<Record<DataType, number>> = { f32: 23, bf16: 7, f16: 10, f8_e4m3: 3, f8_e5m2: 2, f4_e2m1: 1 };
 const INT_RANGE: Partial<Record<DataType, readonly [number, number]>> = { s8: [-128, 127], u8: [0, 255], s32: [-2147483648, 2147483647] };
 const FP_MAX: Partial<Record<DataType, number>> = { f8_e4m3: 448, f8_e5m2: 57344, f4_e2m1: 6 };
+/** IEEE dst types overflow to infinity: past these magnitudes (max finite + half an ulp) RNE gives +-Inf. */
+const OVERFLOW: Partial<Record<DataType, number>> = { f32: 2 ** 128 * (1 - 2 ** -25), bf16: 2 ** 128 * (1 - 2 ** -9), f16: 65520 };
 
 /** f32 results that went through a transcendental post-op (exp, tanh, erf, ...) carry its f32 error. */
 const F32_TRANSCENDENTAL = 2 ** -20;
@@ -44,8 +47,10 @@ export function compare(got: ArrayLike<number>, ref: ArrayLike<number>, dst: Dat
     let exp = ref[i];
     if (range) exp = Math.min(range[1], Math.max(range[0], exp));
     if (fpMax !== undefined) exp = Math.min(fpMax, Math.max(-fpMax, exp));
+    const ovf = OVERFLOW[dst];
+    if (ovf !== undefined && Math.abs(exp) >= ovf) exp = exp > 0 ? Infinity : -Infinity;
     if (exp === 0) zeros++;
-    const diff = Math.abs(got[i] - exp);
+    const diff = got[i] === exp ? 0 : Math.abs(got[i] - exp);
     const err = range ? diff : diff / Math.max(Math.abs(exp), 1);
     const bad = range ? !(err <= 0.5 + 1e-9 * Math.abs(exp)) : !(err <= tol);
     if (bad) errors++;

@@ -152,8 +152,9 @@ export async function runProblem(p: Problem, ctx: RunContext): Promise<Outcome> 
       }
       const b = op.plan;
       const md = pd.queryMd(`binary:${b.position}`) ?? b.md;
-      const range: readonly [number, number] = b.alg === 'mul' ? [-2, 2] : [-4, 4];
-      let vals = fillInts(count(b.dims), range, seed(`binary:${b.position}`));
+      let vals = fillInts(count(b.dims), b.alg === 'mul' ? [-2, 2] : [-4, 4], seed(`binary:${b.position}`));
+      // A zero multiplier would zero whole groups: the result would prove little (MISTRUSTED).
+      if (b.alg === 'mul') vals = vals.map((v) => v || 1);
       if (b.replicated) {
         const N = b.dims[1];
         vals = vals.map((_, i) => vals[i % N]);

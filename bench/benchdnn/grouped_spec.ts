@@ -2,7 +2,8 @@
  * benchdnn's `--grouped=DIM_IDX:NUM_GROUPS:SIZES[:HINT]`: DIM_IDX 0 groups M (2D src x 3D [G, K, N]
  * weights), 1 groups K (2D x 2D -> [G, M, N]); SIZES is `s0+s1+...` or a named profile
  * `balanced[.SEED]`, `hot[.PCT]`, `decode` synthesized from the grouped dimension's total; HINT is
- * oneDNN's max-group-size dispatch hint (checked, then unused: groupdnn takes no hint).
+ * oneDNN's max-group-size dispatch hint (parsed and printed back; groupdnn takes no hint, and the
+ * hint does not change the result).
  */
 
 export type GroupProfile = 'balanced' | 'hot' | 'decode';

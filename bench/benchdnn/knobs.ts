@@ -4,7 +4,7 @@
  * knob and where it was read.
  */
 import type { DataType } from '../../src/index.js';
-import { isDataType, parseFpmath, parsePostOps, parseQuant } from './attr_spec.js';
+import { ONEDNN_ONLY_DTS, isDataType, parseFpmath, parsePostOps, parseQuant } from './attr_spec.js';
 import { parseGrouped } from './grouped_spec.js';
 import { defaultMatmulSettings, type DtTriple, type GlobalSettings, type MatmulSettings, type Mode } from './settings.js';
 import { InputError, type Token } from './source.js';
@@ -26,7 +26,7 @@ function dtTriple(s: string): DtTriple {
   const parts = s.split(':');
   if (parts.length !== 1 && parts.length !== 3) throw new Error(`--dt=${s}: give one data type or three (src:wei:dst)`);
   parts.forEach((p) => {
-    if (!isDataType(p)) throw new Error(`--dt=${s}: '${p}' is not a data type`);
+    if (!isDataType(p) && !ONEDNN_ONLY_DTS.includes(p)) throw new Error(`--dt=${s}: '${p}' is not a data type`);
   });
   const t = parts as DataType[];
   return t.length === 1 ? [t[0], t[0], t[0]] : [t[0], t[1], t[2]];

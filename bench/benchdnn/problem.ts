@@ -101,7 +101,6 @@ function groupedShape(p: Problem, g: GroupedSpec): Shape {
   if (shape.sizes.length !== G) invalid(`--grouped=${g.text}: ${shape.sizes.length} sizes for ${G} groups`);
   const sum = shape.sizes.reduce((a, b) => a + b, 0);
   if (sum !== total) invalid(`--grouped=${g.text}: sizes sum to ${sum}, the grouped dimension is ${total}`);
-  if (g.hint !== undefined && g.hint < Math.max(...shape.sizes)) invalid(`--grouped=${g.text}: HINT ${g.hint} is smaller than the largest group (${Math.max(...shape.sizes)})`);
   return shape;
 }
 

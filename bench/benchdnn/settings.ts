@@ -8,7 +8,7 @@ import type { GroupedSpec } from './grouped_spec.js';
 import type { FpmathSpec, PostOpsSpec, QuantSpec } from './attr_spec.js';
 import { parseFpmath, parsePostOps, parseQuant } from './attr_spec.js';
 
-/** src, weights, dst data types. */
+/** src, weights, dst data types (a oneDNN-only name such as u3 is kept here and rejected per problem in setup.ts). */
 export type DtTriple = readonly [DataType, DataType, DataType];
 
 export interface MatmulSettings {

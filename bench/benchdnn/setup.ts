@@ -18,7 +18,7 @@
  *   mode allows, so the knob is accepted and changes nothing.
  */
 import { ARG, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, memory, type DataType, type EltwiseAlg } from '../../src/index.js';
-import type { QuantEntry } from './attr_spec.js';
+import { isDataType, type QuantEntry } from './attr_spec.js';
 import { ProblemRejection, type Problem, type Shape } from './problem.js';
 
 export interface QuantPlan {
@@ -137,7 +137,8 @@ function quantPlan(e: QuantEntry, kind: 'scales' | 'zero_points', s: Shape): Qua
   if (e.groups.length > nd) invalid(`${kind} of ${arg}: GROUPS ${e.groups.join('x')} has more entries than the argument's ${nd} dims`);
   const groups = [...new Array<number>(nd - e.groups.length).fill(1), ...e.groups];
   if (kind === 'zero_points' && e.value !== undefined && !Number.isInteger(e.value)) invalid(`zero point ${e.value} of ${arg} is not an integer`);
-  const perGroup = mask === 0 && ((s.kind === 'grouped_m' && arg !== 'wei') || s.kind === 'grouped_k');
+  // rfcs/0002 tables: mask 0 is one value per group for grouped M src / dst and grouped K src / weights.
+  const perGroup = mask === 0 && ((s.kind === 'grouped_m' && arg !== 'wei') || (s.kind === 'grouped_k' && arg !== 'dst'));
   return { arg, kind, mask, groups, dataType: e.dataType, common: e.value, perGroup, dims };
 }
 
@@ -215,6 +216,7 @@ function biasPlan(p: Problem, s: Shape): Plan['bias'] {
 
 /** Builds the descriptors and attribute of a problem; throws ProblemRejection or the library's DnnlError. */
 export function planOf(p: Problem, s: Shape): Plan {
+  for (const t of [...p.dt, p.biaDt]) if (t !== 'undef' && !isDataType(t)) unimplemented(`data type ${t} is not implemented in groupdnn`);
   const attr = new PrimitiveAttr();
   const quant: QuantPlan[] = [];
   for (const [spec, kind] of [[p.scales, 'scales'], [p.zeroPoints, 'zero_points']] as const) {
@@ -233,7 +235,7 @@ export function planOf(p: Problem, s: Shape): Plan {
       attr.postOps.appendSum(op.scale);
       postOps.push({ kind: 'sum', scale: op.scale });
     } else if (op.kind === 'eltwise') {
-      if (!ELTWISE.includes(op.alg)) unimplemented(`post-op eltwise_${op.alg} is not implemented (groupdnn: ${ELTWISE.map((a) => `eltwise_${a}`).join(' ')})`);
+      if (!ELTWISE.includes(op.alg)) unimplemented(`post-op eltwise_${op.alg} is not implemented in groupdnn`);
       if (op.scale !== 1) unimplemented('post-op eltwise: groupdnn takes no eltwise SCALE');
       attr.postOps.appendEltwise(`eltwise_${op.alg}` as EltwiseAlg, op.alpha, op.beta);
       postOps.push({ kind: 'eltwise', alg: op.alg, alpha: op.alpha, beta: op.beta });
