@@ -1,8 +1,9 @@
 /**
  * Comparison of the library's dst with the float64 reference, per dst data type. The reference is
- * exact; the library converts its f32 result to dst's type once, so the allowed error is the dst
- * type's rounding (one unit in the last place of its mantissa, twice the round-to-nearest bound,
- * relative to max(|ref|, 1)). Integer dst: the reference saturated to the type's range, within 0.5
+ * exact; the library computes in f32 and converts to dst's type once (round to nearest even), so the
+ * allowed error, relative to max(|ref|, 1), is half a unit in the last place of dst's mantissa
+ * (2^-(m+1)) plus 2^-20 for the f32 result it rounds; f32 dst: 2^-23, or 2^-20 after a transcendental
+ * post-op (exp, tanh, erf, sigmoid in f32). Integer dst: the reference saturated to the type's range, within 0.5
  * (round to nearest). Saturating fp8 types: the reference clamped to +-max first; f32 / bf16 / f16:
  * a reference beyond the type's range expects +-Infinity (IEEE overflow, as the library's f32 math).
  */
@@ -15,16 +16,16 @@ const FP_MAX: Partial<Record<DataType, number>> = { f8_e4m3: 448, f8_e5m2: 57344
 /** IEEE dst types overflow to infinity: past these magnitudes (max finite + half an ulp) RNE gives +-Inf. */
 const OVERFLOW: Partial<Record<DataType, number>> = { f32: 2 ** 128 * (1 - 2 ** -25), bf16: 2 ** 128 * (1 - 2 ** -9), f16: 65520 };
 
-/** f32 results that went through a transcendental post-op (exp, tanh, erf, ...) carry its f32 error. */
-const F32_TRANSCENDENTAL = 2 ** -20;
+/** The error of an f32 result that went through a transcendental post-op (exp, tanh, erf, ...). */
+const F32_ERROR = 2 ** -20;
 
 /** Relative tolerance for a dst type (README "Running benchdnn problem files" lists these). */
 export function tolerance(dst: DataType, transcendental: boolean): number {
   if (INT_RANGE[dst]) return 0;
   const m = MANTISSA[dst];
   if (m === undefined) throw new Error(`compare: no tolerance for dst ${dst}`);
-  const t = 2 ** -m;
-  return dst === 'f32' && transcendental ? Math.max(t, F32_TRANSCENDENTAL) : t;
+  if (dst === 'f32') return transcendental ? F32_ERROR : 2 ** -23;
+  return 2 ** -(m + 1) + F32_ERROR;
 }
 
 export interface Comparison {

@@ -63,7 +63,7 @@ export async function runDriver(args: readonly string[], opts: DriverOptions = {
       count(summary, o);
       opts.onOutcome?.(p, o, repro);
       if (o.perf && o.shape) out(perfLine(g.engine, o.impl ?? '', p.desc.name, repro.replace(/^(--engine=\S+ )?--matmul ?/, ''), flops(o.shape), o.perf));
-      else out(statusLine(index, o, repro));
+      else statusLine(index, o, repro).split('\n').forEach((l) => out(l));
     }
   };
 
