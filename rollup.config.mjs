@@ -18,7 +18,27 @@ const comlink = {
 const external = (id) => id.startsWith('node:');
 const common = { external, plugins: [comlink], onwarn(w, warn) { if (w.code !== 'CIRCULAR_DEPENDENCY') warn(w); } };
 
+/**
+ * The benchdnn driver (bench/benchdnn, issue 17) as dist/benchdnn.js, the package's `groupdnn-benchdnn`
+ * bin: compiled by `tsc -p tsconfig.benchdnn.json` into build/tsc-benchdnn; its imports of the library
+ * (src/index.js) stay external and point at ./index.js beside it, so the bin runs the installed build.
+ */
+const LIBRARY = 'groupdnn:index';
+const benchdnnLibrary = {
+  name: 'benchdnn-library-external',
+  resolveId(id, importer) {
+    if (importer && /(^|\/)src\/index\.js$/.test(id)) return { id: LIBRARY, external: true };
+    return null;
+  },
+};
+
 export default [
   { ...common, input: 'build/tsc/index.js', output: { file: 'dist/index.js', format: 'es', inlineDynamicImports: true, sourcemap: true } },
   { ...common, input: 'build/tsc/runtime/worker_main.js', output: { file: 'dist/worker_main.js', format: 'es', inlineDynamicImports: true, sourcemap: true } },
+  {
+    input: 'build/tsc-benchdnn/bench/benchdnn/cli.js',
+    external: (id) => id.startsWith('node:') || id === LIBRARY,
+    plugins: [benchdnnLibrary],
+    output: { file: 'dist/benchdnn.js', format: 'es', banner: '#!/usr/bin/env node', paths: { [LIBRARY]: './index.js' } },
+  },
 ];
