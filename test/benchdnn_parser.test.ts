@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runDriver } from '../bench/benchdnn/driver.js';
-import { parseGrouped, resolveSizes } from '../bench/benchdnn/grouped_spec.js';
+import { parseGrouped, resolveSizes, splitGroupedList } from '../bench/benchdnn/grouped_spec.js';
 import { parseDescriptor } from '../bench/benchdnn/descriptor.js';
 import { parsePostOps, parseQuant } from '../bench/benchdnn/attr_spec.js';
 import { problems, reproLine, shapeOf, ProblemRejection } from '../bench/benchdnn/problem.js';
@@ -95,6 +95,7 @@ describe('--grouped and problem descriptors', () => {
       expect(s).toHaveLength(5);
       expect(s.reduce((a, b) => a + b, 0)).toBe(37);
     }
+    expect(splitGroupedList('0:4:8,8,8,8,0:4:balanced,1:2:hot.80')).toEqual(['0:4:8,8,8,8', '0:4:balanced', '1:2:hot.80']);
     for (const bad of ['0:4', '0:0:1', 'x:4:1+2', '0:4:1+a', '0:4:warm', '0:4:hot.101', '0:4:decode.3', '0:4:1+1+1+1:h']) expect(() => parseGrouped(bad), bad).toThrow('--grouped=');
   });
 
@@ -118,7 +119,10 @@ describe('--grouped and problem descriptors', () => {
       }
     };
     reject('0:4:3+0+5+7', '16x32:4x32x24', 'invalid_arguments', 'sizes sum to 15');
-    reject('0:4:3+0+5+8', '16x32:32x24', 'invalid_arguments', 'weights must be 3D');
+    reject('0:4:3+0+5+8', '16x32:1x4x32x24', 'invalid_arguments', 'weights must be GxKxN (or KxN, G inserted)');
+    // Older oneDNN files: 2D KxN weights (G inserted), comma-separated sizes, a named dimension.
+    expect(shape('0:4:3+0+5+8', '16x32:32x24')).toEqual({ kind: 'grouped_m', G: 4, M: 16, K: 32, N: 24, sizes: [3, 0, 5, 8] });
+    expect(shape('M:4:3,0,5,8', '16x32:32x24')).toMatchObject({ kind: 'grouped_m', sizes: [3, 0, 5, 8] });
     reject('0:4:3+0+5+8', '16x32:3x32x24', 'invalid_arguments', 'must equal NUM_GROUPS 4');
     reject('1:2:1+1', '4x2:2x2x3', 'invalid_arguments', 'weights must be 2D');
     reject('2:2:1+1', '4x2:2x3', 'unimplemented', 'grouping dimension 2 (N)');

@@ -76,7 +76,7 @@ function parseQuantEntry(entry: string, knob: string, defaultDt: DataType): Quan
   const arg = f[0];
   if (!QUANT_ARGS.includes(arg) && !/^msrc\d+$/.test(arg)) throw new Error(`${what}: unknown ARG '${arg}' (src, wei, dst, src1, msrcN)`);
   const policy = f[1];
-  if (policy === undefined || (!POLICIES.includes(policy) && !/^\d+$/.test(policy))) {
+  if (policy === undefined || (!POLICIES.includes(policy) && !/^\d+$/.test(policy) && !/^per_dim_[0-9]+$/.test(policy))) {
     throw new Error(`${what}: POLICY '${policy ?? ''}' must be an integer mask or one of ${POLICIES.join(', ')}`);
   }
   let i = 2;

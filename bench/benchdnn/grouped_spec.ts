@@ -1,6 +1,7 @@
 /**
  * benchdnn's `--grouped=DIM_IDX:NUM_GROUPS:SIZES[:HINT]`: DIM_IDX 0 groups M (2D src x 3D [G, K, N]
- * weights), 1 groups K (2D x 2D -> [G, M, N]); SIZES is `s0+s1+...` or a named profile
+ * weights; older files give 2D KxN weights and G is inserted), 1 groups K (2D x 2D -> [G, M, N]);
+ * DIM_IDX may also be written M / K / N. SIZES is `s0+s1+...` (older files: `s0,s1,...`) or a named profile
  * `balanced[.SEED]`, `hot[.PCT]`, `decode` synthesized from the grouped dimension's total; HINT is
  * oneDNN's max-group-size dispatch hint (parsed and printed back; groupdnn takes no hint, and the
  * hint does not change the result).
@@ -24,12 +25,27 @@ export interface GroupedSpec {
 const PROFILES: readonly GroupProfile[] = ['balanced', 'hot', 'decode'];
 
 const nonNegInt = (s: string): number | undefined => (/^\d+$/.test(s) ? Number(s) : undefined);
+/** Older benchdnn files name the dimension: M, K, N. */
+const DIM_NAMES: Record<string, number> = { M: 0, K: 1, N: 2 };
+
+/**
+ * Splits a `--grouped` comma list into specs. Older benchdnn files separate the sizes with commas
+ * (`0:4:8,8,8,8`), so a comma starts a new spec only when `DIM_IDX:NUM_GROUPS:` follows it.
+ */
+export function splitGroupedList(value: string): string[] {
+  const out: string[] = [];
+  for (const part of value.split(',')) {
+    if (out.length && !/^[0-9MKN]+:\d+:/.test(part)) out[out.length - 1] += `,${part}`;
+    else out.push(part);
+  }
+  return out;
+}
 
 /** Parses one `--grouped` value; throws an Error whose message names the rule broken. */
 export function parseGrouped(text: string): GroupedSpec {
   const parts = text.split(':');
   if (parts.length < 3 || parts.length > 4) throw new Error(`--grouped=${text}: expected DIM_IDX:NUM_GROUPS:SIZES[:HINT]`);
-  const dimIdx = nonNegInt(parts[0]);
+  const dimIdx = DIM_NAMES[parts[0]] ?? nonNegInt(parts[0]);
   const groups = nonNegInt(parts[1]);
   if (dimIdx === undefined) throw new Error(`--grouped=${text}: DIM_IDX '${parts[0]}' must be a non-negative integer (0 = M, 1 = K, 2 = N)`);
   if (groups === undefined || groups < 1) throw new Error(`--grouped=${text}: NUM_GROUPS '${parts[1]}' must be a positive integer`);
@@ -48,9 +64,9 @@ export function parseGrouped(text: string): GroupedSpec {
     if (name === 'hot' && param !== undefined && param > 100) throw new Error(`--grouped=${text}: hot percentage ${param} exceeds 100`);
     return { dimIdx, groups, sizes: undefined, profile: name as GroupProfile, param, hint, text };
   }
-  const sizes = sizesText.split('+').map(nonNegInt);
+  const sizes = sizesText.split(/[+,]/).map(nonNegInt);
   if (sizes.some((s) => s === undefined)) {
-    throw new Error(`--grouped=${text}: SIZES '${sizesText}' must be '+'-separated non-negative integers or a profile (${PROFILES.join(', ')})`);
+    throw new Error(`--grouped=${text}: SIZES '${sizesText}' must be '+'-separated (older files: ',') non-negative integers or a profile (${PROFILES.join(', ')})`);
   }
   return { dimIdx, groups, sizes: sizes as number[], profile: undefined, param: undefined, hint, text };
 }

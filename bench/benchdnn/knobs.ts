@@ -5,7 +5,7 @@
  */
 import type { DataType } from '../../src/index.js';
 import { ONEDNN_ONLY_DTS, isDataType, parseFpmath, parsePostOps, parseQuant } from './attr_spec.js';
-import { parseGrouped } from './grouped_spec.js';
+import { parseGrouped, splitGroupedList } from './grouped_spec.js';
 import { defaultMatmulSettings, type DtTriple, type GlobalSettings, type MatmulSettings, type Mode } from './settings.js';
 import { InputError, type Token } from './source.js';
 
@@ -74,7 +74,7 @@ export function applyKnob(t: Token, s: MatmulSettings, g: GlobalSettings): KnobA
           return [int(a || '0', name), int(b || '0', name)] as const;
         });
         break;
-      case 'grouped': s.grouped = list(v, parseGrouped); break;
+      case 'grouped': s.grouped = splitGroupedList(v).map(parseGrouped); break;
       case 'attr-scales': s.scales = list(v, (x) => parseQuant(x, '--attr-scales')); break;
       case 'attr-zero-points': s.zeroPoints = list(v, (x) => parseQuant(x, '--attr-zero-points')); break;
       case 'attr-post-ops': s.postOps = list(v, parsePostOps); break;

@@ -84,8 +84,8 @@ function groupedShape(p: Problem, g: GroupedSpec): Shape {
   const G = g.groups;
   let shape: Shape;
   if (g.dimIdx === 0) {
-    if (wei.length !== 3) invalid(`--grouped=${g.text}: weights must be 3D GxKxN, got ${fmt(wei)}`);
-    const [M, K] = src, [Gw, Kw, N] = wei;
+    if (wei.length !== 3 && wei.length !== 2) invalid(`--grouped=${g.text}: weights must be GxKxN (or KxN, G inserted), got ${fmt(wei)}`);
+    const [M, K] = src, [Gw, Kw, N] = wei.length === 3 ? wei : [G, ...wei];
     if (Gw !== G) invalid(`--grouped=${g.text}: weights dims[0] = ${Gw} must equal NUM_GROUPS ${G}`);
     if (Kw !== K) invalid(`weights K = ${Kw} must equal src K = ${K}`);
     if (dst && (dst.length !== 2 || dst[0] !== M || dst[1] !== N)) invalid(`dst ${fmt(dst)} must be ${M}x${N}`);

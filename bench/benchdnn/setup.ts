@@ -111,13 +111,10 @@ function argDims(s: Shape): Record<'src' | 'wei' | 'dst', readonly number[]> {
 /** knobs_attr.md POLICY -> mask over an argument of `nd` dims (matmul's per_oc / per_ocic overloads). */
 function policyMask(policy: string, arg: 'src' | 'wei' | 'dst', nd: number, grouped: boolean): number {
   if (/^\d+$/.test(policy)) return Number(policy);
+  // per_dim_0, per_dim_01, per_dim_012, ...: one bit per digit.
+  if (/^per_dim_[0-9]+$/.test(policy)) return [...policy.slice('per_dim_'.length)].reduce((m, d) => m | (1 << Number(d)), 0);
   switch (policy) {
     case 'common': case 'host_scalar': return 0;
-    case 'per_dim_0': return 1;
-    case 'per_dim_1': return 2;
-    case 'per_dim_01': return 3;
-    case 'per_dim_2': return 4;
-    case 'per_dim_3': return 8;
     case 'per_tensor': return (1 << nd) - 1;
     case 'per_oc': return arg !== 'wei' ? 2 : grouped ? 3 : 1 << (nd - 1);
     case 'per_ocic': return arg !== 'wei' ? 3 : grouped ? 6 : (1 << (nd - 1)) | (1 << (nd - 2));
