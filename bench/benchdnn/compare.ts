@@ -55,7 +55,8 @@ export function compare(got: ArrayLike<number>, ref: ArrayLike<number>, dst: Dat
     const err = range ? diff : diff / Math.max(Math.abs(exp), 1);
     const bad = range ? !(err <= 0.5 + 1e-9 * Math.abs(exp)) : !(err <= tol);
     if (bad) errors++;
-    if (!(err <= (worst?.error ?? -1)) || (bad && worst === undefined)) worst = { index: i, expected: exp, got: got[i], error: Number.isNaN(err) ? Infinity : err };
+    const e = Number.isNaN(err) ? Infinity : err;
+    if (worst === undefined || e > worst.error) worst = { index: i, expected: exp, got: got[i], error: e };
   }
   return { errors, total: ref.length, zeroRatio: ref.length ? zeros / ref.length : 0, worst };
 }
