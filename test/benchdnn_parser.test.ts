@@ -43,6 +43,12 @@ describe('batch files', () => {
     ]);
   });
 
+  it('a file not found beside the including one is looked up in bench/benchdnn/inputs, as benchdnn does', async () => {
+    const r = await list(['--matmul', '--batch=test_groupdnn_ci'], tmpdir());
+    expect(r.length).toBeGreaterThan(600);
+    await expect(list(['--matmul', '--batch=no_such_file'], tmpdir())).rejects.toThrow("command line argument 3: --batch: cannot find 'no_such_file'");
+  });
+
   it('an unknown knob is an error naming the knob, the file and the line', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'benchdnn-'));
     writeFileSync(join(dir, 'f'), '--reset\n# comment\n--dt=f32\n  --not-a-knob=3\n');

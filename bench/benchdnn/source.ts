@@ -3,8 +3,9 @@
  * an error can name the file and line (benchdnn's `--batch=FILE`: `#` starts a comment, tokens are
  * whitespace-separated, nested files are found relative to the file that includes them).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export interface Token {
   readonly text: string;
@@ -42,13 +43,19 @@ export function tokenizeBatch(text: string, file: string): Token[] {
   return out;
 }
 
+/** benchdnn's fallback directory for batch files (its `inputs/DRIVER/`): the driver's own inputs. */
+const DEFAULT_INPUTS = fileURLToPath(new URL('./inputs/', import.meta.url));
+
 /**
  * Resolves `--batch=NAME` met at `from`: relative to the including file's directory (the command
- * line: the working directory). Reads and tokenizes it.
+ * line: the working directory), then, as benchdnn does with its `inputs/matmul/`, in the driver's
+ * own `bench/benchdnn/inputs/`. Reads and tokenizes it.
  */
 export function readBatch(name: string, from: Token, cwd: string): Token[] {
   const base = from.file === undefined ? cwd : dirname(from.file);
-  const path = isAbsolute(name) ? name : resolve(base, name);
+  const candidates = isAbsolute(name) ? [name] : [resolve(base, name), resolve(DEFAULT_INPUTS, name)];
+  const path = candidates.find((c) => existsSync(c));
+  if (path === undefined) throw new InputError(from, `--batch: cannot find '${name}' (looked for ${candidates.join(', ')})`);
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
