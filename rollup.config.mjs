@@ -63,8 +63,29 @@ const hideNodeImports = {
 const external = (id) => id.startsWith('node:');
 const onwarn = (w, warn) => { if (w.code !== 'CIRCULAR_DEPENDENCY') warn(w); };
 
+/**
+ * The benchdnn driver (bench/benchdnn, issue 17) as dist/benchdnn.js, the package's `groupdnn-benchdnn`
+ * bin: compiled by `tsc -p tsconfig.benchdnn.json` into build/tsc-benchdnn; its imports of the library
+ * (src/index.js) stay external and point at ./index.js beside it, so the bin runs the installed build.
+ */
+const LIBRARY = 'groupdnn:index';
+const benchdnnLibrary = {
+  name: 'benchdnn-library-external',
+  resolveId(id, importer) {
+    if (importer && /(^|\/)src\/index\.js$/.test(id)) return { id: LIBRARY, external: true };
+    return null;
+  },
+};
+
 // Rollup builds the configurations in order: the worker exists before index.js embeds it.
 export default [
   { external, onwarn, plugins: [comlink, hideNodeImports], input: 'build/tsc/runtime/worker_main.js', output: { file: WORKER_BUNDLE, format: 'es', inlineDynamicImports: true } },
   { external, onwarn, plugins: [comlink, embedWorker, hideNodeImports], input: 'build/tsc/index.js', output: { file: 'dist/index.js', format: 'es', inlineDynamicImports: true, sourcemap: true } },
+  {
+    input: 'build/tsc-benchdnn/bench/benchdnn/cli.js',
+    external: (id) => id.startsWith('node:') || id === LIBRARY,
+    onwarn,
+    plugins: [benchdnnLibrary, hideNodeImports],
+    output: { file: 'dist/benchdnn.js', format: 'es', banner: '#!/usr/bin/env node', paths: { [LIBRARY]: './index.js' } },
+  },
 ];
