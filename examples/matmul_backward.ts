@@ -39,7 +39,7 @@ const fwd = new matmul.Primitive(fwdPd);
 const loss = async (): Promise<number> => {
   fwd.execute(strm, { [ARG.SRC]: x, [ARG.WEIGHTS]: w, [ARG.BIAS]: b, [ARG.DST]: y });
   await strm.wait();
-  const yv = y.read(), dv = dy.read();
+  const yv = Array.from(y.read()), dv = dy.read();
   return yv.reduce((s, v, i) => s + v * dv[i], 0);
 };
 const idx = (2 * K + 7) * N + 3, h = 2 ** -6, wv = w.values as Float32Array, keep = wv[idx];

@@ -192,7 +192,7 @@ async function runP3(eng: Engine, strm: Stream, c: BwdCase, inp: BwdInputs): Pro
       if (sizes[g]) dx.set(m.read(), o);
       o += sizes[g] * K;
     });
-    return { dx, dw, db: db ? db.read() : undefined };
+    return { dx, dw, db: db ? Float64Array.from(db.read()) : undefined };
   } finally {
     for (const m of mems) m.free();
   }

@@ -8,6 +8,9 @@ import { countObject } from '../common/census.js';
 /** A buffer address in the engine heap (what oneDNN calls a handle). */
 export type Handle = number;
 
+/** What `Memory.read()` returns: the natural host array of the data type (see `read`). */
+export type HostArray = Float32Array | Int32Array | Int8Array | Uint8Array;
+
 export interface MemoryOptions {
   /**
    * Bytes usable from handle 0, for views over part of a buffer whose descriptor has runtime dims:
@@ -150,14 +153,26 @@ export class Memory {
     return this;
   }
 
-  /** Copies the whole values span out as logical numbers (`elementCount` of them, padding included; every type decoded). */
-  read(): Float64Array {
+  /**
+   * Copies the whole values span out as logical numbers (`elementCount` of them, padding included) in
+   * the natural array of the data type: f32 -> `Float32Array`, s32 -> `Int32Array`, s8 and s4 ->
+   * `Int8Array`, u8 and u4 -> `Uint8Array`; bf16, f16, the fp8 types, e8m0 and f4_e2m1 are decoded to
+   * `Float32Array`, which holds each of their values exactly. A copy: writing it does not change the memory.
+   */
+  read(): HostArray {
     const v = this.values;
     const t = this.desc.dataType;
-    if (isSubByteType(t)) return Float64Array.from(decodeArray(t, v as Uint8Array, this.desc.spanElems));
-    const out = new Float64Array(v.length);
-    for (let i = 0; i < v.length; i++) out[i] = fromStored(t, v[i]);
-    return out;
+    if (isSubByteType(t)) {
+      const f = decodeArray(t, v as Uint8Array, this.desc.spanElems);
+      return t === 's4' ? Int8Array.from(f) : t === 'u4' ? Uint8Array.from(f) : f;
+    }
+    switch (t) {
+      case 'f32': return Float32Array.from(v as Float32Array);
+      case 's32': return Int32Array.from(v as Int32Array);
+      case 's8': return Int8Array.from(v as Int8Array);
+      case 'u8': return Uint8Array.from(v as Uint8Array);
+      default: return Float32Array.from(v, (x) => fromStored(t, x));
+    }
   }
 
   /** Releases the buffers this object allocated (never the ones passed in as handles). */
