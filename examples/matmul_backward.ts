@@ -16,7 +16,7 @@ const wMd = memory.desc([E, K, N], dt.f32, tag.abc), bMd = memory.desc([E, N], d
 const fwdPd = new matmul.PrimitiveDesc(eng, rows(K), wMd, bMd, rows(N));
 // Backward data reads W^T from packed f32:p8t panels (tag.any), made once per weights update by a reorder.
 const dataPd = new matmul_backward_data.PrimitiveDesc(eng, rows(K), memory.desc([E, K, N], dt.f32, tag.any), rows(N), fwdPd);
-const wPd = new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, bMd, rows(N), fwdPd);
+const wPd = new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, rows(N), fwdPd, undefined, bMd);
 
 const x = Memory.create(rows(K), eng), y = Memory.create(rows(N), eng, [undefined, x.handles[1]]);
 const dy = Memory.create(rows(N), eng, [undefined, x.handles[1]]), dx = Memory.create(rows(K), eng, [undefined, x.handles[1]]);
