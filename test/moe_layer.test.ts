@@ -42,9 +42,9 @@ type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'share
 
 async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}): Promise<{ out: Float32Array; ids: Int32Array; w: Float32Array; layer: moe.layer.Primitive }> {
   const strm = new Stream(eng);
-  const packed = v.packed ?? true;
+  const { packed = true, ...layerOptions } = v;
   const weights = packed ? undefined : { w13: memory.desc([s.E, s.K, 2 * s.I], dt.f32, tag.abc), w2: memory.desc([s.E, s.I, s.K], dt.f32, tag.abc) };
-  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, ...v, weights });
+  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, ...layerOptions, weights });
   const layer = new moe.layer.Primitive(pd);
   const w13p = mem(eng, [s.E, s.K, 2 * s.I], d.w13), w2p = mem(eng, [s.E, s.I, s.K], d.w2);
   let w13 = w13p, w2 = w2p;

@@ -3,6 +3,7 @@ import {
   pack4, roundHalfEven, s4ToF32, toE8m0, u4ToF32, unpack4, type E8m0Rounding, type Fp8Options,
 } from './low_precision.js';
 import { DnnlError, check } from './status.js';
+import { checkOptionKeys, optionKeys } from './option_keys.js';
 
 /**
  * Element data types. Names follow oneDNN (`dnnl::memory::data_type`).
@@ -201,6 +202,8 @@ export interface EncodeOptions {
   readonly e8m0Rounding?: E8m0Rounding;
 }
 
+const ENCODE_OPTION_KEYS = optionKeys<EncodeOptions>({ saturate: true, e8m0Rounding: true });
+
 function checkCount(fn: string, count: number): void {
   check(Number.isSafeInteger(count) && count >= 0, `${fn}: count must be a non-negative integer, got ${count}`);
 }
@@ -217,6 +220,7 @@ function checkType(fn: string, t: DataType): void {
  */
 export function encodeArray(t: DataType, values: ArrayLike<number>, opts?: EncodeOptions): Uint8Array {
   checkType('encodeArray', t);
+  checkOptionKeys('encodeArray', opts, ENCODE_OPTION_KEYS);
   const n = values.length;
   const out = new Uint8Array(dtBytes(t, n));
   const dv = new DataView(out.buffer);

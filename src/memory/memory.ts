@@ -1,4 +1,5 @@
 import { DnnlError, check } from '../common/status.js';
+import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
 import { decodeArray, dtBytes, encodeArray, fromStored, isSubByteType, makeView, toStored, type ValuesView } from '../common/data_type.js';
 import type { Engine } from '../runtime/engine.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
@@ -18,6 +19,8 @@ export interface MemoryOptions {
    */
   capacityBytes?: number;
 }
+
+const MEMORY_OPTION_KEYS = optionKeys<MemoryOptions>({ capacityBytes: true });
 
 /**
  * A memory object: a descriptor plus its buffers in the engine heap. Grouped descriptors have two
@@ -76,6 +79,7 @@ export class Memory {
       out.forEach((h, i) => owned[i] && engine.free(h));
       throw e;
     }
+    checkOptionKeys(fn, options, MEMORY_OPTION_KEYS);
     const cap = options.capacityBytes;
     if (cap !== undefined) {
       check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);

@@ -1,4 +1,5 @@
 import { check, checkImpl } from '../../common/status.js';
+import { checkOptionKeys, optionKeys } from '../../common/option_keys.js';
 import { countObject, countPdTime } from '../../common/census.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc } from '../../memory/desc.js';
@@ -20,6 +21,8 @@ export interface GluBackwardOptions {
    */
   readonly prob?: MemoryDesc;
 }
+
+const GLU_BACKWARD_OPTION_KEYS = optionKeys<GluBackwardOptions>({ alpha: true, limit: true, prob: true });
 
 /** What the kernels and the reference read, resolved by the pd. */
 export interface GluBackwardProblem {
@@ -85,6 +88,7 @@ export class PrimitiveDesc {
     check(isGluAlg(alg), `${FN}: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
     check(GLU_LAYOUTS.includes(layout), `${FN}: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
     check(typeof options === 'object' && options !== null, `${FN}: options must be an object`);
+    checkOptionKeys(FN, options, GLU_BACKWARD_OPTION_KEYS);
     const { alpha, limit, prob } = options;
     check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `${FN}: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
     check(limit === undefined || alg === 'glu_swiglu_oai', `${FN}: limit applies to glu_swiglu_oai only, not ${alg}`);

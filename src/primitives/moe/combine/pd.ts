@@ -1,4 +1,5 @@
 import { check, checkImpl } from '../../../common/status.js';
+import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { countObject } from '../../../common/census.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
@@ -36,6 +37,8 @@ export interface CombineProblem {
   readonly weights: MemoryDesc | undefined;
 }
 
+const COMBINE_OPTION_KEYS = optionKeys<CombineOptions>({ tokens: true, topK: true, input: true, src: true, dst: true, weighted: true });
+
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 /**
@@ -55,6 +58,7 @@ export class PrimitiveDesc {
     countObject('primitive_desc');
     check(engine !== undefined && engine !== null, 'moe.combine: engine is required');
     check(o !== null && typeof o === 'object', 'moe.combine: options must be an object { tokens, topK, src, dst, ... }');
+    checkOptionKeys('moe.combine', o, COMBINE_OPTION_KEYS);
     check(posInt(o.tokens), `moe.combine: tokens must be a positive integer, got ${String(o.tokens)}`);
     check(posInt(o.topK), `moe.combine: topK must be a positive integer, got ${String(o.topK)}`);
     const input = o.input ?? 'routed';

@@ -1,4 +1,5 @@
 import { check, checkImpl } from '../../../common/status.js';
+import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { countObject } from '../../../common/census.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
@@ -48,6 +49,10 @@ export interface DispatchProblem {
   readonly expertMapMd: MemoryDesc | undefined;
 }
 
+const DISPATCH_OPTION_KEYS = optionKeys<DispatchOptions>({
+  tokens: true, topK: true, experts: true, localExperts: true, expertMap: true, hidden: true, alignBlockSize: true, format: true, maxTokens: true,
+});
+
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 /**
@@ -72,6 +77,7 @@ export class PrimitiveDesc {
     countObject('primitive_desc');
     check(engine !== undefined && engine !== null, 'moe.dispatch: engine is required');
     check(o !== null && typeof o === 'object', 'moe.dispatch: options must be an object { tokens, topK, experts, ... }');
+    checkOptionKeys('moe.dispatch', o, DISPATCH_OPTION_KEYS);
     check(posInt(o.tokens), `moe.dispatch: tokens must be a positive integer, got ${String(o.tokens)}`);
     check(posInt(o.experts), `moe.dispatch: experts must be a positive integer, got ${String(o.experts)}`);
     check(posInt(o.topK) && o.topK <= o.experts, `moe.dispatch: topK must be an integer in [1, experts = ${o.experts}], got ${String(o.topK)}`);
