@@ -1,5 +1,6 @@
 import { DnnlError } from '../common/status.js';
 import type { Engine } from './engine.js';
+import { requireLive } from './live_engine.js';
 
 /** One unit of stream work: runs synchronously (reference, threads = 1) or returns a promise (workers). */
 export type StreamTask = () => void | Promise<void>;
@@ -16,12 +17,14 @@ export class Stream {
   private firstError: DnnlError | undefined;
 
   constructor(engine: Engine) {
+    requireLive(engine);
     this.engine = engine;
   }
 
   /** @internal used by primitives. The engine counts the work as in flight until it settles. */
   enqueue(task: StreamTask): void {
     const eng = this.engine;
+    requireLive(eng); // every execute of every primitive comes through here
     eng.beginWork();
     const run = (): Promise<void> | undefined => {
       const r = this.runGuarded(task);

@@ -1,6 +1,7 @@
 import { check, checkImpl } from '../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../common/option_keys.js';
-import { countObject, countPdTime } from '../../common/census.js';
+import { countPdTime } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
@@ -63,7 +64,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, alg: GluAlg, layout: GluLayout, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions = {}) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     this.engine = engine;
     this.problem = PrimitiveDesc.init(engine, alg, layout, diffSrc, diffDst, src, options);
     const reasons: string[] = [];

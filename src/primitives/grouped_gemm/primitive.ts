@@ -6,7 +6,7 @@ import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { GroupedGemmArgs } from './impl_list.js';
 import type { PrimitiveDesc } from './pd.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
 import type { QuantArg } from '../../attr/fusion.js';
@@ -28,7 +28,7 @@ export class Primitive {
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     const executor: { task(args: GroupedGemmArgs): () => void | Promise<void>; destroy?(): void } = pd.impl.createExecutor(pd.problem, pd.engine);
     this.executor = executor;

@@ -6,7 +6,7 @@ import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { problemString } from './problem.js';
 import type { QuantArg, QuantParam } from '../../attr/fusion.js';
@@ -41,7 +41,7 @@ export class Primitive {
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     const executor = pd.impl.createExecutor(pd.problem, pd.engine);
     this.executor = executor;

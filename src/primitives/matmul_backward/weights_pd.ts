@@ -1,5 +1,6 @@
 import { DnnlError, check } from '../../common/status.js';
-import { countObject, countPdTime } from '../../common/census.js';
+import { countPdTime } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../memory/desc.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
@@ -34,7 +35,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, src: MemoryDesc, diffWeights: MemoryDesc, diffDst: MemoryDesc, hint?: MatmulPd, attr: PrimitiveAttr = new PrimitiveAttr(), diffBias?: MemoryDesc) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     // The earlier (src, diff_weights, diff_bias, diff_dst) order would put a descriptor in the hint's place.
     check(!((hint as unknown) instanceof MemoryDesc), `${FN}: the 5th argument is hint_fwd_pd, got a memory descriptor (diff_bias is the last argument: (eng, src, diff_weights, diff_dst, hint?, attr?, diff_bias?))`);
     check(attr instanceof PrimitiveAttr, `${FN}: attr must be a PrimitiveAttr`);

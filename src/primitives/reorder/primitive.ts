@@ -9,7 +9,7 @@ import { Memory } from '../../memory/memory.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { PrimitiveDesc } from './pd.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 
 const JOB_DT: Record<string, number> = { f32: 0, bf16: 1, f16: 2 };
 
@@ -23,7 +23,7 @@ export class Primitive {
   readonly pd: PrimitiveDesc;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
   }
 

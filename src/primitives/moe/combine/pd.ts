@@ -1,6 +1,6 @@
 import { check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
-import { countObject } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
@@ -55,7 +55,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, o: CombineOptions) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.combine: engine is required');
     check(o !== null && typeof o === 'object', 'moe.combine: options must be an object { tokens, topK, src, dst, ... }');
     checkOptionKeys('moe.combine', o, COMBINE_OPTION_KEYS);

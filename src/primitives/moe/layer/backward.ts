@@ -1,5 +1,5 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { plainDesc, type MemoryDesc } from '../../../memory/desc.js';
@@ -72,7 +72,7 @@ export class BackwardPrimitiveDesc {
 
   constructor(engine: Engine, hint: PrimitiveDesc) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.layer.backward: engine is required');
     check(hint instanceof PrimitiveDesc, 'moe.layer.backward: hint must be a moe.layer.PrimitiveDesc');
     check(hint.engine === engine, 'moe.layer.backward: the forward hint belongs to another engine');
@@ -132,8 +132,8 @@ export class BackwardPrimitive {
   private readonly life: Lifetime;
 
   constructor(pd: BackwardPrimitiveDesc, forward: Primitive) {
-    countObject('primitive');
     check(pd instanceof BackwardPrimitiveDesc, 'moe.layer.BackwardPrimitive: pd must be a moe.layer.BackwardPrimitiveDesc');
+    created('primitive', pd.engine);
     check(forward !== undefined && forward !== null && forward.pd === pd.hint, 'moe.layer.BackwardPrimitive: forward must be the moe.layer.Primitive of the pd\'s forward hint');
     this.pd = pd;
     this.forward = forward;

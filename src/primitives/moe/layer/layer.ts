@@ -1,5 +1,5 @@
 import { DnnlError, check } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
@@ -100,7 +100,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, config: LayerConfig) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.layer: engine is required');
     const c = resolveConfig(config);
     this.engine = engine;
@@ -213,7 +213,7 @@ export class Primitive {
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     const eng = pd.engine;
     const c = pd.config;

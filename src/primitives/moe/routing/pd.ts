@@ -1,7 +1,8 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys } from '../../../common/option_keys.js';
 import { now, verboseLine } from '../../../common/verbose.js';
-import { countObject, countPdTime } from '../../../common/census.js';
+import { countPdTime } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import { tagToStrides } from '../../../memory/format_tag.js';
 import type { DataType } from '../../../common/data_type.js';
@@ -54,7 +55,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, logits: MemoryDesc, options: RoutingOptions) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     this.engine = engine;
     this.problem = Object.freeze(PrimitiveDesc.init(engine, logits, options));
     const reasons: string[] = [];
