@@ -254,6 +254,52 @@ describe.each([
     for (const m of mems) expect((m.values as Int32Array).every((v) => v === 77)).toBe(true);
   });
 
+  it('T = 0: dispatch (contiguous, aligned, index-only, batched) and combine (routed, scattered) are no-ops', async () => {
+    const strm = new Stream(eng);
+    const E = 3, k = 2, K = 5, C = 4, B = 4;
+    const hidden = memory.desc([0, K], dt.f32, tag.ab);
+    const run = (pd: moe.dispatch.PrimitiveDesc, withHidden: boolean): Record<string, Memory> => {
+      const outs: Record<string, Memory> = {};
+      const q = (what: Parameters<moe.dispatch.PrimitiveDesc['queryMd']>[0]): Memory | undefined => {
+        const md = pd.queryMd(what);
+        if (!md) return undefined;
+        const m = Memory.create(md, eng);
+        if (m.elementCount) (m.values as Int32Array | Float32Array).fill(77);
+        outs[what] = m;
+        return m;
+      };
+      new moe.dispatch.Primitive(pd).execute(strm, {
+        [ARG.MOE_TOPK_IDS]: q('topk_ids'), [ARG.SRC]: withHidden ? q('src') : undefined, [ARG.DST]: q('dst'), [ARG.MOE_TOKEN_INDEX]: q('token_index'),
+        [ARG.MOE_TOKEN_KS]: q('token_ks'), [ARG.MOE_ROW_OF]: q('row_of'), [ARG.MOE_EXPERT_NUM_TOKENS]: q('expert_num_tokens'),
+      });
+      return outs;
+    };
+    const aligned = new moe.dispatch.PrimitiveDesc(eng, { tokens: 0, topK: k, experts: E, hidden, alignBlockSize: B });
+    expect(aligned.queryMd('dst')!.dims).toEqual([E * (B - 1), K]);
+    const a = run(aligned, true);
+    const i = run(new moe.dispatch.PrimitiveDesc(eng, { tokens: 0, topK: k, experts: E }), false);
+    const b = run(new moe.dispatch.PrimitiveDesc(eng, { tokens: 0, topK: k, experts: E, hidden, format: 'batched', maxTokens: C }), true);
+    await strm.wait();
+    expect(Array.from(a.dst.offsets), 'aligned offsets').toEqual([0, 0, 0, 0]);
+    expect(Array.from(a.token_index.read()), 'aligned token_index: unused capacity').toEqual(new Array<number>(E * (B - 1)).fill(-1));
+    expect(Array.from(a.dst.read()).every((v) => v === 77), 'aligned rows past offsets[G] never written').toBe(true);
+    expect(Array.from(i.dst.read()), 'index-only offsets').toEqual([0, 0, 0, 0]);
+    expect(Array.from(b.expert_num_tokens.read()), 'batched counts').toEqual([0, 0, 0]);
+    expect(Array.from(b.dst.read()).every((v) => v === 77), 'batched rows never written').toBe(true);
+    for (const [src, input] of [[memory.desc([0, K], dt.f32, tag.ab), 'routed'], [memory.desc([0, K], dt.f32, tag.ab), 'scattered'], [memory.desc([E, C, K], dt.f32, tag.abc), 'routed']] as const) {
+      const cpd = new moe.combine.PrimitiveDesc(eng, { tokens: 0, topK: k, input, src, dst: memory.desc([0, K], dt.f32, tag.ab) });
+      const c = (what: Parameters<moe.combine.PrimitiveDesc['queryMd']>[0]): Memory | undefined => {
+        const md = cpd.queryMd(what);
+        return md && Memory.create(md, eng);
+      };
+      const y = c('src')!;
+      if (y.elementCount) (y.values as Float32Array).fill(3);
+      new moe.combine.Primitive(cpd).execute(strm, { [ARG.SRC]: y, [ARG.MOE_ROW_OF]: c('row_of'), [ARG.MOE_TOPK_WEIGHTS]: c('topk_weights'), [ARG.DST]: c('dst') });
+      await strm.wait();
+      expect(Array.from(y.read()).every((v) => v === 3)).toBe(true);
+    }
+  });
+
   it('combine: bad row_of is an error; scattered input equals routed input weighted, bit for bit', async () => {
     const strm = new Stream(eng);
     const T = 13, k = 3, N = 37, R = T * k;

@@ -154,6 +154,44 @@ describe.each([
   });
 });
 
+describe('moe.layer with T = 0 tokens', () => {
+  it('an empty batch is a no-op in every variant (threads 2 and the reference)', async () => {
+    for (const opts of [{ threads: 2, kernels: 'simd128' }, { threads: 1, kernels: 'none' }] as const) {
+      const eng = await engine(opts);
+      const strm = new Stream(eng);
+      const K = 8, I = 4, E = 3, k = 2;
+      const plainW = (t: DataType): moe.layer.LayerConfig['weights'] => ({ w13: memory.desc([E, K, 2 * I], t, tag.abc), w2: memory.desc([E, I, K], t, tag.abc) });
+      const variants: Partial<moe.layer.LayerConfig>[] = [
+        { weights: plainW(dt.f32) }, { weights: plainW(dt.f32), gemm1: 'permute', combine: 'weight_and_reduce' },
+        { weights: plainW(dt.f32), bias: true, sharedExpert: { intermediate: 4 } }, { localExperts: 2, weights: { w13: memory.desc([2, K, 2 * I], dt.f32, tag.abc), w2: memory.desc([2, I, K], dt.f32, tag.abc) } },
+        { weights: plainW(dt.s8), quant: 'w8a8_dynamic', weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, { propKind: 'forward_training' },
+        {}, // tag.any weights, packed by the reorder
+      ];
+      for (const v of variants) {
+        const pd = new moe.layer.PrimitiveDesc(eng, { tokens: 0, hidden: K, intermediate: I, experts: E, topK: k, ...v });
+        const layer = new moe.layer.Primitive(pd);
+        const m = (what: string): Memory => Memory.create(pd.queryMd(what)!, eng);
+        const args: Record<number, Memory> = { [ARG.SRC]: m('hidden'), [ARG.MOE_ROUTER_LOGITS]: m('logits'), [ARG.WEIGHTS]: m('w13'), [ARG.WEIGHTS_1]: m('w2'), [ARG.DST]: m('dst') };
+        if (v.bias) Object.assign(args, { [ARG.BIAS]: m('w13_bias'), [ARG.MOE_W2_BIAS]: m('w2_bias') });
+        if (v.sharedExpert) Object.assign(args, { [ARG.MOE_SHARED_W13]: m('shared_w13'), [ARG.MOE_SHARED_W2]: m('shared_w2') });
+        if (v.localExperts) args[ARG.MOE_EXPERT_MAP] = m('expert_map');
+        if (v.quant) Object.assign(args, { [ARG.ATTR_SCALES | ARG.WEIGHTS]: m('w13_scales'), [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: m('w2_scales') });
+        if (pd.queryMd('w13')!.format === 'packed') {
+          for (const [id, dims] of [[ARG.WEIGHTS, [E, K, 2 * I]], [ARG.WEIGHTS_1, [E, I, K]]] as const) {
+            const user = Memory.create(memory.desc([...dims], dt.f32, tag.abc), eng);
+            new reorder.Primitive(new reorder.PrimitiveDesc(eng, user.desc, args[id].desc)).execute(strm, { [ARG.FROM]: user, [ARG.TO]: args[id] });
+          }
+        }
+        const w13 = Array.from(args[ARG.WEIGHTS].bytes());
+        layer.execute(strm, args);
+        await strm.wait();
+        expect(Array.from(args[ARG.WEIGHTS].bytes()), JSON.stringify(v)).toEqual(w13);
+        expect(args[ARG.DST].elementCount).toBe(0);
+      }
+    }
+  });
+});
+
 describe('moe.layer determinism and expert parallel', () => {
   it('threads 1, 2, 3 give the same bits', async () => {
     const s = { T: 45, E: 8, k: 2, K: 96, I: 72 };
@@ -216,7 +254,7 @@ describe('moe.layer determinism and expert parallel', () => {
     const eng = await engine({ threads: 1, kernels: 'simd128' });
     const base = { tokens: 4, hidden: 8, intermediate: 4, experts: 4, topK: 2 };
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, topK: 5 }), 'invalid_arguments', 'topK must be an integer in [1, experts = 4]');
-    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, tokens: 0 }), 'invalid_arguments', 'tokens must be a positive integer');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, tokens: -1 }), 'invalid_arguments', 'tokens must be a non-negative integer');
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, glu: { alg: 'glu_swiglu', layout: 'blocks32' } }), 'invalid_arguments', 'blocks32 needs intermediate % 32 == 0');
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, weights: { w13: memory.desc([4, 8, 9], dt.f32, tag.abc), w2: memory.desc([4, 4, 8], dt.f32, tag.abc) } }), 'invalid_arguments', 'w13 dims [4,8,9] must be');
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, quant: 'w8a8_dynamic' }), 'invalid_arguments', 'w8a8_dynamic needs weightScales');

@@ -39,6 +39,8 @@ export interface CombineProblem {
 
 const COMBINE_OPTION_KEYS = optionKeys<CombineOptions>({ tokens: true, topK: true, input: true, src: true, dst: true, weighted: true });
 
+/** Tokens may be 0: an empty batch is a no-op (as routing). */
+const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0x7fffffff;
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 /**
@@ -59,7 +61,7 @@ export class PrimitiveDesc {
     check(engine !== undefined && engine !== null, 'moe.combine: engine is required');
     check(o !== null && typeof o === 'object', 'moe.combine: options must be an object { tokens, topK, src, dst, ... }');
     checkOptionKeys('moe.combine', o, COMBINE_OPTION_KEYS);
-    check(posInt(o.tokens), `moe.combine: tokens must be a positive integer, got ${String(o.tokens)}`);
+    check(count(o.tokens), `moe.combine: tokens must be a non-negative integer, got ${String(o.tokens)}`);
     check(posInt(o.topK), `moe.combine: topK must be a positive integer, got ${String(o.topK)}`);
     const input = o.input ?? 'routed';
     check(input === 'routed' || input === 'scattered', `moe.combine: input must be 'routed' or 'scattered', got ${String(input)}`);

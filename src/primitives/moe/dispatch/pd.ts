@@ -53,6 +53,8 @@ const DISPATCH_OPTION_KEYS = optionKeys<DispatchOptions>({
   tokens: true, topK: true, experts: true, localExperts: true, expertMap: true, hidden: true, alignBlockSize: true, format: true, maxTokens: true,
 });
 
+/** Tokens may be 0: an empty batch is a no-op (as routing). */
+const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0x7fffffff;
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 /**
@@ -80,7 +82,7 @@ export class PrimitiveDesc {
     check(engine !== undefined && engine !== null, 'moe.dispatch: engine is required');
     check(o !== null && typeof o === 'object', 'moe.dispatch: options must be an object { tokens, topK, experts, ... }');
     checkOptionKeys('moe.dispatch', o, DISPATCH_OPTION_KEYS);
-    check(posInt(o.tokens), `moe.dispatch: tokens must be a positive integer, got ${String(o.tokens)}`);
+    check(count(o.tokens), `moe.dispatch: tokens must be a non-negative integer, got ${String(o.tokens)}`);
     check(posInt(o.experts), `moe.dispatch: experts must be a positive integer, got ${String(o.experts)}`);
     check(posInt(o.topK) && o.topK <= o.experts, `moe.dispatch: topK must be an integer in [1, experts = ${o.experts}], got ${String(o.topK)}`);
     const G = o.localExperts ?? o.experts;

@@ -113,6 +113,8 @@ export function checkLayerKeys(where: string, c: LayerConfig, configKeys: readon
   checkOptionKeys(`${where}: sharedExpert`, c.sharedExpert, k.sharedExpert);
 }
 
+/** Tokens may be 0: an empty batch is a no-op (as routing). */
+const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0x7fffffff;
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 function anyDesc(dims: number[], dataType: DataType): MemoryDesc {
@@ -123,7 +125,7 @@ function anyDesc(dims: number[], dataType: DataType): MemoryDesc {
 export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(c !== null && typeof c === 'object', 'moe.layer: config must be an object { tokens, hidden, intermediate, experts, topK, ... }');
   checkLayerKeys('moe.layer', c);
-  check(posInt(c.tokens), `moe.layer: tokens must be a positive integer, got ${String(c.tokens)}`);
+  check(count(c.tokens), `moe.layer: tokens must be a non-negative integer, got ${String(c.tokens)}`);
   check(posInt(c.hidden), `moe.layer: hidden must be a positive integer, got ${String(c.hidden)}`);
   check(posInt(c.intermediate), `moe.layer: intermediate must be a positive integer, got ${String(c.intermediate)}`);
   check(posInt(c.experts), `moe.layer: experts must be a positive integer, got ${String(c.experts)}`);
