@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, reorder, tag, type DataType, type EngineOptions } from '../src/index.js';
-import { expectDnnlError } from './helpers.js';
+import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { refMoeLayer } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
@@ -261,6 +261,38 @@ describe('moe.layer determinism and expert parallel', () => {
     const layer = new moe.layer.Primitive(new moe.layer.PrimitiveDesc(eng, base));
     expectDnnlError(() => layer.execute(new Stream(eng), {}), 'invalid_arguments', 'missing argument ARG.SRC');
     expectDnnlError(() => layer.stage('shared_gemm1'), 'invalid_arguments', "no stage 'shared_gemm1'");
+  });
+
+  it('errors inside the layer name moe.layer and the layer\'s own argument, not the inner primitive\'s', async () => {
+    const eng = await engine({ threads: 2, kernels: 'simd128' });
+    const strm = new Stream(eng);
+    const E = 4, K = 8, I = 4, T = 5;
+    const w = (t: DataType = dt.f32): moe.layer.LayerConfig['weights'] => ({ w13: memory.desc([2, K, 2 * I], t, tag.abc), w2: memory.desc([2, I, K], t, tag.abc) });
+    const pd = new moe.layer.PrimitiveDesc(eng, { tokens: T, hidden: K, intermediate: I, experts: E, topK: 2, localExperts: 2, weights: w() });
+    const layer = new moe.layer.Primitive(pd);
+    const m = (what: string): Memory => Memory.create(pd.queryMd(what)!, eng);
+    const args: Record<number, Memory> = {
+      [ARG.SRC]: m('hidden'), [ARG.MOE_ROUTER_LOGITS]: m('logits'), [ARG.WEIGHTS]: m('w13'), [ARG.WEIGHTS_1]: m('w2'), [ARG.DST]: m('dst'), [ARG.MOE_EXPERT_MAP]: m('expert_map'),
+    };
+    (args[ARG.MOE_EXPERT_MAP].values as Int32Array).set([0, -1, 1, -1]);
+    layer.execute(strm, args);
+    await strm.wait();
+    // A w2 of the wrong shape: GEMM2's weights, said as the layer's ARG.WEIGHTS_1.
+    const badW2 = Memory.create(memory.desc([2, I, K + 1], dt.f32, tag.abc), eng);
+    const e1 = expectDnnlError(() => layer.execute(strm, { ...args, [ARG.WEIGHTS_1]: badW2 }), 'invalid_arguments', /^invalid_arguments: moe\.layer\.execute: ARG\.WEIGHTS_1 .* \(stage gemm2\)$/);
+    expect(e1.message).not.toMatch(/matmul|ARG\.WEIGHTS(?!_1)/);
+    // The same through the stage alone: a missing w2 is named as the layer's.
+    const { [ARG.WEIGHTS_1]: _w2, ...noW2 } = args;
+    void _w2;
+    expectDnnlError(() => layer.stage('gemm2').execute(strm, noW2), 'invalid_arguments', 'moe.layer.execute: missing argument ARG.WEIGHTS_1 (stage gemm2)');
+    // Runtime data: a bad expert map is reported at wait() as the layer's argument.
+    (args[ARG.MOE_EXPERT_MAP].values as Int32Array).set([0, 2, 1, -1]);
+    layer.execute(strm, args);
+    const e2 = await expectDnnlReject(strm.wait(), 'invalid_arguments', 'moe.layer.execute: ARG.MOE_EXPERT_MAP[1] = 2 is out of range [-1, local experts = 2) (stage dispatch)');
+    expect(e2.message).not.toContain('moe.dispatch');
+    // A configuration an inner pd refuses: the layer, the stage and its role are named.
+    const e3 = expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { tokens: T, hidden: K, intermediate: I, experts: E, topK: 2, localExperts: 2, weights: w(dt.s32) }), 'unimplemented', /^unimplemented: moe\.layer: gemm1 \(hidden x w13/);
+    expect(e3.message).toContain('s32');
   });
 });
 
