@@ -4,6 +4,7 @@ import { decodeArray, dtBytes, encodeArray, fromStored, isSubByteType, makeView,
 import type { Engine } from '../runtime/engine.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
+import { markPackedEmpty, markPackedFilled } from './packed_fill.js';
 import { countObject } from '../common/census.js';
 
 /** A buffer address in the engine heap (what oneDNN calls a handle). */
@@ -90,6 +91,7 @@ export class Memory {
     countObject('memory');
     const g = desc.grouped;
     if (g?.groupSizes && list[1] === undefined) fromSizes(g.groupSizes, mem.offsets);
+    if (desc.format === 'packed' && list[0] === undefined) markPackedEmpty(mem);
     return mem;
   }
 
@@ -121,11 +123,15 @@ export class Memory {
     return this.offsetsView;
   }
 
-  /** Raw bytes of buffer `index` (0 values, 1 offsets). */
+  /**
+   * Raw bytes of buffer `index` (0 values, 1 offsets). On packed weights this is the way to load
+   * pre-packed panels, so it counts as filling them (executing on packed weights nothing filled is refused).
+   */
   bytes(index = 0): Uint8Array {
     this.checkAlive('bytes');
     const n = this.desc.getSize(index);
     check(n !== RUNTIME_SIZE_VAL, 'Memory.bytes: size depends on runtime dims');
+    if (this.desc.format === 'packed' && index === 0) markPackedFilled(this);
     return new Uint8Array(this.engine.buffer, this.handles[index], n);
   }
 
@@ -147,6 +153,7 @@ export class Memory {
    * `elementCount` entries.
    */
   write(data: ArrayLike<number>): this {
+    this.checkNotPacked('write', 'fill it with a reorder from a plain memory');
     const v = this.values;
     const t = this.desc.dataType;
     const n = this.elementCount;
@@ -164,6 +171,7 @@ export class Memory {
    * `Float32Array`, which holds each of their values exactly. A copy: writing it does not change the memory.
    */
   read(): HostArray {
+    this.checkNotPacked('read', 'its values are panels in the kernels\' order, not elements');
     const v = this.values;
     const t = this.desc.dataType;
     if (isSubByteType(t)) {
@@ -186,6 +194,10 @@ export class Memory {
     this.handles.forEach((h, i) => this.owned[i] && !this.engine.isReleased && this.engine.free(h));
     this.valuesView = undefined;
     this.offsetsView = undefined;
+  }
+
+  private checkNotPacked(what: string, how: string): void {
+    check(this.desc.format !== 'packed', `Memory.${what}: ${this.desc} has a packed layout (chosen by a pd for tag.any): ${how}`);
   }
 
   private checkAlive(what: string): void {

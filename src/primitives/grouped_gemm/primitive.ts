@@ -1,4 +1,5 @@
 import { DnnlError, check } from '../../common/status.js';
+import { checkPackedFilled } from '../../memory/packed_fill.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import type { MemoryDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
@@ -57,6 +58,7 @@ export class Primitive {
       if (!m.desc.equals(md)) check(false, `grouped_gemm.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
       const n = m.desc.getSize(0);
       check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
+      checkPackedFilled('grouped_gemm.execute', name, m);
       return m;
     };
     const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, Memory[]>> => {

@@ -1,4 +1,5 @@
 import { DnnlError, check } from '../../common/status.js';
+import { checkPackedFilled } from '../../memory/packed_fill.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
@@ -155,6 +156,7 @@ export class Primitive {
       const n = m.desc.getSize(i);
       check(m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);
     });
+    checkPackedFilled('matmul.execute', name, m);
     return m;
   }
 }

@@ -6,6 +6,7 @@ import {
   packedLowpGeometry, panelQuantValues,
 } from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
+import { markPackedFilled } from '../../memory/packed_fill.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { PrimitiveDesc } from './pd.js';
@@ -48,6 +49,7 @@ export class Primitive {
     }
     check(from.handles[0] !== to.handles[0], 'reorder.execute: ARG.FROM and ARG.TO must be different buffers');
     const quant = this.quantArgs(args);
+    if (this.pd.kind === 'pack') markPackedFilled(to);
     stream.enqueue(() => {
       const t0 = now();
       this.run(from, to, quant);
