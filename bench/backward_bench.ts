@@ -41,7 +41,7 @@ export async function backwardRound(w: Workload, threads: number, isa: 'auto' | 
   const fwdPd = new matmul.PrimitiveDesc(eng, rowsMd(K), memory.desc([G, K, N], dt.f32, tag.any), rowsMd(N));
   const dataPd = new matmul_backward_data.PrimitiveDesc(eng, rowsMd(K), memory.desc([G, K, N], dt.f32, tag.any), rowsMd(N), fwdPd);
   const wPd = new matmul_backward_weights.PrimitiveDesc(eng, rowsMd(K), memory.desc([G, K, N], dt.f32, tag.abc), rowsMd(N), fwdPd);
-  const wbPd = new matmul_backward_weights.PrimitiveDesc(eng, rowsMd(K), memory.desc([G, K, N], dt.f32, tag.abc), memory.desc([G, N], dt.f32, tag.ab), rowsMd(N), fwdPd);
+  const wbPd = new matmul_backward_weights.PrimitiveDesc(eng, rowsMd(K), memory.desc([G, K, N], dt.f32, tag.abc), rowsMd(N), fwdPd, undefined, memory.desc([G, N], dt.f32, tag.ab));
   const src = Memory.create(rowsMd(K), eng);
   const dst = Memory.create(rowsMd(N), eng, [undefined, src.handles[1]]);
   const dy = Memory.create(rowsMd(N), eng, [undefined, src.handles[1]]);

@@ -16,7 +16,7 @@ const wMd = memory.desc([E, K, N], dt.f32, tag.abc), bMd = memory.desc([E, N], d
 const fwdPd = new matmul.PrimitiveDesc(eng, rows(K), wMd, bMd, rows(N));
 // Backward data reads W^T from packed f32:p8t panels (tag.any), made once per weights update by a reorder.
 const dataPd = new matmul_backward_data.PrimitiveDesc(eng, rows(K), memory.desc([E, K, N], dt.f32, tag.any), rows(N), fwdPd);
-const wPd = new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, bMd, rows(N), fwdPd);
+const wPd = new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, rows(N), fwdPd, undefined, bMd);
 
 const x = Memory.create(rows(K), eng), y = Memory.create(rows(N), eng, [undefined, x.handles[1]]);
 const dy = Memory.create(rows(N), eng, [undefined, x.handles[1]]), dx = Memory.create(rows(K), eng, [undefined, x.handles[1]]);
@@ -39,7 +39,7 @@ const fwd = new matmul.Primitive(fwdPd);
 const loss = async (): Promise<number> => {
   fwd.execute(strm, { [ARG.SRC]: x, [ARG.WEIGHTS]: w, [ARG.BIAS]: b, [ARG.DST]: y });
   await strm.wait();
-  const yv = y.read(), dv = dy.read();
+  const yv = Array.from(y.read()), dv = dy.read();
   return yv.reduce((s, v, i) => s + v * dv[i], 0);
 };
 const idx = (2 * K + 7) * N + 3, h = 2 ** -6, wv = w.values as Float32Array, keep = wv[idx];

@@ -16,7 +16,7 @@ export { memory } from './memory/index.js';
 export { MemoryDesc, RUNTIME_SIZE_VAL, type GroupedInfo, type PackedLayout } from './memory/desc.js';
 export { tag, type FormatTag } from './memory/format_tag.js';
 export { offsets } from './memory/offsets.js';
-export { Memory, type Handle, type MemoryOptions } from './memory/memory.js';
+export { Memory, type Handle, type HostArray, type MemoryOptions } from './memory/memory.js';
 export { Engine, type EngineOptions } from './runtime/engine.js';
 export { GpuEngine, type GpuEngineOptions, type GpuCaps } from './runtime/gpu/gpu_engine.js';
 export { GpuMemory, type GpuReadArray } from './memory/gpu_memory.js';

@@ -342,7 +342,7 @@ async function runCase(eng: Engine, c: Case): Promise<Built> {
   });
   new matmul.Primitive(pd).execute(strm, args);
   await strm.wait();
-  const out = dst.read();
+  const out = Float64Array.from(dst.read());
   mems.forEach((m) => m.free());
   return { out, implInfo: pd.implInfo };
 }
@@ -551,7 +551,7 @@ async function run3(eng: Engine, c: Case3): Promise<Built> {
   });
   new matmul.Primitive(pd).execute(strm, args);
   await strm.wait();
-  const out = dst.read();
+  const out = Float64Array.from(dst.read());
   mems.forEach((m) => m.free());
   return { out, implInfo: pd.implInfo };
 }

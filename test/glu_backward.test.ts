@@ -52,6 +52,8 @@ interface StandaloneCase {
   readonly seed?: number;
 }
 
+const f64 = (m: Memory): Float64Array => Float64Array.from(m.read());
+
 interface StandaloneRun {
   readonly h: Float64Array;
   readonly d: Float64Array;
@@ -91,7 +93,7 @@ async function runStandalone(eng: Engine, c: StandaloneCase): Promise<Standalone
   prim.execute(strm, { [ARG.SRC]: mh, [ARG.DIFF_DST]: md_, [ARG.DIFF_SRC]: mo, ...(c.prob ? { [ARG.GLU_PROB]: mp, [ARG.GLU_DIFF_PROB]: mdp } : {}) });
   await strm.wait();
   // The inputs as stored (bf16 / f16 round them).
-  const out = { h: mh.read(), d: md_.read(), prob, dprob0, dh: mo.read(), dprob: mdp.read(), rows, implInfo: pd.implInfo };
+  const out = { h: f64(mh), d: f64(md_), prob, dprob0, dh: f64(mo), dprob: f64(mdp), rows, implInfo: pd.implInfo };
   for (const m of [mh, md_, mo, mp, mdp]) m.free();
   prim.destroy();
   return out;
@@ -309,8 +311,8 @@ async function runFused(eng: Engine, c: FusedCase): Promise<FusedRun> {
   });
   await strm.wait();
   const out: FusedRun = {
-    dst: dst.read(), dprob: mdp.read(), sDst: sOut.read(), sDprob: sdp.read(), rows, T, implInfo: pdFused.implInfo,
-    diff: diff.read(), h: h13.read(), prob, dprob0,
+    dst: f64(dst), dprob: f64(mdp), sDst: f64(sOut), sDprob: f64(sdp), rows, T, implInfo: pdFused.implInfo,
+    diff: f64(diff), h: f64(h13), prob, dprob0,
   };
   for (const m of mems.reverse()) m.free();
   return out;

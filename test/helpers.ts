@@ -57,7 +57,7 @@ export function readLogical(mem: Memory): Float64Array {
 }
 
 /** Positions of the span that changed (bit-for-bit, NaN-aware) outside the `allowed` set. */
-export function changedOutside(before: Float64Array, after: Float64Array, allowed: ReadonlySet<number>): number[] {
+export function changedOutside(before: ArrayLike<number>, after: ArrayLike<number>, allowed: ReadonlySet<number>): number[] {
   const bad: number[] = [];
   for (let i = 0; i < before.length; i++) if (!allowed.has(i) && !Object.is(before[i], after[i])) bad.push(i);
   return bad;

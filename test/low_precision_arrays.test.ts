@@ -8,6 +8,7 @@ import {
   isLowPrecisionType, isSubByteType, pack4, packedBytes4, setNibble, toStored, unpack4, type DataType,
 } from '../src/index.js';
 import { isDataType, isFloatType, makeView } from '../src/common/data_type.js';
+import { expectDnnlError } from './helpers.js';
 
 const LOW: DataType[] = ['s4', 'u4', 'f8_e4m3', 'f8_e5m2', 'f4_e2m1', 'e8m0'];
 const FOUR: DataType[] = ['s4', 'u4', 'f4_e2m1'];
@@ -242,12 +243,13 @@ describe('encodeArray / decodeArray', () => {
     expect([...decodeArray('u4', packed, 3)]).toEqual([1, 2, 3]);
   });
 
-  it('decodeArray rejects too few bytes or a bad count; undef has no encoding', () => {
-    expect(() => decodeArray('s4', new Uint8Array(1), 3)).toThrow(RangeError);
-    expect(() => decodeArray('f32', new Uint8Array(7), 2)).toThrow(RangeError);
-    expect(() => decodeArray('f8_e4m3', new Uint8Array(1), 1.5)).toThrow(RangeError);
-    expect(() => encodeArray('undef', [1])).toThrow(RangeError);
-    expect(() => decodeArray('undef', new Uint8Array(0), 0)).toThrow(RangeError);
+  it('decodeArray rejects too few bytes or a bad count; undef and unknown types have no encoding (DnnlError)', () => {
+    expectDnnlError(() => decodeArray('s4', new Uint8Array(1), 3), 'invalid_arguments', 'decodeArray: 3 s4 elements need 2 bytes, got 1');
+    expectDnnlError(() => decodeArray('f32', new Uint8Array(7), 2), 'invalid_arguments', 'decodeArray: 2 f32 elements need 8 bytes');
+    expectDnnlError(() => decodeArray('f8_e4m3', new Uint8Array(1), 1.5), 'invalid_arguments', 'decodeArray: count must be a non-negative integer, got 1.5');
+    expectDnnlError(() => encodeArray('undef', [1]), 'invalid_arguments', "encodeArray: unknown data type 'undef'");
+    expectDnnlError(() => encodeArray('f64' as DataType, [1]), 'invalid_arguments', "encodeArray: unknown data type 'f64' (one of f32, bf16");
+    expectDnnlError(() => decodeArray('undef', new Uint8Array(0), 0), 'invalid_arguments', "decodeArray: unknown data type 'undef'");
   });
 
   it('agrees with the scalar codecs element by element', () => {

@@ -80,7 +80,7 @@ export async function runBackward(eng: Engine, strm: Stream, c: BwdCase, p: Prop
   const dwMd = memory.desc([G, K, N], t, tag.abc);
   const dbMd = memory.desc([G, N], dt.f32, tag.ab);
   const wPd = c.bias
-    ? new matmul_backward_weights.PrimitiveDesc(eng, xMd, dwMd, dbMd, dyMd, undefined, attr)
+    ? new matmul_backward_weights.PrimitiveDesc(eng, xMd, dwMd, dyMd, undefined, attr, dbMd)
     : new matmul_backward_weights.PrimitiveDesc(eng, xMd, dwMd, dyMd, undefined, attr);
   const mems: Memory[] = [];
   const mk = (md: MemoryDesc, handles?: readonly (number | undefined)[]): Memory => {
@@ -192,7 +192,7 @@ async function runP3(eng: Engine, strm: Stream, c: BwdCase, inp: BwdInputs): Pro
       if (sizes[g]) dx.set(m.read(), o);
       o += sizes[g] * K;
     });
-    return { dx, dw, db: db ? db.read() : undefined };
+    return { dx, dw, db: db ? Float64Array.from(db.read()) : undefined };
   } finally {
     for (const m of mems) m.free();
   }

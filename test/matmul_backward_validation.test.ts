@@ -31,7 +31,7 @@ describe('creation rules', () => {
     ['plain rows without the attribute', () => new matmul_backward_data.PrimitiveDesc(eng, memory.desc([TOTAL, K], dt.f32, tag.ab), wMd, rows(N)), 'diff_src must be grouped by rows'],
     ['2D weights', () => new matmul_backward_data.PrimitiveDesc(eng, rows(K), memory.desc([K, N], dt.f32, tag.ab), rows(N)), 'weights must be 3D [G, K, N]'],
     ['src columns', () => new matmul_backward_weights.PrimitiveDesc(eng, rows(K + 1), wMd, rows(N)), 'src dims[1] = 6 must equal K = 5'],
-    ['diff_bias shape', () => new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, memory.desc([G, N + 1], dt.f32, tag.ab), rows(N)), 'diff_bias dims [3,5] must be [G, N] = [3,4] or [G, 1, N]'],
+    ['diff_bias shape', () => new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, rows(N), undefined, undefined, memory.desc([G, N + 1], dt.f32, tag.ab)), 'diff_bias dims [3,5] must be [G, N] = [3,4] or [G, 1, N]'],
     ['grouped rows with the attribute', () => new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, rows(N), undefined, new PrimitiveAttr().setGroupedOffsets(ARG.SRC, G)), 'with the grouped-offsets attribute, src must be a plain descriptor'],
     ['attribute group count', () => new matmul_backward_weights.PrimitiveDesc(eng, memory.desc([TOTAL, K], dt.f32, tag.ab), wMd, memory.desc([TOTAL, N], dt.f32, tag.ab), undefined, new PrimitiveAttr().setGroupedOffsets(ARG.SRC, 2)), 'grouped-offsets group count 2 must equal diff_weights dims[0] = 3'],
     ['forward hint of another shape', () => {
@@ -48,6 +48,17 @@ describe('creation rules', () => {
 
   it('an integer data type is unimplemented, naming the argument', () => {
     expectDnnlError(() => new matmul_backward_data.PrimitiveDesc(eng, rows(K), memory.desc([G, K, N], dt.s8, tag.abc), rows(N)), 'unimplemented', 'weights data type s8 is not supported');
+  });
+
+  it('diff_bias is the last argument; a forgotten diff_dst is named, not taken from the bias', () => {
+    const bMd = memory.desc([G, N], dt.f32, tag.ab);
+    const pd = new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, rows(N), undefined, undefined, bMd);
+    expect(pd.queryMd('diff_bias')).toBe(bMd);
+    expect(pd.queryMd('diff_dst')?.dims).toEqual([TOTAL, N]);
+    expectDnnlError(() => new matmul_backward_weights.PrimitiveDesc(eng, rows(K), wMd, undefined as unknown as MemoryDesc, undefined, undefined, bMd), 'invalid_arguments', 'matmul_backward_weights: diff_dst must be');
+    // The earlier (src, diff_weights, diff_bias, diff_dst) order: a descriptor where the hint goes.
+    const oldOrder = matmul_backward_weights.PrimitiveDesc as unknown as new (...a: unknown[]) => unknown;
+    expectDnnlError(() => new oldOrder(eng, rows(K), wMd, bMd, rows(N)), 'invalid_arguments', 'the 5th argument is hint_fwd_pd, got a memory descriptor (diff_bias is the last argument');
   });
 
   it('a missing argument at execute names it', () => {
@@ -77,7 +88,7 @@ describe.each([...ENGINE_CONFIGS, ['wasm, 2 threads', { threads: 2, kernels: 'si
     const attr = p === 'p2' ? new PrimitiveAttr().setGroupedOffsets(ARG.SRC, G) : undefined;
     const r = (cols: number): MemoryDesc => (p === 'p1' ? rows(cols) : memory.desc([TOTAL, cols], dt.f32, tag.ab));
     const dataPd = new matmul_backward_data.PrimitiveDesc(eng, r(K), wMd, r(N), undefined, attr);
-    const wPd = new matmul_backward_weights.PrimitiveDesc(eng, r(K), wMd, biasMd, r(N), undefined, attr);
+    const wPd = new matmul_backward_weights.PrimitiveDesc(eng, r(K), wMd, r(N), undefined, attr, biasMd);
     const x = Memory.create(r(K), eng), dy = Memory.create(r(N), eng), dx = Memory.create(r(K), eng);
     const w = Memory.create(wMd, eng), dw = Memory.create(wMd, eng), db = Memory.create(biasMd, eng);
     x.write(new Float64Array(TOTAL * K).fill(0.5));

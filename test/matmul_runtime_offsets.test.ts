@@ -12,7 +12,7 @@ import { assertClose, refGroupedK, refGroupedM } from './reference.js';
 
 const RT = RUNTIME_DIM_VAL;
 
-function expectUnchanged(before: Float64Array, after: Float64Array): void {
+function expectUnchanged(before: ArrayLike<number>, after: ArrayLike<number>): void {
   const changed: number[] = [];
   for (let i = 0; i < before.length; i++) if (!Object.is(before[i], after[i])) changed.push(i);
   expect(changed, 'dst elements written despite the error').toEqual([]);

@@ -263,7 +263,7 @@ describe.each(ENGINE_CONFIGS)('matmul execute argument rules [%s]', (_engine, op
   const fixture = (bias = false) => setupGroupedM(eng, { G: 3, K: 4, N: 6, sizes: [2, 3, 4], totalM: 10, bias: bias ? [3, 6] : undefined });
 
   /** Asserts that a synchronous argument error left nothing queued and dst untouched. */
-  async function expectNothingRan(dst: Memory, before: Float64Array): Promise<void> {
+  async function expectNothingRan(dst: Memory, before: ArrayLike<number>): Promise<void> {
     await expect(strm.wait()).resolves.toBeUndefined();
     const after = dst.read();
     for (let i = 0; i < before.length; i++) expect(Object.is(after[i], before[i])).toBe(true);

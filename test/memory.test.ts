@@ -193,6 +193,24 @@ describe('Memory: write / read conversions', () => {
     expect([...m.read()]).toEqual([0, 1, 2, 9, 9, 3, 4, 5]);
     m.free();
   });
+  it('read returns the natural array of each data type, decoded values for the float codes', () => {
+    const cases: [keyof typeof dt, number[], new (n: number) => ArrayLike<number>][] = [
+      ['f32', [1.5, -0.25], Float32Array], ['s32', [7, -2147483648], Int32Array], ['s8', [-128, 127], Int8Array],
+      ['u8', [0, 255], Uint8Array], ['s4', [-8, 7, 3], Int8Array], ['u4', [15, 0, 9], Uint8Array],
+      ['bf16', [1.5, -2], Float32Array], ['f16', [65504, 2 ** -24], Float32Array], ['f8_e4m3', [448, -0.015625], Float32Array],
+      ['f8_e5m2', [57344, 2 ** -16], Float32Array], ['f4_e2m1', [6, -0.5, 1], Float32Array], ['e8m0', [2 ** -127, 2 ** 127], Float32Array],
+    ];
+    for (const [t, vals, Want] of cases) {
+      const m = Memory.create(memory.desc([vals.length], dt[t], tag.x), eng);
+      m.write(vals);
+      const r = m.read();
+      expect(r, t).toBeInstanceOf(Want);
+      expect([...r], t).toEqual(vals);
+      r[0] = 3; // a copy: the memory keeps its values
+      expect([...m.read()], t).toEqual(vals);
+      m.free();
+    }
+  });
 });
 
 describe('Memory: one test per invalid-argument rule', () => {

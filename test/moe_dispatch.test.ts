@@ -179,7 +179,7 @@ describe.each([
     expect((d2.values as Float32Array).every((v) => v === -5)).toBe(true);
   });
 
-  it('bad ids, duplicates and map entries are errors with nothing written', async () => {
+  it('bad ids and map entries are errors with nothing written', async () => {
     const strm = new Stream(eng);
     const T = 3, E = 4, k = 2;
     const pd = new moe.dispatch.PrimitiveDesc(eng, { tokens: T, topK: k, experts: E, localExperts: 2 });
@@ -190,10 +190,114 @@ describe.each([
       return strm.wait();
     };
     await expectDnnlReject(run([0, 1, 2, 4, 1, 0], [0, 1, -1, -1]), 'invalid_arguments', 'ARG.MOE_TOPK_IDS[1, 1] = 4 is out of range [0, experts = 4)');
-    await expectDnnlReject(run([0, 1, 2, 2, 1, 0], [0, 1, -1, -1]), 'invalid_arguments', 'ARG.MOE_TOPK_IDS[1, 1] = 2 repeats slot 0 of token 1');
     await expectDnnlReject(run([0, 1, 2, 3, 1, 0], [0, 2, -1, -1]), 'invalid_arguments', 'ARG.MOE_EXPERT_MAP[1] = 2 is out of range [-1, local experts = 2)');
     await expectDnnlReject(run([0, -1, 2, 3, 1, 0], [0, 1, -1, -1]), 'invalid_arguments', 'ARG.MOE_TOPK_IDS[0, 1] = -1');
     for (const m of [ti, ks, ro, offs]) expect((m.values as Int32Array).every((v) => v === 77)).toBe(true);
+  });
+
+  it('contiguous: an expert repeated in a token\'s slots gets one routed row per slot; combine sums them (float64 reference)', async () => {
+    const strm = new Stream(eng);
+    for (const [T, E, k, K, block] of [[13, 5, 3, 9, 1], [7, 2, 2, 17, 4], [5, 3, 3, 8, 1], [6, 3, 2, 33, 2]] as const) {
+      const rng = mulberry32(T * 31 + k);
+      const ids = Int32Array.from({ length: T * k }, () => Math.floor(rng() * E));
+      for (let t = 0; t < T; t += 2) ids.fill(ids[t * k], t * k, (t + 1) * k); // every other token: one expert in all slots
+      const hidden = randomF32(rng, T * K), wv = randomF32(rng, T * k);
+      const pd = new moe.dispatch.PrimitiveDesc(eng, { tokens: T, topK: k, experts: E, hidden: memory.desc([T, K], dt.f32, tag.ab), alignBlockSize: block });
+      const dst = Memory.create(pd.queryMd('dst')!, eng);
+      const ti = Memory.create(pd.queryMd('token_index')!, eng), ks = Memory.create(pd.queryMd('token_ks')!, eng), ro = Memory.create(pd.queryMd('row_of')!, eng);
+      const h = Memory.create(memory.desc([T, K], dt.f32, tag.ab), eng);
+      h.write(hidden);
+      new moe.dispatch.Primitive(pd).execute(strm, { [ARG.MOE_TOPK_IDS]: s32(eng, [T, k], ids), [ARG.SRC]: h, [ARG.DST]: dst, [ARG.MOE_TOKEN_INDEX]: ti, [ARG.MOE_TOKEN_KS]: ks, [ARG.MOE_ROW_OF]: ro });
+      await strm.wait();
+      const ref = refPlace(ids, T, k, E, undefined, block);
+      expect(Array.from(dst.offsets)).toEqual(ref.offs);
+      const tiv = ti.values as Int32Array, ksv = ks.values as Int32Array, rov = ro.values as Int32Array, y = dst.values as Float32Array;
+      ref.rows.forEach((rows, g) => rows.forEach(([t, sl], i) => {
+        const r = ref.offs[g] + i;
+        expect([tiv[r], ksv[r], rov[t * k + sl]]).toEqual([t, sl, r]);
+        expect(Array.from(y.subarray(r * K, (r + 1) * K))).toEqual(Array.from(h.values as Float32Array).slice(t * K, (t + 1) * K));
+      }));
+      expect(new Set(Array.from(rov)).size).toBe(T * k); // every slot its own row
+      // An "expert" scales its rows by (g + 1); the combine then gives sum_s w[t, s] (e_s + 1) x[t].
+      ref.rows.forEach((rows, g) => rows.forEach((_, i) => {
+        const r = ref.offs[g] + i;
+        for (let n = 0; n < K; n++) y[r * K + n] = Math.fround(y[r * K + n] * (g + 1));
+      }));
+      const out = Memory.create(memory.desc([T, K], dt.f32, tag.ab), eng);
+      const cpd = new moe.combine.PrimitiveDesc(eng, { tokens: T, topK: k, src: dst.desc, dst: out.desc });
+      const w = Memory.create(cpd.queryMd('topk_weights')!, eng);
+      w.write(wv);
+      new moe.combine.Primitive(cpd).execute(strm, { [ARG.SRC]: dst, [ARG.MOE_ROW_OF]: ro, [ARG.MOE_TOPK_WEIGHTS]: w, [ARG.DST]: out });
+      await strm.wait();
+      const got = out.read(), wf = w.read();
+      for (let t = 0; t < T; t++) for (let n = 0; n < K; n++) {
+        let want = 0, mag = 0;
+        for (let sl = 0; sl < k; sl++) {
+          const term = wf[t * k + sl] * (ids[t * k + sl] + 1) * hidden[t * K + n];
+          want += term;
+          mag += Math.abs(term);
+        }
+        expect(Math.abs(got[t * K + n] - want), `T${T} k${k}: out[${t}, ${n}]`).toBeLessThanOrEqual(4 * 2 ** -24 * k * mag);
+      }
+    }
+  });
+
+  it('batched: an expert repeated in a token\'s slots is an error (one row per token and expert), nothing written', async () => {
+    const strm = new Stream(eng);
+    const T = 3, E = 4, k = 2, C = 4;
+    const pd = new moe.dispatch.PrimitiveDesc(eng, { tokens: T, topK: k, experts: E, format: 'batched', maxTokens: C });
+    const mems = [pd.queryMd('token_index')!, pd.queryMd('token_ks')!, pd.queryMd('row_of')!, pd.queryMd('expert_num_tokens')!].map((md) => Memory.create(md, eng));
+    for (const m of mems) (m.values as Int32Array).fill(77);
+    const [ti, ks, ro, cnt] = mems;
+    new moe.dispatch.Primitive(pd).execute(strm, { [ARG.MOE_TOPK_IDS]: s32(eng, [T, k], [0, 1, 2, 2, 1, 0]), [ARG.MOE_TOKEN_INDEX]: ti, [ARG.MOE_TOKEN_KS]: ks, [ARG.MOE_ROW_OF]: ro, [ARG.MOE_EXPERT_NUM_TOKENS]: cnt });
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', 'ARG.MOE_TOPK_IDS[1, 1] = 2 repeats slot 0 of token 1 (the batched format holds one row per token and expert');
+    for (const m of mems) expect((m.values as Int32Array).every((v) => v === 77)).toBe(true);
+  });
+
+  it('T = 0: dispatch (contiguous, aligned, index-only, batched) and combine (routed, scattered) are no-ops', async () => {
+    const strm = new Stream(eng);
+    const E = 3, k = 2, K = 5, C = 4, B = 4;
+    const hidden = memory.desc([0, K], dt.f32, tag.ab);
+    const run = (pd: moe.dispatch.PrimitiveDesc, withHidden: boolean): Record<string, Memory> => {
+      const outs: Record<string, Memory> = {};
+      const q = (what: Parameters<moe.dispatch.PrimitiveDesc['queryMd']>[0]): Memory | undefined => {
+        const md = pd.queryMd(what);
+        if (!md) return undefined;
+        const m = Memory.create(md, eng);
+        if (m.elementCount) (m.values as Int32Array | Float32Array).fill(77);
+        outs[what] = m;
+        return m;
+      };
+      new moe.dispatch.Primitive(pd).execute(strm, {
+        [ARG.MOE_TOPK_IDS]: q('topk_ids'), [ARG.SRC]: withHidden ? q('src') : undefined, [ARG.DST]: q('dst'), [ARG.MOE_TOKEN_INDEX]: q('token_index'),
+        [ARG.MOE_TOKEN_KS]: q('token_ks'), [ARG.MOE_ROW_OF]: q('row_of'), [ARG.MOE_EXPERT_NUM_TOKENS]: q('expert_num_tokens'),
+      });
+      return outs;
+    };
+    const aligned = new moe.dispatch.PrimitiveDesc(eng, { tokens: 0, topK: k, experts: E, hidden, alignBlockSize: B });
+    expect(aligned.queryMd('dst')!.dims).toEqual([E * (B - 1), K]);
+    const a = run(aligned, true);
+    const i = run(new moe.dispatch.PrimitiveDesc(eng, { tokens: 0, topK: k, experts: E }), false);
+    const b = run(new moe.dispatch.PrimitiveDesc(eng, { tokens: 0, topK: k, experts: E, hidden, format: 'batched', maxTokens: C }), true);
+    await strm.wait();
+    expect(Array.from(a.dst.offsets), 'aligned offsets').toEqual([0, 0, 0, 0]);
+    expect(Array.from(a.token_index.read()), 'aligned token_index: unused capacity').toEqual(new Array<number>(E * (B - 1)).fill(-1));
+    expect(Array.from(a.dst.read()).every((v) => v === 77), 'aligned rows past offsets[G] never written').toBe(true);
+    expect(Array.from(i.dst.read()), 'index-only offsets').toEqual([0, 0, 0, 0]);
+    expect(Array.from(b.expert_num_tokens.read()), 'batched counts').toEqual([0, 0, 0]);
+    expect(Array.from(b.dst.read()).every((v) => v === 77), 'batched rows never written').toBe(true);
+    for (const [src, input] of [[memory.desc([0, K], dt.f32, tag.ab), 'routed'], [memory.desc([0, K], dt.f32, tag.ab), 'scattered'], [memory.desc([E, C, K], dt.f32, tag.abc), 'routed']] as const) {
+      const cpd = new moe.combine.PrimitiveDesc(eng, { tokens: 0, topK: k, input, src, dst: memory.desc([0, K], dt.f32, tag.ab) });
+      const c = (what: Parameters<moe.combine.PrimitiveDesc['queryMd']>[0]): Memory | undefined => {
+        const md = cpd.queryMd(what);
+        return md && Memory.create(md, eng);
+      };
+      const y = c('src')!;
+      if (y.elementCount) (y.values as Float32Array).fill(3);
+      new moe.combine.Primitive(cpd).execute(strm, { [ARG.SRC]: y, [ARG.MOE_ROW_OF]: c('row_of'), [ARG.MOE_TOPK_WEIGHTS]: c('topk_weights'), [ARG.DST]: c('dst') });
+      await strm.wait();
+      expect(Array.from(y.read()).every((v) => v === 3)).toBe(true);
+    }
   });
 
   it('combine: bad row_of is an error; scattered input equals routed input weighted, bit for bit', async () => {

@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, reorder, tag, type DataType, type EngineOptions } from '../src/index.js';
-import { expectDnnlError } from './helpers.js';
+import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { refMoeLayer } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
@@ -40,11 +40,12 @@ function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t: DataType = dt
 
 type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert'> & { packed?: boolean };
 
-async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}): Promise<{ out: Float32Array; ids: Int32Array; w: Float32Array; layer: moe.layer.Primitive }> {
+/** `ids`: run the route stage, then replace its top-k ids (e.g. with repeated experts) before the other stages. */
+async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}, ids?: Int32Array): Promise<{ out: Float32Array; ids: Int32Array; w: Float32Array; layer: moe.layer.Primitive }> {
   const strm = new Stream(eng);
-  const packed = v.packed ?? true;
+  const { packed = true, ...layerOptions } = v;
   const weights = packed ? undefined : { w13: memory.desc([s.E, s.K, 2 * s.I], dt.f32, tag.abc), w2: memory.desc([s.E, s.I, s.K], dt.f32, tag.abc) };
-  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, ...v, weights });
+  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, ...layerOptions, weights });
   const layer = new moe.layer.Primitive(pd);
   const w13p = mem(eng, [s.E, s.K, 2 * s.I], d.w13), w2p = mem(eng, [s.E, s.I, s.K], d.w2);
   let w13 = w13p, w2 = w2p;
@@ -67,12 +68,17 @@ async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}): Promis
     args[ARG.MOE_SHARED_W13] = mem(eng, [s.K, 2 * Is], d.w13.subarray(0, s.K * 2 * Is));
     args[ARG.MOE_SHARED_W2] = mem(eng, [Is, s.K], d.w2.subarray(0, Is * s.K));
   }
-  layer.execute(strm, args);
+  if (ids) {
+    layer.stage('route').execute(strm, args);
+    await strm.wait();
+    (layer.workspace.topkIds.values as Int32Array).set(ids);
+    for (const st of layer.stages.slice(1)) st.execute(strm, args);
+  } else layer.execute(strm, args);
   await strm.wait();
   return { out: Float32Array.from(out.values as Float32Array), ids: Int32Array.from(layer.workspace.topkIds.values as Int32Array), w: Float32Array.from(layer.workspace.topkWeights.values as Float32Array), layer };
 }
 
-function checkRef(s: Shape, d: Data, r: { out: Float32Array; ids: Int32Array; w: Float32Array }, v: Variant = {}): void {
+function checkRef(s: Shape, d: Data, r: { out: Float32Array; ids: Int32Array; w: Float32Array }, v: Variant = {}, repeats = false): void {
   const Is = v.sharedExpert?.intermediate;
   const ref = refMoeLayer({
     T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: r.ids, weights: r.w, w13: d.w13, w2: d.w2,
@@ -85,7 +91,7 @@ function checkRef(s: Shape, d: Data, r: { out: Float32Array; ids: Int32Array; w:
   // routing sanity: k distinct ids per token in range, weights renormalized
   for (let t = 0; t < s.T; t++) {
     const ids = Array.from(r.ids.subarray(t * s.k, t * s.k + s.k));
-    expect(new Set(ids).size).toBe(s.k);
+    if (!repeats) expect(new Set(ids).size).toBe(s.k);
     ids.forEach((e) => expect(e >= 0 && e < s.E).toBe(true));
     expect(Math.abs(r.w.subarray(t * s.k, t * s.k + s.k).reduce((a, b) => a + b, 0) - 1)).toBeLessThan(1e-5);
   }
@@ -122,6 +128,67 @@ describe.each([
     const d = data(s, 23);
     const v: Variant = { bias: true, sharedExpert: { intermediate: 24 }, packed: opts.kernels !== 'none' };
     checkRef(s, d, await runLayer(eng, s, d, v), v);
+  });
+});
+
+describe.each([
+  ['simd128 2T', { threads: 2, kernels: 'simd128' }],
+  ['reference', { threads: 1, kernels: 'none' }],
+] as const)('moe.layer with an expert repeated in a token\'s slots [%s]', (_n, opts) => {
+  it('one routed row per slot, summed: float64 reference, every stage variant bit-identical', async () => {
+    const eng = await engine(opts);
+    for (const s of [{ T: 21, E: 5, k: 3, K: 40, I: 20 }, { T: 6, E: 2, k: 2, K: 33, I: 16 }]) {
+      const d = data(s, 41);
+      const rng = mulberry32(s.T);
+      const ids = Int32Array.from({ length: s.T * s.k }, () => Math.floor(rng() * s.E));
+      for (let t = 0; t < s.T; t += 3) ids.fill(t % s.E, t * s.k, (t + 1) * s.k); // every third token: one expert in all slots
+      const packed = opts.kernels !== 'none';
+      const base = await runLayer(eng, s, d, { packed }, ids);
+      expect(Array.from(base.ids)).toEqual(Array.from(ids));
+      checkRef(s, d, base, {}, true);
+      for (const v of [{ gemm1: 'permute' }, { combine: 'weight_and_reduce' }, { gemm1: 'permute', combine: 'weight_and_reduce' }] as const) {
+        const r = await runLayer(eng, s, d, { ...v, packed }, ids);
+        expect(Buffer.from(r.out.buffer).equals(Buffer.from(base.out.buffer)), JSON.stringify(v)).toBe(true);
+      }
+    }
+  });
+});
+
+describe('moe.layer with T = 0 tokens', () => {
+  it('an empty batch is a no-op in every variant (threads 2 and the reference)', async () => {
+    for (const opts of [{ threads: 2, kernels: 'simd128' }, { threads: 1, kernels: 'none' }] as const) {
+      const eng = await engine(opts);
+      const strm = new Stream(eng);
+      const K = 8, I = 4, E = 3, k = 2;
+      const plainW = (t: DataType): moe.layer.LayerConfig['weights'] => ({ w13: memory.desc([E, K, 2 * I], t, tag.abc), w2: memory.desc([E, I, K], t, tag.abc) });
+      const variants: Partial<moe.layer.LayerConfig>[] = [
+        { weights: plainW(dt.f32) }, { weights: plainW(dt.f32), gemm1: 'permute', combine: 'weight_and_reduce' },
+        { weights: plainW(dt.f32), bias: true, sharedExpert: { intermediate: 4 } }, { localExperts: 2, weights: { w13: memory.desc([2, K, 2 * I], dt.f32, tag.abc), w2: memory.desc([2, I, K], dt.f32, tag.abc) } },
+        { weights: plainW(dt.s8), quant: 'w8a8_dynamic', weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, { propKind: 'forward_training' },
+        {}, // tag.any weights, packed by the reorder
+      ];
+      for (const v of variants) {
+        const pd = new moe.layer.PrimitiveDesc(eng, { tokens: 0, hidden: K, intermediate: I, experts: E, topK: k, ...v });
+        const layer = new moe.layer.Primitive(pd);
+        const m = (what: string): Memory => Memory.create(pd.queryMd(what)!, eng);
+        const args: Record<number, Memory> = { [ARG.SRC]: m('hidden'), [ARG.MOE_ROUTER_LOGITS]: m('logits'), [ARG.WEIGHTS]: m('w13'), [ARG.WEIGHTS_1]: m('w2'), [ARG.DST]: m('dst') };
+        if (v.bias) Object.assign(args, { [ARG.BIAS]: m('w13_bias'), [ARG.MOE_W2_BIAS]: m('w2_bias') });
+        if (v.sharedExpert) Object.assign(args, { [ARG.MOE_SHARED_W13]: m('shared_w13'), [ARG.MOE_SHARED_W2]: m('shared_w2') });
+        if (v.localExperts) args[ARG.MOE_EXPERT_MAP] = m('expert_map');
+        if (v.quant) Object.assign(args, { [ARG.ATTR_SCALES | ARG.WEIGHTS]: m('w13_scales'), [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: m('w2_scales') });
+        if (pd.queryMd('w13')!.format === 'packed') {
+          for (const [id, dims] of [[ARG.WEIGHTS, [E, K, 2 * I]], [ARG.WEIGHTS_1, [E, I, K]]] as const) {
+            const user = Memory.create(memory.desc([...dims], dt.f32, tag.abc), eng);
+            new reorder.Primitive(new reorder.PrimitiveDesc(eng, user.desc, args[id].desc)).execute(strm, { [ARG.FROM]: user, [ARG.TO]: args[id] });
+          }
+        }
+        const w13 = Array.from(args[ARG.WEIGHTS].bytes());
+        layer.execute(strm, args);
+        await strm.wait();
+        expect(Array.from(args[ARG.WEIGHTS].bytes()), JSON.stringify(v)).toEqual(w13);
+        expect(args[ARG.DST].elementCount).toBe(0);
+      }
+    }
   });
 });
 
@@ -187,13 +254,45 @@ describe('moe.layer determinism and expert parallel', () => {
     const eng = await engine({ threads: 1, kernels: 'simd128' });
     const base = { tokens: 4, hidden: 8, intermediate: 4, experts: 4, topK: 2 };
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, topK: 5 }), 'invalid_arguments', 'topK must be an integer in [1, experts = 4]');
-    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, tokens: 0 }), 'invalid_arguments', 'tokens must be a positive integer');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, tokens: -1 }), 'invalid_arguments', 'tokens must be a non-negative integer');
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, glu: { alg: 'glu_swiglu', layout: 'blocks32' } }), 'invalid_arguments', 'blocks32 needs intermediate % 32 == 0');
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, weights: { w13: memory.desc([4, 8, 9], dt.f32, tag.abc), w2: memory.desc([4, 4, 8], dt.f32, tag.abc) } }), 'invalid_arguments', 'w13 dims [4,8,9] must be');
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, quant: 'w8a8_dynamic' }), 'invalid_arguments', 'w8a8_dynamic needs weightScales');
     const layer = new moe.layer.Primitive(new moe.layer.PrimitiveDesc(eng, base));
     expectDnnlError(() => layer.execute(new Stream(eng), {}), 'invalid_arguments', 'missing argument ARG.SRC');
     expectDnnlError(() => layer.stage('shared_gemm1'), 'invalid_arguments', "no stage 'shared_gemm1'");
+  });
+
+  it('errors inside the layer name moe.layer and the layer\'s own argument, not the inner primitive\'s', async () => {
+    const eng = await engine({ threads: 2, kernels: 'simd128' });
+    const strm = new Stream(eng);
+    const E = 4, K = 8, I = 4, T = 5;
+    const w = (t: DataType = dt.f32): moe.layer.LayerConfig['weights'] => ({ w13: memory.desc([2, K, 2 * I], t, tag.abc), w2: memory.desc([2, I, K], t, tag.abc) });
+    const pd = new moe.layer.PrimitiveDesc(eng, { tokens: T, hidden: K, intermediate: I, experts: E, topK: 2, localExperts: 2, weights: w() });
+    const layer = new moe.layer.Primitive(pd);
+    const m = (what: string): Memory => Memory.create(pd.queryMd(what)!, eng);
+    const args: Record<number, Memory> = {
+      [ARG.SRC]: m('hidden'), [ARG.MOE_ROUTER_LOGITS]: m('logits'), [ARG.WEIGHTS]: m('w13'), [ARG.WEIGHTS_1]: m('w2'), [ARG.DST]: m('dst'), [ARG.MOE_EXPERT_MAP]: m('expert_map'),
+    };
+    (args[ARG.MOE_EXPERT_MAP].values as Int32Array).set([0, -1, 1, -1]);
+    layer.execute(strm, args);
+    await strm.wait();
+    // A w2 of the wrong shape: GEMM2's weights, said as the layer's ARG.WEIGHTS_1.
+    const badW2 = Memory.create(memory.desc([2, I, K + 1], dt.f32, tag.abc), eng);
+    const e1 = expectDnnlError(() => layer.execute(strm, { ...args, [ARG.WEIGHTS_1]: badW2 }), 'invalid_arguments', /^invalid_arguments: moe\.layer\.execute: ARG\.WEIGHTS_1 .* \(stage gemm2\)$/);
+    expect(e1.message).not.toMatch(/matmul|ARG\.WEIGHTS(?!_1)/);
+    // The same through the stage alone: a missing w2 is named as the layer's.
+    const { [ARG.WEIGHTS_1]: _w2, ...noW2 } = args;
+    void _w2;
+    expectDnnlError(() => layer.stage('gemm2').execute(strm, noW2), 'invalid_arguments', 'moe.layer.execute: missing argument ARG.WEIGHTS_1 (stage gemm2)');
+    // Runtime data: a bad expert map is reported at wait() as the layer's argument.
+    (args[ARG.MOE_EXPERT_MAP].values as Int32Array).set([0, 2, 1, -1]);
+    layer.execute(strm, args);
+    const e2 = await expectDnnlReject(strm.wait(), 'invalid_arguments', 'moe.layer.execute: ARG.MOE_EXPERT_MAP[1] = 2 is out of range [-1, local experts = 2) (stage dispatch)');
+    expect(e2.message).not.toContain('moe.dispatch');
+    // A configuration an inner pd refuses: the layer, the stage and its role are named.
+    const e3 = expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { tokens: T, hidden: K, intermediate: I, experts: E, topK: 2, localExperts: 2, weights: w(dt.s32) }), 'unimplemented', /^unimplemented: moe\.layer: gemm1 \(hidden x w13/);
+    expect(e3.message).toContain('s32');
   });
 });
 

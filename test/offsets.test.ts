@@ -67,13 +67,13 @@ describe('offsets converters: round trips', () => {
   });
 
   it('converters write into `out` (e.g. a memory offsets view) and return it', () => {
-    const out = new Int32Array(5).fill(-7);
+    const out = new Int32Array(4).fill(-7);
     expect(offsets.fromSizes([1, 2, 3], out)).toBe(out);
-    expect(arr(out)).toEqual([0, 1, 3, 6, -7]);
+    expect(arr(out)).toEqual([0, 1, 3, 6]);
     expect(offsets.fromEnds([4, 4, 5], out)).toBe(out);
-    expect(arr(out)).toEqual([0, 4, 4, 5, -7]);
+    expect(arr(out)).toEqual([0, 4, 4, 5]);
     expect(offsets.fromStarts([0, 1, 1], 8, out)).toBe(out);
-    expect(arr(out)).toEqual([0, 1, 1, 8, -7]);
+    expect(arr(out)).toEqual([0, 1, 1, 8]);
   });
 
   it('accepts plain arrays and typed arrays as input', () => {
@@ -105,11 +105,23 @@ describe('offsets converters: invalid input (one test per rule)', () => {
     expectDnnlError(() => offsets.fromSizes([2 ** 30, 2 ** 30]), 'invalid_arguments', 'offsets.fromSizes: the sum of sizes exceeds 2^31-1 at sizes[1]');
   });
 
-  it('fromSizes / fromEnds / fromStarts: out must be long enough', () => {
-    const out = new Int32Array(3);
-    expectDnnlError(() => offsets.fromSizes([1, 2, 3], out), 'invalid_arguments', 'offsets.fromSizes: out has 3 entries, needs 4');
-    expectDnnlError(() => offsets.fromEnds([1, 2, 3], out), 'invalid_arguments', 'offsets.fromEnds: out has 3 entries, needs 4');
-    expectDnnlError(() => offsets.fromStarts([0, 2, 3], 4, out), 'invalid_arguments', 'offsets.fromStarts: out has 3 entries, needs 4');
+  it('fromSizes / fromEnds / fromStarts: out must have exactly G + 1 entries', () => {
+    for (const n of [3, 5]) {
+      const out = new Int32Array(n).fill(9);
+      expectDnnlError(() => offsets.fromSizes([1, 2, 3], out), 'invalid_arguments', `offsets.fromSizes: out has ${n} entries, must have exactly 4`);
+      expectDnnlError(() => offsets.fromEnds([1, 2, 3], out), 'invalid_arguments', `offsets.fromEnds: out has ${n} entries, must have exactly 4`);
+      expectDnnlError(() => offsets.fromStarts([0, 2, 3], 4, out), 'invalid_arguments', `offsets.fromStarts: out has ${n} entries, must have exactly 4`);
+      expect(arr(out), 'out untouched').toEqual(new Array<number>(n).fill(9));
+    }
+  });
+
+  it('fromSizes into a memory offsets view of more groups is refused (no stale total for the matmul)', () => {
+    const view = new Int32Array(6); // G = 5 groups
+    expectDnnlError(() => offsets.fromSizes([4, 4], view), 'invalid_arguments', 'offsets.fromSizes: out has 6 entries, must have exactly 3');
+  });
+
+  it('out must be an Int32Array', () => {
+    expectDnnlError(() => offsets.fromSizes([1], [0, 0] as unknown as Int32Array), 'invalid_arguments', 'offsets.fromSizes: out must be an Int32Array');
   });
 
   it('invalid input leaves `out` untouched', () => {

@@ -32,7 +32,7 @@ export function rawBits(m: Memory): number[] {
 }
 
 /** Asserts no element of the span changed (bit-for-bit, NaN-aware). */
-export function expectUnchanged(before: Float64Array, after: Float64Array, what = 'dst'): void {
+export function expectUnchanged(before: ArrayLike<number>, after: ArrayLike<number>, what = 'dst'): void {
   expect(changedOutside(before, after, new Set()), `${what}: elements written despite the error`).toEqual([]);
 }
 

@@ -441,7 +441,7 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
     const ks = Array.from({ length: K }, (_, k) => k);
     const want = new Float64Array(used * Nd);
     for (let r = 0; r < used; r++) for (let n = 0; n < Nd; n++) want[r * Nd + n] = expectElement(e, groupOf(r), r, n, ks);
-    const all = dst.read();
+    const all = Float64Array.from(dst.read());
     // Rows past the last offset are not written.
     for (let i = used * Nd; i < M * Nd; i++) expect(Object.is(all[i], convert(dstDt, prev[i])), `row ${Math.floor(i / Nd)} past the last offset was written`).toBe(true);
     return { got: all.slice(0, used * Nd), want, pd };
@@ -526,7 +526,7 @@ export async function runDense(eng: Engine, strm: Stream, c: DenseCase): Promise
     const ks = Array.from({ length: K }, (_, k) => k);
     const want = new Float64Array(M * Nd);
     for (let r = 0; r < M; r++) for (let n = 0; n < Nd; n++) want[r * Nd + n] = expectElement(e, 0, r, n, ks);
-    return { got: (args[ARG.DST] as Memory).read(), want, pd };
+    return { got: Float64Array.from((args[ARG.DST] as Memory).read()), want, pd };
   } finally {
     mems.forEach((m) => m.free());
   }

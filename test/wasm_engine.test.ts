@@ -43,7 +43,7 @@ async function runGroupedM(eng: Engine, c: Case, packed: boolean, x: Float64Arra
   }
   new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
   await strm.wait();
-  const out = dst.read();
+  const out = Float64Array.from(dst.read());
   for (const m of [src, dst, user, wei]) m.free();
   return out;
 }

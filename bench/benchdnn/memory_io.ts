@@ -40,7 +40,7 @@ export async function writeLogical(mem: Memory, logical: ArrayLike<number>): Pro
 }
 
 export async function readLogical(mem: Memory): Promise<Float64Array> {
-  const span = await mem.read();
+  const span = Float64Array.from(await mem.read());
   const idx = physicalIndex(mem.desc);
   const n = mem.desc.dims.reduce((a, b) => a * b, 1);
   if (!idx) return span.slice(0, n);

@@ -1,4 +1,5 @@
 import { check } from '../common/status.js';
+import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
 import { MemoryDesc } from '../memory/desc.js';
 import type { DataType } from '../common/data_type.js';
 import {
@@ -31,6 +32,7 @@ export interface GluBackwardOptions {
   readonly srcDataType?: DataType;
 }
 
+const GLU_BACKWARD_POST_OP_KEYS = optionKeys<GluBackwardOptions>({ prob: true, srcDataType: true });
 
 /** An ordered chain of post-ops applied to the accumulator after bias (oneDNN `post_ops`). */
 export class PostOps {
@@ -101,6 +103,7 @@ export class PostOps {
     check(alpha === undefined || Number.isFinite(alpha), `${fn}: alpha must be finite`);
     check(limit === undefined || (Number.isFinite(limit) && limit > 0), `${fn}: limit must be finite and positive`);
     check(typeof options === 'object' && options !== null, `${fn}: options must be an object`);
+    checkOptionKeys(fn, options, GLU_BACKWARD_POST_OP_KEYS);
     const srcDataType = options.srcDataType ?? 'f32';
     check(srcDataType === 'f32' || srcDataType === 'bf16' || srcDataType === 'f16', `${fn}: srcDataType ${String(srcDataType)} is not supported (f32, bf16, f16)`);
     this.ops.push(Object.freeze({

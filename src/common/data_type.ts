@@ -2,6 +2,8 @@ import {
   e8m0ToF32, f32ToF4E2m1, f32ToF8E4m3, f32ToF8E5m2, f32ToS4, f32ToU4, f4E2m1ToF32, f8E4m3ToF32, f8E5m2ToF32,
   pack4, roundHalfEven, s4ToF32, toE8m0, u4ToF32, unpack4, type E8m0Rounding, type Fp8Options,
 } from './low_precision.js';
+import { DnnlError, check } from './status.js';
+import { checkOptionKeys, optionKeys } from './option_keys.js';
 
 /**
  * Element data types. Names follow oneDNN (`dnnl::memory::data_type`).
@@ -200,8 +202,14 @@ export interface EncodeOptions {
   readonly e8m0Rounding?: E8m0Rounding;
 }
 
+const ENCODE_OPTION_KEYS = optionKeys<EncodeOptions>({ saturate: true, e8m0Rounding: true });
+
 function checkCount(fn: string, count: number): void {
-  if (!Number.isSafeInteger(count) || count < 0) throw new RangeError(`${fn}: bad element count ${count}`);
+  check(Number.isSafeInteger(count) && count >= 0, `${fn}: count must be a non-negative integer, got ${count}`);
+}
+
+function checkType(fn: string, t: DataType): void {
+  check(isDataType(t), `${fn}: unknown data type '${String(t)}' (one of ${Object.keys(BITS).filter((k) => k !== 'undef').join(', ')})`);
 }
 
 /**
@@ -211,6 +219,8 @@ function checkCount(fn: string, count: number): void {
  * low nibble of byte i, padding nibble 0).
  */
 export function encodeArray(t: DataType, values: ArrayLike<number>, opts?: EncodeOptions): Uint8Array {
+  checkType('encodeArray', t);
+  checkOptionKeys('encodeArray', opts, ENCODE_OPTION_KEYS);
   const n = values.length;
   const out = new Uint8Array(dtBytes(t, n));
   const dv = new DataView(out.buffer);
@@ -237,7 +247,7 @@ export function encodeArray(t: DataType, values: ArrayLike<number>, opts?: Encod
       pack4(codes, out);
       break;
     }
-    default: throw new RangeError(`encodeArray: no encoding for data type ${t}`);
+    default: throw new DnnlError('invalid_arguments', `encodeArray: no encoding for data type ${t}`);
   }
   return out;
 }
@@ -248,9 +258,10 @@ export function encodeArray(t: DataType, values: ArrayLike<number>, opts?: Encod
  * s32 values beyond 2^24 are rounded to f32.
  */
 export function decodeArray(t: DataType, bytes: Uint8Array, count: number): Float32Array {
+  checkType('decodeArray', t);
   checkCount('decodeArray', count);
   const need = dtBytes(t, count);
-  if (bytes.length < need) throw new RangeError(`decodeArray: ${count} ${t} elements need ${need} bytes, got ${bytes.length}`);
+  check(bytes.length >= need, `decodeArray: ${count} ${t} elements need ${need} bytes, got ${bytes.length}`);
   const out = new Float32Array(count);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   switch (t) {
@@ -270,7 +281,7 @@ export function decodeArray(t: DataType, bytes: Uint8Array, count: number): Floa
       for (let i = 0; i < count; i++) out[i] = f4E2m1ToF32(codes[i]);
       break;
     }
-    default: throw new RangeError(`decodeArray: no decoding for data type ${t}`);
+    default: throw new DnnlError('invalid_arguments', `decodeArray: no decoding for data type ${t}`);
   }
   return out;
 }

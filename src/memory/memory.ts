@@ -1,14 +1,19 @@
 import { DnnlError, check } from '../common/status.js';
+import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
 import { decodeArray, dtBytes, encodeArray, fromStored, isSubByteType, makeView, toStored, type ValuesView } from '../common/data_type.js';
 import type { Engine } from '../runtime/engine.js';
 import type { GpuEngine } from '../runtime/gpu/gpu_engine.js';
 import { GpuMemory } from './gpu_memory.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
+import { markPackedEmpty, markPackedFilled } from './packed_fill.js';
 import { countObject } from '../common/census.js';
 
 /** A buffer address in the engine heap (what oneDNN calls a handle). */
 export type Handle = number;
+
+/** What `Memory.read()` returns: the natural host array of the data type (see `read`). */
+export type HostArray = Float32Array | Int32Array | Int8Array | Uint8Array;
 
 export interface MemoryOptions {
   /**
@@ -17,6 +22,8 @@ export interface MemoryOptions {
    */
   capacityBytes?: number;
 }
+
+const MEMORY_OPTION_KEYS = optionKeys<MemoryOptions>({ capacityBytes: true });
 
 /**
  * A memory object: a descriptor plus its buffers in the engine heap. Grouped descriptors have two
@@ -83,6 +90,7 @@ export class Memory {
       out.forEach((h, i) => owned[i] && engine.free(h));
       throw e;
     }
+    checkOptionKeys(fn, options, MEMORY_OPTION_KEYS);
     const cap = options.capacityBytes;
     if (cap !== undefined) {
       check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);
@@ -93,6 +101,7 @@ export class Memory {
     countObject('memory');
     const g = desc.grouped;
     if (g?.groupSizes && list[1] === undefined) fromSizes(g.groupSizes, mem.offsets);
+    if (desc.format === 'packed' && list[0] === undefined) markPackedEmpty(mem);
     return mem;
   }
 
@@ -124,11 +133,15 @@ export class Memory {
     return this.offsetsView;
   }
 
-  /** Raw bytes of buffer `index` (0 values, 1 offsets). */
+  /**
+   * Raw bytes of buffer `index` (0 values, 1 offsets). On packed weights this is the way to load
+   * pre-packed panels, so it counts as filling them (executing on packed weights nothing filled is refused).
+   */
   bytes(index = 0): Uint8Array {
     this.checkAlive('bytes');
     const n = this.desc.getSize(index);
     check(n !== RUNTIME_SIZE_VAL, 'Memory.bytes: size depends on runtime dims');
+    if (this.desc.format === 'packed' && index === 0) markPackedFilled(this);
     return new Uint8Array(this.engine.buffer, this.handles[index], n);
   }
 
@@ -150,6 +163,7 @@ export class Memory {
    * `elementCount` entries.
    */
   write(data: ArrayLike<number>): this {
+    this.checkNotPacked('write', 'fill it with a reorder from a plain memory');
     const v = this.values;
     const t = this.desc.dataType;
     const n = this.elementCount;
@@ -160,14 +174,27 @@ export class Memory {
     return this;
   }
 
-  /** Copies the whole values span out as logical numbers (`elementCount` of them, padding included; every type decoded). */
-  read(): Float64Array {
+  /**
+   * Copies the whole values span out as logical numbers (`elementCount` of them, padding included) in
+   * the natural array of the data type: f32 -> `Float32Array`, s32 -> `Int32Array`, s8 and s4 ->
+   * `Int8Array`, u8 and u4 -> `Uint8Array`; bf16, f16, the fp8 types, e8m0 and f4_e2m1 are decoded to
+   * `Float32Array`, which holds each of their values exactly. A copy: writing it does not change the memory.
+   */
+  read(): HostArray {
+    this.checkNotPacked('read', 'its values are panels in the kernels\' order, not elements');
     const v = this.values;
     const t = this.desc.dataType;
-    if (isSubByteType(t)) return Float64Array.from(decodeArray(t, v as Uint8Array, this.desc.spanElems));
-    const out = new Float64Array(v.length);
-    for (let i = 0; i < v.length; i++) out[i] = fromStored(t, v[i]);
-    return out;
+    if (isSubByteType(t)) {
+      const f = decodeArray(t, v as Uint8Array, this.desc.spanElems);
+      return t === 's4' ? Int8Array.from(f) : t === 'u4' ? Uint8Array.from(f) : f;
+    }
+    switch (t) {
+      case 'f32': return Float32Array.from(v as Float32Array);
+      case 's32': return Int32Array.from(v as Int32Array);
+      case 's8': return Int8Array.from(v as Int8Array);
+      case 'u8': return Uint8Array.from(v as Uint8Array);
+      default: return Float32Array.from(v, (x) => fromStored(t, x));
+    }
   }
 
   /** Releases the buffers this object allocated (never the ones passed in as handles). */
@@ -177,6 +204,10 @@ export class Memory {
     this.handles.forEach((h, i) => this.owned[i] && !this.engine.isReleased && this.engine.free(h));
     this.valuesView = undefined;
     this.offsetsView = undefined;
+  }
+
+  private checkNotPacked(what: string, how: string): void {
+    check(this.desc.format !== 'packed', `Memory.${what}: ${this.desc} has a packed layout (chosen by a pd for tag.any): ${how}`);
   }
 
   private checkAlive(what: string): void {

@@ -6,14 +6,17 @@ import { check } from '../common/status.js';
  *  - ends: G cumulative ends `[M0, M0+M1, ...]` (PyTorch `_grouped_mm` `offs`, oneDNN's merged grouped memory);
  *  - starts: G first rows `[0, M0, ...]` (cuDNN `first_token_offset`), the total given separately;
  *  - sizes: G per-group extents `[M0, M1, ...]` (OpenVINO `tokens_lens_per_expert`, vLLM `expert_num_tokens`).
- * Every converter validates its input and can write into `out` (e.g. a memory object's offsets view).
+ * Every converter validates its input and can write into `out` (e.g. a memory object's offsets view),
+ * which must have exactly G+1 entries.
  */
 
 const INT32_MAX = 0x7fffffff;
 
+/** `out` must have exactly G+1 entries: a longer one would keep a stale last entry that a GEMM then reads as the total. */
 function output(out: Int32Array | undefined, length: number, fn: string): Int32Array {
   if (!out) return new Int32Array(length);
-  check(out.length >= length, `${fn}: out has ${out.length} entries, needs ${length}`);
+  check(out instanceof Int32Array, `${fn}: out must be an Int32Array (e.g. a memory object's offsets view)`);
+  check(out.length === length, `${fn}: out has ${out.length} entries, must have exactly ${length} (G + 1 for G = ${length - 1} groups)`);
   return out;
 }
 

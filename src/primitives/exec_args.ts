@@ -1,4 +1,5 @@
 import { DnnlError, check } from '../common/status.js';
+import { checkPackedFilled } from '../memory/packed_fill.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../memory/desc.js';
 import { Memory } from '../memory/memory.js';
 import type { Engine } from '../runtime/engine.js';
@@ -19,6 +20,7 @@ export function memArg(fn: string, engine: Engine, args: ExecArgs, id: number, m
     const n = m.desc.getSize(i);
     if (engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) === undefined) check(false, `${fn}: ${name} buffer ${i} is no longer a live allocation of the engine`);
   });
+  checkPackedFilled(fn, name, m);
   return m;
 }
 

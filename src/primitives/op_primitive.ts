@@ -1,5 +1,5 @@
 import { check } from '../common/status.js';
-import { countObject } from '../common/census.js';
+import { created } from '../runtime/live_engine.js';
 import { Lifetime, type Executor } from '../runtime/lifetime.js';
 import type { Engine } from '../runtime/engine.js';
 import type { Stream, StreamTask } from '../runtime/stream.js';
@@ -17,7 +17,7 @@ export abstract class OpPrimitive<P extends { readonly engine: Engine }, A> {
   private readonly life: Lifetime;
 
   protected constructor(pd: P, exec: Executor<A>) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     this.exec = exec;
     this.life = new Lifetime(this, { release: () => exec.destroy() });

@@ -10,6 +10,7 @@
  * `(src - zp_src) * s_src` with per-row (mask 1) or per-block (mask 3, groups [1, block]) src scales.
  */
 import { check } from '../common/status.js';
+import { checkOptionKeys } from '../common/option_keys.js';
 import { roundHalfEven, F4_E2M1_MAX, F8_E4M3_MAX, F8_E5M2_MAX, e8m0FromExponent, toE8m0 } from '../common/low_precision.js';
 import { fromStored, toStored, type DataType } from '../common/data_type.js';
 
@@ -55,6 +56,7 @@ export interface PerTokenInt8 {
 export function perTokenInt8(x: ArrayLike<number>, shape: readonly [number, number], opts: { symmetric?: boolean } = {}): PerTokenInt8 {
   const fn = 'quant.perTokenInt8';
   const [rows, K] = checkShape(fn, x, shape);
+  checkOptionKeys(fn, opts, ['symmetric']);
   const symmetric = opts.symmetric ?? true;
   const values = new Int8Array(rows * K);
   const scales = new Float32Array(rows);

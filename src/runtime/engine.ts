@@ -1,4 +1,5 @@
 import { check } from '../common/status.js';
+import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
 import { Heap } from './heap.js';
 import { CTRL } from './control_block.js';
 import { instantiate, loadKernels, resolveIsa, type KernelChoice, type KernelExports, type KernelIsa } from './wasm_kernels.js';
@@ -19,6 +20,8 @@ export interface EngineOptions {
   /** Workers that are not all loaded and initialised within this many ms reject `Engine.create` (default 10000). */
   startTimeoutMs?: number;
 }
+
+const ENGINE_OPTION_KEYS = optionKeys<EngineOptions>({ kind: true, threads: true, kernels: true, initialBytes: true, maxBytes: true, startTimeoutMs: true });
 
 const PAGE = 65536;
 /** Stack of each kernel instance (main thread and every worker). */
@@ -82,6 +85,7 @@ export class Engine {
   }
 
   private static async createCpu(options: EngineOptions): Promise<Engine> {
+    checkOptionKeys('Engine.create', options, ENGINE_OPTION_KEYS);
     const canShare = typeof SharedArrayBuffer !== 'undefined' && (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated !== false;
     // Without cross-origin isolation a page has no SharedArrayBuffer: one thread, or a clear refusal if more were asked for.
     check(options.threads === undefined || options.threads === 1 || canShare, `Engine.create: threads = ${options.threads} needs SharedArrayBuffer (a cross-origin isolated page: COOP same-origin + COEP require-corp); use threads: 1 or leave threads unset`);

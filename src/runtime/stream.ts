@@ -1,6 +1,7 @@
 import { DnnlError } from '../common/status.js';
 import type { Engine } from './engine.js';
 import type { GpuEngine } from './gpu/gpu_engine.js';
+import { requireLive } from './live_engine.js';
 
 /** One unit of stream work: runs synchronously (reference, threads = 1) or returns a promise (workers). */
 export type StreamTask = () => void | Promise<void>;
@@ -15,17 +16,35 @@ export class Stream {
   readonly engine: Engine | GpuEngine;
   private tail: Promise<void> | undefined;
   private firstError: DnnlError | undefined;
+  private errorMap: ((e: DnnlError) => DnnlError) | undefined;
 
   constructor(engine: Engine | GpuEngine) {
+    requireLive(engine);
     this.engine = engine;
+  }
+
+  /**
+   * @internal runs `body`; errors of the work it enqueues are reported through `map` (a composite
+   * primitive, e.g. moe.layer, names itself and its own arguments instead of its inner primitives').
+   */
+  mapErrors(map: (e: DnnlError) => DnnlError, body: () => void): void {
+    const prev = this.errorMap;
+    this.errorMap = map;
+    try {
+      body();
+    } finally {
+      this.errorMap = prev;
+    }
   }
 
   /** @internal used by primitives. The engine counts the work as in flight until it settles. */
   enqueue(task: StreamTask): void {
     const eng = this.engine;
+    requireLive(eng); // every execute of every primitive comes through here
+    const map = this.errorMap;
     eng.beginWork();
     const run = (): Promise<void> | undefined => {
-      const r = this.runGuarded(task);
+      const r = this.runGuarded(task, map);
       if (!r) {
         eng.endWork();
         return undefined;
@@ -48,7 +67,7 @@ export class Stream {
       try {
         await this.engine.flush();
       } catch (e) {
-        this.record(e);
+        this.record(e, undefined);
       }
     }
     const e = this.firstError;
@@ -68,18 +87,18 @@ export class Stream {
     this.tail = t;
   }
 
-  private runGuarded(task: StreamTask): Promise<void> | undefined {
+  private runGuarded(task: StreamTask, map: ((e: DnnlError) => DnnlError) | undefined): Promise<void> | undefined {
     try {
       const r = task();
-      return r ? r.catch((e: unknown) => this.record(e)) : undefined;
+      return r ? r.catch((e: unknown) => this.record(e, map)) : undefined;
     } catch (e) {
-      this.record(e);
+      this.record(e, map);
       return undefined;
     }
   }
 
-  private record(e: unknown): void {
+  private record(e: unknown, map: ((e: DnnlError) => DnnlError) | undefined): void {
     const err = e instanceof DnnlError ? e : new DnnlError('runtime_error', `stream: ${e instanceof Error ? e.message : String(e)}`);
-    this.firstError ??= err;
+    this.firstError ??= map ? map(err) : err;
   }
 }

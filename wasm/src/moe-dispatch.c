@@ -30,8 +30,11 @@ static int place(dispatch_job_t* j, int32_t* cnt, int32_t* start, int32_t* pos, 
   for (int32_t i = 0; i < n; i++) {
     const int32_t e = ids[i];
     if (e < 0 || e >= j->E) { op_error(&j->h, ERR_DISPATCH_ID, i, e, j->E); return 1; }
-    for (int32_t s = i - i % k; s < i; s++)
-      if (ids[s] == e) { op_error(&j->h, ERR_DISPATCH_DUP, i, e, s % k); return 1; }
+    /* Contiguous: an expert repeated in a token's slots gets one routed row per slot (vLLM, cuDNN);
+       batched: one row per token and expert. */
+    if (j->batched)
+      for (int32_t s = i - i % k; s < i; s++)
+        if (ids[s] == e) { op_error(&j->h, ERR_DISPATCH_DUP, i, e, s % k); return 1; }
   }
   if (map)
     for (int32_t e = 0; e < j->E; e++)

@@ -1,6 +1,6 @@
 import { DnnlError, check, checkImpl } from '../../common/status.js';
 import { now, verboseLine } from '../../common/verbose.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
 import { dynamicQuantImplList, type DynamicQuantImpl } from './impls.js';
@@ -30,7 +30,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(src instanceof MemoryDesc, 'dynamic_quant: src must be a memory descriptor');
     check(dst instanceof MemoryDesc, 'dynamic_quant: dst must be a memory descriptor');
     check(src.ndims === 2, `dynamic_quant: src must be 2D [rows, K], got ${src.ndims} dims`);

@@ -1,5 +1,7 @@
 import { check, checkImpl } from '../../common/status.js';
-import { countObject, countPdTime } from '../../common/census.js';
+import { checkOptionKeys, optionKeys } from '../../common/option_keys.js';
+import { countPdTime } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
@@ -20,6 +22,8 @@ export interface GluBackwardOptions {
    */
   readonly prob?: MemoryDesc;
 }
+
+const GLU_BACKWARD_OPTION_KEYS = optionKeys<GluBackwardOptions>({ alpha: true, limit: true, prob: true });
 
 /** What the kernels and the reference read, resolved by the pd. */
 export interface GluBackwardProblem {
@@ -60,7 +64,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, alg: GluAlg, layout: GluLayout, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions = {}) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     this.engine = engine;
     this.problem = PrimitiveDesc.init(engine, alg, layout, diffSrc, diffDst, src, options);
     const reasons: string[] = [];
@@ -85,6 +89,7 @@ export class PrimitiveDesc {
     check(isGluAlg(alg), `${FN}: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
     check(GLU_LAYOUTS.includes(layout), `${FN}: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
     check(typeof options === 'object' && options !== null, `${FN}: options must be an object`);
+    checkOptionKeys(FN, options, GLU_BACKWARD_OPTION_KEYS);
     const { alpha, limit, prob } = options;
     check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `${FN}: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
     check(limit === undefined || alg === 'glu_swiglu_oai', `${FN}: limit applies to glu_swiglu_oai only, not ${alg}`);

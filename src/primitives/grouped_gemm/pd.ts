@@ -1,7 +1,8 @@
 import { DnnlError, check, checkImpl } from '../../common/status.js';
 import { isRuntime } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
-import { countObject, countPdTime } from '../../common/census.js';
+import { countPdTime } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { packedWeightsDesc } from '../../memory/packed_weights.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
@@ -43,7 +44,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, srcMds: readonly MemoryDesc[], weiMds: readonly MemoryDesc[], dstMds: readonly MemoryDesc[], runtimeDimsMd: MemoryDesc, attr: PrimitiveAttr = new PrimitiveAttr()) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(Array.isArray(srcMds) && Array.isArray(weiMds) && Array.isArray(dstMds), 'grouped_gemm: srcMds, weiMds and dstMds must be arrays');
     const G = srcMds.length;
     check(G >= 1, 'grouped_gemm: at least one expert is required');

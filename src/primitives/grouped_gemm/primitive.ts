@@ -1,4 +1,5 @@
 import { DnnlError, check } from '../../common/status.js';
+import { checkPackedFilled } from '../../memory/packed_fill.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import type { MemoryDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
@@ -6,7 +7,7 @@ import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { GroupedGemmArgs } from './impl_list.js';
 import type { PrimitiveDesc } from './pd.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
 import type { QuantArg } from '../../attr/fusion.js';
@@ -28,7 +29,7 @@ export class Primitive {
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     const executor: { task(args: GroupedGemmArgs): () => void | Promise<void>; destroy?(): void } = pd.impl.createExecutor(pd.problem, pd.engine);
     this.executor = executor;
@@ -57,6 +58,7 @@ export class Primitive {
       if (!m.desc.equals(md)) check(false, `grouped_gemm.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
       const n = m.desc.getSize(0);
       check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
+      checkPackedFilled('grouped_gemm.execute', name, m);
       return m;
     };
     const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, Memory[]>> => {

@@ -1,6 +1,7 @@
 import { DnnlError, check, checkImpl } from '../../common/status.js';
 import { now, verboseLine } from '../../common/verbose.js';
-import { countObject, countPdTime } from '../../common/census.js';
+import { countPdTime } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
@@ -70,7 +71,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine | GpuEngine, src: MemoryDesc, weights: MemoryDesc, biasOrDst: MemoryDesc, dstOrAttr?: MemoryDesc | PrimitiveAttr, attrArg?: PrimitiveAttr) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     const hasBias = dstOrAttr instanceof MemoryDesc;
     const bias = hasBias ? biasOrDst : undefined;
     const dst = hasBias ? dstOrAttr : biasOrDst;

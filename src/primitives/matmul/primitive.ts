@@ -1,4 +1,5 @@
 import { DnnlError, check } from '../../common/status.js';
+import { checkPackedFilled } from '../../memory/packed_fill.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
@@ -7,7 +8,7 @@ import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { problemString } from './problem.js';
 import type { QuantArg, QuantParam } from '../../attr/fusion.js';
@@ -46,7 +47,7 @@ export class Primitive {
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     // Each engine kind's impl takes its own memory kind; `arg()` checks every memory's engine, so the
     // executor only ever sees its kind.
@@ -169,6 +170,7 @@ export class Primitive {
       const n = m.desc.getSize(i);
       check(m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);
     });
+    checkPackedFilled('matmul.execute', name, m);
     return m;
   }
 }

@@ -1,5 +1,6 @@
 import { DnnlError, check } from '../../common/status.js';
-import { countObject, countPdTime } from '../../common/census.js';
+import { countPdTime } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../memory/desc.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
@@ -35,7 +36,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, diffSrc: MemoryDesc, weights: MemoryDesc, diffDst: MemoryDesc, hint?: MatmulPd, attr: PrimitiveAttr = new PrimitiveAttr()) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     const p = PrimitiveDesc.init(engine, diffSrc, weights, diffDst, hint, attr);
     const chosen = pickImpl(bwdDataImplList, p, engine);
     if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation for ${bwdProblemString(p)} (${chosen})`);

@@ -1,5 +1,6 @@
 import { DnnlError, check } from '../../common/status.js';
-import { countObject, countPdTime } from '../../common/census.js';
+import { countPdTime } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../memory/desc.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
@@ -15,9 +16,10 @@ const FN = 'matmul_backward_weights';
 export type BwdWeightsQuery = 'src' | 'diff_weights' | 'diff_bias' | 'diff_dst' | 'grouped_offsets';
 
 /**
- * Grouped matmul backward weights (oneDNN `prop_kind::backward_weights`), in oneDNN's argument order:
- * `new matmul_backward_weights.PrimitiveDesc(eng, srcMd, diffWeightsMd, diffDstMd, hintFwdPd?, attr?)`
- * or, with a bias gradient, `(eng, srcMd, diffWeightsMd, diffBiasMd, diffDstMd, hintFwdPd?, attr?)`:
+ * Grouped matmul backward weights (oneDNN `prop_kind::backward_weights`):
+ * `new matmul_backward_weights.PrimitiveDesc(eng, srcMd, diffWeightsMd, diffDstMd, hintFwdPd?, attr?, diffBiasMd?)`.
+ * The optional bias gradient comes last (not in oneDNN's third place), so a forgotten argument is
+ * reported as missing instead of a bias descriptor being taken for diff_dst:
  *  - `diff_weights[g] = src[g]^T x diff_dst[g]` (`[G, K, N]`, plain; `tag.any` is row-major): the
  *    contraction runs over group g's rows; an expert with no rows gets zeros.
  *  - `diff_bias[g] = sum of the rows of diff_dst[g]` (`[G, N]` or `[G, 1, N]`), in f32, row order.
@@ -31,14 +33,12 @@ export class PrimitiveDesc {
   readonly creationMs: number;
   private offsetsMd: MemoryDesc | undefined;
 
-  constructor(engine: Engine, src: MemoryDesc, diffWeights: MemoryDesc, diffBiasOrDiffDst: MemoryDesc, diffDstOrHint?: MemoryDesc | MatmulPd, hintOrAttr?: MatmulPd | PrimitiveAttr, attrArg?: PrimitiveAttr) {
+  constructor(engine: Engine, src: MemoryDesc, diffWeights: MemoryDesc, diffDst: MemoryDesc, hint?: MatmulPd, attr: PrimitiveAttr = new PrimitiveAttr(), diffBias?: MemoryDesc) {
     const t0 = now();
-    countObject('primitive_desc');
-    const hasBias = diffDstOrHint instanceof MemoryDesc;
-    const diffBias = hasBias ? diffBiasOrDiffDst : undefined;
-    const diffDst = hasBias ? diffDstOrHint : diffBiasOrDiffDst;
-    const hint = (hasBias ? hintOrAttr : diffDstOrHint) as MatmulPd | undefined;
-    const attr = (hasBias ? attrArg : (hintOrAttr as PrimitiveAttr | undefined)) ?? new PrimitiveAttr();
+    created('primitive_desc', engine);
+    // The earlier (src, diff_weights, diff_bias, diff_dst) order would put a descriptor in the hint's place.
+    check(!((hint as unknown) instanceof MemoryDesc), `${FN}: the 5th argument is hint_fwd_pd, got a memory descriptor (diff_bias is the last argument: (eng, src, diff_weights, diff_dst, hint?, attr?, diff_bias?))`);
+    check(attr instanceof PrimitiveAttr, `${FN}: attr must be a PrimitiveAttr`);
     const p = PrimitiveDesc.init(engine, src, diffWeights, diffBias, diffDst, hint, attr);
     const chosen = pickImpl(bwdWeightsImplList, p, engine);
     if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation for ${bwdProblemString(p)} (${chosen})`);

@@ -1,7 +1,7 @@
 import { check, checkImpl } from '../../common/status.js';
 import { dimsEqual } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { PACKED_P8, PACKED_P8T, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
@@ -22,7 +22,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(src instanceof MemoryDesc, 'reorder: src must be a memory descriptor');
     check(dst instanceof MemoryDesc, 'reorder: dst must be a memory descriptor');
     check(dimsEqual(src.dims, dst.dims), `reorder: src dims [${src.dims.join(',')}] must equal dst dims [${dst.dims.join(',')}]`);

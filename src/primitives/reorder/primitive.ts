@@ -6,10 +6,11 @@ import {
   packedLowpGeometry, panelQuantValues,
 } from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
+import { markPackedFilled } from '../../memory/packed_fill.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { PrimitiveDesc } from './pd.js';
-import { countObject } from '../../common/census.js';
+import { created } from '../../runtime/live_engine.js';
 
 const JOB_DT: Record<string, number> = { f32: 0, bf16: 1, f16: 2 };
 
@@ -23,7 +24,7 @@ export class Primitive {
   readonly pd: PrimitiveDesc;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
   }
 
@@ -48,6 +49,7 @@ export class Primitive {
     }
     check(from.handles[0] !== to.handles[0], 'reorder.execute: ARG.FROM and ARG.TO must be different buffers');
     const quant = this.quantArgs(args);
+    if (this.pd.kind === 'pack') markPackedFilled(to);
     stream.enqueue(() => {
       const t0 = now();
       this.run(from, to, quant);

@@ -1,5 +1,6 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
-import { countObject, countPdTime } from '../../../common/census.js';
+import { countPdTime } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { isRuntime } from '../../../common/dims.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc } from '../../../memory/desc.js';
@@ -29,7 +30,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, diffSrcMds: readonly MemoryDesc[], weightsMds: readonly MemoryDesc[], diffDstMds: readonly MemoryDesc[], runtimeDimsMd: MemoryDesc, attr: PrimitiveAttr = new PrimitiveAttr()) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, `${FN}: engine is required`);
     check(Array.isArray(diffSrcMds) && Array.isArray(weightsMds) && Array.isArray(diffDstMds), `${FN}: diffSrcMds, weightsMds and diffDstMds must be arrays`);
     const G = diffDstMds.length;

@@ -1,5 +1,6 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
-import { countObject, countPdTime } from '../../../common/census.js';
+import { countPdTime } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { isRuntime } from '../../../common/dims.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc } from '../../../memory/desc.js';
@@ -33,7 +34,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, srcMds: readonly MemoryDesc[], diffWeightsMds: readonly MemoryDesc[], diffBiasOrDiffDst: MemoryDesc | readonly MemoryDesc[], diffDstOrRuntimeDims: readonly MemoryDesc[] | MemoryDesc, runtimeDimsOrAttr?: MemoryDesc | PrimitiveAttr, attrArg?: PrimitiveAttr) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     // oneDNN order: (src, diff_weights, [diff_bias,] diff_dst, ...): a single descriptor in 4th place is the bias.
     const hasBias = diffBiasOrDiffDst instanceof MemoryDesc;
     const diffBias = hasBias ? diffBiasOrDiffDst : undefined;

@@ -1,6 +1,7 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { now, verboseLine } from '../../../common/verbose.js';
-import { countObject } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
@@ -15,6 +16,8 @@ export interface ActivationGlu {
   /** swiglu_oai clamp (default 7). */
   readonly limit?: number;
 }
+
+export const GLU_OPTION_KEYS = optionKeys<ActivationGlu>({ alg: true, layout: true, alpha: true, limit: true });
 
 export interface ActivationProblem {
   readonly src: MemoryDesc;
@@ -44,10 +47,11 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc, glu: ActivationGlu) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.activation: engine is required');
     check(src instanceof MemoryDesc && dst instanceof MemoryDesc, 'moe.activation: src and dst must be memory descriptors');
     check(glu !== null && typeof glu === 'object' && isGluAlg(glu.alg), `moe.activation: glu.alg must be a GLU algorithm (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai), got ${String(glu?.alg)}`);
+    checkOptionKeys('moe.activation: glu', glu, GLU_OPTION_KEYS);
     const layout = glu.layout ?? 'halves';
     check(GLU_LAYOUTS.includes(layout), `moe.activation: glu.layout must be halves, interleaved or blocks32, got ${String(layout)}`);
     check(src.ndims === 2 && dst.ndims === 2, `moe.activation: src and dst must be 2D, got ${src.ndims} and ${dst.ndims} dims`);

@@ -1,5 +1,6 @@
 import { check, checkImpl } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
+import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
@@ -36,6 +37,10 @@ export interface CombineProblem {
   readonly weights: MemoryDesc | undefined;
 }
 
+const COMBINE_OPTION_KEYS = optionKeys<CombineOptions>({ tokens: true, topK: true, input: true, src: true, dst: true, weighted: true });
+
+/** Tokens may be 0: an empty batch is a no-op (as routing). */
+const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0x7fffffff;
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 /**
@@ -52,10 +57,11 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, o: CombineOptions) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.combine: engine is required');
     check(o !== null && typeof o === 'object', 'moe.combine: options must be an object { tokens, topK, src, dst, ... }');
-    check(posInt(o.tokens), `moe.combine: tokens must be a positive integer, got ${String(o.tokens)}`);
+    checkOptionKeys('moe.combine', o, COMBINE_OPTION_KEYS);
+    check(count(o.tokens), `moe.combine: tokens must be a non-negative integer, got ${String(o.tokens)}`);
     check(posInt(o.topK), `moe.combine: topK must be a positive integer, got ${String(o.topK)}`);
     const input = o.input ?? 'routed';
     check(input === 'routed' || input === 'scattered', `moe.combine: input must be 'routed' or 'scattered', got ${String(input)}`);

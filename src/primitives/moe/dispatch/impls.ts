@@ -29,7 +29,7 @@ export function dispatchError(p: DispatchProblem, code: number, i: number, a: nu
   const t = Math.floor(i / p.k), s = i % p.k;
   const msg =
     code === DISPATCH_ERR.id ? `ARG.MOE_TOPK_IDS[${t}, ${s}] = ${a} is out of range [0, experts = ${b})` :
-    code === DISPATCH_ERR.dup ? `ARG.MOE_TOPK_IDS[${t}, ${s}] = ${a} repeats slot ${b} of token ${t} (a token cannot choose an expert twice)` :
+    code === DISPATCH_ERR.dup ? `ARG.MOE_TOPK_IDS[${t}, ${s}] = ${a} repeats slot ${b} of token ${t} (the batched format holds one row per token and expert; the contiguous format takes repeats)` :
     code === DISPATCH_ERR.map ? `ARG.MOE_EXPERT_MAP[${i}] = ${a} is out of range [-1, local experts = ${b})` :
     code === DISPATCH_ERR.cap ? `expert ${i} receives ${a} rows, more than maxTokens = ${b} (the batched capacity)` :
     `kernel status ${code}`;
@@ -42,7 +42,8 @@ function place(p: DispatchProblem, ids: Int32Array, map: Int32Array | undefined)
   for (let i = 0; i < n; i++) {
     const e = ids[i];
     if (e < 0 || e >= p.E) throw dispatchError(p, DISPATCH_ERR.id, i, e, p.E);
-    for (let s = i - (i % p.k); s < i; s++) if (ids[s] === e) throw dispatchError(p, DISPATCH_ERR.dup, i, e, s % p.k);
+    // Contiguous: an expert in two slots of a token gets one routed row per slot (vLLM, cuDNN); batched: one row per token.
+    if (p.batched) for (let s = i - (i % p.k); s < i; s++) if (ids[s] === e) throw dispatchError(p, DISPATCH_ERR.dup, i, e, s % p.k);
   }
   if (map) for (let e = 0; e < p.E; e++) if (map[e] < -1 || map[e] >= p.G) throw dispatchError(p, DISPATCH_ERR.map, e, map[e], p.G);
   const local = (i: number): number => (map ? map[ids[i]] : ids[i]);

@@ -1,5 +1,6 @@
 import { check, checkImpl } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
+import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
@@ -48,6 +49,12 @@ export interface DispatchProblem {
   readonly expertMapMd: MemoryDesc | undefined;
 }
 
+const DISPATCH_OPTION_KEYS = optionKeys<DispatchOptions>({
+  tokens: true, topK: true, experts: true, localExperts: true, expertMap: true, hidden: true, alignBlockSize: true, format: true, maxTokens: true,
+});
+
+/** Tokens may be 0: an empty batch is a no-op (as routing). */
+const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0x7fffffff;
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 /**
@@ -60,8 +67,10 @@ const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSa
  * - contiguous index-only: the `[G + 1]` s32 offsets (share it as the offsets of grouped memories);
  * - batched: `[G, C, K]` values (rows past the count never written) and `ARG.MOE_EXPERT_NUM_TOKENS [G]`
  *   (index-only batched: `ARG.DST` is absent).
- * Bad ids (outside [0, E), an expert twice in a token), map entries outside [-1, G) and a batched
- * expert over capacity are raised by `stream.wait()`, with nothing written.
+ * A token may choose one expert in several slots: the contiguous format gives each slot its own routed
+ * row (vLLM, cuDNN; the combine sums them); the batched format holds one row per token and expert and
+ * refuses it. Bad ids (outside [0, E), a repeat in the batched format), map entries outside [-1, G)
+ * and a batched expert over capacity are raised by `stream.wait()`, with nothing written.
  */
 export class PrimitiveDesc {
   readonly engine: Engine;
@@ -69,10 +78,11 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, o: DispatchOptions) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.dispatch: engine is required');
     check(o !== null && typeof o === 'object', 'moe.dispatch: options must be an object { tokens, topK, experts, ... }');
-    check(posInt(o.tokens), `moe.dispatch: tokens must be a positive integer, got ${String(o.tokens)}`);
+    checkOptionKeys('moe.dispatch', o, DISPATCH_OPTION_KEYS);
+    check(count(o.tokens), `moe.dispatch: tokens must be a non-negative integer, got ${String(o.tokens)}`);
     check(posInt(o.experts), `moe.dispatch: experts must be a positive integer, got ${String(o.experts)}`);
     check(posInt(o.topK) && o.topK <= o.experts, `moe.dispatch: topK must be an integer in [1, experts = ${o.experts}], got ${String(o.topK)}`);
     const G = o.localExperts ?? o.experts;

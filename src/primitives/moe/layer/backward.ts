@@ -1,5 +1,5 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { plainDesc, type MemoryDesc } from '../../../memory/desc.js';
@@ -72,7 +72,7 @@ export class BackwardPrimitiveDesc {
 
   constructor(engine: Engine, hint: PrimitiveDesc) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.layer.backward: engine is required');
     check(hint instanceof PrimitiveDesc, 'moe.layer.backward: hint must be a moe.layer.PrimitiveDesc');
     check(hint.engine === engine, 'moe.layer.backward: the forward hint belongs to another engine');
@@ -95,9 +95,9 @@ export class BackwardPrimitiveDesc {
     const dglu = new PrimitiveAttr();
     dglu.postOps.appendGluBackward(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
     this.gemm2DataGlu = new matmul.PrimitiveDesc(engine, dyMd, plainDesc([G, K, I], 'f32', 'acb'), dH13Md, dglu);
-    this.gemm2Weights = db2Md ? new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.act, w2Md, db2Md, dyMd, hint.gemm2) : new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.act, w2Md, dyMd, hint.gemm2);
+    this.gemm2Weights = new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.act, w2Md, dyMd, hint.gemm2, undefined, db2Md);
     this.gemm1Data = new matmul_backward_data.PrimitiveDesc(engine, dxMd, w13Md, dH13Md, hint.gemm1);
-    this.gemm1Weights = db13Md ? new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.src1, w13Md, db13Md, dH13Md, hint.gemm1) : new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.src1, w13Md, dH13Md, hint.gemm1);
+    this.gemm1Weights = new matmul_backward_weights.PrimitiveDesc(engine, hint.mds.src1, w13Md, dH13Md, hint.gemm1, undefined, db13Md);
     this.gatherBwd = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: 'routed', src: dxMd, dst: plainDesc([T, K], 'f32', 'ab'), weighted: false });
     this.mds = Object.freeze({
       diff_dst: plainDesc([T, K], 'f32', 'ab'), diff_src: plainDesc([T, K], 'f32', 'ab'), diff_logits: plainDesc([T, E], 'f32', 'ab'),
@@ -132,8 +132,8 @@ export class BackwardPrimitive {
   private readonly life: Lifetime;
 
   constructor(pd: BackwardPrimitiveDesc, forward: Primitive) {
-    countObject('primitive');
     check(pd instanceof BackwardPrimitiveDesc, 'moe.layer.BackwardPrimitive: pd must be a moe.layer.BackwardPrimitiveDesc');
+    created('primitive', pd.engine);
     check(forward !== undefined && forward !== null && forward.pd === pd.hint, 'moe.layer.BackwardPrimitive: forward must be the moe.layer.Primitive of the pd\'s forward hint');
     this.pd = pd;
     this.forward = forward;

@@ -1,4 +1,5 @@
 import { check, checkImpl } from '../../../common/status.js';
+import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import type { DataType } from '../../../common/data_type.js';
 import { GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
@@ -80,6 +81,40 @@ export interface ResolvedConfig extends Required<Omit<LayerConfig, 'weights' | '
   readonly sharedExpert: { readonly intermediate: number } | undefined;
 }
 
+type LayerGlu = NonNullable<LayerConfig['glu']>;
+type LayerWeights = NonNullable<LayerConfig['weights']>;
+type LayerWeightScales = NonNullable<LayerConfig['weightScales']>;
+type LayerSharedExpert = NonNullable<LayerConfig['sharedExpert']>;
+
+/** @internal the keys of the layer's options objects (checked for typos). */
+export const LAYER_OPTION_KEYS = {
+  config: optionKeys<LayerConfig>({
+    tokens: true, hidden: true, intermediate: true, experts: true, topK: true, localExperts: true, dataType: true, routing: true, glu: true,
+    weights: true, weightScales: true, bias: true, quant: true, sharedExpert: true, gemm1: true, combine: true, propKind: true,
+  }),
+  routing: optionKeys<LayerRouting>({ scoring: true, renormalize: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true, correctionBias: true }),
+  glu: optionKeys<LayerGlu>({ alg: true, layout: true, alpha: true, limit: true }),
+  weights: optionKeys<LayerWeights>({ w13: true, w2: true }),
+  weightScales: optionKeys<LayerWeightScales>({ w13: true, w2: true }),
+  scales: optionKeys<WeightScales>({ mask: true, groups: true, dataType: true }),
+  sharedExpert: optionKeys<LayerSharedExpert>({ intermediate: true }),
+} as const;
+
+/** Unknown keys anywhere in a layer config (`routing: { renormalise: true }`) are refused, naming where. */
+export function checkLayerKeys(where: string, c: LayerConfig, configKeys: readonly string[] = LAYER_OPTION_KEYS.config): void {
+  const k = LAYER_OPTION_KEYS;
+  checkOptionKeys(where, c, configKeys);
+  checkOptionKeys(`${where}: routing`, c.routing, k.routing);
+  checkOptionKeys(`${where}: glu`, c.glu, k.glu);
+  checkOptionKeys(`${where}: weights`, c.weights, k.weights);
+  checkOptionKeys(`${where}: weightScales`, c.weightScales, k.weightScales);
+  checkOptionKeys(`${where}: weightScales.w13`, c.weightScales?.w13, k.scales);
+  checkOptionKeys(`${where}: weightScales.w2`, c.weightScales?.w2, k.scales);
+  checkOptionKeys(`${where}: sharedExpert`, c.sharedExpert, k.sharedExpert);
+}
+
+/** Tokens may be 0: an empty batch is a no-op (as routing). */
+const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0x7fffffff;
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
 
 function anyDesc(dims: number[], dataType: DataType): MemoryDesc {
@@ -89,7 +124,8 @@ function anyDesc(dims: number[], dataType: DataType): MemoryDesc {
 /** Validation rules of the layer's configuration, one per line; returns the config with defaults. */
 export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(c !== null && typeof c === 'object', 'moe.layer: config must be an object { tokens, hidden, intermediate, experts, topK, ... }');
-  check(posInt(c.tokens), `moe.layer: tokens must be a positive integer, got ${String(c.tokens)}`);
+  checkLayerKeys('moe.layer', c);
+  check(count(c.tokens), `moe.layer: tokens must be a non-negative integer, got ${String(c.tokens)}`);
   check(posInt(c.hidden), `moe.layer: hidden must be a positive integer, got ${String(c.hidden)}`);
   check(posInt(c.intermediate), `moe.layer: intermediate must be a positive integer, got ${String(c.intermediate)}`);
   check(posInt(c.experts), `moe.layer: experts must be a positive integer, got ${String(c.experts)}`);

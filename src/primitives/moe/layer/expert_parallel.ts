@@ -7,7 +7,7 @@ import { ARG } from '../../args.js';
 import * as routing from '../routing/index.js';
 import * as combine from '../combine/index.js';
 import { PrimitiveDesc, Primitive, type LayerArgs } from './layer.js';
-import type { LayerConfig } from './config.js';
+import { LAYER_OPTION_KEYS, checkLayerKeys, type LayerConfig } from './config.js';
 
 /**
  * A user-supplied all-to-all (one call per exchange, on every rank): `send[q]` goes to rank q; the
@@ -23,6 +23,8 @@ export interface ExpertParallelConfig extends Omit<LayerConfig, 'tokens' | 'loca
   /** Tokens of this rank (each rank routes its own tokens: MindIE `tokens_full = False`). */
   readonly tokens: number;
 }
+
+const EP_CONFIG_KEYS = [...LAYER_OPTION_KEYS.config.filter((k) => k !== 'localExperts' && k !== 'weights'), 'rank', 'worldSize'];
 
 /** Per received-row metadata sent with each hidden row: source token, slot, global expert, weight bits. */
 const META_INTS = 4;
@@ -55,6 +57,8 @@ export class ExpertParallelRank {
   private readonly local = new Map<number, Primitive>();
 
   constructor(engine: Engine, config: ExpertParallelConfig, allToAll: AllToAll) {
+    check(config !== null && typeof config === 'object', 'moe.ExpertParallelRank: config must be an object');
+    checkLayerKeys('moe.ExpertParallelRank', config as LayerConfig, EP_CONFIG_KEYS);
     const { rank, worldSize, experts: E, topK: k, tokens: T, hidden: K } = config;
     check(Number.isSafeInteger(worldSize) && worldSize >= 1, `moe.ExpertParallelRank: worldSize must be a positive integer, got ${worldSize}`);
     check(Number.isSafeInteger(rank) && rank >= 0 && rank < worldSize, `moe.ExpertParallelRank: rank must be in [0, ${worldSize}), got ${rank}`);

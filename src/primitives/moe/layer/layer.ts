@@ -1,5 +1,5 @@
 import { DnnlError, check } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
@@ -17,6 +17,7 @@ import * as combine from '../combine/index.js';
 import * as activation from '../activation/index.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
+import { layerExecuteError, layerPdError } from './layer_errors.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
 export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
@@ -68,6 +69,15 @@ interface StagePlan {
   readonly args: StageArgsFn;
 }
 
+/** Creates a stage's pd; a refusal names the layer, the stage and what it computes. */
+function stagePd<P>(stage: string, what: string, make: () => P): P {
+  try {
+    return make();
+  } catch (e) {
+    throw layerPdError(e, stage, what);
+  }
+}
+
 function scalesAttr(attr: PrimitiveAttr, arg: number, s: WeightScales | undefined): PrimitiveAttr {
   if (s) attr.setScales(arg, s.mask, s.groups ?? [], s.dataType ?? 'f32');
   return attr;
@@ -100,7 +110,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, config: LayerConfig) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.layer: engine is required');
     const c = resolveConfig(config);
     this.engine = engine;
@@ -110,23 +120,23 @@ export class PrimitiveDesc {
     const w8a8 = c.quant === 'w8a8_dynamic';
     const hiddenMd = plainDesc([T, K], adt, 'ab');
     const logitsMd = plainDesc([T, E], adt, 'ab');
-    this.routing = new routing.PrimitiveDesc(engine, logitsMd, { topK: k, ...c.routing });
+    this.routing = stagePd('route', 'router logits -> top-k', () => new routing.PrimitiveDesc(engine, logitsMd, { topK: k, ...c.routing }));
     const permute = c.gemm1 === 'permute';
-    this.dispatch = new dispatch.PrimitiveDesc(engine, {
+    this.dispatch = stagePd('dispatch', 'top-k ids -> routed rows', () => new dispatch.PrimitiveDesc(engine, {
       tokens: T, topK: k, experts: E, localExperts: G, expertMap: G !== E, hidden: permute ? hiddenMd : undefined,
-    });
+    }));
     // GEMM1: hidden (gathered, or the permuted copy) x w13 -> act [R, I] grouped, GLU fused.
     const actMd = groupedDesc([R, I], adt, G, [RUNTIME_DIM_VAL, I]);
     const training = c.propKind === 'forward_training';
     // Training keeps GEMM1's output before the GLU: the GLU then runs as a stage of its own.
     const h13Md = training ? groupedDesc([R, 2 * I], 'f32', G, [RUNTIME_DIM_VAL, 2 * I]) : undefined;
-    this.activation = h13Md ? new activation.PrimitiveDesc(engine, h13Md, actMd, c.glu) : undefined;
+    this.activation = h13Md ? stagePd('activation', 'glu', () => new activation.PrimitiveDesc(engine, h13Md, actMd, c.glu)) : undefined;
     const a1 = new PrimitiveAttr();
     if (!training) a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
     scalesAttr(a1, ARG.WEIGHTS, c.weightScales.w13);
     let src1Md: MemoryDesc;
     if (w8a8) {
-      this.quantHidden = new dynamic_quant.PrimitiveDesc(engine, hiddenMd, plainDesc([T, K], 's8', 'ab'));
+      this.quantHidden = stagePd('quantize_hidden', 'hidden -> s8', () => new dynamic_quant.PrimitiveDesc(engine, hiddenMd, plainDesc([T, K], 's8', 'ab')));
       a1.setScales(ARG.SRC, 1);
     }
     if (permute) {
@@ -138,13 +148,13 @@ export class PrimitiveDesc {
     }
     const b13Md = c.bias ? plainDesc([G, 2 * I], 'f32', 'ab') : undefined;
     const dst1Md = h13Md ?? actMd;
-    this.gemm1 = b13Md ? new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, b13Md, dst1Md, a1) : new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, dst1Md, a1);
+    this.gemm1 = stagePd('gemm1', 'hidden x w13 (its matmul weights) + w13 bias', () => (b13Md ? new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, b13Md, dst1Md, a1) : new matmul.PrimitiveDesc(engine, src1Md, c.weights.w13, dst1Md, a1)));
     // GEMM2: act x w2 -> weighted rows scattered to [T*k, K], or routed rows [R, K].
     let src2Md: MemoryDesc = actMd;
     const a2 = new PrimitiveAttr();
     scalesAttr(a2, ARG.WEIGHTS, c.weightScales.w2);
     if (w8a8) {
-      this.quantAct = new dynamic_quant.PrimitiveDesc(engine, actMd, plainDesc([R, I], 's8', 'ab'));
+      this.quantAct = stagePd('quantize_act', 'act -> s8', () => new dynamic_quant.PrimitiveDesc(engine, actMd, plainDesc([R, I], 's8', 'ab')));
       src2Md = groupedDesc([R, I], 's8', G, [RUNTIME_DIM_VAL, I]);
       a2.setScales(ARG.SRC, 1);
     }
@@ -155,18 +165,18 @@ export class PrimitiveDesc {
       a2.postOps.appendBinary('binary_mul', plainDesc([T * k, 1], 'f32', 'ab'));
     }
     const b2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
-    this.gemm2 = b2Md ? new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, b2Md, outMd, a2) : new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, outMd, a2);
+    this.gemm2 = stagePd('gemm2', 'act x w2 (its matmul weights) + w2 bias', () => (b2Md ? new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, b2Md, outMd, a2) : new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, outMd, a2)));
     const dstMd = plainDesc([T, K], adt, 'ab');
-    this.combine = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter });
+    this.combine = stagePd('combine', 'expert rows -> dst', () => new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter }));
     // Shared expert: dense GEMMs on every token, the second one summed into the output.
     if (c.sharedExpert) {
       const Is = c.sharedExpert.intermediate;
       const as1 = new PrimitiveAttr();
       as1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
-      this.shared1 = new matmul.PrimitiveDesc(engine, hiddenMd, plainDesc([K, 2 * Is], 'f32', 'ab'), plainDesc([T, Is], adt, 'ab'), as1);
+      this.shared1 = stagePd('shared_gemm1', 'hidden x shared w13', () => new matmul.PrimitiveDesc(engine, hiddenMd, plainDesc([K, 2 * Is], 'f32', 'ab'), plainDesc([T, Is], adt, 'ab'), as1));
       const as2 = new PrimitiveAttr();
       as2.postOps.appendSum(1);
-      this.shared2 = new matmul.PrimitiveDesc(engine, plainDesc([T, Is], adt, 'ab'), plainDesc([Is, K], 'f32', 'ab'), dstMd, as2);
+      this.shared2 = stagePd('shared_gemm2', 'shared act x shared w2, summed into dst', () => new matmul.PrimitiveDesc(engine, plainDesc([T, Is], adt, 'ab'), plainDesc([Is, K], 'f32', 'ab'), dstMd, as2));
     }
     this.mds = Object.freeze({
       hidden: hiddenMd, logits: logitsMd, dst: dstMd, w13: this.gemm1.queryMd('weights')!, w2: this.gemm2.queryMd('weights')!,
@@ -213,7 +223,7 @@ export class Primitive {
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     const eng = pd.engine;
     const c = pd.config;
@@ -287,11 +297,35 @@ export class Primitive {
         for (const m of owned.splice(0)) if (!m.isFreed) m.free();
       },
     });
-    this.stages = plans.map((s) => ({
-      name: s.name,
-      implInfo: s.pd.implInfo,
-      execute: (strm: Stream, args: LayerArgs): void => s.prim.execute(strm, dropUndefined(s.args(args, ws))),
-    }));
+    // Where each inner argument of a stage comes from: a layer argument, or the workspace (errors say so).
+    const wsNames = new Map<Memory, string>(Object.entries(ws).filter(([, m]) => m instanceof Memory).map(([key, m]) => [m as Memory, `workspace.${key}`]));
+    wsNames.set(twFlat, 'workspace.topkWeights');
+    if (actQGrouped) wsNames.set(actQGrouped, 'workspace.actQ');
+    if (!permuted) wsNames.set(dispatchDst, 'workspace offsets');
+    const layerArg = new Proxy({}, { get: (_t, id) => (typeof id === 'string' ? { layerArg: Number(id) } : undefined) }) as unknown as LayerArgs;
+    const argNames = (s: StagePlan): Map<string, string> => {
+      const names = new Map<string, string>();
+      for (const [id, v] of Object.entries(s.args(layerArg, ws))) {
+        const from = v instanceof Memory ? wsNames.get(v) : (v as { layerArg?: number } | undefined)?.layerArg;
+        if (from !== undefined) names.set(argName(Number(id)), typeof from === 'number' ? argName(from) : from);
+      }
+      return names;
+    };
+    this.stages = plans.map((s) => {
+      const names = argNames(s);
+      const rename = (e: unknown): unknown => layerExecuteError(e, s.name, names);
+      return {
+        name: s.name,
+        implInfo: s.pd.implInfo,
+        execute: (strm: Stream, args: LayerArgs): void => {
+          try {
+            strm.mapErrors((e) => rename(e) as DnnlError, () => s.prim.execute(strm, dropUndefined(s.args(args, ws))));
+          } catch (e) {
+            throw rename(e);
+          }
+        },
+      };
+    });
   }
 
   /** Enqueues the whole layer. Argument errors throw here, runtime-data errors at `stream.wait()`. */

@@ -1,5 +1,6 @@
 import { check, checkImpl, DnnlError } from '../../../common/status.js';
-import { countObject, countPdTime } from '../../../common/census.js';
+import { countPdTime } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { plainDesc, type MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
@@ -31,7 +32,7 @@ export class BackwardPrimitiveDesc {
 
   constructor(engine: Engine, hint: PrimitiveDesc) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.routing.backward: engine is required');
     check(hint instanceof PrimitiveDesc, 'moe.routing.backward: hint must be the forward moe.routing.PrimitiveDesc');
     check(hint.engine === engine, 'moe.routing.backward: the forward hint belongs to another engine');

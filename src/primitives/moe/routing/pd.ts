@@ -1,13 +1,15 @@
 import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { checkOptionKeys } from '../../../common/option_keys.js';
 import { now, verboseLine } from '../../../common/verbose.js';
-import { countObject, countPdTime } from '../../../common/census.js';
+import { countPdTime } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import { tagToStrides } from '../../../memory/format_tag.js';
 import type { DataType } from '../../../common/data_type.js';
 import type { Engine } from '../../../runtime/engine.js';
 import type { RoutingImpl } from './impl.js';
 import { routingImplList } from './impl_list.js';
-import { problemString, type RoutingOptions, type RoutingProblem } from './problem.js';
+import { ROUTING_OPTION_KEYS, problemString, type RoutingOptions, type RoutingProblem } from './problem.js';
 
 /** What `pd.queryMd` answers. */
 export type RoutingQuery = 'src' | 'topk_ids' | 'topk_weights' | 'correction_bias';
@@ -53,7 +55,7 @@ export class PrimitiveDesc {
 
   constructor(engine: Engine, logits: MemoryDesc, options: RoutingOptions) {
     const t0 = now();
-    countObject('primitive_desc');
+    created('primitive_desc', engine);
     this.engine = engine;
     this.problem = Object.freeze(PrimitiveDesc.init(engine, logits, options));
     const reasons: string[] = [];
@@ -78,6 +80,7 @@ export class PrimitiveDesc {
     check(engine !== undefined && engine !== null, 'moe.routing: engine is required');
     check(src instanceof MemoryDesc, 'moe.routing: src (logits) must be a memory descriptor');
     check(o !== null && typeof o === 'object', 'moe.routing: options must be an object { topK, ... }');
+    checkOptionKeys('moe.routing', o, ROUTING_OPTION_KEYS);
     check(src.ndims === 2, `moe.routing: src (logits) must be 2D [T, E], got ${src.ndims} dims`);
     check(!src.hasRuntimeDims, 'moe.routing: src (logits) dims must be known (no RUNTIME_DIM_VAL)');
     check(src.format === 'blocked' || src.format === 'any', `moe.routing: src (logits) must be a plain descriptor, got ${src.format}`);

@@ -1,5 +1,5 @@
 import { DnnlError, check } from '../../../common/status.js';
-import { countObject } from '../../../common/census.js';
+import { created } from '../../../runtime/live_engine.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { getVerbose, now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../../memory/desc.js';
@@ -34,7 +34,7 @@ export class Primitive {
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
-    countObject('primitive');
+    created('primitive', pd.engine);
     this.pd = pd;
     const executor = pd.impl.createExecutor(pd.problem, pd.engine);
     this.executor = executor;

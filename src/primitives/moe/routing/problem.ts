@@ -1,4 +1,5 @@
 import type { MemoryDesc } from '../../../memory/desc.js';
+import { optionKeys } from '../../../common/option_keys.js';
 
 /** How router logits become scores: softmax over the experts of a token, or an elementwise sigmoid. */
 export type RoutingScoring = 'softmax' | 'sigmoid';
@@ -39,6 +40,11 @@ export interface RoutingOptions {
   readonly correctionBias?: boolean;
   readonly customRoutingFunction?: CustomRoutingFunction;
 }
+
+export const ROUTING_OPTION_KEYS = optionKeys<RoutingOptions>({
+  topK: true, scoring: true, renormalize: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true,
+  correctionBias: true, customRoutingFunction: true,
+});
 
 /** What a routing primitive computes, resolved and validated by the pd. */
 export interface RoutingProblem {
