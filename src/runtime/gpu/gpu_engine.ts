@@ -49,7 +49,11 @@ export class GpuEngine {
    */
   private inflight: unknown[] = [];
 
-  private constructor(device: GPUDevice, adapterInfo: string, source: DeviceSource) {
+  /** Keeps the GPU instance and adapter alive as long as the engine (see AcquiredDevice.owners). */
+  private readonly owners: readonly unknown[];
+
+  private constructor(device: GPUDevice, adapterInfo: string, source: DeviceSource, owners: readonly unknown[] = []) {
+    this.owners = owners;
     this.device = device;
     this.adapterInfo = adapterInfo;
     this.source = source;
@@ -74,7 +78,7 @@ export class GpuEngine {
     check(options.device === undefined || typeof (options.device as Partial<GPUDevice>).createBuffer === 'function', 'Engine.create: device must be a GPUDevice');
     if (options.device) return new GpuEngine(options.device, 'caller device', 'caller');
     const d = await acquireDevice(options.powerPreference);
-    return new GpuEngine(d.device, d.adapterInfo, d.source);
+    return new GpuEngine(d.device, d.adapterInfo, d.source, d.owners);
   }
 
   /** @internal a compute pipeline for `key`, built from `wgsl()` once per engine. */

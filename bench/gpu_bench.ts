@@ -1,0 +1,148 @@
+/**
+ * The gpu engine on a real GPU: `npm run bench:gpu` (or the bundled file on the device machine).
+ * Measures, in one process: Dawn's floor (one tiny dispatch + wait), the GPU's streaming read rate (a
+ * WGSL read kernel), then the grouped matmul (Proposal #1, device offsets) on MoE-B shapes (E = 64,
+ * top-6, K = 2048, N = 2816, f32) at decode and prefill token counts, wait included, and the
+ * host-read-back baseline (map the offsets to the host first, then launch the same GEMM). Medians.
+ * Prints a table and writes JSON to $OUT/gpu_bench.json when OUT is set.
+ */
+import { writeFileSync } from 'node:fs';
+import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory } from '../src/index.js';
+
+const arg = (name: string, def: string): string => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
+const E = Number(arg('experts', '64')), TOPK = 6, K = 2048, N = 2816;
+const TOKENS = arg('tokens', '1,4,8,256,4096').split(',').map(Number);
+const REPS = Number(arg('reps', '10'));
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+async function timed(fn: () => Promise<void>, reps = REPS, warmup = 3): Promise<number> {
+  for (let i = 0; i < warmup; i++) await fn();
+  const t: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    await fn();
+    t.push(performance.now() - t0);
+  }
+  return median(t);
+}
+
+/** Top-6 of 64 per token, distinct experts, deterministic (an LCG): the sizes the router would give. */
+function routedSizes(T: number): number[] {
+  const sizes = new Array<number>(E).fill(0);
+  let s = 12345;
+  for (let t = 0; t < T; t++) {
+    const chosen = new Set<number>();
+    while (chosen.size < TOPK) {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      chosen.add((s >>> 8) % E);
+    }
+    for (const e of chosen) sizes[e]++;
+  }
+  return sizes;
+}
+
+async function floor(eng: GpuEngine): Promise<number> {
+  const p = eng.pipeline('bench-floor', () => '@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3u) { b[i.x] = b[i.x] + 1u; }');
+  const buf = eng.createBuffer(256, 'floor');
+  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }] });
+  return timed(async () => {
+    const enc = eng.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(p);
+    pass.setBindGroup(0, bg);
+    pass.dispatchWorkgroups(1);
+    pass.end();
+    eng.device.queue.submit([enc.finish()]);
+    await eng.device.queue.onSubmittedWorkDone();
+  }, 50, 5);
+}
+
+/** GB/s of a WGSL kernel that reads `bytes` once (vec4 loads, grid-stride), wait included. */
+async function readRate(eng: GpuEngine, bytes: number): Promise<{ ms: number; gbs: number }> {
+  const wgsl = `@group(0) @binding(0) var<storage, read> a: array<vec4f>;
+@group(0) @binding(1) var<storage, read_write> o: array<f32>;
+@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) nw: vec3u) {
+  let n = arrayLength(&a); let stride = nw.x * 256u; var s = vec4f(0.0);
+  for (var i = g.x; i < n; i += stride) { s += a[i]; }
+  if (s.x == 1.2345e-30) { o[g.x] = s.y; }
+}`;
+  const p = eng.pipeline('bench-read', () => wgsl);
+  const a = eng.createBuffer(bytes, 'read src'), o = eng.createBuffer(4 * 256 * 8192, 'read out');
+  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: a } }, { binding: 1, resource: { buffer: o } }] });
+  const ms = await timed(async () => {
+    const enc = eng.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(p);
+    pass.setBindGroup(0, bg);
+    pass.dispatchWorkgroups(8192);
+    pass.end();
+    eng.device.queue.submit([enc.finish()]);
+    await eng.device.queue.onSubmittedWorkDone();
+  });
+  a.destroy();
+  o.destroy();
+  return { ms, gbs: bytes / ms / 1e6 };
+}
+
+/** Fills a device buffer with small values in 64 MiB chunks (the values do not matter for speed; finite ones do). */
+function fill(m: GpuMemory, bytes: number): void {
+  const chunk = new Float32Array(Math.min(bytes, 64 << 20) / 4);
+  for (let i = 0; i < chunk.length; i++) chunk[i] = ((i * 2654435761) % 1000) / 1000 - 0.5;
+  const b = new Uint8Array(chunk.buffer);
+  for (let off = 0; off < bytes; off += b.length) m.writeBytes(b.subarray(0, Math.min(b.length, bytes - off)), 0, off);
+}
+
+async function main(): Promise<void> {
+  const eng = await Engine.create({ kind: 'gpu', powerPreference: 'high-performance' });
+  const info = { adapter: eng.adapterInfo, caps: eng.caps, node: process.version };
+  console.log(JSON.stringify(info));
+  const floorMs = await floor(eng);
+  const bw = await readRate(eng, Number(arg('read-mib', '1024')) << 20);
+  console.log(`floor (1 dispatch + wait): ${(floorMs * 1000).toFixed(1)} us; read kernel: ${bw.gbs.toFixed(0)} GB/s (${arg("read-mib", "1024")} MiB in ${bw.ms.toFixed(3)} ms)`);
+  const weiMd = memory.desc([E, K, N], dt.f32, tag.abc);
+  const wei = Memory.create(weiMd, eng);
+  fill(wei, E * K * N * 4);
+  const strm = new Stream(eng);
+  const rows: Record<string, unknown>[] = [];
+  for (const T of TOKENS) {
+    const sizes = routedSizes(T), M = T * TOPK;
+    const srcMd = memory.desc.grouped([M, K], dt.f32, E, [RUNTIME_DIM_VAL, K]);
+    const dstMd = memory.desc.grouped([M, N], dt.f32, E, [RUNTIME_DIM_VAL, N]);
+    const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
+    const mm = new matmul.Primitive(pd);
+    const src = Memory.create(srcMd, eng);
+    fill(src, M * K * 4);
+    src.writeOffsets(offsets.fromSizes(sizes));
+    const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+    const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+    const p1 = await timed(async () => {
+      mm.execute(strm, args);
+      await strm.wait();
+    });
+    // Host-read-back baseline: the sizes go to the host (as a per-expert launch loop needs them), then the GEMM.
+    const rb = await timed(async () => {
+      const o = await src.readOffsets();
+      if (o[E] !== M) throw new Error('read-back offsets differ');
+      mm.execute(strm, args);
+      await strm.wait();
+    });
+    const touched = sizes.filter((s) => s > 0).length;
+    const wBytes = touched * K * N * 4;
+    const flops = 2 * M * K * N;
+    const row = { T, rows: M, touchedExperts: touched, impl: pd.implInfo, p1Ms: p1, readBackMs: rb, readBackOverP1: rb / p1, tflops: flops / p1 / 1e9, weightGBs: wBytes / p1 / 1e6, floorPlus2xRead: floorMs + 2 * (wBytes / (bw.gbs * 1e6)) };
+    rows.push(row);
+    console.log(`T=${T} rows=${M} experts=${touched} ${pd.implInfo}: P#1 ${p1.toFixed(3)} ms (${row.tflops.toFixed(2)} TFLOP/s, weights ${row.weightGBs.toFixed(0)} GB/s); host read-back + GEMM ${rb.toFixed(3)} ms (x${row.readBackOverP1.toFixed(2)}); floor + 2x read of touched weights = ${row.floorPlus2xRead.toFixed(3)} ms`);
+    src.free();
+    dst.free();
+    mm.destroy();
+  }
+  const out = process.env.OUT;
+  if (out) writeFileSync(`${out}/gpu_bench.json`, JSON.stringify({ ...info, floorMs, readGBs: bw.gbs, rows }, null, 2));
+  eng.release();
+}
+
+await main();
