@@ -99,6 +99,27 @@ describe('quant.perTokenFp8 and quant.perBlockNvfp4', () => {
     expect(quant.maxOf('f8_e5m2')).toBe(57344);
   });
 
+  it('perTokenFp8: the scale is floored at minScale (vLLM: 1 / (max(elem) * 512)); an all-zero row gets the floor, not 1', () => {
+    // Row 0 all zeros, row 1 tiny (amax / 448 below the floor), row 2 ordinary.
+    const x = Float64Array.from([0, 0, 0, 0, 1e-9, -3e-9, 2e-9, 0, 1, -2, 0.5, 3]);
+    for (const [elem, max, conv] of [['f8_e4m3', 448, e4m3], ['f8_e5m2', 57344, e5m2]] as const) {
+      const floor = Math.fround(1 / (max * 512));
+      expect(quant.fp8MinScale(elem)).toBe(1 / (max * 512));
+      for (const [opts, fl] of [[undefined, floor], [{ minScale: 1e-3 }, Math.fround(1e-3)]] as const) {
+        const r = quant.perTokenFp8(x, [3, 4], elem, opts);
+        for (let i = 0; i < 3; i++) {
+          const row = x.slice(i * 4, i * 4 + 4);
+          const s = Math.max(Math.fround(Math.max(...row.map(Math.abs)) / max), fl);
+          expect(r.scales[i]).toBe(s);
+          row.forEach((v, k) => expect(r.values[i * 4 + k]).toBe(conv(v / s)));
+        }
+        expect(r.scales[0]).toBe(fl);
+        expect(r.scales[1]).toBe(fl);
+      }
+    }
+    expectDnnlError(() => quant.perTokenFp8(x, [3, 4], 'f8_e4m3', { minScale: 0 }), 'invalid_arguments', 'quant.perTokenFp8: minScale must be a positive finite number (f32), got 0');
+  });
+
   it('perBlockNvfp4: global = amax / (6 * 448), e4m3 block scale = amax_block / 6 / global, q = f4(x / (s_block * global))', () => {
     const x = randn(5, 48, 10);
     const r = quant.perBlockNvfp4(x, 16);

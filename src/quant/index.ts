@@ -135,13 +135,32 @@ export interface PerTokenFp8 {
   readonly scales: Float32Array;
 }
 
+/** Options of `quant.perTokenFp8` (every accepted key is listed here). */
+export interface PerTokenFp8Options {
+  /**
+   * Floor of a row's scale: `s = max(amax / max(elem), minScale)`. Default `1 / (max(elem) * 512)`, vLLM's
+   * `min_scaling_factor` (e4m3: 1 / (448 * 512); e5m2: 1 / (57344 * 512)): an all-zero row gets it, and a
+   * row of tiny values is not blown up past 512 * max(elem) times its size. A positive finite number.
+   */
+  readonly minScale?: number;
+}
+
+/** vLLM's floor of a dynamic fp8 scale: `1 / (max(elem) * 512)`. */
+export function fp8MinScale(elem: 'f8_e4m3' | 'f8_e5m2'): number {
+  return 1 / (ELEM[elem].max * 512);
+}
+
 /**
- * Per-token FP8 quantization of `x [rows, K]`: `s = amax / max(elem)` per row (f32; 1 for an all-zero
- * row), `q = convert(x / s)` with RNE, saturating.
+ * Per-token FP8 quantization of `x [rows, K]` (vLLM `dynamic_per_token_scaled_fp8_quant`):
+ * `s = max(f32(amax / max(elem)), f32(minScale))` per row, `q = convert(x / s)` with RNE, saturating.
  */
-export function perTokenFp8(x: ArrayLike<number>, shape: readonly [number, number], elem: 'f8_e4m3' | 'f8_e5m2' = 'f8_e4m3'): PerTokenFp8 {
+export function perTokenFp8(x: ArrayLike<number>, shape: readonly [number, number], elem: 'f8_e4m3' | 'f8_e5m2' = 'f8_e4m3', opts: PerTokenFp8Options = {}): PerTokenFp8 {
   const fn = 'quant.perTokenFp8';
   check(elem === 'f8_e4m3' || elem === 'f8_e5m2', `${fn}: elem must be f8_e4m3 or f8_e5m2, got '${String(elem)}'`);
+  check(opts !== null && typeof opts === 'object', `${fn}: options must be an object { minScale }`);
+  const minScale = opts.minScale ?? fp8MinScale(elem);
+  check(typeof minScale === 'number' && Number.isFinite(minScale) && Math.fround(minScale) > 0, `${fn}: minScale must be a positive finite number (f32), got ${String(minScale)}`);
+  const floor = Math.fround(minScale);
   const [rows, K] = checkShape(fn, x, shape);
   const values = new Float32Array(rows * K);
   const codes = new Uint8Array(rows * K);
@@ -149,7 +168,7 @@ export function perTokenFp8(x: ArrayLike<number>, shape: readonly [number, numbe
   for (let r = 0; r < rows; r++) {
     let amax = 0;
     for (let k = 0; k < K; k++) amax = Math.max(amax, Math.abs(x[r * K + k]));
-    const s = amax > 0 ? Math.fround(amax / ELEM[elem].max) : 1;
+    const s = Math.max(Math.fround(amax / ELEM[elem].max), floor);
     scales[r] = s;
     for (let k = 0; k < K; k++) {
       const c = toStored(elem, x[r * K + k] / s);
