@@ -14,6 +14,7 @@ export interface WeightScales {
 export interface LayerRouting {
   readonly scoring?: 'softmax' | 'sigmoid';
   readonly renormalize?: boolean;
+  readonly renormalizeEps?: number;
   readonly routedScalingFactor?: number;
   readonly groupCount?: number;
   readonly kGroup?: number;
