@@ -1,9 +1,8 @@
 import { check } from '../common/status.js';
 import { MemoryDesc } from '../memory/desc.js';
 import type { DataType } from '../common/data_type.js';
-import {
-  GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isBinaryAlg, isEltwiseAlg, isGluAlg, type BinaryAlg, type EltwiseAlg, type GluAlg, type GluLayout,
-} from './eltwise.js';
+import { GLU_LAYOUTS, isBinaryAlg, isEltwiseAlg, isGluAlg, type BinaryAlg, type EltwiseAlg, type GluAlg, type GluLayout } from './eltwise.js';
+import { gluParams } from './glu_options.js';
 
 export type PostOp =
   | { readonly kind: 'eltwise'; readonly alg: EltwiseAlg; readonly alpha: number; readonly beta: number }
@@ -74,11 +73,7 @@ export class PostOps {
     check(isGluAlg(alg), `post_ops.appendGlu: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
     check(GLU_LAYOUTS.includes(layout), `post_ops.appendGlu: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
     check(this.ops.length === 0, 'post_ops.appendGlu: glu must be the first post-op');
-    check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `post_ops.appendGlu: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
-    check(limit === undefined || alg === 'glu_swiglu_oai', `post_ops.appendGlu: limit applies to glu_swiglu_oai only, not ${alg}`);
-    check(alpha === undefined || Number.isFinite(alpha), 'post_ops.appendGlu: alpha must be finite');
-    check(limit === undefined || (Number.isFinite(limit) && limit > 0), 'post_ops.appendGlu: limit must be finite and positive');
-    this.ops.push(Object.freeze({ kind: 'glu', alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0) }));
+    this.ops.push(Object.freeze({ kind: 'glu', alg, layout, ...gluParams('post_ops.appendGlu', alg, alpha, limit) }));
     return this;
   }
 
@@ -96,15 +91,12 @@ export class PostOps {
     check(isGluAlg(alg), `${fn}: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
     check(GLU_LAYOUTS.includes(layout), `${fn}: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
     check(this.ops.length === 0, `${fn}: glu_backward must be the only post-op`);
-    check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `${fn}: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
-    check(limit === undefined || alg === 'glu_swiglu_oai', `${fn}: limit applies to glu_swiglu_oai only, not ${alg}`);
-    check(alpha === undefined || Number.isFinite(alpha), `${fn}: alpha must be finite`);
-    check(limit === undefined || (Number.isFinite(limit) && limit > 0), `${fn}: limit must be finite and positive`);
+    const params = gluParams(fn, alg, alpha, limit);
     check(typeof options === 'object' && options !== null, `${fn}: options must be an object`);
     const srcDataType = options.srcDataType ?? 'f32';
     check(srcDataType === 'f32' || srcDataType === 'bf16' || srcDataType === 'f16', `${fn}: srcDataType ${String(srcDataType)} is not supported (f32, bf16, f16)`);
     this.ops.push(Object.freeze({
-      kind: 'glu_backward', alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0),
+      kind: 'glu_backward', alg, layout, ...params,
       prob: options.prob === true, srcDataType,
     }));
     return this;

@@ -1,6 +1,7 @@
 import { check, checkImpl } from '../../../common/status.js';
 import type { DataType } from '../../../common/data_type.js';
-import { GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
+import type { GluAlg, GluLayout } from '../../../attr/eltwise.js';
+import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 
 /** Scales of one weight tensor (`attr.setScales(ARG.WEIGHTS, mask, groups, dataType)` of its GEMM). */
@@ -42,8 +43,8 @@ export interface LayerConfig {
   /** Activations and output (default f32). */
   readonly dataType?: 'f32' | 'bf16' | 'f16';
   readonly routing?: LayerRouting;
-  /** The GLU between the GEMMs (default swiglu, halves: w13 columns [0, I) gate, [I, 2I) up). */
-  readonly glu?: { readonly alg: GluAlg; readonly layout?: GluLayout; readonly alpha?: number; readonly limit?: number };
+  /** The GLU between the GEMMs (default swiglu, halves: w13 columns [0, I) gate, [I, 2I) up); the options of `moe.activation` and `glu_backward`. */
+  readonly glu?: GluOptions;
   /** Weight descriptors `[G, K, 2I]` and `[G, I, K]`; default f32 `tag.any` (packed: reorder into `pd.queryMd('w13' | 'w2')`). */
   readonly weights?: { readonly w13: MemoryDesc; readonly w2: MemoryDesc };
   /**
@@ -100,9 +101,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   const dtype = c.dataType ?? 'f32';
   checkImpl(['f32', 'bf16', 'f16'].includes(dtype), `moe.layer: dataType ${String(dtype)} is not supported (f32, bf16, f16)`);
   const glu = c.glu ?? { alg: 'glu_swiglu' as const };
-  check(isGluAlg(glu.alg), `moe.layer: glu.alg must be a GLU algorithm (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai), got ${String(glu.alg)}`);
-  const layout = glu.layout ?? 'halves';
-  check(GLU_LAYOUTS.includes(layout), `moe.layer: glu.layout must be halves, interleaved or blocks32, got ${String(layout)}`);
+  const { layout } = resolveGlu('moe.layer', glu);
   check(layout !== 'blocks32' || c.intermediate % 32 === 0, `moe.layer: glu layout blocks32 needs intermediate % 32 == 0, got ${c.intermediate}`);
   const quant = c.quant ?? 'none';
   check(quant === 'none' || quant === 'w8a8_dynamic', `moe.layer: quant must be 'none' or 'w8a8_dynamic', got ${String(quant)}`);
