@@ -21,9 +21,13 @@ export interface MoeRowsAttr {
   readonly scatterTopK: number;
   /** Batched format: 3D src `[G, C, K]` / dst `[G, C, N]`; batch g has `ARG.MOE_EXPERT_NUM_TOKENS[g]` valid rows. */
   readonly batchedCounts: boolean;
+  /** cuDNN none mode with rows outside every group: offsets[0] may be > 0; dst rows in no group are zero-filled. */
+  readonly zeroFillUngrouped: boolean;
+  /** Group g uses the weights of expert `ARG.MOE_EXPERT_MAP[g]` (`[G]` s32): weights `[E, K, N]` with any E. */
+  readonly expertMap: boolean;
 }
 
-const NO_MOE_ROWS: MoeRowsAttr = Object.freeze({ gather: false, scatterTopK: 0, batchedCounts: false });
+const NO_MOE_ROWS: MoeRowsAttr = Object.freeze({ gather: false, scatterTopK: 0, batchedCounts: false, zeroFillUngrouped: false, expertMap: false });
 
 /**
  * Scales or zero points of one argument (oneDNN `set_scales` / `set_zero_points`): `mask` bits name
@@ -109,6 +113,29 @@ export class PrimitiveAttr {
    */
   setBatchedTokenCounts(): this {
     this.moe = Object.freeze({ ...this.moe, batchedCounts: true });
+    return this;
+  }
+
+  /**
+   * cuDNN's none mode with rows outside every group (grouped rows, no gather / scatter): the first
+   * group may start after row 0 (offsets[0] > 0, e.g. `offsets.fromStarts(starts, total, out,
+   * { leadingRows: true })` of a `first_token_offset`), and the dst rows that belong to no group,
+   * `[0, offsets[0])` and `[offsets[G], M)`, are written with zeros. Without it offsets[0] must be 0 and
+   * rows past the last offset are not written.
+   */
+  setZeroFillUngroupedRows(): this {
+    this.moe = Object.freeze({ ...this.moe, zeroFillUngrouped: true });
+    return this;
+  }
+
+  /**
+   * Groups mapped to experts (cuDNN's batched offsets: B·E groups, group g uses expert g mod E): the
+   * grouped matmul takes `ARG.MOE_EXPERT_MAP` `[G]` s32 at execution, and group g runs with the
+   * weights, bias and per-expert weight scales of expert `map[g]` (in [0, E), E = weights dims[0], any
+   * value: no need to repeat the weights per group).
+   */
+  setExpertMap(): this {
+    this.moe = Object.freeze({ ...this.moe, expertMap: true });
     return this;
   }
 

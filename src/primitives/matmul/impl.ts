@@ -24,6 +24,8 @@ export interface MatmulArgs {
   readonly tokenKs?: Memory;
   /** Batched format: `ARG.MOE_EXPERT_NUM_TOKENS`, `[G]` s32. */
   readonly counts?: Memory;
+  /** attr.setExpertMap: `ARG.MOE_EXPERT_MAP`, `[G]` s32, the expert of each group. */
+  readonly expertMap?: Memory;
   /**
    * GLU backward post-op: `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1` (h13), and with prob
    * `| ARG.GLU_PROB` and `| ARG.GLU_DIFF_PROB`.

@@ -61,7 +61,8 @@ export class Primitive {
    * Enqueues the computation on `stream`. Argument errors throw here; errors found in runtime data
    * (offsets) are raised by `stream.wait()`. Runtime data is read when the work runs (immediately with
    * threads = 1, later with workers), as on a device queue: do not rewrite inputs before `wait()`.
-   * Rows past the last offset of a grouped dst are not written.
+   * Rows past the last offset of a grouped dst are not written (zero-filled with
+   * attr.setZeroFillUngroupedRows, as are the rows before offsets[0]).
    */
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem;
@@ -79,10 +80,11 @@ export class Primitive {
       tokenIndex: p.moe.gather || p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_INDEX, this.pd.queryMd('token_index')!) : undefined,
       tokenKs: p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_KS, this.pd.queryMd('token_ks')!) : undefined,
       counts: p.moe.batchedCounts ? this.arg(args, ARG.MOE_EXPERT_NUM_TOKENS, this.pd.queryMd('expert_num_tokens')!) : undefined,
+      expertMap: p.moe.expertMap ? this.arg(args, ARG.MOE_EXPERT_MAP, this.pd.queryMd('expert_map')!) : undefined,
       gluBackward: this.gluBackwardArgs(args),
     };
     const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
-      [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS']];
+      [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS'], [a.expertMap, 'ARG.MOE_EXPERT_MAP']];
     for (const [id, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
       for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | QUANT_ARG_ID[arg as QuantArg])]);
     }

@@ -7,7 +7,7 @@ import type { Engine } from '../../runtime/engine.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf } from './runtime_offsets.js';
-import { checkRowMaps, checkedCounts } from './row_maps.js';
+import { ROW_ERR, checkRowMaps, checkedCounts, rowMapsError } from './row_maps.js';
 import { elementReader, mapIndex, type Fusion, type GluParam, type IndexMap, type QuantArg, type QuantParam } from '../../attr/fusion.js';
 import type { PostOp } from '../../attr/post_ops.js';
 import { gluBackwardColumns, gluBackwardScalar, type GluGrad } from '../../attr/glu_backward.js';
@@ -188,9 +188,30 @@ function runRef(p: MatmulProblem, a: MatmulArgs): void {
   return refDense(p, a);
 }
 
+/** The expert of each group: `ARG.MOE_EXPERT_MAP` (checked like the kernel's load_groups), or g itself. */
+function groupExperts(p: MatmulProblem, a: MatmulArgs): Int32Array {
+  if (!a.expertMap) return Int32Array.from({ length: p.G }, (_, g) => g);
+  const map = Int32Array.from((a.expertMap.values as Int32Array).subarray(0, p.G));
+  map.forEach((e, g) => {
+    if (e < 0 || e >= p.moe.experts) throw rowMapsError(p, ROW_ERR.expertMap, g, e, p.moe.experts);
+  });
+  return map;
+}
+
+/** attr.setZeroFillUngroupedRows: dst rows [0, offs[0]) and [offs[G], M) become 0. */
+function zeroUngroupedRows(p: MatmulProblem, a: MatmulArgs, offs: Int32Array): void {
+  const write = elementWriter(p.dst.dataType, a.dst.values);
+  const [ds0, ds1] = p.dst.strides;
+  for (const [r0, r1] of [[0, offs[0]], [offs[p.G], p.M]]) {
+    for (let r = r0; r < r1; r++) for (let n = 0; n < p.dstN; n++) write(r * ds0 + n * ds1, 0);
+  }
+}
+
 function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const offs = checkedOffsets(groupingOf(p, a));
+  const expertOf = groupExperts(p, a);
   checkRowMaps(p, a, offs[p.G]);
+  if (p.moe.zeroFill) zeroUngroupedRows(p, a, offs);
   // MoE row maps: src row (gather: the token; -1 = padding, zeros) and dst row (scatter: token * topK + slot).
   const ti = a.tokenIndex?.values as Int32Array | undefined, ks = a.tokenKs?.values as Int32Array | undefined;
   const srcRow = (row: number): number => (p.moe.gather ? ti![row] : row);
@@ -202,8 +223,9 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const r = prepare(p, a);
   const gbw = gluBackwardRows(p, a);
   const i2 = [0, 0], i3 = [0, 0, 0];
-  for (let g = 0; g < p.G; g++) {
-    const r0 = offs[g], rows = offs[g + 1] - r0;
+  for (let grp = 0; grp < p.G; grp++) {
+    // Everything indexed by the group (weights, bias, per-expert scales) follows its expert.
+    const r0 = offs[grp], rows = offs[grp + 1] - r0, g = expertOf[grp];
     if (rows === 0) continue;
     const W = new Float64Array(K * N);
     for (let k = 0; k < K; k++) {

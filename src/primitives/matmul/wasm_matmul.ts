@@ -258,6 +258,9 @@ class WasmMatmulExecutor implements MatmulExecutor {
     if (a.tokenIndex) this.set('tok_idx', a.tokenIndex.handles[0]);
     if (a.tokenKs) this.set('tok_ks', a.tokenKs.handles[0]);
     if (a.counts) this.set('counts', a.counts.handles[0]);
+    this.set('zero_fill', moe.zeroFill ? 1 : 0);
+    this.set('expert_of', a.expertMap ? a.expertMap.handles[0] : 0);
+    this.set('experts', moe.experts);
     this.set('gather', moe.gather ? 1 : 0);
     this.set('scatter_k', moe.scatterTopK);
     this.set('src_rows', moe.srcRows);
