@@ -38,7 +38,7 @@ function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t: DataType = dt
   return m;
 }
 
-type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert'> & { packed?: boolean };
+type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert' | 'routingWeight'> & { packed?: boolean };
 
 async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}): Promise<{ out: Float32Array; ids: Int32Array; w: Float32Array; layer: moe.layer.Primitive }> {
   const strm = new Stream(eng);
@@ -78,6 +78,7 @@ function checkRef(s: Shape, d: Data, r: { out: Float32Array; ids: Int32Array; w:
     T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: r.ids, weights: r.w, w13: d.w13, w2: d.w2,
     b13: v.bias ? d.b13 : undefined, b2: v.bias ? d.b2 : undefined, glu: { alg: 'glu_swiglu', layout: 'halves' },
     shared: Is ? { Is, w13: d.w13.subarray(0, s.K * 2 * Is), w2: d.w2.subarray(0, Is * s.K) } : undefined,
+    routingWeight: v.routingWeight,
   });
   let worst = 0;
   for (let i = 0; i < ref.value.length; i++) worst = Math.max(worst, Math.abs(r.out[i] - ref.value[i]) / (ref.mag[i] + 1e-30));
@@ -116,6 +117,20 @@ describe.each([
       }
     });
   }
+  it("routingWeight 'input' (Llama-4: the expert runs on x * w, the weight passes through the GLU), top-1 and top-2, both combines", async () => {
+    const eng = await engine(opts);
+    for (const s of [SHAPES[0], SHAPES[3], SHAPES[1]]) {
+      const d = data(s, 29);
+      for (const combine of ['fused_scatter', 'weight_and_reduce'] as const) {
+        const v: Variant = { routingWeight: 'input', combine, bias: true, packed: opts.kernels !== 'none' };
+        const r = await runLayer(eng, s, d, v);
+        expect(r.layer.stages.map((x) => x.name)).toContain('weight_input');
+        checkRef(s, d, r, v);
+      }
+    }
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { tokens: 4, hidden: 8, intermediate: 4, experts: 2, topK: 1, routingWeight: 'input', gemm1: 'gather' }), 'invalid_arguments', "routingWeight 'input' scales the rows of the permuted copy");
+  });
+
   it('bias and a shared expert', async () => {
     const eng = await engine(opts);
     const s = SHAPES[0];

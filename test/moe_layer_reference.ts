@@ -39,6 +39,8 @@ export interface RefLayerInput {
   readonly b2?: ArrayLike<number>; // [G, K]
   readonly glu: { alg: GluAlg; layout: GluLayout; alpha?: number; limit?: number };
   readonly shared?: { readonly Is: number; readonly w13: ArrayLike<number>; readonly w2: ArrayLike<number> };
+  /** 'input' (Llama-4): the expert runs on weight * x and its output is not weighted. Default 'output'. */
+  readonly routingWeight?: 'output' | 'input';
 }
 
 const GLU_ALPHA: Record<GluAlg, number> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
@@ -73,8 +75,10 @@ export function refMoeLayer(r: RefLayerInput): { value: Float64Array; mag: Float
     for (let s = 0; s < k; s++) {
       const e = r.ids[t * k + s];
       if (e < 0) continue;
-      const wgt = r.weights[t * k + s];
-      const { act, actMag } = expert(r.hidden, t * K, K, I, r.w13, e * K * 2 * I, r.b13, e * 2 * I, r.glu);
+      const input = r.routingWeight === 'input';
+      const wgt = input ? 1 : r.weights[t * k + s];
+      const x = input ? Float64Array.from({ length: K }, (_, q) => r.hidden[t * K + q] * r.weights[t * k + s]) : r.hidden;
+      const { act, actMag } = expert(x, input ? 0 : t * K, K, I, r.w13, e * K * 2 * I, r.b13, e * 2 * I, r.glu);
       for (let n = 0; n < K; n++) {
         let y = r.b2 ? r.b2[e * K + n] : 0, m = Math.abs(y);
         for (let j = 0; j < I; j++) {

@@ -59,6 +59,13 @@ export interface LayerConfig {
   readonly quant?: 'none' | 'w8a8_dynamic';
   /** One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]`, `ARG.MOE_SHARED_W2 [Is, K]`, f32 plain). */
   readonly sharedExpert?: { readonly intermediate: number };
+  /**
+   * Where the routing weight applies: `output` (default: the expert's output is weighted, Mixtral,
+   * DeepSeek, Qwen) or `input` (Llama-4: the expert runs on `x · w`, so the weight passes through the
+   * GLU; any top-k). Input weighting scales the rows of the permuted copy, so GEMM1 runs `permute`
+   * (the default then; `gather` is refused); not with w8a8_dynamic or forward_training.
+   */
+  readonly routingWeight?: 'output' | 'input';
   /** GEMM1 reads hidden rows through the token index (`gather`, default) or from a permuted copy (`permute`). */
   readonly gemm1?: 'gather' | 'permute';
   /** GEMM2 scatters weighted rows and a reduce sums the slots (`fused_scatter`, default), or writes routed rows that a weight-and-reduce combines. */
@@ -117,7 +124,13 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(weights.w2.dims.join() === [G, I, K].join(), `moe.layer: w2 dims [${weights.w2.dims.join(',')}] must be [local experts, intermediate, hidden] = [${G},${I},${K}]`);
   check(quant !== 'w8a8_dynamic' || (weights.w13.dataType === 's8' && weights.w2.dataType === 's8'), 'moe.layer: w8a8_dynamic needs s8 w13 and w2');
   check(quant !== 'w8a8_dynamic' || (c.weightScales?.w13 !== undefined && c.weightScales?.w2 !== undefined), 'moe.layer: w8a8_dynamic needs weightScales for w13 and w2 (e.g. { mask: 5 }: per expert and column)');
-  const gemm1 = c.gemm1 ?? 'gather';
+  const routingWeight = c.routingWeight ?? 'output';
+  check(routingWeight === 'output' || routingWeight === 'input', `moe.layer: routingWeight must be 'output' or 'input', got ${String(routingWeight)}`);
+  const inputWeighted = routingWeight === 'input';
+  check(!inputWeighted || c.gemm1 !== 'gather', "moe.layer: routingWeight 'input' scales the rows of the permuted copy: leave gemm1 unset or 'permute'");
+  checkImpl(!inputWeighted || quant === 'none', "moe.layer: routingWeight 'input' with w8a8_dynamic is not supported (the activations are quantized per token before the per-slot weight is known)");
+  checkImpl(!inputWeighted || !training, "moe.layer: routingWeight 'input' with forward_training is not supported (no gradient through the input weighting here)");
+  const gemm1 = c.gemm1 ?? (inputWeighted ? 'permute' : 'gather');
   check(gemm1 === 'gather' || gemm1 === 'permute', `moe.layer: gemm1 must be 'gather' or 'permute', got ${String(gemm1)}`);
   const combine = c.combine ?? 'fused_scatter';
   check(combine === 'fused_scatter' || combine === 'weight_and_reduce', `moe.layer: combine must be 'fused_scatter' or 'weight_and_reduce', got ${String(combine)}`);
@@ -138,6 +151,6 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
     tokens: c.tokens, hidden: K, intermediate: I, experts: c.experts, topK: c.topK, localExperts: G, dataType: dtype,
     routing: c.routing ?? {}, glu: { alg: glu.alg, layout, alpha: glu.alpha, limit: glu.limit }, weights,
     weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert: c.sharedExpert,
-    gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind,
+    gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind, routingWeight,
   };
 }

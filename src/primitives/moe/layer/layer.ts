@@ -17,9 +17,10 @@ import * as combine from '../combine/index.js';
 import * as activation from '../activation/index.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
+import { enqueueInputWeighting } from './input_weighting.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
-export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
+export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'weight_input' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
 
 export type LayerArgs = Readonly<Record<number, Memory | undefined>>;
 
@@ -150,14 +151,15 @@ export class PrimitiveDesc {
     }
     const scatter = c.combine === 'fused_scatter';
     const outMd = scatter ? plainDesc([T * k, K], 'f32', 'ab') : groupedDesc([R, K], 'f32', G, [RUNTIME_DIM_VAL, K]);
+    const inputWeighted = c.routingWeight === 'input';
     if (scatter) {
       a2.setScatter(k);
-      a2.postOps.appendBinary('binary_mul', plainDesc([T * k, 1], 'f32', 'ab'));
+      if (!inputWeighted) a2.postOps.appendBinary('binary_mul', plainDesc([T * k, 1], 'f32', 'ab'));
     }
     const b2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
     this.gemm2 = b2Md ? new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, b2Md, outMd, a2) : new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, outMd, a2);
     const dstMd = plainDesc([T, K], adt, 'ab');
-    this.combine = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter });
+    this.combine = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter && !inputWeighted });
     // Shared expert: dense GEMMs on every token, the second one summed into the output.
     if (c.sharedExpert) {
       const Is = c.sharedExpert.intermediate;
@@ -259,6 +261,12 @@ export class Primitive {
       [ARG.MOE_TOPK_IDS]: w.topkIds, [ARG.SRC]: permuted ? a[ARG.SRC] : undefined, [ARG.MOE_EXPERT_MAP]: a[ARG.MOE_EXPERT_MAP],
       [ARG.DST]: dispatchDst, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_ROW_OF]: w.rowOf,
     }));
+    if (c.routingWeight === 'input') {
+      const weightInput = { execute: (strm: Stream, a: Readonly<Record<number, Memory | undefined>>): void => enqueueInputWeighting(strm, T, k, {
+        permuted: a[ARG.SRC]!, tokenIndex: a[ARG.MOE_TOKEN_INDEX]!, tokenKs: a[ARG.MOE_TOKEN_KS]!, topkWeights: a[ARG.MOE_TOPK_WEIGHTS]!,
+      }), destroy: (): void => undefined };
+      add('weight_input', { implInfo: 'ref:any' }, weightInput, (_a, w) => ({ [ARG.SRC]: w.permuted, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights }));
+    }
     add('gemm1', pd.gemm1, new matmul.Primitive(pd.gemm1), (a, w) => ({
       [ARG.SRC]: permuted ?? (w.hiddenQ ?? a[ARG.SRC]), [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.BIAS]: a[ARG.BIAS], [ARG.DST]: w.h13 ?? w.act,
       [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS], [ARG.ATTR_SCALES | ARG.SRC]: w.hiddenScales, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex,
@@ -268,7 +276,7 @@ export class Primitive {
     add('gemm2', pd.gemm2, new matmul.Primitive(pd.gemm2), (a, w) => ({
       [ARG.SRC]: actQGrouped ?? w.act, [ARG.WEIGHTS]: a[ARG.WEIGHTS_1], [ARG.BIAS]: a[ARG.MOE_W2_BIAS], [ARG.DST]: w.expertOut,
       [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS_1], [ARG.ATTR_SCALES | ARG.SRC]: w.actScales,
-      [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: twFlat,
+      [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: c.routingWeight === 'input' ? undefined : twFlat,
     }));
     add('combine', pd.combine, new combine.Primitive(pd.combine), (a, w) => ({
       [ARG.SRC]: w.expertOut, [ARG.MOE_ROW_OF]: w.rowOf, [ARG.MOE_TOPK_WEIGHTS]: pd.combine.problem.weighted ? w.topkWeights : undefined, [ARG.DST]: a[ARG.DST],
