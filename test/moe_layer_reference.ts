@@ -38,7 +38,11 @@ export interface RefLayerInput {
   readonly b13?: ArrayLike<number>; // [G, 2I]
   readonly b2?: ArrayLike<number>; // [G, K]
   readonly glu: { alg: GluAlg; layout: GluLayout; alpha?: number; limit?: number };
-  readonly shared?: { readonly Is: number; readonly w13: ArrayLike<number>; readonly w2: ArrayLike<number> };
+  /**
+   * The shared expert: w13 `[K, 2Is]` in its GLU's layout (default the routed GLU), w2 `[Is, K]`; with
+   * `gate` (`[K]`, Qwen2-MoE) its output is scaled by sigmoid(x . gate).
+   */
+  readonly shared?: { readonly Is: number; readonly w13: ArrayLike<number>; readonly w2: ArrayLike<number>; readonly gate?: ArrayLike<number>; readonly glu?: RefLayerInput['glu'] };
   /** 'input' (Llama-4): the expert runs on weight * x and its output is not weighted. Default 'output'. */
   readonly routingWeight?: 'output' | 'input';
 }
@@ -91,14 +95,20 @@ export function refMoeLayer(r: RefLayerInput): { value: Float64Array; mag: Float
     }
     if (r.shared) {
       const Is = r.shared.Is;
-      const { act, actMag } = expert(r.hidden, t * K, K, Is, r.shared.w13, 0, undefined, 0, r.glu);
+      const { act, actMag } = expert(r.hidden, t * K, K, Is, r.shared.w13, 0, undefined, 0, r.shared.glu ?? r.glu);
+      let gs = 1;
+      if (r.shared.gate) {
+        let z = 0;
+        for (let q = 0; q < K; q++) z += r.hidden[t * K + q] * r.shared.gate[q];
+        gs = sig(z);
+      }
       for (let n = 0; n < K; n++) {
         let y = 0, m = 0;
         for (let j = 0; j < Is; j++) {
           y += act[j] * r.shared.w2[j * K + n];
           m += actMag[j] * Math.abs(r.shared.w2[j * K + n]);
         }
-        value[t * K + n] += y;
+        value[t * K + n] += gs * y;
         mag[t * K + n] += m;
       }
     }

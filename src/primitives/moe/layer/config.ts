@@ -2,6 +2,7 @@ import { check, checkImpl } from '../../../common/status.js';
 import type { DataType } from '../../../common/data_type.js';
 import type { GluAlg, GluLayout } from '../../../attr/eltwise.js';
 import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
+import { resolveShared, type ResolvedShared, type SharedExpertConfig } from './shared_expert.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 
 /** Scales of one weight tensor (`attr.setScales(ARG.WEIGHTS, mask, groups, dataType)` of its GEMM). */
@@ -57,8 +58,11 @@ export interface LayerConfig {
   readonly bias?: boolean;
   /** `w8a8_dynamic` (MindIE): s8 weights with per-column scales, activations quantized per token before each GEMM. */
   readonly quant?: 'none' | 'w8a8_dynamic';
-  /** One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]`, `ARG.MOE_SHARED_W2 [Is, K]`, f32 plain). */
-  readonly sharedExpert?: { readonly intermediate: number };
+  /**
+   * One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]` or gate / up projections,
+   * `ARG.MOE_SHARED_W2 [Is, K]`): descriptors, its own GLU, Qwen2-MoE's sigmoid gate (`SharedExpertConfig`).
+   */
+  readonly sharedExpert?: SharedExpertConfig;
   /**
    * Where the routing weight applies: `output` (default: the expert's output is weighted, Mixtral,
    * DeepSeek, Qwen) or `input` (Llama-4: the expert runs on `x · w`, so the weight passes through the
@@ -86,7 +90,7 @@ export interface ResolvedConfig extends Required<Omit<LayerConfig, 'weights' | '
   readonly glu: { readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number | undefined; readonly limit: number | undefined };
   readonly weights: { readonly w13: MemoryDesc; readonly w2: MemoryDesc };
   readonly weightScales: { readonly w13?: WeightScales; readonly w2?: WeightScales };
-  readonly sharedExpert: { readonly intermediate: number } | undefined;
+  readonly sharedExpert: ResolvedShared | undefined;
 }
 
 const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= 0x7fffffff;
@@ -134,7 +138,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(gemm1 === 'gather' || gemm1 === 'permute', `moe.layer: gemm1 must be 'gather' or 'permute', got ${String(gemm1)}`);
   const combine = c.combine ?? 'fused_scatter';
   check(combine === 'fused_scatter' || combine === 'weight_and_reduce', `moe.layer: combine must be 'fused_scatter' or 'weight_and_reduce', got ${String(combine)}`);
-  check(c.sharedExpert === undefined || posInt(c.sharedExpert.intermediate), 'moe.layer: sharedExpert.intermediate must be a positive integer');
+  const sharedExpert = c.sharedExpert === undefined ? undefined : resolveShared(c.sharedExpert, c.hidden, glu);
   check(c.tokens * c.topK <= 0x7fffffff, 'moe.layer: tokens x topK must fit int32');
   if (training) {
     checkImpl(dtype === 'f32', `moe.layer: forward_training supports dataType f32, got ${dtype}`);
@@ -150,7 +154,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   return {
     tokens: c.tokens, hidden: K, intermediate: I, experts: c.experts, topK: c.topK, localExperts: G, dataType: dtype,
     routing: c.routing ?? {}, glu: { alg: glu.alg, layout, alpha: glu.alpha, limit: glu.limit }, weights,
-    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert: c.sharedExpert,
+    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert,
     gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind, routingWeight,
   };
 }

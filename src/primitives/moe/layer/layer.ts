@@ -18,9 +18,11 @@ import * as activation from '../activation/index.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
 import { enqueueInputWeighting } from './input_weighting.js';
+import { sharedPds } from './shared_expert.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
-export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'weight_input' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
+export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'weight_input' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine'
+  | 'shared_gate' | 'shared_gate_proj' | 'shared_gemm1' | 'shared_gemm2';
 
 export type LayerArgs = Readonly<Record<number, Memory | undefined>>;
 
@@ -58,6 +60,10 @@ export interface Workspace {
   readonly actScales: Memory | undefined;
   /** Shared expert GLU output `[T, Is]`. */
   readonly sharedAct: Memory | undefined;
+  /** Shared expert with separate projections: act(x · gate_proj) `[T, Is]` f32. */
+  readonly sharedGateProj: Memory | undefined;
+  /** Gated shared expert (Qwen2-MoE): sigmoid(x · w_gate) `[T, 1]` f32. */
+  readonly sharedGate: Memory | undefined;
 }
 
 type StageArgsFn = (args: LayerArgs, ws: Workspace) => Record<number, Memory | undefined>;
@@ -96,6 +102,8 @@ export class PrimitiveDesc {
   /** @internal */ readonly quantAct: dynamic_quant.PrimitiveDesc | undefined;
   /** @internal */ readonly shared1: matmul.PrimitiveDesc | undefined;
   /** @internal */ readonly shared2: matmul.PrimitiveDesc | undefined;
+  /** @internal shared expert: the gate projection (separate gate / up) and Qwen2-MoE's sigmoid gate. */ readonly sharedGateProj: matmul.PrimitiveDesc | undefined;
+  /** @internal */ readonly sharedGate: matmul.PrimitiveDesc | undefined;
   /** @internal descriptors of the layer's arguments and workspace. */
   readonly mds: Readonly<Record<string, MemoryDesc>>;
 
@@ -162,13 +170,11 @@ export class PrimitiveDesc {
     this.combine = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter && !inputWeighted });
     // Shared expert: dense GEMMs on every token, the second one summed into the output.
     if (c.sharedExpert) {
-      const Is = c.sharedExpert.intermediate;
-      const as1 = new PrimitiveAttr();
-      as1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
-      this.shared1 = new matmul.PrimitiveDesc(engine, hiddenMd, plainDesc([K, 2 * Is], 'f32', 'ab'), plainDesc([T, Is], adt, 'ab'), as1);
-      const as2 = new PrimitiveAttr();
-      as2.postOps.appendSum(1);
-      this.shared2 = new matmul.PrimitiveDesc(engine, plainDesc([T, Is], adt, 'ab'), plainDesc([Is, K], 'f32', 'ab'), dstMd, as2);
+      const sp = sharedPds(engine, c.sharedExpert, hiddenMd, dstMd, adt);
+      this.shared1 = sp.gemm1;
+      this.shared2 = sp.gemm2;
+      this.sharedGateProj = sp.gateProj;
+      this.sharedGate = sp.expertGate;
     }
     this.mds = Object.freeze({
       hidden: hiddenMd, logits: logitsMd, dst: dstMd, w13: this.gemm1.queryMd('weights')!, w2: this.gemm2.queryMd('weights')!,
@@ -181,15 +187,24 @@ export class PrimitiveDesc {
   /**
    * Descriptors of the arguments: `hidden`, `logits`, `dst`, `w13`, `w2` (packed when created from
    * `tag.any`: reorder user weights into these), `w13_bias`, `w2_bias`, `w13_scales`, `w2_scales`,
-   * `expert_map`, `correction_bias`, `shared_w13`, `shared_w2`.
+   * `expert_map`, `correction_bias`, `shared_w13` (or `shared_gate` + `shared_up`), `shared_w2`,
+   * `shared_expert_gate`, and `shared_<w13|gate|up|w2>_scales`.
    */
   queryMd(what: string): MemoryDesc | undefined {
     if (what === 'w13_scales') return this.gemm1.queryMd('scales:weights');
     if (what === 'w2_scales') return this.gemm2.queryMd('scales:weights');
     if (what === 'expert_map') return this.config.localExperts !== this.config.experts ? plainDesc([this.config.experts], 's32', 'a') : undefined;
     if (what === 'correction_bias') return this.routing.queryMd('correction_bias');
-    if (what === 'shared_w13') return this.shared1?.queryMd('weights');
+    const split = this.config.sharedExpert?.split;
+    if (what === 'shared_w13') return split ? undefined : this.shared1?.queryMd('weights');
+    if (what === 'shared_up') return split ? this.shared1?.queryMd('weights') : undefined;
+    if (what === 'shared_gate') return this.sharedGateProj?.queryMd('weights');
     if (what === 'shared_w2') return this.shared2?.queryMd('weights');
+    if (what === 'shared_expert_gate') return this.sharedGate?.queryMd('weights');
+    if (what === 'shared_w13_scales') return split ? undefined : this.shared1?.queryMd('scales:weights');
+    if (what === 'shared_up_scales') return split ? this.shared1?.queryMd('scales:weights') : undefined;
+    if (what === 'shared_gate_scales') return this.sharedGateProj?.queryMd('scales:weights');
+    if (what === 'shared_w2_scales') return this.shared2?.queryMd('scales:weights');
     return this.mds[what];
   }
 
@@ -243,9 +258,11 @@ export class Primitive {
     const actQ = w8a8 ? mk(plainDesc([R, I], 's8', 'ab')) : undefined;
     const actScales = w8a8 ? mk(plainDesc([R], 'f32', 'a')) : undefined;
     const sharedAct = pd.shared1 ? mk(pd.shared1.queryMd('dst')) : undefined;
+    const sharedGateProj = pd.sharedGateProj ? mk(pd.sharedGateProj.queryMd('dst')) : undefined;
+    const sharedGate = pd.sharedGate ? mk(pd.sharedGate.queryMd('dst')) : undefined;
     this.workspace = Object.freeze({
       topkIds: mk(pd.routing.queryMd('topk_ids')), topkWeights: mk(pd.routing.queryMd('topk_weights')),
-      tokenIndex, tokenKs, rowOf, act, h13, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct,
+      tokenIndex, tokenKs, rowOf, act, h13, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct, sharedGateProj, sharedGate,
     });
     // The quantized act as the grouped src of GEMM2: the same bytes, with dispatch's offsets.
     const actQGrouped = actQ ? Memory.create(pd.mds.src2, eng, [actQ.handles[0], offs]) : undefined;
@@ -282,8 +299,20 @@ export class Primitive {
       [ARG.SRC]: w.expertOut, [ARG.MOE_ROW_OF]: w.rowOf, [ARG.MOE_TOPK_WEIGHTS]: pd.combine.problem.weighted ? w.topkWeights : undefined, [ARG.DST]: a[ARG.DST],
     }));
     if (pd.shared1 && pd.shared2) {
-      add('shared_gemm1', pd.shared1, new matmul.Primitive(pd.shared1), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W13], [ARG.DST]: w.sharedAct }));
-      add('shared_gemm2', pd.shared2, new matmul.Primitive(pd.shared2), (a, w) => ({ [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST] }));
+      const S = ARG.ATTR_SCALES;
+      if (pd.sharedGate) add('shared_gate', pd.sharedGate, new matmul.Primitive(pd.sharedGate), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_EXPERT_GATE], [ARG.DST]: w.sharedGate }));
+      if (pd.sharedGateProj) {
+        add('shared_gate_proj', pd.sharedGateProj, new matmul.Primitive(pd.sharedGateProj), (a, w) => ({
+          [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_GATE_PROJ], [S | ARG.WEIGHTS]: a[S | ARG.MOE_SHARED_GATE_PROJ], [ARG.DST]: w.sharedGateProj,
+        }));
+      }
+      const w1 = pd.sharedGateProj ? ARG.MOE_SHARED_UP_PROJ : ARG.MOE_SHARED_W13;
+      add('shared_gemm1', pd.shared1, new matmul.Primitive(pd.shared1), (a, w) => ({
+        [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[w1], [S | ARG.WEIGHTS]: a[S | w1], [ARG.DST]: w.sharedAct, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: w.sharedGateProj,
+      }));
+      add('shared_gemm2', pd.shared2, new matmul.Primitive(pd.shared2), (a, w) => ({
+        [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [S | ARG.WEIGHTS]: a[S | ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST], [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: w.sharedGate,
+      }));
     }
     const ws = this.workspace;
     const owned = this.owned, prims = plans.map((s) => s.prim);
@@ -309,7 +338,9 @@ export class Primitive {
     const need: number[] = [ARG.SRC, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DST];
     if (this.pd.config.bias) need.push(ARG.BIAS, ARG.MOE_W2_BIAS);
     if (this.pd.config.localExperts !== this.pd.config.experts) need.push(ARG.MOE_EXPERT_MAP);
-    if (this.pd.shared1) need.push(ARG.MOE_SHARED_W13, ARG.MOE_SHARED_W2);
+    if (this.pd.shared1) need.push(this.pd.sharedGateProj ? ARG.MOE_SHARED_GATE_PROJ : ARG.MOE_SHARED_W13, ARG.MOE_SHARED_W2);
+    if (this.pd.shared1 && this.pd.sharedGateProj) need.push(ARG.MOE_SHARED_UP_PROJ);
+    if (this.pd.sharedGate) need.push(ARG.MOE_SHARED_EXPERT_GATE);
     for (const id of need) if (args[id] === undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: missing argument ${argName(id)}`);
     // Weights whose packed layout stores their scales / zero points (`+q`, filled by the reorder) take
     // none at execution; named here with the layer's argument (the GEMM's would say WEIGHTS for w2 too).
