@@ -19,7 +19,7 @@ export type PostOp =
    */
   | {
     readonly kind: 'glu_backward'; readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number; readonly limit: number;
-    readonly prob: boolean; readonly srcDataType: DataType;
+    readonly prob: boolean; readonly srcDataType: DataType; readonly groupAlpha: boolean; readonly groupBeta: boolean;
   };
 
 /** Options of {@link PostOps.appendGluBackward}. */
@@ -28,6 +28,18 @@ export interface GluBackwardOptions {
   readonly prob?: boolean;
   /** Data type of the saved forward GLU input h13 (`ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1`): f32 (default), bf16 or f16. */
   readonly srcDataType?: DataType;
+  /**
+   * cuDNN's discrete grouped GEMM dSwiGLU per-group alpha: `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.GLU_ALPHA`
+   * `[E]` f32; the GEMM result of a row of expert e is multiplied by alpha[e]^2 (cuDNN's
+   * `ref = alpha_g^2 · sum_k A · B`) before the GLU derivative. Grouped rows only. Default false.
+   */
+  readonly groupAlpha?: boolean;
+  /**
+   * cuDNN's per-group beta: `| ARG.GLU_BETA` `[E]` f32; the saved gate and up of expert e's rows are
+   * multiplied by beta[e] before the GLU derivative (cuDNN's `gate = beta_g · C_gate`, `up = beta_g · C_up`;
+   * d(gate), d(up) and dprob are those of the scaled values). Grouped rows only. Default false.
+   */
+  readonly groupBeta?: boolean;
 }
 
 
@@ -97,7 +109,7 @@ export class PostOps {
     check(srcDataType === 'f32' || srcDataType === 'bf16' || srcDataType === 'f16', `${fn}: srcDataType ${String(srcDataType)} is not supported (f32, bf16, f16)`);
     this.ops.push(Object.freeze({
       kind: 'glu_backward', alg, layout, ...params,
-      prob: options.prob === true, srcDataType,
+      prob: options.prob === true, srcDataType, groupAlpha: options.groupAlpha === true, groupBeta: options.groupBeta === true,
     }));
     return this;
   }

@@ -60,6 +60,9 @@ export const ARG = {
    */
   GLU_PROB: 230,
   GLU_DIFF_PROB: 231,
+  /** cuDNN dSwiGLU per-group scales of the matmul glu_backward post-op: `| ARG.GLU_ALPHA` (output), `| ARG.GLU_BETA` (input), `[E]` f32. */
+  GLU_ALPHA: 232,
+  GLU_BETA: 233,
   /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
   MULTIPLE_SRC: 1024,
   MULTIPLE_DST: 2048,
@@ -107,6 +110,8 @@ export function argName(id: number): string {
     case ARG.MOE_DIFF_TOPK_WEIGHTS: return 'ARG.MOE_DIFF_TOPK_WEIGHTS';
     case ARG.GLU_PROB: return 'ARG.GLU_PROB';
     case ARG.GLU_DIFF_PROB: return 'ARG.GLU_DIFF_PROB';
+    case ARG.GLU_ALPHA: return 'ARG.GLU_ALPHA';
+    case ARG.GLU_BETA: return 'ARG.GLU_BETA';
     case ARG.WEIGHTS_1: return 'ARG.WEIGHTS_1';
     case ARG.RUNTIME_DIMS: return 'ARG.RUNTIME_DIMS';
     case ARG.ATTR_GROUPED_OFFSETS | ARG.SRC: return 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC';

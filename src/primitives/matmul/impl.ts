@@ -30,7 +30,7 @@ export interface MatmulArgs {
    * GLU backward post-op: `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1` (h13), and with prob
    * `| ARG.GLU_PROB` and `| ARG.GLU_DIFF_PROB`.
    */
-  readonly gluBackward?: { readonly src: Memory; readonly prob: Memory | undefined; readonly diffProb: Memory | undefined };
+  readonly gluBackward?: { readonly src: Memory; readonly prob: Memory | undefined; readonly diffProb: Memory | undefined; readonly alpha?: Memory; readonly beta?: Memory };
 }
 
 /** A prepared implementation for one pd: turns arguments into stream work. */

@@ -28,7 +28,7 @@ const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 export type MatmulQuery =
   | 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets' | 'token_index' | 'token_ks' | 'expert_num_tokens' | 'expert_map'
   | `scales:${QuantArg}` | `zero_points:${QuantArg}` | 'scales:src:grouped' | 'zero_points:src:grouped' | `binary:${number}`
-  | 'glu_backward:src' | 'glu_backward:prob' | 'glu_backward:diff_prob';
+  | 'glu_backward:src' | 'glu_backward:prob' | 'glu_backward:diff_prob' | 'glu_backward:alpha' | 'glu_backward:beta';
 
 function describe(md: MemoryDesc): string {
   return md.isGrouped ? `grouped(var dim${md.grouped?.variableDim})` : md.format === 'any' ? 'any' : 'plain';
@@ -290,7 +290,10 @@ export class PrimitiveDesc {
     const rows = p.M;
     const src = new MemoryDesc({ dims: [rows, 2 * p.N], dataType: op.srcDataType, format: 'blocked', strides: [2 * p.N, 1] });
     const prob = op.prob ? new MemoryDesc({ dims: [rows, 1], dataType: 'f32', format: 'blocked', strides: [1, 1] }) : undefined;
-    return Object.freeze({ op, position: 0, src, prob });
+    const grouped = op.groupAlpha || op.groupBeta;
+    checkImpl(!grouped || p.kind === 'grouped_m', `${what}: per-group alpha / beta need grouped rows (Proposal #1 or #2)`);
+    const groupScales = grouped ? new MemoryDesc({ dims: [p.moe.experts], dataType: 'f32', format: 'blocked', strides: [1] }) : undefined;
+    return Object.freeze({ op, position: 0, src, prob, groupScales });
   }
 
   /** The logical tensors scales and zero points refer to, with the granularities each kind takes (rfcs/0002 section 2). */
@@ -363,6 +366,8 @@ export class PrimitiveDesc {
     const f = this.problem.fusion;
     if (what === 'glu_backward:src') return f.gluBackward?.src;
     if (what === 'glu_backward:prob' || what === 'glu_backward:diff_prob') return f.gluBackward?.prob;
+    if (what === 'glu_backward:alpha') return f.gluBackward?.op.groupAlpha ? f.gluBackward.groupScales : undefined;
+    if (what === 'glu_backward:beta') return f.gluBackward?.op.groupBeta ? f.gluBackward.groupScales : undefined;
     if (what.startsWith('binary:')) return f.binary.find((b) => `binary:${b.position}` === what)?.md;
     if (what.startsWith('scales:') || what.startsWith('zero_points:')) {
       const [kind, arg, alt] = what.split(':');

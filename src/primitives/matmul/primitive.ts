@@ -122,11 +122,16 @@ export class Primitive {
     if (!gb) return undefined;
     const id = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(gb.position) | x;
     const src = this.arg(args, id(ARG.SRC_1), gb.src);
+    for (const [x, on, key] of [[ARG.GLU_ALPHA, gb.op.groupAlpha, 'groupAlpha'], [ARG.GLU_BETA, gb.op.groupBeta, 'groupBeta']] as const) {
+      check(on || args[id(x)] === undefined, `matmul.execute: ${argName(id(x))} was given but the glu_backward post-op has no ${key} (appendGluBackward(..., { ${key}: true }))`);
+    }
+    const alpha = gb.op.groupAlpha ? this.arg(args, id(ARG.GLU_ALPHA), gb.groupScales!) : undefined;
+    const beta = gb.op.groupBeta ? this.arg(args, id(ARG.GLU_BETA), gb.groupScales!) : undefined;
     if (!gb.prob) {
       for (const x of [ARG.GLU_PROB, ARG.GLU_DIFF_PROB]) check(args[id(x)] === undefined, `matmul.execute: ${argName(id(x))} was given but the glu_backward post-op has no prob (appendGluBackward(..., { prob: true }))`);
-      return { src, prob: undefined, diffProb: undefined };
+      return { src, prob: undefined, diffProb: undefined, alpha, beta };
     }
-    return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob) };
+    return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob), alpha, beta };
   }
 
   /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each (not those stored in `+q` packed weights). */

@@ -157,7 +157,7 @@ function prepare(p: MatmulProblem, a: MatmulArgs): Prepared {
  * (the diff of the GLU output), `write(c, x)` stores dst column c of the row. Float64 math, f32 stores;
  * dprob gets the row's float64 sum once.
  */
-type GluBackwardRow = (row: number, col: (c: number) => number, write: (c: number, x: number) => void) => void;
+type GluBackwardRow = (row: number, g: number, col: (c: number) => number, write: (c: number, x: number) => void) => void;
 
 function gluBackwardRows(p: MatmulProblem, a: MatmulArgs): GluBackwardRow | undefined {
   const gb = p.fusion.gluBackward;
@@ -167,13 +167,16 @@ function gluBackwardRows(p: MatmulProblem, a: MatmulArgs): GluBackwardRow | unde
   const ld = gb.src.strides[0], N = p.N;
   const prob = a.gluBackward.prob?.values as Float32Array | undefined;
   const dprob = a.gluBackward.diffProb?.values as Float32Array | undefined;
+  const ga = a.gluBackward.alpha?.values as Float32Array | undefined, gbeta = a.gluBackward.beta?.values as Float32Array | undefined;
   const g: GluGrad = { dGate: 0, dUp: 0, term: 0 };
-  return (row, col, write) => {
+  return (row, e, col, write) => {
     const pr = prob ? prob[row] : 1;
+    // cuDNN's per-group scales: the GEMM result times alpha^2, the saved gate / up times beta.
+    const a2 = ga ? ga[e] * ga[e] : 1, b = gbeta ? gbeta[e] : 1;
     let sum = 0;
     for (let n = 0; n < N; n++) {
       const [gc, uc] = gluBackwardColumns(layout, N, n);
-      gluBackwardScalar(alg, h(row * ld + gc), h(row * ld + uc), col(n), pr, alpha, limit, g);
+      gluBackwardScalar(alg, b * h(row * ld + gc), b * h(row * ld + uc), a2 * col(n), pr, alpha, limit, g);
       write(gc, g.dGate);
       write(uc, g.dUp);
       sum += g.term;
@@ -249,7 +252,7 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
       if (row < 0) continue; // a scatter's padding row is not written
       const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [g, c])) : 0));
       if (gbw) {
-        gbw(row, col, (c, x) => r.dstW(row * ds0 + c * ds1, x));
+        gbw(row, g, col, (c, x) => r.dstW(row * ds0 + c * ds1, x));
         continue;
       }
       for (let n = 0; n < dstN; n++) {
@@ -343,7 +346,7 @@ function refDense(p: MatmulProblem, a: MatmulArgs): void {
         return Math.fround(C[m * N + c] + r.bias(biasIndex(p.bias, idx)));
       };
       if (gbw) { // 2D only (the pd rejects batched glu_backward)
-        gbw(m, col, (c, x) => r.dstW(dOff + m * ds[nb] + c * ds[nb + 1], x));
+        gbw(m, 0, col, (c, x) => r.dstW(dOff + m * ds[nb] + c * ds[nb + 1], x));
         continue;
       }
       for (let n = 0; n < dstN; n++) {

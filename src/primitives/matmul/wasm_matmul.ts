@@ -293,6 +293,10 @@ class WasmMatmulExecutor implements MatmulExecutor {
       this.i32[o + PO_DGLU.layout / 4] = GLU_LAYOUT_CODE[gb.op.layout];
       this.i32[o + PO_DGLU.prob / 4] = a.gluBackward!.prob?.handles[0] ?? 0;
       this.i32[o + PO_DGLU.ws / 4] = this.reduce?.ws ?? 0;
+      // cuDNN's per-group alpha / beta in the unused second post-op record (glu-bwd.c dglu_tile).
+      const o1 = o + PO.SIZE / 4;
+      this.i32[o1 + PO.ptr / 4] = a.gluBackward!.alpha?.handles[0] ?? 0;
+      this.i32[o1 + PO.table / 4] = a.gluBackward!.beta?.handles[0] ?? 0;
     }
     return this.job;
   }
