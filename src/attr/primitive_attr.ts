@@ -56,6 +56,8 @@ export class PrimitiveAttr {
   private moe: MoeRowsAttr = NO_MOE_ROWS;
   private readonly scaleMap = new Map<number, QuantAttr>();
   private readonly zpMap = new Map<number, QuantAttr>();
+  /** grouped_gemm: scales of one expert (`${arg}:${expert}`), replacing the every-expert setting for it. */
+  private readonly expertScaleMap = new Map<string, QuantAttr>();
 
   constructor() {
     countObject('attr');
@@ -155,6 +157,31 @@ export class PrimitiveAttr {
     return this;
   }
 
+  /**
+   * Proposal #3 (`grouped_gemm`): scales of `arg` (ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or
+   * ARG.MULTIPLE_DST) for expert `expert` alone, with their own granularity — e.g. one expert's weights
+   * per column, another's K-blocked, as the pointer-array proposal allows. Values at execution as for
+   * every expert (`ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + expert)`, descriptor
+   * `pd.queryMd('scales:weights', expert)`); experts without their own setting use `setScales(arg, ...)`.
+   * The wasm kernels take one scale layout for all experts: such a pd runs the reference implementation.
+   */
+  setExpertScales(arg: number, expert: number, mask: number, groups: readonly number[] = [], dataType: DataType = 'f32'): this {
+    check(arg === 1024 || arg === 2048 || arg === 3072, `attr.setExpertScales: arg must be ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or ARG.MULTIPLE_DST, got arg ${arg}`);
+    check(Number.isSafeInteger(expert) && expert >= 0 && expert < 1024, `attr.setExpertScales: expert must be an integer in [0, 1024), got ${expert}`);
+    this.expertScaleMap.set(`${arg}:${expert}`, quantAttr('attr.setExpertScales', arg, mask, groups, dataType));
+    return this;
+  }
+
+  /** The scales `setExpertScales` gave expert `expert` of `arg`, if any. */
+  getExpertScales(arg: number, expert: number): QuantAttr | undefined {
+    return this.expertScaleMap.get(`${arg}:${expert}`);
+  }
+
+  /** Experts with their own scales, as `[arg, expert]`. */
+  get expertScalesArgs(): readonly (readonly [number, number])[] {
+    return [...this.expertScaleMap.keys()].map((k) => k.split(':').map(Number) as [number, number]);
+  }
+
   /** `setScales(arg, mask)`: f32 values, no groups (oneDNN `set_scales_mask`). */
   setScalesMask(arg: number, mask: number): this {
     return this.setScales(arg, mask);
@@ -185,7 +212,7 @@ export class PrimitiveAttr {
   }
 
   get isDefault(): boolean {
-    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.moe === NO_MOE_ROWS;
+    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.expertScaleMap.size === 0 && this.moe === NO_MOE_ROWS;
   }
 
   /** oneDNN-verbose-like rendering: `attr-scales:src:1:f32+wei:7:e8m0:1x32x1 attr-zero-points:src:0:s32 attr-post-ops:...`. */

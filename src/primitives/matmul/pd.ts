@@ -111,6 +111,7 @@ export class PrimitiveDesc {
     const kind = classify(src, wei, dst, attr);
     check(!(gather || scatterTopK) || kind === 'grouped_m' || attr.groupedOffsets !== undefined, `matmul: ${gather ? 'gather' : 'scatter'} needs grouped rows: a grouped ${gather ? 'dst' : 'src'} [total_M, ${gather ? 'N' : 'K'}] (Proposal #1) or the grouped-offsets attribute (Proposal #2)`);
     check(!batchedCounts || kind === 'dense', 'matmul: batched token counts need a dense 3D batched matmul (src [G, C, K], weights [G, K, N], dst [G, C, N])');
+    check(attr.expertScalesArgs.length === 0, 'matmul: attr.setExpertScales belongs to grouped_gemm (Proposal #3: a tensor per expert)');
     const { zeroFillUngrouped, expertMap } = attr.moeRows;
     const rowsGrouped = kind === 'grouped_m' || (kind === 'dense' && attr.groupedOffsets !== undefined);
     check(!zeroFillUngrouped || rowsGrouped, 'matmul: attr.setZeroFillUngroupedRows needs grouped rows: a grouped src and dst [total_M, ...] (Proposal #1) or the grouped-offsets attribute (Proposal #2)');
