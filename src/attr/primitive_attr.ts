@@ -226,6 +226,9 @@ export class PrimitiveAttr {
     if (this.moe.gather) parts.push('attr-moe:gather');
     if (this.moe.scatterTopK) parts.push(`attr-moe:scatter:k${this.moe.scatterTopK}`);
     if (this.moe.batchedCounts) parts.push('attr-moe:batched-counts');
+    if (this.moe.zeroFillUngrouped) parts.push('attr-moe:zero-fill-ungrouped');
+    if (this.moe.expertMap) parts.push('attr-moe:expert-map');
+    if (this.expertScaleMap.size) parts.push(`attr-expert-scales:${[...this.expertScaleMap].map(([k, v]) => `${QUANT_ARGS.get(Number(k.split(':')[0]))}${k.split(':')[1]}:${v.mask}:${v.dataType}${v.groups.length ? `:${v.groups.join('x')}` : ''}`).join('+')}`);
     if (this.postOps.length) parts.push(`attr-post-ops:${this.postOps.toString()}`);
     return parts.join(' ');
   }
