@@ -22,7 +22,7 @@ export interface Grouping {
   readonly variableDim: number;
   /** Host-known group sizes, from any grouped descriptor. */
   readonly sizes: readonly number[] | undefined;
-  /** attr.setZeroFillUngroupedRows: offsets[0] may be > 0. */
+  /** attr.setZeroFillUngroupedRows: offsets[0] may be > 0 (true), must be 0 but could be allowed (false), or the attribute does not apply (undefined). */
   readonly leadingRows?: boolean;
 }
 
@@ -30,11 +30,11 @@ export function groupingOf(p: MatmulProblem, a: MatmulArgs): Grouping {
   const arg = (name: string, m: { handles: readonly number[]; offsets: Int32Array }): OffsetsArg => ({ name, handle: m.handles[1], view: m.offsets });
   const sizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
   if (p.kind === 'grouped_k') {
-    return { primary: arg('src', a.src), others: [arg('weights', a.weights)], G: p.G, total: p.K, variableDim: 1, sizes, leadingRows: false };
+    return { primary: arg('src', a.src), others: [arg('weights', a.weights)], G: p.G, total: p.K, variableDim: 1, sizes };
   }
   if (p.offsetsFrom === 'attr') {
     const m = a.offsets!;
-    return { primary: { name: 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC', handle: m.handles[0], view: m.values as Int32Array }, others: [], G: p.G, total: p.M, variableDim: 0, sizes, leadingRows: p.moe.zeroFill };
+    return { primary: { name: 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC', handle: m.handles[0], view: m.values as Int32Array }, others: [], G: p.G, total: p.M, variableDim: 0, sizes, leadingRows: p.moe.gather || p.moe.scatterTopK ? undefined : p.moe.zeroFill };
   }
   // P#1: grouped per-row scales / zero points and grouped binary src1 share src's partition too.
   const extra: OffsetsArg[] = [];
@@ -45,9 +45,9 @@ export function groupingOf(p: MatmulProblem, a: MatmulArgs): Grouping {
   grouped(argName(ARG.ATTR_ZERO_POINTS | ARG.SRC), a.zeroPoints.src);
   p.fusion.binary.forEach((b, j) => grouped(argName(ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1), a.binary[j]));
   // MoE gather: src is plain, dst holds the partition; scatter: dst is plain.
-  if (p.offsetsArg === 'dst') return { primary: arg('dst', a.dst), others: extra, G: p.G, total: p.M, variableDim: 0, sizes, leadingRows: false };
+  if (p.offsetsArg === 'dst') return { primary: arg('dst', a.dst), others: extra, G: p.G, total: p.M, variableDim: 0, sizes };
   const dst = p.dst.isGrouped ? [arg('dst', a.dst)] : [];
-  return { primary: arg('src', a.src), others: [...dst, ...extra], G: p.G, total: p.M, variableDim: 0, sizes, leadingRows: p.moe.zeroFill };
+  return { primary: arg('src', a.src), others: [...dst, ...extra], G: p.G, total: p.M, variableDim: 0, sizes, leadingRows: p.moe.gather || p.moe.scatterTopK ? undefined : p.moe.zeroFill };
 }
 
 /** Error codes shared with the wasm driver (wasm/src/job.h). */
@@ -57,7 +57,7 @@ export const OFFS_ERR = { first: 1, decreasing: 2, total: 3, mismatch: 4, sizes:
 export function offsetsError(g: Grouping, code: number, i: number, x: number, y: number, otherName = g.others[0]?.name ?? ''): DnnlError {
   const n = g.primary.name;
   const msg =
-    code === OFFS_ERR.first ? `${n} offsets[0] must be 0, got ${x}${g.leadingRows ? '' : ' (attr.setZeroFillUngroupedRows lets the first group start later)'}` :
+    code === OFFS_ERR.first ? `${n} offsets[0] must be 0, got ${x}${g.leadingRows === false ? ' (attr.setZeroFillUngroupedRows lets the first group start later)' : ''}` :
     code === OFFS_ERR.decreasing ? `${n} offsets must be non-decreasing: offsets[${i}] = ${x} < offsets[${i - 1}] = ${y}` :
     code === OFFS_ERR.total ? `${n} offsets[${i}] = ${x} exceeds the total extent ${y} of dims[${g.variableDim}]` :
     code === OFFS_ERR.sizes ? `${n} offsets give group ${i} ${x} rows but the descriptor's per-group dims say ${y}` :
