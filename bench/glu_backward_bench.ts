@@ -72,7 +72,7 @@ export async function dgluBench(threads: number, isa: 'auto' | 'simd128' | 'rela
   const prob = Memory.create(probMd, eng), dprob = Memory.create(probMd, eng);
   fillRandom(prob.values as Float32Array, 4);
   const plainView = (cols: number, t: 'f32' | 'bf16' = 'f32'): ReturnType<typeof memory.desc> => memory.desc([R, cols], t, tag.ab);
-  const spd = new glu_backward.PrimitiveDesc(eng, alg, layout, plainView(2 * N, act), plainView(N), plainView(2 * N, act), { prob: probMd });
+  const spd = new glu_backward.PrimitiveDesc(eng, plainView(2 * N, act), plainView(N), plainView(2 * N, act), { alg, layout, prob: probMd });
   const standalone = new glu_backward.Primitive(spd);
   const diffPlain = Memory.create(plainView(N), eng, diff.handles[0]);
   const dstPlain = Memory.create(plainView(2 * N, act), eng, dst.handles[0]);

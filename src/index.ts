@@ -26,6 +26,7 @@ export { PostOps, type PostOp, type GluBackwardOptions as GluBackwardPostOpOptio
 export {
   algorithm, eltwiseAlgorithm, binaryAlgorithm, gluAlgorithm, type Algorithm, type EltwiseAlg, type BinaryAlg, type GluAlg, type GluLayout,
 } from './attr/eltwise.js';
+export type { GluOptions } from './attr/glu_options.js';
 export type { Fusion, QuantParam, BinaryParam, GluParam, GluBackwardParam, IndexMap, QuantArg } from './attr/fusion.js';
 export * as quant from './quant/index.js';
 export { ARG } from './primitives/args.js';

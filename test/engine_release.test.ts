@@ -44,7 +44,7 @@ function kinds(eng: Engine): [string, () => Pd, (pd: never) => Prim][] {
     ['matmul_backward_weights', () => new matmul_backward_weights.PrimitiveDesc(eng, rows(K), plain([G, K, N]), rows(N)), (pd: matmul_backward_weights.PrimitiveDesc) => new matmul_backward_weights.Primitive(pd)],
     ['grouped_gemm_backward_weights', () => new grouped_gemm_backward_weights.PrimitiveDesc(eng, p3([K, K]), [plain([K, N]), plain([K, N])], p3([N, N]), rd()), (pd: grouped_gemm_backward_weights.PrimitiveDesc) => new grouped_gemm_backward_weights.Primitive(pd)],
     ['grouped_gemm_backward_data', () => new grouped_gemm_backward_data.PrimitiveDesc(eng, p3([K, K]), [plain([K, N]), plain([K, N])], p3([N, N]), rd()), (pd: grouped_gemm_backward_data.PrimitiveDesc) => new grouped_gemm_backward_data.Primitive(pd)],
-    ['glu_backward', () => new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', plain([R, 2 * N]), plain([R, N]), plain([R, 2 * N])), (pd: glu_backward.PrimitiveDesc) => new glu_backward.Primitive(pd)],
+    ['glu_backward', () => new glu_backward.PrimitiveDesc(eng, plain([R, 2 * N]), plain([R, N]), plain([R, 2 * N]), { alg: 'glu_swiglu', layout: 'halves' }), (pd: glu_backward.PrimitiveDesc) => new glu_backward.Primitive(pd)],
   ] as [string, () => Pd, (pd: never) => Prim][];
 }
 

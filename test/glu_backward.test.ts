@@ -78,7 +78,7 @@ async function runStandalone(eng: Engine, c: StandaloneCase): Promise<Standalone
   const G = c.sizes?.length ?? 0;
   const md = (cols: number): MemoryDesc => (c.sizes ? memory.desc.grouped([R, cols], t, G, [RT, cols]) : memory.desc([R, cols], t, tag.ab));
   const probMd = memory.desc([R, 1], dt.f32, tag.ab);
-  const pd = new glu_backward.PrimitiveDesc(eng, spec.alg, spec.layout, md(2 * N), md(N), md(2 * N), { ...opts(spec), ...(c.prob ? { prob: probMd } : {}) });
+  const pd = new glu_backward.PrimitiveDesc(eng, md(2 * N), md(N), md(2 * N), { alg: spec.alg, layout: spec.layout, ...opts(spec), ...(c.prob ? { prob: probMd } : {}) });
   const prim = new glu_backward.Primitive(pd);
   const mh = Memory.create(md(2 * N), eng), md_ = Memory.create(md(N), eng), mo = Memory.create(md(2 * N), eng);
   mh.write(h);
@@ -304,7 +304,7 @@ async function runFused(eng: Engine, c: FusedCase): Promise<FusedRun> {
   // The standalone primitive over plain views of the GEMM output.
   const plain = (cols: number, t: DataType): MemoryDesc => memory.desc([T, cols], t, tag.ab);
   const sOut = mk(plain(2 * N, ddt));
-  const spd = new glu_backward.PrimitiveDesc(eng, spec.alg, spec.layout, plain(2 * N, ddt), plain(N, dt.f32), plain(2 * N, hdt), { ...opts(spec), ...(c.prob ? { prob: probMd } : {}) });
+  const spd = new glu_backward.PrimitiveDesc(eng, plain(2 * N, ddt), plain(N, dt.f32), plain(2 * N, hdt), { alg: spec.alg, layout: spec.layout, ...opts(spec), ...(c.prob ? { prob: probMd } : {}) });
   new glu_backward.Primitive(spd).execute(strm, {
     [ARG.SRC]: h13, [ARG.DIFF_DST]: mk(plain(N, dt.f32), diff.handles[0]), [ARG.DIFF_SRC]: sOut,
     ...(c.prob ? { [ARG.GLU_PROB]: mp, [ARG.GLU_DIFF_PROB]: sdp } : {}),
@@ -441,7 +441,7 @@ describe.each(ENGINES)('glu_backward: invalid inputs (%s)', (_name, options) => 
   afterAll(() => eng.release());
   const f32 = (dims: number[], t: DataType = dt.f32): MemoryDesc => memory.desc(dims, t, dims.length === 3 ? tag.abc : tag.ab);
   const grp = (R: number, cols: number, G: number): MemoryDesc => memory.desc.grouped([R, cols], dt.f32, G, [RT, cols]);
-  const mk = (alg: GluAlg, layout: GluLayout, ds: MemoryDesc, dd: MemoryDesc, s: MemoryDesc, o = {}): unknown => new glu_backward.PrimitiveDesc(eng, alg, layout, ds, dd, s, o);
+  const mk = (alg: GluAlg, layout: GluLayout, ds: MemoryDesc, dd: MemoryDesc, s: MemoryDesc, o = {}): unknown => new glu_backward.PrimitiveDesc(eng, ds, dd, s, { alg, layout, ...o });
 
   it('standalone pd: shape, layout, type and prob rules name the argument', () => {
     expectDnnlError(() => mk('glu_swiglu', 'halves', f32([6, 8]), f32([5, 4]), f32([6, 8])), 'invalid_arguments', 'diff_dst dims[0] = 5');
@@ -462,7 +462,7 @@ describe.each(ENGINES)('glu_backward: invalid inputs (%s)', (_name, options) => 
 
   it('standalone execute: dprob of the wrong shape / type, missing or extra prob, overlap', () => {
     const probMd = f32([6, 1]);
-    const pd = new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8]), { prob: probMd });
+    const pd = new glu_backward.PrimitiveDesc(eng, f32([6, 8]), f32([6, 4]), f32([6, 8]), { alg: 'glu_swiglu', prob: probMd });
     const prim = new glu_backward.Primitive(pd);
     const s = new Stream(eng);
     const h = Memory.create(f32([6, 8]), eng), d = Memory.create(f32([6, 4]), eng), o = Memory.create(f32([6, 8]), eng);
@@ -473,7 +473,7 @@ describe.each(ENGINES)('glu_backward: invalid inputs (%s)', (_name, options) => 
     expectDnnlError(() => prim.execute(s, base), 'invalid_arguments', 'missing argument ARG.GLU_DIFF_PROB');
     expectDnnlError(() => prim.execute(s, { ...base, [ARG.GLU_DIFF_PROB]: p }), 'invalid_arguments', 'ARG.GLU_DIFF_PROB values overlap ARG.GLU_PROB');
     expectDnnlError(() => prim.execute(s, { ...base, [ARG.DIFF_SRC]: h, [ARG.GLU_DIFF_PROB]: dp }), 'invalid_arguments', 'ARG.DIFF_SRC values overlap ARG.SRC');
-    const noProb = new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', f32([6, 8]), f32([6, 4]), f32([6, 8])));
+    const noProb = new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, f32([6, 8]), f32([6, 4]), f32([6, 8]), { alg: 'glu_swiglu' }));
     expectDnnlError(() => noProb.execute(s, { ...base, [ARG.GLU_DIFF_PROB]: dp }), 'invalid_arguments', 'ARG.GLU_PROB was given');
   });
 
@@ -483,7 +483,7 @@ describe.each(ENGINES)('glu_backward: invalid inputs (%s)', (_name, options) => 
     ['a last offset past the rows', [0, 3, 7], [0, 3, 7], 'ARG.SRC offsets[2] = 7 exceeds the 6 rows'],
     ['diff_dst offsets that differ from src', [0, 3, 5], [0, 2, 5], 'ARG.DIFF_DST offsets[1] = 2 differ from ARG.SRC offsets[1] = 3'],
   ] as const)('standalone grouped: %s is a DnnlError at wait(), nothing written', async (_n, so, dof, msg) => {
-    const pd = new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', grp(6, 8, 2), grp(6, 4, 2), grp(6, 8, 2), { prob: f32([6, 1]) });
+    const pd = new glu_backward.PrimitiveDesc(eng, grp(6, 8, 2), grp(6, 4, 2), grp(6, 8, 2), { alg: 'glu_swiglu', layout: 'halves', prob: f32([6, 1]) });
     const prim = new glu_backward.Primitive(pd);
     const s = new Stream(eng);
     const h = Memory.create(grp(6, 8, 2), eng), d = Memory.create(grp(6, 4, 2), eng), o = Memory.create(grp(6, 8, 2), eng);
@@ -581,7 +581,7 @@ describe.each(ENGINES.filter(([, o]) => o.kernels !== 'none'))('glu_backward use
     fwd.execute(strm, { [ARG.SRC]: h, [ARG.WEIGHTS]: eye, [ARG.DST]: out });
     // Backward: row r has diff 1 at column r only, prob 1, dprob 0: dprob[r] = act(gate[r, r]) * up[r, r].
     const probMd = memory.desc([R, 1], dt.f32, tag.ab);
-    const bwd = new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, alg, layout, memory.desc([R, 2 * N], dt.f32, tag.ab), memory.desc([R, N], dt.f32, tag.ab), memory.desc([R, 2 * N], dt.f32, tag.ab), { ...opts(spec), prob: probMd }));
+    const bwd = new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, memory.desc([R, 2 * N], dt.f32, tag.ab), memory.desc([R, N], dt.f32, tag.ab), memory.desc([R, 2 * N], dt.f32, tag.ab), { alg, layout, ...opts(spec), prob: probMd }));
     const d = Memory.create(memory.desc([R, N], dt.f32, tag.ab), eng), dh = Memory.create(memory.desc([R, 2 * N], dt.f32, tag.ab), eng);
     const p = Memory.create(probMd, eng), dp = Memory.create(probMd, eng);
     d.write(Float64Array.from({ length: R * N }, (_, i) => (Math.floor(i / N) === i % N ? 1 : 0)));
@@ -679,7 +679,7 @@ describe.each(ENGINES.filter(([, o]) => o.kernels !== 'none'))('glu_backward bf1
     for (const t of [dt.f32, dt.bf16]) {
       const md = memory.desc([R, 2 * N], t, tag.ab);
       const o = Memory.create(md, eng);
-      new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', layout, md, bf(N), bf(2 * N))).execute(strm, { [ARG.SRC]: h, [ARG.DIFF_DST]: d, [ARG.DIFF_SRC]: o });
+      new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, md, bf(N), bf(2 * N), { alg: 'glu_swiglu', layout })).execute(strm, { [ARG.SRC]: h, [ARG.DIFF_DST]: d, [ARG.DIFF_SRC]: o });
       outs.push(o);
     }
     await strm.wait();

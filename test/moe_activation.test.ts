@@ -6,11 +6,12 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, offsets, tag,
-  type EngineOptions, type GluAlg, type GluLayout,
+  ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, glu_backward, matmul, memory, moe, offsets, tag,
+  type EngineOptions, type GluAlg, type GluLayout, type GluOptions,
 } from '../src/index.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { gluExpected } from './quant_helpers.js';
+import { gluBackwardRow } from './glu_backward_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
 const engines: Engine[] = [];
@@ -59,6 +60,45 @@ describe.each([
       if (opts.kernels !== 'none') expect(Array.from(av.subarray(0, R * I))).toEqual(Array.from(fv.subarray(0, R * I)));
     });
   }
+
+  it.each([
+    { alg: 'glu_swiglu', layout: 'interleaved', alpha: 1.6 },
+    { alg: 'glu_swiglu_oai', layout: 'halves', alpha: 1.2, limit: 1.5 },
+    { alg: 'glu_geglu_tanh', layout: 'interleaved' },
+  ] as const satisfies readonly GluOptions[])('one GLU options object drives the forward and glu_backward: %o', async (glu) => {
+    const eng = await Engine.create(opts);
+    engines.push(eng);
+    const strm = new Stream(eng);
+    const R = 5, I = 7;
+    const rng = mulberry32(71);
+    const hMd = memory.desc([R, 2 * I], dt.f32, tag.ab), aMd = memory.desc([R, I], dt.f32, tag.ab);
+    const h = Memory.create(hMd, eng).write(randomF32(rng, R * 2 * I).map((v) => 3 * v));
+    const act = Memory.create(aMd, eng), diff = Memory.create(aMd, eng).write(randomF32(rng, R * I)), dh = Memory.create(hMd, eng);
+    new moe.activation.Primitive(new moe.activation.PrimitiveDesc(eng, hMd, aMd, glu)).execute(strm, { [ARG.SRC]: h, [ARG.DST]: act });
+    new glu_backward.Primitive(new glu_backward.PrimitiveDesc(eng, hMd, aMd, hMd, glu)).execute(strm, { [ARG.SRC]: h, [ARG.DIFF_DST]: diff, [ARG.DIFF_SRC]: dh });
+    await strm.wait();
+    const hv = h.values as Float32Array, av = act.values as Float32Array, dv = diff.values as Float32Array, gv = dh.values as Float32Array;
+    for (let r = 0; r < R; r++) {
+      for (let j = 0; j < I; j++) {
+        const ref = gluExpected(glu, 2 * I, j, (c) => hv[r * 2 * I + c]);
+        expect(Math.abs(av[r * I + j] - ref), `forward row ${r} col ${j}`).toBeLessThanOrEqual(4e-6 * (1 + Math.abs(ref)));
+      }
+      const want = gluBackwardRow(glu, I, hv.subarray(r * 2 * I, (r + 1) * 2 * I), dv.subarray(r * I, (r + 1) * I), undefined);
+      for (let c = 0; c < 2 * I; c++) expect(Math.abs(gv[r * 2 * I + c] - want.dh[c]), `backward row ${r} col ${c}`).toBeLessThanOrEqual(1e-5 * (1 + Math.abs(want.dh[c])));
+    }
+  });
+
+  it('alpha and limit where a GLU has no such parameter are rejected with the reason, forward and backward alike', async () => {
+    const eng = await Engine.create(opts);
+    engines.push(eng);
+    const hMd = memory.desc([4, 8], dt.f32, tag.ab), aMd = memory.desc([4, 4], dt.f32, tag.ab);
+    for (const alg of ['glu_geglu_erf', 'glu_geglu_tanh'] as const) {
+      expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg, alpha: 2 }), 'invalid_arguments', `moe.activation: glu: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg} (GELU has no slope parameter)`);
+      expectDnnlError(() => new glu_backward.PrimitiveDesc(eng, hMd, aMd, hMd, { alg, alpha: 2 }), 'invalid_arguments', `glu_backward: options: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg} (GELU has no slope parameter)`);
+    }
+    expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'glu_swiglu', limit: 3 }), 'invalid_arguments', 'moe.activation: glu: limit applies to glu_swiglu_oai only, not glu_swiglu');
+    expectDnnlError(() => new glu_backward.PrimitiveDesc(eng, hMd, aMd, hMd, { alg: 'glu_swiglu', limit: 3 }), 'invalid_arguments', 'glu_backward: options: limit applies to glu_swiglu_oai only, not glu_swiglu');
+  });
 
   it('bad offsets are an error with nothing written; descriptor rules', async () => {
     const eng = await Engine.create(opts);

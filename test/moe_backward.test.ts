@@ -56,7 +56,7 @@ function weightsF64(x: readonly number[], ids: readonly number[], o: RoutingOpti
   const raw = ids.map((e) => score[e]);
   const sum = raw.reduce((a, b) => a + b, 0);
   const scale = o.routedScalingFactor ?? 1;
-  return raw.map((r) => scale * (o.renormalize ? r / sum : r));
+  return raw.map((r) => scale * (o.renormalize ? r / (sum + Math.fround(o.renormalizeEps ?? 0)) : r));
 }
 
 /** d(sum_q dw_q * w_q) / d(logit_e) by central differences (h = 1e-6, float64). */
@@ -80,6 +80,8 @@ const ROUTE_CASES: readonly RouteCase[] = [
   { name: 'softmax top-2', T: 7, E: 8, options: { topK: 2 } },
   { name: 'softmax top-3 renormalize, scale 2.5', T: 6, E: 16, options: { topK: 3, renormalize: true, routedScalingFactor: 2.5 } },
   { name: 'sigmoid top-4 renormalize, grouped', T: 5, E: 16, options: { topK: 4, scoring: 'sigmoid', renormalize: true, groupCount: 4, kGroup: 2 } },
+  { name: 'sigmoid top-2 renormalize with eps 0.25 (w = s / (sum + eps))', T: 6, E: 8, options: { topK: 2, scoring: 'sigmoid', renormalize: true, renormalizeEps: 0.25 } },
+  { name: 'softmax top-3 renormalize with eps 0.5', T: 5, E: 8, options: { topK: 3, renormalize: true, renormalizeEps: 0.5 } },
   { name: 'sigmoid top-2 no renormalize', T: 9, E: 6, options: { topK: 2, scoring: 'sigmoid' } },
   { name: 'k = E, renormalize (the renormalized softmax is the softmax)', T: 4, E: 5, options: { topK: 5, renormalize: true } },
   { name: 'T = 1, E = 256, top-8 grouped mode 1', T: 1, E: 256, options: { topK: 8, groupCount: 8, kGroup: 4, groupSelectMode: 1 } },

@@ -38,7 +38,7 @@ function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t: DataType = dt
   return m;
 }
 
-type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert'> & { packed?: boolean };
+type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert' | 'routingWeight'> & { packed?: boolean };
 
 /** `ids`: run the route stage, then replace its top-k ids (e.g. with repeated experts) before the other stages. */
 async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}, ids?: Int32Array): Promise<{ out: Float32Array; ids: Int32Array; w: Float32Array; layer: moe.layer.Primitive }> {
@@ -84,6 +84,7 @@ function checkRef(s: Shape, d: Data, r: { out: Float32Array; ids: Int32Array; w:
     T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: r.ids, weights: r.w, w13: d.w13, w2: d.w2,
     b13: v.bias ? d.b13 : undefined, b2: v.bias ? d.b2 : undefined, glu: { alg: 'glu_swiglu', layout: 'halves' },
     shared: Is ? { Is, w13: d.w13.subarray(0, s.K * 2 * Is), w2: d.w2.subarray(0, Is * s.K) } : undefined,
+    routingWeight: v.routingWeight,
   });
   let worst = 0;
   for (let i = 0; i < ref.value.length; i++) worst = Math.max(worst, Math.abs(r.out[i] - ref.value[i]) / (ref.mag[i] + 1e-30));
@@ -122,6 +123,20 @@ describe.each([
       }
     });
   }
+  it("routingWeight 'input' (Llama-4: the expert runs on x * w, the weight passes through the GLU), top-1 and top-2, both combines", async () => {
+    const eng = await engine(opts);
+    for (const s of [SHAPES[0], SHAPES[3], SHAPES[1]]) {
+      const d = data(s, 29);
+      for (const combine of ['fused_scatter', 'weight_and_reduce'] as const) {
+        const v: Variant = { routingWeight: 'input', combine, bias: true, packed: opts.kernels !== 'none' };
+        const r = await runLayer(eng, s, d, v);
+        expect(r.layer.stages.map((x) => x.name)).toContain('weight_input');
+        checkRef(s, d, r, v);
+      }
+    }
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { tokens: 4, hidden: 8, intermediate: 4, experts: 2, topK: 1, routingWeight: 'input', gemm1: 'gather' }), 'invalid_arguments', "routingWeight 'input' scales the rows of the permuted copy");
+  });
+
   it('bias and a shared expert', async () => {
     const eng = await engine(opts);
     const s = SHAPES[0];
@@ -423,5 +438,116 @@ describe('moe.layer variants', () => {
     }
     // For k = 2 a token's slots land on at most two ranks: the partial sums add up to the whole (to rounding).
     for (let i = 0; i < whole.out.length; i++) expect(Math.abs(parts[0][i] + parts[1][i] - whole.out[i])).toBeLessThanOrEqual(2e-6 * (Math.abs(whole.out[i]) + 1));
+  });
+});
+
+describe.each([
+  ['simd128 1T', { threads: 1, kernels: 'simd128' }],
+  ['relaxed 2T', { threads: 2, kernels: 'relaxed' }],
+  ['reference', { threads: 1, kernels: 'none' }],
+] as const)('moe.layer shared expert [%s]', (_n, opts) => {
+  const s = { T: 13, E: 4, k: 2, K: 40, I: 24 };
+  const Is = 20;
+
+  interface SharedCase {
+    readonly gate?: boolean;
+    readonly split?: boolean;
+    readonly glu?: moe.layer.LayerConfig['glu'];
+    /** Weight data type and tag of the shared tensors (any: packed through a reorder); s8 adds per-column scales. */
+    readonly wdt?: DataType;
+    readonly wtag?: string;
+  }
+
+  /** Runs a layer with only a shared expert of interest (routed part as usual) and checks it against float64. */
+  async function runShared(c: SharedCase, seed: number): Promise<void> {
+    const eng = await engine(opts);
+    const strm = new Stream(eng);
+    const d = data(s, seed);
+    const rng = mulberry32(seed + 1);
+    const wdt = c.wdt ?? dt.f32;
+    const q = wdt === dt.s8;
+    const rnd = (n: number, amp: number): Float64Array => randomF32(rng, n).map((v) => (q ? Math.round(v * 127) : v * amp));
+    // Shared weights in halves layout (gate columns [0, Is), up [Is, 2Is)) for the reference.
+    const gateW = rnd(s.K * Is, 0.2), upW = rnd(s.K * Is, 0.2), w2 = rnd(Is * s.K, 0.2);
+    const sc13 = randomF32(rng, 2 * Is).map((v) => 0.002 * (1.5 + v)), scUp = sc13.subarray(Is), scGate = sc13.subarray(0, Is);
+    const sc2 = randomF32(rng, s.K).map((v) => 0.002 * (1.5 + v));
+    const expertGate = randomF32(rng, s.K).map((v) => v * 0.3);
+    const w13 = new Float64Array(s.K * 2 * Is);
+    for (let kk = 0; kk < s.K; kk++) for (let j = 0; j < Is; j++) { w13[kk * 2 * Is + j] = gateW[kk * Is + j]; w13[kk * 2 * Is + Is + j] = upW[kk * Is + j]; }
+    const tg = (c.wtag ?? 'ab') as keyof typeof tag;
+    const md = (dims: number[]): MemoryDesc => memory.desc(dims, wdt, tag[tg]);
+    const scale = q ? { mask: 2 } : undefined;
+    const weights = c.split ? { gate: md([s.K, Is]), up: md([s.K, Is]), w2: md([Is, s.K]) } : { w13: md([s.K, 2 * Is]), w2: md([Is, s.K]) };
+    const weightScales = !scale ? undefined : c.split ? { gate: scale, up: scale, w2: scale } : { w13: scale, w2: scale };
+    const pd = new moe.layer.PrimitiveDesc(eng, {
+      tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true },
+      weights: { w13: memory.desc([s.E, s.K, 2 * s.I], dt.f32, tag.abc), w2: memory.desc([s.E, s.I, s.K], dt.f32, tag.abc) },
+      sharedExpert: { intermediate: Is, gate: c.gate, glu: c.glu, weights, weightScales },
+    });
+    const layer = new moe.layer.Primitive(pd);
+    const out = Memory.create(pd.queryMd('dst')!, eng);
+    const args: Record<number, Memory> = {
+      [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits),
+      [ARG.WEIGHTS]: mem(eng, [s.E, s.K, 2 * s.I], d.w13), [ARG.WEIGHTS_1]: mem(eng, [s.E, s.I, s.K], d.w2), [ARG.DST]: out,
+    };
+    // A shared tensor: its plain logical values, reordered into the layer's descriptor (packed when tag.any).
+    const put = (name: string, dims: number[], v: ArrayLike<number>, scales?: ArrayLike<number>): [Memory, Memory | undefined] => {
+      const want = pd.queryMd(name)!;
+      const plain = mem(eng, dims, v, wdt);
+      if (want.equals(plain.desc)) return [plain, scales ? mem(eng, [dims[1]], scales) : undefined];
+      const m = Memory.create(want, eng);
+      const emb = want.packed?.quant !== undefined;
+      const sm = scales ? mem(eng, [dims[1]], scales) : undefined;
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, want)).execute(strm, { [ARG.FROM]: plain, [ARG.TO]: m, ...(emb && sm ? { [ARG.ATTR_SCALES | ARG.WEIGHTS]: sm } : {}) });
+      return [m, emb ? undefined : sm];
+    };
+    const bind = (id: number, [m, sm]: [Memory, Memory | undefined]): void => {
+      args[id] = m;
+      if (sm) args[ARG.ATTR_SCALES | id] = sm;
+    };
+    if (c.split) {
+      bind(ARG.MOE_SHARED_GATE_PROJ, put('shared_gate', [s.K, Is], gateW, q ? scGate : undefined));
+      bind(ARG.MOE_SHARED_UP_PROJ, put('shared_up', [s.K, Is], upW, q ? scUp : undefined));
+    } else {
+      bind(ARG.MOE_SHARED_W13, put('shared_w13', [s.K, 2 * Is], w13, q ? sc13 : undefined));
+    }
+    bind(ARG.MOE_SHARED_W2, put('shared_w2', [Is, s.K], w2, q ? sc2 : undefined));
+    if (c.gate) args[ARG.MOE_SHARED_EXPERT_GATE] = mem(eng, [s.K, 1], expertGate);
+    layer.execute(strm, args);
+    await strm.wait();
+    const ids = layer.workspace.topkIds.values as Int32Array, w = layer.workspace.topkWeights.values as Float32Array;
+    const deq13 = q ? w13.map((v, i) => v * sc13[i % (2 * Is)]) : w13, deq2 = q ? w2.map((v, i) => v * sc2[i % s.K]) : w2;
+    const ref = refMoeLayer({
+      T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids, weights: w, w13: d.w13, w2: d.w2, glu: { alg: 'glu_swiglu', layout: 'halves' },
+      shared: { Is, w13: deq13, w2: deq2, gate: c.gate ? expertGate : undefined, glu: c.glu ? { layout: 'halves', ...c.glu } : undefined },
+    });
+    const got = out.values as Float32Array;
+    const tol = wdt === dt.bf16 ? 2e-3 : 2e-5;
+    let worst = 0;
+    for (let i = 0; i < ref.value.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.value[i]) / (ref.mag[i] + 1e-30));
+    expect(worst).toBeLessThan(tol);
+    layer.destroy();
+  }
+
+  it('Qwen2-MoE gated shared expert: out += sigmoid(x . w_gate [K, 1]) * shared(x)', async () => {
+    await runShared({ gate: true }, 41);
+  });
+  it('separate gate / up / down projections (no host-side concatenation), its own GLU (geglu_tanh beside routed swiglu)', async () => {
+    await runShared({ split: true, glu: { alg: 'glu_geglu_tanh' } }, 42);
+    await runShared({ split: true, glu: { alg: 'glu_swiglu', alpha: 1.3 }, gate: true }, 43);
+  });
+  it('shared weights as descriptors: tag.any packed, bf16, transposed strides, s8 with per-column scales', async () => {
+    await runShared({ wtag: 'any', glu: { alg: 'glu_swiglu_oai', limit: 3 } }, 44);
+    await runShared({ wdt: dt.bf16, wtag: 'ba' }, 45);
+    await runShared({ wdt: dt.s8, split: true }, 46);
+    await runShared({ wdt: dt.s8, wtag: 'any', gate: true }, 47);
+  });
+  it('rules: one of w13 or gate + up, dims, swiglu_oai needs one w13', async () => {
+    const eng = await engine(opts);
+    const base = { tokens: 4, hidden: 8, intermediate: 4, experts: 2, topK: 1 };
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, sharedExpert: { intermediate: 4, weights: { gate: memory.desc([8, 4], dt.f32, tag.ab) } } }), 'invalid_arguments', 'separate projections need both gate and up');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, sharedExpert: { intermediate: 4, weights: { w13: memory.desc([8, 4], dt.f32, tag.ab) } } }), 'invalid_arguments', 'sharedExpert.weights.w13 dims [8,4] must be [8,8]');
+    const sep = { gate: memory.desc([8, 4], dt.f32, tag.ab), up: memory.desc([8, 4], dt.f32, tag.ab) };
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, sharedExpert: { intermediate: 4, glu: { alg: 'glu_swiglu_oai' }, weights: sep } }), 'unimplemented', 'not glu_swiglu_oai');
   });
 });

@@ -38,7 +38,13 @@ export interface RefLayerInput {
   readonly b13?: ArrayLike<number>; // [G, 2I]
   readonly b2?: ArrayLike<number>; // [G, K]
   readonly glu: { alg: GluAlg; layout: GluLayout; alpha?: number; limit?: number };
-  readonly shared?: { readonly Is: number; readonly w13: ArrayLike<number>; readonly w2: ArrayLike<number> };
+  /**
+   * The shared expert: w13 `[K, 2Is]` in its GLU's layout (default the routed GLU), w2 `[Is, K]`; with
+   * `gate` (`[K]`, Qwen2-MoE) its output is scaled by sigmoid(x . gate).
+   */
+  readonly shared?: { readonly Is: number; readonly w13: ArrayLike<number>; readonly w2: ArrayLike<number>; readonly gate?: ArrayLike<number>; readonly glu?: RefLayerInput['glu'] };
+  /** 'input' (Llama-4): the expert runs on weight * x and its output is not weighted. Default 'output'. */
+  readonly routingWeight?: 'output' | 'input';
 }
 
 const GLU_ALPHA: Record<GluAlg, number> = { glu_swiglu: 1, glu_geglu_erf: 0, glu_geglu_tanh: 0, glu_swiglu_oai: 1.702 };
@@ -73,8 +79,10 @@ export function refMoeLayer(r: RefLayerInput): { value: Float64Array; mag: Float
     for (let s = 0; s < k; s++) {
       const e = r.ids[t * k + s];
       if (e < 0) continue;
-      const wgt = r.weights[t * k + s];
-      const { act, actMag } = expert(r.hidden, t * K, K, I, r.w13, e * K * 2 * I, r.b13, e * 2 * I, r.glu);
+      const input = r.routingWeight === 'input';
+      const wgt = input ? 1 : r.weights[t * k + s];
+      const x = input ? Float64Array.from({ length: K }, (_, q) => r.hidden[t * K + q] * r.weights[t * k + s]) : r.hidden;
+      const { act, actMag } = expert(x, input ? 0 : t * K, K, I, r.w13, e * K * 2 * I, r.b13, e * 2 * I, r.glu);
       for (let n = 0; n < K; n++) {
         let y = r.b2 ? r.b2[e * K + n] : 0, m = Math.abs(y);
         for (let j = 0; j < I; j++) {
@@ -87,14 +95,20 @@ export function refMoeLayer(r: RefLayerInput): { value: Float64Array; mag: Float
     }
     if (r.shared) {
       const Is = r.shared.Is;
-      const { act, actMag } = expert(r.hidden, t * K, K, Is, r.shared.w13, 0, undefined, 0, r.glu);
+      const { act, actMag } = expert(r.hidden, t * K, K, Is, r.shared.w13, 0, undefined, 0, r.shared.glu ?? r.glu);
+      let gs = 1;
+      if (r.shared.gate) {
+        let z = 0;
+        for (let q = 0; q < K; q++) z += r.hidden[t * K + q] * r.shared.gate[q];
+        gs = sig(z);
+      }
       for (let n = 0; n < K; n++) {
         let y = 0, m = 0;
         for (let j = 0; j < Is; j++) {
           y += act[j] * r.shared.w2[j * K + n];
           m += actMag[j] * Math.abs(r.shared.w2[j * K + n]);
         }
-        value[t * K + n] += y;
+        value[t * K + n] += gs * y;
         mag[t * K + n] += m;
       }
     }

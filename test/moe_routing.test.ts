@@ -100,7 +100,7 @@ async function runRejected(eng: Engine, c: Case, status: 'invalid_arguments' | '
 function specOf(c: Case): RouteSpec {
   const o = c.options;
   return {
-    topK: o.topK, scoring: o.scoring ?? 'softmax', renormalize: o.renormalize ?? false, scale: o.routedScalingFactor ?? 1,
+    topK: o.topK, scoring: o.scoring ?? 'softmax', renormalize: o.renormalize ?? false, eps: o.renormalizeEps === undefined ? undefined : Math.fround(o.renormalizeEps), scale: o.routedScalingFactor ?? 1,
     groupCount: o.groupCount ?? 1, kGroup: o.kGroup ?? 1, mode: o.groupSelectMode ?? 0, bias: c.bias,
   };
 }
@@ -169,6 +169,8 @@ const PARAMETER_CASES: ReadonlyArray<readonly [string, () => Case]> = [
   ['softmax top-2, E 8, T 37', () => separatedCase(1, 37, 8, { topK: 2 })],
   ['sigmoid top-2', () => separatedCase(2, 37, 8, { topK: 2, scoring: 'sigmoid' })],
   ['softmax renormalize', () => separatedCase(3, 21, 16, { topK: 4, renormalize: true })],
+  ['softmax renormalize, renormalizeEps 0.3', () => separatedCase(31, 21, 16, { topK: 4, renormalize: true, renormalizeEps: 0.3 })],
+  ['sigmoid renormalize, renormalizeEps 0.7', () => separatedCase(32, 21, 16, { topK: 3, scoring: 'sigmoid', renormalize: true, renormalizeEps: 0.7 })],
   ['sigmoid renormalize, routedScalingFactor 2.5', () => separatedCase(4, 21, 16, { topK: 4, scoring: 'sigmoid', renormalize: true, routedScalingFactor: 2.5 })],
   ['softmax, routedScalingFactor 0.1 (not exact in f32)', () => separatedCase(5, 17, 16, { topK: 3, routedScalingFactor: 0.1 })],
   ['grouped mode 0: E 16, 4 groups, kGroup 2, k 3', () => separatedCase(6, 33, 16, { topK: 3, groupCount: 4, kGroup: 2 })],
@@ -471,6 +473,8 @@ describe('moe.routing validation', () => {
       [make({ topK: undefined }), 'invalid_arguments', 'topK must be an integer in [1, E = 8], got undefined'],
       [make({ scoring: 'relu' as 'softmax' }), 'invalid_arguments', "scoring must be 'softmax' or 'sigmoid', got 'relu'"],
       [make({ renormalize: 1 as unknown as boolean }), 'invalid_arguments', 'renormalize must be a boolean'],
+      [make({ renormalizeEps: -1e-6 }), 'invalid_arguments', 'renormalizeEps must be a finite f32 number >= 0, got -0.000001'],
+      [make({ renormalizeEps: Infinity }), 'invalid_arguments', 'renormalizeEps must be a finite f32 number >= 0, got Infinity'],
       [make({ routedScalingFactor: Number.NaN }), 'invalid_arguments', 'routedScalingFactor must be a finite f32 number, got NaN'],
       [make({ routedScalingFactor: Infinity }), 'invalid_arguments', 'routedScalingFactor must be a finite f32 number'],
       [make({ routedScalingFactor: 1e39 }), 'invalid_arguments', 'routedScalingFactor must be a finite f32 number, got 1e+39'],

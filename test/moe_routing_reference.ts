@@ -9,6 +9,8 @@ export interface RouteSpec {
   readonly topK: number;
   readonly scoring: 'softmax' | 'sigmoid';
   readonly renormalize: boolean;
+  /** Added to the sum before the division of renormalize. */
+  readonly eps?: number;
   readonly scale: number;
   readonly groupCount: number;
   readonly kGroup: number;
@@ -74,8 +76,8 @@ export function routeF64(logits: ArrayLike<number>, T: number, E: number, s: Rou
     const chosen = order.slice(0, k);
     let w = chosen.map((e) => score[e]);
     if (s.renormalize) {
-      const sum = w.reduce((a, b) => a + b, 0);
-      w = w.map((v) => (sum > 0 ? v / sum : 0));
+      const den = w.reduce((a, b) => a + b, 0) + (s.eps ?? 0);
+      w = w.map((v) => (den > 0 ? v / den : 0));
     }
     chosen.forEach((e, q) => {
       ids[t * k + q] = e;

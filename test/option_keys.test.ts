@@ -83,7 +83,7 @@ describe('every public options object refuses unknown keys', () => {
 
   it('glu_backward options and the glu_backward post-op options', () => {
     const h = memory.desc([4, 8], dt.f32, tag.ab), d = memory.desc([4, 4], dt.f32, tag.ab);
-    expectDnnlError(() => new glu_backward.PrimitiveDesc(eng, 'glu_swiglu', 'halves', h, d, h, withKey({ alpha: 1 }, 'probability')), 'invalid_arguments', "glu_backward: unknown option 'probability'; valid options: alpha, limit, prob");
+    expectDnnlError(() => new glu_backward.PrimitiveDesc(eng, h, d, h, withKey({ alg: 'glu_swiglu', layout: 'halves', alpha: 1 }, 'probability')), 'invalid_arguments', "glu_backward: unknown option 'probability'; valid options: alg, layout, alpha, limit, prob");
     expectDnnlError(() => new PostOps().appendGluBackward('glu_swiglu', 'halves', undefined, undefined, withKey({}, 'srcDatatype', dt.bf16)), 'invalid_arguments', "post_ops.appendGluBackward: unknown option 'srcDatatype' (did you mean 'srcDataType'?)");
   });
 

@@ -55,7 +55,7 @@ describe('quant.perTokenInt8', () => {
 describe('quant.perBlockMx (OCP MX v1.0)', () => {
   it.each([['f8_e4m3', 8, e4m3], ['f8_e5m2', 15, e5m2], ['f4_e2m1', 2, e2m1]] as const)('%s: e = floor(log2(amax)) - emax, q = convert(x / 2^e)', (elem, emax, conv) => {
     const x = randn(3, 64, 20);
-    const r = quant.perBlockMx(x, 32, elem);
+    const r = quant.perBlockMx(x, [2, 32], { elem });
     for (let b = 0; b < 2; b++) {
       const blk = x.slice(b * 32, b * 32 + 32);
       const e = Math.floor(Math.log2(Math.max(...blk.map(Math.abs)))) - emax;
@@ -65,22 +65,39 @@ describe('quant.perBlockMx (OCP MX v1.0)', () => {
     }
   });
 
+  it.each([['f8_e4m3', 448, e4m3], ['f8_e5m2', 57344, e5m2], ['f4_e2m1', 6, e2m1]] as const)('%s rceil: e = ceil(log2(f32(amax / max))), q = convert(x / 2^e), nothing saturates', (elem, max, conv) => {
+    const x = randn(13, 3 * 64, 20);
+    x[5] = 127; x[64 + 3] = -(2 ** 5); // amax with a large mantissa (floor would saturate it), and an exact power of two
+    const r = quant.perBlockMx(x, [3, 64], { elem, rounding: 'rceil' });
+    for (let b = 0; b < 6; b++) {
+      const blk = x.slice(b * 32, b * 32 + 32);
+      const amax = Math.max(...blk.map(Math.abs));
+      const e = Math.ceil(Math.log2(Math.fround(amax / max)));
+      expect(r.scales[b]).toBe(2 ** e);
+      expect(r.scaleCodes[b]).toBe(127 + e);
+      blk.forEach((v, k) => expect(r.values[b * 32 + k]).toBe(conv(v / 2 ** e)));
+      blk.forEach((v) => expect(Math.abs(v / 2 ** e)).toBeLessThanOrEqual(max));
+    }
+  });
+
   it('saturates: amax just below the next power of two overflows the element range', () => {
     const x = new Float64Array(32);
     x[0] = 7.9; x[1] = -7; x[2] = 1;
-    const r = quant.perBlockMx(x, 32, 'f8_e4m3');
+    const r = quant.perBlockMx(x, [1, 32], { elem: 'f8_e4m3' });
     expect(r.scales[0]).toBe(2 ** -6);
     expect(Array.from(r.values.slice(0, 3))).toEqual([448, -448, 64]);
-    const f4 = quant.perBlockMx(x, 32, 'f4_e2m1');
+    const f4 = quant.perBlockMx(x, [1, 32], { elem: 'f4_e2m1' });
     expect(f4.scales[0]).toBe(1);
     expect(Array.from(f4.values.slice(0, 3))).toEqual([6, -6, 1]);
     expect(Array.from(f4.codes.slice(0, 3))).toEqual([0x7, 0xf, 0x2]);
   });
 
   it('an all-zero block gets the smallest scale; block and elem are validated', () => {
-    expect(quant.perBlockMx(new Float64Array(4), 4, 'f8_e4m3').scaleCodes[0]).toBe(0);
-    expectDnnlError(() => quant.perBlockMx(new Float64Array(10), 4), 'invalid_arguments', 'quant.perBlockMx: 10 elements are not a multiple of the block size 4');
-    expectDnnlError(() => quant.perBlockMx(new Float64Array(4), 4, 'f16' as 'f8_e4m3'), 'invalid_arguments', "quant.perBlockMx: elem must be f8_e4m3, f8_e5m2 or f4_e2m1, got 'f16'");
+    expect(quant.perBlockMx(new Float64Array(4), [1, 4], { block: 4 }).scaleCodes[0]).toBe(0);
+    expect(quant.perBlockMx(new Float64Array(4), [1, 4], { block: 4, rounding: 'rceil' }).scaleCodes[0]).toBe(0);
+    expectDnnlError(() => quant.perBlockMx(new Float64Array(12), [2, 6], { block: 4 }), 'invalid_arguments', 'quant.perBlockMx: rows of 6 elements are not a multiple of the block size 4 (a block may not straddle two rows)');
+    expectDnnlError(() => quant.perBlockMx(new Float64Array(8), [2, 4], { rounding: 'up' as 'rceil', block: 4 }), 'invalid_arguments', "quant.perBlockMx: rounding must be 'floor' or 'rceil', got 'up'");
+    expectDnnlError(() => quant.perBlockMx(new Float64Array(4), [1, 4], { block: 4, elem: 'f16' as 'f8_e4m3' }), 'invalid_arguments', "quant.perBlockMx: elem must be f8_e4m3, f8_e5m2 or f4_e2m1, got 'f16'");
   });
 });
 
@@ -97,6 +114,27 @@ describe('quant.perTokenFp8 and quant.perBlockNvfp4', () => {
       }
     }
     expect(quant.maxOf('f8_e5m2')).toBe(57344);
+  });
+
+  it('perTokenFp8: the scale is floored at minScale (vLLM: 1 / (max(elem) * 512)); an all-zero row gets the floor, not 1', () => {
+    // Row 0 all zeros, row 1 tiny (amax / 448 below the floor), row 2 ordinary.
+    const x = Float64Array.from([0, 0, 0, 0, 1e-9, -3e-9, 2e-9, 0, 1, -2, 0.5, 3]);
+    for (const [elem, max, conv] of [['f8_e4m3', 448, e4m3], ['f8_e5m2', 57344, e5m2]] as const) {
+      const floor = Math.fround(1 / (max * 512));
+      expect(quant.fp8MinScale(elem)).toBe(1 / (max * 512));
+      for (const [opts, fl] of [[undefined, floor], [{ minScale: 1e-3 }, Math.fround(1e-3)]] as const) {
+        const r = quant.perTokenFp8(x, [3, 4], elem, opts);
+        for (let i = 0; i < 3; i++) {
+          const row = x.slice(i * 4, i * 4 + 4);
+          const s = Math.max(Math.fround(Math.max(...row.map(Math.abs)) / max), fl);
+          expect(r.scales[i]).toBe(s);
+          row.forEach((v, k) => expect(r.values[i * 4 + k]).toBe(conv(v / s)));
+        }
+        expect(r.scales[0]).toBe(fl);
+        expect(r.scales[1]).toBe(fl);
+      }
+    }
+    expectDnnlError(() => quant.perTokenFp8(x, [3, 4], 'f8_e4m3', { minScale: 0 }), 'invalid_arguments', 'quant.perTokenFp8: minScale must be a positive finite number (f32), got 0');
   });
 
   it('perBlockNvfp4: global = amax / (6 * 448), e4m3 block scale = amax_block / 6 / global, q = f4(x / (s_block * global))', () => {
@@ -163,10 +201,10 @@ describe('helpers feed a quantized matmul (values ready for Memory.write)', () =
   it('MXFP4 src and weights from perBlockMx, e8m0 scales per 32: bitwise equal to the float64 product of the dequantized values', async () => {
     const M = 3, K = 64, N = 5;
     const a = randn(7, M * K, 5), b = randn(8, K * N, 2);
-    const qa = quant.perBlockMx(a, 32, 'f4_e2m1');
+    const qa = quant.perBlockMx(a, [M, K], { elem: 'f4_e2m1' });
     // Weights blocks run along K: quantize the transposed [N, K] tensor, then lay it out as [K, N].
     const bt = Float64Array.from({ length: N * K }, (_, i) => b[(i % K) * N + Math.floor(i / K)]);
-    const qb = quant.perBlockMx(bt, 32, 'f4_e2m1');
+    const qb = quant.perBlockMx(bt, [N, K], { elem: 'f4_e2m1' });
     const wv = Float64Array.from({ length: K * N }, (_, i) => qb.values[(i % N) * K + Math.floor(i / N)]);
     const ws = Float64Array.from({ length: (K / 32) * N }, (_, i) => qb.scales[(i % N) * (K / 32) + Math.floor(i / N)]);
     const attr = new PrimitiveAttr().setScales(ARG.SRC, 3, [1, 32], dt.e8m0).setScales(ARG.WEIGHTS, 3, [32, 1], dt.e8m0);

@@ -4,7 +4,7 @@
  * (element codes, scale bytes, zero points, NVFP4 globals).
  *
  * - src per row: `quant.perTokenInt8` (s8, symmetric or with s32 zero point), `quant.perTokenFp8`;
- * - src 1xgK blocks, MX: `quant.perBlockMx(src, gK, elem)` (blocks run along K, row-major);
+ * - src 1xgK blocks, MX: `quant.perBlockMx(src, [M, K], { block: gK, elem })` (blocks run along K, row-major);
  * - src NVFP4: `quant.perBlockNvfp4(src, 16)` (one f32 global for the whole tensor);
  * - weights MX / NVFP4: blocks run along K, i.e. down the columns of `[E, K, N]`: each expert is
  *   transposed to `[N, K]`, quantized, and the codes and scales transposed back (NVFP4: one global
@@ -117,7 +117,7 @@ export function libraryQuantizers(): LibQuant {
         return finish(`quant.perTokenFp8(${spec.dt})`, t, own);
       }
       if (gran.kind === 'rowblock' && spec.method === 'mx' && isLowFloat(spec.dt)) {
-        const r = quant.perBlockMx(w.src, gran.gK, spec.dt);
+        const r = quant.perBlockMx(w.src, [M, K], { block: gran.gK, elem: spec.dt });
         const codes = Int32Array.from(r.codes);
         const deq = Float64Array.from(r.values, (v, i) => v * r.scales[Math.floor(i / gran.gK)]);
         const t: QTensor = { dt: spec.dt, bytes: imageOfCodes(spec.dt, codes), codes, deq, scales: withBytes(own.scales, Uint8Array.from(r.scaleCodes), r.scales), by: 'quant.perBlockMx' };
@@ -150,7 +150,7 @@ export function libraryQuantizers(): LibQuant {
         const xt = transposeExpert(w.wei, e, K, N);
         let values: Float32Array, ecodes: Uint8Array, scales: Float32Array, scodes: Uint8Array, g = 1;
         if (spec.method === 'mx') {
-          const r = quant.perBlockMx(xt, gK, spec.dt);
+          const r = quant.perBlockMx(xt, [N, K], { block: gK, elem: spec.dt });
           ({ values, codes: ecodes, scales, scaleCodes: scodes } = r);
         } else {
           const r = quant.perBlockNvfp4(xt, gK);

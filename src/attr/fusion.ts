@@ -65,6 +65,8 @@ export interface GluBackwardParam {
   readonly src: MemoryDesc;
   /** `[rows, 1]` f32 prob and dprob, when the op has `prob`. */
   readonly prob: MemoryDesc | undefined;
+  /** `[E]` f32 per-expert alpha / beta (cuDNN dSwiGLU), when the op takes them. */
+  readonly groupScales: MemoryDesc | undefined;
 }
 
 /**

@@ -2,9 +2,8 @@ import { check } from '../common/status.js';
 import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
 import { MemoryDesc } from '../memory/desc.js';
 import type { DataType } from '../common/data_type.js';
-import {
-  GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isBinaryAlg, isEltwiseAlg, isGluAlg, type BinaryAlg, type EltwiseAlg, type GluAlg, type GluLayout,
-} from './eltwise.js';
+import { GLU_LAYOUTS, isBinaryAlg, isEltwiseAlg, isGluAlg, type BinaryAlg, type EltwiseAlg, type GluAlg, type GluLayout } from './eltwise.js';
+import { gluParams } from './glu_options.js';
 
 export type PostOp =
   | { readonly kind: 'eltwise'; readonly alg: EltwiseAlg; readonly alpha: number; readonly beta: number }
@@ -21,7 +20,7 @@ export type PostOp =
    */
   | {
     readonly kind: 'glu_backward'; readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number; readonly limit: number;
-    readonly prob: boolean; readonly srcDataType: DataType;
+    readonly prob: boolean; readonly srcDataType: DataType; readonly groupAlpha: boolean; readonly groupBeta: boolean;
   };
 
 /** Options of {@link PostOps.appendGluBackward}. */
@@ -30,9 +29,21 @@ export interface GluBackwardOptions {
   readonly prob?: boolean;
   /** Data type of the saved forward GLU input h13 (`ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1`): f32 (default), bf16 or f16. */
   readonly srcDataType?: DataType;
+  /**
+   * cuDNN's discrete grouped GEMM dSwiGLU per-group alpha: `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.GLU_ALPHA`
+   * `[E]` f32; the GEMM result of a row of expert e is multiplied by alpha[e]^2 (cuDNN's
+   * `ref = alpha_g^2 · sum_k A · B`) before the GLU derivative. Grouped rows only. Default false.
+   */
+  readonly groupAlpha?: boolean;
+  /**
+   * cuDNN's per-group beta: `| ARG.GLU_BETA` `[E]` f32; the saved gate and up of expert e's rows are
+   * multiplied by beta[e] before the GLU derivative (cuDNN's `gate = beta_g · C_gate`, `up = beta_g · C_up`;
+   * d(gate), d(up) and dprob are those of the scaled values). Grouped rows only. Default false.
+   */
+  readonly groupBeta?: boolean;
 }
 
-const GLU_BACKWARD_POST_OP_KEYS = optionKeys<GluBackwardOptions>({ prob: true, srcDataType: true });
+const GLU_BACKWARD_POST_OP_KEYS = optionKeys<GluBackwardOptions>({ prob: true, srcDataType: true, groupAlpha: true, groupBeta: true });
 
 /** An ordered chain of post-ops applied to the accumulator after bias (oneDNN `post_ops`). */
 export class PostOps {
@@ -76,11 +87,7 @@ export class PostOps {
     check(isGluAlg(alg), `post_ops.appendGlu: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
     check(GLU_LAYOUTS.includes(layout), `post_ops.appendGlu: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
     check(this.ops.length === 0, 'post_ops.appendGlu: glu must be the first post-op');
-    check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `post_ops.appendGlu: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
-    check(limit === undefined || alg === 'glu_swiglu_oai', `post_ops.appendGlu: limit applies to glu_swiglu_oai only, not ${alg}`);
-    check(alpha === undefined || Number.isFinite(alpha), 'post_ops.appendGlu: alpha must be finite');
-    check(limit === undefined || (Number.isFinite(limit) && limit > 0), 'post_ops.appendGlu: limit must be finite and positive');
-    this.ops.push(Object.freeze({ kind: 'glu', alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0) }));
+    this.ops.push(Object.freeze({ kind: 'glu', alg, layout, ...gluParams('post_ops.appendGlu', alg, alpha, limit) }));
     return this;
   }
 
@@ -98,17 +105,14 @@ export class PostOps {
     check(isGluAlg(alg), `${fn}: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
     check(GLU_LAYOUTS.includes(layout), `${fn}: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
     check(this.ops.length === 0, `${fn}: glu_backward must be the only post-op`);
-    check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `${fn}: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
-    check(limit === undefined || alg === 'glu_swiglu_oai', `${fn}: limit applies to glu_swiglu_oai only, not ${alg}`);
-    check(alpha === undefined || Number.isFinite(alpha), `${fn}: alpha must be finite`);
-    check(limit === undefined || (Number.isFinite(limit) && limit > 0), `${fn}: limit must be finite and positive`);
+    const params = gluParams(fn, alg, alpha, limit);
     check(typeof options === 'object' && options !== null, `${fn}: options must be an object`);
     checkOptionKeys(fn, options, GLU_BACKWARD_POST_OP_KEYS);
     const srcDataType = options.srcDataType ?? 'f32';
     check(srcDataType === 'f32' || srcDataType === 'bf16' || srcDataType === 'f16', `${fn}: srcDataType ${String(srcDataType)} is not supported (f32, bf16, f16)`);
     this.ops.push(Object.freeze({
-      kind: 'glu_backward', alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0),
-      prob: options.prob === true, srcDataType,
+      kind: 'glu_backward', alg, layout, ...params,
+      prob: options.prob === true, srcDataType, groupAlpha: options.groupAlpha === true, groupBeta: options.groupBeta === true,
     }));
     return this;
   }

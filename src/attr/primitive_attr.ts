@@ -21,9 +21,13 @@ export interface MoeRowsAttr {
   readonly scatterTopK: number;
   /** Batched format: 3D src `[G, C, K]` / dst `[G, C, N]`; batch g has `ARG.MOE_EXPERT_NUM_TOKENS[g]` valid rows. */
   readonly batchedCounts: boolean;
+  /** cuDNN none mode with rows outside every group: offsets[0] may be > 0; dst rows in no group are zero-filled. */
+  readonly zeroFillUngrouped: boolean;
+  /** Group g uses the weights of expert `ARG.MOE_EXPERT_MAP[g]` (`[G]` s32): weights `[E, K, N]` with any E. */
+  readonly expertMap: boolean;
 }
 
-const NO_MOE_ROWS: MoeRowsAttr = Object.freeze({ gather: false, scatterTopK: 0, batchedCounts: false });
+const NO_MOE_ROWS: MoeRowsAttr = Object.freeze({ gather: false, scatterTopK: 0, batchedCounts: false, zeroFillUngrouped: false, expertMap: false });
 
 /**
  * Scales or zero points of one argument (oneDNN `set_scales` / `set_zero_points`): `mask` bits name
@@ -52,6 +56,8 @@ export class PrimitiveAttr {
   private moe: MoeRowsAttr = NO_MOE_ROWS;
   private readonly scaleMap = new Map<number, QuantAttr>();
   private readonly zpMap = new Map<number, QuantAttr>();
+  /** grouped_gemm: scales of one expert (`${arg}:${expert}`), replacing the every-expert setting for it. */
+  private readonly expertScaleMap = new Map<string, QuantAttr>();
 
   constructor() {
     countObject('attr');
@@ -112,6 +118,29 @@ export class PrimitiveAttr {
     return this;
   }
 
+  /**
+   * cuDNN's none mode with rows outside every group (grouped rows, no gather / scatter): the first
+   * group may start after row 0 (offsets[0] > 0, e.g. `offsets.fromStarts(starts, total, out,
+   * { leadingRows: true })` of a `first_token_offset`), and the dst rows that belong to no group,
+   * `[0, offsets[0])` and `[offsets[G], M)`, are written with zeros. Without it offsets[0] must be 0 and
+   * rows past the last offset are not written.
+   */
+  setZeroFillUngroupedRows(): this {
+    this.moe = Object.freeze({ ...this.moe, zeroFillUngrouped: true });
+    return this;
+  }
+
+  /**
+   * Groups mapped to experts (cuDNN's batched offsets: B·E groups, group g uses expert g mod E): the
+   * grouped matmul takes `ARG.MOE_EXPERT_MAP` `[G]` s32 at execution, and group g runs with the
+   * weights, bias and per-expert weight scales of expert `map[g]` (in [0, E), E = weights dims[0], any
+   * value: no need to repeat the weights per group).
+   */
+  setExpertMap(): this {
+    this.moe = Object.freeze({ ...this.moe, expertMap: true });
+    return this;
+  }
+
   get moeRows(): MoeRowsAttr {
     return this.moe;
   }
@@ -126,6 +155,31 @@ export class PrimitiveAttr {
   setScales(arg: number, mask: number, groups: readonly number[] = [], dataType: DataType = 'f32'): this {
     this.scaleMap.set(arg, quantAttr('attr.setScales', arg, mask, groups, dataType));
     return this;
+  }
+
+  /**
+   * Proposal #3 (`grouped_gemm`): scales of `arg` (ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or
+   * ARG.MULTIPLE_DST) for expert `expert` alone, with their own granularity — e.g. one expert's weights
+   * per column, another's K-blocked, as the pointer-array proposal allows. Values at execution as for
+   * every expert (`ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + expert)`, descriptor
+   * `pd.queryMd('scales:weights', expert)`); experts without their own setting use `setScales(arg, ...)`.
+   * The wasm kernels take one scale layout for all experts: such a pd runs the reference implementation.
+   */
+  setExpertScales(arg: number, expert: number, mask: number, groups: readonly number[] = [], dataType: DataType = 'f32'): this {
+    check(arg === 1024 || arg === 2048 || arg === 3072, `attr.setExpertScales: arg must be ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or ARG.MULTIPLE_DST, got arg ${arg}`);
+    check(Number.isSafeInteger(expert) && expert >= 0 && expert < 1024, `attr.setExpertScales: expert must be an integer in [0, 1024), got ${expert}`);
+    this.expertScaleMap.set(`${arg}:${expert}`, quantAttr('attr.setExpertScales', arg, mask, groups, dataType));
+    return this;
+  }
+
+  /** The scales `setExpertScales` gave expert `expert` of `arg`, if any. */
+  getExpertScales(arg: number, expert: number): QuantAttr | undefined {
+    return this.expertScaleMap.get(`${arg}:${expert}`);
+  }
+
+  /** Experts with their own scales, as `[arg, expert]`. */
+  get expertScalesArgs(): readonly (readonly [number, number])[] {
+    return [...this.expertScaleMap.keys()].map((k) => k.split(':').map(Number) as [number, number]);
   }
 
   /** `setScales(arg, mask)`: f32 values, no groups (oneDNN `set_scales_mask`). */
@@ -158,7 +212,7 @@ export class PrimitiveAttr {
   }
 
   get isDefault(): boolean {
-    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.moe === NO_MOE_ROWS;
+    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.expertScaleMap.size === 0 && this.moe === NO_MOE_ROWS;
   }
 
   /** oneDNN-verbose-like rendering: `attr-scales:src:1:f32+wei:7:e8m0:1x32x1 attr-zero-points:src:0:s32 attr-post-ops:...`. */
@@ -172,6 +226,9 @@ export class PrimitiveAttr {
     if (this.moe.gather) parts.push('attr-moe:gather');
     if (this.moe.scatterTopK) parts.push(`attr-moe:scatter:k${this.moe.scatterTopK}`);
     if (this.moe.batchedCounts) parts.push('attr-moe:batched-counts');
+    if (this.moe.zeroFillUngrouped) parts.push('attr-moe:zero-fill-ungrouped');
+    if (this.moe.expertMap) parts.push('attr-moe:expert-map');
+    if (this.expertScaleMap.size) parts.push(`attr-expert-scales:${[...this.expertScaleMap].map(([k, v]) => `${QUANT_ARGS.get(Number(k.split(':')[0]))}${k.split(':')[1]}:${v.mask}:${v.dataType}${v.groups.length ? `:${v.groups.join('x')}` : ''}`).join('+')}`);
     if (this.postOps.length) parts.push(`attr-post-ops:${this.postOps.toString()}`);
     return parts.join(' ');
   }

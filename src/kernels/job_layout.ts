@@ -25,6 +25,8 @@ export const JOB = {
   src_rows: 944, dst_rows: 948, counts: 952, seen_bytes: 956,
   /** Plain weights: K (at most) of the per-worker cache that holds one N-block packed K whole (0: none). */
   wcache_k: 960,
+  /** grouped_m: zero-fill the dst rows in no group (offs[0] may be > 0); the group -> expert map and the experts it indexes. */
+  zero_fill: 964, expert_of: 968, experts: 972,
   SIZE: 976,
 } as const;
 
@@ -78,4 +80,4 @@ export function scratchBytes(G: number, mb: number, nb: number, kcF32: number, k
   return Math.ceil(((G + 1) * 4) / 64) * 64 + 4 * ((mb + MR) * Math.max(kcF32, kcPacked) + kcF32 * nbc + mb * nbc + 8 * nbc + 4 * mb + (wcacheK ? wcacheK + 4 : 0) * nb) + seenBytes;
 }
 
-export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7, row_index: 8, row_slot: 9, row_duplicate: 10 } as const;
+export const JOB_ERR = { none: 0, offs_first: 1, offs_decreasing: 2, offs_total: 3, offs_mismatch: 4, offs_sizes: 5, dims_negative: 6, dims_capacity: 7, row_index: 8, row_slot: 9, row_duplicate: 10, expert_map: 11 } as const;

@@ -64,13 +64,24 @@ export function fromEnds(ends: ArrayLike<number>, out?: Int32Array): Int32Array 
   return o;
 }
 
+/** Options of `offsets.fromStarts` (every accepted key is listed here). */
+export interface FromStartsOptions {
+  /**
+   * Let the first group start after row 0 (cuDNN's none mode: rows before `starts[0]` belong to no
+   * group; a matmul with `attr.setZeroFillUngroupedRows()` zero-fills them). Default false: starts[0] must be 0.
+   */
+  readonly leadingRows?: boolean;
+}
+
 /** first-row starts (G, cuDNN `first_token_offset`) + total rows -> canonical offsets (G+1). */
-export function fromStarts(starts: ArrayLike<number>, total: number, out?: Int32Array): Int32Array {
+export function fromStarts(starts: ArrayLike<number>, total: number, out?: Int32Array, opts: FromStartsOptions = {}): Int32Array {
   const fn = 'offsets.fromStarts';
   checkEntry(total, 0, 'total', fn);
+  check(opts !== null && typeof opts === 'object' && (opts.leadingRows === undefined || typeof opts.leadingRows === 'boolean'), `${fn}: options must be an object { leadingRows?: boolean }`);
+  const leading = opts.leadingRows ?? false;
   for (let i = 0; i < starts.length; i++) {
     checkEntry(starts[i], i, 'starts', fn);
-    check(i > 0 || starts[0] === 0, `${fn}: starts[0] must be 0, got ${starts[0]}`);
+    check(i > 0 || leading || starts[0] === 0, `${fn}: starts[0] must be 0, got ${starts[0]} (pass { leadingRows: true } for rows before the first group)`);
     check(i === 0 || starts[i] >= starts[i - 1], `${fn}: starts must be non-decreasing: starts[${i}] = ${starts[i]} < starts[${i - 1}] = ${starts[i - 1]}`);
   }
   check(starts.length > 0 || total === 0, `${fn}: with no starts (G = 0) total must be 0, got ${total}`);

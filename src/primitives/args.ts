@@ -42,6 +42,11 @@ export const ARG = {
   /** Shared expert of an MoE layer: w13 `[K, 2Is]` and w2 `[Is, K]`. */
   MOE_SHARED_W13: 210,
   MOE_SHARED_W2: 211,
+  /** Shared expert with separate projections (checkpoint layout): gate_proj and up_proj `[K, Is]` each (w2 is down_proj). */
+  MOE_SHARED_GATE_PROJ: 241,
+  MOE_SHARED_UP_PROJ: 242,
+  /** Qwen2-MoE `shared_expert_gate` `[K, 1]`: the shared expert's output is scaled by sigmoid(x · it). */
+  MOE_SHARED_EXPERT_GATE: 240,
   /** MoE layer backward: `[T, E]` f32 gradient of the router logits. */
   MOE_DIFF_ROUTER_LOGITS: 212,
   /** MoE layer backward: `[G, K]` f32 gradient of the w2 bias. */
@@ -55,6 +60,9 @@ export const ARG = {
    */
   GLU_PROB: 230,
   GLU_DIFF_PROB: 231,
+  /** cuDNN dSwiGLU per-group scales of the matmul glu_backward post-op: `| ARG.GLU_ALPHA` (output), `| ARG.GLU_BETA` (input), `[E]` f32. */
+  GLU_ALPHA: 232,
+  GLU_BETA: 233,
   /** Proposal #3: `ARG.MULTIPLE_SRC + i` is expert i's src (i < 1024). */
   MULTIPLE_SRC: 1024,
   MULTIPLE_DST: 2048,
@@ -96,9 +104,14 @@ export function argName(id: number): string {
     case ARG.MOE_W2_BIAS: return 'ARG.MOE_W2_BIAS';
     case ARG.MOE_SHARED_W13: return 'ARG.MOE_SHARED_W13';
     case ARG.MOE_SHARED_W2: return 'ARG.MOE_SHARED_W2';
+    case ARG.MOE_SHARED_GATE_PROJ: return 'ARG.MOE_SHARED_GATE_PROJ';
+    case ARG.MOE_SHARED_UP_PROJ: return 'ARG.MOE_SHARED_UP_PROJ';
+    case ARG.MOE_SHARED_EXPERT_GATE: return 'ARG.MOE_SHARED_EXPERT_GATE';
     case ARG.MOE_DIFF_TOPK_WEIGHTS: return 'ARG.MOE_DIFF_TOPK_WEIGHTS';
     case ARG.GLU_PROB: return 'ARG.GLU_PROB';
     case ARG.GLU_DIFF_PROB: return 'ARG.GLU_DIFF_PROB';
+    case ARG.GLU_ALPHA: return 'ARG.GLU_ALPHA';
+    case ARG.GLU_BETA: return 'ARG.GLU_BETA';
     case ARG.WEIGHTS_1: return 'ARG.WEIGHTS_1';
     case ARG.RUNTIME_DIMS: return 'ARG.RUNTIME_DIMS';
     case ARG.ATTR_GROUPED_OFFSETS | ARG.SRC: return 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC';

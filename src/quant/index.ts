@@ -95,29 +95,54 @@ export interface PerBlockMx {
   readonly scaleCodes: Uint8Array;
 }
 
+/** How `quant.perBlockMx` derives a block's shared exponent from its amax. */
+export type MxScaleRounding = 'floor' | 'rceil';
+
+/** Options of `quant.perBlockMx` (every accepted key is listed here). */
+export interface PerBlockMxOptions {
+  /** Elements per scale, along each row. Default 32. */
+  readonly block?: number;
+  /** Element type. Default f8_e4m3. */
+  readonly elem?: LowFloat;
+  /**
+   * 'floor' (default, OCP MX v1.0): `e = floor(log2(amax)) - emax(elem)`; a block whose amax mantissa
+   * exceeds max(elem)'s saturates its largest values. 'rceil' (NVIDIA cuBLAS / Transformer Engine, PTX
+   * `cvt.rp.satfinite.ue8m0x2.f32`): `e = ceil(log2(f32(amax / max(elem))))`, the smallest power of two
+   * that makes every element fit, so nothing saturates.
+   */
+  readonly rounding?: MxScaleRounding;
+}
+
 /**
- * OCP MX v1.0 block quantization: blocks of `block` consecutive elements of `x` (for a row-major
- * `[rows, K]` tensor with K % block == 0, blocks along K: src scales `[rows, K / block]`, mask 3, groups
- * `[1, block]`). Shared exponent `e = floor(log2(amax)) - emax(elem)` (clamped to the e8m0 range; an
- * all-zero block gets 2^-127), `q = convert(x / 2^e)` with RNE, saturating.
+ * MX block quantization of a row-major `x [rows, K]`: blocks of `block` consecutive elements along K,
+ * never across rows (K % block must be 0: src scales `[rows, K / block]`, mask 3, groups `[1, block]`).
+ * Shared exponent per block by `rounding` (see `PerBlockMxOptions`), clamped to the e8m0 range; an
+ * all-zero block gets 2^-127. `q = convert(x / 2^e)` with RNE, saturating.
  * MXFP8 = `f8_e4m3` (or e5m2) with block 32, MXFP4 = `f4_e2m1` with block 32.
  */
-export function perBlockMx(x: ArrayLike<number>, block = 32, elem: LowFloat = 'f8_e4m3'): PerBlockMx {
+export function perBlockMx(x: ArrayLike<number>, shape: readonly [number, number], opts: PerBlockMxOptions = {}): PerBlockMx {
   const fn = 'quant.perBlockMx';
+  check(opts !== null && typeof opts === 'object', `${fn}: options must be an object { block, elem, rounding }`);
+  const { block = 32, elem = 'f8_e4m3', rounding = 'floor' } = opts;
   checkElem(fn, elem);
   check(Number.isSafeInteger(block) && block >= 1, `${fn}: block must be a positive integer, got ${block}`);
-  check(x.length % block === 0, `${fn}: ${x.length} elements are not a multiple of the block size ${block}`);
-  for (let i = 0; i < x.length; i++) check(Number.isFinite(x[i]), `${fn}: x[${i}] = ${x[i]} is not finite`);
+  check(rounding === 'floor' || rounding === 'rceil', `${fn}: rounding must be 'floor' or 'rceil', got '${String(rounding)}'`);
+  const [, K] = checkShape(fn, x, shape);
+  check(K % block === 0, `${fn}: rows of ${K} elements are not a multiple of the block size ${block} (a block may not straddle two rows)`);
   const nb = x.length / block;
   const values = new Float32Array(x.length);
   const codes = new Uint8Array(x.length);
   const scales = new Float32Array(nb);
   const scaleCodes = new Uint8Array(nb);
+  const { max, emax } = ELEM[elem];
   for (let b = 0; b < nb; b++) {
     let amax = 0;
     for (let i = b * block; i < (b + 1) * block; i++) amax = Math.max(amax, Math.abs(x[i]));
-    // floor(log2(amax)) exactly: the e8m0 'floor' rounding of amax.
-    const e = amax === 0 ? -127 : Math.max(-127, Math.min(127, (toE8m0(amax, 'floor') - 127) - ELEM[elem].emax));
+    // floor: floor(log2(amax)) exactly is the e8m0 'floor' rounding of amax; rceil: the e8m0 'ceil'
+    // rounding of the f32 quotient (0 -> code 0 = 2^-127, like an all-zero block under floor).
+    const e = amax === 0 ? -127
+      : rounding === 'floor' ? Math.max(-127, Math.min(127, (toE8m0(amax, 'floor') - 127) - emax))
+        : toE8m0(Math.fround(amax / max), 'ceil') - 127;
     const code = e8m0FromExponent(e);
     scaleCodes[b] = code;
     scales[b] = 2 ** e;
@@ -137,13 +162,32 @@ export interface PerTokenFp8 {
   readonly scales: Float32Array;
 }
 
+/** Options of `quant.perTokenFp8` (every accepted key is listed here). */
+export interface PerTokenFp8Options {
+  /**
+   * Floor of a row's scale: `s = max(amax / max(elem), minScale)`. Default `1 / (max(elem) * 512)`, vLLM's
+   * `min_scaling_factor` (e4m3: 1 / (448 * 512); e5m2: 1 / (57344 * 512)): an all-zero row gets it, and a
+   * row of tiny values is not blown up past 512 * max(elem) times its size. A positive finite number.
+   */
+  readonly minScale?: number;
+}
+
+/** vLLM's floor of a dynamic fp8 scale: `1 / (max(elem) * 512)`. */
+export function fp8MinScale(elem: 'f8_e4m3' | 'f8_e5m2'): number {
+  return 1 / (ELEM[elem].max * 512);
+}
+
 /**
- * Per-token FP8 quantization of `x [rows, K]`: `s = amax / max(elem)` per row (f32; 1 for an all-zero
- * row), `q = convert(x / s)` with RNE, saturating.
+ * Per-token FP8 quantization of `x [rows, K]` (vLLM `dynamic_per_token_scaled_fp8_quant`):
+ * `s = max(f32(amax / max(elem)), f32(minScale))` per row, `q = convert(x / s)` with RNE, saturating.
  */
-export function perTokenFp8(x: ArrayLike<number>, shape: readonly [number, number], elem: 'f8_e4m3' | 'f8_e5m2' = 'f8_e4m3'): PerTokenFp8 {
+export function perTokenFp8(x: ArrayLike<number>, shape: readonly [number, number], elem: 'f8_e4m3' | 'f8_e5m2' = 'f8_e4m3', opts: PerTokenFp8Options = {}): PerTokenFp8 {
   const fn = 'quant.perTokenFp8';
   check(elem === 'f8_e4m3' || elem === 'f8_e5m2', `${fn}: elem must be f8_e4m3 or f8_e5m2, got '${String(elem)}'`);
+  check(opts !== null && typeof opts === 'object', `${fn}: options must be an object { minScale }`);
+  const minScale = opts.minScale ?? fp8MinScale(elem);
+  check(typeof minScale === 'number' && Number.isFinite(minScale) && Math.fround(minScale) > 0, `${fn}: minScale must be a positive finite number (f32), got ${String(minScale)}`);
+  const floor = Math.fround(minScale);
   const [rows, K] = checkShape(fn, x, shape);
   const values = new Float32Array(rows * K);
   const codes = new Uint8Array(rows * K);
@@ -151,7 +195,7 @@ export function perTokenFp8(x: ArrayLike<number>, shape: readonly [number, numbe
   for (let r = 0; r < rows; r++) {
     let amax = 0;
     for (let k = 0; k < K; k++) amax = Math.max(amax, Math.abs(x[r * K + k]));
-    const s = amax > 0 ? Math.fround(amax / ELEM[elem].max) : 1;
+    const s = Math.max(Math.fround(amax / ELEM[elem].max), floor);
     scales[r] = s;
     for (let k = 0; k < K; k++) {
       const c = toStored(elem, x[r * K + k] / s);

@@ -53,7 +53,7 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
     return code;
   }
   for (int i = 0; i <= G; i++) o[i] = src[i];
-  if (o[0] != 0) { code = ERR_OFFS_FIRST; a = o[0]; }
+  if (o[0] < 0 || (o[0] != 0 && !j->zero_fill)) { code = ERR_OFFS_FIRST; a = o[0]; }
   for (int i = 1; !code && i <= G; i++)
     if (o[i] < o[i - 1]) { code = ERR_OFFS_DECREASING; idx = i; a = o[i]; b = o[i - 1]; }
   if (!code && o[G] > j->total) { code = ERR_OFFS_TOTAL; idx = G; a = o[G]; b = j->total; }
@@ -67,8 +67,35 @@ static int load_groups(job_t* j, int32_t* o, int tid) {
     for (int i = 0; !code && i <= G; i++)
       if (o2[i] != o[i]) { code = ERR_OFFS_MISMATCH; idx = i; a = o2[i]; b = o[i]; }
   }
+  if (!code && j->expert_of) {
+    const int32_t* e = (const int32_t*)(uintptr_t)j->expert_of;
+    for (int i = 0; !code && i < G; i++)
+      if (e[i] < 0 || e[i] >= j->experts) { code = ERR_EXPERT_MAP; idx = i; a = e[i]; b = j->experts; }
+  }
   if (code && tid == 0) set_error(j, code, idx, a, b);
   return code;
+}
+
+/* Bytes of one dst element (the kernels' dst types are whole bytes). */
+INLINE size_t dst_bytes(int dt) {
+  return dt == DT_F32 || dt == DT_S32 ? 4 : dt == DT_BF16 || dt == DT_F16 ? 2 : 1;
+}
+
+/* zero_fill: dst rows in no group, [0, offs[0]) and [offs[G], M), all dst columns set to 0. */
+static void zero_ungrouped_rows(const job_t* j, const int32_t* o) {
+  char* dst = (char*)(uintptr_t)j->dst;
+  const size_t es = dst_bytes(j->dt_dst);
+  const int32_t cols = j->glu_alg ? j->N / 2 : (j->n_po > 0 && j->po[0].kind == PO_DGLU) ? 2 * j->N : j->N;
+  for (int part = 0; part < 2; part++) {
+    const int32_t r0 = part ? o[j->G] : 0, r1 = part ? j->M : o[0];
+    for (int32_t r = r0; r < r1; r++) {
+      if (j->d_1 == 1) {
+        __builtin_memset(dst + (size_t)r * (size_t)j->d_0 * es, 0, (size_t)cols * es);
+      } else {
+        for (int32_t n = 0; n < cols; n++) __builtin_memset(dst + ((size_t)r * (size_t)j->d_0 + (size_t)n * (size_t)j->d_1) * es, 0, es);
+      }
+    }
+  }
 }
 
 const float zero_row[ZERO_ELEMS];
@@ -244,10 +271,12 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   const char* src = (const char*)(uintptr_t)j->src;
   const char* wei = (const char*)(uintptr_t)j->wei;
   const char* dst = (const char*)(uintptr_t)j->dst;
+  /* The expert whose weights, bias and per-expert scales group g uses (expert_of: validated in load_groups). */
+  const int32_t e = j->expert_of ? ((const int32_t*)(uintptr_t)j->expert_of)[g] : g;
   v->bias = j->bias ? (const char*)(uintptr_t)j->bias : 0;
-  v->bias_off = (size_t)g * j->b_g;
+  v->bias_off = (size_t)e * j->b_g;
   v->N = j->N;
-  v->g = g;
+  v->g = e;
   v->r0 = 0;
   v->k0 = 0;
   v->tix = v->tks = 0;
@@ -285,7 +314,7 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
     v->Kg = v->Kfull = j->K;
     /* With a gather (scatter) the row maps give src (dst) rows: the operand keeps only the batch offset. */
     v->A = (operand_t){ src, (size_t)g * j->s_g + (j->gather ? 0 : (size_t)r0 * j->s_0), j->s_0, j->s_1, j->dt_src };
-    v->B = (operand_t){ wei, (size_t)g * j->w_g, j->w_k, j->w_n, j->dt_wei };
+    v->B = (operand_t){ wei, (size_t)e * j->w_g, j->w_k, j->w_n, j->dt_wei };
     v->C = (operand_t){ dst, (size_t)g * j->d_g + (j->scatter_k ? 0 : (size_t)r0 * j->d_0), j->d_0, j->d_1, j->dt_dst };
     v->tix = j->tok_idx ? (const int32_t*)(uintptr_t)j->tok_idx + r0 : 0;
     v->tks = j->tok_ks ? (const int32_t*)(uintptr_t)j->tok_ks + r0 : 0;
@@ -299,8 +328,8 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
     v->C = (operand_t){ dst, (size_t)g * j->d_g, j->d_0, j->d_1, j->dt_dst };
   }
   /* Packed weights: w_g counts floats (f32:p8) or bytes (x8 / x4). */
-  v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)g * j->w_g)
-             : j->wei_packed >= WEI_X8_P8 ? (const void*)(wei + (size_t)g * j->w_g) : 0; /* w_g in bytes */
+  v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)e * j->w_g)
+             : j->wei_packed >= WEI_X8_P8 ? (const void*)(wei + (size_t)e * j->w_g) : 0; /* w_g in bytes */
   v->wfmt = j->wei_packed;
   if (v->wfmt >= WEI_X8_P8) lowp_view_geom(j, v);
 }
@@ -415,6 +444,7 @@ EXPORT(run_job) int run_job(job_t* j, int tid) {
   const size_t used = scratch_setup(j, base, &s);
   if ((j->group_mode != GROUPS_UNIFORM || j->counts) && load_groups(j, o, tid)) return 0;
   if ((j->gather || j->scatter_k) && check_row_maps(j, o, (uint8_t*)base + used, tid)) return 0;
+  if (j->zero_fill && tid == 0) zero_ungrouped_rows(j, o);
   /* Tiles are numbered group by group (N-block major, M-block minor, so consecutive tiles share a
      weight panel); each worker walks the groups forward as the shared counter grows. */
   const int spread = row_tiles_spread(j, o);

@@ -131,7 +131,10 @@ int run_dglu_reduce(op_head_t* h) {
 
 /* PO_DGLU in job.po[0]: ptr = h13, st_g = its data type, st_r / st_n = its row / column strides,
    alg / alpha / beta = GLU algorithm, alpha, limit, pad0 = layout, pad1 = prob (f32, one per row,
-   contiguous; 0 = none), pad2 = workspace of chunk sums (f32 [rows][ceil(N / 64)]; 0 = no dprob). */
+   contiguous; 0 = none), pad2 = workspace of chunk sums (f32 [rows][ceil(N / 64)]; 0 = no dprob).
+   cuDNN's per-group scales of the dSwiGLU epilogue live in the unused po[1] (dglu is the only post-op):
+   po[1].ptr = alpha (f32 per expert, 0 = none: the GEMM result times alpha^2), po[1].table = beta
+   (f32 per expert, 0 = none: h13's gate and up times beta before the GLU derivative). */
 void dglu_tile(const job_t* j, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0, int32_t nc, const float* c,
                int32_t ldc) {
   const post_op_t* o = &j->po[0];
@@ -141,6 +144,9 @@ void dglu_tile(const job_t* j, const group_view_t* v, int32_t m0, int32_t mc, in
   float* ws = (float*)(uintptr_t)(uint32_t)o->pad2;
   const int32_t nchunk = cdiv(v->N, DGLU_CHUNK);
   const operand_t C = v->C;
+  const float* galpha = (const float*)(uintptr_t)j->po[1].ptr;
+  const float* gbeta = (const float*)(uintptr_t)(uint32_t)j->po[1].table;
+  const v128_t a2 = VF(galpha ? galpha[v->g] * galpha[v->g] : 1.0f), bv = VF(gbeta ? gbeta[v->g] : 1.0f);
   /* Read-ahead (tile_io.h): the tile's h13 and d(h13) pieces are 64 rows of a few hundred bytes each,
      too short for the hardware prefetcher; one pass of independent reads keeps many misses in flight. */
   if (o->st_n == 1 && C.s1 == 1 && mc > TOUCH_MIN_ROWS) {
@@ -170,6 +176,11 @@ void dglu_tile(const job_t* j, const group_view_t* v, int32_t m0, int32_t mc, in
       dglu_load(&k, h13, o->st_g, hrow, o->st_n, n, cnt, &g, &u);
       v128_t d = wasm_v128_load(x + jj);
       if (cnt < 4) d = load4((const char*)x, DT_F32, 0, 1, jj, cnt);
+      if (galpha) d = VMUL(d, a2);
+      if (gbeta) {
+        g = VMUL(g, bv);
+        u = VMUL(u, bv);
+      }
       const v128_t term = dglu_math(&k, g, u, d, pv, &dg, &du);
       dglu_store(&k, (char*)C.base, C.dt, drow, C.s1, n, cnt, dg, du);
       if (ws) {

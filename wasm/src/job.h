@@ -50,6 +50,8 @@ enum {
   /* MoE row maps (job.tok_idx / tok_ks): a token index outside [-1, src_rows) (gather) or [-1, T) (scatter),
      a k-slot outside [0, topk), a padding row with a slot, two routed rows scattered to one dst row. */
   ERR_ROW_INDEX = 8, ERR_ROW_SLOT = 9, ERR_ROW_DUPLICATE = 10,
+  /* expert_of[g] outside [0, experts). */
+  ERR_EXPERT_MAP = 11,
 };
 #define MAX_ELT 4
 #define MAX_PO 8
@@ -114,8 +116,12 @@ typedef struct job {
   uint32_t tok_idx, tok_ks; int32_t gather, scatter_k;
   /* 944 */ int32_t src_rows, dst_rows; uint32_t counts; int32_t seen_bytes;
   /* 960: wcache_k: plain weights are packed once per N-block into a per-worker cache of wcache_k x nb
-     floats (panels [nb/8][K][8]) when the group's K fits (0: per tile, K-blocked). */
-  int32_t wcache_k, res0, res1, res2;
+     floats (panels [nb/8][K][8]) when the group's K fits (0: per tile, K-blocked).
+     zero_fill (grouped_m, offsets mode; cuDNN's none mode): offs[0] may be > 0, and dst rows in no
+     group ([0, offs[0]) and [offs[G], M)) are written with zeros.
+     expert_of (grouped_m, offsets mode): G s32 entries, group g runs expert expert_of[g] (< experts):
+     its weights, bias and per-expert scales; 0: group g is expert g. */
+  int32_t wcache_k, zero_fill; uint32_t expert_of; int32_t experts;
   /* 976 */
 } job_t;
 

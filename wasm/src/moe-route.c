@@ -18,7 +18,8 @@ typedef struct moe_route_job {
   /* 80 */ uint32_t bias, ids, weights;         /* bias 0: no correction bias */
   float scale;
   /* 96 */ uint32_t scratch;
-  int32_t scratch_stride, tile, pad;
+  int32_t scratch_stride, tile;
+  float renorm_eps;                           /* renorm: weights / (sum + renorm_eps); a sum + eps <= 0 gives 0 */
 } moe_route_job_t;
 _Static_assert(sizeof(moe_route_job_t) == 112, "moe_route_job_t: update src/primitives/moe/routing/wasm_routing.ts");
 
@@ -224,9 +225,10 @@ static void route_token(const moe_route_job_t* j, int32_t t, const route_scratch
   }
   int32_t* ids = (int32_t*)(uintptr_t)j->ids + (size_t)t * (size_t)k;
   float* w = (float*)(uintptr_t)j->weights + (size_t)t * (size_t)k;
+  const float den = sum + j->renorm_eps;
   for (int32_t q = 0; q < k; q++) {
     float x = s->topv[q];
-    if (j->renorm) x = sum > 0.0f ? x / sum : 0.0f;
+    if (j->renorm) x = den > 0.0f ? x / den : 0.0f;
     ids[q] = s->topi[q];
     w[q] = x * j->scale;
   }
@@ -247,7 +249,7 @@ int run_moe_route(op_head_t* h, int tid) {
    The forward job's fields describe the logits and the scoring (groups and bias play no part: the
    selection is piecewise constant, its gradient is zero); `ids` are the forward's topk_ids and
    `weights` the incoming d(topk_weights). Per token, with raw_q = score[id_q], S = sum_q raw_q:
-     g_q = scale * dw_q;  draw_q = renorm ? (S > 0 ? (g_q - sum_p g_p * raw_p / S) / S : 0) : g_q
+     g_q = scale * dw_q;  D = S + renorm_eps;  draw_q = renorm ? (D > 0 ? (g_q - sum_p g_p * raw_p / D) / D : 0) : g_q
      softmax: dlogit_e = score_e * (draw(e) - sum_q draw_q * raw_q)   (draw(e) = 0 if e not chosen)
      sigmoid: dlogit_e = draw(e) * score_e * (1 - score_e)
    Sums run in slot order; every worker validates the ids (range, no expert twice) before anyone writes. */
@@ -290,9 +292,10 @@ static void route_token_bwd(const moe_route_bwd_job_t* b, int32_t t, const route
   float sum = 0.0f;
   for (int32_t q = 0; q < k; q++) sum += sc[id[q]];
   if (j->renorm) {
+    const float den = sum + j->renorm_eps;
     float dot = 0.0f;
-    for (int32_t q = 0; q < k; q++) dot += (j->scale * dw[q]) * (sum > 0.0f ? sc[id[q]] / sum : 0.0f);
-    for (int32_t q = 0; q < k; q++) draw[q] = sum > 0.0f ? ((j->scale * dw[q]) - dot) / sum : 0.0f;
+    for (int32_t q = 0; q < k; q++) dot += (j->scale * dw[q]) * (den > 0.0f ? sc[id[q]] / den : 0.0f);
+    for (int32_t q = 0; q < k; q++) draw[q] = den > 0.0f ? ((j->scale * dw[q]) - dot) / den : 0.0f;
   } else {
     for (int32_t q = 0; q < k; q++) draw[q] = j->scale * dw[q];
   }

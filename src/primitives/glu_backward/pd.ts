@@ -5,17 +5,18 @@ import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../attr/eltwise.js';
+import type { GluAlg, GluLayout } from '../../attr/eltwise.js';
+import { resolveGlu, type GluOptions } from '../../attr/glu_options.js';
 import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { fits32 } from '../../kernels/fused_job.js';
 import { gluBackwardImplList, type GluBackwardImpl } from './impls.js';
 
-/** Options of a GLU backward pd: the forward GLU's parameters and the routing probability. */
-export interface GluBackwardOptions {
-  /** Sigmoid slope of glu_swiglu (default 1) and glu_swiglu_oai (default 1.702). */
-  readonly alpha?: number;
-  /** Clamp of glu_swiglu_oai (default 7). */
-  readonly limit?: number;
+/**
+ * Options of a GLU backward pd: the forward GLU (the same `GluOptions` object as `moe.activation` and the
+ * layer's `glu` take: `alg`, `layout`, `alpha`, `limit`) and the routing probability. Every accepted key
+ * is listed here and in `GluOptions`.
+ */
+export interface GluBackwardOptions extends GluOptions {
   /**
    * `[rows, 1]` f32 descriptor of the routing probability the forward multiplied each GLU output row
    * by; given, the primitive also takes `ARG.GLU_DIFF_PROB` (same descriptor) and accumulates into it.
@@ -23,7 +24,7 @@ export interface GluBackwardOptions {
   readonly prob?: MemoryDesc;
 }
 
-const GLU_BACKWARD_OPTION_KEYS = optionKeys<GluBackwardOptions>({ alpha: true, limit: true, prob: true });
+const GLU_BACKWARD_OPTION_KEYS = optionKeys<GluBackwardOptions>({ alg: true, layout: true, alpha: true, limit: true, prob: true });
 
 /** What the kernels and the reference read, resolved by the pd. */
 export interface GluBackwardProblem {
@@ -48,7 +49,8 @@ const FN = 'glu_backward';
 
 /**
  * GLU backward primitive descriptor (rfcs/0002 section 10), oneDNN's eltwise-backward shape:
- * `new glu_backward.PrimitiveDesc(eng, alg, layout, diffSrcMd, diffDstMd, srcMd, { alpha, limit, prob })`.
+ * `new glu_backward.PrimitiveDesc(eng, diffSrcMd, diffDstMd, srcMd, { alg, layout, alpha, limit, prob })`
+ * (the GLU options are `moe.activation`'s, plus `prob`).
  *  - `src` (`ARG.SRC`): the forward's GLU input h13 `[R, 2I]` (gate and up in `layout`);
  *  - `diff_dst` (`ARG.DIFF_DST`): diff of the GLU output `[R, I]`;
  *  - `diff_src` (`ARG.DIFF_SRC`): d(h13) `[R, 2I]`, same layout;
@@ -62,11 +64,11 @@ export class PrimitiveDesc {
   readonly problem: GluBackwardProblem;
   readonly impl: GluBackwardImpl;
 
-  constructor(engine: Engine, alg: GluAlg, layout: GluLayout, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions = {}) {
+  constructor(engine: Engine, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions) {
     const t0 = now();
     created('primitive_desc', engine);
     this.engine = engine;
-    this.problem = PrimitiveDesc.init(engine, alg, layout, diffSrc, diffDst, src, options);
+    this.problem = PrimitiveDesc.init(engine, diffSrc, diffDst, src, options);
     const reasons: string[] = [];
     let chosen: GluBackwardImpl | undefined;
     for (const impl of gluBackwardImplList) {
@@ -80,21 +82,15 @@ export class PrimitiveDesc {
     countPdTime(ms);
     const p = this.problem;
     verboseLine('create', [FN, this.implInfo, 'undef', `src:${p.src} diff_dst:${p.diffDst} diff_src:${p.diffSrc}${p.prob ? ` prob:${p.prob}` : ''}`, '',
-      `${alg}:${layout}:${p.alpha}:${p.limit}`, `r${p.R}i${p.N}g${p.G}`, ms.toFixed(4)]);
+      `${p.alg}:${p.layout}:${p.alpha}:${p.limit}`, `r${p.R}i${p.N}g${p.G}`, ms.toFixed(4)]);
   }
 
   /** Rules, one per line. */
-  private static init(engine: Engine, alg: GluAlg, layout: GluLayout, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions): GluBackwardProblem {
+  private static init(engine: Engine, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions): GluBackwardProblem {
     check(engine !== undefined && engine !== null, `${FN}: engine is required`);
-    check(isGluAlg(alg), `${FN}: unknown algorithm '${String(alg)}' (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai)`);
-    check(GLU_LAYOUTS.includes(layout), `${FN}: unknown layout '${String(layout)}' (halves, interleaved, blocks32)`);
-    check(typeof options === 'object' && options !== null, `${FN}: options must be an object`);
     checkOptionKeys(FN, options, GLU_BACKWARD_OPTION_KEYS);
-    const { alpha, limit, prob } = options;
-    check(alpha === undefined || alg === 'glu_swiglu' || alg === 'glu_swiglu_oai', `${FN}: alpha applies to glu_swiglu and glu_swiglu_oai only, not ${alg}`);
-    check(limit === undefined || alg === 'glu_swiglu_oai', `${FN}: limit applies to glu_swiglu_oai only, not ${alg}`);
-    check(alpha === undefined || Number.isFinite(alpha), `${FN}: alpha must be finite`);
-    check(limit === undefined || (Number.isFinite(limit) && limit > 0), `${FN}: limit must be finite and positive`);
+    const { alg, layout, alpha, limit } = resolveGlu(FN, options, 'options');
+    const { prob } = options;
     for (const [name, md] of [['src', src], ['diff_dst', diffDst], ['diff_src', diffSrc]] as const) {
       check(md instanceof MemoryDesc, `${FN}: ${name} must be a memory descriptor`);
       check(md.format === 'blocked' || md.format === 'grouped', `${FN}: ${name} must be a plain or grouped descriptor with a layout, got ${md.format}`);
@@ -127,7 +123,7 @@ export class PrimitiveDesc {
     }
     for (const [name, md] of [['src', src], ['diff_dst', diffDst], ['diff_src', diffSrc]] as const) checkImpl(fits32(md), `${FN}: ${name} is too large for 32-bit indexing`);
     return Object.freeze({
-      alg, layout, alpha: alpha ?? GLU_DEFAULT_ALPHA[alg], limit: limit ?? (alg === 'glu_swiglu_oai' ? GLU_DEFAULT_LIMIT : 0), R, N, G: gs?.groupCount ?? 0,
+      alg, layout, alpha, limit, R, N, G: gs?.groupCount ?? 0,
       src, diffDst, diffSrc, prob,
     });
   }

@@ -57,10 +57,12 @@ export class PrimitiveDesc {
     check(runtimeDimsMd.format === 'blocked', 'grouped_gemm: runtimeDimsMd must be a plain descriptor');
     check(attr instanceof PrimitiveAttr, 'grouped_gemm: attr must be a PrimitiveAttr');
     check(!attr.groupedOffsets, 'grouped_gemm: the grouped-offsets attribute belongs to matmul (Proposal #2)');
+    check(!attr.moeRows.zeroFillUngrouped && !attr.moeRows.expertMap, 'grouped_gemm: setZeroFillUngroupedRows and setExpertMap belong to matmul with grouped rows (each expert here has its own tensors)');
     check(attr.postOps.entries.every((o, i) => o.kind !== 'glu' || i === 0), 'grouped_gemm: a glu post-op must be the first post-op');
     checkImpl(attr.postOps.gluBackward === undefined, 'grouped_gemm: the glu_backward post-op is not supported (use matmul with grouped rows)');
     for (const a of [...attr.scalesArgs, ...attr.zeroPointsArgs]) check(a === ARG.MULTIPLE_SRC || a === ARG.MULTIPLE_WEIGHTS || a === ARG.MULTIPLE_DST, `grouped_gemm: scales and zero points take ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or ARG.MULTIPLE_DST (one setting for every expert), got ${argName(a)}`);
     const experts: Expert[] = [];
+    for (const [, e] of attr.expertScalesArgs) check(e < G, `grouped_gemm: attr.setExpertScales names expert ${e}, but there are ${G} experts`);
     for (let i = 0; i < G; i++) experts.push(PrimitiveDesc.expert(i, srcMds[i], weiMds[i], dstMds[i], attr));
     checkImpl(experts.every((e) => e.src.dataType === experts[0].src.dataType), 'grouped_gemm: all experts must share the src data type');
     checkImpl(experts.every((e) => e.dst.dataType === experts[0].dst.dataType), 'grouped_gemm: all experts must share the dst data type');
@@ -116,7 +118,7 @@ export class PrimitiveDesc {
   /** Expert i's scales, zero points and binary src1 (rfcs/0002; oneDNN's mask rule on the expert's plain tensors). */
   private static fusion(i: number, e: Expert, attr: PrimitiveAttr): Fusion {
     const ops = attr.postOps.entries;
-    if (attr.scalesArgs.length + attr.zeroPointsArgs.length === 0 && !ops.some((o) => o.kind === 'binary' || o.kind === 'glu')) return NO_FUSION;
+    if (attr.scalesArgs.length + attr.zeroPointsArgs.length + attr.expertScalesArgs.length === 0 && !ops.some((o) => o.kind === 'binary' || o.kind === 'glu')) return NO_FUSION;
     const RT = e.src.dims[0];
     const shape = (dims: number[], names: string[], groupable: number[], tensorDt: MemoryDesc['dataType']): QuantShape =>
       ({ dims, names, groupable, perGroupG: undefined, table: undefined, tensorDt, rowsPartition: undefined });
@@ -128,7 +130,8 @@ export class PrimitiveDesc {
     const scales: Partial<Record<QuantArg, QuantParam>> = {};
     const zeroPoints: Partial<Record<QuantArg, QuantParam>> = {};
     for (const arg of QUANT_ARGS) {
-      const sq = attr.getScales(QUANT_ARG_ID[arg]);
+      // An expert's own scales (attr.setExpertScales) replace the every-expert setting.
+      const sq = attr.getExpertScales(QUANT_ARG_ID[arg], i) ?? attr.getScales(QUANT_ARG_ID[arg]);
       if (sq) scales[arg] = resolveQuant(`grouped_gemm: scales of ${arg} (expert ${i})`, 'scales', arg, sq, shapes[arg]);
       const zq = attr.getZeroPoints(QUANT_ARG_ID[arg]);
       if (zq) zeroPoints[arg] = resolveQuant(`grouped_gemm: zero points of ${arg} (expert ${i})`, 'zero_points', arg, zq, shapes[arg]);

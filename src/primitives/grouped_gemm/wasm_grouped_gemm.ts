@@ -29,7 +29,7 @@ function planExperts(p: GroupedGemmProblem): FusedPlan | string {
     const plan = planFused(e.src.dataType, e.weights.dataType, e.dst.dataType, undefined, e.fusion, p.attr, ROLES, ['r', 'n']);
     if (typeof plan === 'string') return `expert ${i}: ${plan}`;
     if (!first) first = plan;
-    else if (!samePlan(first, plan)) return `expert ${i}'s scales / zero points / binary inputs are laid out differently from expert 0's (the kernels take one layout for all experts)`;
+    else if (!samePlan(first, plan)) return `expert ${i}'s scales / zero points / binary inputs are laid out differently from expert 0's (per-expert scale granularity, attr.setExpertScales, or experts of different N: the kernels take one layout for all experts, rfcs/0002 section 6)`;
   }
   return first!;
 }

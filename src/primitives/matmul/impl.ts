@@ -26,11 +26,13 @@ export interface MatmulArgs<M = Memory> {
   readonly tokenKs?: M;
   /** Batched format: `ARG.MOE_EXPERT_NUM_TOKENS`, `[G]` s32. */
   readonly counts?: M;
+  /** attr.setExpertMap: `ARG.MOE_EXPERT_MAP`, `[G]` s32, the expert of each group. */
+  readonly expertMap?: M;
   /**
    * GLU backward post-op: `ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1` (h13), and with prob
    * `| ARG.GLU_PROB` and `| ARG.GLU_DIFF_PROB`.
    */
-  readonly gluBackward?: { readonly src: M; readonly prob: M | undefined; readonly diffProb: M | undefined };
+  readonly gluBackward?: { readonly src: M; readonly prob: M | undefined; readonly diffProb: M | undefined; readonly alpha?: M; readonly beta?: M };
 }
 
 /** A prepared implementation for one pd: turns arguments into stream work. */

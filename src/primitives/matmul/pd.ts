@@ -28,9 +28,9 @@ const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
  * sharing src's partition; also accepted) and `binary:i` (src1 of the post-op at chain position i).
  */
 export type MatmulQuery =
-  | 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets' | 'token_index' | 'token_ks' | 'expert_num_tokens'
+  | 'src' | 'weights' | 'bias' | 'dst' | 'grouped_offsets' | 'token_index' | 'token_ks' | 'expert_num_tokens' | 'expert_map'
   | `scales:${QuantArg}` | `zero_points:${QuantArg}` | 'scales:src:grouped' | 'zero_points:src:grouped' | `binary:${number}`
-  | 'glu_backward:src' | 'glu_backward:prob' | 'glu_backward:diff_prob';
+  | 'glu_backward:src' | 'glu_backward:prob' | 'glu_backward:diff_prob' | 'glu_backward:alpha' | 'glu_backward:beta';
 
 function describe(md: MemoryDesc): string {
   return md.isGrouped ? `grouped(var dim${md.grouped?.variableDim})` : md.format === 'any' ? 'any' : 'plain';
@@ -114,6 +114,12 @@ export class PrimitiveDesc {
     const kind = classify(src, wei, dst, attr);
     check(!(gather || scatterTopK) || kind === 'grouped_m' || attr.groupedOffsets !== undefined, `matmul: ${gather ? 'gather' : 'scatter'} needs grouped rows: a grouped ${gather ? 'dst' : 'src'} [total_M, ${gather ? 'N' : 'K'}] (Proposal #1) or the grouped-offsets attribute (Proposal #2)`);
     check(!batchedCounts || kind === 'dense', 'matmul: batched token counts need a dense 3D batched matmul (src [G, C, K], weights [G, K, N], dst [G, C, N])');
+    check(attr.expertScalesArgs.length === 0, 'matmul: attr.setExpertScales belongs to grouped_gemm (Proposal #3: a tensor per expert)');
+    const { zeroFillUngrouped, expertMap } = attr.moeRows;
+    const rowsGrouped = kind === 'grouped_m' || (kind === 'dense' && attr.groupedOffsets !== undefined);
+    check(!zeroFillUngrouped || rowsGrouped, 'matmul: attr.setZeroFillUngroupedRows needs grouped rows: a grouped src and dst [total_M, ...] (Proposal #1) or the grouped-offsets attribute (Proposal #2)');
+    check(!zeroFillUngrouped || (!gather && !scatterTopK), "matmul: attr.setZeroFillUngroupedRows is cuDNN's none mode: it does not combine with a gather or a scatter");
+    check(!expertMap || rowsGrouped, 'matmul: attr.setExpertMap needs grouped rows: a grouped src or dst [total_M, ...] (Proposal #1) or the grouped-offsets attribute (Proposal #2)');
     const s = resolveActivation(src), d = resolveActivation(dst);
     const base =
       attr.groupedOffsets ? PrimitiveDesc.initOffsetsAttr(kind, s, wei, bias, d, attr) :
@@ -124,13 +130,13 @@ export class PrimitiveDesc {
   }
 
   /** Row extents of src and dst for the MoE row maps (rules one per line); `M` is the routed rows. */
-  private static moeRows(attr: PrimitiveAttr, M: number, src: MemoryDesc, dst: MemoryDesc): MoeRows {
-    const { gather, scatterTopK, batchedCounts } = attr.moeRows;
+  private static moeRows(attr: PrimitiveAttr, M: number, src: MemoryDesc, dst: MemoryDesc, experts: number): MoeRows {
+    const { gather, scatterTopK, batchedCounts, zeroFillUngrouped: zeroFill, expertMap } = attr.moeRows;
     const srcRows = src.dims[0], dstRows = dst.dims[0];
     check(gather || srcRows === M, `matmul: src dims[0] = ${srcRows} must equal the routed rows ${M}`);
     check(scatterTopK > 0 || dstRows === M, `matmul: dst dims[0] = ${dstRows} must equal src total rows ${M}${gather ? ' (the routed rows: with a gather, dst holds them)' : ''}`);
     check(!scatterTopK || dstRows % scatterTopK === 0, `matmul: with a scatter, dst dims[0] = ${dstRows} must be tokens x topK (a multiple of topK = ${scatterTopK})`);
-    return { gather, scatterTopK, batchedCounts, srcRows, dstRows };
+    return { gather, scatterTopK, batchedCounts, srcRows, dstRows, zeroFill, expertMap, experts };
   }
 
   /** GLU rules on the GEMM's N columns; returns the destination's column count. */
@@ -172,7 +178,7 @@ export class PrimitiveDesc {
     const counts = attr.moeRows.batchedCounts;
     check(!counts || nd === 3, `matmul: batched token counts need 3D src [G, C, K] and dst [G, C, N], got ${nd} dims`);
     check(!counts || src.dims[0] === dst.dims[0], `matmul: with batched token counts, src dims[0] = ${src.dims[0]} must equal dst's ${dst.dims[0]} (no broadcast of the batch)`);
-    const moe: MoeRows = { gather: false, scatterTopK: 0, batchedCounts: counts, srcRows: M, dstRows: M };
+    const moe: MoeRows = { gather: false, scatterTopK: 0, batchedCounts: counts, srcRows: M, dstRows: M, zeroFill: false, expertMap: false, experts: 1 };
     return { kind: 'dense', M, K, N, dstN: Nd, G: 1, batch: dst.dims.slice(0, nd - 2), src, weights: wei, bias, dst, attr, offsetsFrom: undefined, offsetsArg: 'src', moe, fusion: NO_FUSION };
   }
 
@@ -185,17 +191,19 @@ export class PrimitiveDesc {
     check(wei.ndims === 3, `matmul: weights must be 3D [G, K, N] for a grouped src, got ${wei.ndims} dims`);
     const K = src.dims[1];
     const M = gs ? src.dims[0] : dst.dims[0];
-    const [G, , N] = wei.dims;
-    check(!gs || gs.groupCount === G, `matmul: src group count ${gs?.groupCount} must equal weights dims[0] = ${G}`);
-    check(!gd || gd.groupCount === G, `matmul: dst group count ${gd?.groupCount} must equal weights dims[0] = ${G}`);
+    const [E, , N] = wei.dims;
+    // Without an expert map group g is expert g; with one the groups are the partition's, any count.
+    const map = attr.moeRows.expertMap, G = map ? part.groupCount : E;
+    check(!gs || gs.groupCount === G, `matmul: src group count ${gs?.groupCount} must equal ${map ? `dst's ${G}` : `weights dims[0] = ${G} (or map groups to experts: attr.setExpertMap)`}`);
+    check(!gd || gd.groupCount === G, `matmul: dst group count ${gd?.groupCount} must equal ${map ? `src's ${G}` : `weights dims[0] = ${G} (or map groups to experts: attr.setExpertMap)`}`);
     check(wei.dims[1] === K, `matmul: weights dims[1] = ${wei.dims[1]} must equal src K = ${K}`);
-    const moe = PrimitiveDesc.moeRows(attr, M, src, dst);
+    const moe = PrimitiveDesc.moeRows(attr, M, src, dst, E);
     const Nd = PrimitiveDesc.dstCols(attr, N);
     check(dst.dims[1] === Nd, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
     check(!gs || !gd || gs.offsetsDt === gd.offsetsDt, `matmul: src and dst offsets data types differ (${gs?.offsetsDt} vs ${gd?.offsetsDt})`);
     check(!gs?.groupSizes || !gd?.groupSizes || gs.groupSizes.every((v, i) => v === gd.groupSizes![i]), 'matmul: src and dst per-group dims differ');
     check(part.offsetsDt === 's32', `matmul: offsets data type ${part.offsetsDt} is not supported (s32)`);
-    PrimitiveDesc.checkBias(bias, [G, N], attr);
+    PrimitiveDesc.checkBias(bias, [E, N], attr);
     return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', offsetsArg: gs ? 'src' : 'dst', moe, fusion: NO_FUSION };
   }
 
@@ -216,7 +224,7 @@ export class PrimitiveDesc {
     check(gs.offsetsDt === gw.offsetsDt, `matmul: src and weights offsets data types differ (${gs.offsetsDt} vs ${gw.offsetsDt})`);
     check(!gs.groupSizes || !gw.groupSizes || gs.groupSizes.every((v, i) => v === gw.groupSizes![i]), 'matmul: src and weights per-group dims differ');
     PrimitiveDesc.checkBias(bias, [G, M, N], attr);
-    const moe: MoeRows = { gather: false, scatterTopK: 0, batchedCounts: false, srcRows: M, dstRows: M };
+    const moe: MoeRows = { gather: false, scatterTopK: 0, batchedCounts: false, srcRows: M, dstRows: M, zeroFill: false, expertMap: false, experts: G };
     return { kind: 'grouped_k', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'desc', offsetsArg: 'src', moe, fusion: NO_FUSION };
   }
 
@@ -229,13 +237,14 @@ export class PrimitiveDesc {
     check(wei.ndims === 3, `matmul: with grouped offsets, weights must be 3D [G, K, N], got ${wei.ndims} dims`);
     const K = src.dims[1];
     const M = attr.moeRows.gather ? dst.dims[0] : src.dims[0];
-    const [G, , N] = wei.dims;
-    check(ga.groupCount === G, `matmul: grouped-offsets group count ${ga.groupCount} must equal weights dims[0] = ${G}`);
+    const [E, , N] = wei.dims;
+    const map = attr.moeRows.expertMap, G = map ? ga.groupCount : E;
+    check(ga.groupCount === G, `matmul: grouped-offsets group count ${ga.groupCount} must equal weights dims[0] = ${G} (or map groups to experts: attr.setExpertMap)`);
     check(wei.dims[1] === K, `matmul: weights dims[1] = ${wei.dims[1]} must equal src K = ${K}`);
-    const moe = PrimitiveDesc.moeRows(attr, M, src, dst);
+    const moe = PrimitiveDesc.moeRows(attr, M, src, dst, E);
     const Nd = PrimitiveDesc.dstCols(attr, N);
     check(dst.dims[1] === Nd, `matmul: dst dims[1] = ${dst.dims[1]} must equal weights N${PrimitiveDesc.gluNote(attr)} = ${Nd}`);
-    PrimitiveDesc.checkBias(bias, [G, N], attr);
+    PrimitiveDesc.checkBias(bias, [E, N], attr);
     return { kind: 'grouped_m', M, K, N, dstN: Nd, G, batch: [], src, weights: wei, bias, dst, attr, offsetsFrom: 'attr', offsetsArg: 'src', moe, fusion: NO_FUSION };
   }
 
@@ -285,7 +294,10 @@ export class PrimitiveDesc {
     const rows = p.M;
     const src = new MemoryDesc({ dims: [rows, 2 * p.N], dataType: op.srcDataType, format: 'blocked', strides: [2 * p.N, 1] });
     const prob = op.prob ? new MemoryDesc({ dims: [rows, 1], dataType: 'f32', format: 'blocked', strides: [1, 1] }) : undefined;
-    return Object.freeze({ op, position: 0, src, prob });
+    const grouped = op.groupAlpha || op.groupBeta;
+    checkImpl(!grouped || p.kind === 'grouped_m', `${what}: per-group alpha / beta need grouped rows (Proposal #1 or #2)`);
+    const groupScales = grouped ? new MemoryDesc({ dims: [p.moe.experts], dataType: 'f32', format: 'blocked', strides: [1] }) : undefined;
+    return Object.freeze({ op, position: 0, src, prob, groupScales });
   }
 
   /** The logical tensors scales and zero points refer to, with the granularities each kind takes (rfcs/0002 section 2). */
@@ -305,7 +317,8 @@ export class PrimitiveDesc {
       const sr = p.moe.srcRows, dr = p.moe.dstRows;
       return {
         src: { dims: [sr, K], names: [p.moe.gather ? 'T' : 'total_M', 'K'], groupable: [1], perGroupG: G, table: [[0, []], [1, []], [3, [1]]], tensorDt: p.src.dataType, rowsPartition: p.offsetsFrom === 'desc' && p.src.isGrouped ? p.src : undefined },
-        weights: { dims: [G, K, N], names: ['G', 'K', 'N'], groupable: [1, 2], perGroupG: undefined, table: [[0, []], [1, []], [5, []], [7, [1, 2]]], tensorDt: p.weights.dataType, rowsPartition: undefined },
+        // Weights are indexed by expert: E = G unless groups are mapped to experts (attr.setExpertMap).
+        weights: { dims: [p.moe.experts, K, N], names: ['G', 'K', 'N'], groupable: [1, 2], perGroupG: undefined, table: [[0, []], [1, []], [5, []], [7, [1, 2]]], tensorDt: p.weights.dataType, rowsPartition: undefined },
         dst: { dims: [dr, dstN], names: [p.moe.scatterTopK ? 'T x topK' : 'total_M', 'N'], groupable: [], perGroupG: G, table: [[0, []]], tensorDt: p.dst.dataType, rowsPartition: undefined },
       };
     }
@@ -357,6 +370,8 @@ export class PrimitiveDesc {
     const f = this.problem.fusion;
     if (what === 'glu_backward:src') return f.gluBackward?.src;
     if (what === 'glu_backward:prob' || what === 'glu_backward:diff_prob') return f.gluBackward?.prob;
+    if (what === 'glu_backward:alpha') return f.gluBackward?.op.groupAlpha ? f.gluBackward.groupScales : undefined;
+    if (what === 'glu_backward:beta') return f.gluBackward?.op.groupBeta ? f.gluBackward.groupScales : undefined;
     if (what.startsWith('binary:')) return f.binary.find((b) => `binary:${b.position}` === what)?.md;
     if (what.startsWith('scales:') || what.startsWith('zero_points:')) {
       const [kind, arg, alt] = what.split(':');
@@ -367,6 +382,10 @@ export class PrimitiveDesc {
       const m = this.problem.moe;
       if (!(m.gather || m.scatterTopK) || (what === 'token_ks' && !m.scatterTopK)) return undefined;
       return new MemoryDesc({ dims: [this.problem.M], dataType: 's32', format: 'blocked', strides: [1] });
+    }
+    if (what === 'expert_map') {
+      if (!this.problem.moe.expertMap) return undefined;
+      return new MemoryDesc({ dims: [this.problem.G], dataType: 's32', format: 'blocked', strides: [1] });
     }
     if (what === 'expert_num_tokens') {
       if (!this.problem.moe.batchedCounts) return undefined;

@@ -70,7 +70,8 @@ export class Primitive {
    * Enqueues the computation on `stream`. Argument errors throw here; errors found in runtime data
    * (offsets) are raised by `stream.wait()`. Runtime data is read when the work runs (immediately with
    * threads = 1, later with workers), as on a device queue: do not rewrite inputs before `wait()`.
-   * Rows past the last offset of a grouped dst are not written.
+   * Rows past the last offset of a grouped dst are not written (zero-filled with
+   * attr.setZeroFillUngroupedRows, as are the rows before offsets[0]).
    */
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem;
@@ -88,10 +89,11 @@ export class Primitive {
       tokenIndex: p.moe.gather || p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_INDEX, this.pd.queryMd('token_index')!) : undefined,
       tokenKs: p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_KS, this.pd.queryMd('token_ks')!) : undefined,
       counts: p.moe.batchedCounts ? this.arg(args, ARG.MOE_EXPERT_NUM_TOKENS, this.pd.queryMd('expert_num_tokens')!) : undefined,
+      expertMap: p.moe.expertMap ? this.arg(args, ARG.MOE_EXPERT_MAP, this.pd.queryMd('expert_map')!) : undefined,
       gluBackward: this.gluBackwardArgs(args),
     };
     const inputs: [AnyMemory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
-      [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS']];
+      [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS'], [a.expertMap, 'ARG.MOE_EXPERT_MAP']];
     for (const [id, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
       for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | QUANT_ARG_ID[arg as QuantArg])]);
     }
@@ -131,11 +133,16 @@ export class Primitive {
     if (!gb) return undefined;
     const id = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(gb.position) | x;
     const src = this.arg(args, id(ARG.SRC_1), gb.src);
+    for (const [x, on, key] of [[ARG.GLU_ALPHA, gb.op.groupAlpha, 'groupAlpha'], [ARG.GLU_BETA, gb.op.groupBeta, 'groupBeta']] as const) {
+      check(on || args[id(x)] === undefined, `matmul.execute: ${argName(id(x))} was given but the glu_backward post-op has no ${key} (appendGluBackward(..., { ${key}: true }))`);
+    }
+    const alpha = gb.op.groupAlpha ? this.arg(args, id(ARG.GLU_ALPHA), gb.groupScales!) : undefined;
+    const beta = gb.op.groupBeta ? this.arg(args, id(ARG.GLU_BETA), gb.groupScales!) : undefined;
     if (!gb.prob) {
       for (const x of [ARG.GLU_PROB, ARG.GLU_DIFF_PROB]) check(args[id(x)] === undefined, `matmul.execute: ${argName(id(x))} was given but the glu_backward post-op has no prob (appendGluBackward(..., { prob: true }))`);
-      return { src, prob: undefined, diffProb: undefined };
+      return { src, prob: undefined, diffProb: undefined, alpha, beta };
     }
-    return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob) };
+    return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob), alpha, beta };
   }
 
   /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each (not those stored in `+q` packed weights). */

@@ -23,6 +23,12 @@ export interface MoeRows {
   readonly batchedCounts: boolean;
   readonly srcRows: number;
   readonly dstRows: number;
+  /** attr.setZeroFillUngroupedRows: offsets[0] may be > 0, dst rows in no group are zero-filled. */
+  readonly zeroFill: boolean;
+  /** attr.setExpertMap: group g uses expert `ARG.MOE_EXPERT_MAP[g]` of the weights' `experts`. */
+  readonly expertMap: boolean;
+  /** Experts of the weights (dims[0] of 3D weights; G without an expert map). */
+  readonly experts: number;
 }
 
 export interface MatmulProblem {

@@ -7,7 +7,7 @@ import type { Engine } from '../../runtime/engine.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { checkedOffsets, groupingOf } from './runtime_offsets.js';
-import { checkRowMaps, checkedCounts } from './row_maps.js';
+import { ROW_ERR, checkRowMaps, checkedCounts, rowMapsError } from './row_maps.js';
 import { elementReader, mapIndex, type Fusion, type GluParam, type IndexMap, type QuantArg, type QuantParam } from '../../attr/fusion.js';
 import type { PostOp } from '../../attr/post_ops.js';
 import { gluBackwardColumns, gluBackwardScalar, type GluGrad } from '../../attr/glu_backward.js';
@@ -157,7 +157,7 @@ function prepare(p: MatmulProblem, a: MatmulArgs): Prepared {
  * (the diff of the GLU output), `write(c, x)` stores dst column c of the row. Float64 math, f32 stores;
  * dprob gets the row's float64 sum once.
  */
-type GluBackwardRow = (row: number, col: (c: number) => number, write: (c: number, x: number) => void) => void;
+type GluBackwardRow = (row: number, g: number, col: (c: number) => number, write: (c: number, x: number) => void) => void;
 
 function gluBackwardRows(p: MatmulProblem, a: MatmulArgs): GluBackwardRow | undefined {
   const gb = p.fusion.gluBackward;
@@ -167,13 +167,16 @@ function gluBackwardRows(p: MatmulProblem, a: MatmulArgs): GluBackwardRow | unde
   const ld = gb.src.strides[0], N = p.N;
   const prob = a.gluBackward.prob?.values as Float32Array | undefined;
   const dprob = a.gluBackward.diffProb?.values as Float32Array | undefined;
+  const ga = a.gluBackward.alpha?.values as Float32Array | undefined, gbeta = a.gluBackward.beta?.values as Float32Array | undefined;
   const g: GluGrad = { dGate: 0, dUp: 0, term: 0 };
-  return (row, col, write) => {
+  return (row, e, col, write) => {
     const pr = prob ? prob[row] : 1;
+    // cuDNN's per-group scales: the GEMM result times alpha^2, the saved gate / up times beta.
+    const a2 = ga ? ga[e] * ga[e] : 1, b = gbeta ? gbeta[e] : 1;
     let sum = 0;
     for (let n = 0; n < N; n++) {
       const [gc, uc] = gluBackwardColumns(layout, N, n);
-      gluBackwardScalar(alg, h(row * ld + gc), h(row * ld + uc), col(n), pr, alpha, limit, g);
+      gluBackwardScalar(alg, b * h(row * ld + gc), b * h(row * ld + uc), a2 * col(n), pr, alpha, limit, g);
       write(gc, g.dGate);
       write(uc, g.dUp);
       sum += g.term;
@@ -188,9 +191,30 @@ function runRef(p: MatmulProblem, a: MatmulArgs): void {
   return refDense(p, a);
 }
 
+/** The expert of each group: `ARG.MOE_EXPERT_MAP` (checked like the kernel's load_groups), or g itself. */
+function groupExperts(p: MatmulProblem, a: MatmulArgs): Int32Array {
+  if (!a.expertMap) return Int32Array.from({ length: p.G }, (_, g) => g);
+  const map = Int32Array.from((a.expertMap.values as Int32Array).subarray(0, p.G));
+  map.forEach((e, g) => {
+    if (e < 0 || e >= p.moe.experts) throw rowMapsError(p, ROW_ERR.expertMap, g, e, p.moe.experts);
+  });
+  return map;
+}
+
+/** attr.setZeroFillUngroupedRows: dst rows [0, offs[0]) and [offs[G], M) become 0. */
+function zeroUngroupedRows(p: MatmulProblem, a: MatmulArgs, offs: Int32Array): void {
+  const write = elementWriter(p.dst.dataType, a.dst.values);
+  const [ds0, ds1] = p.dst.strides;
+  for (const [r0, r1] of [[0, offs[0]], [offs[p.G], p.M]]) {
+    for (let r = r0; r < r1; r++) for (let n = 0; n < p.dstN; n++) write(r * ds0 + n * ds1, 0);
+  }
+}
+
 function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const offs = checkedOffsets(groupingOf(p, a));
+  const expertOf = groupExperts(p, a);
   checkRowMaps(p, a, offs[p.G]);
+  if (p.moe.zeroFill) zeroUngroupedRows(p, a, offs);
   // MoE row maps: src row (gather: the token; -1 = padding, zeros) and dst row (scatter: token * topK + slot).
   const ti = a.tokenIndex?.values as Int32Array | undefined, ks = a.tokenKs?.values as Int32Array | undefined;
   const srcRow = (row: number): number => (p.moe.gather ? ti![row] : row);
@@ -202,8 +226,9 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const r = prepare(p, a);
   const gbw = gluBackwardRows(p, a);
   const i2 = [0, 0], i3 = [0, 0, 0];
-  for (let g = 0; g < p.G; g++) {
-    const r0 = offs[g], rows = offs[g + 1] - r0;
+  for (let grp = 0; grp < p.G; grp++) {
+    // Everything indexed by the group (weights, bias, per-expert scales) follows its expert.
+    const r0 = offs[grp], rows = offs[grp + 1] - r0, g = expertOf[grp];
     if (rows === 0) continue;
     const W = new Float64Array(K * N);
     for (let k = 0; k < K; k++) {
@@ -227,7 +252,7 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
       if (row < 0) continue; // a scatter's padding row is not written
       const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [g, c])) : 0));
       if (gbw) {
-        gbw(row, col, (c, x) => r.dstW(row * ds0 + c * ds1, x));
+        gbw(row, g, col, (c, x) => r.dstW(row * ds0 + c * ds1, x));
         continue;
       }
       for (let n = 0; n < dstN; n++) {
@@ -321,7 +346,7 @@ function refDense(p: MatmulProblem, a: MatmulArgs): void {
         return Math.fround(C[m * N + c] + r.bias(biasIndex(p.bias, idx)));
       };
       if (gbw) { // 2D only (the pd rejects batched glu_backward)
-        gbw(m, col, (c, x) => r.dstW(dOff + m * ds[nb] + c * ds[nb + 1], x));
+        gbw(m, 0, col, (c, x) => r.dstW(dOff + m * ds[nb] + c * ds[nb + 1], x));
         continue;
       }
       for (let n = 0; n < dstN; n++) {

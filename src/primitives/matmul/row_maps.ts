@@ -3,7 +3,7 @@ import type { MatmulArgs } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 
 /** Error codes shared with the wasm driver (wasm/src/job.h): batched counts and MoE row maps. */
-export const ROW_ERR = { countNegative: 6, countCapacity: 7, index: 8, slot: 9, duplicate: 10 } as const;
+export const ROW_ERR = { countNegative: 6, countCapacity: 7, index: 8, slot: 9, duplicate: 10, expertMap: 11 } as const;
 
 /** The message for a row-map or batched-count violation; the reference and the kernels report identical text. */
 export function rowMapsError(p: MatmulProblem, code: number, i: number, x: number, y: number): DnnlError {
@@ -15,8 +15,9 @@ export function rowMapsError(p: MatmulProblem, code: number, i: number, x: numbe
     code === ROW_ERR.slot && y === -1 ? `ARG.MOE_TOKEN_KS[${i}] = ${x} must be -1 for a padding row (ARG.MOE_TOKEN_INDEX[${i}] = -1)` :
     code === ROW_ERR.slot ? `ARG.MOE_TOKEN_KS[${i}] = ${x} is out of range [0, topK = ${y})` :
     code === ROW_ERR.duplicate ? `routed row ${i} scatters to dst row ${x} * ${k} + ${y}, already written by an earlier row (ARG.MOE_TOKEN_INDEX / ARG.MOE_TOKEN_KS repeat a (token, slot) pair)` :
+    code === ROW_ERR.expertMap ? `ARG.MOE_EXPERT_MAP[${i}] = ${x} is out of range [0, experts = ${y}) (group ${i} must name the expert whose weights it uses)` :
     `kernel status ${code}`;
-  return new DnnlError(code >= 6 && code <= 10 ? 'invalid_arguments' : 'runtime_error', `matmul.execute: ${msg}`);
+  return new DnnlError(code >= 6 && code <= 11 ? 'invalid_arguments' : 'runtime_error', `matmul.execute: ${msg}`);
 }
 
 /**

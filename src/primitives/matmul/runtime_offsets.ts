@@ -22,6 +22,8 @@ export interface Grouping {
   readonly variableDim: number;
   /** Host-known group sizes, from any grouped descriptor. */
   readonly sizes: readonly number[] | undefined;
+  /** attr.setZeroFillUngroupedRows: offsets[0] may be > 0 (true), must be 0 but could be allowed (false), or the attribute does not apply (undefined). */
+  readonly leadingRows?: boolean;
 }
 
 export function groupingOf(p: MatmulProblem, a: MatmulArgs): Grouping {
@@ -32,7 +34,7 @@ export function groupingOf(p: MatmulProblem, a: MatmulArgs): Grouping {
   }
   if (p.offsetsFrom === 'attr') {
     const m = a.offsets!;
-    return { primary: { name: 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC', handle: m.handles[0], view: m.values as Int32Array }, others: [], G: p.G, total: p.M, variableDim: 0, sizes };
+    return { primary: { name: 'ARG.ATTR_GROUPED_OFFSETS | ARG.SRC', handle: m.handles[0], view: m.values as Int32Array }, others: [], G: p.G, total: p.M, variableDim: 0, sizes, leadingRows: p.moe.gather || p.moe.scatterTopK ? undefined : p.moe.zeroFill };
   }
   // P#1: grouped per-row scales / zero points and grouped binary src1 share src's partition too.
   const extra: OffsetsArg[] = [];
@@ -45,7 +47,7 @@ export function groupingOf(p: MatmulProblem, a: MatmulArgs): Grouping {
   // MoE gather: src is plain, dst holds the partition; scatter: dst is plain.
   if (p.offsetsArg === 'dst') return { primary: arg('dst', a.dst), others: extra, G: p.G, total: p.M, variableDim: 0, sizes };
   const dst = p.dst.isGrouped ? [arg('dst', a.dst)] : [];
-  return { primary: arg('src', a.src), others: [...dst, ...extra], G: p.G, total: p.M, variableDim: 0, sizes };
+  return { primary: arg('src', a.src), others: [...dst, ...extra], G: p.G, total: p.M, variableDim: 0, sizes, leadingRows: p.moe.gather || p.moe.scatterTopK ? undefined : p.moe.zeroFill };
 }
 
 /** Error codes shared with the wasm driver (wasm/src/job.h). */
@@ -55,7 +57,7 @@ export const OFFS_ERR = { first: 1, decreasing: 2, total: 3, mismatch: 4, sizes:
 export function offsetsError(g: Grouping, code: number, i: number, x: number, y: number, otherName = g.others[0]?.name ?? ''): DnnlError {
   const n = g.primary.name;
   const msg =
-    code === OFFS_ERR.first ? `${n} offsets[0] must be 0, got ${x}` :
+    code === OFFS_ERR.first ? `${n} offsets[0] must be 0, got ${x}${g.leadingRows === false ? ' (attr.setZeroFillUngroupedRows lets the first group start later)' : ''}` :
     code === OFFS_ERR.decreasing ? `${n} offsets must be non-decreasing: offsets[${i}] = ${x} < offsets[${i - 1}] = ${y}` :
     code === OFFS_ERR.total ? `${n} offsets[${i}] = ${x} exceeds the total extent ${y} of dims[${g.variableDim}]` :
     code === OFFS_ERR.sizes ? `${n} offsets give group ${i} ${x} rows but the descriptor's per-group dims say ${y}` :
@@ -66,13 +68,13 @@ export function offsetsError(g: Grouping, code: number, i: number, x: number, y:
 
 /**
  * Execute-time validation of the offsets, done before any row is touched; returns a private copy so
- * the computation reads exactly what was validated. Rules, in order: offs[0] = 0, non-decreasing,
+ * the computation reads exactly what was validated. Rules, in order: offs[0] = 0 (>= 0 with leading rows), non-decreasing,
  * offs[G] <= total, equal to host-known sizes, other offsets buffers equal to the primary one.
  */
 export function checkedOffsets(g: Grouping): Int32Array {
   const offs = Int32Array.from(g.primary.view.subarray(0, g.G + 1));
   const G = g.G;
-  if (offs[0] !== 0) throw offsetsError(g, OFFS_ERR.first, 0, offs[0], 0);
+  if (offs[0] < 0 || (offs[0] !== 0 && !g.leadingRows)) throw offsetsError(g, OFFS_ERR.first, 0, offs[0], 0);
   for (let i = 1; i <= G; i++) if (offs[i] < offs[i - 1]) throw offsetsError(g, OFFS_ERR.decreasing, i, offs[i], offs[i - 1]);
   if (offs[G] > g.total) throw offsetsError(g, OFFS_ERR.total, G, offs[G], g.total);
   if (g.sizes) {

@@ -258,6 +258,9 @@ class WasmMatmulExecutor implements MatmulExecutor {
     if (a.tokenIndex) this.set('tok_idx', a.tokenIndex.handles[0]);
     if (a.tokenKs) this.set('tok_ks', a.tokenKs.handles[0]);
     if (a.counts) this.set('counts', a.counts.handles[0]);
+    this.set('zero_fill', moe.zeroFill ? 1 : 0);
+    this.set('expert_of', a.expertMap ? a.expertMap.handles[0] : 0);
+    this.set('experts', moe.experts);
     this.set('gather', moe.gather ? 1 : 0);
     this.set('scatter_k', moe.scatterTopK);
     this.set('src_rows', moe.srcRows);
@@ -290,6 +293,10 @@ class WasmMatmulExecutor implements MatmulExecutor {
       this.i32[o + PO_DGLU.layout / 4] = GLU_LAYOUT_CODE[gb.op.layout];
       this.i32[o + PO_DGLU.prob / 4] = a.gluBackward!.prob?.handles[0] ?? 0;
       this.i32[o + PO_DGLU.ws / 4] = this.reduce?.ws ?? 0;
+      // cuDNN's per-group alpha / beta in the unused second post-op record (glu-bwd.c dglu_tile).
+      const o1 = o + PO.SIZE / 4;
+      this.i32[o1 + PO.ptr / 4] = a.gluBackward!.alpha?.handles[0] ?? 0;
+      this.i32[o1 + PO.table / 4] = a.gluBackward!.beta?.handles[0] ?? 0;
     }
     return this.job;
   }

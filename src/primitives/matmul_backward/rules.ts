@@ -32,6 +32,7 @@ export function checkPlainAttr(fn: string, attr: PrimitiveAttr): void {
   checkImpl(attr.postOps.entries.length === 0, `${fn}: post-ops are not supported`);
   const m = attr.moeRows;
   checkImpl(!m.gather && !m.scatterTopK && !m.batchedCounts, `${fn}: gather, scatter and batched token counts are not supported`);
+  checkImpl(!m.zeroFillUngrouped && !m.expertMap, `${fn}: zero-filled ungrouped rows and expert maps are not supported`);
 }
 
 /** Rows grouped by a grouped descriptor (P#1): 2D, variable dim 0, s32 offsets, `G` groups. */

@@ -2,20 +2,14 @@ import { DnnlError, check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { created } from '../../../runtime/live_engine.js';
-import { GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
+import type { GluAlg, GluLayout } from '../../../attr/eltwise.js';
+import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { activationImplList, type ActivationImpl } from './impls.js';
 
-/** The GLU of an activation stage (as `attr.postOps.appendGlu`). */
-export interface ActivationGlu {
-  readonly alg: GluAlg;
-  readonly layout?: GluLayout;
-  /** swiglu / swiglu_oai sigmoid slope (default 1, and 1.702 for swiglu_oai). */
-  readonly alpha?: number;
-  /** swiglu_oai clamp (default 7). */
-  readonly limit?: number;
-}
+/** The GLU of an activation stage: the same options object as `glu_backward`'s (`GluOptions`). */
+export type ActivationGlu = GluOptions;
 
 export const GLU_OPTION_KEYS = optionKeys<ActivationGlu>({ alg: true, layout: true, alpha: true, limit: true });
 
@@ -50,10 +44,9 @@ export class PrimitiveDesc {
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.activation: engine is required');
     check(src instanceof MemoryDesc && dst instanceof MemoryDesc, 'moe.activation: src and dst must be memory descriptors');
-    check(glu !== null && typeof glu === 'object' && isGluAlg(glu.alg), `moe.activation: glu.alg must be a GLU algorithm (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai), got ${String(glu?.alg)}`);
+    check(glu !== null && typeof glu === 'object', 'moe.activation: glu must be an options object');
     checkOptionKeys('moe.activation: glu', glu, GLU_OPTION_KEYS);
-    const layout = glu.layout ?? 'halves';
-    check(GLU_LAYOUTS.includes(layout), `moe.activation: glu.layout must be halves, interleaved or blocks32, got ${String(layout)}`);
+    const { alg, layout, alpha, limit } = resolveGlu('moe.activation', glu);
     check(src.ndims === 2 && dst.ndims === 2, `moe.activation: src and dst must be 2D, got ${src.ndims} and ${dst.ndims} dims`);
     check(!src.isGrouped || src.grouped?.variableDim === 0, 'moe.activation: a grouped src must be grouped by rows');
     checkImpl(src.dataType === 'f32' && dst.dataType === 'f32', `moe.activation: data types ${src.dataType} -> ${dst.dataType} are not supported (f32 -> f32)`);
@@ -62,11 +55,8 @@ export class PrimitiveDesc {
     check(dst.dims[0] === src.dims[0] && dst.dims[1] === I, `moe.activation: dst dims [${dst.dims.join(',')}] must be [rows = ${src.dims[0]}, I = ${I}]`);
     check(layout !== 'blocks32' || I % 32 === 0, `moe.activation: layout blocks32 needs I % 32 == 0, got I = ${I}`);
     check(src.strides[1] === 1 && dst.strides[1] === 1 && !['any', 'packed'].includes(src.format) && !['any', 'packed'].includes(dst.format), 'moe.activation: src and dst rows must be contiguous (plain or grouped layouts)');
-    const alpha = glu.alpha ?? GLU_DEFAULT_ALPHA[glu.alg];
-    const limit = glu.limit ?? GLU_DEFAULT_LIMIT;
-    check(Number.isFinite(alpha) && Number.isFinite(limit) && limit > 0, `moe.activation: glu.alpha must be finite and glu.limit finite and > 0, got ${alpha}, ${limit}`);
     this.engine = engine;
-    this.problem = Object.freeze({ src, dst, rows: src.dims[0], I, alg: glu.alg, layout, alpha, limit, grouped: src.isGrouped });
+    this.problem = Object.freeze({ src, dst, rows: src.dims[0], I, alg, layout, alpha, limit, grouped: src.isGrouped });
     const reasons: string[] = [];
     const impl = activationImplList.find((i) => {
       const why = i.reject(this.problem, engine);
@@ -75,7 +65,7 @@ export class PrimitiveDesc {
     });
     if (!impl) throw new DnnlError('unimplemented', `moe.activation: no implementation (${reasons.join('; ')})`);
     this.impl = impl;
-    verboseLine('create', ['moe_activation', this.implInfo, glu.alg, `src:${src} dst:${dst}`, '', '', `${this.problem.rows}x${2 * I}:${layout}`, (now() - t0).toFixed(4)]);
+    verboseLine('create', ['moe_activation', this.implInfo, alg, `src:${src} dst:${dst}`, '', '', `${this.problem.rows}x${2 * I}:${layout}`, (now() - t0).toFixed(4)]);
   }
 
   queryMd(what: 'src' | 'dst'): MemoryDesc {

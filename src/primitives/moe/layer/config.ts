@@ -1,7 +1,9 @@
 import { check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import type { DataType } from '../../../common/data_type.js';
-import { GLU_LAYOUTS, isGluAlg, type GluAlg, type GluLayout } from '../../../attr/eltwise.js';
+import type { GluAlg, GluLayout } from '../../../attr/eltwise.js';
+import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
+import { resolveShared, type ResolvedShared, type SharedExpertConfig } from './shared_expert.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 
 /** Scales of one weight tensor (`attr.setScales(ARG.WEIGHTS, mask, groups, dataType)` of its GEMM). */
@@ -15,6 +17,7 @@ export interface WeightScales {
 export interface LayerRouting {
   readonly scoring?: 'softmax' | 'sigmoid';
   readonly renormalize?: boolean;
+  readonly renormalizeEps?: number;
   readonly routedScalingFactor?: number;
   readonly groupCount?: number;
   readonly kGroup?: number;
@@ -42,8 +45,8 @@ export interface LayerConfig {
   /** Activations and output (default f32). */
   readonly dataType?: 'f32' | 'bf16' | 'f16';
   readonly routing?: LayerRouting;
-  /** The GLU between the GEMMs (default swiglu, halves: w13 columns [0, I) gate, [I, 2I) up). */
-  readonly glu?: { readonly alg: GluAlg; readonly layout?: GluLayout; readonly alpha?: number; readonly limit?: number };
+  /** The GLU between the GEMMs (default swiglu, halves: w13 columns [0, I) gate, [I, 2I) up); the options of `moe.activation` and `glu_backward`. */
+  readonly glu?: GluOptions;
   /** Weight descriptors `[G, K, 2I]` and `[G, I, K]`; default f32 `tag.any` (packed: reorder into `pd.queryMd('w13' | 'w2')`). */
   readonly weights?: { readonly w13: MemoryDesc; readonly w2: MemoryDesc };
   /**
@@ -56,8 +59,18 @@ export interface LayerConfig {
   readonly bias?: boolean;
   /** `w8a8_dynamic` (MindIE): s8 weights with per-column scales, activations quantized per token before each GEMM. */
   readonly quant?: 'none' | 'w8a8_dynamic';
-  /** One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]`, `ARG.MOE_SHARED_W2 [Is, K]`, f32 plain). */
-  readonly sharedExpert?: { readonly intermediate: number };
+  /**
+   * One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]` or gate / up projections,
+   * `ARG.MOE_SHARED_W2 [Is, K]`): descriptors, its own GLU, Qwen2-MoE's sigmoid gate (`SharedExpertConfig`).
+   */
+  readonly sharedExpert?: SharedExpertConfig;
+  /**
+   * Where the routing weight applies: `output` (default: the expert's output is weighted, Mixtral,
+   * DeepSeek, Qwen) or `input` (Llama-4: the expert runs on `x · w`, so the weight passes through the
+   * GLU; any top-k). Input weighting scales the rows of the permuted copy, so GEMM1 runs `permute`
+   * (the default then; `gather` is refused); not with w8a8_dynamic or forward_training.
+   */
+  readonly routingWeight?: 'output' | 'input';
   /** GEMM1 reads hidden rows through the token index (`gather`, default) or from a permuted copy (`permute`). */
   readonly gemm1?: 'gather' | 'permute';
   /** GEMM2 scatters weighted rows and a reduce sums the slots (`fused_scatter`, default), or writes routed rows that a weight-and-reduce combines. */
@@ -78,7 +91,7 @@ export interface ResolvedConfig extends Required<Omit<LayerConfig, 'weights' | '
   readonly glu: { readonly alg: GluAlg; readonly layout: GluLayout; readonly alpha: number | undefined; readonly limit: number | undefined };
   readonly weights: { readonly w13: MemoryDesc; readonly w2: MemoryDesc };
   readonly weightScales: { readonly w13?: WeightScales; readonly w2?: WeightScales };
-  readonly sharedExpert: { readonly intermediate: number } | undefined;
+  readonly sharedExpert: ResolvedShared | undefined;
 }
 
 type LayerGlu = NonNullable<LayerConfig['glu']>;
@@ -90,14 +103,14 @@ type LayerSharedExpert = NonNullable<LayerConfig['sharedExpert']>;
 export const LAYER_OPTION_KEYS = {
   config: optionKeys<LayerConfig>({
     tokens: true, hidden: true, intermediate: true, experts: true, topK: true, localExperts: true, dataType: true, routing: true, glu: true,
-    weights: true, weightScales: true, bias: true, quant: true, sharedExpert: true, gemm1: true, combine: true, propKind: true,
+    weights: true, weightScales: true, bias: true, quant: true, sharedExpert: true, gemm1: true, combine: true, propKind: true, routingWeight: true,
   }),
-  routing: optionKeys<LayerRouting>({ scoring: true, renormalize: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true, correctionBias: true }),
+  routing: optionKeys<LayerRouting>({ scoring: true, renormalize: true, renormalizeEps: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true, correctionBias: true }),
   glu: optionKeys<LayerGlu>({ alg: true, layout: true, alpha: true, limit: true }),
   weights: optionKeys<LayerWeights>({ w13: true, w2: true }),
   weightScales: optionKeys<LayerWeightScales>({ w13: true, w2: true }),
   scales: optionKeys<WeightScales>({ mask: true, groups: true, dataType: true }),
-  sharedExpert: optionKeys<LayerSharedExpert>({ intermediate: true }),
+  sharedExpert: optionKeys<LayerSharedExpert>({ intermediate: true, gate: true, glu: true, weights: true, weightScales: true }),
 } as const;
 
 /** Unknown keys anywhere in a layer config (`routing: { renormalise: true }`) are refused, naming where. */
@@ -135,9 +148,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   const dtype = c.dataType ?? 'f32';
   checkImpl(['f32', 'bf16', 'f16'].includes(dtype), `moe.layer: dataType ${String(dtype)} is not supported (f32, bf16, f16)`);
   const glu = c.glu ?? { alg: 'glu_swiglu' as const };
-  check(isGluAlg(glu.alg), `moe.layer: glu.alg must be a GLU algorithm (glu_swiglu, glu_geglu_erf, glu_geglu_tanh, glu_swiglu_oai), got ${String(glu.alg)}`);
-  const layout = glu.layout ?? 'halves';
-  check(GLU_LAYOUTS.includes(layout), `moe.layer: glu.layout must be halves, interleaved or blocks32, got ${String(layout)}`);
+  const { layout } = resolveGlu('moe.layer', glu);
   check(layout !== 'blocks32' || c.intermediate % 32 === 0, `moe.layer: glu layout blocks32 needs intermediate % 32 == 0, got ${c.intermediate}`);
   const quant = c.quant ?? 'none';
   check(quant === 'none' || quant === 'w8a8_dynamic', `moe.layer: quant must be 'none' or 'w8a8_dynamic', got ${String(quant)}`);
@@ -153,11 +164,17 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(weights.w2.dims.join() === [G, I, K].join(), `moe.layer: w2 dims [${weights.w2.dims.join(',')}] must be [local experts, intermediate, hidden] = [${G},${I},${K}]`);
   check(quant !== 'w8a8_dynamic' || (weights.w13.dataType === 's8' && weights.w2.dataType === 's8'), 'moe.layer: w8a8_dynamic needs s8 w13 and w2');
   check(quant !== 'w8a8_dynamic' || (c.weightScales?.w13 !== undefined && c.weightScales?.w2 !== undefined), 'moe.layer: w8a8_dynamic needs weightScales for w13 and w2 (e.g. { mask: 5 }: per expert and column)');
-  const gemm1 = c.gemm1 ?? 'gather';
+  const routingWeight = c.routingWeight ?? 'output';
+  check(routingWeight === 'output' || routingWeight === 'input', `moe.layer: routingWeight must be 'output' or 'input', got ${String(routingWeight)}`);
+  const inputWeighted = routingWeight === 'input';
+  check(!inputWeighted || c.gemm1 !== 'gather', "moe.layer: routingWeight 'input' scales the rows of the permuted copy: leave gemm1 unset or 'permute'");
+  checkImpl(!inputWeighted || quant === 'none', "moe.layer: routingWeight 'input' with w8a8_dynamic is not supported (the activations are quantized per token before the per-slot weight is known)");
+  checkImpl(!inputWeighted || !training, "moe.layer: routingWeight 'input' with forward_training is not supported (no gradient through the input weighting here)");
+  const gemm1 = c.gemm1 ?? (inputWeighted ? 'permute' : 'gather');
   check(gemm1 === 'gather' || gemm1 === 'permute', `moe.layer: gemm1 must be 'gather' or 'permute', got ${String(gemm1)}`);
   const combine = c.combine ?? 'fused_scatter';
   check(combine === 'fused_scatter' || combine === 'weight_and_reduce', `moe.layer: combine must be 'fused_scatter' or 'weight_and_reduce', got ${String(combine)}`);
-  check(c.sharedExpert === undefined || posInt(c.sharedExpert.intermediate), 'moe.layer: sharedExpert.intermediate must be a positive integer');
+  const sharedExpert = c.sharedExpert === undefined ? undefined : resolveShared(c.sharedExpert, c.hidden, glu);
   check(c.tokens * c.topK <= 0x7fffffff, 'moe.layer: tokens x topK must fit int32');
   if (training) {
     checkImpl(dtype === 'f32', `moe.layer: forward_training supports dataType f32, got ${dtype}`);
@@ -173,7 +190,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   return {
     tokens: c.tokens, hidden: K, intermediate: I, experts: c.experts, topK: c.topK, localExperts: G, dataType: dtype,
     routing: c.routing ?? {}, glu: { alg: glu.alg, layout, alpha: glu.alpha, limit: glu.limit }, weights,
-    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert: c.sharedExpert,
-    gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind,
+    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert,
+    gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind, routingWeight,
   };
 }

@@ -18,9 +18,12 @@ import * as activation from '../activation/index.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
 import { layerExecuteError, layerPdError } from './layer_errors.js';
+import { enqueueInputWeighting } from './input_weighting.js';
+import { sharedPds } from './shared_expert.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
-export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
+export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'weight_input' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine'
+  | 'shared_gate' | 'shared_gate_proj' | 'shared_gemm1' | 'shared_gemm2';
 
 export type LayerArgs = Readonly<Record<number, Memory | undefined>>;
 
@@ -58,6 +61,10 @@ export interface Workspace {
   readonly actScales: Memory | undefined;
   /** Shared expert GLU output `[T, Is]`. */
   readonly sharedAct: Memory | undefined;
+  /** Shared expert with separate projections: act(x · gate_proj) `[T, Is]` f32. */
+  readonly sharedGateProj: Memory | undefined;
+  /** Gated shared expert (Qwen2-MoE): sigmoid(x · w_gate) `[T, 1]` f32. */
+  readonly sharedGate: Memory | undefined;
 }
 
 type StageArgsFn = (args: LayerArgs, ws: Workspace) => Record<number, Memory | undefined>;
@@ -105,6 +112,8 @@ export class PrimitiveDesc {
   /** @internal */ readonly quantAct: dynamic_quant.PrimitiveDesc | undefined;
   /** @internal */ readonly shared1: matmul.PrimitiveDesc | undefined;
   /** @internal */ readonly shared2: matmul.PrimitiveDesc | undefined;
+  /** @internal shared expert: the gate projection (separate gate / up) and Qwen2-MoE's sigmoid gate. */ readonly sharedGateProj: matmul.PrimitiveDesc | undefined;
+  /** @internal */ readonly sharedGate: matmul.PrimitiveDesc | undefined;
   /** @internal descriptors of the layer's arguments and workspace. */
   readonly mds: Readonly<Record<string, MemoryDesc>>;
 
@@ -160,23 +169,22 @@ export class PrimitiveDesc {
     }
     const scatter = c.combine === 'fused_scatter';
     const outMd = scatter ? plainDesc([T * k, K], 'f32', 'ab') : groupedDesc([R, K], 'f32', G, [RUNTIME_DIM_VAL, K]);
+    const inputWeighted = c.routingWeight === 'input';
     if (scatter) {
       a2.setScatter(k);
-      a2.postOps.appendBinary('binary_mul', plainDesc([T * k, 1], 'f32', 'ab'));
+      if (!inputWeighted) a2.postOps.appendBinary('binary_mul', plainDesc([T * k, 1], 'f32', 'ab'));
     }
     const b2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
     this.gemm2 = stagePd('gemm2', 'act x w2 (its matmul weights) + w2 bias', () => (b2Md ? new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, b2Md, outMd, a2) : new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, outMd, a2)));
     const dstMd = plainDesc([T, K], adt, 'ab');
-    this.combine = stagePd('combine', 'expert rows -> dst', () => new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter }));
+    this.combine = stagePd('combine', 'expert rows -> dst', () => new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter && !inputWeighted }));
     // Shared expert: dense GEMMs on every token, the second one summed into the output.
     if (c.sharedExpert) {
-      const Is = c.sharedExpert.intermediate;
-      const as1 = new PrimitiveAttr();
-      as1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
-      this.shared1 = stagePd('shared_gemm1', 'hidden x shared w13', () => new matmul.PrimitiveDesc(engine, hiddenMd, plainDesc([K, 2 * Is], 'f32', 'ab'), plainDesc([T, Is], adt, 'ab'), as1));
-      const as2 = new PrimitiveAttr();
-      as2.postOps.appendSum(1);
-      this.shared2 = stagePd('shared_gemm2', 'shared act x shared w2, summed into dst', () => new matmul.PrimitiveDesc(engine, plainDesc([T, Is], adt, 'ab'), plainDesc([Is, K], 'f32', 'ab'), dstMd, as2));
+      const sp = sharedPds(engine, c.sharedExpert, hiddenMd, dstMd, adt);
+      this.shared1 = sp.gemm1;
+      this.shared2 = sp.gemm2;
+      this.sharedGateProj = sp.gateProj;
+      this.sharedGate = sp.expertGate;
     }
     this.mds = Object.freeze({
       hidden: hiddenMd, logits: logitsMd, dst: dstMd, w13: this.gemm1.queryMd('weights')!, w2: this.gemm2.queryMd('weights')!,
@@ -189,15 +197,24 @@ export class PrimitiveDesc {
   /**
    * Descriptors of the arguments: `hidden`, `logits`, `dst`, `w13`, `w2` (packed when created from
    * `tag.any`: reorder user weights into these), `w13_bias`, `w2_bias`, `w13_scales`, `w2_scales`,
-   * `expert_map`, `correction_bias`, `shared_w13`, `shared_w2`.
+   * `expert_map`, `correction_bias`, `shared_w13` (or `shared_gate` + `shared_up`), `shared_w2`,
+   * `shared_expert_gate`, and `shared_<w13|gate|up|w2>_scales`.
    */
   queryMd(what: string): MemoryDesc | undefined {
     if (what === 'w13_scales') return this.gemm1.queryMd('scales:weights');
     if (what === 'w2_scales') return this.gemm2.queryMd('scales:weights');
     if (what === 'expert_map') return this.config.localExperts !== this.config.experts ? plainDesc([this.config.experts], 's32', 'a') : undefined;
     if (what === 'correction_bias') return this.routing.queryMd('correction_bias');
-    if (what === 'shared_w13') return this.shared1?.queryMd('weights');
+    const split = this.config.sharedExpert?.split;
+    if (what === 'shared_w13') return split ? undefined : this.shared1?.queryMd('weights');
+    if (what === 'shared_up') return split ? this.shared1?.queryMd('weights') : undefined;
+    if (what === 'shared_gate') return this.sharedGateProj?.queryMd('weights');
     if (what === 'shared_w2') return this.shared2?.queryMd('weights');
+    if (what === 'shared_expert_gate') return this.sharedGate?.queryMd('weights');
+    if (what === 'shared_w13_scales') return split ? undefined : this.shared1?.queryMd('scales:weights');
+    if (what === 'shared_up_scales') return split ? this.shared1?.queryMd('scales:weights') : undefined;
+    if (what === 'shared_gate_scales') return this.sharedGateProj?.queryMd('scales:weights');
+    if (what === 'shared_w2_scales') return this.shared2?.queryMd('scales:weights');
     return this.mds[what];
   }
 
@@ -251,9 +268,11 @@ export class Primitive {
     const actQ = w8a8 ? mk(plainDesc([R, I], 's8', 'ab')) : undefined;
     const actScales = w8a8 ? mk(plainDesc([R], 'f32', 'a')) : undefined;
     const sharedAct = pd.shared1 ? mk(pd.shared1.queryMd('dst')) : undefined;
+    const sharedGateProj = pd.sharedGateProj ? mk(pd.sharedGateProj.queryMd('dst')) : undefined;
+    const sharedGate = pd.sharedGate ? mk(pd.sharedGate.queryMd('dst')) : undefined;
     this.workspace = Object.freeze({
       topkIds: mk(pd.routing.queryMd('topk_ids')), topkWeights: mk(pd.routing.queryMd('topk_weights')),
-      tokenIndex, tokenKs, rowOf, act, h13, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct,
+      tokenIndex, tokenKs, rowOf, act, h13, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct, sharedGateProj, sharedGate,
     });
     // The quantized act as the grouped src of GEMM2: the same bytes, with dispatch's offsets.
     const actQGrouped = actQ ? Memory.create(pd.mds.src2, eng, [actQ.handles[0], offs]) : undefined;
@@ -269,6 +288,12 @@ export class Primitive {
       [ARG.MOE_TOPK_IDS]: w.topkIds, [ARG.SRC]: permuted ? a[ARG.SRC] : undefined, [ARG.MOE_EXPERT_MAP]: a[ARG.MOE_EXPERT_MAP],
       [ARG.DST]: dispatchDst, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_ROW_OF]: w.rowOf,
     }));
+    if (c.routingWeight === 'input') {
+      const weightInput = { execute: (strm: Stream, a: Readonly<Record<number, Memory | undefined>>): void => enqueueInputWeighting(strm, T, k, {
+        permuted: a[ARG.SRC]!, tokenIndex: a[ARG.MOE_TOKEN_INDEX]!, tokenKs: a[ARG.MOE_TOKEN_KS]!, topkWeights: a[ARG.MOE_TOPK_WEIGHTS]!,
+      }), destroy: (): void => undefined };
+      add('weight_input', { implInfo: 'ref:any' }, weightInput, (_a, w) => ({ [ARG.SRC]: w.permuted, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights }));
+    }
     add('gemm1', pd.gemm1, new matmul.Primitive(pd.gemm1), (a, w) => ({
       [ARG.SRC]: permuted ?? (w.hiddenQ ?? a[ARG.SRC]), [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.BIAS]: a[ARG.BIAS], [ARG.DST]: w.h13 ?? w.act,
       [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS], [ARG.ATTR_SCALES | ARG.SRC]: w.hiddenScales, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex,
@@ -278,14 +303,26 @@ export class Primitive {
     add('gemm2', pd.gemm2, new matmul.Primitive(pd.gemm2), (a, w) => ({
       [ARG.SRC]: actQGrouped ?? w.act, [ARG.WEIGHTS]: a[ARG.WEIGHTS_1], [ARG.BIAS]: a[ARG.MOE_W2_BIAS], [ARG.DST]: w.expertOut,
       [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS_1], [ARG.ATTR_SCALES | ARG.SRC]: w.actScales,
-      [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: twFlat,
+      [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: c.routingWeight === 'input' ? undefined : twFlat,
     }));
     add('combine', pd.combine, new combine.Primitive(pd.combine), (a, w) => ({
       [ARG.SRC]: w.expertOut, [ARG.MOE_ROW_OF]: w.rowOf, [ARG.MOE_TOPK_WEIGHTS]: pd.combine.problem.weighted ? w.topkWeights : undefined, [ARG.DST]: a[ARG.DST],
     }));
     if (pd.shared1 && pd.shared2) {
-      add('shared_gemm1', pd.shared1, new matmul.Primitive(pd.shared1), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W13], [ARG.DST]: w.sharedAct }));
-      add('shared_gemm2', pd.shared2, new matmul.Primitive(pd.shared2), (a, w) => ({ [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST] }));
+      const S = ARG.ATTR_SCALES;
+      if (pd.sharedGate) add('shared_gate', pd.sharedGate, new matmul.Primitive(pd.sharedGate), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_EXPERT_GATE], [ARG.DST]: w.sharedGate }));
+      if (pd.sharedGateProj) {
+        add('shared_gate_proj', pd.sharedGateProj, new matmul.Primitive(pd.sharedGateProj), (a, w) => ({
+          [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[ARG.MOE_SHARED_GATE_PROJ], [S | ARG.WEIGHTS]: a[S | ARG.MOE_SHARED_GATE_PROJ], [ARG.DST]: w.sharedGateProj,
+        }));
+      }
+      const w1 = pd.sharedGateProj ? ARG.MOE_SHARED_UP_PROJ : ARG.MOE_SHARED_W13;
+      add('shared_gemm1', pd.shared1, new matmul.Primitive(pd.shared1), (a, w) => ({
+        [ARG.SRC]: a[ARG.SRC], [ARG.WEIGHTS]: a[w1], [S | ARG.WEIGHTS]: a[S | w1], [ARG.DST]: w.sharedAct, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: w.sharedGateProj,
+      }));
+      add('shared_gemm2', pd.shared2, new matmul.Primitive(pd.shared2), (a, w) => ({
+        [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [S | ARG.WEIGHTS]: a[S | ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST], [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: w.sharedGate,
+      }));
     }
     const ws = this.workspace;
     const owned = this.owned, prims = plans.map((s) => s.prim);
@@ -335,7 +372,9 @@ export class Primitive {
     const need: number[] = [ARG.SRC, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DST];
     if (this.pd.config.bias) need.push(ARG.BIAS, ARG.MOE_W2_BIAS);
     if (this.pd.config.localExperts !== this.pd.config.experts) need.push(ARG.MOE_EXPERT_MAP);
-    if (this.pd.shared1) need.push(ARG.MOE_SHARED_W13, ARG.MOE_SHARED_W2);
+    if (this.pd.shared1) need.push(this.pd.sharedGateProj ? ARG.MOE_SHARED_GATE_PROJ : ARG.MOE_SHARED_W13, ARG.MOE_SHARED_W2);
+    if (this.pd.shared1 && this.pd.sharedGateProj) need.push(ARG.MOE_SHARED_UP_PROJ);
+    if (this.pd.sharedGate) need.push(ARG.MOE_SHARED_EXPERT_GATE);
     for (const id of need) if (args[id] === undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: missing argument ${argName(id)}`);
     // Weights whose packed layout stores their scales / zero points (`+q`, filled by the reorder) take
     // none at execution; named here with the layer's argument (the GEMM's would say WEIGHTS for w2 too).

@@ -84,9 +84,9 @@ const ref: RoutingBackwardImpl = {
       scoresF64(p, x, sc);
       const id = Array.from(ids.subarray(t * k, t * k + k));
       const g = id.map((_, q) => scale * dw[t * k + q]);
-      const sum = id.reduce((s, e) => s + sc[e], 0);
-      const dot = id.reduce((s, e, q) => s + g[q] * (sum > 0 ? sc[e] / sum : 0), 0);
-      const draw = g.map((gq) => (!p.renormalize ? gq : sum > 0 ? (gq - dot) / sum : 0));
+      const den = id.reduce((s, e) => s + sc[e], 0) + Math.fround(p.renormalizeEps);
+      const dot = id.reduce((s, e, q) => s + g[q] * (den > 0 ? sc[e] / den : 0), 0);
+      const draw = g.map((gq) => (!p.renormalize ? gq : den > 0 ? (gq - dot) / den : 0));
       if (p.scoring === 'sigmoid') {
         id.forEach((e, q) => { out[t * E + e] = draw[q] * sc[e] * (1 - sc[e]); });
         continue;

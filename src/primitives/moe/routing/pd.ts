@@ -36,9 +36,9 @@ function rowMajor(dims: readonly number[], dataType: DataType): MemoryDesc {
  *    the topK largest selection scores among their experts are chosen. Ties always go to the lower
  *    index (expert or group). Ids come out in descending selection score, ties lower id first.
  * 4. Weights: the scores (not the selection scores) of the chosen experts, in slot order; with
- *    `renormalize` divided by their sum, for softmax and sigmoid alike (vLLM / DeepSeek; MindIE's
- *    sigmoid operator always normalizes: pass `renormalize: true` for its behaviour); a zero sum (only
- *    sigmoid scores can all underflow) gives zero weights. Then times `routedScalingFactor` (as f32).
+ *    `renormalize` divided by their sum plus `renormalizeEps` (default 0), for softmax and sigmoid alike
+ *    (vLLM / DeepSeek; MindIE's sigmoid operator always normalizes: pass `renormalize: true` for its
+ *    behaviour); a zero denominator (only sigmoid scores can all underflow) gives zero weights. Then times `routedScalingFactor` (as f32).
  *
  * Runtime data, checked before anything is written (the error names the token and is raised by
  * `stream.wait()`): a NaN logit; with softmax a +inf logit or a token whose logits are all -inf
@@ -87,11 +87,12 @@ export class PrimitiveDesc {
     checkImpl(LOGITS_TYPES.includes(src.dataType), `moe.routing: src (logits) data type ${src.dataType} is not supported (f32, bf16, f16)`);
     const [T, E] = src.dims;
     check(E >= 1, 'moe.routing: src (logits) dims[1] (experts E) must be at least 1');
-    const { topK, scoring = 'softmax', renormalize = false, routedScalingFactor = 1 } = o;
+    const { topK, scoring = 'softmax', renormalize = false, renormalizeEps = 0, routedScalingFactor = 1 } = o;
     const { groupCount = 1, kGroup = 1, groupSelectMode = 0, correctionBias = false, customRoutingFunction } = o;
     check(Number.isInteger(topK) && topK >= 1 && topK <= E, `moe.routing: topK must be an integer in [1, E = ${E}], got ${topK}`);
     check(scoring === 'softmax' || scoring === 'sigmoid', `moe.routing: scoring must be 'softmax' or 'sigmoid', got '${String(scoring)}'`);
     check(typeof renormalize === 'boolean', `moe.routing: renormalize must be a boolean, got ${String(renormalize)}`);
+    check(typeof renormalizeEps === 'number' && Number.isFinite(Math.fround(renormalizeEps)) && renormalizeEps >= 0, `moe.routing: renormalizeEps must be a finite f32 number >= 0, got ${String(renormalizeEps)}`);
     check(typeof routedScalingFactor === 'number' && Number.isFinite(Math.fround(routedScalingFactor)), `moe.routing: routedScalingFactor must be a finite f32 number, got ${routedScalingFactor}`);
     check(Number.isInteger(groupCount) && groupCount >= 1, `moe.routing: groupCount must be a positive integer, got ${groupCount}`);
     check(E % groupCount === 0, `moe.routing: groupCount ${groupCount} must divide the expert count E = ${E}`);
@@ -104,7 +105,7 @@ export class PrimitiveDesc {
     check(!customRoutingFunction || !correctionBias, 'moe.routing: customRoutingFunction cannot use correctionBias (the function receives only the logits)');
     check(!customRoutingFunction || (groupCount === 1 && kGroup === 1 && groupSelectMode === 0), 'moe.routing: customRoutingFunction replaces the selection: leave groupCount, kGroup and groupSelectMode at their defaults');
     return {
-      T, E, topK, scoring, renormalize, routedScalingFactor, groupCount, kGroup, groupSelectMode, custom: customRoutingFunction,
+      T, E, topK, scoring, renormalize, renormalizeEps, routedScalingFactor, groupCount, kGroup, groupSelectMode, custom: customRoutingFunction,
       src: src.format === 'any' ? rowMajor(src.dims, src.dataType) : src,
       topkIds: rowMajor([T, topK], 's32'),
       topkWeights: rowMajor([T, topK], 'f32'),

@@ -28,6 +28,12 @@ export interface RoutingOptions {
   readonly scoring?: RoutingScoring;
   /** Divide the chosen weights by their sum (softmax and sigmoid alike). Default false. */
   readonly renormalize?: boolean;
+  /**
+   * Added to the sum before the division of `renormalize` (MindIE `npu_moe_gating_top_k`'s `eps`,
+   * vLLM's `+ 1e-20` of some routers): `w = s / (sum + eps)`, a zero `sum + eps` gives zero weights.
+   * A finite f32 number >= 0. Default 0.
+   */
+  readonly renormalizeEps?: number;
   /** Multiplies the final weights. Default 1. */
   readonly routedScalingFactor?: number;
   /** Experts split into this many contiguous groups (grouped top-k). Default 1. */
@@ -42,7 +48,7 @@ export interface RoutingOptions {
 }
 
 export const ROUTING_OPTION_KEYS = optionKeys<RoutingOptions>({
-  topK: true, scoring: true, renormalize: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true,
+  topK: true, scoring: true, renormalize: true, renormalizeEps: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true,
   correctionBias: true, customRoutingFunction: true,
 });
 
@@ -54,6 +60,7 @@ export interface RoutingProblem {
   readonly topK: number;
   readonly scoring: RoutingScoring;
   readonly renormalize: boolean;
+  readonly renormalizeEps: number;
   readonly routedScalingFactor: number;
   readonly groupCount: number;
   readonly kGroup: number;
@@ -72,7 +79,7 @@ export interface RoutingProblem {
 export function problemString(p: RoutingProblem): string {
   const parts = [`T${p.T}`, `E${p.E}`, `k${p.topK}`, p.custom ? 'custom' : p.scoring];
   if (p.groupCount > 1) parts.push(`g${p.groupCount}k${p.kGroup}m${p.groupSelectMode}`);
-  if (p.renormalize) parts.push('renorm');
+  if (p.renormalize) parts.push(p.renormalizeEps ? `renorm${p.renormalizeEps}` : 'renorm');
   if (p.routedScalingFactor !== 1) parts.push(`scale${p.routedScalingFactor}`);
   if (p.correctionBias) parts.push('bias');
   return parts.join(':');

@@ -35,8 +35,9 @@ function runReference(p: RoutingProblem, a: RoutingArgs): void {
     const chosen = selectExperts(p, sel);
     let sum = 0;
     for (const e of chosen) sum += score[e];
+    const den = sum + Math.fround(p.renormalizeEps);
     chosen.forEach((e, q) => {
-      const w = p.renormalize ? (sum > 0 ? score[e] / sum : 0) : score[e];
+      const w = p.renormalize ? (den > 0 ? score[e] / den : 0) : score[e];
       ids[t * k + q] = e;
       weights[t * k + q] = w * scale;
     });

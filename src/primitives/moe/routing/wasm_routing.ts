@@ -10,7 +10,7 @@ import { routingDataError } from './runtime_data.js';
 /** Byte offsets of `moe_route_job_t` (wasm/src/moe-route.c). */
 export const ROUTE_JOB = {
   src: 32, T: 36, E: 40, k: 44, s_t: 48, s_e: 52, dt: 56, scoring: 60, renorm: 64, groups: 68, kgroup: 72, gmode: 76,
-  bias: 80, ids: 84, weights: 88, scale: 92, scratch: 96, scratch_stride: 100, tile: 104, SIZE: 112,
+  bias: 80, ids: 84, weights: 88, scale: 92, scratch: 96, scratch_stride: 100, tile: 104, renorm_eps: 108, SIZE: 112,
 } as const;
 
 /** Tokens per tile of the shared counter: enough work per atomic, and tiles for every worker at T >= 48. */
@@ -91,4 +91,5 @@ export function fillRouteJob<L extends OpLayout & Readonly<Record<Exclude<keyof 
   job.set('scratch', scratch.ptr);
   job.set('scratch_stride', scratch.stride);
   job.set('tile', ROUTE_TILE_TOKENS);
+  job.setF32('renorm_eps', p.renormalizeEps);
 }
