@@ -28,6 +28,7 @@ import { backwardChild, backwardWorkload, type BackwardRow } from './backward_be
 import { dgluBench } from './glu_backward_bench.js';
 import { JOB_DT_ALL } from '../src/kernels/job_layout.js';
 import type { MoeBackwardRow } from './moe_backward_bench.js';
+import { resolveIsa } from '../src/runtime/wasm_kernels.js';
 
 interface Row {
   workload: string;
@@ -81,10 +82,18 @@ const workloads: Workload[] = mode === 'moe' || mode === 'backward' || mode === 
 });
 
 const rows: Row[] = [];
+/** The JavaScript runtime of this process: every row names it beside its kernel build. */
+const RUNTIME = `node${process.versions.node}`;
+/** The kernel build a row ran (from its impl name: wasm:simd128:... / wasm:relaxed:...); '-' for peers. */
+function kernelBuild(impl: string): string {
+  return /\b(simd128|relaxed)\b/.exec(impl)?.[1] ?? '-';
+}
+
 function report(r: Row): void {
   rows.push(r);
-  if (json) console.log(JSON.stringify(r));
-  else console.log(`${r.workload.padEnd(10)} ${r.impl.padEnd(34)} ${r.dt.padEnd(5)} ${String(r.threads).padStart(3)} ${r.median_ms.toFixed(3).padStart(10)} ${r.min_ms.toFixed(3).padStart(10)} ${r.max_ms.toFixed(3).padStart(10)} ${r.gflops.toFixed(2).padStart(9)}${r.note ? `  ${r.note}` : ''}`);
+  const rt = `${RUNTIME}/${kernelBuild(r.impl)}`;
+  if (json) console.log(JSON.stringify({ ...r, runtime: RUNTIME, kernels: kernelBuild(r.impl) }));
+  else console.log(`${r.workload.padEnd(10)} ${r.impl.padEnd(34)} ${r.dt.padEnd(5)} ${String(r.threads).padStart(3)} ${r.median_ms.toFixed(3).padStart(10)} ${r.min_ms.toFixed(3).padStart(10)} ${r.max_ms.toFixed(3).padStart(10)} ${r.gflops.toFixed(2).padStart(9)}  ${rt.padEnd(20)}${r.note ? `  ${r.note}` : ''}`);
 }
 function row(workload: string, impl: string, dtName: string, threads: number, t: Timing, flops: number, note?: string): Row {
   return { workload, impl, dt: dtName, threads, median_ms: t.median, min_ms: t.min, max_ms: t.max, gflops: flops / t.median / 1e6, ...(note ? { note } : {}) };
@@ -259,9 +268,11 @@ async function runMatmul(w: Workload, eng: Engine, threads: number, isaName: str
 
 async function main(): Promise<void> {
   if (!json) {
-    console.log(`groupdnn bench  node ${process.version}  cores ${availableParallelism()}  threads ${threadList.join(',')}  dt ${dtArg}`);
+    // --isa=auto resolves per runtime (relaxed where it is on by default: Node 22+): name what it ran
+    const builds = isaList.map((i) => `${i}${i === 'auto' ? `=${resolveIsa('auto') ?? '-'}` : ''}`).join(',');
+    console.log(`groupdnn bench  node ${process.version}  kernels ${builds}  cores ${availableParallelism()}  threads ${threadList.join(',')}  dt ${dtArg}`);
     for (const w of workloads) console.log(`  ${w.name}: ${w.description}; sizes ${w.sizes.join('+')}`);
-    console.log(`${'workload'.padEnd(10)} ${'impl'.padEnd(34)} ${'dt'.padEnd(5)} thr  median_ms     min_ms     max_ms   GFLOP/s`);
+    console.log(`${'workload'.padEnd(10)} ${'impl'.padEnd(34)} ${'dt'.padEnd(5)} thr  median_ms     min_ms     max_ms   GFLOP/s  ${'runtime/kernels'.padEnd(20)}`);
   }
   if (mode === 'all' || mode === 'peak' || mode === 'ukernel') for (const isa of isaList) await peakAndUkernel(isa);
   if (mode === 'all' || mode === 'matmul') {
