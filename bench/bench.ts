@@ -105,7 +105,7 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   const k = eng.kernels!;
   const iters = 2_000_000;
   const uk = ukernelSampler(eng, 10_000);
-  const tp: number[] = [], tu: number[] = [], ti: number[] = [], tw8: number[] = [], tw4: number[] = [];
+  const tp: number[] = [], tu: number[] = [], ti: number[] = [], tw8: number[] = [], tw4: number[] = [], td8: number[] = [], td4: number[] = [];
   const t0 = performance.now();
   for (let i = 0; i < 3; i++) {
     k.peak_f32(iters, 1.0001);
@@ -113,6 +113,8 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
     uk.sampleInt();
     uk.sampleW8();
     uk.sampleW4();
+    uk.sampleDecode8();
+    uk.sampleDecode4();
   }
   while (tp.length < 15 || (performance.now() - t0 < 2 * minMs && tp.length < 400)) {
     let s = performance.now();
@@ -130,6 +132,12 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
     s = performance.now();
     uk.sampleW4();
     tw4.push(performance.now() - s);
+    s = performance.now();
+    uk.sampleDecode8();
+    td8.push(performance.now() - s);
+    s = performance.now();
+    uk.sampleDecode4();
+    td4.push(performance.now() - s);
   }
   const sp = timingOf(tp), su = timingOf(tu), si = timingOf(ti);
   const peakFlops = 96 * iters;
@@ -140,6 +148,11 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   for (const [t, name, dtName] of [[tw8, 'w8', 's8'], [tw4, 'w4', 's4']] as const) {
     const tt = timingOf(t);
     report(row('ukernel', `wasm:${eng.isa}:s16-gemm-3x8-${name} kc=${2 * UK_KC}`, dtName, 1, tt, uk.intOps, `int ops; / int16 panels = ${(si.median / tt.median).toFixed(3)}`));
+  }
+  // The weight-only decode kernels (1 row x 2 panels, codes decoded in registers; issue 19): weights / s.
+  for (const [t, name, dtName] of [[td8, 'f32-gemm-1x16w8', 's8'], [td4, 'f32-gemm-1x16w4', 's4']] as const) {
+    const tt = timingOf(t);
+    report(row('ukernel', `wasm:${eng.isa}:${name} kc=${UK_KC}`, dtName, 1, tt, uk.decodeFlops, `${(uk.decodeFlops / 2 / tt.median / 1e6).toFixed(2)} G weights/s (median; L1-resident)`));
   }
   uk.free();
   eng.release();
@@ -153,7 +166,10 @@ const UK_KC = 256;
  * bytes as int16 (2 UK_KC k-values), reps / 2 times; `sampleW8` / `sampleW4` the same kernel on those
  * bytes as x8 / x4 code panels.
  */
-function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sampleInt: () => void; sampleW8: () => void; sampleW4: () => void; flops: number; intOps: number; free: () => void } {
+function ukernelSampler(eng: Engine, reps: number): {
+  sample: () => void; sampleInt: () => void; sampleW8: () => void; sampleW4: () => void; sampleDecode8: () => void; sampleDecode4: () => void;
+  flops: number; intOps: number; decodeFlops: number; free: () => void;
+} {
   const k = eng.kernels!;
   const a = eng.alloc(4 * UK_KC * 4), wp = eng.alloc(UK_KC * 8 * 4), c = eng.alloc(4 * 8 * 4);
   fillRandom(new Float32Array(eng.buffer, a, 4 * UK_KC), 1);
@@ -164,7 +180,11 @@ function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sample
     sampleInt: () => void k.ukernel_s16(repsInt, 2 * UK_KC, a, wp, c),
     sampleW8: () => void k.ukernel_int(repsInt, 3, 2 * UK_KC, JOB_DT_ALL.s8, a, wp, c),
     sampleW4: () => void k.ukernel_int(repsInt, 3, 2 * UK_KC, JOB_DT_ALL.s4, a, wp, c),
+    // two panels of s8 (s4) codes UK_KC * 8 (UK_KC * 4) bytes apart, inside wp's UK_KC * 32 bytes
+    sampleDecode8: () => void k.ukernel_lowp16(reps, UK_KC, JOB_DT_ALL.s8, a, wp, UK_KC * 8, c, 0),
+    sampleDecode4: () => void k.ukernel_lowp16(reps, UK_KC, JOB_DT_ALL.s4, a, wp, UK_KC * 4, c, 0),
     flops: 2 * 4 * 8 * UK_KC * reps,
+    decodeFlops: 2 * 16 * UK_KC * reps,
     intOps: 2 * 3 * 8 * 2 * UK_KC * repsInt,
     free: () => [a, wp, c].forEach((p) => eng.free(p)),
   };

@@ -33,6 +33,8 @@ export interface KernelExports {
   stream_f32(ptr: number, n: number): number;
   /** Bench: the f32 x low-precision microkernels on L1-resident operands (job DT codes). */
   ukernel_lowp(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;
+  /** Bench: the 1-row x 2-panel decode kernels (f32_gemm_1x16w8 / w4), panels ps bytes apart, sq 16 scales or 0. */
+  ukernel_lowp16(reps: number, kc: number, dt: number, a: number, w: number, ps: number, c: number, sq: number): number;
   __stack_pointer: WebAssembly.Global;
   __heap_base: WebAssembly.Global;
 }
