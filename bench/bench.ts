@@ -12,6 +12,7 @@
  *   npm run bench -- --mode=backward --threads=1,2 --rounds=9   # grouped matmul backward data / weights vs the forward (bench/backward_bench.ts)
  *   npm run bench -- --mode=dglu --threads=1,2 --rounds=3   # fused GLU-backward epilogue vs its GEMM (bench/glu_backward_bench.ts)
  *   npm run bench -- --mode=moe-backward --threads=1,2 --rounds=3   # MoE layer backward vs its forward (bench/moe_backward_bench.ts)
+ *   npm run bench -- --mode=reorder --threads=1,2 --rounds=5   # packing into every packed layout vs a plain copy (bench/reorder_bench.ts)
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
@@ -29,6 +30,7 @@ import { dgluBench } from './glu_backward_bench.js';
 import { JOB_DT_ALL } from '../src/kernels/job_layout.js';
 import type { MoeBackwardRow } from './moe_backward_bench.js';
 import { resolveIsa } from '../src/runtime/wasm_kernels.js';
+import { reorderBench } from './reorder_bench.js';
 
 interface Row {
   workload: string;
@@ -74,8 +76,8 @@ function customWorkload(): Workload | undefined {
   return { name: `custom:g${G}`, sizes, K, N, description: `${g} ${positional[0]}` };
 }
 
-const custom = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? undefined : customWorkload();
-const workloads: Workload[] = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' || mode === 'weights' || mode === 'nbits' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
+const custom = mode === 'moe' || mode === 'reorder' || mode === 'backward' || mode === 'moe-backward' ? undefined : customWorkload();
+const workloads: Workload[] = mode === 'moe' || mode === 'reorder' || mode === 'backward' || mode === 'moe-backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' || mode === 'weights' || mode === 'nbits' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
@@ -316,7 +318,8 @@ async function main(): Promise<void> {
       const r = await nbitsCompare(w, minMs);
       console.log(`${w.name}: groupdnn ${r.impl} ${r.ours.median.toFixed(2)} ms, onnxruntime-web ${ortVersion} MatMulNBits (4 bits, block 32) per-expert loop ${r.ort.median.toFixed(2)} ms; ORT / ours = ${r.ratio.toFixed(2)} (median of ${r.ours.runs} interleaved rounds, 1 thread each); max |diff| / max |y| = ${r.maxRelDiff.toExponential(1)}`);
     }
-  } else if (mode === 'moe') await runMoe();
+  } else if (mode === 'reorder') await runReorder();
+  else if (mode === 'moe') await runMoe();
   else if (mode === 'backward') runBackward();
   else if (mode === 'moe-backward') runMoeBackward();
   else if (!json) summarize();
@@ -448,6 +451,21 @@ async function runWeights(): Promise<void> {
       }
     }
   }
+}
+
+/**
+ * --mode=reorder (issue 19): reorders into the packed layouts vs a plain copy of the same bytes on the
+ * workers, interleaved; --reorder-dims=G,K,N (default 8,2048,1408: 8 MoE-B experts, 92 MB of f32).
+ */
+async function runReorder(): Promise<void> {
+  const dims = (args.get('reorder-dims') ?? '8,2048,1408').split(',').map(Number);
+  const only = args.get('layouts')?.split(',');
+  console.log(`\nreorder [${dims.join(',')}] vs a plain copy of the same bytes (copy op job), ${rounds} interleaved rounds; ratio = median of per-round reorder / copy (target <= 2)`);
+  console.log('| layout | threads | runtime/kernels | MB | reorder ms | copy ms | reorder GB/s | reorder / copy |\n|---|---|---|---|---|---|---|---|');
+  for (const isa of isaList)
+    for (const threads of threadList)
+      for (const r of await reorderBench(dims, threads, isa, rounds, only))
+        console.log(`| ${r.layout} | ${threads} | ${RUNTIME}/${r.isa} | ${(r.bytes / 1e6).toFixed(1)} | ${r.median_ms.toFixed(1)} | ${r.copy_ms.toFixed(1)} | ${(r.bytes / r.median_ms / 1e6).toFixed(2)} | ${r.ratio.toFixed(2)} |`);
 }
 
 /** --mode=quant: f32 / int8 / fused variants interleaved per engine, the two targets as ratios, table rows. */

@@ -24,6 +24,9 @@ const p8 = (d: readonly number[]): MemoryDesc => packedWeightsDesc(d);
 const p8t = (d: readonly number[]): MemoryDesc => packedTransposedWeightsDesc(d);
 const lowp = (q?: PanelQuant) => (d: readonly number[], t: DataType): MemoryDesc => packedLowpWeightsDesc(d, t, q);
 const kq: PanelQuant = { scales: { dataType: 'f32', mask: 7, groups: [1, 32, 1] } };
+const mx: PanelQuant = { scales: { dataType: 'e8m0', mask: 7, groups: [1, 32, 1] } };
+const colz: PanelQuant = { scales: { dataType: 'f16', mask: 5, groups: [1, 1, 1] }, zeroPoints: { dataType: 'u8', mask: 5, groups: [1, 1, 1] } };
+const grouped: PanelQuant = { scales: { dataType: 'bf16', mask: 6, groups: [1, 16, 2] } };
 
 const CASES: readonly Case[] = [
   { name: 'f32 abc -> p8, K 131, N 45, 3 experts', dims: [3, 131, 45], dt: 'f32', layout: 'abc', to: p8 },
@@ -38,6 +41,9 @@ const CASES: readonly Case[] = [
   { name: 'f4_e2m1 abc -> x4:p8k2, K 66, N 40', dims: [3, 66, 40], dt: 'f4_e2m1', layout: 'abc', to: lowp() },
   { name: 's4 abc -> x4:p8k2+q (K-block 32 f32 scales), K 128, N 72', dims: [2, 128, 72], dt: 's4', layout: 'abc', to: lowp(kq), quant: kq },
   { name: 's8 abc -> x8:p8+q (K-block 32 f32 scales), K 96, N 24', dims: [2, 96, 24], dt: 's8', layout: 'abc', to: lowp(kq), quant: kq },
+  { name: 'f4_e2m1 abc -> x4:p8k2+q (MXFP4: e8m0 scales per 32 k), K 64, N 45 (last panel partial)', dims: [2, 64, 45], dt: 'f4_e2m1', layout: 'abc', to: lowp(mx), quant: mx },
+  { name: 'u8 abc -> x8:p8+q (f16 scales and u8 zero points per expert column), K 33, N 20', dims: [3, 33, 20], dt: 'u8', layout: 'abc', to: lowp(colz), quant: colz },
+  { name: 'E = 1, s4 abc -> x4:p8k2+q (bf16 scales over 16 k x 2 columns: written by the host), K 32, N 16', dims: [1, 32, 16], dt: 's4', layout: 'abc', to: lowp(grouped), quant: grouped },
 ];
 
 describe('reorder into packed weights on the workers (pack-weights.c): the reference packer\'s bytes at 1/2/3 threads', () => {
@@ -58,22 +64,23 @@ describe('reorder into packed weights on the workers (pack-weights.c): the refer
       const sb = src.bytes();
       for (let i = 0; i < sb.length; i++) sb[i] = c.dt === 'f32' ? (i % 4 === 3 ? 0x3f : Math.floor(rng() * 256)) : c.dt === 'bf16' && i % 2 === 1 ? 0x3f : Math.floor(rng() * 256);
       const dst = Memory.create(c.to(c.dims, c.dt), eng);
-      // bytes the packing must write are poisoned; +q layouts' value sections are padded by nothing, so zeroed
-      dst.bytes().fill(c.quant ? 0 : 0xab);
+      dst.bytes().fill(0xab); // every byte of a packed layout is written (codes, values, their padding)
       const args: Record<number, Memory> = { [ARG.FROM]: src, [ARG.TO]: dst };
-      let scales: Memory | undefined;
-      if (c.quant?.scales) {
-        scales = Memory.create(panelQuantValues(c.dims, c.quant.scales).md, eng);
-        const f = new Float32Array(scales.bytes().buffer, scales.bytes().byteOffset, scales.bytes().length / 4);
-        for (let i = 0; i < f.length; i++) f[i] = 0.5 + i / 64;
-        args[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales;
+      const values: Memory[] = [];
+      for (const [spec, id] of [[c.quant?.scales, ARG.ATTR_SCALES | ARG.WEIGHTS], [c.quant?.zeroPoints, ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS]] as const) {
+        if (!spec) continue;
+        const m = Memory.create(panelQuantValues(c.dims, spec).md, eng);
+        const b = m.bytes();
+        for (let i = 0; i < b.length; i++) b[i] = (i * 37 + 5) & 255;
+        args[id] = m;
+        values.push(m);
       }
       const pd = new reorder.PrimitiveDesc(eng, src.desc, dst.desc);
       expect(pd.implInfo.startsWith(eng.kernels ? 'wasm:' : 'ref:')).toBe(true);
       new reorder.Primitive(pd).execute(strm, args);
       await strm.wait();
       results.push(Uint8Array.from(dst.bytes()));
-      [src, dst, scales].forEach((m) => m?.free());
+      [src, dst, ...values].forEach((m) => m.free());
     }
     for (let e = 1; e < results.length; e++) {
       const [want, got] = [results[0], results[e]];

@@ -16,8 +16,28 @@ typedef struct pack_job {
   int32_t fmt, dt; /* fmt PACK_*; dt: the f32 panels' source type (DT_F32 / DT_BF16 / DT_F16) */
   /* 48 */ int32_t G, K, N, sg;
   /* 64 */ int32_t sk, sn, ps, pad; /* element strides; ps: bytes per x8 / x4 panel; copy: N bytes */
+  /* 80: `+q` values beside the panels, per-column ones with one byte size (the host writes any other
+     kind): qsrc 0 = none; value (g, K block b, n) at qsrc + (g qsg + b qsb + n) qbytes; the section of
+     qnkb x 8 values at byte qoff of each panel, zero padded to 16; columns past N get the code qpad */
+  uint32_t qsrc;
+  int32_t qoff, qbytes, qnkb;
+  /* 96 */ int32_t qsg, qsb, qpad, pad1;
 } pack_job_t;
-_Static_assert(sizeof(pack_job_t) == 80, "pack_job_t layout changed: update src/primitives/reorder/pack_job.ts");
+_Static_assert(sizeof(pack_job_t) == 112, "pack_job_t layout changed: update src/primitives/reorder/pack_job.ts");
+
+/* The `+q` section of panel p of group g (every K block's 8 values, stored bits copied). */
+static void panel_values(const pack_job_t* j, int32_t g, int32_t p, uint8_t* panel) {
+  uint8_t* o = panel + j->qoff;
+  const size_t vb = (size_t)j->qbytes, run = NR * vb;
+  const uint8_t* v = (const uint8_t*)(uintptr_t)j->qsrc + ((size_t)g * (size_t)j->qsg + (size_t)p * NR) * vb;
+  for (int32_t b = 0; b < j->qnkb; b++, o += run, v += (size_t)j->qsb * vb) {
+    if (p * NR + NR <= j->N) __builtin_memcpy(o, v, run);
+    else
+      for (int32_t q = 0; q < NR; q++)
+        for (size_t x = 0; x < vb; x++) o[(size_t)q * vb + x] = p * NR + q < j->N ? v[(size_t)q * vb + x] : (uint8_t)((uint32_t)j->qpad >> (8 * x));
+  }
+  for (size_t x = (size_t)j->qnkb * run; x % 16; x++) panel[j->qoff + x] = 0;
+}
 
 enum { PACK_F32 = 0, PACK_X8 = 1, PACK_X4 = 2, PACK_COPY = 3 };
 enum { PB = 16, KB = 64, COPY_TILE = 65536 };
@@ -144,6 +164,7 @@ int run_pack_weights(op_head_t* h) {
       for (int32_t p = p0; p < p0 + np; p++) {
         uint8_t* o = (uint8_t*)(uintptr_t)j->dst + ((size_t)g * npan + p) * (size_t)j->ps;
         for (size_t b = cb; b < ((cb + 15) & ~(size_t)15) && b < (size_t)j->ps; b++) o[b] = 0;
+        if (j->qsrc) panel_values(j, g, p, o);
       }
     }
   }

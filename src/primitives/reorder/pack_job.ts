@@ -10,7 +10,10 @@ import type { StreamTask } from '../../runtime/stream.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
 
 const KIND_PACK_WEIGHTS = 52;
-const PACK_JOB = { src: 32, dst: 36, fmt: 40, dt: 44, G: 48, K: 52, N: 56, sg: 60, sk: 64, sn: 68, ps: 72, SIZE: 80 } as const;
+const PACK_JOB = {
+  src: 32, dst: 36, fmt: 40, dt: 44, G: 48, K: 52, N: 56, sg: 60, sk: 64, sn: 68, ps: 72,
+  qsrc: 80, qoff: 84, qbytes: 88, qnkb: 92, qsg: 96, qsb: 100, qpad: 104, SIZE: 112,
+} as const;
 
 /** pack_job_t.fmt. */
 export const PACK_FMT = { f32: 0, x8: 1, x4: 2, copy: 3 } as const;
@@ -28,6 +31,8 @@ export interface PackGeometry {
   readonly sn: number;
   /** Bytes per x8 / x4 panel (the layout's stride); for a copy, the byte count. */
   readonly ps: number;
+  /** `+q` per-column values of one byte size the job copies beside the panels (pack-weights.c pack_job_t). */
+  readonly values?: { readonly src: number; readonly off: number; readonly bytes: number; readonly nkb: number; readonly sg: number; readonly sb: number; readonly pad: number };
 }
 
 /**
@@ -43,6 +48,16 @@ export function packTask(engine: Engine, src: number, dst: number, geo: PackGeom
       job.set('src', src);
       job.set('dst', dst);
       for (const f of ['fmt', 'dt', 'G', 'K', 'N', 'sg', 'sk', 'sn', 'ps'] as const) job.set(f, geo[f]);
+      const v = geo.values;
+      if (v) {
+        job.set('qsrc', v.src);
+        job.set('qoff', v.off);
+        job.set('qbytes', v.bytes);
+        job.set('qnkb', v.nkb);
+        job.set('qsg', v.sg);
+        job.set('qsb', v.sb);
+        job.set('qpad', v.pad);
+      }
       before?.();
     }, (s: OpStatus) => {
       job.free();

@@ -1,9 +1,9 @@
 import { DnnlError, check } from '../../common/status.js';
-import { fromStored, isSubByteType, toStored } from '../../common/data_type.js';
+import { dtBits, encodeArray, fromStored, isSubByteType, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import {
   PACKED_P8T, PACKED_X4, PACKED_X8, packPanelQuantTs, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs,
-  packedLowpGeometry, panelQuantValues,
+  packedLowpGeometry, panelQuantBlockK, panelQuantValues,
 } from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
 import type { Stream } from '../../runtime/stream.js';
@@ -54,10 +54,12 @@ export class Primitive {
       if (getVerbose() >= 1) verboseLine('exec', ['reorder', this.pd.implInfo, 'undef', `src:${this.pd.src} dst:${this.pd.dst}`, '', '', this.pd.src.dims.join('x'), (now() - t0).toFixed(4)]);
     };
     if (this.pd.kind === 'pack' && this.pd.engine.kernels) {
-      // on the workers (pack_job.ts); a +q layout's scales / zero points go beside the panels first
-      stream.enqueue(packTask(this.pd.engine, from.handles[0], to.handles[0], this.packGeometry(), () => {
+      // on the workers (pack_job.ts): the codes, and per-column scales of a +q layout; other embedded
+      // values (zero points, grouped columns, 4-bit) are written by the host right before
+      const geo = this.packGeometry(quant.scales);
+      stream.enqueue(packTask(this.pd.engine, from.handles[0], to.handles[0], geo, () => {
         t0 = now();
-        this.writePanelQuant(to, quant);
+        this.writePanelQuant(to, { scales: geo.values ? undefined : quant.scales, zeroPoints: quant.zeroPoints });
       }, verbose));
       return;
     }
@@ -69,14 +71,28 @@ export class Primitive {
   }
 
   /** The packing job's geometry: f32:p8t is f32:p8 of the transposed view (last two dims and strides swapped). */
-  private packGeometry(): PackGeometry {
+  private packGeometry(scales?: Memory): PackGeometry {
     const { src, dst } = this.pd;
     const nd = src.ndims, G = nd === 3 ? src.dims[0] : 1, sg = nd === 3 ? src.strides[0] : 0;
     const [K, N, sk, sn] = [src.dims[nd - 2], src.dims[nd - 1], src.strides[nd - 2], src.strides[nd - 1]];
     const name = dst.packed?.name;
     if (name === PACKED_X8 || name === PACKED_X4) {
-      const ps = packedLowpGeometry(src.dims, src.dataType, dst.packed?.quant).panelBytes;
-      return { fmt: name === PACKED_X8 ? PACK_FMT.x8 : PACK_FMT.x4, dt: 0, G, K, N, sg, sk, sn, ps };
+      const lg = packedLowpGeometry(src.dims, src.dataType, dst.packed?.quant);
+      const spec = dst.packed?.quant?.scales;
+      let values: PackGeometry['values'];
+      if (spec && scales && dtBits(spec.dataType) >= 8) {
+        // per-column values, one run of 8 per full panel and K block: the job copies them
+        const { index } = panelQuantValues(src.dims, spec), bk = panelQuantBlockK(spec, nd), i0 = index(0, 0, 0);
+        const cols = N > 1 && index(0, 0, 1) - i0 === 1 && spec.groups[nd - 1] === 1 && (nd === 2 || spec.groups[0] === 1);
+        if (cols) {
+          const pad = encodeArray(spec.dataType, [1]).reduce((acc, b, i) => acc | (b << (8 * i)), 0);
+          values = {
+            src: scales.handles[0], off: lg.scaleOff, bytes: dtBits(spec.dataType) / 8, nkb: bk ? Math.ceil(K / bk) : 1,
+            sg: nd === 3 && G > 1 ? index(1, 0, 0) - i0 : 0, sb: bk && K > bk ? index(0, bk, 0) - i0 : 0, pad,
+          };
+        }
+      }
+      return { fmt: name === PACKED_X8 ? PACK_FMT.x8 : PACK_FMT.x4, dt: 0, G, K, N, sg, sk, sn, ps: lg.panelBytes, values };
     }
     if (name === PACKED_P8T) return { fmt: PACK_FMT.f32, dt: JOB_DT[src.dataType], G, K: N, N: K, sg, sk: sn, sn: sk, ps: 0 };
     return { fmt: PACK_FMT.f32, dt: JOB_DT[src.dataType], G, K, N, sg, sk, sn, ps: 0 };
@@ -86,7 +102,7 @@ export class Primitive {
   private writePanelQuant(to: Memory, quant: { scales?: Memory; zeroPoints?: Memory }): void {
     const { src, dst, engine } = this.pd;
     const q = dst.packed?.quant;
-    if (!q) return;
+    if (!q || (!quant.scales && !quant.zeroPoints)) return;
     const view = (m: Memory | undefined): Uint8Array | undefined => m && new Uint8Array(engine.buffer, m.handles[0], m.desc.getSize(0));
     packPanelQuantTs(src.dims, src.dataType, q, { scales: view(quant.scales), zeroPoints: view(quant.zeroPoints) }, new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0)));
   }
