@@ -81,23 +81,22 @@ static void tile_f32(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int
   }
 }
 
-/* x8:p8 panels: k rows k0 .. k0 + kc of the Kp (K rounded up to even, zero padded) x 8 codes. */
+/* x8:p8 panels: k rows k0 .. k0 + kc of the Kp (K rounded up to even, zero padded) x 8 codes. The job's
+   fields are read into locals first: byte stores may alias them, which would reload them per k. */
 static void tile_x8(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int32_t k0, int32_t kc) {
-  const int32_t npan = cdiv(j->N, NR);
-  const uint8_t* w = (const uint8_t*)(uintptr_t)j->src;
+  const int32_t npan = cdiv(j->N, NR), K = j->K, N = j->N;
+  const size_t sk = (size_t)j->sk, sn = (size_t)j->sn, ps = (size_t)j->ps;
+  const uint8_t* w = (const uint8_t*)(uintptr_t)j->src + (size_t)g * (size_t)j->sg;
+  uint8_t* out = (uint8_t*)(uintptr_t)j->dst + (size_t)g * npan * ps;
+  const int32_t kend = MIN(k0 + kc, K);
   for (int32_t p = p0; p < p0 + np; p++) {
-    uint8_t* o = (uint8_t*)(uintptr_t)j->dst + ((size_t)g * npan + p) * (size_t)j->ps + (size_t)k0 * NR;
-    const size_t base = (size_t)g * (size_t)j->sg + (size_t)(p * NR) * (size_t)j->sn;
-    for (int32_t k = k0; k < k0 + kc; k++, o += NR) {
-      if (k < j->K && j->sn == 1 && p * NR + NR <= j->N) {
-        wasm_v128_store64_lane(o, wasm_v128_load64_zero(w + base + (size_t)k * (size_t)j->sk), 0);
-      } else {
-        for (int32_t q = 0; q < NR; q++) {
-          const int32_t n = p * NR + q;
-          o[q] = n < j->N && k < j->K ? w[base + (size_t)k * (size_t)j->sk + (size_t)q * (size_t)j->sn] : 0;
-        }
-      }
-    }
+    uint8_t* o = out + (size_t)p * ps + (size_t)k0 * NR;
+    const uint8_t* r = w + (size_t)(p * NR) * sn + (size_t)k0 * sk;
+    int32_t k = k0;
+    if (sn == 1 && p * NR + NR <= N)
+      for (; k < kend; k++, o += NR, r += sk) wasm_v128_store64_lane(o, wasm_v128_load64_zero(r), 0);
+    for (; k < k0 + kc; k++, o += NR, r += sk)
+      for (int32_t q = 0; q < NR; q++) o[q] = p * NR + q < N && k < K ? r[(size_t)q * sn] : 0;
   }
 }
 
@@ -105,27 +104,28 @@ static void tile_x8(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int3
    code(2t + 1, q) << 4. Row-major 4-bit sources (sn = 1, rows on whole bytes) take 4 panels per step:
    16 bytes of rows k and k + 1 (32 codes each, even n in the low nibbles) give the 4 panels' 32 bytes. */
 static void tile_x4(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int32_t k0, int32_t kc) {
-  const int32_t npan = cdiv(j->N, NR);
+  const int32_t npan = cdiv(j->N, NR), K = j->K, N = j->N; /* locals: byte stores may alias the job */
+  const size_t ps = (size_t)j->ps, sk = (size_t)j->sk;
   const uint8_t* w = (const uint8_t*)(uintptr_t)j->src;
   const int rowbytes = j->sn == 1 && j->sk % 2 == 0 && j->sg % 2 == 0;
   const v128_t m = wasm_i8x16_splat(0x0f);
   int32_t p = p0;
   if (rowbytes)
-    for (; p + 4 <= p0 + np && p * NR + 4 * NR <= j->N; p += 4) {
-      uint8_t* o = (uint8_t*)(uintptr_t)j->dst + ((size_t)g * npan + p) * (size_t)j->ps + (size_t)(k0 / 2) * NR;
-      const size_t base = ((size_t)g * (size_t)j->sg + (size_t)(p * NR)) / 2;
-      for (int32_t k = k0; k < k0 + kc; k += 2, o += NR) {
-        const v128_t b = k < j->K ? wasm_v128_load(w + base + (size_t)k * (size_t)j->sk / 2) : wasm_i8x16_splat(0);
-        const v128_t c = k + 1 < j->K ? wasm_v128_load(w + base + (size_t)(k + 1) * (size_t)j->sk / 2) : wasm_i8x16_splat(0);
+    for (; p + 4 <= p0 + np && p * NR + 4 * NR <= N; p += 4) {
+      uint8_t* o = (uint8_t*)(uintptr_t)j->dst + ((size_t)g * npan + p) * ps + (size_t)(k0 / 2) * NR;
+      const uint8_t* r = w + ((size_t)g * (size_t)j->sg + (size_t)(p * NR)) / 2 + (size_t)k0 * sk / 2;
+      for (int32_t k = k0; k < k0 + kc; k += 2, o += NR, r += sk) {
+        const v128_t b = wasm_v128_load(r); /* k < K: k even, below Kp */
+        const v128_t c = k + 1 < K ? wasm_v128_load(r + sk / 2) : wasm_i8x16_splat(0);
         /* even columns: low nibbles of b | low nibbles of c << 4; odd: high nibbles of b | those of c */
         const v128_t e = wasm_v128_or(wasm_v128_and(b, m), wasm_i16x8_shl(wasm_v128_and(c, m), 4));
         const v128_t od = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(b, 4), m), wasm_v128_andnot(c, m));
         const v128_t lo = wasm_i8x16_shuffle(e, od, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
         const v128_t hi = wasm_i8x16_shuffle(e, od, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
         wasm_v128_store64_lane(o, lo, 0);
-        wasm_v128_store64_lane(o + j->ps, lo, 1);
-        wasm_v128_store64_lane(o + 2 * (size_t)j->ps, hi, 0);
-        wasm_v128_store64_lane(o + 3 * (size_t)j->ps, hi, 1);
+        wasm_v128_store64_lane(o + ps, lo, 1);
+        wasm_v128_store64_lane(o + 2 * ps, hi, 0);
+        wasm_v128_store64_lane(o + 3 * ps, hi, 1);
       }
     }
   for (; p < p0 + np; p++) {
