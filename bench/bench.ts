@@ -108,38 +108,18 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   const iters = 2_000_000;
   const uk = ukernelSampler(eng, 10_000);
   const tp: number[] = [], tu: number[] = [], ti: number[] = [], tw8: number[] = [], tw4: number[] = [], td8: number[] = [], td4: number[] = [];
+  const samplers: readonly (readonly [() => unknown, number[]])[] = [
+    [() => k.peak_f32(iters, 1.0001), tp], [uk.sample, tu], [uk.sampleInt, ti], [uk.sampleW8, tw8], [uk.sampleW4, tw4],
+    [uk.sampleDecode8, td8], [uk.sampleDecode4, td4],
+  ];
   const t0 = performance.now();
-  for (let i = 0; i < 3; i++) {
-    k.peak_f32(iters, 1.0001);
-    uk.sample();
-    uk.sampleInt();
-    uk.sampleW8();
-    uk.sampleW4();
-    uk.sampleDecode8();
-    uk.sampleDecode4();
-  }
+  for (let i = 0; i < 3; i++) for (const [f] of samplers) f();
   while (tp.length < 15 || (performance.now() - t0 < 2 * minMs && tp.length < 400)) {
-    let s = performance.now();
-    k.peak_f32(iters, 1.0001);
-    tp.push(performance.now() - s);
-    s = performance.now();
-    uk.sample();
-    tu.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleInt();
-    ti.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleW8();
-    tw8.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleW4();
-    tw4.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleDecode8();
-    td8.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleDecode4();
-    td4.push(performance.now() - s);
+    for (const [f, t] of samplers) {
+      const s = performance.now();
+      f();
+      t.push(performance.now() - s);
+    }
   }
   const sp = timingOf(tp), su = timingOf(tu), si = timingOf(ti);
   const peakFlops = 96 * iters;
