@@ -12,6 +12,7 @@
  *   npm run bench -- --mode=backward --threads=1,2 --rounds=9   # grouped matmul backward data / weights vs the forward (bench/backward_bench.ts)
  *   npm run bench -- --mode=dglu --threads=1,2 --rounds=3   # fused GLU-backward epilogue vs its GEMM (bench/glu_backward_bench.ts)
  *   npm run bench -- --mode=moe-backward --threads=1,2 --rounds=3   # MoE layer backward vs its forward (bench/moe_backward_bench.ts)
+ *   npm run bench -- --mode=reorder --threads=1,2 --rounds=5   # packing into every packed layout vs a plain copy (bench/reorder_bench.ts)
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
@@ -28,6 +29,8 @@ import { backwardChild, backwardWorkload, type BackwardRow } from './backward_be
 import { dgluBench } from './glu_backward_bench.js';
 import { JOB_DT_ALL } from '../src/kernels/job_layout.js';
 import type { MoeBackwardRow } from './moe_backward_bench.js';
+import { resolveIsa } from '../src/runtime/wasm_kernels.js';
+import { reorderBench } from './reorder_bench.js';
 
 interface Row {
   workload: string;
@@ -73,18 +76,26 @@ function customWorkload(): Workload | undefined {
   return { name: `custom:g${G}`, sizes, K, N, description: `${g} ${positional[0]}` };
 }
 
-const custom = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? undefined : customWorkload();
-const workloads: Workload[] = mode === 'moe' || mode === 'backward' || mode === 'moe-backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' || mode === 'weights' || mode === 'nbits' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
+const custom = mode === 'moe' || mode === 'reorder' || mode === 'backward' || mode === 'moe-backward' ? undefined : customWorkload();
+const workloads: Workload[] = mode === 'moe' || mode === 'reorder' || mode === 'backward' || mode === 'moe-backward' ? [] : custom ? [custom] : (args.get('workload') ?? (mode === 'quant' || mode === 'weights' || mode === 'nbits' ? 'moe-b' : 'dense512,moe-a,moe-b,decode')).split(',').map((n) => {
   const w = WORKLOADS[n];
   if (!w) throw new Error(`unknown workload ${n}; built-in: ${Object.keys(WORKLOADS).join(', ')}`);
   return w;
 });
 
 const rows: Row[] = [];
+/** The JavaScript runtime of this process: every row names it beside its kernel build. */
+const RUNTIME = `node${process.versions.node}`;
+/** The kernel build a row ran (from its impl name: wasm:simd128:... / wasm:relaxed:...); '-' for peers. */
+function kernelBuild(impl: string): string {
+  return /\b(simd128|relaxed)\b/.exec(impl)?.[1] ?? '-';
+}
+
 function report(r: Row): void {
   rows.push(r);
-  if (json) console.log(JSON.stringify(r));
-  else console.log(`${r.workload.padEnd(10)} ${r.impl.padEnd(34)} ${r.dt.padEnd(5)} ${String(r.threads).padStart(3)} ${r.median_ms.toFixed(3).padStart(10)} ${r.min_ms.toFixed(3).padStart(10)} ${r.max_ms.toFixed(3).padStart(10)} ${r.gflops.toFixed(2).padStart(9)}${r.note ? `  ${r.note}` : ''}`);
+  const rt = `${RUNTIME}/${kernelBuild(r.impl)}`;
+  if (json) console.log(JSON.stringify({ ...r, runtime: RUNTIME, kernels: kernelBuild(r.impl) }));
+  else console.log(`${r.workload.padEnd(10)} ${r.impl.padEnd(34)} ${r.dt.padEnd(5)} ${String(r.threads).padStart(3)} ${r.median_ms.toFixed(3).padStart(10)} ${r.min_ms.toFixed(3).padStart(10)} ${r.max_ms.toFixed(3).padStart(10)} ${r.gflops.toFixed(2).padStart(9)}  ${rt.padEnd(20)}${r.note ? `  ${r.note}` : ''}`);
 }
 function row(workload: string, impl: string, dtName: string, threads: number, t: Timing, flops: number, note?: string): Row {
   return { workload, impl, dt: dtName, threads, median_ms: t.median, min_ms: t.min, max_ms: t.max, gflops: flops / t.median / 1e6, ...(note ? { note } : {}) };
@@ -96,31 +107,19 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   const k = eng.kernels!;
   const iters = 2_000_000;
   const uk = ukernelSampler(eng, 10_000);
-  const tp: number[] = [], tu: number[] = [], ti: number[] = [], tw8: number[] = [], tw4: number[] = [];
+  const tp: number[] = [], tu: number[] = [], ti: number[] = [], tw8: number[] = [], tw4: number[] = [], td8: number[] = [], td4: number[] = [];
+  const samplers: readonly (readonly [() => unknown, number[]])[] = [
+    [() => k.peak_f32(iters, 1.0001), tp], [uk.sample, tu], [uk.sampleInt, ti], [uk.sampleW8, tw8], [uk.sampleW4, tw4],
+    [uk.sampleDecode8, td8], [uk.sampleDecode4, td4],
+  ];
   const t0 = performance.now();
-  for (let i = 0; i < 3; i++) {
-    k.peak_f32(iters, 1.0001);
-    uk.sample();
-    uk.sampleInt();
-    uk.sampleW8();
-    uk.sampleW4();
-  }
+  for (let i = 0; i < 3; i++) for (const [f] of samplers) f();
   while (tp.length < 15 || (performance.now() - t0 < 2 * minMs && tp.length < 400)) {
-    let s = performance.now();
-    k.peak_f32(iters, 1.0001);
-    tp.push(performance.now() - s);
-    s = performance.now();
-    uk.sample();
-    tu.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleInt();
-    ti.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleW8();
-    tw8.push(performance.now() - s);
-    s = performance.now();
-    uk.sampleW4();
-    tw4.push(performance.now() - s);
+    for (const [f, t] of samplers) {
+      const s = performance.now();
+      f();
+      t.push(performance.now() - s);
+    }
   }
   const sp = timingOf(tp), su = timingOf(tu), si = timingOf(ti);
   const peakFlops = 96 * iters;
@@ -131,6 +130,11 @@ async function peakAndUkernel(isa: 'auto' | 'simd128' | 'relaxed'): Promise<void
   for (const [t, name, dtName] of [[tw8, 'w8', 's8'], [tw4, 'w4', 's4']] as const) {
     const tt = timingOf(t);
     report(row('ukernel', `wasm:${eng.isa}:s16-gemm-3x8-${name} kc=${2 * UK_KC}`, dtName, 1, tt, uk.intOps, `int ops; / int16 panels = ${(si.median / tt.median).toFixed(3)}`));
+  }
+  // The weight-only decode kernels (1 row x 2 panels, codes decoded in registers; issue 19): weights / s.
+  for (const [t, name, dtName] of [[td8, 'f32-gemm-1x16w8', 's8'], [td4, 'f32-gemm-1x16w4', 's4']] as const) {
+    const tt = timingOf(t);
+    report(row('ukernel', `wasm:${eng.isa}:${name} kc=${UK_KC}`, dtName, 1, tt, uk.decodeFlops, `${(uk.decodeFlops / 2 / tt.median / 1e6).toFixed(2)} G weights/s (median; L1-resident)`));
   }
   uk.free();
   eng.release();
@@ -144,7 +148,10 @@ const UK_KC = 256;
  * bytes as int16 (2 UK_KC k-values), reps / 2 times; `sampleW8` / `sampleW4` the same kernel on those
  * bytes as x8 / x4 code panels.
  */
-function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sampleInt: () => void; sampleW8: () => void; sampleW4: () => void; flops: number; intOps: number; free: () => void } {
+function ukernelSampler(eng: Engine, reps: number): {
+  sample: () => void; sampleInt: () => void; sampleW8: () => void; sampleW4: () => void; sampleDecode8: () => void; sampleDecode4: () => void;
+  flops: number; intOps: number; decodeFlops: number; free: () => void;
+} {
   const k = eng.kernels!;
   const a = eng.alloc(4 * UK_KC * 4), wp = eng.alloc(UK_KC * 8 * 4), c = eng.alloc(4 * 8 * 4);
   fillRandom(new Float32Array(eng.buffer, a, 4 * UK_KC), 1);
@@ -155,7 +162,11 @@ function ukernelSampler(eng: Engine, reps: number): { sample: () => void; sample
     sampleInt: () => void k.ukernel_s16(repsInt, 2 * UK_KC, a, wp, c),
     sampleW8: () => void k.ukernel_int(repsInt, 3, 2 * UK_KC, JOB_DT_ALL.s8, a, wp, c),
     sampleW4: () => void k.ukernel_int(repsInt, 3, 2 * UK_KC, JOB_DT_ALL.s4, a, wp, c),
+    // two panels of s8 (s4) codes UK_KC * 8 (UK_KC * 4) bytes apart, inside wp's UK_KC * 32 bytes
+    sampleDecode8: () => void k.ukernel_lowp16(reps, UK_KC, JOB_DT_ALL.s8, a, wp, UK_KC * 8, c, 0),
+    sampleDecode4: () => void k.ukernel_lowp16(reps, UK_KC, JOB_DT_ALL.s4, a, wp, UK_KC * 4, c, 0),
     flops: 2 * 4 * 8 * UK_KC * reps,
+    decodeFlops: 2 * 16 * UK_KC * reps,
     intOps: 2 * 3 * 8 * 2 * UK_KC * repsInt,
     free: () => [a, wp, c].forEach((p) => eng.free(p)),
   };
@@ -259,9 +270,11 @@ async function runMatmul(w: Workload, eng: Engine, threads: number, isaName: str
 
 async function main(): Promise<void> {
   if (!json) {
-    console.log(`groupdnn bench  node ${process.version}  cores ${availableParallelism()}  threads ${threadList.join(',')}  dt ${dtArg}`);
+    // --isa=auto resolves per runtime (relaxed where it is on by default: Node 22+): name what it ran
+    const builds = isaList.map((i) => `${i}${i === 'auto' ? `=${resolveIsa('auto') ?? '-'}` : ''}`).join(',');
+    console.log(`groupdnn bench  node ${process.version}  kernels ${builds}  cores ${availableParallelism()}  threads ${threadList.join(',')}  dt ${dtArg}`);
     for (const w of workloads) console.log(`  ${w.name}: ${w.description}; sizes ${w.sizes.join('+')}`);
-    console.log(`${'workload'.padEnd(10)} ${'impl'.padEnd(34)} ${'dt'.padEnd(5)} thr  median_ms     min_ms     max_ms   GFLOP/s`);
+    console.log(`${'workload'.padEnd(10)} ${'impl'.padEnd(34)} ${'dt'.padEnd(5)} thr  median_ms     min_ms     max_ms   GFLOP/s  ${'runtime/kernels'.padEnd(20)}`);
   }
   if (mode === 'all' || mode === 'peak' || mode === 'ukernel') for (const isa of isaList) await peakAndUkernel(isa);
   if (mode === 'all' || mode === 'matmul') {
@@ -285,7 +298,8 @@ async function main(): Promise<void> {
       const r = await nbitsCompare(w, minMs);
       console.log(`${w.name}: groupdnn ${r.impl} ${r.ours.median.toFixed(2)} ms, onnxruntime-web ${ortVersion} MatMulNBits (4 bits, block 32) per-expert loop ${r.ort.median.toFixed(2)} ms; ORT / ours = ${r.ratio.toFixed(2)} (median of ${r.ours.runs} interleaved rounds, 1 thread each); max |diff| / max |y| = ${r.maxRelDiff.toExponential(1)}`);
     }
-  } else if (mode === 'moe') await runMoe();
+  } else if (mode === 'reorder') await runReorder();
+  else if (mode === 'moe') await runMoe();
   else if (mode === 'backward') runBackward();
   else if (mode === 'moe-backward') runMoeBackward();
   else if (!json) summarize();
@@ -417,6 +431,21 @@ async function runWeights(): Promise<void> {
       }
     }
   }
+}
+
+/**
+ * --mode=reorder (issue 19): reorders into the packed layouts vs a plain copy of the same bytes on the
+ * workers, interleaved; --reorder-dims=G,K,N (default 8,2048,1408: 8 MoE-B experts, 92 MB of f32).
+ */
+async function runReorder(): Promise<void> {
+  const dims = (args.get('reorder-dims') ?? '8,2048,1408').split(',').map(Number);
+  const only = args.get('layouts')?.split(',');
+  console.log(`\nreorder [${dims.join(',')}] vs a plain copy of the same bytes (copy op job), ${rounds} interleaved rounds; ratio = median of per-round reorder / copy (target <= 2)`);
+  console.log('| layout | threads | runtime/kernels | MB | reorder ms | copy ms | reorder GB/s | reorder / copy |\n|---|---|---|---|---|---|---|---|');
+  for (const isa of isaList)
+    for (const threads of threadList)
+      for (const r of await reorderBench(dims, threads, isa, rounds, only))
+        console.log(`| ${r.layout} | ${threads} | ${RUNTIME}/${r.isa} | ${(r.bytes / 1e6).toFixed(1)} | ${r.median_ms.toFixed(1)} | ${r.copy_ms.toFixed(1)} | ${(r.bytes / r.median_ms / 1e6).toFixed(2)} | ${r.ratio.toFixed(2)} |`);
 }
 
 /** --mode=quant: f32 / int8 / fused variants interleaved per engine, the two targets as ratios, table rows. */

@@ -207,17 +207,26 @@ export function packPanelQuantTs(dims: Dims, dataType: DataType, quant: PanelQua
     const padCode = encodeArray(spec.dataType, pad === 1 ? [1, 1] : [0, 0]);
     const { index } = panelQuantValues(dims, spec);
     const section = ((nkb * PANEL * bits) / 8);
+    // whole-byte values of one column each (per-column spec): a full panel's 8 are one contiguous run
+    const runs = bits >= 8 && geo.N > 1 && index(0, 0, 1) - index(0, 0, 0) === 1 && (spec.groups[nd - 1] ?? 1) === 1;
+    const vb = bits >>> 3;
     for (let g = 0; g < geo.G; g++)
       for (let p = 0; p < geo.panels; p++) {
         const base = g * geo.expertBytes + p * geo.panelBytes + off;
         const sec = out.subarray(base, base + pad16(section));
         sec.fill(0);
-        for (let b = 0; b < nkb; b++)
+        for (let b = 0; b < nkb; b++) {
+          if (runs && (p + 1) * PANEL <= geo.N) {
+            const i0 = index(g, b * (bk || 1), p * PANEL) * vb;
+            sec.set(vals.subarray(i0, i0 + PANEL * vb), b * PANEL * vb);
+            continue;
+          }
           for (let q = 0; q < PANEL; q++) {
             const n = p * PANEL + q;
             if (n < geo.N) copyElement(vals, index(g, b * (bk || 1), n), sec, b * PANEL + q, bits);
             else copyElement(padCode, 0, sec, b * PANEL + q, bits);
           }
+        }
       }
   }
 }

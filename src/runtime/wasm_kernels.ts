@@ -7,12 +7,6 @@ export type KernelChoice = 'auto' | KernelIsa | 'none';
 
 export interface KernelExports {
   run_job(job: number, tid: number): number;
-  pack_weights(src: number, dt: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number): void;
-  /**
-   * 8-bit codes (s8 u8 f8_e4m3 f8_e5m2, four = 0) -> x8:p8 panels; 4-bit codes (s4 u4 f4_e2m1) -> x4:p8k2 (also the
-   * integer path's weights), panels `ps` bytes apart (the `+q` layouts: scales / zero points written after the codes by the host).
-   */
-  pack_weights_lowp(src: number, four: number, G: number, K: number, N: number, sg: number, sk: number, sn: number, dst: number, ps: number): void;
   /** Tests: n (% 8 == 0) embedded scales (zp = 0) or zero points (zp = 1) of a job DT through the `+q` SIMD decoders. */
   check_decode_emb(dt: number, zp: number, src: number, dst: number, n: number): void;
   /** Tests: n (% 8 == 0) codes of an 8-bit job DT through the w8 microkernel's in-register decoder. */
@@ -33,6 +27,8 @@ export interface KernelExports {
   stream_f32(ptr: number, n: number): number;
   /** Bench: the f32 x low-precision microkernels on L1-resident operands (job DT codes). */
   ukernel_lowp(reps: number, mr: number, kc: number, dt: number, a: number, w: number, c: number): number;
+  /** Bench: the 1-row x 2-panel decode kernels (f32_gemm_1x16w8 / w4), panels ps bytes apart, sq 16 scales or 0. */
+  ukernel_lowp16(reps: number, kc: number, dt: number, a: number, w: number, ps: number, c: number, sq: number): number;
   // i32 globals, typed structurally: WebAssembly.Global is generic in lib.dom and absent without it,
   // so the shipped .d.ts would not compile in every consumer's lib setting.
   __stack_pointer: { value: number };

@@ -78,3 +78,16 @@ EXPORT(ukernel_int) int32_t ukernel_int(int32_t reps, int32_t mr, int32_t kc, in
   }
   return c[0];
 }
+
+/* The bare 1-row x 2-panel f32 x low-precision decode kernels (f32_gemm_1x16w8 / w4) on L1-resident
+   operands: reps calls of 1 x 16 x kc; w: two panels ps bytes apart; sq: 16 scales or NULL. */
+EXPORT(ukernel_lowp16) float ukernel_lowp16(int32_t reps, int32_t kc, int32_t dt, const float* a, const uint8_t* w, int32_t ps,
+                                            float* c, const float* sq) {
+  const int four = dt == DT_S4 || dt == DT_U4 || dt == DT_F4_E2M1;
+  for (int32_t r = 0; r < reps; r++) {
+    __asm__ volatile("" ::: "memory");
+    if (four) f32_gemm_1x16w4(NR, NR, 0, (size_t)kc, a, w, (size_t)ps, c, r > 0, dt, 0, sq);
+    else f32_gemm_1x16w8(NR, NR, 0, (size_t)kc, a, w, (size_t)ps, c, r > 0, dt, 0, sq);
+  }
+  return c[0];
+}

@@ -9,38 +9,64 @@
    block (tall tiles). */
 #include "lowp_gemm.h"
 
-INLINE v128_t lut4(int dt) {
-  if (dt == DT_S4) return wasm_i8x16_const(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
-  if (dt == DT_U4) return wasm_i8x16_const(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  return wasm_i8x16_const(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+/* Per-call constants of the 4-bit decoders: the conversion's (lowp_gemm.h magic_t: s4 codes biased by
+   the xor 0x88, code ^ 8 = value + 8) and the f4 table of 2 value + 16 (2 value: 0, 1, 2, 3, 4, 6, 8,
+   12 and negatives; halved after the conversion, exact). */
+typedef struct { magic_t m; v128_t lut; } dec4c_t;
+
+INLINE dec4c_t dec4_consts(int dt) {
+  dec4c_t k;
+  k.m = dt == DT_S4 ? magic_consts(8.0f, 0x88) : magic_consts(dt == DT_U4 ? 0.0f : 16.0f, 0);
+  k.lut = wasm_i8x16_const(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4);
+  KEEP(k.m.m4);
+  if (dt == DT_F4_E2M1) KEEP(k.lut);
+  return k;
 }
 
-/* One k's 8 int8 values (lanes 0..7 after widening to int16) as two f32x4; f4 values are doubled. */
-INLINE void dec4(const int F4, v128_t h, v128_t* lo, v128_t* hi) {
-  i16_to_f32x8(h, lo, hi);
+#define U8LO(b) u8lo_u16((b), kc4.m)
+#define U8HI(b) u8hi_u16((b), kc4.m)
+
+/* Table lookup of nibbles (indices 0..15, so the relaxed build's one-instruction swizzle is exact). */
+INLINE v128_t lut_nibbles(v128_t lut, v128_t idx) {
+#ifdef RELAXED
+  return (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)lut, (__i8x16)idx);
+#else
+  return wasm_i8x16_swizzle(lut, idx);
+#endif
+}
+
+/* One k's 8 biased values (u16 lanes, u8lo_u16 / u8hi_u16) as two f32x4; f4 values are doubled. */
+INLINE void dec4(const int F4, v128_t h, dec4c_t kc4, v128_t* lo, v128_t* hi) {
+  u16_to_f32x8(h, kc4.m, lo, hi);
   if (F4) {
     *lo = wasm_f32x4_mul(*lo, wasm_f32x4_splat(0.5f));
     *hi = wasm_f32x4_mul(*hi, wasm_f32x4_splat(0.5f));
   }
 }
 
-/* int8 values of a k-pair's 8 bytes: lanes 0..7 the low nibbles (even k), 8..15 the high ones. */
-INLINE v128_t pair_values(v128_t lut, v128_t raw) {
-  const v128_t lo = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(raw, 4);
-  return wasm_i8x16_swizzle(lut, wasm_i8x16_shuffle(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23));
+/* Biased u8 values of a k-pair's 8 bytes: lanes 0..7 the low nibbles (even k), 8..15 the high ones. */
+INLINE v128_t pair_values(const int F4, dec4c_t kc4, v128_t raw) {
+  raw = wasm_v128_xor(raw, kc4.m.xb);
+  const v128_t lo = wasm_v128_and(raw, kc4.m.m4), hi = wasm_u8x16_shr(raw, 4);
+  const v128_t v = wasm_i8x16_shuffle(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  return F4 ? lut_nibbles(kc4.lut, v) : v;
 }
 
-/* Two k-pairs (16 bytes): *ev = values of k, k + 2 (lanes 0..7, 8..15), *od = k + 1, k + 3. One-source
-   lookups, and the nibble shift done on 16-bit lanes (V8 has no byte shift on x64). */
-INLINE void quad_values(v128_t lut, v128_t raw, v128_t* ev, v128_t* od) {
-  const v128_t m = wasm_i8x16_splat(0x0f);
-  *ev = wasm_i8x16_swizzle(lut, wasm_v128_and(raw, m));
-  *od = wasm_i8x16_swizzle(lut, wasm_v128_and(wasm_u16x8_shr(raw, 4), m));
+/* Two k-pairs (16 bytes): *ev = values of k, k + 2 (lanes 0..7, 8..15), *od = k + 1, k + 3. The
+   nibble shift done on 16-bit lanes (V8 has no byte shift on x64). */
+INLINE void quad_values(const int F4, dec4c_t kc4, v128_t raw, v128_t* ev, v128_t* od) {
+  raw = wasm_v128_xor(raw, kc4.m.xb);
+  *ev = wasm_v128_and(raw, kc4.m.m4);
+  *od = wasm_v128_and(wasm_u16x8_shr(raw, 4), kc4.m.m4);
+  if (F4) {
+    *ev = lut_nibbles(kc4.lut, *ev);
+    *od = lut_nibbles(kc4.lut, *od);
+  }
 }
 
 INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, size_t nc, size_t k0, size_t kc,
                     const float* restrict a, const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate,
-                    const float* zq, const float* sq, v128_t lut) {
+                    const float* zq, const float* sq, dec4c_t kc4) {
   const size_t zz = (size_t)((uint32_t)kc >> 31);
   a = a + zz;
   w = w + zz + (k0 >> 1) * 8;
@@ -48,7 +74,7 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
   AFF_DECL
   if (ODD) { /* k0 is the high nibble of its pair: the second k of that pair */
     v128_t w0, w1;
-    dec4(F4, wasm_i16x8_extend_high_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
+    dec4(F4, U8HI(pair_values(F4, kc4, wasm_v128_load64_zero(w))), kc4, &w0, &w1);
     AFFINE(w0, w1)
     STEP(1, 0, w0, w1);
     w += 8;
@@ -57,29 +83,29 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
   }
   for (size_t n = kc / 4; n; n--) { /* two k-pairs per load */
     v128_t ev, od, w0, w1;
-    quad_values(lut, wasm_v128_load(w), &ev, &od);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1);
+    quad_values(F4, kc4, wasm_v128_load(w), &ev, &od);
+    dec4(F4, U8LO(ev), kc4, &w0, &w1);
     AFFINE(w0, w1)
     STEP(0, 0, w0, w1);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1);
+    dec4(F4, U8LO(od), kc4, &w0, &w1);
     AFFINE(w0, w1)
     STEP(1, 16, w0, w1);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1);
+    dec4(F4, U8HI(ev), kc4, &w0, &w1);
     AFFINE(w0, w1)
     STEP(0, 32, w0, w1);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1);
+    dec4(F4, U8HI(od), kc4, &w0, &w1);
     AFFINE(w0, w1)
     STEP(1, 48, w0, w1);
     w += 16;
     a += 16;
   }
   if (kc & 2) {
-    const v128_t x = pair_values(lut, wasm_v128_load64_zero(w));
+    const v128_t x = pair_values(F4, kc4, wasm_v128_load64_zero(w));
     v128_t w0, w1, w2, w3;
-    dec4(F4, wasm_i16x8_extend_low_i8x16(x), &w0, &w1);
+    dec4(F4, U8LO(x), kc4, &w0, &w1);
     AFFINE(w0, w1)
     STEP(0, 0, w0, w1);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(x), &w2, &w3);
+    dec4(F4, U8HI(x), kc4, &w2, &w3);
     AFFINE(w2, w3)
     STEP(1, 16, w2, w3);
     w += 8;
@@ -87,7 +113,7 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
   }
   if (kc & 1) {
     v128_t w0, w1;
-    dec4(F4, wasm_i16x8_extend_low_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
+    dec4(F4, U8LO(pair_values(F4, kc4, wasm_v128_load64_zero(w))), kc4, &w0, &w1);
     AFFINE(w0, w1)
     STEP(0, 0, w0, w1);
   }
@@ -96,16 +122,16 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
 
 #define W4_ROWS(F4, AFF)                                                                            \
   if (odd) {                                                                                        \
-    if (mr >= 2) w4_rows(2, F4, AFF, 1, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);         \
-    else w4_rows(1, F4, AFF, 1, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);                 \
+    if (mr >= 2) w4_rows(2, F4, AFF, 1, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, kc4);         \
+    else w4_rows(1, F4, AFF, 1, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, kc4);                 \
   } else {                                                                                          \
-    if (mr >= 2) w4_rows(2, F4, AFF, 0, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);         \
-    else w4_rows(1, F4, AFF, 0, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, lut);                 \
+    if (mr >= 2) w4_rows(2, F4, AFF, 0, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, kc4);         \
+    else w4_rows(1, F4, AFF, 0, nc, k0, kc, a, w, c, ldc, accumulate, zq, sq, kc4);                 \
   }
 
 void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                     float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq) {
-  const v128_t lut = lut4(dt);
+  const dec4c_t kc4 = dec4_consts(dt);
   const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
   if (dt == DT_F4_E2M1) { AFF_SWITCH(aff, W4_ROWS, 1) }
   else { AFF_SWITCH(aff, W4_ROWS, 0) }
@@ -116,22 +142,22 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
 #define ROW16_QUAD(F4) \
   do { \
     v128_t ev, od, eu, ou, w0, w1, w2, w3; \
-    quad_values(lut, wasm_v128_load(w), &ev, &od); \
-    quad_values(lut, wasm_v128_load(u), &eu, &ou); \
-    dec4(F4, wasm_i16x8_extend_low_i8x16(ev), &w0, &w1); \
-    dec4(F4, wasm_i16x8_extend_low_i8x16(eu), &w2, &w3); \
+    quad_values(F4, kc4, wasm_v128_load(w), &ev, &od); \
+    quad_values(F4, kc4, wasm_v128_load(u), &eu, &ou); \
+    dec4(F4, U8LO(ev), kc4, &w0, &w1); \
+    dec4(F4, U8LO(eu), kc4, &w2, &w3); \
     AFFINE16(w0, w1, w2, w3) \
     STEP16(0, 0, w0, w1, w2, w3); \
-    dec4(F4, wasm_i16x8_extend_low_i8x16(od), &w0, &w1); \
-    dec4(F4, wasm_i16x8_extend_low_i8x16(ou), &w2, &w3); \
+    dec4(F4, U8LO(od), kc4, &w0, &w1); \
+    dec4(F4, U8LO(ou), kc4, &w2, &w3); \
     AFFINE16(w0, w1, w2, w3) \
     STEP16(1, 16, w0, w1, w2, w3); \
-    dec4(F4, wasm_i16x8_extend_high_i8x16(ev), &w0, &w1); \
-    dec4(F4, wasm_i16x8_extend_high_i8x16(eu), &w2, &w3); \
+    dec4(F4, U8HI(ev), kc4, &w0, &w1); \
+    dec4(F4, U8HI(eu), kc4, &w2, &w3); \
     AFFINE16(w0, w1, w2, w3) \
     STEP16(0, 32, w0, w1, w2, w3); \
-    dec4(F4, wasm_i16x8_extend_high_i8x16(od), &w0, &w1); \
-    dec4(F4, wasm_i16x8_extend_high_i8x16(ou), &w2, &w3); \
+    dec4(F4, U8HI(od), kc4, &w0, &w1); \
+    dec4(F4, U8HI(ou), kc4, &w2, &w3); \
     AFFINE16(w0, w1, w2, w3) \
     STEP16(1, 48, w0, w1, w2, w3); \
     w += 16; \
@@ -142,7 +168,7 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
 /* 1 row x 2 panels (lowp_gemm.h): w and w + ps are the two panels' starts. */
 INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, size_t nc2, size_t k0, size_t kc,
                      const float* restrict a, const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate,
-                     const float* zq, const float* sq, v128_t lut) {
+                     const float* zq, const float* sq, dec4c_t kc4) {
   const size_t zz = (size_t)((uint32_t)kc >> 31);
   a = a + zz;
   w = w + zz + (k0 >> 1) * 8;
@@ -151,8 +177,8 @@ INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, siz
   AFF16_DECL
   if (ODD) {
     v128_t w0, w1, w2, w3;
-    dec4(F4, wasm_i16x8_extend_high_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(pair_values(lut, wasm_v128_load64_zero(u))), &w2, &w3);
+    dec4(F4, U8HI(pair_values(F4, kc4, wasm_v128_load64_zero(w))), kc4, &w0, &w1);
+    dec4(F4, U8HI(pair_values(F4, kc4, wasm_v128_load64_zero(u))), kc4, &w2, &w3);
     AFFINE16(w0, w1, w2, w3)
     STEP16(1, 0, w0, w1, w2, w3);
     w += 8;
@@ -164,14 +190,14 @@ INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, siz
     ROW16_QUAD(F4);
   }
   for (size_t n = (kc & 3) / 2; n; n--) {
-    const v128_t x = pair_values(lut, wasm_v128_load64_zero(w)), y = pair_values(lut, wasm_v128_load64_zero(u));
+    const v128_t x = pair_values(F4, kc4, wasm_v128_load64_zero(w)), y = pair_values(F4, kc4, wasm_v128_load64_zero(u));
     v128_t w0, w1, w2, w3;
-    dec4(F4, wasm_i16x8_extend_low_i8x16(x), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(y), &w2, &w3);
+    dec4(F4, U8LO(x), kc4, &w0, &w1);
+    dec4(F4, U8LO(y), kc4, &w2, &w3);
     AFFINE16(w0, w1, w2, w3)
     STEP16(0, 0, w0, w1, w2, w3);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(x), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_high_i8x16(y), &w2, &w3);
+    dec4(F4, U8HI(x), kc4, &w0, &w1);
+    dec4(F4, U8HI(y), kc4, &w2, &w3);
     AFFINE16(w0, w1, w2, w3)
     STEP16(1, 16, w0, w1, w2, w3);
     w += 8;
@@ -180,8 +206,8 @@ INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, siz
   }
   if (kc & 1) {
     v128_t w0, w1, w2, w3;
-    dec4(F4, wasm_i16x8_extend_low_i8x16(pair_values(lut, wasm_v128_load64_zero(w))), &w0, &w1);
-    dec4(F4, wasm_i16x8_extend_low_i8x16(pair_values(lut, wasm_v128_load64_zero(u))), &w2, &w3);
+    dec4(F4, U8LO(pair_values(F4, kc4, wasm_v128_load64_zero(w))), kc4, &w0, &w1);
+    dec4(F4, U8LO(pair_values(F4, kc4, wasm_v128_load64_zero(u))), kc4, &w2, &w3);
     AFFINE16(w0, w1, w2, w3)
     STEP16(0, 0, w0, w1, w2, w3);
   }
@@ -189,12 +215,12 @@ INLINE void w4_row16(const int F4, const int AFF, const int ODD, size_t nc1, siz
 }
 
 #define W4_ROW16(F4, AFF)                                                                                  \
-  if (odd) w4_row16(F4, AFF, 1, nc1, nc2, k0, kc, a, w, ps, c, accumulate, zq, sq, lut);                    \
-  else w4_row16(F4, AFF, 0, nc1, nc2, k0, kc, a, w, ps, c, accumulate, zq, sq, lut);
+  if (odd) w4_row16(F4, AFF, 1, nc1, nc2, k0, kc, a, w, ps, c, accumulate, zq, sq, kc4);                    \
+  else w4_row16(F4, AFF, 0, nc1, nc2, k0, kc, a, w, ps, c, accumulate, zq, sq, kc4);
 
 void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                      size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq) {
-  const v128_t lut = lut4(dt);
+  const dec4c_t kc4 = dec4_consts(dt);
   const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
   if (dt == DT_F4_E2M1) { AFF_SWITCH(aff, W4_ROW16, 1) }
   else { AFF_SWITCH(aff, W4_ROW16, 0) }
@@ -204,7 +230,7 @@ void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
    without a call (C tile load + store, setup) per block of 16-32 k. */
 INLINE void w4_row16_kb(const int F4, const int AFF, size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs,
                         const float* restrict a, const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate,
-                        const float* zq, const float* sq, v128_t lut) {
+                        const float* zq, const float* sq, dec4c_t kc4) {
   const size_t zz = (size_t)((uint32_t)kc >> 31);
   a = a + zz;
   w = w + zz + (k0 >> 1) * 8;
@@ -223,36 +249,36 @@ INLINE void w4_row16_kb(const int F4, const int AFF, size_t nc1, size_t nc2, siz
   ACC16_STORE;
 }
 
-#define W4_ROW16_KB(F4, AFF) w4_row16_kb(F4, AFF, nc1, nc2, k0, kc, bs, a, w, ps, c, accumulate, zq, sq, lut);
+#define W4_ROW16_KB(F4, AFF) w4_row16_kb(F4, AFF, nc1, nc2, k0, kc, bs, a, w, ps, c, accumulate, zq, sq, kc4);
 
 void f32_gemm_1x16w4_kb(size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs, const float* restrict a,
                         const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* zq,
                         const float* sq) {
-  const v128_t lut = lut4(dt);
+  const dec4c_t kc4 = dec4_consts(dt);
   /* scales always present (AFF bit 1) */
   if (dt == DT_F4_E2M1) { if (zq) { W4_ROW16_KB(1, 3) } else { W4_ROW16_KB(1, 2) } }
   else { if (zq) { W4_ROW16_KB(0, 3) } else { W4_ROW16_KB(0, 2) } }
 }
 
 INLINE void w4_decode(const int F4, const int AFF, const uint8_t* w, size_t k0, size_t kc, const float* zq, const float* sq,
-                      float* out, v128_t lut) {
+                      float* out, dec4c_t kc4) {
   const v128_t zero = wasm_f32x4_splat(0.0f);
   AFF_DECL
   for (size_t i = 0; i < kc; i++) {
     const size_t k = k0 + i;
-    const v128_t x = pair_values(lut, wasm_v128_load64_zero(w + (k >> 1) * 8));
+    const v128_t x = pair_values(F4, kc4, wasm_v128_load64_zero(w + (k >> 1) * 8));
     v128_t w0, w1;
-    dec4(F4, (k & 1) ? wasm_i16x8_extend_high_i8x16(x) : wasm_i16x8_extend_low_i8x16(x), &w0, &w1);
+    dec4(F4, (k & 1) ? U8HI(x) : U8LO(x), kc4, &w0, &w1);
     AFFINE(w0, w1)
     wasm_v128_store(out + 8 * i, w0);
     wasm_v128_store(out + 8 * i + 4, w1);
   }
 }
 
-#define W4_DEC(F4, AFF) w4_decode(F4, AFF, w, k0, kc, zq, sq, out, lut);
+#define W4_DEC(F4, AFF) w4_decode(F4, AFF, w, k0, kc, zq, sq, out, kc4);
 
 void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* zq, const float* sq, float* out) {
-  const v128_t lut = lut4(dt);
+  const dec4c_t kc4 = dec4_consts(dt);
   const int aff = AFF_CODE(zq, sq);
   if (dt == DT_F4_E2M1) { AFF_SWITCH(aff, W4_DEC, 1) }
   else { AFF_SWITCH(aff, W4_DEC, 0) }

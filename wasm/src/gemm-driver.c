@@ -468,18 +468,3 @@ EXPORT(run_job) int run_job(job_t* j, int tid) {
   }
   return done;
 }
-
-/* Packs weights [G, K, N] (any strides, f32/bf16/f16) into f32 panels [G][ceil(N/NR)][K][NR], zero padded. */
-EXPORT(pack_weights) void pack_weights(const char* w, int dt, int32_t G, int32_t K, int32_t N, int32_t sg, int32_t sk,
-                                       int32_t sn, float* out) {
-  const int32_t npan = cdiv(N, NR);
-  for (int32_t g = 0; g < G; g++)
-    for (int32_t p = 0; p < npan; p++)
-      for (int32_t k = 0; k < K; k++) {
-        float* o = out + (((size_t)g * npan + p) * K + k) * NR;
-        for (int32_t q = 0; q < NR; q++) {
-          const int32_t n = p * NR + q;
-          o[q] = n < N ? load_elem(w, dt, (size_t)g * sg + (size_t)k * sk + (size_t)n * sn) : 0.0f;
-        }
-      }
-}

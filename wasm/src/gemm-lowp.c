@@ -26,31 +26,6 @@
 #include "lowp.h"
 #include "tile_io.h"
 
-INLINE int32_t even(int32_t k) { return (k + 1) & ~1; }
-
-/* Packs 8-bit (four = 0) or 4-bit codes [G, K, N] (any strides, element indices; 4-bit element i is
-   nibble i & 1 of byte i / 2) into x8:p8 / x4:p8k2 panels ps bytes apart: the codes' bytes (ps), or
-   with the `+q` layouts those padded to 16, after which the host writes the scales / zero points. */
-EXPORT(pack_weights_lowp) void pack_weights_lowp(const uint8_t* w, int32_t four, int32_t G, int32_t K, int32_t N, int32_t sg,
-                                                 int32_t sk, int32_t sn, uint8_t* out, int32_t ps) {
-  const int32_t npan = cdiv(N, NR), Kp = even(K), cb = Kp * (four ? NR / 2 : NR);
-  for (int32_t g = 0; g < G; g++)
-    for (int32_t p = 0; p < npan; p++) {
-      uint8_t* o = out + ((size_t)g * npan + p) * (size_t)ps;
-      for (int32_t k = 0; k < Kp; k += 1 + four)
-        for (int32_t q = 0; q < NR; q++) {
-          const int32_t n = p * NR + q;
-          const size_t i = (size_t)g * sg + (size_t)k * sk + (size_t)n * sn;
-          if (!four) o[(size_t)k * NR + q] = n < N && k < K ? w[i] : 0;
-          else {
-            const uint32_t lo = n < N ? nibble(w, i) : 0, hi = n < N && k + 1 < K ? nibble(w, i + (size_t)sk) : 0;
-            o[(size_t)k / 2 * NR + q] = (uint8_t)(lo | hi << 4);
-          }
-        }
-      for (int32_t b = cb; b < ((cb + 15) & ~15) && b < ps; b++) o[b] = 0;
-    }
-}
-
 INLINE size_t pad16(size_t x) { return (x + 15) & ~(size_t)15; }
 
 /* Bytes of one K block's 8 values and of a panel's section of them. */

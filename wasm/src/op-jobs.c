@@ -27,6 +27,7 @@ int run_moe_activation(op_head_t* h);
 int run_matmul_bwd_bias(op_head_t* h);
 int run_glu_bwd(op_head_t* h);
 int run_dglu_reduce(op_head_t* h);
+int run_pack_weights(op_head_t* h);
 
 int run_op_job(op_head_t* h, int tid) {
   switch (h->kind) {
@@ -41,6 +42,7 @@ int run_op_job(op_head_t* h, int tid) {
     case KIND_MATMUL_BWD_BIAS: return run_matmul_bwd_bias(h);
     case KIND_GLU_BWD: return run_glu_bwd(h);
     case KIND_DGLU_REDUCE: return run_dglu_reduce(h);
+    case KIND_PACK_WEIGHTS: return run_pack_weights(h);
     default: op_error(h, ERR_OP_UNKNOWN_KIND, 0, h->kind, 0); return 0;
   }
 }

@@ -27,6 +27,7 @@ enum {
   KIND_MATMUL_BWD_BIAS = 42, /* grouped matmul backward: diff_bias = per-group row sums of diff_dst (matmul-bwd-bias.c) */
   KIND_GLU_BWD = 45, /* GLU backward: h13, diff -> d(h13), dprob (glu-bwd.c) */
   KIND_DGLU_REDUCE = 46, /* dprob of a GEMM with the PO_DGLU epilogue: chunk sums -> dprob (glu-bwd.c) */
+  KIND_PACK_WEIGHTS = 52, /* reorders into packed weights (f32:p8 / p8t, x8:p8, x4:p8k2), a plain copy (pack-weights.c) */
 };
 
 /* Op status codes start at 100 (job.h's ERR_* are the GEMM's offsets errors). */

@@ -1,9 +1,9 @@
 import { DnnlError, check } from '../../common/status.js';
-import { fromStored, isSubByteType, toStored } from '../../common/data_type.js';
+import { dtBits, encodeArray, fromStored, isSubByteType, toStored } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import {
   PACKED_P8T, PACKED_X4, PACKED_X8, packPanelQuantTs, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs,
-  packedLowpGeometry, panelQuantValues,
+  packedLowpGeometry, panelQuantBlockK, panelQuantValues,
 } from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
 import { markPackedFilled } from '../../memory/packed_fill.js';
@@ -11,6 +11,7 @@ import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
 import type { PrimitiveDesc } from './pd.js';
 import { created } from '../../runtime/live_engine.js';
+import { PACK_FMT, packTask, type PackGeometry } from './pack_job.js';
 
 const JOB_DT: Record<string, number> = { f32: 0, bf16: 1, f16: 2 };
 
@@ -50,11 +51,62 @@ export class Primitive {
     check(from.handles[0] !== to.handles[0], 'reorder.execute: ARG.FROM and ARG.TO must be different buffers');
     const quant = this.quantArgs(args);
     if (this.pd.kind === 'pack') markPackedFilled(to);
-    stream.enqueue(() => {
-      const t0 = now();
-      this.run(from, to, quant);
+    let t0 = 0;
+    const verbose = (): void => {
       if (getVerbose() >= 1) verboseLine('exec', ['reorder', this.pd.implInfo, 'undef', `src:${this.pd.src} dst:${this.pd.dst}`, '', '', this.pd.src.dims.join('x'), (now() - t0).toFixed(4)]);
+    };
+    if (this.pd.kind === 'pack' && this.pd.engine.kernels) {
+      // on the workers (pack_job.ts): the codes, and per-column scales of a +q layout; other embedded
+      // values (zero points, grouped columns, 4-bit) are written by the host right before
+      const geo = this.packGeometry(quant.scales);
+      stream.enqueue(packTask(this.pd.engine, from.handles[0], to.handles[0], geo, () => {
+        t0 = now();
+        this.writePanelQuant(to, { scales: geo.values ? undefined : quant.scales, zeroPoints: quant.zeroPoints });
+      }, verbose));
+      return;
+    }
+    stream.enqueue(() => {
+      t0 = now();
+      this.run(from, to, quant);
+      verbose();
     });
+  }
+
+  /** The packing job's geometry: f32:p8t is f32:p8 of the transposed view (last two dims and strides swapped). */
+  private packGeometry(scales?: Memory): PackGeometry {
+    const { src, dst } = this.pd;
+    const nd = src.ndims, G = nd === 3 ? src.dims[0] : 1, sg = nd === 3 ? src.strides[0] : 0;
+    const [K, N, sk, sn] = [src.dims[nd - 2], src.dims[nd - 1], src.strides[nd - 2], src.strides[nd - 1]];
+    const name = dst.packed?.name;
+    if (name === PACKED_X8 || name === PACKED_X4) {
+      const lg = packedLowpGeometry(src.dims, src.dataType, dst.packed?.quant);
+      const spec = dst.packed?.quant?.scales;
+      let values: PackGeometry['values'];
+      if (spec && scales && dtBits(spec.dataType) >= 8) {
+        // per-column values, one run of 8 per full panel and K block: the job copies them
+        const { index } = panelQuantValues(src.dims, spec), bk = panelQuantBlockK(spec, nd), i0 = index(0, 0, 0);
+        const cols = N > 1 && index(0, 0, 1) - i0 === 1 && spec.groups[nd - 1] === 1 && (nd === 2 || spec.groups[0] === 1);
+        if (cols) {
+          const pad = encodeArray(spec.dataType, [1]).reduce((acc, b, i) => acc | (b << (8 * i)), 0);
+          values = {
+            src: scales.handles[0], off: lg.scaleOff, bytes: dtBits(spec.dataType) / 8, nkb: bk ? Math.ceil(K / bk) : 1,
+            sg: nd === 3 && G > 1 ? index(1, 0, 0) - i0 : 0, sb: bk && K > bk ? index(0, bk, 0) - i0 : 0, pad,
+          };
+        }
+      }
+      return { fmt: name === PACKED_X8 ? PACK_FMT.x8 : PACK_FMT.x4, dt: 0, G, K, N, sg, sk, sn, ps: lg.panelBytes, values };
+    }
+    if (name === PACKED_P8T) return { fmt: PACK_FMT.f32, dt: JOB_DT[src.dataType], G, K: N, N: K, sg, sk: sn, sn: sk, ps: 0 };
+    return { fmt: PACK_FMT.f32, dt: JOB_DT[src.dataType], G, K, N, sg, sk, sn, ps: 0 };
+  }
+
+  /** A +q destination's scales / zero points, written beside the panels (packed_weights.ts). */
+  private writePanelQuant(to: Memory, quant: { scales?: Memory; zeroPoints?: Memory }): void {
+    const { src, dst, engine } = this.pd;
+    const q = dst.packed?.quant;
+    if (!q || (!quant.scales && !quant.zeroPoints)) return;
+    const view = (m: Memory | undefined): Uint8Array | undefined => m && new Uint8Array(engine.buffer, m.handles[0], m.desc.getSize(0));
+    packPanelQuantTs(src.dims, src.dataType, q, { scales: view(quant.scales), zeroPoints: view(quant.zeroPoints) }, new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0)));
   }
 
   /**
@@ -81,51 +133,24 @@ export class Primitive {
     return out;
   }
 
+  /** Without kernels (the reference engine): the TypeScript packers, and every plain -> plain copy. */
   private run(from: Memory, to: Memory, quant: { scales?: Memory; zeroPoints?: Memory }): void {
     const { src, dst, engine } = this.pd;
     if (this.pd.kind === 'pack' && (dst.packed?.name === PACKED_X8 || dst.packed?.name === PACKED_X4)) {
-      const nd = src.ndims;
-      const k = engine.kernels;
-      const G = nd === 3 ? src.dims[0] : 1;
-      const geo = [G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1]] as const;
-      const q = dst.packed.quant;
-      const four = dst.packed.name === PACKED_X4;
-      if (k) {
-        k.pack_weights_lowp(from.handles[0], four ? 1 : 0, ...geo, to.handles[0], packedLowpGeometry(src.dims, src.dataType, q).panelBytes);
-      } else {
-        const bytes = new Uint8Array(engine.buffer, from.handles[0], src.getSize(0));
-        const code = isSubByteType(src.dataType) ? (i: number): number => (bytes[i >>> 1] >>> ((i & 1) << 2)) & 0xf : (i: number): number => bytes[i];
-        const out = new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0));
-        out.fill(0);
-        packWeightsLowpTs(code, src.dataType, src.dims, src.strides, out, q);
-      }
-      if (q) {
-        const view = (m: Memory | undefined): Uint8Array | undefined => m && new Uint8Array(engine.buffer, m.handles[0], m.desc.getSize(0));
-        packPanelQuantTs(src.dims, src.dataType, q, { scales: view(quant.scales), zeroPoints: view(quant.zeroPoints) }, new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0)));
-      }
+      const bytes = new Uint8Array(engine.buffer, from.handles[0], src.getSize(0));
+      const code = isSubByteType(src.dataType) ? (i: number): number => (bytes[i >>> 1] >>> ((i & 1) << 2)) & 0xf : (i: number): number => bytes[i];
+      const out = new Uint8Array(engine.buffer, to.handles[0], dst.getSize(0));
+      out.fill(0);
+      packWeightsLowpTs(code, src.dataType, src.dims, src.strides, out, dst.packed.quant);
+      this.writePanelQuant(to, quant);
       return;
     }
     if (this.pd.kind === 'pack' && dst.packed?.name === PACKED_P8T) {
-      // f32:p8t (backward data): the f32:p8 packing of the transposed view, last two dims and strides swapped.
-      const nd = src.ndims;
-      const k = engine.kernels;
-      if (k) {
-        const G = nd === 3 ? src.dims[0] : 1;
-        k.pack_weights(from.handles[0], JOB_DT[src.dataType], G, src.dims[nd - 1], src.dims[nd - 2], nd === 3 ? src.strides[0] : 0, src.strides[nd - 1], src.strides[nd - 2], to.handles[0]);
-      } else {
-        packTransposedWeightsTs(from.values, src.dataType, src.dims, src.strides, new Float32Array(engine.buffer, to.handles[0], dst.getSize(0) / 4));
-      }
+      packTransposedWeightsTs(from.values, src.dataType, src.dims, src.strides, new Float32Array(engine.buffer, to.handles[0], dst.getSize(0) / 4));
       return;
     }
     if (this.pd.kind === 'pack') {
-      const nd = src.ndims;
-      const k = engine.kernels;
-      if (k) {
-        const G = nd === 3 ? src.dims[0] : 1;
-        k.pack_weights(from.handles[0], JOB_DT[src.dataType], G, src.dims[nd - 2], src.dims[nd - 1], nd === 3 ? src.strides[0] : 0, src.strides[nd - 2], src.strides[nd - 1], to.handles[0]);
-      } else {
-        packWeightsTs(from.values, src.dataType, src.dims, src.strides, new Float32Array(engine.buffer, to.handles[0], dst.getSize(0) / 4));
-      }
+      packWeightsTs(from.values, src.dataType, src.dims, src.strides, new Float32Array(engine.buffer, to.handles[0], dst.getSize(0) / 4));
       return;
     }
     // Plain copy: walk logical indices; one type copies stored codes (4-bit: nibble e of byte e / 2),
