@@ -7,6 +7,7 @@ import { GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isGluAlg, type GluAl
 import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { fits32 } from '../../kernels/fused_job.js';
 import { gluBackwardImplList, type GluBackwardImpl } from './impls.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 /** Options of a GLU backward pd: the forward GLU's parameters and the routing probability. */
 export interface GluBackwardOptions {
@@ -59,6 +60,7 @@ export class PrimitiveDesc {
   readonly impl: GluBackwardImpl;
 
   constructor(engine: Engine, alg: GluAlg, layout: GluLayout, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions = {}) {
+    refuseGpuEngine(engine, 'glu_backward');
     const t0 = now();
     countObject('primitive_desc');
     this.engine = engine;

@@ -10,6 +10,7 @@ import { pickImpl } from './impl.js';
 import { bwdDataImplList } from './impl_list.js';
 import { bwdProblemString, type BwdDataProblem } from './problem.js';
 import { checkFloat, checkGroupedRows, checkHint, checkMd, checkPlainAttr, checkPlainRows, checkSameRows, rowMajor } from './rules.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 const FN = 'matmul_backward_data';
 
@@ -34,6 +35,7 @@ export class PrimitiveDesc {
   private offsetsMd: MemoryDesc | undefined;
 
   constructor(engine: Engine, diffSrc: MemoryDesc, weights: MemoryDesc, diffDst: MemoryDesc, hint?: MatmulPd, attr: PrimitiveAttr = new PrimitiveAttr()) {
+    refuseGpuEngine(engine, 'matmul_backward_data');
     const t0 = now();
     countObject('primitive_desc');
     const p = PrimitiveDesc.init(engine, diffSrc, weights, diffDst, hint, attr);

@@ -9,6 +9,7 @@ import { pickImpl, type BwdWeightsImpl } from './impl.js';
 import { bwdWeightsImplList } from './impl_list.js';
 import { bwdProblemString, type BwdWeightsProblem } from './problem.js';
 import { checkFloat, checkGroupedRows, checkHint, checkMd, checkPlainAttr, checkPlainRows, checkSameRows, rowMajor } from './rules.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 const FN = 'matmul_backward_weights';
 
@@ -32,6 +33,7 @@ export class PrimitiveDesc {
   private offsetsMd: MemoryDesc | undefined;
 
   constructor(engine: Engine, src: MemoryDesc, diffWeights: MemoryDesc, diffBiasOrDiffDst: MemoryDesc, diffDstOrHint?: MemoryDesc | MatmulPd, hintOrAttr?: MatmulPd | PrimitiveAttr, attrArg?: PrimitiveAttr) {
+    refuseGpuEngine(engine, 'matmul_backward_weights');
     const t0 = now();
     countObject('primitive_desc');
     const hasBias = diffDstOrHint instanceof MemoryDesc;

@@ -5,6 +5,7 @@ import { GLU_DEFAULT_ALPHA, GLU_DEFAULT_LIMIT, GLU_LAYOUTS, isGluAlg, type GluAl
 import { MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { activationImplList, type ActivationImpl } from './impls.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** The GLU of an activation stage (as `attr.postOps.appendGlu`). */
 export interface ActivationGlu {
@@ -43,6 +44,7 @@ export class PrimitiveDesc {
   readonly impl: ActivationImpl;
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc, glu: ActivationGlu) {
+    refuseGpuEngine(engine, 'moe.activation');
     const t0 = now();
     countObject('primitive_desc');
     check(engine !== undefined && engine !== null, 'moe.activation: engine is required');

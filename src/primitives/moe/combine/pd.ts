@@ -3,6 +3,7 @@ import { countObject } from '../../../common/census.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 export interface CombineOptions {
   readonly tokens: number;
@@ -51,6 +52,7 @@ export class PrimitiveDesc {
   readonly problem: CombineProblem;
 
   constructor(engine: Engine, o: CombineOptions) {
+    refuseGpuEngine(engine, 'moe.combine');
     const t0 = now();
     countObject('primitive_desc');
     check(engine !== undefined && engine !== null, 'moe.combine: engine is required');

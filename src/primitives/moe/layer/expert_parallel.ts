@@ -8,6 +8,7 @@ import * as routing from '../routing/index.js';
 import * as combine from '../combine/index.js';
 import { PrimitiveDesc, Primitive, type LayerArgs } from './layer.js';
 import type { LayerConfig } from './config.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /**
  * A user-supplied all-to-all (one call per exchange, on every rank): `send[q]` goes to rank q; the
@@ -55,6 +56,7 @@ export class ExpertParallelRank {
   private readonly local = new Map<number, Primitive>();
 
   constructor(engine: Engine, config: ExpertParallelConfig, allToAll: AllToAll) {
+    refuseGpuEngine(engine, 'moe.ExpertParallelRank');
     const { rank, worldSize, experts: E, topK: k, tokens: T, hidden: K } = config;
     check(Number.isSafeInteger(worldSize) && worldSize >= 1, `moe.ExpertParallelRank: worldSize must be a positive integer, got ${worldSize}`);
     check(Number.isSafeInteger(rank) && rank >= 0 && rank < worldSize, `moe.ExpertParallelRank: rank must be in [0, ${worldSize}), got ${rank}`);

@@ -17,6 +17,7 @@ import * as combine from '../combine/index.js';
 import * as activation from '../activation/index.js';
 import { Lifetime } from '../../../runtime/lifetime.js';
 import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales } from './config.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
 export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine' | 'shared_gemm1' | 'shared_gemm2';
@@ -99,6 +100,7 @@ export class PrimitiveDesc {
   readonly mds: Readonly<Record<string, MemoryDesc>>;
 
   constructor(engine: Engine, config: LayerConfig) {
+    refuseGpuEngine(engine, 'moe.layer');
     const t0 = now();
     countObject('primitive_desc');
     check(engine !== undefined && engine !== null, 'moe.layer: engine is required');
