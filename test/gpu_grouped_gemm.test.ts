@@ -293,6 +293,26 @@ describe('Proposal #3: grouped_gemm on the gpu engine', () => {
       await bad([4, -5, 3], 'invalid_arguments', "ARG.RUNTIME_DIMS[0] = 4 rows do not fit expert 0's src/dst allocations (3 rows fit)");
     });
 
+    it('rows needing more M tiles than one dispatch dimension: a runtime_error at wait(), nothing computed', async () => {
+      // 65536 tiles of 128 rows (the tallest tile): one more than maxComputeWorkgroupsPerDimension (65535).
+      const big = 65536 * 128;
+      const dimsMd = memory.desc([1], dt.s32, tag.x);
+      const pd = new grouped_gemm.PrimitiveDesc(eng, [rows(1, dt.f32)], [memory.desc([1, 1], dt.f32, tag.ab)], [rows(1, dt.f32)], dimsMd);
+      const prim = new grouped_gemm.Primitive(pd);
+      const sb = callerBuffer(eng, 4 * big), db = callerBuffer(eng, 4 * big, encode(dt.f32, [7, 7, 7, 7]));
+      const mems = [Memory.create(rows(1, dt.f32), eng, sb), Memory.create(pd.queryMd('weights')!, eng).write([2]), Memory.create(rows(1, dt.f32), eng, db), Memory.create(dimsMd, eng).write([big])];
+      try {
+        prim.execute(strm, { [ARG.MULTIPLE_SRC]: mems[0], [ARG.MULTIPLE_WEIGHTS]: mems[1], [ARG.MULTIPLE_DST]: mems[2], [ARG.RUNTIME_DIMS]: mems[3] });
+        await expectDnnlReject(strm.wait(), 'runtime_error', `ARG.RUNTIME_DIMS[0] = ${big} rows need more than 65535 row tiles of 128`);
+        expect([...new Float32Array((await mems[2].readBytes(0)).buffer, 0, 4)]).toEqual([7, 7, 7, 7]);
+      } finally {
+        prim.destroy();
+        mems.forEach((m) => m.free());
+        sb.destroy();
+        db.destroy();
+      }
+    });
+
     it('capacity is the smaller of src and dst', async () => {
       const dimsMd = memory.desc([1], dt.s32, tag.x);
       const pd = new grouped_gemm.PrimitiveDesc(eng, [rows(4, dt.f32)], [memory.desc([4, 2], dt.f32, tag.ab)], [rows(2, dt.f32)], dimsMd);
