@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'build/**', 'node_modules/**', 'scratch/**', 'reports/**', 'wasm/**', 'src/runtime/wasm_embedded.ts'] },
+  { ignores: ['dist/**', 'build/**', '.devrun/**', '.gl/**', 'node_modules/**', 'scratch/**', 'reports/**', 'wasm/**', 'src/runtime/wasm_embedded.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

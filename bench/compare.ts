@@ -4,7 +4,9 @@
  * primitive-descriptor creation, per-step host work and step time (medians), extra heap memory,
  * objects created and lines of user code (from examples/), and writes reports/compare.md,
  * reports/compare.html and rfcs/proposal-comparison.md.
- *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b]
+ *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b] [--engine=cpu|gpu]
+ * `--engine=gpu` runs the same workloads on the gpu engine (bench/compare_gpu.ts) with a host-read-back
+ * baseline, and writes reports/compare-gpu.md / .json instead.
  */
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -51,6 +53,8 @@ const args = new Map(process.argv.slice(2).map((a) => {
 const threads = Number(args.get('threads') ?? availableParallelism());
 const steps = Number(args.get('steps') ?? 12);
 const chosen = (args.get('workload') ?? WORKLOADS.map((w) => w.name).join(',')).split(',');
+const engineKind = args.get('engine') ?? 'cpu';
+if (engineKind !== 'cpu' && engineKind !== 'gpu') throw new Error(`--engine must be cpu or gpu, got '${engineKind}'`);
 
 interface Result {
   workload: string;
@@ -138,28 +142,38 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
   return results;
 }
 
-const all: Result[] = [];
-console.log(`groupdnn proposal comparison: threads ${threads}, ${steps} timed steps (routing changes every step), node ${process.version}`);
-for (const w of WORKLOADS.filter((x) => chosen.includes(x.name))) {
-  console.log(`\n${w.name}: ${w.description}`);
-  console.log(`  ${'proposal'.padEnd(20)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'setup ms'.padStart(9)} ${'pd ms/step'.padStart(10)} ${'extra heap'.padStart(11)} ${'objs'.padStart(5)} ${'objs/step'.padStart(9)} ${'LoC'.padStart(4)}  identical`);
-  for (const r of await runWorkload(w)) {
-    all.push(r);
-    console.log(`  ${r.proposal.padEnd(20)} ${r.step_ms.toFixed(3).padStart(9)} ${r.host_ms.toFixed(3).padStart(9)} ${r.setup_ms.toFixed(2).padStart(9)} ${r.pd_per_step_ms.toFixed(3).padStart(10)} ${String(r.extra_heap_bytes).padStart(11)} ${String(r.setup_objects).padStart(5)} ${r.objects_per_step.toFixed(1).padStart(9)} ${String(r.loc).padStart(4)}  ${r.identical ? 'yes' : 'NO'}`);
-  }
-}
-if (all.some((r) => !r.identical)) {
-  console.error('outputs differ between proposals');
-  process.exitCode = 1;
+if (engineKind === 'gpu') {
+  const { compareGpu } = await import('./compare_gpu.js');
+  await compareGpu(WORKLOADS.filter((x) => chosen.includes(x.name)), steps);
+} else {
+  await compareCpu();
 }
 
-mkdirSync(fileURLToPath(new URL('../reports/', import.meta.url)), { recursive: true });
-const stamp = `node ${process.version}, ${availableParallelism()} cores, threads ${threads}, ${steps} steps, ${new Date().toISOString().slice(0, 10)}`;
-writeFileSync(new URL('../reports/compare.md', import.meta.url), markdownReport(all, stamp));
-writeFileSync(new URL('../reports/compare.html', import.meta.url), htmlReport(all, stamp));
-writeFileSync(new URL('../reports/compare.json', import.meta.url), JSON.stringify({ stamp, results: all }, null, 1));
-writeFileSync(new URL('../rfcs/proposal-comparison.md', import.meta.url), rfcFromTemplate(all, stamp));
-console.log('\nwrote reports/compare.md, reports/compare.html, reports/compare.json, rfcs/proposal-comparison.md');
+/** The cpu engine comparison: all four proposals, reports and rfcs/proposal-comparison.md. */
+async function compareCpu(): Promise<void> {
+  const all: Result[] = [];
+  console.log(`groupdnn proposal comparison: threads ${threads}, ${steps} timed steps (routing changes every step), node ${process.version}`);
+  for (const w of WORKLOADS.filter((x) => chosen.includes(x.name))) {
+    console.log(`\n${w.name}: ${w.description}`);
+    console.log(`  ${'proposal'.padEnd(20)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'setup ms'.padStart(9)} ${'pd ms/step'.padStart(10)} ${'extra heap'.padStart(11)} ${'objs'.padStart(5)} ${'objs/step'.padStart(9)} ${'LoC'.padStart(4)}  identical`);
+    for (const r of await runWorkload(w)) {
+      all.push(r);
+      console.log(`  ${r.proposal.padEnd(20)} ${r.step_ms.toFixed(3).padStart(9)} ${r.host_ms.toFixed(3).padStart(9)} ${r.setup_ms.toFixed(2).padStart(9)} ${r.pd_per_step_ms.toFixed(3).padStart(10)} ${String(r.extra_heap_bytes).padStart(11)} ${String(r.setup_objects).padStart(5)} ${r.objects_per_step.toFixed(1).padStart(9)} ${String(r.loc).padStart(4)}  ${r.identical ? 'yes' : 'NO'}`);
+    }
+  }
+  if (all.some((r) => !r.identical)) {
+    console.error('outputs differ between proposals');
+    process.exitCode = 1;
+  }
+
+  mkdirSync(fileURLToPath(new URL('../reports/', import.meta.url)), { recursive: true });
+  const stamp = `node ${process.version}, ${availableParallelism()} cores, threads ${threads}, ${steps} steps, ${new Date().toISOString().slice(0, 10)}`;
+  writeFileSync(new URL('../reports/compare.md', import.meta.url), markdownReport(all, stamp));
+  writeFileSync(new URL('../reports/compare.html', import.meta.url), htmlReport(all, stamp));
+  writeFileSync(new URL('../reports/compare.json', import.meta.url), JSON.stringify({ stamp, results: all }, null, 1));
+  writeFileSync(new URL('../rfcs/proposal-comparison.md', import.meta.url), rfcFromTemplate(all, stamp));
+  console.log('\nwrote reports/compare.md, reports/compare.html, reports/compare.json, rfcs/proposal-comparison.md');
+}
 
 /** Fills bench/proposal-comparison.template.md with this run's numbers. */
 function rfcFromTemplate(rs: Result[], stampText: string): string {

@@ -4,6 +4,9 @@
  * engine start at 1 and 2 threads, the grouped matmul against a float64 loop, a worker that fails to
  * load, the lifetime rules; a page without isolation; and the browser demo (screenshot written to
  * build/browser-demo.png: generated artefacts go to the ignored build/, never over tracked files).
+ * A second Chromium with WebGPU on SwiftShader (Debian's chromium ships it) runs the gpu engine from
+ * navigator.gpu: grouped_gemm (Proposal #3) and a grouped matmul (Proposal #1) against float64 loops,
+ * bad runtime rows raised at wait(), and the demo's gpu row.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -12,6 +15,9 @@ import { chromium, type Browser } from 'playwright-core';
 import { startServer } from '../scripts/serve.mjs';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const QUIET = ['--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+/** WebGPU on a CPU adapter: a page served from localhost is a secure context, so navigator.gpu exists. */
+const WEBGPU = ['--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--enable-features=Vulkan'];
 let browser: Browser;
 let server: Server, plain: Server;
 let base = '', basePlain = '';
@@ -26,7 +32,7 @@ beforeAll(async () => {
   basePlain = `http://127.0.0.1:${p.port}`;
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: ['--headless=new', '--no-sandbox', '--disable-gpu', ...QUIET],
   });
 }, 60_000);
 
@@ -79,4 +85,41 @@ describe('in Chromium', () => {
     await page.screenshot({ path: 'build/browser-demo.png', fullPage: true });
     await page.close();
   }, 150_000);
+});
+
+describe('in Chromium with WebGPU (SwiftShader adapter)', () => {
+  let gpuBrowser: Browser;
+  beforeAll(async () => {
+    gpuBrowser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', ...WEBGPU, ...QUIET] });
+  }, 60_000);
+  afterAll(async () => {
+    await gpuBrowser?.close();
+  });
+
+  it('gpu engine from navigator.gpu: grouped_gemm (P#3) and grouped matmul (P#1) against float64, bad rows raised at wait() (dist/ unbundled)', async () => {
+    const page = await gpuBrowser.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`${base}/test/browser/blank.html`);
+    // A string, not a function: vitest's transform would rewrite a dynamic import inside a function.
+    const results = await page.evaluate(`import('/test/browser/gpu_checks.js').then((m) => m.run())`) as { name: string; ok: boolean; detail: string }[];
+    await page.close();
+    expect(errors).toEqual([]);
+    expect(results.map((r) => r.name)).toHaveLength(3);
+    for (const r of results) expect(r.ok, `${r.name}: ${r.detail}`).toBe(true);
+    expect(results[0].detail).toContain('navigator.gpu');
+  }, 120_000);
+
+  it('the browser demo adds a gpu engine row', async () => {
+    const page = await gpuBrowser.newPage({ viewport: { width: 1000, height: 820 } });
+    await page.goto(`${base}/examples/browser/`);
+    await page.waitForFunction(() => document.querySelector('[data-engine="gpu"], [data-engine-unavailable]') !== null, undefined, { timeout: 150_000 });
+    expect(await page.locator('[data-engine-unavailable]').count(), await page.locator('#table').innerText()).toBe(0);
+    const row = page.locator('[data-engine="gpu"]');
+    expect(Number(await row.getAttribute('data-gflops'))).toBeGreaterThan(0);
+    expect(Number(await row.getAttribute('data-err'))).toBeLessThan(1e-5);
+    mkdirSync('reports', { recursive: true });
+    await page.screenshot({ path: 'build/browser-demo-gpu.png', fullPage: true });
+    await page.close();
+  }, 180_000);
 });

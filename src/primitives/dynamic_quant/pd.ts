@@ -4,6 +4,7 @@ import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
 import { dynamicQuantImplList, type DynamicQuantImpl } from './impls.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 /** What a dynamic quantization computes: `rows x cols` of src, row strides in elements. */
 export interface DynamicQuantProblem {
@@ -29,6 +30,7 @@ export class PrimitiveDesc {
   readonly impl: DynamicQuantImpl;
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc) {
+    refuseGpuEngine(engine, 'dynamic_quant');
     const t0 = now();
     created('primitive_desc', engine);
     check(src instanceof MemoryDesc, 'dynamic_quant: src must be a memory descriptor');

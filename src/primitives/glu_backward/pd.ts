@@ -10,6 +10,7 @@ import { resolveGlu, type GluOptions } from '../../attr/glu_options.js';
 import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { fits32 } from '../../kernels/fused_job.js';
 import { gluBackwardImplList, type GluBackwardImpl } from './impls.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 /**
  * Options of a GLU backward pd: the forward GLU (the same `GluOptions` object as `moe.activation` and the
@@ -65,6 +66,7 @@ export class PrimitiveDesc {
   readonly impl: GluBackwardImpl;
 
   constructor(engine: Engine, diffSrc: MemoryDesc, diffDst: MemoryDesc, src: MemoryDesc, options: GluBackwardOptions) {
+    refuseGpuEngine(engine, 'glu_backward');
     const t0 = now();
     created('primitive_desc', engine);
     this.engine = engine;

@@ -3,6 +3,7 @@ import { RUNTIME_DIM_VAL } from '../../common/dims.js';
 import { dtBytes, isSubByteType } from '../../common/data_type.js';
 import { plainDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 /**
  * The RFC's "Frameworks Compatibility" mapping: zero-copy per-expert views `[RUNTIME_DIM_VAL, K]` over
@@ -10,6 +11,8 @@ import { Memory } from '../../memory/memory.js';
  * offsets `offs` (G+1 entries). The views alias `mem`; they need rebuilding whenever the offsets move.
  */
 export function expertViews(mem: Memory, offs: ArrayLike<number>): Memory[] {
+  // A GpuMemory owns whole GPUBuffers: it has no views at a byte offset (bind one buffer per expert).
+  refuseGpuEngine((mem as { engine?: unknown } | undefined)?.engine, 'expertViews');
   const md = mem.desc;
   check(md.ndims === 2 && md.format !== 'packed', 'expertViews: needs a 2D [total, K] memory');
   check(md.strides[1] === 1, 'expertViews: rows must be contiguous (row-major)');

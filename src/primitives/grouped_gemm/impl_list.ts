@@ -6,30 +6,46 @@ import type { Expert, GroupedGemmProblem } from './problem.js';
 import type { QuantArg } from '../../attr/fusion.js';
 import { refGroupedGemm } from './ref_grouped_gemm.js';
 import { wasmGroupedGemm } from './wasm_grouped_gemm.js';
+import { webgpuGroupedGemm } from './webgpu_grouped_gemm.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { GpuMemory } from '../../memory/gpu_memory.js';
 
-export interface GroupedGemmArgs {
-  readonly src: readonly Memory[];
-  readonly weights: readonly Memory[];
-  readonly dst: readonly Memory[];
-  readonly runtimeDims: Memory;
+export interface GroupedGemmArgs<M = Memory> {
+  readonly src: readonly M[];
+  readonly weights: readonly M[];
+  readonly dst: readonly M[];
+  readonly runtimeDims: M;
   /** Per expert: `ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i)` (and `_WEIGHTS`, `_DST`) for each arg with scales. */
-  readonly scales: Readonly<Partial<Record<QuantArg, readonly Memory[]>>>;
-  readonly zeroPoints: Readonly<Partial<Record<QuantArg, readonly Memory[]>>>;
+  readonly scales: Readonly<Partial<Record<QuantArg, readonly M[]>>>;
+  readonly zeroPoints: Readonly<Partial<Record<QuantArg, readonly M[]>>>;
   /**
    * `binary[j][i]`: src1 of binary post-op j (`experts[i].fusion.binary[j]`) for expert i: the shared
    * `ARG.ATTR_MULTIPLE_POST_OP(pos) | ARG.SRC_1` memory, or the per-expert
    * `ARG.ATTR_MULTIPLE_POST_OP(pos) | (ARG.MULTIPLE_SRC + i)` one.
    */
-  readonly binary: readonly (readonly Memory[])[];
+  readonly binary: readonly (readonly M[])[];
 }
 
-export interface GroupedGemmImpl {
-  readonly name: string;
-  describe?(engine: Engine, p: GroupedGemmProblem): string;
-  reject(p: GroupedGemmProblem, engine: Engine): string | undefined;
-  weightsLayout(e: Expert, engine: Engine): MemoryDesc;
-  createExecutor(p: GroupedGemmProblem, engine: Engine): { task(args: GroupedGemmArgs): StreamTask };
+/** A prepared implementation for one pd: turns arguments into stream work. */
+export interface GroupedGemmExecutor<M = Memory> {
+  task(args: GroupedGemmArgs<M>): StreamTask;
+  /** Gives the executor's engine memory back. */
+  destroy?(): void;
 }
+
+export interface GroupedGemmImpl<E = Engine, M = Memory> {
+  readonly name: string;
+  describe?(engine: E, p: GroupedGemmProblem): string;
+  reject(p: GroupedGemmProblem, engine: E): string | undefined;
+  weightsLayout(e: Expert, engine: E): MemoryDesc;
+  createExecutor(p: GroupedGemmProblem, engine: E): GroupedGemmExecutor<M>;
+}
+
+/** An implementation for the gpu engine (its own ordered list: the reference never runs there). */
+export type GpuGroupedGemmImpl = GroupedGemmImpl<GpuEngine, GpuMemory>;
 
 /** Same kernel core as matmul first (pointer-table group mode), then the reference. */
 export const groupedGemmImplList: GroupedGemmImpl[] = [wasmGroupedGemm, refGroupedGemm];
+
+/** The gpu engine's list: WebGPU kernels only. */
+export const gpuGroupedGemmImplList: GpuGroupedGemmImpl[] = [webgpuGroupedGemm];

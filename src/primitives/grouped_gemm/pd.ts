@@ -8,7 +8,8 @@ import { packedWeightsDesc } from '../../memory/packed_weights.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
-import { groupedGemmImplList, type GroupedGemmImpl } from './impl_list.js';
+import { gpuGroupedGemmImplList, groupedGemmImplList, type GpuGroupedGemmImpl, type GroupedGemmImpl } from './impl_list.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { PostOp } from '../../attr/post_ops.js';
 import { ARG, argName } from '../args.js';
 import {
@@ -37,12 +38,13 @@ export const MAX_EXPERTS = 1024;
  * expert arrive at execution in `ARG.RUNTIME_DIMS` (`[G]` s32). Experts may differ in K and N.
  */
 export class PrimitiveDesc {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   readonly problem: GroupedGemmProblem;
-  readonly impl: GroupedGemmImpl;
+  /** The chosen implementation: from the cpu list on a cpu engine, from the gpu list on a gpu engine. */
+  readonly impl: GroupedGemmImpl | GpuGroupedGemmImpl;
   readonly creationMs: number;
 
-  constructor(engine: Engine, srcMds: readonly MemoryDesc[], weiMds: readonly MemoryDesc[], dstMds: readonly MemoryDesc[], runtimeDimsMd: MemoryDesc, attr: PrimitiveAttr = new PrimitiveAttr()) {
+  constructor(engine: Engine | GpuEngine, srcMds: readonly MemoryDesc[], weiMds: readonly MemoryDesc[], dstMds: readonly MemoryDesc[], runtimeDimsMd: MemoryDesc, attr: PrimitiveAttr = new PrimitiveAttr()) {
     const t0 = now();
     created('primitive_desc', engine);
     check(Array.isArray(srcMds) && Array.isArray(weiMds) && Array.isArray(dstMds), 'grouped_gemm: srcMds, weiMds and dstMds must be arrays');
@@ -73,24 +75,25 @@ export class PrimitiveDesc {
     const shared = experts[0].fusion.binary.filter((b) => !b.perExpert && b.md.dims[1] !== 1);
     shared.forEach((b) => check(experts.every((e) => e.dstN === b.md.dims[1]), `grouped_gemm: binary post-op ${b.position} src1 [1, ${b.md.dims[1]}] is shared by every expert, so every expert needs ${b.md.dims[1]} dst columns`));
     const p: GroupedGemmProblem = { G, experts, runtimeDims: runtimeDimsMd, attr };
-    const reasons: string[] = [];
-    let chosen: GroupedGemmImpl | undefined;
-    for (const impl of groupedGemmImplList) {
-      const why = impl.reject(p, engine);
-      if (why === undefined) {
-        chosen = impl;
-        break;
-      }
-      reasons.push(`${impl.name}: ${why}`);
-    }
-    if (!chosen) throw new DnnlError('unimplemented', `grouped_gemm: no implementation (${reasons.join('; ')})`);
+    const chosen = engine.kind === 'gpu' ? PrimitiveDesc.pick(gpuGroupedGemmImplList, p, engine) : PrimitiveDesc.pick(groupedGemmImplList, p, engine);
     this.engine = engine;
-    this.impl = chosen;
+    this.impl = chosen.impl;
     const anyW = experts.some((e) => e.weights.format === 'any');
-    this.problem = Object.freeze({ ...p, experts: anyW ? experts.map((e) => (e.weights.format === 'any' ? { ...e, weights: chosen.weightsLayout(e, engine) } : e)) : experts });
+    this.problem = Object.freeze({ ...p, experts: anyW ? experts.map((e) => (e.weights.format === 'any' ? { ...e, weights: chosen.weightsLayout(e) } : e)) : experts });
     this.creationMs = now() - t0;
     countPdTime(this.creationMs);
     verboseLine('create', ['grouped_gemm', this.implInfo, 'undef', this.mdsString(), attr.toString(), '', `g${G}`, this.creationMs.toFixed(4)]);
+  }
+
+  /** The first implementation of the engine kind's ordered list that accepts the problem, with its weights layout bound to the engine. */
+  private static pick<E, I extends GroupedGemmImpl<E, unknown>>(list: readonly I[], p: GroupedGemmProblem, engine: E): { impl: I; weightsLayout(e: Expert): MemoryDesc } {
+    const reasons: string[] = [];
+    for (const impl of list) {
+      const why = impl.reject(p, engine);
+      if (why === undefined) return { impl, weightsLayout: (e) => impl.weightsLayout(e, engine) };
+      reasons.push(`${impl.name}: ${why}`);
+    }
+    throw new DnnlError('unimplemented', `grouped_gemm: no implementation on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons.join('; ')})`);
   }
 
   private static expert(i: number, src: MemoryDesc, wei: MemoryDesc, dst: MemoryDesc, attr: PrimitiveAttr): Expert {
@@ -168,7 +171,8 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
-    return this.impl.describe?.(this.engine, this.problem) ?? this.impl.name;
+    const eng = this.engine;
+    return (eng.kind === 'gpu' ? (this.impl as GpuGroupedGemmImpl).describe?.(eng, this.problem) : (this.impl as GroupedGemmImpl).describe?.(eng, this.problem)) ?? this.impl.name;
   }
 
   /** @internal */

@@ -5,12 +5,16 @@ import type { MemoryDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
-import type { GroupedGemmArgs } from './impl_list.js';
+import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor, GroupedGemmImpl } from './impl_list.js';
+import { GpuMemory } from '../../memory/gpu_memory.js';
 import type { PrimitiveDesc } from './pd.js';
 import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
 import type { QuantArg } from '../../attr/fusion.js';
+
+/** Memory objects of either engine kind (a cpu pd takes `Memory`, a gpu pd `GpuMemory`). */
+type AnyMemory = Memory | GpuMemory;
 
 const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
 const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
@@ -25,13 +29,16 @@ const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
  */
 export class Primitive {
   readonly pd: PrimitiveDesc;
-  private readonly executor: { task(args: GroupedGemmArgs): () => void | Promise<void>; destroy?(): void };
+  private readonly executor: GroupedGemmExecutor<AnyMemory>;
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     created('primitive', pd.engine);
     this.pd = pd;
-    const executor: { task(args: GroupedGemmArgs): () => void | Promise<void>; destroy?(): void } = pd.impl.createExecutor(pd.problem, pd.engine);
+    // Each engine kind's impl takes its own memory kind; `get()` checks every memory's engine, so the
+    // executor only ever sees its kind.
+    const eng = pd.engine;
+    const executor = (eng.kind === 'gpu' ? (pd.impl as GpuGroupedGemmImpl).createExecutor(pd.problem, eng) : (pd.impl as GroupedGemmImpl).createExecutor(pd.problem, eng)) as GroupedGemmExecutor<AnyMemory>;
     this.executor = executor;
     this.life = new Lifetime(this, { release: () => executor.destroy?.() });
   }
@@ -45,24 +52,25 @@ export class Primitive {
     this.destroy();
   }
 
-  execute(stream: Stream, args: Readonly<Record<number, Memory | undefined>>): void {
+  execute(stream: Stream, args: Readonly<Record<number, AnyMemory | undefined>>): void {
     const p = this.pd.problem;
     check(!this.life.destroyed, 'grouped_gemm.execute: primitive used after destroy()');
     check(stream.engine === this.pd.engine, 'grouped_gemm.execute: stream belongs to another engine');
-    const get = (id: number, md: MemoryDesc): Memory => {
+    const get = (id: number, md: MemoryDesc): AnyMemory => {
       const m = args[id];
       const name = argName(id);
       if (m === undefined) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: missing argument ${name}`);
-      check(m instanceof Memory && !m.isFreed, `grouped_gemm.execute: ${name} must be a live Memory object`);
+      check((m instanceof Memory || m instanceof GpuMemory) && !m.isFreed, `grouped_gemm.execute: ${name} must be a live Memory object`);
       check(m.engine === this.pd.engine, `grouped_gemm.execute: ${name} belongs to another engine`);
       if (!m.desc.equals(md)) check(false, `grouped_gemm.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+      if (m instanceof GpuMemory) return m;
       const n = m.desc.getSize(0);
       check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
       checkPackedFilled('grouped_gemm.execute', name, m);
       return m;
     };
-    const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, Memory[]>> => {
-      const out: Partial<Record<QuantArg, Memory[]>> = {};
+    const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, AnyMemory[]>> => {
+      const out: Partial<Record<QuantArg, AnyMemory[]>> = {};
       for (const arg of QUANT_ARGS) {
         if (!p.experts[0].fusion[kind][arg]) continue;
         if (arg === 'weights' && p.experts[0].weights.packed?.quant?.[kind]) {
@@ -77,7 +85,7 @@ export class Primitive {
       }
       return out;
     };
-    const a: GroupedGemmArgs = {
+    const a: GroupedGemmArgs<AnyMemory> = {
       src: p.experts.map((e, i) => get(ARG.MULTIPLE_SRC + i, e.src)),
       weights: p.experts.map((e, i) => get(ARG.MULTIPLE_WEIGHTS + i, e.weights)),
       dst: p.experts.map((e, i) => get(ARG.MULTIPLE_DST + i, e.dst)),
@@ -93,6 +101,13 @@ export class Primitive {
         return p.experts.map((e, i) => get(id | (ARG.MULTIPLE_SRC + i), e.fusion.binary[j].md));
       }),
     };
+    // gpu: one GPUBuffer cannot be bound for reading and writing in one dispatch (expert i binds its own three).
+    a.dst.forEach((d, i) => {
+      if (!(d instanceof GpuMemory)) return;
+      for (const [m, name] of [[a.src[i], argName(ARG.MULTIPLE_SRC + i)], [a.weights[i], argName(ARG.MULTIPLE_WEIGHTS + i)]] as const) {
+        check(d.buffers[0] !== m.handles[0], `grouped_gemm.execute: ${argName(ARG.MULTIPLE_DST + i)} and ${name} share a GPUBuffer (in-place grouped_gemm is not supported)`);
+      }
+    });
     const task = this.executor.task(a);
     if (getVerbose() < 1) {
       stream.enqueue(task);
@@ -101,8 +116,10 @@ export class Primitive {
     stream.enqueue(() => {
       const t0 = now();
       const line = (): void => {
-        const m = Array.from((a.runtimeDims.values as Int32Array).subarray(0, 64)).join('+');
-        verboseLine('exec', ['grouped_gemm', this.pd.implInfo, 'undef', this.pd.mdsString(), p.attr.toString(), `groups:${m}${p.G > 64 ? '+...' : ''}`, `g${p.G}`, (now() - t0).toFixed(4)]);
+        // gpu: the rows stay on the device (reading them here would be the host read-back the design avoids).
+        const dims = a.runtimeDims;
+        const m = dims instanceof Memory ? `groups:${Array.from((dims.values as Int32Array).subarray(0, 64)).join('+')}${p.G > 64 ? '+...' : ''}` : '';
+        verboseLine('exec', ['grouped_gemm', this.pd.implInfo, 'undef', this.pd.mdsString(), p.attr.toString(), m, `g${p.G}`, (now() - t0).toFixed(4)]);
       };
       const r = task();
       if (r) return r.then(line);

@@ -1,6 +1,7 @@
 import { DnnlError } from '../../common/status.js';
 import type { Memory } from '../../memory/memory.js';
-import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
+import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../memory/desc.js';
+import type { GpuMemory } from '../../memory/gpu_memory.js';
 import { dtBits } from '../../common/data_type.js';
 
 /**
@@ -9,13 +10,22 @@ import { dtBits } from '../../common/data_type.js';
  * Works for `[RUNTIME_DIM_VAL, cols]` and `[RUNTIME_DIM_VAL]` (per-row values) descriptors of any type.
  */
 export function rowCapacity(m: Memory): number {
-  const md = m.desc;
   let avail = m.capacityBytes;
   if (avail === undefined) {
     const block = m.engine.heap.owningBlock(m.handles[0], 0);
     if (!block) return 0;
     avail = block.start + block.size - m.handles[0];
   }
+  return rowsFitting(m.desc, avail);
+}
+
+/** The same rule on a gpu engine: the bound is the bytes of the memory's `GPUBuffer`. */
+export function gpuRowCapacity(m: GpuMemory): number {
+  return rowsFitting(m.desc, m.byteSizes[0]);
+}
+
+/** Rows of a runtime-M descriptor that fit in `avail` bytes (the last row needs only its used columns). */
+export function rowsFitting(md: MemoryDesc, avail: number): number {
   const cols = md.ndims === 2 ? md.dims[1] : 1;
   if (cols === 0) return 0x7fffffff;
   // Elements that fit (4-bit types hold two per byte); a row starts every strides[0] elements.

@@ -11,6 +11,7 @@ import { pickImpl } from './impl.js';
 import { bwdDataImplList } from './impl_list.js';
 import { bwdProblemString, type BwdDataProblem } from './problem.js';
 import { checkFloat, checkGroupedRows, checkHint, checkMd, checkPlainAttr, checkPlainRows, checkSameRows, rowMajor } from './rules.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 const FN = 'matmul_backward_data';
 
@@ -35,6 +36,7 @@ export class PrimitiveDesc {
   private offsetsMd: MemoryDesc | undefined;
 
   constructor(engine: Engine, diffSrc: MemoryDesc, weights: MemoryDesc, diffDst: MemoryDesc, hint?: MatmulPd, attr: PrimitiveAttr = new PrimitiveAttr()) {
+    refuseGpuEngine(engine, 'matmul_backward_data');
     const t0 = now();
     created('primitive_desc', engine);
     const p = PrimitiveDesc.init(engine, diffSrc, weights, diffDst, hint, attr);

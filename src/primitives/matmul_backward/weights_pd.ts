@@ -10,6 +10,7 @@ import { pickImpl, type BwdWeightsImpl } from './impl.js';
 import { bwdWeightsImplList } from './impl_list.js';
 import { bwdProblemString, type BwdWeightsProblem } from './problem.js';
 import { checkFloat, checkGroupedRows, checkHint, checkMd, checkPlainAttr, checkPlainRows, checkSameRows, rowMajor } from './rules.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 const FN = 'matmul_backward_weights';
 
@@ -34,6 +35,7 @@ export class PrimitiveDesc {
   private offsetsMd: MemoryDesc | undefined;
 
   constructor(engine: Engine, src: MemoryDesc, diffWeights: MemoryDesc, diffDst: MemoryDesc, hint?: MatmulPd, attr: PrimitiveAttr = new PrimitiveAttr(), diffBias?: MemoryDesc) {
+    refuseGpuEngine(engine, 'matmul_backward_weights');
     const t0 = now();
     created('primitive_desc', engine);
     // The earlier (src, diff_weights, diff_bias, diff_dst) order would put a descriptor in the hint's place.

@@ -5,6 +5,7 @@ import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { PACKED_P8, PACKED_P8T, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
+import { refuseGpuEngine } from '../gpu_refusal.js';
 
 export type ReorderKind = 'pack' | 'copy';
 
@@ -21,6 +22,7 @@ export class PrimitiveDesc {
   readonly kind: ReorderKind;
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc) {
+    refuseGpuEngine(engine, 'reorder');
     const t0 = now();
     created('primitive_desc', engine);
     check(src instanceof MemoryDesc, 'reorder: src must be a memory descriptor');

@@ -24,6 +24,8 @@ function isNode(): boolean {
   return (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node !== undefined;
 }
 
+let dawnGpu: GPU | undefined;
+
 /** `navigator.gpu` in browsers (and Node builds that have it), else the `webgpu` package in Node. */
 async function findGpu(): Promise<{ gpu: GPU; source: DeviceSource }> {
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
@@ -39,7 +41,10 @@ async function findGpu(): Promise<{ gpu: GPU; source: DeviceSource }> {
     }
     // Dawn's Node bindings need the WebGPU globals (GPUBufferUsage, ...) that browsers define.
     if (mod.globals && (globalThis as { GPUBufferUsage?: unknown }).GPUBufferUsage === undefined) Object.assign(globalThis, mod.globals);
-    return { gpu: mod.create([]), source: 'webgpu (Dawn, Node)' };
+    // One Dawn instance per process, kept reachable: if the GPU object were collected while a device
+    // it created lives, Dawn tears the instance down under it and the process aborts.
+    dawnGpu ??= mod.create([]);
+    return { gpu: dawnGpu, source: 'webgpu (Dawn, Node)' };
   }
   throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): this runtime has no navigator.gpu; ${HOW_TO}`);
 }

@@ -10,6 +10,7 @@ import { MAX_EXPERTS } from '../../grouped_gemm/pd.js';
 import { pickImpl } from '../impl.js';
 import { checkFloat, checkPlainAttr } from '../rules.js';
 import { p3DataImplList, type P3DataExpert, type P3DataImpl, type P3DataProblem } from './data_impls.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 const FN = 'grouped_gemm_backward_data';
 
@@ -29,6 +30,7 @@ export class PrimitiveDesc {
   readonly creationMs: number;
 
   constructor(engine: Engine, diffSrcMds: readonly MemoryDesc[], weightsMds: readonly MemoryDesc[], diffDstMds: readonly MemoryDesc[], runtimeDimsMd: MemoryDesc, attr: PrimitiveAttr = new PrimitiveAttr()) {
+    refuseGpuEngine(engine, 'grouped_gemm_backward_data');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, `${FN}: engine is required`);

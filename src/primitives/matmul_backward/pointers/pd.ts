@@ -10,6 +10,7 @@ import { MAX_EXPERTS } from '../../grouped_gemm/pd.js';
 import { pickImpl } from '../impl.js';
 import { checkFloat, checkPlainAttr } from '../rules.js';
 import { p3WeightsImplList, type P3Expert, type P3WeightsImpl, type P3WeightsProblem } from './impls.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 const FN = 'grouped_gemm_backward_weights';
 
@@ -33,6 +34,7 @@ export class PrimitiveDesc {
   readonly creationMs: number;
 
   constructor(engine: Engine, srcMds: readonly MemoryDesc[], diffWeightsMds: readonly MemoryDesc[], diffBiasOrDiffDst: MemoryDesc | readonly MemoryDesc[], diffDstOrRuntimeDims: readonly MemoryDesc[] | MemoryDesc, runtimeDimsOrAttr?: MemoryDesc | PrimitiveAttr, attrArg?: PrimitiveAttr) {
+    refuseGpuEngine(engine, 'grouped_gemm_backward_weights');
     const t0 = now();
     created('primitive_desc', engine);
     // oneDNN order: (src, diff_weights, [diff_bias,] diff_dst, ...): a single descriptor in 4th place is the bias.

@@ -7,6 +7,7 @@ import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { activationImplList, type ActivationImpl } from './impls.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** The GLU of an activation stage: the same options object as `glu_backward`'s (`GluOptions`). */
 export type ActivationGlu = GluOptions;
@@ -40,6 +41,7 @@ export class PrimitiveDesc {
   readonly impl: ActivationImpl;
 
   constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc, glu: ActivationGlu) {
+    refuseGpuEngine(engine, 'moe.activation');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.activation: engine is required');

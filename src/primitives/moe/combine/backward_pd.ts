@@ -5,6 +5,7 @@ import { now, verboseLine } from '../../../common/verbose.js';
 import { plainDesc, type MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { PrimitiveDesc, type CombineProblem } from './pd.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 export type CombineBackwardQuery = 'diff_dst' | 'src' | 'topk_weights' | 'row_of' | 'token_index' | 'token_ks' | 'diff_src' | 'diff_topk_weights';
 
@@ -31,6 +32,7 @@ export class BackwardPrimitiveDesc {
   readonly diffTopkWeights: MemoryDesc | undefined;
 
   constructor(engine: Engine, hint: PrimitiveDesc) {
+    refuseGpuEngine(engine, 'moe.combine.backward');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.combine.backward: engine is required');

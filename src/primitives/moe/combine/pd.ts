@@ -4,6 +4,7 @@ import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 export interface CombineOptions {
   readonly tokens: number;
@@ -56,6 +57,7 @@ export class PrimitiveDesc {
   readonly problem: CombineProblem;
 
   constructor(engine: Engine, o: CombineOptions) {
+    refuseGpuEngine(engine, 'moe.combine');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.combine: engine is required');

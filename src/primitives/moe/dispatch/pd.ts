@@ -6,6 +6,7 @@ import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import { groupedDesc } from '../../../memory/grouped_desc.js';
 import type { Engine } from '../../../runtime/engine.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 export interface DispatchOptions {
   readonly tokens: number;
@@ -77,6 +78,7 @@ export class PrimitiveDesc {
   readonly problem: DispatchProblem;
 
   constructor(engine: Engine, o: DispatchOptions) {
+    refuseGpuEngine(engine, 'moe.dispatch');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.dispatch: engine is required');

@@ -16,6 +16,7 @@ import * as matmul_backward_weights from '../../matmul_backward/weights/index.js
 import * as routing from '../routing/index.js';
 import * as combine from '../combine/index.js';
 import { PrimitiveDesc, dropUndefined, type Primitive, type LayerArgs } from './layer.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** The stages of the backward, in the order they run. */
 export type BackwardStageName = 'combine_bwd' | 'route_bwd' | 'gemm2_bwd_data_glu' | 'gemm2_bwd_weights'
@@ -71,6 +72,7 @@ export class BackwardPrimitiveDesc {
   readonly mds: Readonly<Record<string, MemoryDesc>>;
 
   constructor(engine: Engine, hint: PrimitiveDesc) {
+    refuseGpuEngine(engine, 'moe.layer.backward');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.layer.backward: engine is required');

@@ -8,6 +8,7 @@ import * as routing from '../routing/index.js';
 import * as combine from '../combine/index.js';
 import { PrimitiveDesc, Primitive, type LayerArgs } from './layer.js';
 import { LAYER_OPTION_KEYS, checkLayerKeys, type LayerConfig } from './config.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /**
  * A user-supplied all-to-all (one call per exchange, on every rank): `send[q]` goes to rank q; the
@@ -59,6 +60,7 @@ export class ExpertParallelRank {
   constructor(engine: Engine, config: ExpertParallelConfig, allToAll: AllToAll) {
     check(config !== null && typeof config === 'object', 'moe.ExpertParallelRank: config must be an object');
     checkLayerKeys('moe.ExpertParallelRank', config as LayerConfig, EP_CONFIG_KEYS);
+    refuseGpuEngine(engine, 'moe.ExpertParallelRank');
     const { rank, worldSize, experts: E, topK: k, tokens: T, hidden: K } = config;
     check(Number.isSafeInteger(worldSize) && worldSize >= 1, `moe.ExpertParallelRank: worldSize must be a positive integer, got ${worldSize}`);
     check(Number.isSafeInteger(rank) && rank >= 0 && rank < worldSize, `moe.ExpertParallelRank: rank must be in [0, ${worldSize}), got ${rank}`);

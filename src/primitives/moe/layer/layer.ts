@@ -20,6 +20,7 @@ import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales
 import { layerExecuteError, layerPdError } from './layer_errors.js';
 import { enqueueInputWeighting } from './input_weighting.js';
 import { sharedPds } from './shared_expert.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
 export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'weight_input' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine'
@@ -118,6 +119,7 @@ export class PrimitiveDesc {
   readonly mds: Readonly<Record<string, MemoryDesc>>;
 
   constructor(engine: Engine, config: LayerConfig) {
+    refuseGpuEngine(engine, 'moe.layer');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.layer: engine is required');

@@ -7,6 +7,7 @@ import type { Engine } from '../../../runtime/engine.js';
 import { routingBackwardImplList, type RoutingBackwardImpl } from './backward_impls.js';
 import { PrimitiveDesc } from './pd.js';
 import { problemString, type RoutingProblem } from './problem.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** What `pd.queryMd` of the backward answers. */
 export type RoutingBackwardQuery = 'src' | 'topk_ids' | 'diff_topk_weights' | 'diff_src';
@@ -31,6 +32,7 @@ export class BackwardPrimitiveDesc {
   readonly impl: RoutingBackwardImpl;
 
   constructor(engine: Engine, hint: PrimitiveDesc) {
+    refuseGpuEngine(engine, 'moe.routing.backward');
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.routing.backward: engine is required');

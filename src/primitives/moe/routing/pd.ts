@@ -10,6 +10,7 @@ import type { Engine } from '../../../runtime/engine.js';
 import type { RoutingImpl } from './impl.js';
 import { routingImplList } from './impl_list.js';
 import { ROUTING_OPTION_KEYS, problemString, type RoutingOptions, type RoutingProblem } from './problem.js';
+import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** What `pd.queryMd` answers. */
 export type RoutingQuery = 'src' | 'topk_ids' | 'topk_weights' | 'correction_bias';
@@ -54,6 +55,7 @@ export class PrimitiveDesc {
   readonly creationMs: number;
 
   constructor(engine: Engine, logits: MemoryDesc, options: RoutingOptions) {
+    refuseGpuEngine(engine, 'moe.routing');
     const t0 = now();
     created('primitive_desc', engine);
     this.engine = engine;

@@ -1,0 +1,234 @@
+/**
+ * `npm run compare -- --engine=gpu`: the proposals comparison on the gpu engine (WebGPU), with the
+ * baseline the RFC argues against: **host read-back** (map the group sizes to the host, then launch
+ * one dense matmul per active expert, a pd per distinct row count, cached).
+ *
+ * Each step stands for one MoE layer call whose routing was computed on the device: before the timed
+ * part, the step's group sizes (offsets for P#1 / P#2, rows for P#3, offsets for the baseline) and
+ * the routed activations are written to device buffers and the queue is drained. The timed part is
+ * what each API then costs: P#1 / P#2 / P#3 execute and `stream.wait()`; the baseline reads the sizes
+ * back (`GpuMemory.readOffsets()`), executes one matmul per active expert and waits. Steps run all
+ * four round-robin; medians. Writes reports/compare-gpu.md and reports/compare-gpu.json.
+ */
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import {
+  ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, offsets, tag,
+} from '../src/index.js';
+import { fillRandom } from './timing.js';
+import { routeZipf } from './workloads.js';
+
+export interface GpuCompareWorkload {
+  readonly name: string;
+  readonly tokens: number;
+  readonly topk: number;
+  readonly E: number;
+  readonly K: number;
+  readonly N: number;
+  readonly zipf: number;
+  readonly description: string;
+}
+
+export interface GpuCompareResult {
+  workload: string;
+  proposal: string;
+  /** Median of execute (and, baseline, the read-back) through `stream.wait()`. */
+  step_ms: number;
+  /** Median time in the step before `stream.wait()` (baseline: includes awaiting the read-back). */
+  host_ms: number;
+  /** GPU dispatches per step (P#1 / P#2: schedule + GEMM; P#3: dims pass + one per expert; baseline: one per active expert). */
+  dispatches: number;
+  identical: boolean;
+}
+
+const PROPOSALS = ['P1 grouped memory', 'P2 offsets attr', 'P3 grouped_gemm', 'baseline host read-back'] as const;
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+function median(a: number[]): number {
+  const s = [...a].sort((x, y) => x - y);
+  return s[Math.floor(s.length / 2)];
+}
+
+const rowsMd = (cols: number): ReturnType<typeof memory.desc> => memory.desc([RUNTIME_DIM_VAL, cols], dt.f32, tag.ab);
+
+/** A GPUBuffer for `rows` f32 rows of `cols` (at least 16 bytes). */
+function buffer(eng: GpuEngine, rows: number, cols: number): GPUBuffer {
+  return eng.device.createBuffer({ size: Math.max(16, Math.ceil((rows * cols * 4) / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+}
+
+async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number): Promise<GpuCompareResult[]> {
+  const { E, K, N } = w;
+  const strm = new Stream(eng);
+  const cap = w.tokens * w.topk;
+  const routings = Array.from({ length: steps + 2 }, (_, s) => routeZipf(w.tokens, E, w.topk, w.zipf, 1000 + s));
+  // Per-expert capacity: the most rows any step routes to it (P#3 and the baseline keep one buffer per expert).
+  const capE = Array.from({ length: E }, (_, e) => Math.max(1, ...routings.map((r) => r[e])));
+  // Row r of expert e has the same values under every layout: per-expert host arrays, concatenated per step for P#1 / P#2.
+  const xs = capE.map((c, e) => {
+    const a = new Float32Array(c * K);
+    fillRandom(a, 17 + e);
+    return a;
+  });
+  const wAll = new Float32Array(E * K * N);
+  fillRandom(wAll, 9, 0.05);
+
+  // P#1: grouped src / dst sharing one device offsets buffer.
+  const src1Md = memory.desc.grouped([cap, K], dt.f32, E, [RUNTIME_DIM_VAL, K]);
+  const dst1Md = memory.desc.grouped([cap, N], dt.f32, E, [RUNTIME_DIM_VAL, N]);
+  const wei = Memory.create(memory.desc([E, K, N], dt.f32, tag.abc), eng).write(wAll);
+  const pd1 = new matmul.PrimitiveDesc(eng, src1Md, wei.desc, dst1Md);
+  const p1 = new matmul.Primitive(pd1);
+  const src1 = Memory.create(src1Md, eng);
+  const dst1 = Memory.create(dst1Md, eng, [undefined, src1.buffers[1]]);
+  // P#2: plain src / dst and the grouped-offsets attribute.
+  const pd2 = new matmul.PrimitiveDesc(eng, memory.desc([cap, K], dt.f32, tag.ab), wei.desc, memory.desc([cap, N], dt.f32, tag.ab), new PrimitiveAttr().setGroupedOffsets(ARG.SRC, E, dt.s32));
+  const p2 = new matmul.Primitive(pd2);
+  const src2 = Memory.create(pd2.queryMd('src')!, eng), dst2 = Memory.create(pd2.queryMd('dst')!, eng);
+  const offs2 = Memory.create(pd2.queryMd('grouped_offsets')!, eng);
+  // P#3 and the baseline: one src buffer per expert (shared), one dst buffer per expert each.
+  const weis = Array.from({ length: E }, (_, e) => Memory.create(memory.desc([K, N], dt.f32, tag.ab), eng).write(wAll.subarray(e * K * N, (e + 1) * K * N)));
+  const srcBufs = capE.map((c, e) => {
+    const b = buffer(eng, c, K);
+    eng.device.queue.writeBuffer(b, 0, xs[e]);
+    return b;
+  });
+  const dst3Bufs = capE.map((c) => buffer(eng, c, N)), dstBBufs = capE.map((c) => buffer(eng, c, N));
+  const dimsMd = memory.desc([E], dt.s32, tag.x);
+  const pd3 = new grouped_gemm.PrimitiveDesc(eng, capE.map(() => rowsMd(K)), capE.map(() => memory.desc([K, N], dt.f32, tag.ab)), capE.map(() => rowsMd(N)), dimsMd);
+  const p3 = new grouped_gemm.Primitive(pd3);
+  const dims = Memory.create(dimsMd, eng);
+  const a3: Record<number, GpuMemory> = { [ARG.RUNTIME_DIMS]: dims };
+  for (let e = 0; e < E; e++) {
+    a3[ARG.MULTIPLE_SRC + e] = Memory.create(rowsMd(K), eng, srcBufs[e]);
+    a3[ARG.MULTIPLE_WEIGHTS + e] = weis[e];
+    a3[ARG.MULTIPLE_DST + e] = Memory.create(rowsMd(N), eng, dst3Bufs[e]);
+  }
+  // Baseline: reads P#1's device offsets back each step; a dense pd per row count.
+  const densePrims = new Map<number, matmul.Primitive>();
+  const dense = (M: number): matmul.Primitive => {
+    let p = densePrims.get(M);
+    if (!p) densePrims.set(M, (p = new matmul.Primitive(new matmul.PrimitiveDesc(eng, memory.desc([M, K], dt.f32, tag.ab), memory.desc([K, N], dt.f32, tag.ab), memory.desc([M, N], dt.f32, tag.ab)))));
+    return p;
+  };
+
+  const timing = PROPOSALS.map(() => ({ host: [] as number[], total: [] as number[], dispatches: 0 }));
+  const stepFns: (() => Promise<number>)[] = [
+    async () => {
+      p1.execute(strm, { [ARG.SRC]: src1, [ARG.WEIGHTS]: wei, [ARG.DST]: dst1 });
+      return 2;
+    },
+    async () => {
+      p2.execute(strm, { [ARG.SRC]: src2, [ARG.WEIGHTS]: wei, [ARG.DST]: dst2, [ARG.ATTR_GROUPED_OFFSETS | ARG.SRC]: offs2 });
+      return 2;
+    },
+    async () => {
+      p3.execute(strm, a3);
+      return 1 + E;
+    },
+    async () => {
+      const o = await src1.readOffsets(); // the host read-back the device-side proposals avoid
+      let n = 0;
+      for (let e = 0; e < E; e++) {
+        const M = o[e + 1] - o[e];
+        if (M === 0) continue;
+        const md = (cols: number): ReturnType<typeof memory.desc> => memory.desc([M, cols], dt.f32, tag.ab);
+        dense(M).execute(strm, { [ARG.SRC]: Memory.create(md(K), eng, srcBufs[e]), [ARG.WEIGHTS]: weis[e], [ARG.DST]: Memory.create(md(N), eng, dstBBufs[e]) });
+        n++;
+      }
+      return n;
+    },
+  ];
+  for (let s = 0; s < routings.length; s++) {
+    const sizes = routings[s];
+    const offs = offsets.fromSizes(sizes);
+    // The routing's outputs land on the device (untimed): activations for the contiguous layouts, sizes for all.
+    const x = new Float32Array(cap * K);
+    sizes.forEach((m, e) => x.set(xs[e].subarray(0, m * K), offs[e] * K));
+    src1.write(x).writeOffsets(offs);
+    src2.write(x);
+    offs2.write(offs);
+    dims.write(sizes);
+    await strm.wait();
+    for (let i = 0; i < stepFns.length; i++) {
+      const a = performance.now();
+      const n = await stepFns[i]();
+      const b = performance.now();
+      await strm.wait();
+      const c = performance.now();
+      if (s < 2) continue; // warm-up: pipelines compile on first use
+      timing[i].host.push(b - a);
+      timing[i].total.push(c - a);
+      timing[i].dispatches += n / steps;
+    }
+  }
+  // Outputs of the last step, rows in routed order: P#1 and P#2 as they are, P#3 and the baseline concatenated.
+  const last = routings[routings.length - 1], offs = offsets.fromSizes(last);
+  const used = offs[E] * N * 4;
+  const concat = async (bufs: GPUBuffer[]): Promise<Uint8Array> => {
+    const out = new Uint8Array(used);
+    for (let e = 0; e < E; e++) {
+      const m = Memory.create(rowsMd(N), eng, bufs[e]);
+      out.set((await m.readBytes(0)).subarray(0, last[e] * N * 4), offs[e] * N * 4);
+    }
+    return out;
+  };
+  const outs = [(await dst1.readBytes(0)).subarray(0, used), (await dst2.readBytes(0)).subarray(0, used), await concat(dst3Bufs), await concat(dstBBufs)];
+  const ref = Buffer.from(outs[0]);
+  const results = PROPOSALS.map((proposal, i) => ({
+    workload: w.name, proposal, step_ms: median(timing[i].total), host_ms: median(timing[i].host), dispatches: timing[i].dispatches, identical: Buffer.from(outs[i]).equals(ref),
+  }));
+  for (const p of [p1, p2, p3, ...densePrims.values()]) p.destroy();
+  for (const m of [wei, src1, dst1, src2, dst2, offs2, dims, ...weis]) m.free();
+  for (const b of [...srcBufs, ...dst3Bufs, ...dstBBufs]) b.destroy();
+  return results;
+}
+
+function markdown(rs: GpuCompareResult[], workloads: readonly GpuCompareWorkload[], stamp: string): string {
+  const lines = [
+    '# Proposal comparison on the gpu engine (measured)',
+    '',
+    `Generated by \`npm run compare -- --engine=gpu\` (${stamp}). Medians over the timed steps; the routing changes on every`,
+    'step and its sizes are already on the device when a step starts. step ms = execute until `stream.wait()` resolves;',
+    'host ms = time before `wait()` (the baseline awaits its read-back there); dispatches = GPU dispatches per step.',
+    '`P1 / baseline` < 1 means the device-side offsets are faster than reading the sizes back first.',
+    '',
+  ];
+  for (const w of workloads.filter((x) => rs.some((r) => r.workload === x.name))) {
+    const group = rs.filter((r) => r.workload === w.name);
+    const base = group.find((r) => r.proposal.startsWith('baseline'))!;
+    lines.push(`## ${w.name}: ${w.description}`, '', '| proposal | step ms | host ms | dispatches | / baseline | bit-identical |', '|---|---:|---:|---:|---:|---|');
+    for (const r of group) lines.push(`| ${r.proposal} | ${r.step_ms.toFixed(3)} | ${r.host_ms.toFixed(3)} | ${r.dispatches.toFixed(1)} | ${(r.step_ms / base.step_ms).toFixed(2)} | ${r.identical ? 'yes' : 'NO'} |`);
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+/** Runs the chosen workloads on a gpu engine and writes reports/compare-gpu.md / .json. */
+export async function compareGpu(workloads: readonly GpuCompareWorkload[], steps: number): Promise<GpuCompareResult[]> {
+  // Without a GPU driver Dawn runs on SwiftShader (Debian's chromium ships it), as in the tests.
+  if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  const eng = await Engine.create({ kind: 'gpu' });
+  const stamp = `node ${process.version}, ${eng.adapterInfo}, ${steps} steps, ${new Date().toISOString().slice(0, 10)}`;
+  console.log(`groupdnn proposal comparison on the gpu engine: ${stamp}`);
+  const all: GpuCompareResult[] = [];
+  try {
+    for (const w of workloads) {
+      console.log(`\n${w.name}: ${w.description}`);
+      console.log(`  ${'proposal'.padEnd(24)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'dispatches'.padStart(10)}  identical`);
+      for (const r of await runWorkload(eng, w, steps)) {
+        all.push(r);
+        console.log(`  ${r.proposal.padEnd(24)} ${r.step_ms.toFixed(3).padStart(9)} ${r.host_ms.toFixed(3).padStart(9)} ${r.dispatches.toFixed(1).padStart(10)}  ${r.identical ? 'yes' : 'NO'}`);
+      }
+    }
+  } finally {
+    eng.release();
+  }
+  if (all.some((r) => !r.identical)) {
+    console.error('outputs differ between proposals');
+    process.exitCode = 1;
+  }
+  mkdirSync(new URL('../reports/', import.meta.url), { recursive: true });
+  writeFileSync(new URL('../reports/compare-gpu.md', import.meta.url), markdown(all, workloads, stamp));
+  writeFileSync(new URL('../reports/compare-gpu.json', import.meta.url), JSON.stringify({ stamp, results: all }, null, 1));
+  console.log('\nwrote reports/compare-gpu.md, reports/compare-gpu.json');
+  return all;
+}

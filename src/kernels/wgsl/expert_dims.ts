@@ -1,0 +1,80 @@
+/**
+ * `expert-dims`: the runtime-dims pass of Proposal #3 (grouped_gemm) on the gpu engine. One workgroup
+ * reads the rows of every expert (`ARG.RUNTIME_DIMS`, s32) on the device, checks each against its
+ * expert's row capacity with the cpu engine's rules and codes (runtime_dims.ts DIMS_ERR), and writes,
+ * per expert, the M word of that expert's GEMM params (a uniform the `gemm-tiled` dense kernel reads
+ * as P.M) and its indirect dispatch arguments. Any violation writes the status slot and zero rows and
+ * zero workgroups for every expert, so nothing is computed and nothing is written. The host never
+ * reads the rows.
+ *
+ * WGSL has no arrays of buffer bindings (no pointer tables): each expert keeps its own bind group and
+ * its own `dispatchWorkgroupsIndirect`, which is why the pass writes one argument triple per expert.
+ */
+
+/** Words per expert in `info` (written by the host per execution): capacity, tm, N tiles, max y tiles. */
+export const EXPERT_INFO_WORDS = 4;
+/** Words per expert in the indirect arguments buffer (x, y, z, pad: 16 bytes apart). */
+export const EXPERT_ARGS_WORDS = 4;
+/** Status code for rows that need more M tiles than one dispatch dimension allows (gpu engine only). */
+export const DIMS_ERR_TILES = 64;
+
+/** Params (uniform, 4 x u32): E, slot (word of the status slot), pStride (words between experts' GEMM params), _. */
+export function expertDimsWgsl(): string {
+  return /* wgsl */ `
+struct Params { E: u32, slot: u32, pStride: u32, _p0: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> dims: array<i32>;
+@group(0) @binding(2) var<storage, read> info: array<u32>;
+@group(0) @binding(3) var<storage, read_write> params: array<u32>;
+@group(0) @binding(4) var<storage, read_write> args: array<u32>;
+@group(0) @binding(5) var<storage, read_write> status: array<u32>;
+
+var<workgroup> bad: atomic<u32>;
+var<workgroup> badAny: u32;
+
+// The rule expert e breaks (0: none), in the cpu engine's order: negative, then above capacity.
+fn violation(e: u32) -> u32 {
+  let m = dims[e];
+  if (m < 0) { return 6u; }
+  let rows = u32(m);
+  if (rows > info[${EXPERT_INFO_WORDS}u * e]) { return 7u; }
+  let tm = info[${EXPERT_INFO_WORDS}u * e + 1u];
+  if ((rows + tm - 1u) / tm > info[${EXPERT_INFO_WORDS}u * e + 3u]) { return ${DIMS_ERR_TILES}u; }
+  return 0u;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  if (li == 0u) { atomicStore(&bad, 0u); }
+  workgroupBarrier();
+  for (var e = li; e < P.E; e += 256u) {
+    if (violation(e) != 0u) { atomicOr(&bad, 1u); }
+  }
+  workgroupBarrier();
+  if (li == 0u) { badAny = atomicLoad(&bad); }
+  let anyBad = workgroupUniformLoad(&badAny);
+  for (var e = li; e < P.E; e += 256u) {
+    var m = 0u; var x = 0u; var y = 0u;
+    if (anyBad == 0u) {
+      m = u32(dims[e]);
+      let tm = info[${EXPERT_INFO_WORDS}u * e + 1u];
+      y = (m + tm - 1u) / tm;
+      x = select(0u, info[${EXPERT_INFO_WORDS}u * e + 2u], y > 0u);
+    }
+    params[e * P.pStride] = m;
+    let a = ${EXPERT_ARGS_WORDS}u * e;
+    args[a] = x; args[a + 1u] = y; args[a + 2u] = select(0u, 1u, x > 0u && y > 0u);
+  }
+  if (anyBad != 0u && li == 0u) {
+    // The first violation in expert order, as the cpu engine reports it.
+    for (var e = 0u; e < P.E; e++) {
+      let c = violation(e);
+      if (c != 0u) {
+        status[P.slot] = c; status[P.slot + 1u] = e; status[P.slot + 2u] = bitcast<u32>(dims[e]); status[P.slot + 3u] = info[${EXPERT_INFO_WORDS}u * e];
+        return;
+      }
+    }
+  }
+}
+`;
+}

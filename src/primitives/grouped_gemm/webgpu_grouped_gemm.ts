@@ -1,0 +1,204 @@
+import type { DataType } from '../../common/data_type.js';
+import { DnnlError } from '../../common/status.js';
+import { MemoryDesc } from '../../memory/desc.js';
+import { tagToStrides } from '../../memory/format_tag.js';
+import type { GpuMemory } from '../../memory/gpu_memory.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { StreamTask } from '../../runtime/stream.js';
+import { NO_FUSION } from '../../attr/fusion.js';
+import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
+import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
+import { DIMS_ERR_TILES, EXPERT_ARGS_WORDS, EXPERT_INFO_WORDS, expertDimsWgsl } from '../../kernels/wgsl/expert_dims.js';
+import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from './impl_list.js';
+import type { Expert, GroupedGemmProblem } from './problem.js';
+import { gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
+
+const GPU_TYPES: readonly DataType[] = ['f32', 'f16', 'bf16'];
+/** Bytes between experts' GEMM params in the params buffer: minUniformBufferOffsetAlignment's default and maximum. */
+const PARAMS_STRIDE = 256;
+const PARAMS_BYTES = 64;
+
+interface Tile {
+  readonly tm: number;
+  readonly tn: number;
+  readonly bk: number;
+}
+
+/**
+ * Tile of one expert from its row capacity (the host never knows the runtime rows): small capacities
+ * (decode) take short M tiles; a capacity that would need more than one dispatch dimension of M tiles
+ * takes the tallest tile.
+ */
+function tileFor(cap: number, N: number, maxY: number): Tile {
+  const t = cap <= 16 ? { tm: 16, tn: 64, bk: 16 } : cap <= 32 ? { tm: 32, tn: 64, bk: 16 } : cap <= 256 || N < 512 ? { tm: 64, tn: 64, bk: 16 } : { tm: 128, tn: 128, bk: 8 };
+  return Math.ceil(cap / t.tm) > maxY ? { tm: 128, tn: 128, bk: 8 } : t;
+}
+
+function rejectReason(p: GroupedGemmProblem, eng: GpuEngine): string | undefined {
+  const e0 = p.experts[0];
+  if (p.experts.some((e) => e.weights.format === 'packed')) return 'packed weights layouts are not implemented on the gpu engine yet (use plain ab / ba weights)';
+  if (p.experts.some((e) => e.fusion !== NO_FUSION)) return 'scales, zero points, binary post-ops and the fused GLU are not implemented on the gpu engine yet';
+  if (eltwiseChainWgsl(p.attr.postOps.entries) === undefined) return 'post-ops other than eltwise (sum, binary) are not implemented on the gpu engine yet';
+  for (const [name, t] of [['src', e0.src.dataType], ['weights', e0.weights.dataType], ['dst', e0.dst.dataType]] as const) {
+    if (!GPU_TYPES.includes(t)) return `${name} data type ${t} is not implemented on the gpu engine yet (f32, f16, bf16)`;
+  }
+  const maxX = eng.caps.maxComputeWorkgroupsPerDimension;
+  const wide = p.experts.findIndex((e) => Math.ceil(e.N / 64) > maxX);
+  if (wide >= 0) return `expert ${wide}'s N = ${p.experts[wide].N} needs more than ${maxX} column tiles in one dispatch`;
+  return undefined;
+}
+
+/** Expert e's 16 gemm-tiled params (dense mode, one batch); M (word 0) is written on the device per execution. */
+function expertParams(e: Expert): Uint32Array {
+  const P = new Uint32Array(PARAMS_BYTES / 4);
+  P.set([0, e.K, e.N, e.src.strides[0], e.weights.strides[0], e.weights.strides[1], 0, e.dst.strides[0]]);
+  return P;
+}
+
+/** The buffers an execution binds, compared by identity for the bind-group cache. */
+function sameBuffers(a: readonly GPUBuffer[], b: readonly GPUBuffer[] | undefined): boolean {
+  return b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
+  private readonly epilogue: string;
+  private readonly dimsPipe: GPUComputePipeline;
+  /** Per-expert gemm-tiled params, PARAMS_STRIDE bytes apart; word 0 (M) written by the expert-dims pass. */
+  private readonly params: GPUBuffer;
+  /** Per-expert indirect dispatch args (EXPERT_ARGS_WORDS words each), written by the expert-dims pass. */
+  private readonly args: GPUBuffer;
+  /** Per-expert capacity, tm, N tiles, max y tiles (EXPERT_INFO_WORDS words each), written by the host per execution. */
+  private readonly info: GPUBuffer;
+  private readonly dimsParams: GPUBuffer;
+  /**
+   * Stand in for zero-size caller buffers (WebGPU binds no empty range; such an expert has 0 rows of
+   * capacity): one for read bindings, one for dst, since a buffer may not be read and written in one dispatch.
+   */
+  private readonly emptyIn: GPUBuffer;
+  private readonly emptyOut: GPUBuffer;
+  private lastInfo: Uint32Array | undefined;
+  private cache: { key: GPUBuffer[]; tiles: Tile[]; gemm: GPUBindGroup[]; dims: GPUBindGroup } | undefined;
+
+  constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
+    this.epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
+    this.dimsPipe = eng.pipeline('expert-dims', expertDimsWgsl);
+    const G = p.G;
+    const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+    this.params = eng.createBuffer(G * PARAMS_STRIDE, 'grouped_gemm params', GPUBufferUsage.UNIFORM | storage);
+    this.args = eng.createBuffer(G * EXPERT_ARGS_WORDS * 4, 'grouped_gemm dispatch args', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
+    this.info = eng.createBuffer(G * EXPERT_INFO_WORDS * 4, 'grouped_gemm expert info', storage);
+    this.dimsParams = eng.createBuffer(16, 'grouped_gemm dims params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+    this.emptyIn = eng.createBuffer(16, 'grouped_gemm empty input binding');
+    this.emptyOut = eng.createBuffer(16, 'grouped_gemm empty dst binding');
+    const all = new Uint32Array((G * PARAMS_STRIDE) / 4);
+    p.experts.forEach((e, i) => all.set(expertParams(e), (i * PARAMS_STRIDE) / 4));
+    eng.device.queue.writeBuffer(this.params, 0, all);
+  }
+
+  task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
+    return () => this.encode(a);
+  }
+
+  private gemmPipeline(t: Tile): GPUComputePipeline {
+    const e0 = this.p.experts[0];
+    const cfg: GemmTiledConfig = { mode: 'dense', ...t, src: e0.src.dataType, wei: e0.weights.dataType, dst: e0.dst.dataType, bias: undefined, epilogue: this.epilogue };
+    return this.eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
+  }
+
+  private encode(a: GroupedGemmArgs<GpuMemory>): void {
+    const { p, eng } = this;
+    eng.checkAlive();
+    const dev = eng.device, G = p.G;
+    const maxY = eng.caps.maxComputeWorkgroupsPerDimension;
+    // Host-known per execution: each expert's capacity (from its buffers' sizes) and the tile it takes.
+    const info = new Uint32Array(G * EXPERT_INFO_WORDS);
+    const tiles = p.experts.map((e, i) => {
+      const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
+      const t = tileFor(cap, e.N, maxY);
+      info.set([cap, t.tm, Math.ceil(e.N / t.tn), maxY], i * EXPERT_INFO_WORDS);
+      return t;
+    });
+    if (!this.lastInfo || !this.lastInfo.every((x, i) => x === info[i])) {
+      dev.queue.writeBuffer(this.info, 0, info);
+      this.lastInfo = info;
+    }
+    const slot = eng.status.take((code, i, x, y) => code === DIMS_ERR_TILES
+      ? new DnnlError('runtime_error', `grouped_gemm: ARG.RUNTIME_DIMS[${i}] = ${x} rows need more than ${maxY} row tiles of ${tiles[i]?.tm ?? 0} in one dispatch on this gpu engine`)
+      : runtimeDimsError(code, i, x, y));
+    dev.queue.writeBuffer(this.dimsParams, 0, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, 0]));
+    const groups = this.bindGroups(a, tiles, slot.buffer);
+    const enc = dev.createCommandEncoder({ label: 'grouped_gemm' });
+    const pass = enc.beginComputePass({ label: 'grouped_gemm' });
+    pass.setPipeline(this.dimsPipe);
+    pass.setBindGroup(0, groups.dims);
+    pass.dispatchWorkgroups(1);
+    // One indirect dispatch per expert: WGSL cannot index an array of buffers, so each expert binds its own.
+    for (let i = 0; i < G; i++) {
+      pass.setPipeline(this.gemmPipeline(tiles[i]));
+      pass.setBindGroup(0, groups.gemm[i]);
+      pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
+    }
+    pass.end();
+    dev.queue.submit([enc.finish()]);
+  }
+
+  /** Bind groups of this set of buffers and tiles: reused while the execution's memories and status block stay the same. */
+  private bindGroups(a: GroupedGemmArgs<GpuMemory>, tiles: Tile[], status: GPUBuffer): { gemm: GPUBindGroup[]; dims: GPUBindGroup } {
+    const nonEmpty = (b: GPUBuffer, out = false): GPUBuffer => (b.size > 0 ? b : out ? this.emptyOut : this.emptyIn);
+    const key = [status, a.runtimeDims.buffers[0], ...a.src.map((m) => m.buffers[0]), ...a.weights.map((m) => m.buffers[0]), ...a.dst.map((m) => m.buffers[0])];
+    const c = this.cache;
+    if (c && sameBuffers(key, c.key) && c.tiles.every((t, i) => t.tm === tiles[i].tm && t.tn === tiles[i].tn && t.bk === tiles[i].bk)) return c;
+    const dev = this.eng.device;
+    const dims = dev.createBindGroup({
+      label: 'grouped_gemm expert-dims',
+      layout: this.dimsPipe.getBindGroupLayout(0),
+      entries: [
+        { binding: 0, resource: { buffer: this.dimsParams } },
+        { binding: 1, resource: { buffer: nonEmpty(a.runtimeDims.buffers[0]) } },
+        { binding: 2, resource: { buffer: this.info } },
+        { binding: 3, resource: { buffer: this.params } },
+        { binding: 4, resource: { buffer: this.args } },
+        { binding: 5, resource: { buffer: status } },
+      ],
+    });
+    const gemm = tiles.map((t, i) => dev.createBindGroup({
+      label: `grouped_gemm expert ${i}`,
+      layout: this.gemmPipeline(t).getBindGroupLayout(0),
+      entries: [
+        { binding: 0, resource: { buffer: this.params, offset: i * PARAMS_STRIDE, size: PARAMS_BYTES } },
+        { binding: 1, resource: { buffer: nonEmpty(a.src[i].buffers[0]) } },
+        { binding: 2, resource: { buffer: nonEmpty(a.weights[i].buffers[0]) } },
+        { binding: 3, resource: { buffer: nonEmpty(a.dst[i].buffers[0], true) } },
+      ],
+    }));
+    this.cache = { key, tiles, gemm, dims };
+    return this.cache;
+  }
+
+  destroy(): void {
+    this.cache = undefined;
+    for (const b of [this.params, this.args, this.info, this.dimsParams, this.emptyIn, this.emptyOut]) b.destroy();
+  }
+}
+
+/**
+ * Proposal #3 on the gpu engine: an `expert-dims` pass validates the runtime rows on the device and
+ * writes each expert's M and dispatch arguments, then one indirect `gemm-tiled` (dense mode) dispatch
+ * per expert, each with its own bind group (WGSL has no pointer tables).
+ */
+export const webgpuGroupedGemm: GpuGroupedGemmImpl = {
+  name: 'webgpu',
+  describe() {
+    return 'webgpu:gemm-tiled+expert-dims';
+  },
+  reject(p, eng) {
+    return rejectReason(p, eng);
+  },
+  weightsLayout(e) {
+    // No gpu packing yet: tag.any resolves to plain row-major weights.
+    return new MemoryDesc({ dims: e.weights.dims, dataType: e.weights.dataType, format: 'blocked', strides: tagToStrides('ab', e.weights.dims, 'weights') });
+  },
+  createExecutor(p, eng) {
+    return new WebgpuGroupedGemmExecutor(p, eng);
+  },
+};

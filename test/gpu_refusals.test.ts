@@ -1,0 +1,69 @@
+/**
+ * Every primitive without a gpu implementation refuses a gpu engine at pd creation with
+ * `unimplemented` naming itself (src/primitives/gpu_refusal.ts), before any rule could touch
+ * cpu-engine state (`engine.heap`, kernels, workers). Descriptors are valid where that is short to
+ * write, so without the refusal the pd would go on to its own rules.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DnnlError, Engine, GpuEngine, RUNTIME_DIM_VAL, algorithm, dt, dynamic_quant, glu_backward, grouped_gemm, grouped_gemm_backward_data,
+  grouped_gemm_backward_weights, matmul_backward_data, matmul_backward_weights, memory, moe, reorder, tag,
+} from '../src/index.js';
+import { gpuEngine } from './gpu_helpers.js';
+
+/** A gpu engine where a cpu-only pd declares `Engine` (what a JavaScript caller can pass). */
+type AsCpu = Engine;
+
+const rows = (cols: number): ReturnType<typeof memory.desc> => memory.desc([RUNTIME_DIM_VAL, cols], dt.f32, tag.ab);
+const plain = (dims: number[]): ReturnType<typeof memory.desc> => memory.desc(dims, dt.f32, dims.length === 2 ? tag.ab : tag.abc);
+const grouped = (rowsTotal: number, cols: number, G: number): ReturnType<typeof memory.desc> => memory.desc.grouped([rowsTotal, cols], dt.f32, G, [RUNTIME_DIM_VAL, cols]);
+
+/** [name in the message, pd creation on engine `e`]. */
+const CASES: ReadonlyArray<readonly [string, (e: AsCpu) => unknown]> = [
+  ['reorder', (e) => new reorder.PrimitiveDesc(e, plain([8, 4]), memory.desc([8, 4], dt.f32, tag.ba))],
+  ['dynamic_quant', (e) => new dynamic_quant.PrimitiveDesc(e, plain([8, 4]), memory.desc([8, 4], dt.s8, tag.ab))],
+  ['glu_backward', (e) => new glu_backward.PrimitiveDesc(e, plain([8, 8]), plain([8, 4]), plain([8, 8]), { alg: algorithm.glu_swiglu, layout: 'halves' })],
+  ['matmul_backward_data', (e) => new matmul_backward_data.PrimitiveDesc(e, grouped(10, 4, 2), plain([2, 4, 6]), grouped(10, 6, 2))],
+  ['matmul_backward_weights', (e) => new matmul_backward_weights.PrimitiveDesc(e, grouped(10, 4, 2), plain([2, 4, 6]), grouped(10, 6, 2))],
+  ['grouped_gemm_backward_weights', (e) => new grouped_gemm_backward_weights.PrimitiveDesc(e, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x))],
+  ['grouped_gemm_backward_data', (e) => new grouped_gemm_backward_data.PrimitiveDesc(e, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x))],
+  ['moe.routing', (e) => new moe.routing.PrimitiveDesc(e, plain([8, 4]), { topK: 2 } as never)],
+  ['moe.routing.backward', (e) => new moe.routing.BackwardPrimitiveDesc(e, {} as never)],
+  ['moe.dispatch', (e) => new moe.dispatch.PrimitiveDesc(e, { tokens: 8, topK: 2, experts: 4 } as never)],
+  ['moe.combine', (e) => new moe.combine.PrimitiveDesc(e, { tokens: 8, topK: 2 } as never)],
+  ['moe.combine.backward', (e) => new moe.combine.BackwardPrimitiveDesc(e, {} as never)],
+  ['moe.activation', (e) => new moe.activation.PrimitiveDesc(e, plain([8, 8]), plain([8, 4]), {} as never)],
+  ['moe.layer', (e) => new moe.layer.PrimitiveDesc(e, {} as never)],
+  ['moe.layer.backward', (e) => new moe.layer.BackwardPrimitiveDesc(e, {} as never)],
+  ['moe.ExpertParallelRank', (e) => new moe.ExpertParallelRank(e, { rank: 0, worldSize: 1, experts: 4, topK: 2, tokens: 8, hidden: 4 } as never, {} as never)],
+];
+
+describe('primitives without a gpu implementation refuse a gpu engine at pd creation', () => {
+  let gpu: GpuEngine;
+  beforeAll(async () => {
+    gpu = await gpuEngine();
+  });
+  afterAll(() => gpu.release());
+
+  it.each(CASES)('%s', (name, create) => {
+    let caught: unknown;
+    try {
+      create(gpu as unknown as AsCpu);
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(DnnlError);
+    const err = caught as DnnlError;
+    expect(err.status).toBe('unimplemented');
+    expect(err.message).toContain(`${name}: no implementation on the gpu engine yet`);
+  });
+
+  it('expertViews refuses gpu memory (a GpuMemory has no views at an offset)', () => {
+    const m = { engine: gpu, desc: plain([8, 4]) } as never;
+    expect(() => grouped_gemm.expertViews(m, [0, 8])).toThrow(/expertViews: no implementation on the gpu engine yet/);
+  });
+
+  it('matmul and grouped_gemm take a gpu engine (they have webgpu impls)', () => {
+    expect(new grouped_gemm.PrimitiveDesc(gpu, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x)).implInfo).toMatch(/^webgpu:/);
+  });
+});
