@@ -13,13 +13,17 @@ import { cumulative, mulberry32, type Rng } from './workloads.js';
 
 const QUANT_ID = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST } as const;
 
-/** Binary src1 shapes of grouped M used here: [ΣM, N], [ΣM, 1], [G, 1], [G, N]. */
+/** Binary src1 shapes of grouped M (quant_helpers BinaryShape): [ΣM, N|1] plain or grouped, [G, 1|N], [G, 1, 1|N]. */
 function binaryTensor(shape: string, s: Sizes, rng: Rng): { md: MemoryDesc; values: Float64Array; at: (g: number, r: number, n: number) => number } {
   const { G, M, Nd } = s;
   const vals = (n: number): Float64Array => Float64Array.from({ length: n }, () => [-2, -1, -0.5, 0.5, 1, 1.5, 2][Math.floor(rng() * 7)]);
   switch (shape) {
     case 'row_n': { const v = vals(M * Nd); return { md: memory.desc([M, Nd], dt.f32, tag.ab), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
     case 'row_1': { const v = vals(M); return { md: memory.desc([M, 1], dt.f32, tag.ab), values: v, at: (_g, r) => v[r] }; }
+    case 'row_n_grouped': { const v = vals(M * Nd); return { md: memory.desc.grouped([M, Nd], dt.f32, G, [RT, Nd]), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
+    case 'row_1_grouped': { const v = vals(M); return { md: memory.desc.grouped([M, 1], dt.f32, G, [RT, 1]), values: v, at: (_g, r) => v[r] }; }
+    case 'expert3_1': { const v = vals(G); return { md: memory.desc([G, 1, 1], dt.f32, tag.abc), values: v, at: (g) => v[g] }; }
+    case 'expert3_n': { const v = vals(G * Nd); return { md: memory.desc([G, 1, Nd], dt.f32, tag.abc), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
     case 'expert_1': { const v = vals(G); return { md: memory.desc([G, 1], dt.f32, tag.ab), values: v, at: (g) => v[g] }; }
     case 'expert_n': { const v = vals(G * Nd); return { md: memory.desc([G, Nd], dt.f32, tag.ab), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
     default: throw new Error(`gpu runner: binary shape ${shape}`);
@@ -87,7 +91,8 @@ export async function runGpuGM(eng: GpuEngine, strm: Stream, c: GMCase): Promise
     bins.forEach((t, i) => {
       if (!t) return;
       expect(pd.queryMd(`binary:${i + (c.glu ? 1 : 0)}`)?.equals(t.md)).toBe(true);
-      args[ARG.ATTR_MULTIPLE_POST_OP(i + (c.glu ? 1 : 0)) | ARG.SRC_1] = mk(t.md).write(t.values);
+      // A grouped src1 shares src's offsets buffer (P#1).
+      args[ARG.ATTR_MULTIPLE_POST_OP(i + (c.glu ? 1 : 0)) | ARG.SRC_1] = mk(t.md, t.md.isGrouped ? [undefined, src.handles[1]] : undefined).write(t.values);
     });
     prim.execute(strm, args);
     await strm.wait();

@@ -129,13 +129,27 @@ export function gluColumnWgsl(layout: GluLayout): string {
   }
 }
 
+/**
+ * erfc with a small *relative* error everywhere (Numerical Recipes' erfcc, < 1.2e-7): gelu_erf(x) =
+ * 0.5 x erfc(-x / sqrt 2) keeps its relative accuracy for negative x, where 1 + erf(x) from an
+ * absolute-error erf loses it (and the GLU multiplies by up).
+ */
+const GLU_ERFC = /* wgsl */ `
+fn glu_erfc(x: f32) -> f32 {
+  let z = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return select(2.0 - r, r, x >= 0.0);
+}
+`;
+
 /** `act(gate) * up` (attr/eltwise.ts gluScalar) as a WGSL function; needs WGSL_ELTWISE_HELPERS. */
 export function gluFnWgsl(g: GluConfig): string {
   const a = f32Literal(g.alpha), l = f32Literal(g.limit);
   const body =
     g.alg === 'glu_swiglu' ? `return gate * gd_logistic(${a} * gate) * up;` :
-    g.alg === 'glu_geglu_erf' ? 'return 0.5 * gate * (1.0 + gd_erf(gate * 0.70710678118f)) * up;' :
+    g.alg === 'glu_geglu_erf' ? 'return 0.5 * gate * glu_erfc(gate * -0.70710678118f) * up;' :
     g.alg === 'glu_geglu_tanh' ? 'return 0.5 * gate * (1.0 + gd_tanh(0.79788456080f * (gate + 0.044715 * gate * gate * gate))) * up;' :
     `let gg = min(gate, ${l}); let uu = clamp(up, -${l}, ${l}); return gg * gd_logistic(${a} * gg) * (uu + 1.0);`;
-  return `fn glu_act(gate: f32, up: f32) -> f32 { ${body} }\n`;
+  return `${g.alg === 'glu_geglu_erf' ? GLU_ERFC : ''}fn glu_act(gate: f32, up: f32) -> f32 { ${body} }\n`;
 }
