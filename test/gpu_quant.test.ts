@@ -4,8 +4,8 @@
  * NVFP4 block scales, src and dst scales, W8A8 int8. Same cases and the same independent float64
  * expectation as quant_matmul.test.ts (quant_helpers.ts): exact inputs, compared bit for bit.
  */
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { Stream, dt, type GpuEngine } from '../src/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ARG, Memory, Stream, dt, matmul, memory, tag, type GpuEngine } from '../src/index.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { DENSE, GM, expectBitwise, type GMCase } from './quant_helpers.js';
 import { runGpuDense, runGpuGM } from './gpu_quant_helpers.js';
@@ -30,7 +30,7 @@ describe('gpu matmul: weight-only integer weights (f32 / f16 / bf16 activations)
     ['bf16 x u4 -> f32, K-blocks 4 bf16 scales, u4 zero points (AWQ-style)', { ...SHAPE, srcDt: dt.bf16, weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(4), dt: dt.bf16 } }, zps: { weights: { gran: GM.weights.kBlock(4), dt: dt.u4 } } }],
     ['f16 x s4 -> f16, K-blocks 4 f16 scales, s8 zero points, bias', { ...SHAPE, K: 8, srcDt: dt.f16, weiDt: dt.s4, dstDt: dt.f16, scales: { weights: { gran: GM.weights.kBlock(4), dt: dt.f16 } }, zps: { weights: { gran: GM.weights.kBlock(4), dt: dt.s8 } }, bias: true }],
     ['f32 x s4 -> bf16, 4x5 2D blocks, per tensor s32 zero point', { ...SHAPE, weiDt: dt.s4, dstDt: dt.bf16, scales: { weights: { gran: GM.weights.block2d(4, 5) } }, zps: { weights: { gran: GM.weights.tensor } } }],
-    ['f32 x u8 -> f32, per expert scale, E = 1 taking every row', { G: 1, K: 20, N: 70, sizes: [6], weiDt: dt.u8, scales: { weights: { gran: GM.weights.expert } } }],
+    ['f32 x u8 -> f32, per expert column scales, E = 1 taking every row', { G: 1, K: 20, N: 70, sizes: [6], weiDt: dt.u8, scales: { weights: { gran: GM.weights.expertCol } } }],
   ];
   it.each(cases)('%s', async (_n, c) => run(c));
 });
@@ -51,9 +51,29 @@ describe('gpu matmul: src and dst scales, W8A8', () => {
     ['s8 x s8 -> f32 (integer GEMM), per-row x per-expert-column scales (P2)', { ...SHAPE, proposal: 'P2', srcDt: dt.s8, weiDt: dt.s8, scales: { src: { gran: GM.src.row }, weights: { gran: GM.weights.expertCol } }, fullRange: true }],
     ['s8 x s8 -> s32 full range (integer GEMM: exact beyond 2^24)', { G: 2, K: 1100, N: 3, sizes: [2, 1], srcDt: dt.s8, weiDt: dt.s8, dstDt: dt.s32, fullRange: true }],
     ['u8 x s4 -> s8, src zero point per expert, weights K-block zero points, dst scale + s32 zero point', { ...SHAPE, srcDt: dt.u8, weiDt: dt.s4, dstDt: dt.s8, zps: { src: { gran: GM.src.expert, dt: dt.u8 }, weights: { gran: GM.weights.kBlock(4), dt: dt.s8 }, dst: { gran: GM.dst.expert } }, scales: { dst: { gran: GM.dst.expert } } }],
-    ['u8 x u8 -> u8, K-block 4 scales on both (f32 staging), saturating', { ...SHAPE, srcDt: dt.u8, weiDt: dt.u8, dstDt: dt.u8, scales: { src: { gran: GM.src.rowK(4) }, weights: { gran: GM.weights.kBlock(4) } } }],
+    ['u8 x u8 -> f32, K-block 4 scales on both (f32 staging)', { ...SHAPE, srcDt: dt.u8, weiDt: dt.u8, scales: { src: { gran: GM.src.rowK(4) }, weights: { gran: GM.weights.kBlock(4) } } }],
+    ['s8 x u8 -> u8, saturating at 0 and 255 (RNE)', { ...SHAPE, srcDt: dt.s8, weiDt: dt.u8, dstDt: dt.u8 }],
   ];
   it.each(cases)('%s', async (_n, c) => run(c));
+});
+
+describe('gpu matmul: W8A8 accumulates in i32', () => {
+  it('s8 x s8 -> s32, sums past 2^24 with odd products: exact (an f32 accumulator rounds them)', async () => {
+    const M = 2, K = 2100, N = 3;
+    const srcMd = memory.desc([M, K], dt.s8, tag.ab), weiMd = memory.desc([K, N], dt.s8, tag.ab), dstMd = memory.desc([M, N], dt.s32, tag.ab);
+    const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
+    expect(pd.implInfo).toMatch(/^webgpu/);
+    const x = Array.from({ length: M * K }, (_, i) => (i % 7 === 0 ? 125 : 127) * (i < K ? 1 : -1));
+    const w = Array.from({ length: K * N }, (_, i) => [127, 121, -127][i % N]);
+    const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w), dst = Memory.create(dstMd, eng);
+    new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    await strm.wait();
+    const want: number[] = [];
+    for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) { let acc = 0; for (let k = 0; k < K; k++) acc += x[m * K + k] * w[k * N + n]; want.push(acc); }
+    expect(want.some((v) => Math.abs(v) > 2 ** 24)).toBe(true);
+    expect(Array.from(await dst.read())).toEqual(want);
+    [src, wei, dst].forEach((m) => m.free());
+  });
 });
 
 describe('gpu matmul: dense 2D quantization (oneDNN masks)', () => {
