@@ -1,5 +1,7 @@
 import type { DataType } from '../../common/data_type.js';
-import { WGSL_16BIT_HELPERS, wgslStore, wgslType } from './wgsl_dtypes.js';
+import { wgslHelpersFor, wgslStore, wgslType } from './wgsl_dtypes.js';
+import { gemmFusionKey, type GemmFusion } from './wgsl_quant.js';
+import { fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB } from './gemm_fusion.js';
 import { Y_FOLD } from './grouped_schedule.js';
 
 /**
@@ -22,10 +24,15 @@ export interface GemmTiledConfig {
   readonly bias: DataType | undefined;
   /** WGSL statements applied to `v` (f32) after the bias, e.g. eltwise post-ops. */
   readonly epilogue: string;
+  /**
+   * Scales, zero points, binary / sum post-ops and the GLU (rfcs/0002; gemm_fusion.ts). Given, it
+   * replaces `epilogue` (its chain holds the eltwise steps too).
+   */
+  readonly fusion?: GemmFusion;
 }
 
 export function gemmTiledKey(c: GemmTiledConfig): string {
-  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}`;
+  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}`;
 }
 
 /**
@@ -38,7 +45,10 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   const rm = tm / 16, rn = tn / 16;
   const A = wgslType(c.src), B = wgslType(c.wei), D = wgslType(c.dst);
   const Bi = c.bias ? wgslType(c.bias) : undefined;
-  const sixteen = c.src !== 'f32' || c.wei !== 'f32' || c.dst !== 'f32' || (c.bias !== undefined && c.bias !== 'f32');
+  const f = c.fusion;
+  // The staged and accumulated type: i32 for an integer GEMM, else f32.
+  const T = f?.intAcc ? 'i32' : 'f32';
+  const zero = f?.intAcc ? '0i' : '0.0';
   const tile =
     c.mode === 'grouped_m' ? `
   let t = wid.y + wid.z * ${Y_FOLD}u;
@@ -54,10 +64,13 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   let g = wid.z;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
   let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db; let k0 = 0u; let k1 = P.K;`;
+  // Batch coordinates of src and weights in the rfcs/0002 maps (dense: 0 where broadcast).
+  const batchIdx = c.mode === 'dense' ? 'let bS = select(0u, g, P.sb != 0u); let bW = select(0u, g, P.wg != 0u);' : 'let bS = g; let bW = g;';
+  const defaultEpilogue = f ? '' : plainEpilogueWgsl(c);
   // grouped_m reads its tile from a storage buffer: the early return is uniform per workgroup
   // (workgroup_id and read-only storage), which the barriers below need.
   return /* wgsl */ `
-${sixteen ? WGSL_16BIT_HELPERS : ''}
+${wgslHelpersFor([c.src, c.wei, c.dst, c.bias, ...(f ? fusionTypes(f) : [])])}
 struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> A: array<${A.array}>;
@@ -65,44 +78,62 @@ struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32,
 @group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;
 ${c.mode !== 'dense' ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
 ${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
+${f ? fusionBindingsWgsl(f, c) : ''}
 
-var<workgroup> As: array<f32, ${bk * tm}>;
-var<workgroup> Bs: array<f32, ${bk * tn}>;
+var<workgroup> As: array<${T}, ${bk * tm}>;
+var<workgroup> Bs: array<${T}, ${bk * tn}>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   ${tile}
-  let n0 = wid.x * ${tn}u;
+  ${f ? batchIdx : ''}
+  let n0 = wid.x * ${f?.glu ? tn / 2 : tn}u;
   let tx = li % 16u;
   let ty = li / 16u;
-  var acc: array<array<f32, ${rn}>, ${rm}>;
+  var acc: array<array<${T}, ${rn}>, ${rm}>;
   for (var kb = k0; kb < k1; kb += ${bk}u) {
     for (var i = li; i < ${bk * tm}u; i += 256u) {
       let m = i / ${bk}u; let kk = i % ${bk}u;
       let r = m0 + m; let k = kb + kk;
-      var v = 0.0;
-      if (r < m1 && k < k1) { v = ${A.load('A', 'aBase + r * P.lda + k')}; }
+      var v = ${zero};
+      if (r < m1 && k < k1) { ${f ? fusionLoadA(f, c, 'aBase + r * P.lda + k') : `v = ${A.load('A', 'aBase + r * P.lda + k')};`} }
       As[kk * ${tm}u + m] = v;
     }
     for (var i = li; i < ${bk * tn}u; i += 256u) {
       let kk = i / ${tn}u; let n = i % ${tn}u;
-      let k = kb + kk; let col = n0 + n;
-      var v = 0.0;
-      if (k < k1 && col < P.N) { v = ${B.load('B', 'wBase + k * P.ldwk + col * P.ldwn')}; }
+      let k = kb + kk; ${f?.glu ? `let cd = n0 + n % ${tn / 2}u; let col = select(P.N, glu_col(cd, n / ${tn / 2}u), cd < Q[0].x);` : 'let col = n0 + n;'}
+      var v = ${zero};
+      if (k < k1 && col < P.N) { ${f ? fusionLoadB(f, c, 'wBase + k * P.ldwk + col * P.ldwn') : `v = ${B.load('B', 'wBase + k * P.ldwk + col * P.ldwn')};`} }
       Bs[kk * ${tn}u + n] = v;
     }
     workgroupBarrier();
     for (var kk = 0u; kk < ${bk}u; kk++) {
-      var a: array<f32, ${rm}>;
-      var b: array<f32, ${rn}>;
+      var a: array<${T}, ${rm}>;
+      var b: array<${T}, ${rn}>;
       for (var r = 0u; r < ${rm}u; r++) { a[r] = As[kk * ${tm}u + ty + 16u * r]; }
       for (var j = 0u; j < ${rn}u; j++) { b[j] = Bs[kk * ${tn}u + tx + 16u * j]; }
       for (var r = 0u; r < ${rm}u; r++) {
-        for (var j = 0u; j < ${rn}u; j++) { acc[r][j] = fma(a[r], b[j], acc[r][j]); }
+        for (var j = 0u; j < ${rn}u; j++) { ${f?.intAcc ? 'acc[r][j] += a[r] * b[j];' : 'acc[r][j] = fma(a[r], b[j], acc[r][j]);'} }
       }
     }
     workgroupBarrier();
   }
+  ${f ? fusionEpilogueWgsl(f, c) : defaultEpilogue}
+}
+`;
+}
+
+/** The types whose helpers the fusion's loads and stores call. */
+function fusionTypes(f: GemmFusion): DataType[] {
+  return [f.srcScale, f.srcZp, f.weiScale, f.weiZp, f.dstScale, f.dstZp, ...f.binary].flatMap((o) => (o ? [o.dt] : []));
+}
+
+/** The plain epilogue: bias, the eltwise statements, the store. */
+function plainEpilogueWgsl(c: GemmTiledConfig): string {
+  const { tm, tn } = c;
+  const rm = tm / 16, rn = tn / 16;
+  const Bi = c.bias ? wgslType(c.bias) : undefined;
+  return /* wgsl */ `
   for (var r = 0u; r < ${rm}u; r++) {
     let row = m0 + ty + 16u * r;
     if (row >= m1) { continue; }
@@ -114,7 +145,5 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
       ${c.epilogue}
       ${wgslStore(c.dst, 'D', 'dBase + row * P.ldd + col', 'v')}
     }
-  }
-}
-`;
+  }`;
 }

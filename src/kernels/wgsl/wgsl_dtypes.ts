@@ -14,13 +14,32 @@ export interface WgslType {
   readonly rwArray: string;
   /** WGSL expression loading element `i` (u32 expression) of buffer `buf` as f32. */
   load(buf: string, i: string): string;
+  /** Integer types: the element as i32 (exact), for integer accumulation. */
+  loadInt?(buf: string, i: string): string;
+  /** Helper functions the expressions call (WGSL_16BIT_HELPERS or WGSL_LOWP_HELPERS). */
+  readonly helpers: 'none' | '16bit' | 'lowp';
 }
+
+/** Element `i` of a byte-coded buffer: word and lane. */
+const byteAt = (b: string, i: string): string => `${b}[(${i}) >> 2u], (${i}) & 3u`;
+/** Element `i` of a nibble-coded buffer (two per byte, low nibble first): word and lane. */
+const nibAt = (b: string, i: string): string => `${b}[(${i}) >> 3u], (${i}) & 7u`;
 
 export function wgslType(t: DataType): WgslType {
   switch (t) {
-    case 'f32': return { array: 'f32', rwArray: 'f32', load: (b, i) => `${b}[${i}]` };
-    case 'f16': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `ld_f16(${b}[(${i}) >> 1u], (${i}) & 1u)` };
-    case 'bf16': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `ld_bf16(${b}[(${i}) >> 1u], (${i}) & 1u)` };
+    case 'f32': return { array: 'f32', rwArray: 'f32', load: (b, i) => `${b}[${i}]`, helpers: 'none' };
+    case 'f16': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `ld_f16(${b}[(${i}) >> 1u], (${i}) & 1u)`, helpers: '16bit' };
+    case 'bf16': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `ld_bf16(${b}[(${i}) >> 1u], (${i}) & 1u)`, helpers: '16bit' };
+    // Byte and nibble codes sit in u32 words exactly as the host bytes (little-endian).
+    case 's32': return { array: 'i32', rwArray: 'i32', load: (b, i) => `f32(${b}[${i}])`, loadInt: (b, i) => `${b}[${i}]`, helpers: 'none' };
+    case 's8': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `f32(ldi_s8(${byteAt(b, i)}))`, loadInt: (b, i) => `ldi_s8(${byteAt(b, i)})`, helpers: 'lowp' };
+    case 'u8': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `f32(ldi_u8(${byteAt(b, i)}))`, loadInt: (b, i) => `ldi_u8(${byteAt(b, i)})`, helpers: 'lowp' };
+    case 's4': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `f32(ldi_s4(${nibAt(b, i)}))`, loadInt: (b, i) => `ldi_s4(${nibAt(b, i)})`, helpers: 'lowp' };
+    case 'u4': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `f32(ldi_u4(${nibAt(b, i)}))`, loadInt: (b, i) => `ldi_u4(${nibAt(b, i)})`, helpers: 'lowp' };
+    case 'f8_e4m3': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `dec_e4m3(byte_of(${byteAt(b, i)}))`, helpers: 'lowp' };
+    case 'f8_e5m2': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `dec_e5m2(byte_of(${byteAt(b, i)}))`, helpers: 'lowp' };
+    case 'e8m0': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `dec_e8m0(byte_of(${byteAt(b, i)}))`, helpers: 'lowp' };
+    case 'f4_e2m1': return { array: 'u32', rwArray: 'atomic<u32>', load: (b, i) => `dec_e2m1(nib_of(${nibAt(b, i)}))`, helpers: 'lowp' };
     default: throw new Error(`wgslType: ${t} has no WGSL storage mapping`);
   }
 }
@@ -37,9 +56,68 @@ fn to_bf16(x: f32) -> u32 {
 fn to_f16(x: f32) -> u32 { return pack2x16float(vec2f(x, 0.0)) & 0xffffu; }
 `;
 
+/**
+ * Decoders of the 8- and 4-bit codes (common/low_precision.ts semantics): s8/u8/s4/u4 integers,
+ * OFP8 E4M3 (bias 7, no Inf, NaN = S.1111.111) and E5M2 (the upper byte of an f16), OCP MX E2M1 and
+ * E8M0 (2^(c - 127), 0xFF NaN). NaNs are built from the code so they are never constant-expressions.
+ */
+export const WGSL_LOWP_HELPERS = /* wgsl */ `
+fn byte_of(w: u32, lane: u32) -> u32 { return (w >> (lane * 8u)) & 0xffu; }
+fn nib_of(w: u32, lane: u32) -> u32 { return (w >> (lane * 4u)) & 0xfu; }
+fn ldi_s8(w: u32, lane: u32) -> i32 { return bitcast<i32>(byte_of(w, lane) << 24u) >> 24u; }
+fn ldi_u8(w: u32, lane: u32) -> i32 { return i32(byte_of(w, lane)); }
+fn ldi_s4(w: u32, lane: u32) -> i32 { return bitcast<i32>(nib_of(w, lane) << 28u) >> 28u; }
+fn ldi_u4(w: u32, lane: u32) -> i32 { return i32(nib_of(w, lane)); }
+fn dec_e4m3(c: u32) -> f32 {
+  let e = (c >> 3u) & 0xfu; let m = c & 7u;
+  if (e == 15u && m == 7u) { return bitcast<f32>(0x7fc00000u | ((c & 0x80u) << 24u)); }
+  let a = select(ldexp(1.0 + f32(m) * 0.125, i32(e) - 7), f32(m) * 0.001953125, e == 0u);
+  return select(a, -a, (c & 0x80u) != 0u);
+}
+fn dec_e5m2(c: u32) -> f32 { return unpack2x16float(c << 8u).x; }
+fn dec_e8m0(c: u32) -> f32 {
+  if (c == 255u) { return bitcast<f32>(0x7fc00000u | (c & 0u)); }
+  return ldexp(1.0, i32(c) - 127);
+}
+fn dec_e2m1(c: u32) -> f32 {
+  let e = (c >> 1u) & 3u; let m = c & 1u;
+  let a = select(ldexp(1.0 + f32(m) * 0.5, i32(e) - 1), f32(m) * 0.5, e == 0u);
+  return select(a, -a, (c & 8u) != 0u);
+}
+fn sat_s8(x: f32) -> u32 { return bitcast<u32>(i32(clamp(round(x), -128.0, 127.0))) & 0xffu; }
+fn sat_u8(x: f32) -> u32 { return u32(clamp(round(x), 0.0, 255.0)); }
+fn sat_s32(x: f32) -> i32 {
+  let r = round(x);
+  if (r >= 2147483648.0) { return 2147483647; }
+  if (r != r) { return 0; }
+  return i32(max(r, -2147483648.0));
+}
+`;
+
+/** The helper text a set of types needs (each block once). */
+export function wgslHelpersFor(types: readonly (DataType | undefined)[]): string {
+  const kinds = new Set(types.filter((t): t is DataType => t !== undefined).map((t) => wgslType(t).helpers));
+  return (kinds.has('16bit') ? WGSL_16BIT_HELPERS : '') + (kinds.has('lowp') ? WGSL_LOWP_HELPERS : '');
+}
+
+/** WGSL expression reading element `i` of the rw buffer `buf` of type `t` as f32 (the sum post-op's previous dst). */
+export function wgslLoadRw(t: DataType, buf: string, i: string): string {
+  if (t === 'f32') return `${buf}[${i}]`;
+  if (t === 's32') return `f32(${buf}[${i}])`;
+  if (t === 'f16' || t === 'bf16') return `ld_${t}(atomicLoad(&${buf}[(${i}) >> 1u]), (${i}) & 1u)`;
+  if (t === 's8' || t === 'u8') return `f32(ldi_${t}(atomicLoad(&${buf}[(${i}) >> 2u]), (${i}) & 3u))`;
+  throw new Error(`wgslLoadRw: ${t} is not a gpu dst type`);
+}
+
 /** WGSL statements storing f32 `v` at element `i` of the rw buffer `buf` of type `t`. */
 export function wgslStore(t: DataType, buf: string, i: string, v: string): string {
   if (t === 'f32') return `${buf}[${i}] = ${v};`;
+  if (t === 's32') return `${buf}[${i}] = sat_s32(${v});`;
+  if (t === 's8' || t === 'u8') {
+    // RNE + saturation, then the byte lane of the word (atomics: neighbours are other threads' elements).
+    return `{ let e = ${i}; let sh = (e & 3u) * 8u; atomicAnd(&${buf}[e >> 2u], ~(0xffu << sh)); atomicOr(&${buf}[e >> 2u], sat_${t}(${v}) << sh); }`;
+  }
+  if (t !== 'f16' && t !== 'bf16') throw new Error(`wgslStore: ${t} is not a gpu dst type`);
   const conv = t === 'f16' ? `to_f16(${v})` : `to_bf16(${v})`;
   return `{ let e = ${i}; let sh = (e & 1u) * 16u; atomicAnd(&${buf}[e >> 1u], ~(0xffffu << sh)); atomicOr(&${buf}[e >> 1u], ${conv} << sh); }`;
 }

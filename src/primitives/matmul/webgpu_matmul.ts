@@ -1,10 +1,8 @@
-import type { DataType } from '../../common/data_type.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
-import { NO_FUSION } from '../../attr/fusion.js';
 import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
 import { groupedScheduleWgsl, scheduleWords, SCHED_HEADER_WORDS } from '../../kernels/wgsl/grouped_schedule.js';
 import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
@@ -12,8 +10,8 @@ import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
-
-const GPU_TYPES: readonly DataType[] = ['f32', 'f16', 'bf16'];
+import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
+import type { GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
@@ -28,14 +26,11 @@ function unitCols(md: MemoryDesc): boolean {
   return md.strides[md.ndims - 1] === 1;
 }
 
-function rejectReason(p: MatmulProblem): string | undefined {
+function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
   if (p.weights.format === 'packed') return 'packed weights layouts are not implemented on the gpu engine yet (use plain abc / acb weights)';
-  if (p.fusion !== NO_FUSION) return 'scales, zero points, binary post-ops and the fused GLU are not implemented on the gpu engine yet';
   if (p.moe.gather || p.moe.scatterTopK || p.moe.batchedCounts) return 'MoE gather / scatter / batched token counts are not implemented on the gpu engine yet';
-  if (eltwiseChainWgsl(p.attr.postOps.entries) === undefined) return 'post-ops other than eltwise (sum, binary) are not implemented on the gpu engine yet';
-  for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst], ['bias', p.bias]] as const) {
-    if (md && !GPU_TYPES.includes(md.dataType)) return `${name} data type ${md.dataType} is not implemented on the gpu engine yet (f32, f16, bf16)`;
-  }
+  const fr = fusionRejectReason(p, eng);
+  if (fr) return fr;
   if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
   if (p.kind === 'dense' && p.batch.length > 1) return 'dense matmul with more than one batch dim is not implemented on the gpu engine yet';
   return undefined;
@@ -82,6 +77,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   private readonly gemm: GPUComputePipeline;
   private readonly sched: GPUComputePipeline | undefined;
   private readonly gemmParams: GPUBuffer;
+  /** rfcs/0002 scales / zero points / binary / GLU (webgpu_fusion.ts), and their uniform. */
+  private readonly fusion: GemmFusion | undefined;
+  private readonly fusionParams: GPUBuffer | undefined;
   private readonly schedParams: GPUBuffer | undefined;
   private readonly schedBuf: GPUBuffer | undefined;
   private readonly sizesBuf: GPUBuffer | undefined;
@@ -92,13 +90,20 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     this.p = p;
     this.eng = eng;
     const t = tileOf(p);
-    const epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
-    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue };
+    this.fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
+    const epilogue = this.fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
+    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion };
     const cfg = this.cfg;
     this.gemm = eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
-    this.tilesN = Math.ceil(p.N / t.tn);
+    // A GLU tile holds the gate and up columns of tn / 2 dst columns.
+    this.tilesN = this.fusion?.glu ? Math.ceil(p.dstN / (t.tn / 2)) : Math.ceil(p.N / t.tn);
     this.tilesM = Math.ceil(p.M / t.tm);
     const uni = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
+    if (this.fusion) {
+      const words = fusionUniform(p, this.fusion);
+      this.fusionParams = eng.createBuffer(words.byteLength, 'matmul fusion params', uni);
+      eng.device.queue.writeBuffer(this.fusionParams, 0, words.buffer as ArrayBuffer);
+    }
     this.gemmParams = eng.createBuffer(64, 'matmul params', uni);
     eng.write(this.gemmParams, 0, gemmParams(p, this.tilesN).buffer as ArrayBuffer);
     if (p.kind !== 'dense') {
@@ -129,6 +134,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       { binding: 3, resource: { buffer: a.dst.buffers[0] } },
     ];
     if (a.bias) gemmEntries.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
+    if (this.fusion) gemmEntries.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
     if (p.kind === 'dense') {
       const batch = p.batch.length ? p.batch[0] : 1;
       pass.setPipeline(this.gemm);
@@ -171,7 +177,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   }
 
   destroy(): void {
-    for (const b of [this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf]) b?.destroy();
+    for (const b of [this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams]) b?.destroy();
   }
 }
 
@@ -182,8 +188,8 @@ export const webgpuMatmul: GpuMatmulImpl = {
     const t = tileOf(p);
     return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
   },
-  reject(p) {
-    return rejectReason(p);
+  reject(p, eng) {
+    return rejectReason(p, eng);
   },
   weightsLayout(p) {
     // No gpu packing yet: tag.any resolves to plain row-major weights.

@@ -1,0 +1,106 @@
+import type { GemmTiledConfig } from './gemm_tiled.js';
+import { wgslLoadRw, wgslStore, wgslType } from './wgsl_dtypes.js';
+import { FUSION_BINDING, fusionOperands, gluColumnWgsl, gluFnWgsl, mapFnWgsl, type FusedOperand, type GemmFusion } from './wgsl_quant.js';
+
+/**
+ * rfcs/0002 inside `gemm-tiled`: operands are dequantized while their tile is staged into workgroup
+ * memory (`(code - zp) * scale` at the element's logical coordinate), so the inner loop stays a plain
+ * FMA loop; the epilogue applies the GLU, the post-op chain in order, then `/ s_dst + zp_dst`.
+ * Integer GEMMs stage `code - zp` as i32 and apply the (K-constant) src / weights scales per output.
+ *
+ * Coordinates passed to the maps (padded to three dims, wgsl_quant.ts): src `(g, bS, row, k)`,
+ * weights `(g, bW, k, col)`, dst and binary `(g, g, row, n)`: the first dim is the batch (dense),
+ * the group (grouped K dst) or absent (zero stride).
+ *
+ * The fusion uniform `Q` (binding 6): `Q[0].x` = dst columns; then each operand's map (2 x vec4u).
+ */
+export function fusionBindingsWgsl(f: GemmFusion, _c: GemmTiledConfig): string {
+  const ops = fusionOperands(f);
+  const words = 1 + 2 * ops.length;
+  let out = `@group(0) @binding(${FUSION_BINDING}) var<uniform> Q: array<vec4u, ${words}>;\n`;
+  for (const o of ops) {
+    out += `@group(0) @binding(${o.binding}) var<storage, read> ${o.name.toUpperCase()}: array<${wgslType(o.op.dt).array}>;\n`;
+    out += mapFnWgsl(o.name, o.op.terms, o.slot);
+  }
+  if (f.glu) out += gluColumnWgsl(f.glu.layout) + '\n' + gluFnWgsl(f.glu);
+  return out;
+}
+
+function named(f: GemmFusion, which: keyof GemmFusion): { buf: string; op: FusedOperand } | undefined {
+  const short = { srcScale: 'ssc', srcZp: 'szp', weiScale: 'wsc', weiZp: 'wzp', dstScale: 'dsc', dstZp: 'dzp' } as Record<string, string>;
+  const op = f[which] as FusedOperand | undefined;
+  return op ? { buf: short[which], op } : undefined;
+}
+
+/** `load` of operand `buf` at map coordinates `coords`, as f32 or (integer GEMM) i32. */
+function operandLoad(o: { buf: string; op: FusedOperand }, coords: string, int: boolean): string {
+  const t = wgslType(o.op.dt);
+  const i = `ix_${o.buf}(${coords})`;
+  if (int) {
+    if (!t.loadInt) throw new Error(`gemm-fusion: ${o.op.dt} zero points cannot be staged as i32`);
+    return t.loadInt(o.buf.toUpperCase(), i);
+  }
+  return t.load(o.buf.toUpperCase(), i);
+}
+
+/** Statements setting `v` to the staged (dequantized) src element `idx` at (r, k). */
+export function fusionLoadA(f: GemmFusion, c: GemmTiledConfig, idx: string): string {
+  return stageLoad(f, wgslType(c.src), idx, 'g, bS, r, k', named(f, 'srcZp'), named(f, 'srcScale'), 'src');
+}
+
+/** Statements setting `v` to the staged (dequantized) weights element `idx` at (k, col). */
+export function fusionLoadB(f: GemmFusion, c: GemmTiledConfig, idx: string): string {
+  return stageLoad(f, wgslType(c.wei), idx, 'g, bW, k, col', named(f, 'weiZp'), named(f, 'weiScale'), 'weights');
+}
+
+function stageLoad(f: GemmFusion, t: ReturnType<typeof wgslType>, idx: string, coords: string,
+  zp: { buf: string; op: FusedOperand } | undefined, sc: { buf: string; op: FusedOperand } | undefined, what: string): string {
+  const buf = what === 'src' ? 'A' : 'B';
+  if (f.intAcc) {
+    if (!t.loadInt) throw new Error(`gemm-fusion: an integer GEMM needs integer ${what}`);
+    return `v = ${t.loadInt(buf, idx)}${zp ? ` - ${operandLoad(zp, coords, true)}` : ''};`;
+  }
+  let s = `v = ${t.load(buf, idx)};`;
+  if (zp) s += ` v -= ${operandLoad(zp, coords, false)};`;
+  if (sc) s += ` v *= ${operandLoad(sc, coords, false)};`;
+  return s;
+}
+
+/**
+ * The epilogue: per output (row, dst column n), the GEMM column value (integer GEMM: scaled) plus bias
+ * for the gate / up columns, the GLU, the chain (eltwise, binary `ix_bin*`, sum), `/ s_dst + zp_dst`,
+ * the store.
+ */
+export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
+  const rm = c.tm / 16, rn = c.tn / 16;
+  const jn = f.glu ? rn / 2 : rn;
+  const Bi = c.bias ? wgslType(c.bias) : undefined;
+  const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale'), dsc = named(f, 'dstScale'), dzp = named(f, 'dstZp');
+  const colValue = (x: string, col: string): string => {
+    let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, 'g, bS, row, 0u', false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
+    if (Bi) e += ` + ${Bi.load('BIAS', `g * P.bg + (${col}) * P.bn`)}`;
+    return e;
+  };
+  const chain = f.chain.map((s) => {
+    if (s.kind === 'eltwise') return s.wgsl;
+    if (s.kind === 'sum') return `v += ${s.scale === 1 ? '' : `${Math.fround(s.scale).toPrecision(9)}f * `}${wgslLoadRw(c.dst, 'D', 'di')};`;
+    const b = wgslType(f.binary[s.index].dt).load(`BIN${s.index}`, `ix_bin${s.index}(g, g, row, cn)`);
+    return s.alg === 'binary_mul' ? `v *= ${b};` : `v += ${b};`;
+  }).join('\n      ');
+  return /* wgsl */ `
+  for (var r = 0u; r < ${rm}u; r++) {
+    let row = m0 + ty + 16u * r;
+    if (row >= m1) { continue; }
+    for (var j = 0u; j < ${jn}u; j++) {
+      let cn = n0 + tx + 16u * j;
+      if (cn >= Q[0].x) { continue; }
+      ${f.glu ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
+      var v = glu_act(${colValue('acc[r][j]', 'gc')}, ${colValue(`acc[r][j + ${jn}u]`, 'uc')});` : `var v = ${colValue('acc[r][j]', 'cn')};`}
+      let di = dBase + row * P.ldd + cn;
+      ${chain}
+      ${dsc ? `v /= ${operandLoad(dsc, 'g, g, row, cn', false)};` : ''}
+      ${dzp ? `v += ${operandLoad(dzp, 'g, g, row, cn', false)};` : ''}
+      ${wgslStore(c.dst, 'D', 'di', 'v')}
+    }
+  }`;
+}

@@ -1,0 +1,112 @@
+import type { DataType } from '../../common/data_type.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { GpuMemory } from '../../memory/gpu_memory.js';
+import { NO_FUSION, type QuantParam } from '../../attr/fusion.js';
+import { eltwiseWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
+import {
+  fusionOperands, fusionStorageCount, mapTerms, mapWords, QUANT_SLOTS, FUSION_BINDING,
+  type ChainStep, type FusedOperand, type GemmFusion, type QuantSlot,
+} from '../../kernels/wgsl/wgsl_quant.js';
+import type { MatmulArgs } from './impl.js';
+import type { MatmulProblem } from './problem.js';
+
+/**
+ * The gpu matmul's side of rfcs/0002: which data types the WGSL kernels read and write, the kernel's
+ * fusion structure (wgsl_quant.ts `GemmFusion`) of a problem, its uniform words and its bindings.
+ */
+export const GPU_SRC_TYPES: readonly DataType[] = ['f32', 'f16', 'bf16', 's8', 'u8', 'f8_e4m3', 'f8_e5m2', 'f4_e2m1'];
+export const GPU_WEI_TYPES: readonly DataType[] = ['f32', 'f16', 'bf16', 's8', 'u8', 's4', 'u4', 'f8_e4m3', 'f8_e5m2', 'f4_e2m1'];
+export const GPU_DST_TYPES: readonly DataType[] = ['f32', 'f16', 'bf16', 's8', 'u8', 's32'];
+const FLOATS: readonly DataType[] = ['f32', 'f16', 'bf16'];
+const INT8: readonly DataType[] = ['s8', 'u8'];
+const INT_WEI: readonly DataType[] = ['s8', 'u8', 's4', 'u4'];
+
+type Which = { arg: 'src' | 'weights' | 'dst'; kind: 'scales' | 'zeroPoints' };
+const SLOT_OF: Record<QuantSlot, Which> = {
+  srcScale: { arg: 'src', kind: 'scales' }, srcZp: { arg: 'src', kind: 'zeroPoints' },
+  weiScale: { arg: 'weights', kind: 'scales' }, weiZp: { arg: 'weights', kind: 'zeroPoints' },
+  dstScale: { arg: 'dst', kind: 'scales' }, dstZp: { arg: 'dst', kind: 'zeroPoints' },
+};
+
+function param(p: MatmulProblem, w: Which): QuantParam | undefined {
+  return p.fusion[w.kind][w.arg];
+}
+
+/** Does the problem need the fusion path (anything beyond float types, bias and eltwise post-ops)? */
+export function needsFusion(p: MatmulProblem): boolean {
+  return p.fusion !== NO_FUSION || p.attr.postOps.entries.some((o) => o.kind !== 'eltwise') ||
+    [p.src.dataType, p.weights.dataType, p.dst.dataType].some((t) => !FLOATS.includes(t));
+}
+
+/** The K-dim stride of a map in the padded three-dim form (src: dim 2, weights: dim 1). */
+const kStride = (q: QuantParam | undefined, dim: number): number => (q ? mapWords(q.map)[1 + dim] : 0);
+
+/** The kernel's fusion structure for `p`. */
+export function gemmFusionOf(p: MatmulProblem): GemmFusion {
+  const f = p.fusion;
+  const operand = (q: QuantParam | undefined): FusedOperand | undefined => (q ? { dt: q.dataType, terms: mapTerms(q.map) } : undefined);
+  const chain: ChainStep[] = [];
+  let bi = 0;
+  for (const op of p.attr.postOps.entries) {
+    if (op.kind === 'eltwise') chain.push({ kind: 'eltwise', wgsl: `v = ${eltwiseWgsl(op.alg, 'v', op.alpha, op.beta)};` });
+    else if (op.kind === 'sum') chain.push({ kind: 'sum', scale: op.scale });
+    else if (op.kind === 'binary') chain.push({ kind: 'binary', alg: op.alg, index: bi++ });
+  }
+  // Integer GEMM when both operands are integer codes and their scales do not change along K
+  // (K-block scales dequantize in f32 while staging instead).
+  const intAcc = INT8.includes(p.src.dataType) && INT_WEI.includes(p.weights.dataType) &&
+    kStride(f.scales.src, 2) === 0 && kStride(f.scales.weights, 1) === 0;
+  const out: { -readonly [K in keyof GemmFusion]: GemmFusion[K] } = {
+    binary: f.binary.map((b) => ({ dt: b.md.dataType, terms: mapTerms(b.map) })),
+    chain,
+    glu: f.glu ? { alg: f.glu.alg, layout: f.glu.layout, alpha: f.glu.alpha, limit: f.glu.limit } : undefined,
+    intAcc,
+  };
+  for (const s of QUANT_SLOTS) out[s] = operand(param(p, SLOT_OF[s]));
+  return out;
+}
+
+/** The fusion uniform: `[dstN, 0, 0, 0]` then each operand's 8 map words (wgsl_quant.ts). */
+export function fusionUniform(p: MatmulProblem, f: GemmFusion): Uint32Array {
+  const ops = fusionOperands(f);
+  const words = new Uint32Array(4 * (1 + 2 * ops.length));
+  words[0] = p.dstN;
+  const maps = [...QUANT_SLOTS.flatMap((s) => { const q = param(p, SLOT_OF[s]); return q ? [q.map] : []; }), ...p.fusion.binary.map((b) => b.map)];
+  ops.forEach((o, i) => words.set(mapWords(maps[i]), 4 * o.slot));
+  return words;
+}
+
+/** Bind-group entries of the fusion operands (the uniform at FUSION_BINDING, values at theirs). */
+export function fusionEntries(p: MatmulProblem, f: GemmFusion, uniform: GPUBuffer, a: MatmulArgs<GpuMemory>): GPUBindGroupEntry[] {
+  const mems: GpuMemory[] = [];
+  for (const s of QUANT_SLOTS) {
+    const w = SLOT_OF[s];
+    if (!param(p, w)) continue;
+    const m = a[w.kind][w.arg];
+    if (!m) throw new Error(`webgpu matmul: ${w.kind} of ${w.arg} missing`);
+    mems.push(m);
+  }
+  mems.push(...a.binary);
+  const ops = fusionOperands(f);
+  return [{ binding: FUSION_BINDING, resource: { buffer: uniform } }, ...ops.map((o, i) => ({ binding: o.binding, resource: { buffer: mems[i].buffers[0] } }))];
+}
+
+/** Why the gpu kernels cannot run this problem's data types / fusion, undefined when they can. */
+export function fusionRejectReason(p: MatmulProblem, eng: GpuEngine | undefined): string | undefined {
+  if (p.fusion.gluBackward) return 'the glu_backward post-op is not implemented on the gpu engine yet';
+  if (!GPU_SRC_TYPES.includes(p.src.dataType)) return `src data type ${p.src.dataType} is not implemented on the gpu engine yet (${GPU_SRC_TYPES.join(', ')})`;
+  if (!GPU_WEI_TYPES.includes(p.weights.dataType)) return `weights data type ${p.weights.dataType} is not implemented on the gpu engine yet (${GPU_WEI_TYPES.join(', ')})`;
+  if (!GPU_DST_TYPES.includes(p.dst.dataType)) return `dst data type ${p.dst.dataType} is not implemented on the gpu engine yet (${GPU_DST_TYPES.join(', ')})`;
+  if (p.bias && !FLOATS.includes(p.bias.dataType)) return `bias data type ${p.bias.dataType} is not implemented on the gpu engine yet (f32, f16, bf16)`;
+  if (!needsFusion(p)) return undefined;
+  const f = gemmFusionOf(p);
+  for (const q of [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)]) {
+    if (q.map.strides.length > 3) return `${q.kind} of ${q.arg} over more than three dims are not implemented on the gpu engine`;
+  }
+  if (eng) {
+    const used = 3 + (p.kind === 'dense' ? 0 : 1) + (p.bias ? 1 : 0) + fusionStorageCount(f);
+    const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+    if (used > limit) return `the matmul needs ${used} storage buffers (scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
+  }
+  return undefined;
+}
