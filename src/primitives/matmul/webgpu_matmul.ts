@@ -29,6 +29,8 @@ function unitCols(md: MemoryDesc): boolean {
 function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
   if (p.weights.format === 'packed') return 'packed weights layouts are not implemented on the gpu engine yet (use plain abc / acb weights)';
   if (p.moe.gather || p.moe.scatterTopK || p.moe.batchedCounts) return 'MoE gather / scatter / batched token counts are not implemented on the gpu engine yet';
+  if (p.moe.zeroFill) return 'zero-filled ungrouped rows (cuDNN none mode, attr.setZeroFillUngroupedRows) are not implemented on the gpu engine yet';
+  if (p.moe.expertMap) return 'a group -> expert map (attr.setExpertMap) is not implemented on the gpu engine yet';
   const fr = fusionRejectReason(p, eng);
   if (fr) return fr;
   if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';

@@ -43,9 +43,9 @@ export class GpuEngine {
   private idleWaiters: (() => void)[] = [];
   private readonly lostPromise: Promise<void>;
   /**
-   * Bind groups, command buffers and transient buffers of submitted work, kept alive until the queue
-   * is done: Dawn's Node bindings release the native object when its wrapper is collected, and
-   * SwiftShader crashed (futex errors, segfaults) when that happened under work still in flight.
+   * Bind groups, command buffers and host bytes of submitted work, held until the queue is done so
+   * that nothing a submission refers to depends on how the bindings track wrapper lifetimes. (The
+   * crashes first blamed on this were Dawn's instance being collected: see AcquiredDevice.owners.)
    */
   private inflight: unknown[] = [];
 
@@ -96,8 +96,7 @@ export class GpuEngine {
 
   /**
    * @internal runs `fn` inside WebGPU error scopes: API errors (failed allocations, invalid commands)
-   * arrive asynchronously and are raised at the next stream.wait(). Error scopes, not an
-   * 'uncapturederror' listener: Dawn's Node bindings crash intermittently with that listener.
+   * arrive asynchronously and are raised at the next stream.wait().
    */
   guarded<T>(what: string, fn: () => T): T {
     const dev = this.device;
@@ -123,11 +122,7 @@ export class GpuEngine {
     return this.guarded(what, () => this.device.createBuffer({ label: what, size, usage }));
   }
 
-  /**
-   * @internal `queue.writeBuffer` that keeps `data` alive until the queue is done: Dawn's Node
-   * bindings may read the host bytes after the call returns, and a collected ArrayBuffer there crashed
-   * SwiftShader's workers (seen here: futex errors and segfaults in every other test process).
-   */
+  /** @internal `queue.writeBuffer`, holding `data` until the queue is done (see `inflight`). */
   write(buffer: GPUBuffer, byteOffset: number, data: ArrayBuffer | ArrayBufferView<ArrayBuffer>): void {
     this.inflight.push(data);
     this.device.queue.writeBuffer(buffer, byteOffset, data);

@@ -67,11 +67,12 @@ export async function acquireDevice(powerPreference: GPUPowerPreference | undefi
   const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
   if (!adapter) throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): ${source} returned no adapter; ${HOW_TO}`);
   const l = adapter.limits;
-  // Only the limits the kernels need above the defaults (MoE weights exceed the 128 MiB binding default).
-  // Asking for every adapter maximum made Dawn crash intermittently (seen on SwiftShader and an H200).
+  // The limits the kernels need above the defaults: MoE weights exceed the 128 MiB binding default, and
+  // a fused matmul binds scales, zero points and binary inputs beside its operands.
   const requiredLimits: Record<string, number> = {
     maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
     maxBufferSize: Math.min(l.maxBufferSize, 2 ** 40),
+    maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
   };
   const requiredFeatures = WANTED.filter((f) => adapter.features.has(f));
   let device: GPUDevice;

@@ -1,27 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from './harness.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ARG, DnnlError, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType,
-} from '../../src/index.js';
-import { gpuEngine } from '../gpu_helpers.js';
-import { TOL_BF16, TOL_F16, TOL_F32, assertClose, refDense, refGroupedK, refGroupedM, type RefPostOp, type Tolerance } from '../reference.js';
-import { algorithm } from '../../src/index.js';
-
-// test/helpers.ts imports vitest, which a plain Node process cannot load: its two helpers, here.
-function toleranceFor(t: DataType): Tolerance {
-  return t === 'bf16' ? TOL_BF16 : t === 'f16' ? TOL_F16 : TOL_F32;
-}
-
-function attrFor(ops: readonly RefPostOp[] | undefined): PrimitiveAttr {
-  const attr = new PrimitiveAttr();
-  for (const op of ops ?? []) {
-    if (op.kind === 'relu') attr.postOps.appendEltwise(algorithm.eltwise_relu, op.alpha, 0);
-    else if (op.kind === 'linear') attr.postOps.appendEltwise(algorithm.eltwise_linear, op.alpha, op.beta);
-    else if (op.kind === 'clip') attr.postOps.appendEltwise(algorithm.eltwise_clip, op.alpha, op.beta);
-    else if (op.kind === 'sum') attr.postOps.appendSum(op.scale);
-    else attr.postOps.appendEltwise(algorithm[`eltwise_${op.kind}`]);
-  }
-  return attr;
-}
+} from '../src/index.js';
+import { gpuEngine } from './gpu_helpers.js';
+import { assertClose, refDense, refGroupedK, refGroupedM, type RefPostOp } from './reference.js';
+import { attrFor, toleranceFor } from './helpers.js';
 
 // Small integers and k/8 values: exact in every storage type, so each data type's tolerance is its own rounding.
 function values(n: number, seed: number): Float64Array {
@@ -269,15 +252,16 @@ describe('gpu engine: dense and grouped-K matmul', () => {
 
 describe('gpu engine: what it refuses', () => {
   it('a problem without a gpu kernel is unimplemented, never run by the reference', () => {
+    // A group -> expert map: the cpu engine runs it, the gpu engine has no kernel for it yet.
     const attr = new PrimitiveAttr();
-    attr.setScales(ARG.WEIGHTS, 0);
-    const md = memory.desc([4, 4], dt.f32, tag.ab);
-    expect(() => new matmul.PrimitiveDesc(eng, md, memory.desc([4, 4], dt.s8, tag.ab), md, attr)).toThrow(/unimplemented.*gpu engine/);
+    attr.setExpertMap();
+    const src = memory.desc.grouped([6, 4], dt.f32, 2, [RUNTIME_DIM_VAL, 4]), dst = memory.desc.grouped([6, 5], dt.f32, 2, [RUNTIME_DIM_VAL, 5]);
+    expect(() => new matmul.PrimitiveDesc(eng, src, memory.desc([2, 4, 5], dt.f32, tag.abc), dst, attr)).toThrow(/unimplemented.*gpu engine/);
   });
 
   it('cpu memory on a gpu primitive is refused', async () => {
     const md = memory.desc([2, 2], dt.f32, tag.ab);
-    const { Engine } = await import('../../src/index.js');
+    const { Engine } = await import('../src/index.js');
     const cpu = await Engine.create({ threads: 1 });
     const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, md, md, md));
     const strm = new Stream(eng);
