@@ -21,7 +21,8 @@ for (const f of walk('build/tsc')) {
 // project (lib ES2022 + @types/node 20, no DOM) has no WebAssembly namespace, a DOM-only one on lib
 // ES2022 no Symbol.dispose. Empty interfaces merge with the full ones wherever a lib declares them
 // (lib.dom, lib.webworker, a later @types/node) and make the names exist where none does; the
-// disposable part is @types/node's own compatibility declaration (compatibility/disposable.d.ts).
+// disposable part is @types/node's own compatibility declaration (compatibility/disposable.d.ts). The
+// same holds for the three WebGPU interfaces the gpu engine's declarations name.
 writeFileSync('dist/types/globals.d.ts', `// Names the declarations use that some consumers' lib settings lack (scripts/copy-types.mjs says why).
 export {};
 declare global {
@@ -29,6 +30,12 @@ declare global {
     interface Memory {}
     interface Module {}
   }
+  // WebGPU objects of the gpu engine's API (a GPUDevice passed in, GpuMemory's GPUBuffers): their full
+  // declarations come from @webgpu/types or lib.dom where a project has WebGPU; elsewhere the names
+  // only need to exist.
+  interface GPUDevice {}
+  interface GPUBuffer {}
+  interface GPUBindGroupEntry {}
   interface SymbolConstructor {
     readonly dispose: unique symbol;
     readonly asyncDispose: unique symbol;

@@ -6,7 +6,8 @@ export interface GpuEngineOptions {
   kind: 'gpu';
   /** A device of the caller's; otherwise one is requested from navigator.gpu or, in Node, the `webgpu` package. */
   device?: GPUDevice;
-  powerPreference?: GPUPowerPreference;
+  /** The adapter to ask for (WebGPU's GPUPowerPreference). */
+  powerPreference?: 'low-power' | 'high-performance';
 }
 
 /** What the kernels may use on this device. */

@@ -62,7 +62,7 @@ const WANTED: readonly GPUFeatureName[] = ['shader-f16'];
  * Requests an adapter and a device with the adapter's largest storage-buffer limits (the defaults,
  * 128 MiB per binding, are far below what MoE weights need) and the optional features it has.
  */
-export async function acquireDevice(powerPreference: GPUPowerPreference | undefined): Promise<AcquiredDevice> {
+export async function acquireDevice(powerPreference: 'low-power' | 'high-performance' | undefined): Promise<AcquiredDevice> {
   const { gpu, source } = await findGpu();
   const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
   if (!adapter) throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): ${source} returned no adapter; ${HOW_TO}`);
