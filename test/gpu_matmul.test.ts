@@ -276,3 +276,10 @@ describe('gpu engine: what it refuses', () => {
     expect(() => m.write([1, 2])).toThrow(/engine: used after release\(\)/);
   });
 });
+
+describe('gpu engine: options', () => {
+  it('Engine.create({ kind: "gpu" }) refuses unknown option keys, naming the valid ones', async () => {
+    const { Engine } = await import('../src/index.js');
+    await expect(Engine.create({ kind: 'gpu', powerPreferance: 'low-power' } as never)).rejects.toThrow(/Engine.create: unknown option 'powerPreferance'.*valid options: kind, device, powerPreference/);
+  });
+});

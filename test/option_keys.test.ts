@@ -35,7 +35,7 @@ describe('checkOptionKeys', () => {
 
 describe('every public options object refuses unknown keys', () => {
   it('Engine.create', async () => {
-    await expect(Engine.create(withKey({ threads: 1 }, 'thread', 2))).rejects.toThrow("Engine.create: unknown option 'thread' (did you mean 'threads'?); valid options: threads, kernels, initialBytes, maxBytes, startTimeoutMs");
+    await expect(Engine.create(withKey({ threads: 1 }, 'thread', 2))).rejects.toThrow("Engine.create: unknown option 'thread' (did you mean 'threads'?); valid options: kind, threads, kernels, initialBytes, maxBytes, startTimeoutMs");
   });
 
   it('Memory.create', () => {
@@ -69,7 +69,7 @@ describe('every public options object refuses unknown keys', () => {
       [{ ...layerBase, weights: withKey({ w13: memory.desc([4, 8, 8], dt.f32, tag.any), w2: memory.desc([4, 4, 8], dt.f32, tag.any) }, 'w3', 1) }, "moe.layer: weights: unknown option 'w3' (did you mean 'w13'?); valid options: w13, w2"],
       [{ ...layerBase, weightScales: withKey({}, 'down', 1) }, "moe.layer: weightScales: unknown option 'down'; valid options: w13, w2"],
       [{ ...layerBase, weightScales: { w13: withKey({ mask: 5 }, 'group', [1]) } }, "moe.layer: weightScales.w13: unknown option 'group' (did you mean 'groups'?)"],
-      [{ ...layerBase, sharedExpert: withKey({ intermediate: 4 }, 'gated') }, "moe.layer: sharedExpert: unknown option 'gated'; valid options: intermediate"],
+      [{ ...layerBase, sharedExpert: withKey({ intermediate: 4 }, 'gated') }, "moe.layer: sharedExpert: unknown option 'gated' (did you mean 'gate'?); valid options: intermediate, gate, glu, weights, weightScales"],
     ];
     for (const [c, msg] of cases) expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, c), 'invalid_arguments', msg);
   });

@@ -1,6 +1,7 @@
 import { DnnlError, check } from '../../common/status.js';
 import { acquireDevice, type DeviceSource } from './webgpu_device.js';
 import { StatusSlots } from './status_slots.js';
+import { checkOptionKeys, optionKeys } from '../../common/option_keys.js';
 
 export interface GpuEngineOptions {
   kind: 'gpu';
@@ -9,6 +10,8 @@ export interface GpuEngineOptions {
   /** The adapter to ask for (WebGPU's GPUPowerPreference). */
   powerPreference?: 'low-power' | 'high-performance';
 }
+
+const GPU_ENGINE_OPTION_KEYS = optionKeys<GpuEngineOptions>({ kind: true, device: true, powerPreference: true });
 
 /** What the kernels may use on this device. */
 export interface GpuCaps {
@@ -76,6 +79,7 @@ export class GpuEngine {
   }
 
   static async create(options: GpuEngineOptions): Promise<GpuEngine> {
+    checkOptionKeys('Engine.create', options, GPU_ENGINE_OPTION_KEYS);
     check(options.device === undefined || typeof (options.device as Partial<GPUDevice>).createBuffer === 'function', 'Engine.create: device must be a GPUDevice');
     if (options.device) return new GpuEngine(options.device, 'caller device', 'caller');
     const d = await acquireDevice(options.powerPreference);
