@@ -283,3 +283,34 @@ describe('gpu engine: options', () => {
     await expect(Engine.create({ kind: 'gpu', powerPreferance: 'low-power' } as never)).rejects.toThrow(/Engine.create: unknown option 'powerPreferance'.*valid options: kind, device, powerPreference/);
   });
 });
+
+describe('gpu engine: one submit per batch', () => {
+  it('primitives recorded between waits reach the queue in one submit; host writes between them stay in order', async () => {
+    const M = 7, K = 13, N = 9;
+    const srcMd = memory.desc([M, K], dt.f32, tag.ab), weiMd = memory.desc([K, N], dt.f32, tag.ab), dstMd = memory.desc([M, N], dt.f32, tag.ab);
+    const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
+    const x1 = values(M * K, 41), x2 = values(M * K, 42), w = values(K * N, 43);
+    const src = Memory.create(srcMd, eng), wei = Memory.create(weiMd, eng).write(w);
+    const d1 = Memory.create(dstMd, eng), d2 = Memory.create(dstMd, eng);
+    const strm = new Stream(eng);
+    await strm.wait();
+    const queue = eng.device.queue as { submit: (cbs: GPUCommandBuffer[]) => void };
+    const submit = queue.submit;
+    let submits = 0;
+    queue.submit = function (this: GPUQueue, cbs: GPUCommandBuffer[]) { submits++; submit.call(this, cbs); };
+    try {
+      src.write(x1);
+      prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: d1 });
+      src.write(x2); // must not overtake the first matmul, which is recorded but not yet submitted
+      prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: d2 });
+      expect(submits).toBe(0);
+      strm.submit();
+      expect(submits).toBe(1);
+    } finally {
+      queue.submit = submit;
+    }
+    await strm.wait();
+    assertClose(await d1.read(), refDense(x1, [M, K], w, [K, N], {}), toleranceFor('f32'), 'first (old src)');
+    assertClose(await d2.read(), refDense(x2, [M, K], w, [K, N], {}), toleranceFor('f32'), 'second (new src)');
+  });
+});

@@ -139,9 +139,8 @@ export class GpuMemory {
     const dev = this.engine.device;
     const size = Math.max(4, round4(n));
     const rb = dev.createBuffer({ label: 'groupdnn read-back', size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    const enc = dev.createCommandEncoder();
-    enc.copyBufferToBuffer(this.buffers[index], 0, rb, 0, Math.min(size, this.buffers[index].size));
-    dev.queue.submit([enc.finish()]);
+    this.engine.encode('Memory.read', (enc) => enc.copyBufferToBuffer(this.buffers[index], 0, rb, 0, Math.min(size, this.buffers[index].size)));
+    this.engine.submit();
     try {
       await rb.mapAsync(GPUMapMode.READ);
     } catch (e) {
@@ -178,8 +177,8 @@ export class GpuMemory {
   free(): void {
     if (this.freed) return;
     this.freed = true;
-    // destroy() waits for submitted work that uses the buffer (WebGPU semantics), so no deferral is needed.
-    this.buffers.forEach((b, i) => this.owned[i] && !this.engine.isReleased && b.destroy());
+    // Recorded, not yet submitted commands may use the buffers: the engine destroys them after its next submit.
+    if (!this.engine.isReleased) this.engine.retire(...this.buffers.filter((_, i) => this.owned[i]));
   }
 
   [Symbol.dispose](): void {

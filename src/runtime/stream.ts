@@ -75,6 +75,15 @@ export class Stream {
     if (e) throw e;
   }
 
+  /**
+   * gpu engine: hands the commands recorded so far to the device queue now (they otherwise go in one
+   * submit at `wait()` or at a memory read), e.g. before work of your own on the same `GPUQueue`.
+   * cpu engine: nothing to do.
+   */
+  submit(): void {
+    if (this.engine.kind === 'gpu') this.engine.submit();
+  }
+
   /** True while enqueued work has not finished. */
   get busy(): boolean {
     return this.tail !== undefined;

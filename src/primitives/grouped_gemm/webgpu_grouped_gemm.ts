@@ -92,7 +92,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     this.emptyOut = eng.createBuffer(16, 'grouped_gemm empty dst binding');
     const all = new Uint32Array((G * PARAMS_STRIDE) / 4);
     p.experts.forEach((e, i) => all.set(expertParams(e), (i * PARAMS_STRIDE) / 4));
-    eng.device.queue.writeBuffer(this.params, 0, all);
+    eng.write(this.params, 0, all);
   }
 
   task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
@@ -108,7 +108,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private encode(a: GroupedGemmArgs<GpuMemory>): void {
     const { p, eng } = this;
     eng.checkAlive();
-    const dev = eng.device, G = p.G;
+    const G = p.G;
     const maxY = eng.caps.maxComputeWorkgroupsPerDimension;
     // Host-known per execution: each expert's capacity (from its buffers' sizes) and the tile it takes.
     const info = new Uint32Array(G * EXPERT_INFO_WORDS);
@@ -119,27 +119,27 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       return t;
     });
     if (!this.lastInfo || !this.lastInfo.every((x, i) => x === info[i])) {
-      dev.queue.writeBuffer(this.info, 0, info);
+      eng.write(this.info, 0, info);
       this.lastInfo = info;
     }
     const slot = eng.status.take((code, i, x, y) => code === DIMS_ERR_TILES
       ? new DnnlError('runtime_error', `grouped_gemm: ARG.RUNTIME_DIMS[${i}] = ${x} rows need more than ${maxY} row tiles of ${tiles[i]?.tm ?? 0} in one dispatch on this gpu engine`)
       : runtimeDimsError(code, i, x, y));
-    dev.queue.writeBuffer(this.dimsParams, 0, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, 0]));
+    eng.write(this.dimsParams, 0, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, 0]));
     const groups = this.bindGroups(a, tiles, slot.buffer);
-    const enc = dev.createCommandEncoder({ label: 'grouped_gemm' });
-    const pass = enc.beginComputePass({ label: 'grouped_gemm' });
-    pass.setPipeline(this.dimsPipe);
-    pass.setBindGroup(0, groups.dims);
-    pass.dispatchWorkgroups(1);
-    // One indirect dispatch per expert: WGSL cannot index an array of buffers, so each expert binds its own.
-    for (let i = 0; i < G; i++) {
-      pass.setPipeline(this.gemmPipeline(tiles[i]));
-      pass.setBindGroup(0, groups.gemm[i]);
-      pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
-    }
-    pass.end();
-    dev.queue.submit([enc.finish()]);
+    eng.encode('grouped_gemm', (enc) => {
+      const pass = enc.beginComputePass({ label: 'grouped_gemm' });
+      pass.setPipeline(this.dimsPipe);
+      pass.setBindGroup(0, groups.dims);
+      pass.dispatchWorkgroups(1);
+      // One indirect dispatch per expert: WGSL cannot index an array of buffers, so each expert binds its own.
+      for (let i = 0; i < G; i++) {
+        pass.setPipeline(this.gemmPipeline(tiles[i]));
+        pass.setBindGroup(0, groups.gemm[i]);
+        pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
+      }
+      pass.end();
+    });
   }
 
   /** Bind groups of this set of buffers and tiles: reused while the execution's memories and status block stay the same. */
@@ -177,7 +177,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
 
   destroy(): void {
     this.cache = undefined;
-    for (const b of [this.params, this.args, this.info, this.dimsParams, this.emptyIn, this.emptyOut]) b.destroy();
+    this.eng.retire(this.params, this.args, this.info, this.dimsParams, this.emptyIn, this.emptyOut);
   }
 }
 

@@ -104,7 +104,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     if (this.fusion) {
       const words = fusionUniform(p, this.fusion);
       this.fusionParams = eng.createBuffer(words.byteLength, 'matmul fusion params', uni);
-      eng.device.queue.writeBuffer(this.fusionParams, 0, words.buffer as ArrayBuffer);
+      eng.write(this.fusionParams, 0, words.buffer as ArrayBuffer);
     }
     this.gemmParams = eng.createBuffer(64, 'matmul params', uni);
     eng.write(this.gemmParams, 0, gemmParams(p, this.tilesN).buffer as ArrayBuffer);
@@ -120,14 +120,26 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   }
 
   task(a: MatmulArgs<GpuMemory>): StreamTask {
-    return () => this.eng.guarded('matmul', () => this.encode(a));
+    return () => this.record(a);
   }
 
-  private encode(a: MatmulArgs<GpuMemory>): void {
+  private record(a: MatmulArgs<GpuMemory>): void {
     const { p, eng } = this;
     eng.checkAlive();
+    const grouping = p.kind === 'dense' ? undefined : deviceGrouping(p, a);
+    const slot = grouping && eng.status.take((code, i, x, y) => offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
+    if (grouping && slot) {
+      const sp = new Uint32Array(12);
+      const hasSizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
+      sp.set([p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0, p.kind === 'grouped_k' ? 1 : 0, this.tilesM, hasSizes ? 1 : 0]);
+      eng.write(this.schedParams!, 0, sp);
+    }
+    eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot));
+  }
+
+  private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: ReturnType<typeof deviceGrouping> | undefined, slot: { buffer: GPUBuffer } | undefined): void {
+    const { p, eng } = this;
     const dev = eng.device;
-    const enc = dev.createCommandEncoder({ label: 'matmul' });
     const pass = enc.beginComputePass({ label: 'matmul' });
     const gemmEntries: GPUBindGroupEntry[] = [
       { binding: 0, resource: { buffer: this.gemmParams } },
@@ -137,7 +149,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     ];
     if (a.bias) gemmEntries.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
     if (this.fusion) gemmEntries.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
-    if (p.kind === 'dense') {
+    if (!grouping || !slot) {
       const batch = p.batch.length ? p.batch[0] : 1;
       pass.setPipeline(this.gemm);
       const bg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries });
@@ -145,12 +157,6 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       pass.setBindGroup(0, bg);
       if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
     } else {
-      const grouping = deviceGrouping(p, a);
-      const slot = eng.status.take((code, i, x, y) => offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
-      const sp = new Uint32Array(12);
-      const hasSizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
-      sp.set([p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0, p.kind === 'grouped_k' ? 1 : 0, this.tilesM, hasSizes ? 1 : 0]);
-      eng.write(this.schedParams!, 0, sp);
       pass.setPipeline(this.sched!);
       const sbg = dev.createBindGroup({
         layout: this.sched!.getBindGroupLayout(0),
@@ -173,13 +179,11 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
     }
     pass.end();
-    const cb = enc.finish();
-    eng.keepAlive(enc, pass, cb);
-    dev.queue.submit([cb]);
+    eng.keepAlive(pass);
   }
 
   destroy(): void {
-    for (const b of [this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams]) b?.destroy();
+    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams);
   }
 }
 

@@ -53,6 +53,13 @@ export class GpuEngine {
    */
   private inflight: unknown[] = [];
 
+  /**
+   * The command encoder that primitives record into until the next submit (stream.wait, a read, an
+   * explicit `submit()`): the stages of a layer reach the device in one submit, with no host round trip.
+   */
+  private batch: { enc: GPUCommandEncoder; staging: GPUBuffer[]; retired: GPUBuffer[] } | undefined;
+  private recording = false;
+
   /** Keeps the GPU instance and adapter alive as long as the engine (see AcquiredDevice.owners). */
   private readonly owners: readonly unknown[];
 
@@ -127,10 +134,72 @@ export class GpuEngine {
     return this.guarded(what, () => this.device.createBuffer({ label: what, size, usage }));
   }
 
-  /** @internal `queue.writeBuffer`, holding `data` until the queue is done (see `inflight`). */
+  /**
+   * @internal records commands into the engine's open command encoder (opened on first use), inside
+   * WebGPU error scopes. `record` must not call `write`: writes go before, so that they stay ordered.
+   */
+  encode(label: string, record: (enc: GPUCommandEncoder) => void): void {
+    this.checkAlive();
+    check(!this.recording, `${label}: gpu engine: encode() called while recording`);
+    this.batch ??= { enc: this.device.createCommandEncoder({ label: 'groupdnn batch' }), staging: [], retired: [] };
+    const enc = this.batch.enc;
+    this.recording = true;
+    try {
+      this.guarded(label, () => record(enc));
+    } finally {
+      this.recording = false;
+    }
+  }
+
+  /** @internal hands the open command encoder to the queue; buffers retired meanwhile are destroyed after it. */
+  submit(): void {
+    const b = this.batch;
+    if (!b) return;
+    this.batch = undefined;
+    this.guarded('submit', () => {
+      const cb = b.enc.finish();
+      this.inflight.push(b.enc, cb);
+      this.device.queue.submit([cb]);
+    });
+    // destroy() after submit: WebGPU keeps a buffer alive for the work already submitted.
+    for (const x of b.staging) x.destroy();
+    for (const x of b.retired) x.destroy();
+  }
+
+  /**
+   * @internal destroys buffers of an executor or memory; while recorded commands may still use them,
+   * only after the next submit.
+   */
+  retire(...buffers: (GPUBuffer | undefined)[]): void {
+    for (const x of buffers) {
+      if (!x) continue;
+      if (this.batch) this.batch.retired.push(x);
+      else x.destroy();
+    }
+  }
+
+  /**
+   * @internal writes host bytes to a buffer, ordered after every command recorded so far: directly on the
+   * queue when no encoder is open, otherwise as a staged copy inside it (a queue write would overtake
+   * the recorded, not yet submitted commands). Sizes and offsets are multiples of 4, as WebGPU requires.
+   */
   write(buffer: GPUBuffer, byteOffset: number, data: ArrayBuffer | ArrayBufferView<ArrayBuffer>): void {
-    this.inflight.push(data);
-    this.device.queue.writeBuffer(buffer, byteOffset, data);
+    check(!this.recording, 'gpu engine: write() called while recording commands');
+    const b = this.batch;
+    if (!b) {
+      this.inflight.push(data);
+      this.device.queue.writeBuffer(buffer, byteOffset, data);
+      return;
+    }
+    const bytes = ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : new Uint8Array(data);
+    if (bytes.byteLength === 0) return;
+    this.guarded('write', () => {
+      const st = this.device.createBuffer({ label: 'groupdnn staged write', size: bytes.byteLength, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
+      new Uint8Array(st.getMappedRange()).set(bytes);
+      st.unmap();
+      b.enc.copyBufferToBuffer(st, 0, buffer, byteOffset, bytes.byteLength);
+      b.staging.push(st);
+    });
   }
 
   /** @internal keeps the objects of a submission alive until the next flush (see `inflight`). */
@@ -156,6 +225,7 @@ export class GpuEngine {
    * a lost device, a WebGPU error, or a runtime error a kernel wrote to its status slot.
    */
   async flush(): Promise<void> {
+    if (this.lostReason === undefined) this.submit();
     const held = this.inflight;
     this.inflight = [];
     if (this.lostReason === undefined) await Promise.race([this.device.queue.onSubmittedWorkDone(), this.lostPromise]);
@@ -182,6 +252,7 @@ export class GpuEngine {
   release(): void {
     if (this.released) return;
     this.released = true;
+    if (this.lostReason === undefined) this.submit();
     this.status.destroy();
     this.pipelines.clear();
     if (this.source !== 'caller') this.device.destroy();
