@@ -13,6 +13,7 @@
  *   npm run bench -- --mode=dglu --threads=1,2 --rounds=3   # fused GLU-backward epilogue vs its GEMM (bench/glu_backward_bench.ts)
  *   npm run bench -- --mode=moe-backward --threads=1,2 --rounds=3   # MoE layer backward vs its forward (bench/moe_backward_bench.ts)
  *   npm run bench -- --mode=reorder --threads=1,2 --rounds=5   # packing into every packed layout vs a plain copy (bench/reorder_bench.ts)
+ *   npm run bench -- --engine=gpu --mode=moe --workloads=decode-1,moe-b,qwen3-decode-1 --variants=f32,int4 --reps=10  # the MoE layer on the gpu engine, whole and per stage (bench/gpu_moe_bench.ts)
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
@@ -269,6 +270,15 @@ async function runMatmul(w: Workload, eng: Engine, threads: number, isaName: str
 }
 
 async function main(): Promise<void> {
+  const engineKind = args.get('engine') ?? 'cpu';
+  if (engineKind !== 'cpu' && engineKind !== 'gpu') throw new Error(`--engine must be cpu or gpu, got '${engineKind}'`);
+  if (engineKind === 'gpu') {
+    // The gpu engine has its own benches: the layer here, the grouped GEMM in bench/gpu_bench.ts.
+    if (mode !== 'moe') throw new Error(`--engine=gpu: --mode=${mode} runs on the cpu engine only; --mode=moe runs the MoE layer on the gpu, \`npm run bench:gpu\` the grouped GEMM`);
+    const { runGpuMoe, gpuMoeOptionsFrom } = await import('./gpu_moe_bench.js');
+    await runGpuMoe(gpuMoeOptionsFrom(args));
+    return;
+  }
   if (!json) {
     // --isa=auto resolves per runtime (relaxed where it is on by default: Node 22+): name what it ran
     const builds = isaList.map((i) => `${i}${i === 'auto' ? `=${resolveIsa('auto') ?? '-'}` : ''}`).join(',');

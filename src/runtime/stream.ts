@@ -97,12 +97,17 @@ export class Stream {
   }
 
   private runGuarded(task: StreamTask, map: ((e: DnnlError) => DnnlError) | undefined): Promise<void> | undefined {
+    const slots = this.engine.kind === 'gpu' ? this.engine.status : undefined;
+    const prevMap = slots?.errorMap;
+    if (slots) slots.errorMap = map;
     try {
       const r = task();
       return r ? r.catch((e: unknown) => this.record(e, map)) : undefined;
     } catch (e) {
       this.record(e, map);
       return undefined;
+    } finally {
+      if (slots) slots.errorMap = prevMap;
     }
   }
 

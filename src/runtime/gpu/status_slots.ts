@@ -18,6 +18,12 @@ export class StatusSlots {
   private readonly blocks: GPUBuffer[] = [];
   private used: { block: number; slot: number; decode: SlotDecoder }[] = [];
 
+  /**
+   * @internal set by the stream while a task records: a composite primitive (moe.layer) renames the
+   * errors of its stages, also those found on the device and decoded at wait().
+   */
+  errorMap: ((e: DnnlError) => DnnlError) | undefined;
+
   constructor(device: GPUDevice) {
     this.device = device;
   }
@@ -33,7 +39,8 @@ export class StatusSlots {
         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
       }));
     }
-    this.used.push({ block, slot, decode });
+    const map = this.errorMap;
+    this.used.push({ block, slot, decode: map ? (c, i, x, y) => { const e = decode(c, i, x, y); return e && map(e); } : decode });
     return { buffer: this.blocks[block], word: slot * SLOT_WORDS };
   }
 

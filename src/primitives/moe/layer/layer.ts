@@ -5,6 +5,8 @@ import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import { groupedDesc } from '../../../memory/grouped_desc.js';
 import { Memory } from '../../../memory/memory.js';
+import { GpuMemory } from '../../../memory/gpu_memory.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import { PrimitiveAttr } from '../../../attr/primitive_attr.js';
 import type { Engine } from '../../../runtime/engine.js';
 import type { Stream } from '../../../runtime/stream.js';
@@ -20,20 +22,23 @@ import { resolveConfig, type LayerConfig, type ResolvedConfig, type WeightScales
 import { layerExecuteError, layerPdError } from './layer_errors.js';
 import { enqueueInputWeighting } from './input_weighting.js';
 import { sharedPds } from './shared_expert.js';
-import { refuseGpuEngine } from '../../gpu_refusal.js';
+import { enqueueInputWeightingGpu } from './input_weighting_gpu.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
 export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'weight_input' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine'
   | 'shared_gate' | 'shared_gate_proj' | 'shared_gemm1' | 'shared_gemm2';
 
-export type LayerArgs = Readonly<Record<number, Memory | undefined>>;
+/** The memory kind of an engine kind: `Memory` on a cpu engine, `GpuMemory` (device buffers) on a gpu engine. */
+export type MemoryOf<E extends Engine | GpuEngine> = E extends GpuEngine ? GpuMemory : Memory;
+
+export type LayerArgs<M extends Memory | GpuMemory = Memory> = Readonly<Record<number, M | undefined>>;
 
 /** One stage: what it runs, on the layer's arguments and workspace. */
-export interface Stage {
+export interface Stage<M extends Memory | GpuMemory = Memory> {
   readonly name: StageName;
   /** Implementation of the stage's primitive (pd.implInfo). */
   readonly implInfo: string;
-  execute(strm: Stream, args: LayerArgs): void;
+  execute(strm: Stream, args: LayerArgs<M>): void;
 }
 
 /**
@@ -41,40 +46,46 @@ export interface Stage {
  * primitive is created, reused by every execution, given back by `destroy()`.
  * R = T x topK routed rows (the grouped buffers' capacity).
  */
-export interface Workspace {
-  readonly topkIds: Memory;
-  readonly topkWeights: Memory;
-  readonly tokenIndex: Memory;
-  readonly tokenKs: Memory;
-  readonly rowOf: Memory;
+export interface Workspace<M extends Memory | GpuMemory = Memory> {
+  readonly topkIds: M;
+  readonly topkWeights: M;
+  readonly tokenIndex: M;
+  readonly tokenKs: M;
+  readonly rowOf: M;
   /** `[R, I]` GLU output, grouped by expert; its offsets buffer is the one dispatch writes. */
-  readonly act: Memory;
+  readonly act: M;
   /** forward_training: `[R, 2I]` GEMM1 output before the GLU (gate and up), grouped by expert. */
-  readonly h13: Memory | undefined;
+  readonly h13: M | undefined;
   /** `[R, K]` permuted hidden (gemm1: 'permute'). */
-  readonly permuted: Memory | undefined;
+  readonly permuted: M | undefined;
   /** `[T * topK, K]` weighted expert outputs in token order (fused scatter), or `[R, K]` routed (weight_and_reduce). */
-  readonly expertOut: Memory;
+  readonly expertOut: M;
   /** w8a8: quantized hidden `[T, K]` s8 + scales `[T]`, quantized act `[R, I]` s8 + scales `[R]`. */
-  readonly hiddenQ: Memory | undefined;
-  readonly hiddenScales: Memory | undefined;
-  readonly actQ: Memory | undefined;
-  readonly actScales: Memory | undefined;
+  readonly hiddenQ: M | undefined;
+  readonly hiddenScales: M | undefined;
+  readonly actQ: M | undefined;
+  readonly actScales: M | undefined;
   /** Shared expert GLU output `[T, Is]`. */
-  readonly sharedAct: Memory | undefined;
+  readonly sharedAct: M | undefined;
   /** Shared expert with separate projections: act(x · gate_proj) `[T, Is]` f32. */
-  readonly sharedGateProj: Memory | undefined;
+  readonly sharedGateProj: M | undefined;
   /** Gated shared expert (Qwen2-MoE): sigmoid(x · w_gate) `[T, 1]` f32. */
-  readonly sharedGate: Memory | undefined;
+  readonly sharedGate: M | undefined;
 }
 
-type StageArgsFn = (args: LayerArgs, ws: Workspace) => Record<number, Memory | undefined>;
+type AnyMemory = Memory | GpuMemory;
+type StageArgsFn = (args: LayerArgs<AnyMemory>, ws: Workspace<AnyMemory>) => Record<number, AnyMemory | undefined>;
 
 interface StagePlan {
   readonly name: StageName;
   readonly pd: { readonly implInfo: string };
-  readonly prim: { execute(strm: Stream, args: Readonly<Record<number, Memory | undefined>>): void; destroy(): void };
+  readonly prim: { execute(strm: Stream, args: Readonly<Record<number, AnyMemory | undefined>>): void; destroy(): void };
   readonly args: StageArgsFn;
+}
+
+/** A memory object on either engine kind (the overloads of Memory.create pick by the engine's type). */
+function createOn(md: MemoryDesc, eng: Engine | GpuEngine, handles?: readonly (number | GPUBuffer | undefined)[]): AnyMemory {
+  return eng.kind === 'gpu' ? Memory.create(md, eng, handles as (GPUBuffer | undefined)[] | undefined) : Memory.create(md, eng, handles as (number | undefined)[] | undefined);
 }
 
 /** Creates a stage's pd; a refusal names the layer, the stage and what it computes. */
@@ -100,8 +111,8 @@ function scalesAttr(attr: PrimitiveAttr, arg: number, s: WeightScales | undefine
  * `ARG.ATTR_SCALES | ARG.WEIGHTS / WEIGHTS_1`, `ARG.MOE_EXPERT_MAP`, `ARG.MOE_CORRECTION_BIAS`,
  * `ARG.MOE_SHARED_W13 / W2`. See rfcs/0004-moe-layer.md.
  */
-export class PrimitiveDesc {
-  readonly engine: Engine;
+export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
+  readonly engine: E;
   readonly config: ResolvedConfig;
   /** @internal */ readonly routing: routing.PrimitiveDesc;
   /** @internal */ readonly dispatch: dispatch.PrimitiveDesc;
@@ -118,8 +129,7 @@ export class PrimitiveDesc {
   /** @internal descriptors of the layer's arguments and workspace. */
   readonly mds: Readonly<Record<string, MemoryDesc>>;
 
-  constructor(engine: Engine, config: LayerConfig) {
-    refuseGpuEngine(engine, 'moe.layer');
+  constructor(engine: E, config: LayerConfig) {
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.layer: engine is required');
@@ -131,9 +141,11 @@ export class PrimitiveDesc {
     const w8a8 = c.quant === 'w8a8_dynamic';
     const hiddenMd = plainDesc([T, K], adt, 'ab');
     const logitsMd = plainDesc([T, E], adt, 'ab');
-    this.routing = stagePd('route', 'router logits -> top-k', () => new routing.PrimitiveDesc(engine, logitsMd, { topK: k, ...c.routing }));
+    // LEAD-TODO(merge): drop once the stage pds declare Engine | GpuEngine (their gpu impls land in parallel branches).
+    const stageEngine = engine as Engine;
+    this.routing = stagePd('route', 'router logits -> top-k', () => new routing.PrimitiveDesc(stageEngine, logitsMd, { topK: k, ...c.routing }));
     const permute = c.gemm1 === 'permute';
-    this.dispatch = stagePd('dispatch', 'top-k ids -> routed rows', () => new dispatch.PrimitiveDesc(engine, {
+    this.dispatch = stagePd('dispatch', 'top-k ids -> routed rows', () => new dispatch.PrimitiveDesc(stageEngine, {
       tokens: T, topK: k, experts: E, localExperts: G, expertMap: G !== E, hidden: permute ? hiddenMd : undefined,
     }));
     // GEMM1: hidden (gathered, or the permuted copy) x w13 -> act [R, I] grouped, GLU fused.
@@ -141,13 +153,13 @@ export class PrimitiveDesc {
     const training = c.propKind === 'forward_training';
     // Training keeps GEMM1's output before the GLU: the GLU then runs as a stage of its own.
     const h13Md = training ? groupedDesc([R, 2 * I], 'f32', G, [RUNTIME_DIM_VAL, 2 * I]) : undefined;
-    this.activation = h13Md ? stagePd('activation', 'glu', () => new activation.PrimitiveDesc(engine, h13Md, actMd, c.glu)) : undefined;
+    this.activation = h13Md ? stagePd('activation', 'glu', () => new activation.PrimitiveDesc(stageEngine, h13Md, actMd, c.glu)) : undefined;
     const a1 = new PrimitiveAttr();
     if (!training) a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
     scalesAttr(a1, ARG.WEIGHTS, c.weightScales.w13);
     let src1Md: MemoryDesc;
     if (w8a8) {
-      this.quantHidden = stagePd('quantize_hidden', 'hidden -> s8', () => new dynamic_quant.PrimitiveDesc(engine, hiddenMd, plainDesc([T, K], 's8', 'ab')));
+      this.quantHidden = stagePd('quantize_hidden', 'hidden -> s8', () => new dynamic_quant.PrimitiveDesc(stageEngine, hiddenMd, plainDesc([T, K], 's8', 'ab')));
       a1.setScales(ARG.SRC, 1);
     }
     if (permute) {
@@ -165,7 +177,7 @@ export class PrimitiveDesc {
     const a2 = new PrimitiveAttr();
     scalesAttr(a2, ARG.WEIGHTS, c.weightScales.w2);
     if (w8a8) {
-      this.quantAct = stagePd('quantize_act', 'act -> s8', () => new dynamic_quant.PrimitiveDesc(engine, actMd, plainDesc([R, I], 's8', 'ab')));
+      this.quantAct = stagePd('quantize_act', 'act -> s8', () => new dynamic_quant.PrimitiveDesc(stageEngine, actMd, plainDesc([R, I], 's8', 'ab')));
       src2Md = groupedDesc([R, I], 's8', G, [RUNTIME_DIM_VAL, I]);
       a2.setScales(ARG.SRC, 1);
     }
@@ -179,7 +191,7 @@ export class PrimitiveDesc {
     const b2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
     this.gemm2 = stagePd('gemm2', 'act x w2 (its matmul weights) + w2 bias', () => (b2Md ? new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, b2Md, outMd, a2) : new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, outMd, a2)));
     const dstMd = plainDesc([T, K], adt, 'ab');
-    this.combine = stagePd('combine', 'expert rows -> dst', () => new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter && !inputWeighted }));
+    this.combine = stagePd('combine', 'expert rows -> dst', () => new combine.PrimitiveDesc(stageEngine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter && !inputWeighted }));
     // Shared expert: dense GEMMs on every token, the second one summed into the output.
     if (c.sharedExpert) {
       const sp = sharedPds(engine, c.sharedExpert, hiddenMd, dstMd, adt);
@@ -234,22 +246,22 @@ function checkPermuteQuant(w8a8: boolean): void {
  * enqueues every stage. Each stage is reachable alone through `stages` (a framework can replace one,
  * e.g. run its own all-to-all between dispatch and GEMM1), with the workspace in `workspace`.
  */
-export class Primitive {
-  readonly pd: PrimitiveDesc;
-  readonly workspace: Workspace;
-  readonly stages: readonly Stage[];
-  private readonly owned: Memory[] = [];
+export class Primitive<E extends Engine | GpuEngine = Engine> {
+  readonly pd: PrimitiveDesc<E>;
+  readonly workspace: Workspace<MemoryOf<E>>;
+  readonly stages: readonly Stage<MemoryOf<E>>[];
+  private readonly owned: AnyMemory[] = [];
   private readonly life: Lifetime;
 
-  constructor(pd: PrimitiveDesc) {
+  constructor(pd: PrimitiveDesc<E>) {
     created('primitive', pd.engine);
     this.pd = pd;
     const eng = pd.engine;
     const c = pd.config;
     const { tokens: T, hidden: K, intermediate: I, topK: k } = c;
     const R = T * k;
-    const mk = (md: MemoryDesc | undefined, handles?: (number | undefined)[]): Memory => {
-      const m = Memory.create(md!, eng, handles);
+    const mk = (md: MemoryDesc | undefined, handles?: readonly (number | GPUBuffer | undefined)[]): AnyMemory => {
+      const m = createOn(md!, eng, handles);
       this.owned.push(m);
       return m;
     };
@@ -272,14 +284,16 @@ export class Primitive {
     const sharedAct = pd.shared1 ? mk(pd.shared1.queryMd('dst')) : undefined;
     const sharedGateProj = pd.sharedGateProj ? mk(pd.sharedGateProj.queryMd('dst')) : undefined;
     const sharedGate = pd.sharedGate ? mk(pd.sharedGate.queryMd('dst')) : undefined;
-    this.workspace = Object.freeze({
+    const ws: Workspace<AnyMemory> = Object.freeze({
       topkIds: mk(pd.routing.queryMd('topk_ids')), topkWeights: mk(pd.routing.queryMd('topk_weights')),
       tokenIndex, tokenKs, rowOf, act, h13, permuted, expertOut, hiddenQ, hiddenScales, actQ, actScales, sharedAct, sharedGateProj, sharedGate,
     });
+    // One engine kind throughout: every workspace object was created on pd.engine.
+    this.workspace = ws as Workspace<MemoryOf<E>>;
     // The quantized act as the grouped src of GEMM2: the same bytes, with dispatch's offsets.
-    const actQGrouped = actQ ? Memory.create(pd.mds.src2, eng, [actQ.handles[0], offs]) : undefined;
+    const actQGrouped = actQ ? createOn(pd.mds.src2, eng, [actQ.handles[0], offs]) : undefined;
     // topk weights [T, k] seen as the [T * k, 1] binary src1 of the scatter.
-    const twFlat = Memory.create(plainDesc([T * k, 1], 'f32', 'ab'), eng, [this.workspace.topkWeights.handles[0]]);
+    const twFlat = createOn(plainDesc([T * k, 1], 'f32', 'ab'), eng, [ws.topkWeights.handles[0]]);
     const plans: StagePlan[] = [];
     const add = (name: StageName, p: { implInfo: string }, prim: StagePlan['prim'], args: StageArgsFn): void => { plans.push({ name, pd: p, prim, args }); };
     add('route', pd.routing, new routing.Primitive(pd.routing), (a, w) => ({
@@ -291,10 +305,13 @@ export class Primitive {
       [ARG.DST]: dispatchDst, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_ROW_OF]: w.rowOf,
     }));
     if (c.routingWeight === 'input') {
-      const weightInput = { execute: (strm: Stream, a: Readonly<Record<number, Memory | undefined>>): void => enqueueInputWeighting(strm, T, k, {
-        permuted: a[ARG.SRC]!, tokenIndex: a[ARG.MOE_TOKEN_INDEX]!, tokenKs: a[ARG.MOE_TOKEN_KS]!, topkWeights: a[ARG.MOE_TOPK_WEIGHTS]!,
-      }), destroy: (): void => undefined };
-      add('weight_input', { implInfo: 'ref:any' }, weightInput, (_a, w) => ({ [ARG.SRC]: w.permuted, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights }));
+      const gpu = eng.kind === 'gpu';
+      const weightInput = { execute: (strm: Stream, a: Readonly<Record<number, AnyMemory | undefined>>): void => {
+        const m = { permuted: a[ARG.SRC]!, tokenIndex: a[ARG.MOE_TOKEN_INDEX]!, tokenKs: a[ARG.MOE_TOKEN_KS]!, topkWeights: a[ARG.MOE_TOPK_WEIGHTS]! };
+        if (gpu) enqueueInputWeightingGpu(strm, T, k, m as { [key in keyof typeof m]: GpuMemory });
+        else enqueueInputWeighting(strm, T, k, m as { [key in keyof typeof m]: Memory });
+      }, destroy: (): void => undefined };
+      add('weight_input', { implInfo: gpu ? 'webgpu:moe-input-weighting' : 'ref:any' }, weightInput, (_a, w) => ({ [ARG.SRC]: w.permuted, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights }));
     }
     add('gemm1', pd.gemm1, new matmul.Primitive(pd.gemm1), (a, w) => ({
       [ARG.SRC]: permuted ?? (w.hiddenQ ?? a[ARG.SRC]), [ARG.WEIGHTS]: a[ARG.WEIGHTS], [ARG.BIAS]: a[ARG.BIAS], [ARG.DST]: w.h13 ?? w.act,
@@ -326,7 +343,6 @@ export class Primitive {
         [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [S | ARG.WEIGHTS]: a[S | ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST], [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: w.sharedGate,
       }));
     }
-    const ws = this.workspace;
     const owned = this.owned, prims = plans.map((s) => s.prim);
     owned.push(twFlat);
     if (actQGrouped) owned.push(actQGrouped);
@@ -337,15 +353,16 @@ export class Primitive {
       },
     });
     // Where each inner argument of a stage comes from: a layer argument, or the workspace (errors say so).
-    const wsNames = new Map<Memory, string>(Object.entries(ws).filter(([, m]) => m instanceof Memory).map(([key, m]) => [m as Memory, `workspace.${key}`]));
+    const isMemory = (m: unknown): m is AnyMemory => m instanceof Memory || m instanceof GpuMemory;
+    const wsNames = new Map<AnyMemory, string>(Object.entries(ws).filter(([, m]) => isMemory(m)).map(([key, m]) => [m as AnyMemory, `workspace.${key}`]));
     wsNames.set(twFlat, 'workspace.topkWeights');
     if (actQGrouped) wsNames.set(actQGrouped, 'workspace.actQ');
     if (!permuted) wsNames.set(dispatchDst, 'workspace offsets');
-    const layerArg = new Proxy({}, { get: (_t, id) => (typeof id === 'string' ? { layerArg: Number(id) } : undefined) }) as unknown as LayerArgs;
+    const layerArg = new Proxy({}, { get: (_t, id) => (typeof id === 'string' ? { layerArg: Number(id) } : undefined) }) as unknown as LayerArgs<AnyMemory>;
     const argNames = (s: StagePlan): Map<string, string> => {
       const names = new Map<string, string>();
       for (const [id, v] of Object.entries(s.args(layerArg, ws))) {
-        const from = v instanceof Memory ? wsNames.get(v) : (v as { layerArg?: number } | undefined)?.layerArg;
+        const from = isMemory(v) ? wsNames.get(v) : (v as { layerArg?: number } | undefined)?.layerArg;
         if (from !== undefined) names.set(argName(Number(id)), typeof from === 'number' ? argName(from) : from);
       }
       return names;
@@ -356,7 +373,7 @@ export class Primitive {
       return {
         name: s.name,
         implInfo: s.pd.implInfo,
-        execute: (strm: Stream, args: LayerArgs): void => {
+        execute: (strm: Stream, args: LayerArgs<MemoryOf<E>>): void => {
           try {
             strm.mapErrors((e) => rename(e) as DnnlError, () => s.prim.execute(strm, dropUndefined(s.args(args, ws))));
           } catch (e) {
@@ -368,7 +385,7 @@ export class Primitive {
   }
 
   /** Enqueues the whole layer. Argument errors throw here, runtime-data errors at `stream.wait()`. */
-  execute(strm: Stream, args: LayerArgs): void {
+  execute(strm: Stream, args: LayerArgs<MemoryOf<E>>): void {
     check(!this.life.destroyed, 'moe.layer.execute: primitive used after destroy()');
     check(strm.engine === this.pd.engine, 'moe.layer.execute: stream belongs to another engine');
     const need: number[] = [ARG.SRC, ARG.MOE_ROUTER_LOGITS, ARG.WEIGHTS, ARG.WEIGHTS_1, ARG.DST];
@@ -389,7 +406,7 @@ export class Primitive {
   }
 
   /** The stage called `name` (throws if the layer has none). */
-  stage(name: StageName): Stage {
+  stage(name: StageName): Stage<MemoryOf<E>> {
     const s = this.stages.find((x) => x.name === name);
     if (!s) throw new DnnlError('invalid_arguments', `moe.layer: no stage '${name}' (stages: ${this.stages.map((x) => x.name).join(', ')})`);
     return s;
@@ -406,8 +423,8 @@ export class Primitive {
 }
 
 /** @internal the arguments a stage was given, without the absent ones. */
-export function dropUndefined(a: Record<number, Memory | undefined>): Record<number, Memory> {
-  const out: Record<number, Memory> = {};
+export function dropUndefined<M>(a: Record<number, M | undefined>): Record<number, M> {
+  const out: Record<number, M> = {};
   for (const [k, v] of Object.entries(a)) if (v !== undefined) out[Number(k)] = v;
   return out;
 }

@@ -12,6 +12,7 @@ import { resolveGlu, type GluOptions, type ResolvedGlu } from '../../../attr/glu
 import { PrimitiveAttr } from '../../../attr/primitive_attr.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import * as matmul from '../../matmul/index.js';
 import { ARG } from '../../args.js';
 
@@ -120,7 +121,7 @@ export interface SharedPds {
   readonly gemm2: matmul.PrimitiveDesc;
 }
 
-export function sharedPds(engine: Engine, r: ResolvedShared, hiddenMd: MemoryDesc, dstMd: MemoryDesc, adt: DataType): SharedPds {
+export function sharedPds(engine: Engine | GpuEngine, r: ResolvedShared, hiddenMd: MemoryDesc, dstMd: MemoryDesc, adt: DataType): SharedPds {
   const [T, K] = hiddenMd.dims, Is = r.intermediate;
   const actMd = plainDesc([T, Is], adt, 'ab');
   let expertGate: matmul.PrimitiveDesc | undefined;

@@ -1,0 +1,244 @@
+/**
+ * The whole MoE layer (moe.layer) on the gpu engine: every stage on the device, one submit, the
+ * same routing as the cpu engine (ids exactly), the output against the float64 layer reference given
+ * that routing, and against the cpu layer for the quantized variants.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ARG, DnnlError, Engine, GpuEngine, GpuMemory, Memory, Stream, dt, memory, moe, tag, type DataType } from '../src/index.js';
+import { gpuEngine } from './gpu_helpers.js';
+import { refMoeLayer } from './moe_layer_reference.js';
+import { mulberry32, randomF32 } from './workloads.js';
+import { runQwen3Layer } from '../examples/moe_layer_gpu.js';
+
+let gpu: GpuEngine;
+let cpu: Engine;
+beforeAll(async () => {
+  gpu = await gpuEngine();
+  cpu = await Engine.create({ threads: 1 });
+});
+afterAll(() => {
+  gpu?.release();
+  cpu?.release();
+});
+
+interface Shape { T: number; E: number; k: number; K: number; I: number }
+interface Data { hidden: Float64Array; logits: Float64Array; w13: Float64Array; w2: Float64Array; b13: Float64Array; b2: Float64Array }
+
+function data(s: Shape, seed: number, skew = false): Data {
+  const rng = mulberry32(seed);
+  const logits = randomF32(rng, s.T * s.E).map((v) => v * 4);
+  if (skew) for (let t = 0; t < s.T; t++) logits[t * s.E] += 50; // every token's first choice: expert 0
+  return {
+    hidden: randomF32(rng, s.T * s.K), logits,
+    w13: randomF32(rng, s.E * s.K * 2 * s.I).map((v) => v * 0.2), w2: randomF32(rng, s.E * s.I * s.K).map((v) => v * 0.2),
+    b13: randomF32(rng, s.E * 2 * s.I).map((v) => v * 0.1), b2: randomF32(rng, s.E * s.K).map((v) => v * 0.1),
+  };
+}
+
+type AnyEngine = Engine | GpuEngine;
+type AnyMemory = Memory | GpuMemory;
+
+function mem(eng: AnyEngine, dims: readonly number[], v: ArrayLike<number>, t: DataType = dt.f32): AnyMemory {
+  const m = Memory.create(memory.desc([...dims], t, dims.length === 1 ? tag.a : dims.length === 2 ? tag.ab : tag.abc), eng);
+  m.write(Float64Array.from(v));
+  return m;
+}
+
+type Config = Omit<moe.layer.LayerConfig, 'tokens' | 'hidden' | 'intermediate' | 'experts' | 'topK'>;
+
+interface Extra { readonly scales13?: { dims: number[]; v: ArrayLike<number> }; readonly scales2?: { dims: number[]; v: ArrayLike<number> }; readonly map?: Int32Array }
+
+interface Run { out: Float32Array; ids: Int32Array; w: Float32Array; stages: string[]; impl: string[] }
+
+/** Runs the layer on `eng` with plain weights (`wdt` codes when quantized); `ids` replaces the routing's top-k ids. */
+async function runLayer(eng: AnyEngine, s: Shape, d: Data, c: Config = {}, wdt: DataType = dt.f32, x: Extra = {}, ids?: Int32Array): Promise<Run> {
+  const strm = new Stream(eng);
+  const G = c.localExperts ?? s.E;
+  const weights = { w13: memory.desc([G, s.K, 2 * s.I], wdt, tag.abc), w2: memory.desc([G, s.I, s.K], wdt, tag.abc) };
+  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, weights, ...c });
+  const layer = new moe.layer.Primitive(pd);
+  const out = Memory.create(pd.queryMd('dst')!, eng);
+  const args: Record<number, AnyMemory> = {
+    [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits),
+    [ARG.WEIGHTS]: mem(eng, [G, s.K, 2 * s.I], d.w13.subarray(0, G * s.K * 2 * s.I), wdt), [ARG.WEIGHTS_1]: mem(eng, [G, s.I, s.K], d.w2.subarray(0, G * s.I * s.K), wdt), [ARG.DST]: out,
+  };
+  if (c.bias) {
+    args[ARG.BIAS] = mem(eng, [G, 2 * s.I], d.b13.subarray(0, G * 2 * s.I));
+    args[ARG.MOE_W2_BIAS] = mem(eng, [G, s.K], d.b2.subarray(0, G * s.K));
+  }
+  if (c.sharedExpert) {
+    const Is = c.sharedExpert.intermediate;
+    args[ARG.MOE_SHARED_W13] = mem(eng, [s.K, 2 * Is], d.w13.subarray(0, s.K * 2 * Is));
+    args[ARG.MOE_SHARED_W2] = mem(eng, [Is, s.K], d.w2.subarray(0, Is * s.K));
+  }
+  if (x.scales13) args[ARG.ATTR_SCALES | ARG.WEIGHTS] = mem(eng, x.scales13.dims, x.scales13.v);
+  if (x.scales2) args[ARG.ATTR_SCALES | ARG.WEIGHTS_1] = mem(eng, x.scales2.dims, x.scales2.v);
+  if (x.map) args[ARG.MOE_EXPERT_MAP] = mem(eng, [s.E], x.map, dt.s32);
+  const execute = (a: Record<number, AnyMemory>): void => {
+    if (eng.kind === 'gpu') (layer as unknown as moe.layer.Primitive<GpuEngine>).execute(strm, a as Record<number, GpuMemory>);
+    else (layer as unknown as moe.layer.Primitive).execute(strm, a as Record<number, Memory>);
+  };
+  if (ids) {
+    const l = layer as unknown as moe.layer.Primitive<GpuEngine> & moe.layer.Primitive;
+    l.stage('route').execute(strm, args as Record<number, never>);
+    await strm.wait();
+    layer.workspace.topkIds.write(ids);
+    for (const st of l.stages.slice(1)) st.execute(strm, args as Record<number, never>);
+  } else execute(args);
+  await strm.wait();
+  const r: Run = {
+    out: Float32Array.from(await out.read()), ids: Int32Array.from(await layer.workspace.topkIds.read()), w: Float32Array.from(await layer.workspace.topkWeights.read()),
+    stages: layer.stages.map((st) => st.name), impl: layer.stages.map((st) => st.implInfo),
+  };
+  layer.destroy();
+  return r;
+}
+
+function checkRef(s: Shape, d: Data, r: Run, c: Config = {}, G = s.E): void {
+  const Is = c.sharedExpert?.intermediate;
+  const ref = refMoeLayer({
+    T: s.T, K: s.K, I: s.I, k: s.k, hidden: d.hidden, ids: r.ids, weights: r.w, w13: d.w13.subarray(0, G * s.K * 2 * s.I), w2: d.w2.subarray(0, G * s.I * s.K),
+    b13: c.bias ? d.b13 : undefined, b2: c.bias ? d.b2 : undefined, glu: { alg: 'glu_swiglu', layout: 'halves' },
+    shared: Is ? { Is, w13: d.w13.subarray(0, s.K * 2 * Is), w2: d.w2.subarray(0, Is * s.K) } : undefined,
+    routingWeight: c.routingWeight,
+  });
+  let worst = 0;
+  for (let i = 0; i < ref.value.length; i++) worst = Math.max(worst, Math.abs(r.out[i] - ref.value[i]) / (ref.mag[i] + 1e-30));
+  expect(worst).toBeLessThan(2e-5);
+}
+
+/** The gpu run against the cpu run: the same routing (ids exactly, weights to f32 exp accuracy). */
+function sameRouting(g: Run, c: Run): void {
+  expect(Array.from(g.ids)).toEqual(Array.from(c.ids));
+  for (let i = 0; i < c.w.length; i++) expect(Math.abs(g.w[i] - c.w[i])).toBeLessThanOrEqual(2e-6 * Math.max(1, Math.abs(c.w[i])));
+}
+
+function maxRelDiff(a: Float32Array, b: Float32Array): number {
+  const amax = b.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  return a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0) / (amax || 1);
+}
+
+const SHAPES: readonly (Shape & { name: string; skew?: boolean })[] = [
+  { name: 'E=8 k=2, tails', T: 37, E: 8, k: 2, K: 70, I: 44 },
+  { name: 'T=1', T: 1, E: 6, k: 3, K: 33, I: 20 },
+  { name: 'k = E', T: 9, E: 3, k: 3, K: 24, I: 16 },
+  { name: 'E=1', T: 11, E: 1, k: 1, K: 40, I: 24 },
+  { name: 'all tokens to one expert first', T: 30, E: 16, k: 2, K: 64, I: 40, skew: true },
+];
+
+describe('moe.layer on the gpu engine', () => {
+  for (const s of SHAPES) {
+    it(`every stage on the device; the cpu's routing; float64 given it; gather/permute x scatter/weight-and-reduce agree (${s.name})`, async () => {
+      const d = data(s, 17, s.skew);
+      const base = await runLayer(gpu, s, d);
+      expect(base.impl.every((i) => i.startsWith('webgpu'))).toBe(true);
+      sameRouting(base, await runLayer(cpu, s, d));
+      checkRef(s, d, base);
+      for (const v of [{ gemm1: 'permute' }, { combine: 'weight_and_reduce' }, { gemm1: 'permute', combine: 'weight_and_reduce' }] as const) {
+        const r = await runLayer(gpu, s, d, v);
+        expect(Array.from(r.ids)).toEqual(Array.from(base.ids));
+        checkRef(s, d, r);
+      }
+    });
+  }
+
+  it('bias, a shared expert, routingWeight input, forward_training', async () => {
+    const s = SHAPES[0], d = data(s, 23);
+    for (const c of [{ bias: true, sharedExpert: { intermediate: 24 } }, { routingWeight: 'input', gemm1: 'permute', bias: true }, { propKind: 'forward_training' }] as const) {
+      const r = await runLayer(gpu, s, d, c);
+      checkRef(s, d, r, c);
+    }
+  });
+
+  it('a token choosing one expert in several slots: one routed row per slot', async () => {
+    const s = { T: 21, E: 5, k: 3, K: 40, I: 20 };
+    const d = data(s, 41);
+    const rng = mulberry32(s.T);
+    const ids = Int32Array.from({ length: s.T * s.k }, () => Math.floor(rng() * s.E));
+    for (let t = 0; t < s.T; t += 3) ids.fill(t % s.E, t * s.k, (t + 1) * s.k);
+    for (const c of [{}, { gemm1: 'permute', combine: 'weight_and_reduce' }] as const) {
+      const r = await runLayer(gpu, s, d, c, dt.f32, {}, ids);
+      expect(Array.from(r.ids)).toEqual(Array.from(ids));
+      checkRef(s, d, r, c);
+    }
+  });
+
+  it('expert parallel map (2 of 5 experts on this rank) matches the cpu layer', async () => {
+    const s = { T: 13, E: 5, k: 2, K: 24, I: 12 }, d = data(s, 5);
+    const map = Int32Array.from([-1, 0, -1, 1, -1]);
+    const g = await runLayer(gpu, s, d, { localExperts: 2 }, dt.f32, { map });
+    const c = await runLayer(cpu, s, d, { localExperts: 2 }, dt.f32, { map });
+    sameRouting(g, c);
+    expect(maxRelDiff(g.out, c.out)).toBeLessThan(1e-5);
+  });
+
+  it('weight-only int4 (s4, K-blocks of 8) and W8A8 match the cpu layer', async () => {
+    const s = { T: 19, E: 4, k: 2, K: 32, I: 16 }, d = data(s, 9);
+    const codes = (n: number, q: number, seed: number): Float64Array => {
+      const rng = mulberry32(seed);
+      return Float64Array.from({ length: n }, () => Math.floor(rng() * (2 * q + 1)) - q);
+    };
+    const q = { ...d, w13: codes(d.w13.length, 7, 1), w2: codes(d.w2.length, 7, 2) };
+    const sc = (n: number, seed: number): Float64Array => randomF32(mulberry32(seed), n).map((v) => 0.01 + Math.abs(v) * 0.02);
+    const int4: [Config, DataType, Extra] = [
+      { weightScales: { w13: { mask: 7, groups: [1, 8, 1] }, w2: { mask: 7, groups: [1, 8, 1] } } }, dt.s4,
+      { scales13: { dims: [s.E, s.K / 8, 2 * s.I], v: sc(s.E * (s.K / 8) * 2 * s.I, 3) }, scales2: { dims: [s.E, s.I / 8, s.K], v: sc(s.E * (s.I / 8) * s.K, 4) } },
+    ];
+    const w8a8: [Config, DataType, Extra] = [
+      { quant: 'w8a8_dynamic', weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, dt.s8,
+      { scales13: { dims: [s.E, 2 * s.I], v: sc(s.E * 2 * s.I, 5) }, scales2: { dims: [s.E, s.K], v: sc(s.E * s.K, 6) } },
+    ];
+    for (const [c, wdt, x] of [int4, w8a8]) {
+      const g = await runLayer(gpu, s, q, c, wdt, x);
+      const cc = await runLayer(cpu, s, q, c, wdt, x);
+      sameRouting(g, cc);
+      // int4: exact codes x f32 scales, only the summation order differs; W8A8: a row scale may round differently.
+      expect(maxRelDiff(g.out, cc.out), String(wdt)).toBeLessThan(wdt === dt.s4 ? 1e-5 : 2e-2);
+    }
+  });
+
+  it('T = 0 is a no-op; the layer reaches the queue in one submit', async () => {
+    await runLayer(gpu, { T: 0, E: 3, k: 2, K: 8, I: 4 }, data({ T: 0, E: 3, k: 2, K: 8, I: 4 }, 1));
+    const s = SHAPES[1], d = data(s, 3);
+    const pd = new moe.layer.PrimitiveDesc(gpu, { tokens: s.T, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, weights: { w13: memory.desc([s.E, s.K, 2 * s.I], dt.f32, tag.abc), w2: memory.desc([s.E, s.I, s.K], dt.f32, tag.abc) } });
+    const layer = new moe.layer.Primitive(pd);
+    const m = (dims: number[], v: ArrayLike<number>): GpuMemory => Memory.create(memory.desc(dims, dt.f32, dims.length === 2 ? tag.ab : tag.abc), gpu).write(Float64Array.from(v));
+    const args = { [ARG.SRC]: m([s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: m([s.T, s.E], d.logits), [ARG.WEIGHTS]: m([s.E, s.K, 2 * s.I], d.w13), [ARG.WEIGHTS_1]: m([s.E, s.I, s.K], d.w2), [ARG.DST]: Memory.create(pd.queryMd('dst')!, gpu) };
+    const strm = new Stream(gpu);
+    await strm.wait();
+    const queue = gpu.device.queue as { submit: (cbs: GPUCommandBuffer[]) => void };
+    const submit = queue.submit;
+    let submits = 0;
+    queue.submit = function (this: GPUQueue, cbs: GPUCommandBuffer[]) { submits++; submit.call(this, cbs); };
+    try {
+      layer.execute(strm, args);
+      strm.submit();
+    } finally {
+      queue.submit = submit;
+    }
+    expect(submits).toBe(1);
+    await strm.wait();
+    layer.destroy();
+  });
+
+  it('a NaN router logit is raised at stream.wait() as a DnnlError naming the layer', async () => {
+    const s = SHAPES[1], d = data(s, 3);
+    d.logits[2] = NaN;
+    const err = await runLayer(gpu, s, d).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(DnnlError);
+    expect(String((err as DnnlError).message)).toMatch(/moe\.layer/);
+    expect(String((err as DnnlError).message)).toMatch(/NaN/);
+  });
+
+  it('examples/moe_layer_gpu.ts (Qwen3-30B-A3B shape / 16, int4): decode and a small prefill, every stage on the device', async () => {
+    const r = await runQwen3Layer(gpu, [1, 5], 16, 1);
+    expect(r.map((x) => x.tokens)).toEqual([1, 5]);
+    for (const x of r) {
+      expect(x.out.length).toBe(x.tokens * (2048 / 16));
+      expect(x.out.every((v) => Number.isFinite(v))).toBe(true);
+      expect(x.out.some((v) => v !== 0)).toBe(true);
+      expect(x.stages.map(([n]) => n)).toEqual(['route', 'dispatch', 'gemm1', 'gemm2', 'combine']);
+      expect(x.stages.every(([, impl]) => impl.startsWith('webgpu'))).toBe(true);
+    }
+  });
+});
