@@ -1,8 +1,9 @@
 // Browser demo (npm run serve, then open /examples/browser/): one MoE layer's expert GEMM (E=8, top-2,
 // skewed routing with an empty expert) through the grouped matmul at 1 and N threads, with per-expert
 // sizes and GFLOP/s drawn as SVG bar charts; where the page has WebGPU (navigator.gpu), a third row runs
-// the same matmul on the gpu engine. Uses dist/ as shipped (npm run build).
-import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, reorder, tag } from 'groupdnn';
+// the same matmul on the gpu engine, and a whole MoE layer (router logits -> output) runs on the cpu
+// engine and on the gpu engine side by side. Uses dist/ as shipped (npm run build).
+import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, offsets, reorder, tag } from 'groupdnn';
 
 const E = 8, K = 1024, N = 1408;
 const sizes = [196, 120, 80, 55, 35, 20, 6, 0];
@@ -135,5 +136,65 @@ if (navigator.gpu) {
     tr.setAttribute('data-engine-unavailable', 'gpu');
     tr.innerHTML = `<td>gpu</td><td colspan="4">${String(e && e.message || e).slice(0, 160)}</td>`;
     $('table').appendChild(tr);
+  }
+}
+
+// A whole MoE layer (moe.layer: route -> dispatch -> GEMM1 + SwiGLU -> GEMM2 -> combine), plain f32
+// weights, on the cpu engine and, where the page has WebGPU, on the gpu engine (every stage on the device).
+const L = { T: 32, E: 8, k: 2, K: 256, I: 128 };
+const layerData = {
+  hidden: Float32Array.from({ length: L.T * L.K }, (_, i) => Math.sin(i * 0.37)),
+  logits: Float32Array.from({ length: L.T * L.E }, (_, i) => Math.cos(i * 1.3) * 3),
+  w13: Float32Array.from({ length: L.E * L.K * 2 * L.I }, (_, i) => Math.sin(i * 0.0013) / 16),
+  w2: Float32Array.from({ length: L.E * L.I * L.K }, (_, i) => Math.cos(i * 0.0017) / 16),
+};
+
+async function runLayer(eng) {
+  const strm = new Stream(eng);
+  const weights = { w13: memory.desc([L.E, L.K, 2 * L.I], dt.f32, tag.abc), w2: memory.desc([L.E, L.I, L.K], dt.f32, tag.abc) };
+  const pd = new moe.layer.PrimitiveDesc(eng, { tokens: L.T, hidden: L.K, intermediate: L.I, experts: L.E, topK: L.k, routing: { renormalize: true }, weights });
+  const layer = new moe.layer.Primitive(pd);
+  const m = (md, v) => Memory.create(md, eng).write(v);
+  const out = Memory.create(pd.queryMd('dst'), eng);
+  const args = {
+    [ARG.SRC]: m(pd.queryMd('hidden'), layerData.hidden), [ARG.MOE_ROUTER_LOGITS]: m(pd.queryMd('logits'), layerData.logits),
+    [ARG.WEIGHTS]: m(weights.w13, layerData.w13), [ARG.WEIGHTS_1]: m(weights.w2, layerData.w2), [ARG.DST]: out,
+  };
+  const software = eng.kind === 'gpu' && /swiftshader|llvmpipe|lavapipe/i.test(eng.adapterInfo);
+  const times = [];
+  for (let i = 0; i < (software ? 2 : 7); i++) {
+    const t0 = performance.now();
+    layer.execute(strm, args);
+    await strm.wait();
+    if (i > 0) times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  const y = Float32Array.from(await out.read());
+  const impl = layer.stages.map((st) => `${st.name}: ${st.implInfo}`).join(', ');
+  layer.destroy();
+  eng.release();
+  return { ms: times[times.length >> 1], y, impl };
+}
+
+function addLayerRow(kind, r, err) {
+  const tr = document.createElement('tr');
+  tr.setAttribute('data-layer-engine', kind);
+  tr.setAttribute('data-err', String(err));
+  tr.innerHTML = `<td>${kind}</td><td>${r.impl}</td><td>${r.ms.toFixed(2)}</td><td>${err.toExponential(1)}</td>`;
+  $('layer').appendChild(tr);
+}
+
+const cpuLayer = await runLayer(await Engine.create({ threads: 1 }));
+addLayerRow('cpu', cpuLayer, 0);
+if (navigator.gpu) {
+  try {
+    const g = await runLayer(await Engine.create({ kind: 'gpu' }));
+    const amax = cpuLayer.y.reduce((a, v) => Math.max(a, Math.abs(v)), 0);
+    addLayerRow('gpu', g, g.y.reduce((a, v, i) => Math.max(a, Math.abs(v - cpuLayer.y[i])), 0) / amax);
+  } catch (e) {
+    const tr = document.createElement('tr');
+    tr.setAttribute('data-layer-engine-unavailable', 'gpu');
+    tr.innerHTML = `<td>gpu</td><td colspan="3">${String(e && e.message || e).slice(0, 200)}</td>`;
+    $('layer').appendChild(tr);
   }
 }
