@@ -195,3 +195,14 @@ export function gpuMoeOptionsFrom(args: ReadonlyMap<string, string>): GpuMoeOpti
     stages: (args.get('stages') ?? 'true') !== 'false',
   };
 }
+
+// Run directly (`npx tsx bench/gpu_moe_bench.ts --workloads=...`, or bundled with esbuild for the device machine).
+const entry = process.argv[1];
+if (entry !== undefined && /gpu_moe_bench\.(ts|mjs|js)$/.test(entry)) {
+  const cli = new Map<string, string>();
+  for (const a of process.argv.slice(2)) {
+    const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
+    if (m) cli.set(m[1], m[2] ?? 'true');
+  }
+  await runGpuMoe(gpuMoeOptionsFrom(cli));
+}
