@@ -21,7 +21,6 @@ const grouped = (rowsTotal: number, cols: number, G: number): ReturnType<typeof 
 /** [name in the message, pd creation on engine `e`]. */
 const CASES: ReadonlyArray<readonly [string, (e: AsCpu) => unknown]> = [
   ['reorder', (e) => new reorder.PrimitiveDesc(e, plain([8, 4]), memory.desc([8, 4], dt.f32, tag.ba))],
-  ['dynamic_quant', (e) => new dynamic_quant.PrimitiveDesc(e, plain([8, 4]), memory.desc([8, 4], dt.s8, tag.ab))],
   ['glu_backward', (e) => new glu_backward.PrimitiveDesc(e, plain([8, 8]), plain([8, 4]), plain([8, 8]), { alg: algorithm.glu_swiglu, layout: 'halves' })],
   ['matmul_backward_data', (e) => new matmul_backward_data.PrimitiveDesc(e, grouped(10, 4, 2), plain([2, 4, 6]), grouped(10, 6, 2))],
   ['matmul_backward_weights', (e) => new matmul_backward_weights.PrimitiveDesc(e, grouped(10, 4, 2), plain([2, 4, 6]), grouped(10, 6, 2))],
@@ -30,9 +29,7 @@ const CASES: ReadonlyArray<readonly [string, (e: AsCpu) => unknown]> = [
   ['moe.routing', (e) => new moe.routing.PrimitiveDesc(e, plain([8, 4]), { topK: 2 } as never)],
   ['moe.routing.backward', (e) => new moe.routing.BackwardPrimitiveDesc(e, {} as never)],
   ['moe.dispatch', (e) => new moe.dispatch.PrimitiveDesc(e, { tokens: 8, topK: 2, experts: 4 } as never)],
-  ['moe.combine', (e) => new moe.combine.PrimitiveDesc(e, { tokens: 8, topK: 2 } as never)],
   ['moe.combine.backward', (e) => new moe.combine.BackwardPrimitiveDesc(e, {} as never)],
-  ['moe.activation', (e) => new moe.activation.PrimitiveDesc(e, plain([8, 8]), plain([8, 4]), {} as never)],
   ['moe.layer', (e) => new moe.layer.PrimitiveDesc(e, {} as never)],
   ['moe.layer.backward', (e) => new moe.layer.BackwardPrimitiveDesc(e, {} as never)],
   ['moe.ExpertParallelRank', (e) => new moe.ExpertParallelRank(e, { rank: 0, worldSize: 1, experts: 4, topK: 2, tokens: 8, hidden: 4 } as never, {} as never)],
@@ -63,7 +60,10 @@ describe('primitives without a gpu implementation refuse a gpu engine at pd crea
     expect(() => grouped_gemm.expertViews(m, [0, 8])).toThrow(/expertViews: no implementation on the gpu engine yet/);
   });
 
-  it('matmul and grouped_gemm take a gpu engine (they have webgpu impls)', () => {
+  it('matmul, grouped_gemm, moe.combine, moe.activation and dynamic_quant take a gpu engine (they have webgpu impls)', () => {
     expect(new grouped_gemm.PrimitiveDesc(gpu, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x)).implInfo).toMatch(/^webgpu:/);
+    expect(new moe.combine.PrimitiveDesc(gpu, { tokens: 4, topK: 2, src: plain([8, 4]), dst: plain([4, 4]) }).implInfo).toBe('webgpu:moe-combine');
+    expect(new moe.activation.PrimitiveDesc(gpu, plain([8, 8]), plain([8, 4]), { alg: algorithm.glu_swiglu }).implInfo).toBe('webgpu:moe-activation');
+    expect(new dynamic_quant.PrimitiveDesc(gpu, plain([8, 4]), memory.desc([8, 4], dt.s8, tag.ab)).implInfo).toBe('webgpu:quant-rows-s8');
   });
 });

@@ -6,6 +6,7 @@ import type { Engine } from '../../runtime/engine.js';
 import { stateless, type Executor } from '../../runtime/lifetime.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
 import type { DynamicQuantProblem } from './pd.js';
+import { nonFinite, offsError } from './errors.js';
 
 export interface DynamicQuantArgs {
   readonly src: Memory;
@@ -23,12 +24,8 @@ export interface DynamicQuantImpl {
 function rowCount(p: DynamicQuantProblem, src: Memory): number {
   if (!p.grouped) return p.rows;
   const G = p.src.grouped!.groupCount, n = src.offsets[G];
-  if (n < 0 || n > p.rows) throw new DnnlError('invalid_arguments', `dynamic_quant.execute: src offsets[${G}] = ${n} must be in [0, ${p.rows}]`);
+  if (n < 0 || n > p.rows) throw offsError(G, n, p.rows);
   return n;
-}
-
-function nonFinite(r: number): DnnlError {
-  return new DnnlError('invalid_arguments', `dynamic_quant.execute: src row ${r} has a NaN or infinite value (no scale represents it)`);
 }
 
 const ref: DynamicQuantImpl = {
@@ -72,7 +69,7 @@ const wasm: DynamicQuantImpl = {
       job.set('src_dt', SRC_DT[p.src.dataType]);
     }, (s: OpStatus) => {
       if (s.code === 0) return;
-      if (s.code === 101) throw new DnnlError('invalid_arguments', `dynamic_quant.execute: src offsets[${s.index}] = ${s.a} must be in [0, ${s.b}]`);
+      if (s.code === 101) throw offsError(s.index, s.a, s.b);
       if (s.code === 102) throw nonFinite(s.index);
       throw new DnnlError('runtime_error', `dynamic_quant: kernel status ${s.code}`);
     }) };

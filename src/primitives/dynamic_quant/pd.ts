@@ -4,7 +4,8 @@ import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
 import { dynamicQuantImplList, type DynamicQuantImpl } from './impls.js';
-import { refuseGpuEngine } from '../gpu_refusal.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import { webgpuDynamicQuant, type GpuDynamicQuantImpl } from './webgpu_dynamic_quant.js';
 
 /** What a dynamic quantization computes: `rows x cols` of src, row strides in elements. */
 export interface DynamicQuantProblem {
@@ -25,12 +26,12 @@ export interface DynamicQuantProblem {
  * matmul (W8A8 dynamic, MindIE `004_*`).
  */
 export class PrimitiveDesc {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   readonly problem: DynamicQuantProblem;
-  readonly impl: DynamicQuantImpl;
+  /** The chosen implementation: from the cpu list on a cpu engine, the WebGPU kernel on a gpu engine. */
+  readonly impl: DynamicQuantImpl | GpuDynamicQuantImpl;
 
-  constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc) {
-    refuseGpuEngine(engine, 'dynamic_quant');
+  constructor(engine: Engine | GpuEngine, src: MemoryDesc, dst: MemoryDesc) {
     const t0 = now();
     created('primitive_desc', engine);
     check(src instanceof MemoryDesc, 'dynamic_quant: src must be a memory descriptor');
@@ -47,13 +48,19 @@ export class PrimitiveDesc {
     this.engine = engine;
     this.problem = Object.freeze({ src, dst, scales, rows, cols, grouped: src.isGrouped });
     const reasons: string[] = [];
-    let chosen: DynamicQuantImpl | undefined;
-    for (const impl of dynamicQuantImplList) {
-      const why = impl.reject(this.problem, engine);
-      if (why === undefined) { chosen = impl; break; }
-      reasons.push(`${impl.name}: ${why}`);
+    let chosen: DynamicQuantImpl | GpuDynamicQuantImpl | undefined;
+    if (engine.kind === 'gpu') {
+      const why = webgpuDynamicQuant.reject(this.problem, engine);
+      if (why === undefined) chosen = webgpuDynamicQuant;
+      else reasons.push(`${webgpuDynamicQuant.name}: ${why}`);
+    } else {
+      for (const impl of dynamicQuantImplList) {
+        const why = impl.reject(this.problem, engine);
+        if (why === undefined) { chosen = impl; break; }
+        reasons.push(`${impl.name}: ${why}`);
+      }
     }
-    if (!chosen) throw new DnnlError('unimplemented', `dynamic_quant: no implementation (${reasons.join('; ')})`);
+    if (!chosen) throw new DnnlError('unimplemented', `dynamic_quant: no implementation${engine.kind === 'gpu' ? ' on the gpu engine' : ''} (${reasons.join('; ')})`);
     this.impl = chosen;
     verboseLine('create', ['dynamic_quant', this.implInfo, 'undef', `src:${src} dst:${dst}`, '', '', `${rows}x${cols}`, (now() - t0).toFixed(4)]);
   }
@@ -63,6 +70,7 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
+    if (this.engine.kind === 'gpu') return this.impl.name;
     return this.impl.name === 'wasm' ? `wasm:${this.engine.isa}:quant-rows-s8` : 'ref:any';
   }
 }

@@ -5,6 +5,7 @@ import type { Engine } from '../../../runtime/engine.js';
 import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import { OpJob, type OpStatus } from '../../../kernels/op_job.js';
 import type { ActivationProblem } from './pd.js';
+import { offsError } from './offs_error.js';
 
 export interface ActivationArgs {
   readonly src: Memory;
@@ -19,10 +20,6 @@ export interface ActivationImpl {
 
 const GLU_ALG = { glu_swiglu: 1, glu_geglu_erf: 2, glu_geglu_tanh: 3, glu_swiglu_oai: 4 } as const;
 const GLU_LAYOUT = { halves: 0, interleaved: 1, blocks32: 2 } as const;
-
-function offsError(G: number, n: number, rows: number): DnnlError {
-  return new DnnlError('invalid_arguments', `moe.activation.execute: src offsets[${G}] = ${n} must be in [0, ${rows}]`);
-}
 
 /** Rows to process: all, or up to a grouped src's last offset (checked like the kernel). */
 function rowCount(p: ActivationProblem, src: Memory): number {

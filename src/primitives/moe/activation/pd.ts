@@ -7,7 +7,8 @@ import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { activationImplList, type ActivationImpl } from './impls.js';
-import { refuseGpuEngine } from '../../gpu_refusal.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import { webgpuActivation, type GpuActivationImpl } from './webgpu_activation.js';
 
 /** The GLU of an activation stage: the same options object as `glu_backward`'s (`GluOptions`). */
 export type ActivationGlu = GluOptions;
@@ -36,12 +37,12 @@ export interface ActivationProblem {
  * below the last offset are touched); dst plain or grouped `[R, I]`, rows contiguous.
  */
 export class PrimitiveDesc {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   readonly problem: ActivationProblem;
-  readonly impl: ActivationImpl;
+  /** The chosen implementation: from the cpu list on a cpu engine, the WebGPU kernel on a gpu engine. */
+  readonly impl: ActivationImpl | GpuActivationImpl;
 
-  constructor(engine: Engine, src: MemoryDesc, dst: MemoryDesc, glu: ActivationGlu) {
-    refuseGpuEngine(engine, 'moe.activation');
+  constructor(engine: Engine | GpuEngine, src: MemoryDesc, dst: MemoryDesc, glu: ActivationGlu) {
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.activation: engine is required');
@@ -60,12 +61,10 @@ export class PrimitiveDesc {
     this.engine = engine;
     this.problem = Object.freeze({ src, dst, rows: src.dims[0], I, alg, layout, alpha, limit, grouped: src.isGrouped });
     const reasons: string[] = [];
-    const impl = activationImplList.find((i) => {
-      const why = i.reject(this.problem, engine);
-      if (why !== undefined) reasons.push(`${i.name}: ${why}`);
-      return why === undefined;
-    });
-    if (!impl) throw new DnnlError('unimplemented', `moe.activation: no implementation (${reasons.join('; ')})`);
+    const impl = engine.kind === 'gpu'
+      ? [webgpuActivation].find((i) => { const why = i.reject(this.problem, engine); if (why !== undefined) reasons.push(`${i.name}: ${why}`); return why === undefined; })
+      : activationImplList.find((i) => { const why = i.reject(this.problem, engine); if (why !== undefined) reasons.push(`${i.name}: ${why}`); return why === undefined; });
+    if (!impl) throw new DnnlError('unimplemented', `moe.activation: no implementation${engine.kind === 'gpu' ? ' on the gpu engine' : ''} (${reasons.join('; ')})`);
     this.impl = impl;
     verboseLine('create', ['moe_activation', this.implInfo, alg, `src:${src} dst:${dst}`, '', '', `${this.problem.rows}x${2 * I}:${layout}`, (now() - t0).toFixed(4)]);
   }
@@ -75,6 +74,7 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
+    if (this.engine.kind === 'gpu') return this.impl.name;
     return this.impl.name === 'wasm' ? `wasm:${this.engine.isa}:moe-activation` : 'ref:any';
   }
 }

@@ -5,6 +5,7 @@ import type { Memory } from '../../../memory/memory.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import type { CombineProblem } from './pd.js';
+import { rowError } from './row_error.js';
 
 export interface CombineArgs {
   readonly src: Memory;
@@ -20,11 +21,6 @@ export interface CombineImpl {
 }
 
 const ERR_ROW = 130;
-
-function rowError(p: CombineProblem, i: number, v: number): DnnlError {
-  const range = p.scattered ? '[-1, inf) (a mask: >= 0 means the slot is present)' : `[-1, rows = ${p.rows})`;
-  return new DnnlError('invalid_arguments', `moe.combine.execute: ARG.MOE_ROW_OF[${Math.floor(i / p.k)}, ${i % p.k}] = ${v} is out of range ${range}`);
-}
 
 const ref: CombineImpl = {
   name: 'ref:any',

@@ -1,10 +1,11 @@
-import { check, checkImpl } from '../../../common/status.js';
+import { DnnlError, check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
-import { refuseGpuEngine } from '../../gpu_refusal.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import { webgpuCombine } from './webgpu_combine.js';
 
 export interface CombineOptions {
   readonly tokens: number;
@@ -53,11 +54,10 @@ const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSa
  * f32 (when weighted), `ARG.DST`. A row_of entry outside [-1, rows) is raised by `stream.wait()`.
  */
 export class PrimitiveDesc {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   readonly problem: CombineProblem;
 
-  constructor(engine: Engine, o: CombineOptions) {
-    refuseGpuEngine(engine, 'moe.combine');
+  constructor(engine: Engine | GpuEngine, o: CombineOptions) {
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.combine: engine is required');
@@ -86,6 +86,11 @@ export class PrimitiveDesc {
       T: o.tokens, k: o.topK, N, scattered: input === 'scattered', weighted, rows, srcLd: src.strides[src.ndims - 2], src, dst,
       rowOf: plainDesc([o.tokens, o.topK], 's32', 'ab'), weights: weighted ? plainDesc([o.tokens, o.topK], 'f32', 'ab') : undefined,
     });
+    // The gpu engine's list has the WebGPU kernel only (the reference never runs silently there).
+    if (engine.kind === 'gpu') {
+      const why = webgpuCombine.reject(this.problem, engine);
+      if (why !== undefined) throw new DnnlError('unimplemented', `moe.combine: no implementation on the gpu engine (${webgpuCombine.name}: ${why})`);
+    }
     verboseLine('create', ['moe_combine', this.implInfo, 'undef', `src:${src} dst:${dst}`, '', '', `t${o.tokens}k${o.topK}n${N}:${input}`, (now() - t0).toFixed(4)]);
   }
 
@@ -95,6 +100,7 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
+    if (this.engine.kind === 'gpu') return webgpuCombine.name;
     return this.engine.kernels ? `wasm:${this.engine.isa}:moe-combine` : 'ref:any';
   }
 }

@@ -1,0 +1,11 @@
+import { DnnlError } from '../../common/status.js';
+
+/** A grouped src's last offset outside [0, rows], the same message on every engine kind. */
+export function offsError(G: number, n: number, rows: number): DnnlError {
+  return new DnnlError('invalid_arguments', `dynamic_quant.execute: src offsets[${G}] = ${n} must be in [0, ${rows}]`);
+}
+
+/** A row no scale represents. */
+export function nonFinite(r: number): DnnlError {
+  return new DnnlError('invalid_arguments', `dynamic_quant.execute: src row ${r} has a NaN or infinite value (no scale represents it)`);
+}
