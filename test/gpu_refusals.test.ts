@@ -20,7 +20,6 @@ const grouped = (rowsTotal: number, cols: number, G: number): ReturnType<typeof 
 
 /** [name in the message, pd creation on engine `e`]. */
 const CASES: ReadonlyArray<readonly [string, (e: AsCpu) => unknown]> = [
-  ['reorder', (e) => new reorder.PrimitiveDesc(e, plain([8, 4]), memory.desc([8, 4], dt.f32, tag.ba))],
   ['glu_backward', (e) => new glu_backward.PrimitiveDesc(e, plain([8, 8]), plain([8, 4]), plain([8, 8]), { alg: algorithm.glu_swiglu, layout: 'halves' })],
   ['matmul_backward_data', (e) => new matmul_backward_data.PrimitiveDesc(e, grouped(10, 4, 2), plain([2, 4, 6]), grouped(10, 6, 2))],
   ['matmul_backward_weights', (e) => new matmul_backward_weights.PrimitiveDesc(e, grouped(10, 4, 2), plain([2, 4, 6]), grouped(10, 6, 2))],
@@ -60,7 +59,8 @@ describe('primitives without a gpu implementation refuse a gpu engine at pd crea
     expect(() => grouped_gemm.expertViews(m, [0, 8])).toThrow(/expertViews: no implementation on the gpu engine yet/);
   });
 
-  it('matmul, grouped_gemm, moe.combine, moe.activation and dynamic_quant take a gpu engine (they have webgpu impls)', () => {
+  it('matmul, grouped_gemm, reorder, moe.combine, moe.activation and dynamic_quant take a gpu engine (they have webgpu impls)', () => {
+    expect(new reorder.PrimitiveDesc(gpu, plain([8, 4]), memory.desc([8, 4], dt.f32, tag.ba)).implInfo).toBe('webgpu:device:reorder-plain');
     expect(new grouped_gemm.PrimitiveDesc(gpu, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x)).implInfo).toMatch(/^webgpu:/);
     expect(new moe.combine.PrimitiveDesc(gpu, { tokens: 4, topK: 2, src: plain([8, 4]), dst: plain([4, 4]) }).implInfo).toBe('webgpu:moe-combine');
     expect(new moe.activation.PrimitiveDesc(gpu, plain([8, 8]), plain([8, 4]), { alg: algorithm.glu_swiglu }).implInfo).toBe('webgpu:moe-activation');

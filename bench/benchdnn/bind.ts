@@ -4,7 +4,8 @@
  * dst, binary post-op inputs) and returns them with the same values, in logical order, for the
  * reference.
  */
-import { ARG, Memory, memory, reorder, type Engine, type MemoryDesc, type Stream, type matmul } from '../../src/index.js';
+import { ARG, memory, reorder, type MemoryDesc, type Stream, type matmul } from '../../src/index.js';
+import type { AnyEngine, AnyHandles, AnyMemory } from './engine.js';
 import { dataRange, fillInts, fillScales, zeroPointRange } from './fill.js';
 import { writeGroupEnds, writeLogical } from './memory_io.js';
 import type { Problem, Shape } from './problem.js';
@@ -12,8 +13,8 @@ import type { RefArgQuant, RefInputs, RefPostOp, RefQuant } from './reference.js
 import { ARG_ID, type Plan } from './setup.js';
 
 export interface Bound {
-  readonly args: Record<number, Memory>;
-  readonly dst: Memory;
+  readonly args: Record<number, AnyMemory>;
+  readonly dst: AnyMemory;
   /** The same inputs for the reference. */
   readonly inputs: RefInputs;
 }
@@ -26,11 +27,11 @@ const QUERY_ARG = { src: 'src', wei: 'weights', dst: 'dst' } as const;
  * weights reorder on `strm` when needed.
  */
 export async function bindArguments(
-  p: Problem, shape: Shape, plan: Plan, pd: matmul.PrimitiveDesc, eng: Engine, strm: Stream,
-  mk: (md: MemoryDesc, handles?: readonly (number | undefined)[]) => Memory, seed: (what: string) => number,
+  p: Problem, shape: Shape, plan: Plan, pd: matmul.PrimitiveDesc, eng: AnyEngine, strm: Stream,
+  mk: (md: MemoryDesc, handles?: AnyHandles) => AnyMemory, seed: (what: string) => number,
 ): Promise<Bound> {
   const [sdt, wdt, ddt] = p.dt;
-  const args: Record<number, Memory> = {};
+  const args: Record<number, AnyMemory> = {};
   // src (and the offsets every grouped tensor of the problem shares)
   const src = mk(pd.queryMd('src')!);
   const sharedOffsets = shape.kind !== 'dense' ? [undefined, src.handles[1]] : undefined;
@@ -45,7 +46,7 @@ export async function bindArguments(
 
   // scales / zero points
   const quantVals = new Map<string, Float64Array>();
-  const quantMems = new Map<string, Memory>();
+  const quantMems = new Map<string, AnyMemory>();
   for (const q of plan.quant) {
     const md = pd.queryMd(`${q.kind}:${QUERY_ARG[q.arg]}`)!;
     const n = count(md.dims);
@@ -66,7 +67,7 @@ export async function bindArguments(
     const user = mk(memory.desc([...weiDims], wdt, 'abcdefghijkl'.slice(0, weiDims.length)));
     await writeLogical(user, weiVals);
     const wei = mk(weiMd);
-    const r: Record<number, Memory> = { [ARG.FROM]: user, [ARG.TO]: wei };
+    const r: Record<number, AnyMemory> = { [ARG.FROM]: user, [ARG.TO]: wei };
     if (embedded?.scales) r[ARG.ATTR_SCALES | ARG.WEIGHTS] = quantMems.get('scales:wei')!;
     if (embedded?.zeroPoints) r[ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS] = quantMems.get('zero_points:wei')!;
     const rp = new reorder.Primitive(new reorder.PrimitiveDesc(eng, user.desc, weiMd));

@@ -3,9 +3,8 @@
  * (batch files do not restore it: benchdnn's files `--reset` themselves); each problem descriptor
  * runs the cartesian product of the current knobs, in order, numbering tests from 0.
  */
-import type { Engine } from '../../src/index.js';
 import { parseDescriptor } from './descriptor.js';
-import { createEngine } from './engine.js';
+import { createEngine, type AnyEngine } from './engine.js';
 import { runProblem, type Outcome, type RunContext } from './execute.js';
 import { applyKnob } from './knobs.js';
 import { perfLine } from './perf.js';
@@ -34,9 +33,9 @@ export async function runDriver(args: readonly string[], opts: DriverOptions = {
   const g = defaultGlobalSettings();
   const summary = emptySummary();
   let driver = false;
-  let engine: Promise<Engine> | undefined;
+  let engine: Promise<AnyEngine> | undefined;
   let engineKey = '';
-  const getEngine = (): Promise<Engine> => {
+  const getEngine = (): Promise<AnyEngine> => {
     const key = `${g.engine}:${g.threads ?? 'auto'}`;
     if (!engine || key !== engineKey) {
       const old = engine;

@@ -3,7 +3,8 @@
  * INVALID_ARGUMENTS), memories filled with exact data, execution, then the comparison with the
  * float64 reference (mode C), the timing (mode P) or nothing (mode R).
  */
-import { DnnlError, Memory, Stream, matmul, type Engine, type MemoryDesc } from '../../src/index.js';
+import { DnnlError, Stream, matmul, type MemoryDesc } from '../../src/index.js';
+import { createMemory, type AnyEngine, type AnyHandles, type AnyMemory } from './engine.js';
 import { bindArguments } from './bind.js';
 import { compare } from './compare.js';
 import { seedOf } from './fill.js';
@@ -28,7 +29,7 @@ export interface Outcome {
 }
 
 export interface RunContext {
-  readonly engine: () => Promise<Engine>;
+  readonly engine: () => Promise<AnyEngine>;
   readonly globals: GlobalSettings;
   /** Seeds the data (the repro line: the same problem always gets the same data). */
   readonly seed: string;
@@ -49,7 +50,7 @@ function rejection(e: unknown): Outcome {
 
 
 export async function runProblem(p: Problem, ctx: RunContext): Promise<Outcome> {
-  let shape: Shape, plan: Plan, pd: matmul.PrimitiveDesc, eng: Engine;
+  let shape: Shape, plan: Plan, pd: matmul.PrimitiveDesc, eng: AnyEngine;
   try {
     shape = shapeOf(p);
     if (ctx.globals.mode === 'L') return { state: 'LISTED', shape };
@@ -61,9 +62,9 @@ export async function runProblem(p: Problem, ctx: RunContext): Promise<Outcome> 
   } catch (e) {
     return rejection(e);
   }
-  const mems: Memory[] = [];
-  const mk = (md: MemoryDesc, handles?: readonly (number | undefined)[]): Memory => {
-    const m = Memory.create(md, eng, handles);
+  const mems: AnyMemory[] = [];
+  const mk = (md: MemoryDesc, handles?: AnyHandles): AnyMemory => {
+    const m = createMemory(md, eng, handles);
     mems.push(m);
     return m;
   };

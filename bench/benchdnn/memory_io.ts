@@ -3,7 +3,8 @@
  * the same code serves the cpu engine (synchronous views) and the gpu engine (mapped buffers, async).
  * Values are passed in logical row-major order; the descriptor's strides place them.
  */
-import { offsets, type Memory, type MemoryDesc } from '../../src/index.js';
+import { GpuMemory, offsets, type MemoryDesc } from '../../src/index.js';
+import type { AnyMemory } from './engine.js';
 
 function isRowMajor(md: MemoryDesc): boolean {
   let s = 1;
@@ -31,7 +32,7 @@ function physicalIndex(md: MemoryDesc): Int32Array | undefined {
   return out;
 }
 
-export async function writeLogical(mem: Memory, logical: ArrayLike<number>): Promise<void> {
+export async function writeLogical(mem: AnyMemory, logical: ArrayLike<number>): Promise<void> {
   const idx = physicalIndex(mem.desc);
   const span = new Float64Array(mem.elementCount);
   if (idx) for (let i = 0; i < logical.length; i++) span[idx[i]] = logical[i];
@@ -39,7 +40,7 @@ export async function writeLogical(mem: Memory, logical: ArrayLike<number>): Pro
   await mem.write(span);
 }
 
-export async function readLogical(mem: Memory): Promise<Float64Array> {
+export async function readLogical(mem: AnyMemory): Promise<Float64Array> {
   const span = Float64Array.from(await mem.read());
   const idx = physicalIndex(mem.desc);
   const n = mem.desc.dims.reduce((a, b) => a * b, 1);
@@ -50,6 +51,7 @@ export async function readLogical(mem: Memory): Promise<Float64Array> {
 }
 
 /** Sets a grouped memory's G+1 offsets from oneDNN's G cumulative ends. */
-export async function writeGroupEnds(mem: Memory, ends: ArrayLike<number>): Promise<void> {
-  await offsets.fromEnds(ends, mem.offsets);
+export async function writeGroupEnds(mem: AnyMemory, ends: ArrayLike<number>): Promise<void> {
+  if (mem instanceof GpuMemory) await mem.writeOffsets(offsets.fromEnds(ends));
+  else await offsets.fromEnds(ends, mem.offsets);
 }

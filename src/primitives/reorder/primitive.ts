@@ -1,11 +1,14 @@
 import { DnnlError, check } from '../../common/status.js';
-import { dtBits, encodeArray, fromStored, isSubByteType, toStored } from '../../common/data_type.js';
+import { dtBits, encodeArray, isSubByteType } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import {
   PACKED_P8T, PACKED_X4, PACKED_X8, packPanelQuantTs, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs,
   packedLowpGeometry, panelQuantBlockK, panelQuantValues,
 } from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
+import { GpuMemory } from '../../memory/gpu_memory.js';
+import type { Engine } from '../../runtime/engine.js';
+import { copyPlainElements } from './plain_copy.js';
 import { markPackedFilled } from '../../memory/packed_fill.js';
 import type { Stream } from '../../runtime/stream.js';
 import { ARG, argName } from '../args.js';
@@ -29,6 +32,11 @@ export class Primitive {
     this.pd = pd;
   }
 
+  /** The engine of a cpu-only reorder (the gpu path never reaches the cpu code). */
+  private get cpuEngine(): Engine {
+    return this.pd.engine as Engine;
+  }
+
   /** Reorders hold no engine memory; for the common primitive lifetime API. */
   destroy(): void {
     this.destroyed = true;
@@ -38,28 +46,49 @@ export class Primitive {
     this.destroy();
   }
 
-  execute(stream: Stream, args: Readonly<Record<number, Memory | undefined>>): void {
+  execute(stream: Stream, args: Readonly<Record<number, Memory | GpuMemory | undefined>>): void {
     const from = args[ARG.FROM], to = args[ARG.TO];
     check(!this.destroyed, 'reorder.execute: primitive used after destroy()');
     if (!from) throw new DnnlError('invalid_arguments', 'reorder.execute: missing argument ARG.FROM');
     if (!to) throw new DnnlError('invalid_arguments', 'reorder.execute: missing argument ARG.TO');
-    for (const [m, name, md] of [[from, 'ARG.FROM', this.pd.src], [to, 'ARG.TO', this.pd.dst]] as const) {
-      check(m instanceof Memory && !m.isFreed, `reorder.execute: ${name} must be a live Memory object`);
-      check(m.engine === this.pd.engine, `reorder.execute: ${name} belongs to another engine`);
+    const { srcEngine, dstEngine } = this.pd;
+    for (const [m, name, md, eng] of [[from, 'ARG.FROM', this.pd.src, srcEngine], [to, 'ARG.TO', this.pd.dst, dstEngine]] as const) {
+      check((m instanceof Memory || m instanceof GpuMemory) && !m.isFreed, `reorder.execute: ${name} must be a live Memory object`);
+      check(m.engine === eng, `reorder.execute: ${name} belongs to another engine`);
       check(m.desc.equals(md), `reorder.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
     }
     check(from.handles[0] !== to.handles[0], 'reorder.execute: ARG.FROM and ARG.TO must be different buffers');
+    if (this.pd.gpu) {
+      check(stream.engine === this.pd.engine, 'reorder.execute: a reorder with a gpu engine runs on a stream of that gpu engine');
+      for (const id of [ARG.ATTR_SCALES | ARG.WEIGHTS, ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS]) {
+        if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `reorder.execute: ${argName(id)} was given but ARG.TO ${this.pd.dst} stores no weights scales or zero points`);
+      }
+      const { problem, impl } = this.pd.gpu;
+      const task = impl.task(problem, from, to);
+      stream.enqueue(getVerbose() < 1 ? task : () => {
+        const t0 = now();
+        const line = (): void => verboseLine('exec', ['reorder', this.pd.implInfo, 'undef', `src:${this.pd.src} dst:${this.pd.dst}`, '', '', this.pd.src.dims.join('x'), (now() - t0).toFixed(4)]);
+        const r = task();
+        if (!r) return line();
+        return r.then(line);
+      });
+      return;
+    }
+    this.executeCpu(stream, from as Memory, to as Memory, args as Readonly<Record<number, Memory | undefined>>);
+  }
+
+  private executeCpu(stream: Stream, from: Memory, to: Memory, args: Readonly<Record<number, Memory | undefined>>): void {
     const quant = this.quantArgs(args);
     if (this.pd.kind === 'pack') markPackedFilled(to);
     let t0 = 0;
     const verbose = (): void => {
       if (getVerbose() >= 1) verboseLine('exec', ['reorder', this.pd.implInfo, 'undef', `src:${this.pd.src} dst:${this.pd.dst}`, '', '', this.pd.src.dims.join('x'), (now() - t0).toFixed(4)]);
     };
-    if (this.pd.kind === 'pack' && this.pd.engine.kernels) {
+    if (this.pd.kind === 'pack' && this.cpuEngine.kernels) {
       // on the workers (pack_job.ts): the codes, and per-column scales of a +q layout; other embedded
       // values (zero points, grouped columns, 4-bit) are written by the host right before
       const geo = this.packGeometry(quant.scales);
-      stream.enqueue(packTask(this.pd.engine, from.handles[0], to.handles[0], geo, () => {
+      stream.enqueue(packTask(this.cpuEngine, from.handles[0], to.handles[0], geo, () => {
         t0 = now();
         this.writePanelQuant(to, { scales: geo.values ? undefined : quant.scales, zeroPoints: quant.zeroPoints });
       }, verbose));
@@ -102,7 +131,7 @@ export class Primitive {
 
   /** A +q destination's scales / zero points, written beside the panels (packed_weights.ts). */
   private writePanelQuant(to: Memory, quant: { scales?: Memory; zeroPoints?: Memory }): void {
-    const { src, dst, engine } = this.pd;
+    const { src, dst } = this.pd, engine = this.cpuEngine;
     const q = dst.packed?.quant;
     if (!q || (!quant.scales && !quant.zeroPoints)) return;
     const view = (m: Memory | undefined): Uint8Array | undefined => m && new Uint8Array(engine.buffer, m.handles[0], m.desc.getSize(0));
@@ -135,7 +164,7 @@ export class Primitive {
 
   /** Without kernels (the reference engine): the TypeScript packers, and every plain -> plain copy. */
   private run(from: Memory, to: Memory, quant: { scales?: Memory; zeroPoints?: Memory }): void {
-    const { src, dst, engine } = this.pd;
+    const { src, dst } = this.pd, engine = this.cpuEngine;
     if (this.pd.kind === 'pack' && (dst.packed?.name === PACKED_X8 || dst.packed?.name === PACKED_X4)) {
       const bytes = new Uint8Array(engine.buffer, from.handles[0], src.getSize(0));
       const code = isSubByteType(src.dataType) ? (i: number): number => (bytes[i >>> 1] >>> ((i & 1) << 2)) & 0xf : (i: number): number => bytes[i];
@@ -153,23 +182,6 @@ export class Primitive {
       packWeightsTs(from.values, src.dataType, src.dims, src.strides, new Float32Array(engine.buffer, to.handles[0], dst.getSize(0) / 4));
       return;
     }
-    // Plain copy: walk logical indices; one type copies stored codes (4-bit: nibble e of byte e / 2),
-    // floats convert.
-    const fv = from.values, tv = to.values;
-    const nd = src.ndims;
-    const idx = new Array<number>(nd).fill(0);
-    const same = src.dataType === dst.dataType, nibbles = isSubByteType(src.dataType);
-    for (let e = 0; e < src.nelems; e++) {
-      let so = 0, d = 0;
-      for (let i = 0; i < nd; i++) {
-        so += idx[i] * src.strides[i];
-        d += idx[i] * dst.strides[i];
-      }
-      if (nibbles) {
-        const code = (fv[so >>> 1] >>> ((so & 1) << 2)) & 0xf, sh = (d & 1) << 2;
-        tv[d >>> 1] = (tv[d >>> 1] & ~(0xf << sh)) | (code << sh);
-      } else tv[d] = same ? fv[so] : toStored(dst.dataType, fromStored(src.dataType, fv[so]));
-      for (let i = nd - 1; i >= 0 && ++idx[i] === src.dims[i]; i--) idx[i] = 0;
-    }
+    copyPlainElements(src, engine.buffer, from.handles[0], dst, engine.buffer, to.handles[0]);
   }
 }
