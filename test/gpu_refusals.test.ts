@@ -29,7 +29,6 @@ const CASES: ReadonlyArray<readonly [string, (e: AsCpu) => unknown]> = [
   ['moe.routing.backward', (e) => new moe.routing.BackwardPrimitiveDesc(e, {} as never)],
   ['moe.dispatch', (e) => new moe.dispatch.PrimitiveDesc(e, { tokens: 8, topK: 2, experts: 4 } as never)],
   ['moe.combine.backward', (e) => new moe.combine.BackwardPrimitiveDesc(e, {} as never)],
-  ['moe.layer', (e) => new moe.layer.PrimitiveDesc(e, {} as never)],
   ['moe.layer.backward', (e) => new moe.layer.BackwardPrimitiveDesc(e, {} as never)],
   ['moe.ExpertParallelRank', (e) => new moe.ExpertParallelRank(e, { rank: 0, worldSize: 1, experts: 4, topK: 2, tokens: 8, hidden: 4 } as never, {} as never)],
 ];
