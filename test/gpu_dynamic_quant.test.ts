@@ -171,6 +171,14 @@ describe('dynamic_quant on the gpu engine', () => {
     expect(Array.from(await dst.read()).every((v) => v === 99), 'no rows: nothing written').toBe(true);
   });
 
+  it('2051 rows (the grid holds 1024 rows per y step)', async () => {
+    const rows = 2051, K = 2;
+    const x = randomF32(mulberry32(4), rows * K);
+    x[(rows - 1) * K] = 127;
+    x[(rows - 1) * K + 1] = -0.5;
+    await expectSameAsCpu(rows, K, dt.f32, x);
+  });
+
   it('descriptor rules and argument checks', () => {
     const dstMd = memory.desc([10, 8], dt.s8, tag.ab);
     expectDnnlError(() => new dynamic_quant.PrimitiveDesc(gpu, memory.desc([4, 4], dt.s8, tag.ab), dstMd), 'unimplemented', 'src data type s8');

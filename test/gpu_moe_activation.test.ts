@@ -150,6 +150,18 @@ describe('moe.activation on the gpu engine', () => {
     expectDnnlError(() => prim.execute(strm, { [ARG.SRC]: h, [ARG.DST]: Memory.create(aMd, gpu, [h.buffers[0], h.buffers[1]]) }), 'invalid_arguments', 'ARG.DST values overlap ARG.SRC values');
   });
 
+  it('32770 rows (the grid folds rows past 32768 into z): the cpu engine within tolerance, the last rows written', async () => {
+    const strm = new Stream(gpu);
+    const R = 32770, I = 1;
+    const hv = Float32Array.from(randomF32(mulberry32(8), R * 2).map((v) => 4 * v));
+    const hMd = memory.desc([R, 2], dt.f32, tag.ab), aMd = memory.desc([R, 1], dt.f32, tag.ab);
+    const h = Memory.create(hMd, gpu).write(hv), act = Memory.create(aMd, gpu).write(new Array<number>(R).fill(SENTINEL));
+    new moe.activation.Primitive(new moe.activation.PrimitiveDesc(gpu, hMd, aMd, { alg: 'glu_swiglu' })).execute(strm, { [ARG.SRC]: h, [ARG.DST]: act });
+    await strm.wait();
+    const av = (await act.read()) as Float32Array;
+    expectNear(av, (i) => gluExpected({ alg: 'glu_swiglu', layout: 'halves' }, 2 * I, 0, (c) => hv[i * 2 + c]), R, 4e-6, 'float64');
+  });
+
   it('rows = 0 (plain) is a no-op', async () => {
     const strm = new Stream(gpu);
     const hMd = memory.desc([0, 8], dt.f32, tag.ab), aMd = memory.desc([0, 4], dt.f32, tag.ab);

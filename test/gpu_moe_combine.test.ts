@@ -256,3 +256,13 @@ describe('moe.combine on the gpu engine', () => {
     expectDnnlError(() => prim.execute(strm, { [ARG.SRC]: y, [ARG.MOE_ROW_OF]: ro, [ARG.MOE_TOPK_WEIGHTS]: w, [ARG.DST]: alias }), 'invalid_arguments', 'ARG.DST values overlap ARG.SRC values');
   });
 });
+
+describe('moe.combine on the gpu engine: more tokens than one dispatch dimension holds', () => {
+  it('T = 32771 tokens (the grid folds tokens past 32768 into z): the cpu engine\'s bits', async () => {
+    const c: Case = { name: 'fold', T: 32771, k: 2, N: 3, src: 'grouped', E: 2 };
+    const d = makeData(c, mulberry32(17));
+    const g = await runGpu(c, d);
+    const want = await runCpu(c, d);
+    expect(Buffer.from(g.out[0].buffer).equals(Buffer.from(want.buffer))).toBe(true);
+  });
+});

@@ -3,8 +3,8 @@ import { WGSL_EXACT_HELPERS } from './wgsl_exact.js';
 /** Error codes of the cpu kernel (wasm/src/quant-rows-s8.c). */
 export const QROWS_ERR_OFFS = 101;
 export const QROWS_ERR_NONFINITE = 102;
-export const QROWS_FOLD = 32768;
-const WG = 256;
+/** Rows per grid row: (1024, ceil(rows / 1024)) stays far inside the 65535 per-dimension limit. */
+export const QROWS_FOLD = 1024;
 
 /**
  * `quant-rows-s8`: per-row symmetric int8 quantization, one workgroup per row, in integer arithmetic on
@@ -16,9 +16,14 @@ const WG = 256;
  * nothing written, reported by workgroup 0). Codes go four to a u32 word: a word inside the row is
  * stored whole, a word shared with a neighbouring row (or padding) gets its bytes with atomics.
  * Params (uniform, u32 x 8): rows, cols, srcLd, dstLd (elements), G, slot, pad, pad.
- * Grid: (min(rows, fold), ceil(rows / fold)).
+ * Grid: (min(rows, fold), ceil(rows / fold)); `WG` invocations per row (quantRowsWorkgroup).
  */
-export function quantRowsWgsl(src: 'f32' | 'bf16' | 'f16', grouped: boolean): string {
+/** Invocations per row: 256 for long rows, 64 for short ones (fewer idle invocations per workgroup). */
+export function quantRowsWorkgroup(cols: number): number {
+  return cols >= 1024 ? 256 : 64;
+}
+
+export function quantRowsWgsl(src: 'f32' | 'bf16' | 'f16', grouped: boolean, WG: number): string {
   const load = src === 'f32' ? 'X[i]' : src === 'bf16' ? '((X[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u'
     : 'ex_f16_to_f32_bits((X[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu)';
   return /* wgsl */ `
@@ -31,7 +36,6 @@ struct Params { rows: u32, cols: u32, srcLd: u32, dstLd: u32, G: u32, slot: u32,
 ${grouped ? '@group(0) @binding(5) var<storage, read> OFFS: array<i32>;' : ''}
 ${WGSL_EXACT_HELPERS}
 var<workgroup> amax: atomic<u32>;
-var<workgroup> rowAmax: u32;
 
 fn bits(i: u32) -> u32 { return ${load}; }
 
@@ -46,15 +50,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
   }
   rows = u32(last);` : ''}
   if (r >= rows) { return; }
-  if (li == 0u) { atomicStore(&amax, 0u); }
-  workgroupBarrier();
+  // amax starts at 0: WGSL zero-initializes workgroup memory.
   let x0 = r * P.srcLd;
   var m = 0u;
   for (var c = li; c < P.cols; c += ${WG}u) { m = max(m, bits(x0 + c) & 0x7fffffffu); }
-  atomicMax(&amax, m);
+  if (m != 0u) { atomicMax(&amax, m); }
   workgroupBarrier();
-  if (li == 0u) { rowAmax = atomicLoad(&amax); }
-  let a = workgroupUniformLoad(&rowAmax);
+  // Every invocation reads the same value; no barrier follows, so the returns below need no uniformity.
+  let a = atomicLoad(&amax);
   if (a >= 0x7f800000u) {
     if (li == 0u) { atomicStore(&status[P.slot], ${QROWS_ERR_NONFINITE}u); atomicMax(&status[P.slot + 1u], ~r); }
     return;

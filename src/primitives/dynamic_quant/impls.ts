@@ -7,6 +7,7 @@ import { stateless, type Executor } from '../../runtime/lifetime.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
 import type { DynamicQuantProblem } from './pd.js';
 import { nonFinite, offsError } from './errors.js';
+import { webgpuDynamicQuant, type GpuDynamicQuantImpl } from './webgpu_dynamic_quant.js';
 
 export interface DynamicQuantArgs {
   readonly src: Memory;
@@ -77,3 +78,6 @@ const wasm: DynamicQuantImpl = {
 };
 
 export const dynamicQuantImplList: readonly DynamicQuantImpl[] = [wasm, ref];
+
+/** The gpu engine's list. */
+export const gpuDynamicQuantImplList: readonly GpuDynamicQuantImpl[] = [webgpuDynamicQuant];

@@ -1,11 +1,12 @@
-import { DnnlError, check, checkImpl } from '../../common/status.js';
+import { check, checkImpl } from '../../common/status.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { created } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Engine } from '../../runtime/engine.js';
-import { dynamicQuantImplList, type DynamicQuantImpl } from './impls.js';
+import { dynamicQuantImplList, gpuDynamicQuantImplList, type DynamicQuantImpl } from './impls.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
-import { webgpuDynamicQuant, type GpuDynamicQuantImpl } from './webgpu_dynamic_quant.js';
+import type { GpuDynamicQuantImpl } from './webgpu_dynamic_quant.js';
+import { pickImpl } from '../pick_impl.js';
 
 /** What a dynamic quantization computes: `rows x cols` of src, row strides in elements. */
 export interface DynamicQuantProblem {
@@ -47,21 +48,7 @@ export class PrimitiveDesc {
     const scales = new MemoryDesc({ dims: [rows], dataType: 'f32', format: 'blocked', strides: [1] });
     this.engine = engine;
     this.problem = Object.freeze({ src, dst, scales, rows, cols, grouped: src.isGrouped });
-    const reasons: string[] = [];
-    let chosen: DynamicQuantImpl | GpuDynamicQuantImpl | undefined;
-    if (engine.kind === 'gpu') {
-      const why = webgpuDynamicQuant.reject(this.problem, engine);
-      if (why === undefined) chosen = webgpuDynamicQuant;
-      else reasons.push(`${webgpuDynamicQuant.name}: ${why}`);
-    } else {
-      for (const impl of dynamicQuantImplList) {
-        const why = impl.reject(this.problem, engine);
-        if (why === undefined) { chosen = impl; break; }
-        reasons.push(`${impl.name}: ${why}`);
-      }
-    }
-    if (!chosen) throw new DnnlError('unimplemented', `dynamic_quant: no implementation${engine.kind === 'gpu' ? ' on the gpu engine' : ''} (${reasons.join('; ')})`);
-    this.impl = chosen;
+    this.impl = engine.kind === 'gpu' ? pickImpl('dynamic_quant', gpuDynamicQuantImplList, this.problem, engine) : pickImpl('dynamic_quant', dynamicQuantImplList, this.problem, engine);
     verboseLine('create', ['dynamic_quant', this.implInfo, 'undef', `src:${src} dst:${dst}`, '', '', `${rows}x${cols}`, (now() - t0).toFixed(4)]);
   }
 

@@ -2,7 +2,7 @@ import { DnnlError } from '../../common/status.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { Executor } from '../../runtime/lifetime.js';
-import { QROWS_ERR_NONFINITE, QROWS_ERR_OFFS, QROWS_FOLD, quantRowsWgsl } from '../../kernels/wgsl/quant_rows.js';
+import { QROWS_ERR_NONFINITE, QROWS_ERR_OFFS, QROWS_FOLD, quantRowsWgsl, quantRowsWorkgroup } from '../../kernels/wgsl/quant_rows.js';
 import type { DynamicQuantProblem } from './pd.js';
 import { nonFinite, offsError } from './errors.js';
 
@@ -30,7 +30,8 @@ export const webgpuDynamicQuant: GpuDynamicQuantImpl = {
   },
   task: (p, eng) => {
     const dt = p.src.dataType as 'f32' | 'bf16' | 'f16';
-    const pipe = eng.pipeline(`quant-rows-s8:${dt}:${p.grouped ? 'grouped' : 'plain'}`, () => quantRowsWgsl(dt, p.grouped));
+    const wg = quantRowsWorkgroup(p.cols);
+    const pipe = eng.pipeline(`quant-rows-s8:${dt}:${p.grouped ? 'grouped' : 'plain'}:${wg}`, () => quantRowsWgsl(dt, p.grouped, wg));
     const params = eng.createBuffer(32, 'dynamic_quant params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     const G = p.grouped ? p.src.grouped!.groupCount : 0;
     return {

@@ -6,6 +6,7 @@ import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import { OpJob, type OpStatus } from '../../../kernels/op_job.js';
 import type { ActivationProblem } from './pd.js';
 import { offsError } from './offs_error.js';
+import { webgpuActivation, type GpuActivationImpl } from './webgpu_activation.js';
 
 export interface ActivationArgs {
   readonly src: Memory;
@@ -75,3 +76,6 @@ const wasm: ActivationImpl = {
 };
 
 export const activationImplList: readonly ActivationImpl[] = [wasm, ref];
+
+/** The gpu engine's list. */
+export const gpuActivationImplList: readonly GpuActivationImpl[] = [webgpuActivation];

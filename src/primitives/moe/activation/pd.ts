@@ -1,4 +1,4 @@
-import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { created } from '../../../runtime/live_engine.js';
@@ -6,9 +6,10 @@ import type { GluAlg, GluLayout } from '../../../attr/eltwise.js';
 import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
 import { MemoryDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
-import { activationImplList, type ActivationImpl } from './impls.js';
+import { activationImplList, gpuActivationImplList, type ActivationImpl } from './impls.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
-import { webgpuActivation, type GpuActivationImpl } from './webgpu_activation.js';
+import type { GpuActivationImpl } from './webgpu_activation.js';
+import { pickImpl } from '../../pick_impl.js';
 
 /** The GLU of an activation stage: the same options object as `glu_backward`'s (`GluOptions`). */
 export type ActivationGlu = GluOptions;
@@ -60,12 +61,7 @@ export class PrimitiveDesc {
     check(src.strides[1] === 1 && dst.strides[1] === 1 && !['any', 'packed'].includes(src.format) && !['any', 'packed'].includes(dst.format), 'moe.activation: src and dst rows must be contiguous (plain or grouped layouts)');
     this.engine = engine;
     this.problem = Object.freeze({ src, dst, rows: src.dims[0], I, alg, layout, alpha, limit, grouped: src.isGrouped });
-    const reasons: string[] = [];
-    const impl = engine.kind === 'gpu'
-      ? [webgpuActivation].find((i) => { const why = i.reject(this.problem, engine); if (why !== undefined) reasons.push(`${i.name}: ${why}`); return why === undefined; })
-      : activationImplList.find((i) => { const why = i.reject(this.problem, engine); if (why !== undefined) reasons.push(`${i.name}: ${why}`); return why === undefined; });
-    if (!impl) throw new DnnlError('unimplemented', `moe.activation: no implementation${engine.kind === 'gpu' ? ' on the gpu engine' : ''} (${reasons.join('; ')})`);
-    this.impl = impl;
+    this.impl = engine.kind === 'gpu' ? pickImpl('moe.activation', gpuActivationImplList, this.problem, engine) : pickImpl('moe.activation', activationImplList, this.problem, engine);
     verboseLine('create', ['moe_activation', this.implInfo, alg, `src:${src} dst:${dst}`, '', '', `${this.problem.rows}x${2 * I}:${layout}`, (now() - t0).toFixed(4)]);
   }
 

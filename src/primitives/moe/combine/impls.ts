@@ -6,6 +6,7 @@ import type { Engine } from '../../../runtime/engine.js';
 import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import type { CombineProblem } from './pd.js';
 import { rowError } from './row_error.js';
+import { webgpuCombine, type GpuCombineImpl } from './webgpu_combine.js';
 
 export interface CombineArgs {
   readonly src: Memory;
@@ -77,3 +78,6 @@ const wasm: CombineImpl = {
 };
 
 export const combineImplList: readonly CombineImpl[] = [wasm, ref];
+
+/** The gpu engine's list. */
+export const gpuCombineImplList: readonly GpuCombineImpl[] = [webgpuCombine];

@@ -1,11 +1,13 @@
-import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import type { Engine } from '../../../runtime/engine.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
-import { webgpuCombine } from './webgpu_combine.js';
+import type { GpuCombineImpl } from './webgpu_combine.js';
+import { combineImplList, gpuCombineImplList, type CombineImpl } from './impls.js';
+import { pickImpl } from '../../pick_impl.js';
 
 export interface CombineOptions {
   readonly tokens: number;
@@ -56,6 +58,8 @@ const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSa
 export class PrimitiveDesc {
   readonly engine: Engine | GpuEngine;
   readonly problem: CombineProblem;
+  /** The chosen implementation: from the cpu list on a cpu engine, from the gpu list on a gpu engine. */
+  readonly impl: CombineImpl | GpuCombineImpl;
 
   constructor(engine: Engine | GpuEngine, o: CombineOptions) {
     const t0 = now();
@@ -86,11 +90,7 @@ export class PrimitiveDesc {
       T: o.tokens, k: o.topK, N, scattered: input === 'scattered', weighted, rows, srcLd: src.strides[src.ndims - 2], src, dst,
       rowOf: plainDesc([o.tokens, o.topK], 's32', 'ab'), weights: weighted ? plainDesc([o.tokens, o.topK], 'f32', 'ab') : undefined,
     });
-    // The gpu engine's list has the WebGPU kernel only (the reference never runs silently there).
-    if (engine.kind === 'gpu') {
-      const why = webgpuCombine.reject(this.problem, engine);
-      if (why !== undefined) throw new DnnlError('unimplemented', `moe.combine: no implementation on the gpu engine (${webgpuCombine.name}: ${why})`);
-    }
+    this.impl = engine.kind === 'gpu' ? pickImpl('moe.combine', gpuCombineImplList, this.problem, engine) : pickImpl('moe.combine', combineImplList, this.problem, engine);
     verboseLine('create', ['moe_combine', this.implInfo, 'undef', `src:${src} dst:${dst}`, '', '', `t${o.tokens}k${o.topK}n${N}:${input}`, (now() - t0).toFixed(4)]);
   }
 
@@ -100,7 +100,7 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
-    if (this.engine.kind === 'gpu') return webgpuCombine.name;
+    if (this.engine.kind === 'gpu') return this.impl.name;
     return this.engine.kernels ? `wasm:${this.engine.isa}:moe-combine` : 'ref:any';
   }
 }

@@ -4,8 +4,8 @@ import { OpPrimitive } from '../../op_primitive.js';
 import { ARG } from '../../args.js';
 import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../../exec_args.js';
 import { gpuCheckNoOverlap, gpuMemArg, type AnyExecArgs } from '../../gpu_exec_args.js';
-import { combineImplList, type CombineArgs } from './impls.js';
-import { webgpuCombine, type GpuCombineArgs } from './webgpu_combine.js';
+import type { CombineArgs, CombineImpl } from './impls.js';
+import type { GpuCombineArgs, GpuCombineImpl } from './webgpu_combine.js';
 import type { PrimitiveDesc } from './pd.js';
 
 const FN = 'moe.combine.execute';
@@ -15,7 +15,7 @@ export class Primitive extends OpPrimitive<PrimitiveDesc, CombineArgs | GpuCombi
   constructor(pd: PrimitiveDesc) {
     const eng = pd.engine;
     // Each engine kind's executor only ever sees its own memory kind (the argument checks see to it).
-    const exec = eng.kind === 'gpu' ? webgpuCombine.task(pd.problem, eng) : combineImplList.find((i) => i.reject(pd.problem, eng) === undefined)!.task(pd.problem, eng);
+    const exec = eng.kind === 'gpu' ? (pd.impl as GpuCombineImpl).task(pd.problem, eng) : (pd.impl as CombineImpl).task(pd.problem, eng);
     super(pd, exec as Executor<CombineArgs | GpuCombineArgs>);
   }
 
