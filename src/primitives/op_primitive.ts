@@ -2,6 +2,7 @@ import { check } from '../common/status.js';
 import { created } from '../runtime/live_engine.js';
 import { Lifetime, type Executor } from '../runtime/lifetime.js';
 import type { Engine } from '../runtime/engine.js';
+import type { GpuEngine } from '../runtime/gpu/gpu_engine.js';
 import type { Stream, StreamTask } from '../runtime/stream.js';
 import { getVerbose, now, verboseLine } from '../common/verbose.js';
 
@@ -11,7 +12,7 @@ import { getVerbose, now, verboseLine } from '../common/verbose.js';
  * the lifetime that gives that memory back (destroy, dispose, or the FinalizationRegistry), and the
  * two checks every `execute` starts with. Subclasses only check their arguments and enqueue.
  */
-export abstract class OpPrimitive<P extends { readonly engine: Engine }, A> {
+export abstract class OpPrimitive<P extends { readonly engine: Engine | GpuEngine }, A> {
   readonly pd: P;
   private readonly exec: Executor<A>;
   private readonly life: Lifetime;
