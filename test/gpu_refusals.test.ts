@@ -28,7 +28,6 @@ const CASES: ReadonlyArray<readonly [string, (e: AsCpu) => unknown]> = [
   ['grouped_gemm_backward_weights', (e) => new grouped_gemm_backward_weights.PrimitiveDesc(e, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x))],
   ['grouped_gemm_backward_data', (e) => new grouped_gemm_backward_data.PrimitiveDesc(e, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x))],
   ['moe.routing.backward', (e) => new moe.routing.BackwardPrimitiveDesc(e, {} as never)],
-  ['moe.dispatch', (e) => new moe.dispatch.PrimitiveDesc(e, { tokens: 8, topK: 2, experts: 4 } as never)],
   ['moe.combine', (e) => new moe.combine.PrimitiveDesc(e, { tokens: 8, topK: 2 } as never)],
   ['moe.combine.backward', (e) => new moe.combine.BackwardPrimitiveDesc(e, {} as never)],
   ['moe.activation', (e) => new moe.activation.PrimitiveDesc(e, plain([8, 8]), plain([8, 4]), {} as never)],
@@ -62,8 +61,9 @@ describe('primitives without a gpu implementation refuse a gpu engine at pd crea
     expect(() => grouped_gemm.expertViews(m, [0, 8])).toThrow(/expertViews: no implementation on the gpu engine yet/);
   });
 
-  it('matmul, grouped_gemm and moe.routing take a gpu engine (they have webgpu impls)', () => {
+  it('matmul, grouped_gemm, moe.routing and moe.dispatch take a gpu engine (they have webgpu impls)', () => {
     expect(new grouped_gemm.PrimitiveDesc(gpu, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x)).implInfo).toMatch(/^webgpu:/);
     expect(new moe.routing.PrimitiveDesc(gpu, plain([8, 4]), { topK: 2 }).implInfo).toMatch(/^webgpu:/);
+    expect(new moe.dispatch.PrimitiveDesc(gpu, { tokens: 8, topK: 2, experts: 4 }).implInfo).toMatch(/^webgpu:/);
   });
 });
