@@ -282,6 +282,21 @@ describe('gpu moe.dispatch runtime errors (found on the device, nothing written)
     await expectRejected(o, { ids: [0, 1, 2, 3, 1, 9], map: [0, 1, -1, 5] }, 'ARG.MOE_TOPK_IDS[2, 1] = 9');
   });
 
+  it('two executions in one submit (bad, then good): the error is raised, the good one\'s outputs are written', async () => {
+    const T = 11, E = 4, k = 2;
+    const ids = randomIds(mulberry32(21), T, E, k);
+    const bad = Int32Array.from(ids);
+    bad[7] = 4;
+    const o: DispatchOptions = { tokens: T, topK: k, experts: E };
+    const pb = prepare(gpu, o, { ids: bad }), pg = prepare(gpu, o, { ids });
+    const strm = new Stream(gpu);
+    new moe.dispatch.Primitive(pb.pd).execute(strm, pb.args);
+    new moe.dispatch.Primitive(pg.pd).execute(strm, pg.args);
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', 'ARG.MOE_TOPK_IDS[3, 1] = 4 is out of range');
+    expect((await collect(pb)).rowOf.every((v) => v === SENTINEL)).toBe(true);
+    expectPlacement(await collect(pg), ids, T, k, E, 0, undefined);
+  });
+
   it('with hidden: nothing of dst written; a later good run writes', async () => {
     const T = 300, E = 4, k = 2, K = 3;
     const ids = randomIds(mulberry32(5), T, E, k);

@@ -240,6 +240,17 @@ describe('gpu moe.routing runtime data errors (found on the device, nothing writ
     await runRejected({ ...c, bias, logits }, 'token 19: the logit of expert 6 is NaN');
   });
 
+  it('two executions in one submit: each has its own status slot; the bad one writes nothing, the good one writes', async () => {
+    const good = separatedCase(33, 40, 16, { topK: 2 });
+    const g = prepare(gpu, good), b = prepare(gpu, nanCase('f32'));
+    const strm = new Stream(gpu);
+    g.prim.execute(strm, g.args);
+    b.prim.execute(strm, b.args);
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', 'token 21: the logit of expert 3 is NaN');
+    expectMatchesF64({ ids: Int32Array.from(await readBack(g.ids)), weights: Float32Array.from(await readBack(g.weights)) }, good, 'good run before the bad one');
+    expect(Array.from(await readBack(b.ids)).every((v) => v === SENTINEL_ID)).toBe(true);
+  });
+
   it('an error does not leak into the next wait; a later good run still writes', async () => {
     const bad = nanCase('f32');
     await runRejected(bad, 'token 21');
