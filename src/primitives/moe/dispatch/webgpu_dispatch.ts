@@ -1,5 +1,6 @@
 import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import { workgroupGrid } from '../../../runtime/gpu/grid.js';
 import { fits32 } from '../../../kernels/fused_job.js';
 import {
   DISPATCH_BLOCK, dispatchClearWords, dispatchCopyWgsl, dispatchPlaceWgsl, dispatchReportWgsl, dispatchScanWgsl, dispatchScratchWords, dispatchWriteWgsl,
@@ -8,14 +9,8 @@ import type { DispatchArgs, GpuDispatchImpl } from './impls.js';
 import { dispatchError } from './impls.js';
 import type { DispatchProblem } from './pd.js';
 
+/** Invocations per workgroup of the write pass (the place pass has DISPATCH_BLOCK). */
 const WG = 256;
-
-/** Workgroups for `n` invocations of 256, folded into y past the per-dimension limit. */
-function grid(eng: GpuEngine, n: number): [number, number] {
-  const wg = Math.ceil(n / WG);
-  const x = Math.min(wg, eng.caps.maxComputeWorkgroupsPerDimension);
-  return [x, x === 0 ? 0 : Math.ceil(wg / x)];
-}
 
 const is16 = (p: DispatchProblem): boolean => p.hidden !== undefined && p.hidden.dataType !== 'f32';
 
@@ -78,9 +73,9 @@ class WebgpuDispatchExecutor {
         pass.setBindGroup(0, bg);
         pass.dispatchWorkgroups(x, y);
       };
-      dispatch(this.place, groups[0], grid(eng, Math.max(n, a.expertMap ? p.E : 0)));
+      dispatch(this.place, groups[0], workgroupGrid(eng, Math.max(n, a.expertMap ? p.E : 0), DISPATCH_BLOCK));
       dispatch(this.scan, groups[1], [1, 1]);
-      dispatch(this.write, groups[2], grid(eng, Math.max(n, p.R, p.G + 1)));
+      dispatch(this.write, groups[2], workgroupGrid(eng, Math.max(n, p.R, p.G + 1), WG));
       if (this.copy && copyGroup) {
         pass.setPipeline(this.copy);
         pass.setBindGroup(0, copyGroup);

@@ -1,5 +1,6 @@
 import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import { workgroupGrid } from '../../../runtime/gpu/grid.js';
 import type { StreamTask } from '../../../runtime/stream.js';
 import { fits32 } from '../../../kernels/fused_job.js';
 import {
@@ -17,12 +18,6 @@ function configOf(p: RoutingProblem): RoutingKernelConfig {
   return { ...base, scratch: routingPrivateBytes(base) > ROUTING_PRIVATE_LIMIT };
 }
 
-/** Workgroups for `n` invocations, folded into y past the per-dimension limit. */
-function grid(eng: GpuEngine, n: number): [number, number] {
-  const wg = Math.ceil(n / ROUTE_WG);
-  const x = Math.min(wg, eng.caps.maxComputeWorkgroupsPerDimension);
-  return [x, x === 0 ? 0 : Math.ceil(wg / x)];
-}
 
 /**
  * Two dispatches in one compute pass: a check of every logit and bias entry (the first violation's
@@ -83,10 +78,10 @@ class WebgpuRoutingExecutor {
       const routeBg = dev.createBindGroup({ layout: this.route.getBindGroupLayout(0), entries: routeEntries });
       pass.setPipeline(this.check);
       pass.setBindGroup(0, checkBg);
-      pass.dispatchWorkgroups(...grid(eng, Math.max(p.T, p.correctionBias ? p.E : 0)));
+      pass.dispatchWorkgroups(...workgroupGrid(eng, Math.max(p.T, p.correctionBias ? p.E : 0), ROUTE_WG));
       pass.setPipeline(this.route);
       pass.setBindGroup(0, routeBg);
-      pass.dispatchWorkgroups(...grid(eng, p.T));
+      pass.dispatchWorkgroups(...workgroupGrid(eng, p.T, ROUTE_WG));
       pass.end();
       eng.keepAlive(pass, checkBg, routeBg);
     });
