@@ -25,9 +25,7 @@ const CASES: ReadonlyArray<readonly [string, (e: AsCpu) => unknown]> = [
   ['matmul_backward_weights', (e) => new matmul_backward_weights.PrimitiveDesc(e, grouped(10, 4, 2), plain([2, 4, 6]), grouped(10, 6, 2))],
   ['grouped_gemm_backward_weights', (e) => new grouped_gemm_backward_weights.PrimitiveDesc(e, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x))],
   ['grouped_gemm_backward_data', (e) => new grouped_gemm_backward_data.PrimitiveDesc(e, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x))],
-  ['moe.routing', (e) => new moe.routing.PrimitiveDesc(e, plain([8, 4]), { topK: 2 } as never)],
   ['moe.routing.backward', (e) => new moe.routing.BackwardPrimitiveDesc(e, {} as never)],
-  ['moe.dispatch', (e) => new moe.dispatch.PrimitiveDesc(e, { tokens: 8, topK: 2, experts: 4 } as never)],
   ['moe.combine.backward', (e) => new moe.combine.BackwardPrimitiveDesc(e, {} as never)],
   ['moe.layer.backward', (e) => new moe.layer.BackwardPrimitiveDesc(e, {} as never)],
   ['moe.ExpertParallelRank', (e) => new moe.ExpertParallelRank(e, { rank: 0, worldSize: 1, experts: 4, topK: 2, tokens: 8, hidden: 4 } as never, {} as never)],
@@ -58,11 +56,13 @@ describe('primitives without a gpu implementation refuse a gpu engine at pd crea
     expect(() => grouped_gemm.expertViews(m, [0, 8])).toThrow(/expertViews: no implementation on the gpu engine yet/);
   });
 
-  it('matmul, grouped_gemm, reorder, moe.combine, moe.activation and dynamic_quant take a gpu engine (they have webgpu impls)', () => {
+  it('matmul, grouped_gemm, reorder, moe.routing, moe.dispatch, moe.combine, moe.activation and dynamic_quant take a gpu engine (they have webgpu impls)', () => {
     expect(new reorder.PrimitiveDesc(gpu, plain([8, 4]), memory.desc([8, 4], dt.f32, tag.ba)).implInfo).toBe('webgpu:device:reorder-plain');
     expect(new grouped_gemm.PrimitiveDesc(gpu, [rows(4)], [plain([4, 6])], [rows(6)], memory.desc([1], dt.s32, tag.x)).implInfo).toMatch(/^webgpu:/);
     expect(new moe.combine.PrimitiveDesc(gpu, { tokens: 4, topK: 2, src: plain([8, 4]), dst: plain([4, 4]) }).implInfo).toBe('webgpu:moe-combine');
     expect(new moe.activation.PrimitiveDesc(gpu, plain([8, 8]), plain([8, 4]), { alg: algorithm.glu_swiglu }).implInfo).toBe('webgpu:moe-activation');
     expect(new dynamic_quant.PrimitiveDesc(gpu, plain([8, 4]), memory.desc([8, 4], dt.s8, tag.ab)).implInfo).toBe('webgpu:quant-rows-s8');
+    expect(new moe.routing.PrimitiveDesc(gpu, plain([8, 4]), { topK: 2 }).implInfo).toMatch(/^webgpu:/);
+    expect(new moe.dispatch.PrimitiveDesc(gpu, { tokens: 8, topK: 2, experts: 4 }).implInfo).toMatch(/^webgpu:/);
   });
 });

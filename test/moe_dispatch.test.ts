@@ -6,7 +6,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, Stream, dt, memory, moe, tag, type EngineOptions } from '../src/index.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
-import { mulberry32, randomF32, type Rng } from './workloads.js';
+import { randomIds, refPlace } from './moe_dispatch_cases.js';
+import { mulberry32, randomF32 } from './workloads.js';
 
 const engines: Engine[] = [];
 afterAll(() => engines.forEach((e) => e.release()));
@@ -15,32 +16,6 @@ function s32(eng: Engine, dims: number[], v: ArrayLike<number>): Memory {
   const m = Memory.create(memory.desc(dims, dt.s32, dims.length === 1 ? tag.a : tag.ab), eng);
   (m.values as Int32Array).set(Array.from(v));
   return m;
-}
-
-function randomIds(rng: Rng, T: number, E: number, k: number, skewTo?: number): Int32Array {
-  const ids = new Int32Array(T * k);
-  for (let t = 0; t < T; t++) {
-    const used = new Set<number>();
-    for (let s = 0; s < k; s++) {
-      let e = s === 0 && skewTo !== undefined ? skewTo : Math.floor(rng() * E);
-      while (used.has(e)) e = (e + 1) % E;
-      used.add(e);
-      ids[t * k + s] = e;
-    }
-  }
-  return ids;
-}
-
-/** Reference placement: rows sorted by (local expert, token, slot); offsets padded to `block`. */
-function refPlace(ids: Int32Array, T: number, k: number, G: number, map?: Int32Array, block = 1): { rows: [number, number][][]; offs: number[] } {
-  const rows: [number, number][][] = Array.from({ length: G }, () => []);
-  for (let t = 0; t < T; t++) for (let s = 0; s < k; s++) {
-    const l = map ? map[ids[t * k + s]] : ids[t * k + s];
-    if (l >= 0) rows[l].push([t, s]);
-  }
-  const offs = [0];
-  rows.forEach((r) => offs.push(offs[offs.length - 1] + Math.ceil(r.length / block) * block));
-  return { rows, offs };
 }
 
 describe.each([

@@ -1,26 +1,34 @@
 import { DnnlError } from '../../../common/status.js';
 import { OpJob, type OpStatus } from '../../../kernels/op_job.js';
 import type { Memory } from '../../../memory/memory.js';
+import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { Engine } from '../../../runtime/engine.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import { stateless, type Executor } from '../../../runtime/lifetime.js';
 import type { DispatchProblem } from './pd.js';
 
-export interface DispatchArgs {
-  readonly ids: Memory;
-  readonly hidden: Memory | undefined;
-  readonly expertMap: Memory | undefined;
-  readonly dst: Memory | undefined;
-  readonly tokenIndex: Memory;
-  readonly tokenKs: Memory;
-  readonly rowOf: Memory;
-  readonly counts: Memory | undefined;
+export interface DispatchArgs<M = Memory> {
+  readonly ids: M;
+  readonly hidden: M | undefined;
+  readonly expertMap: M | undefined;
+  readonly dst: M | undefined;
+  readonly tokenIndex: M;
+  readonly tokenKs: M;
+  readonly rowOf: M;
+  readonly counts: M | undefined;
 }
 
-export interface DispatchImpl {
+/** One entry of an ordered implementation list; `reject` says why it cannot run a problem (undefined = it can). */
+export interface DispatchImpl<E = Engine, M = Memory> {
   readonly name: string;
-  reject(p: DispatchProblem, engine: Engine): string | undefined;
-  task(p: DispatchProblem, engine: Engine): Executor<DispatchArgs>;
+  /** Full name for `pd.implInfo` (ISA, kernel); defaults to `name`. */
+  describe?(engine: E, p: DispatchProblem): string;
+  reject(p: DispatchProblem, engine: E): string | undefined;
+  task(p: DispatchProblem, engine: E): Executor<DispatchArgs<M>>;
 }
+
+/** An implementation for the gpu engine (its own list: the host reference never runs there). */
+export type GpuDispatchImpl = DispatchImpl<GpuEngine, GpuMemory>;
 
 /** Runtime-data errors; the kernel (moe-dispatch.c) reports the same codes. */
 export const DISPATCH_ERR = { id: 120, dup: 121, map: 122, cap: 123 } as const;
@@ -96,6 +104,7 @@ const KIND_MOE_DISPATCH = 18;
 
 const wasm: DispatchImpl = {
   name: 'wasm',
+  describe: (engine) => `wasm:${engine.isa}:moe-dispatch`,
   reject: (_p, engine) => (engine.kernels ? undefined : 'the engine was created without kernels'),
   task: (p, engine) => {
     const job = new OpJob(engine, KIND_MOE_DISPATCH, DISPATCH_JOB);
@@ -132,4 +141,5 @@ const wasm: DispatchImpl = {
   },
 };
 
+/** The cpu engine's list, in order of preference. */
 export const dispatchImplList: readonly DispatchImpl[] = [wasm, ref];

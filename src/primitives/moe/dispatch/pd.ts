@@ -1,4 +1,4 @@
-import { check, checkImpl } from '../../../common/status.js';
+import { DnnlError, check, checkImpl } from '../../../common/status.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
@@ -6,7 +6,9 @@ import { RUNTIME_DIM_VAL } from '../../../common/dims.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
 import { groupedDesc } from '../../../memory/grouped_desc.js';
 import type { Engine } from '../../../runtime/engine.js';
-import { refuseGpuEngine } from '../../gpu_refusal.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import type { DispatchImpl, GpuDispatchImpl } from './impls.js';
+import { dispatchImplList, gpuDispatchImplList } from './impl_list.js';
 
 export interface DispatchOptions {
   readonly tokens: number;
@@ -72,13 +74,16 @@ const posInt = (v: unknown): v is number => typeof v === 'number' && Number.isSa
  * row (vLLM, cuDNN; the combine sums them); the batched format holds one row per token and expert and
  * refuses it. Bad ids (outside [0, E), a repeat in the batched format), map entries outside [-1, G)
  * and a batched expert over capacity are raised by `stream.wait()`, with nothing written.
+ * On a gpu engine the whole placement runs on the device (webgpu_dispatch.ts): the offsets are written
+ * into the output memory there, for the grouped matmul that follows to read without the host.
  */
 export class PrimitiveDesc {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   readonly problem: DispatchProblem;
+  /** The chosen implementation: from the cpu list on a cpu engine, from the gpu list on a gpu engine. */
+  readonly impl: DispatchImpl | GpuDispatchImpl;
 
-  constructor(engine: Engine, o: DispatchOptions) {
-    refuseGpuEngine(engine, 'moe.dispatch');
+  constructor(engine: Engine | GpuEngine, o: DispatchOptions) {
     const t0 = now();
     created('primitive_desc', engine);
     check(engine !== undefined && engine !== null, 'moe.dispatch: engine is required');
@@ -118,7 +123,19 @@ export class PrimitiveDesc {
       tokenKs: batched ? plainDesc([G, cap], 's32', 'ab') : plainDesc([R], 's32', 'a'), rowOf: plainDesc([T, k], 's32', 'ab'),
       counts: batched ? plainDesc([G], 's32', 'a') : undefined, expertMapMd: expertMap ? plainDesc([o.experts], 's32', 'a') : undefined,
     });
+    this.impl = engine.kind === 'gpu' ? PrimitiveDesc.pick(gpuDispatchImplList, this.problem, engine) : PrimitiveDesc.pick(dispatchImplList, this.problem, engine);
     verboseLine('create', ['moe_dispatch', this.implInfo, 'undef', `ids:${this.problem.ids} dst:${this.problem.dst ?? 'none'}`, '', '', `t${T}k${k}e${o.experts}g${G}`, (now() - t0).toFixed(4)]);
+  }
+
+  /** The first implementation of `list` that accepts the problem, or `unimplemented` with every reason. */
+  private static pick<E, I extends { readonly name: string; reject(p: DispatchProblem, engine: E): string | undefined }>(list: readonly I[], p: DispatchProblem, engine: E): I {
+    const reasons: string[] = [];
+    for (const impl of list) {
+      const why = impl.reject(p, engine);
+      if (why === undefined) return impl;
+      reasons.push(`${impl.name}: ${why}`);
+    }
+    throw new DnnlError('unimplemented', `moe.dispatch: no implementation for t${p.T}k${p.k}e${p.E}g${p.G} (${reasons.join('; ')})`);
   }
 
   /** `topk_ids`, `src` (hidden), `dst`, `token_index`, `token_ks`, `row_of`, `expert_num_tokens`, `expert_map`. */
@@ -137,6 +154,7 @@ export class PrimitiveDesc {
   }
 
   get implInfo(): string {
-    return this.engine.kernels ? `wasm:${this.engine.isa}:moe-dispatch` : 'ref:any';
+    const eng = this.engine;
+    return (eng.kind === 'gpu' ? (this.impl as GpuDispatchImpl).describe?.(eng, this.problem) : (this.impl as DispatchImpl).describe?.(eng, this.problem)) ?? this.impl.name;
   }
 }

@@ -1,8 +1,10 @@
 import type { Stream } from '../../../runtime/stream.js';
 import { OpPrimitive } from '../../op_primitive.js';
-import { ARG } from '../../args.js';
-import { checkNoOverlap, memArg, noArg, type ExecArgs } from '../../exec_args.js';
-import { dispatchImplList, type DispatchArgs } from './impls.js';
+import { ARG, argName } from '../../args.js';
+import { check } from '../../../common/status.js';
+import { checkNoOverlap, memArg, noArg, type AnyMemory, type ExecArgs } from '../../exec_args.js';
+import type { Executor } from '../../../runtime/lifetime.js';
+import type { DispatchArgs, DispatchImpl, GpuDispatchImpl } from './impls.js';
 import type { PrimitiveDesc } from './pd.js';
 
 const FN = 'moe.dispatch.execute';
@@ -10,11 +12,14 @@ const FN = 'moe.dispatch.execute';
 /**
  * `new moe.dispatch.Primitive(pd).execute(strm, { [ARG.MOE_TOPK_IDS]: ids, [ARG.SRC]?: hidden,
  * [ARG.MOE_EXPERT_MAP]?: map, [ARG.DST]: routed / offsets, [ARG.MOE_TOKEN_INDEX], [ARG.MOE_TOKEN_KS],
- * [ARG.MOE_ROW_OF], [ARG.MOE_EXPERT_NUM_TOKENS]? })`: one op job on the engine's workers.
+ * [ARG.MOE_ROW_OF], [ARG.MOE_EXPERT_NUM_TOKENS]? })`: one op job on the cpu engine's workers, or the
+ * device passes of the gpu impl.
  */
-export class Primitive extends OpPrimitive<PrimitiveDesc, DispatchArgs> {
+export class Primitive extends OpPrimitive<PrimitiveDesc, DispatchArgs<AnyMemory>> {
   constructor(pd: PrimitiveDesc) {
-    super(pd, dispatchImplList.find((i) => i.reject(pd.problem, pd.engine) === undefined)!.task(pd.problem, pd.engine));
+    // Each engine kind's impl takes its own memory kind; memArg checks every memory's engine.
+    const eng = pd.engine;
+    super(pd, (eng.kind === 'gpu' ? (pd.impl as GpuDispatchImpl).task(pd.problem, eng) : (pd.impl as DispatchImpl).task(pd.problem, eng)) as Executor<DispatchArgs<AnyMemory>>);
   }
 
   execute(stream: Stream, args: ExecArgs): void {
@@ -22,7 +27,7 @@ export class Primitive extends OpPrimitive<PrimitiveDesc, DispatchArgs> {
     this.begin(FN, stream);
     if (!p.hidden) noArg(FN, args, ARG.SRC, 'the pd was created without hidden (index-only dispatch)');
     if (!p.expertMapMd) noArg(FN, args, ARG.MOE_EXPERT_MAP, 'the pd was created without expertMap');
-    const a: DispatchArgs = {
+    const a: DispatchArgs<AnyMemory> = {
       ids: memArg(FN, eng, args, ARG.MOE_TOPK_IDS, p.ids),
       hidden: p.hidden ? memArg(FN, eng, args, ARG.SRC, p.hidden) : undefined,
       expertMap: p.expertMapMd ? memArg(FN, eng, args, ARG.MOE_EXPERT_MAP, p.expertMapMd) : undefined,
@@ -35,6 +40,10 @@ export class Primitive extends OpPrimitive<PrimitiveDesc, DispatchArgs> {
     const all: [typeof a.ids | undefined, number][] = [[a.ids, ARG.MOE_TOPK_IDS], [a.hidden, ARG.SRC], [a.expertMap, ARG.MOE_EXPERT_MAP], [a.dst, ARG.DST],
       [a.tokenIndex, ARG.MOE_TOKEN_INDEX], [a.tokenKs, ARG.MOE_TOKEN_KS], [a.rowOf, ARG.MOE_ROW_OF], [a.counts, ARG.MOE_EXPERT_NUM_TOKENS]];
     checkNoOverlap(FN, all.slice(3), all);
+    // One memory object given as two outputs (checkNoOverlap compares distinct objects only): a race on
+    // the cpu engine, an invalid binding on the gpu engine.
+    const outs = all.slice(3).filter(([m]) => m !== undefined);
+    outs.forEach(([m, id], i) => outs.slice(0, i).forEach(([o, oid]) => check(m !== o, `${FN}: ${argName(oid)} values overlap ${argName(id)} values`)));
     this.enqueue(stream, a);
   }
 }

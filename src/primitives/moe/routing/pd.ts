@@ -7,10 +7,10 @@ import { MemoryDesc } from '../../../memory/desc.js';
 import { tagToStrides } from '../../../memory/format_tag.js';
 import type { DataType } from '../../../common/data_type.js';
 import type { Engine } from '../../../runtime/engine.js';
-import type { RoutingImpl } from './impl.js';
-import { routingImplList } from './impl_list.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import type { GpuRoutingImpl, RoutingImpl } from './impl.js';
+import { gpuRoutingImplList, routingImplList } from './impl_list.js';
 import { ROUTING_OPTION_KEYS, problemString, type RoutingOptions, type RoutingProblem } from './problem.js';
-import { refuseGpuEngine } from '../../gpu_refusal.js';
 
 /** What `pd.queryMd` answers. */
 export type RoutingQuery = 'src' | 'topk_ids' | 'topk_weights' | 'correction_bias';
@@ -47,38 +47,41 @@ function rowMajor(dims: readonly number[], dataType: DataType): MemoryDesc {
  * `customRoutingFunction` replaces steps 1-4 (it receives `renormalize`; `routedScalingFactor` still
  * applies) and its result is validated (integer ids in [0, E), no expert twice in a token, finite
  * weights, T * topK of each) before anything is written.
+ *
+ * On a gpu engine everything runs on the device (webgpu_routing.ts), the checks of runtime data
+ * included; a `customRoutingFunction` (a host function) is refused there as `unimplemented`.
  */
 export class PrimitiveDesc {
-  readonly engine: Engine;
+  readonly engine: Engine | GpuEngine;
   readonly problem: RoutingProblem;
-  readonly impl: RoutingImpl;
+  /** The chosen implementation: from the cpu list on a cpu engine, from the gpu list on a gpu engine. */
+  readonly impl: RoutingImpl | GpuRoutingImpl;
   readonly creationMs: number;
 
-  constructor(engine: Engine, logits: MemoryDesc, options: RoutingOptions) {
-    refuseGpuEngine(engine, 'moe.routing');
+  constructor(engine: Engine | GpuEngine, logits: MemoryDesc, options: RoutingOptions) {
     const t0 = now();
     created('primitive_desc', engine);
     this.engine = engine;
     this.problem = Object.freeze(PrimitiveDesc.init(engine, logits, options));
-    const reasons: string[] = [];
-    let chosen: RoutingImpl | undefined;
-    for (const impl of routingImplList) {
-      const why = impl.reject(this.problem, engine);
-      if (why === undefined) {
-        chosen = impl;
-        break;
-      }
-      reasons.push(`${impl.name}: ${why}`);
-    }
-    if (!chosen) throw new DnnlError('unimplemented', `moe.routing: no implementation for ${problemString(this.problem)} (${reasons.join('; ')})`);
-    this.impl = chosen;
+    this.impl = engine.kind === 'gpu' ? PrimitiveDesc.pick(gpuRoutingImplList, this.problem, engine) : PrimitiveDesc.pick(routingImplList, this.problem, engine);
     this.creationMs = now() - t0;
     countPdTime(this.creationMs);
     verboseLine('create', ['moe_routing', this.implInfo, 'undef', this.mdsString(), '', '', problemString(this.problem), this.creationMs.toFixed(4)]);
   }
 
+  /** The first implementation of `list` that accepts the problem, or `unimplemented` with every reason. */
+  private static pick<E, I extends { readonly name: string; reject(p: RoutingProblem, engine: E): string | undefined }>(list: readonly I[], p: RoutingProblem, engine: E): I {
+    const reasons: string[] = [];
+    for (const impl of list) {
+      const why = impl.reject(p, engine);
+      if (why === undefined) return impl;
+      reasons.push(`${impl.name}: ${why}`);
+    }
+    throw new DnnlError('unimplemented', `moe.routing: no implementation for ${problemString(p)} (${reasons.join('; ')})`);
+  }
+
   /** Validation rules, one per line. */
-  private static init(engine: Engine, src: MemoryDesc, o: RoutingOptions): RoutingProblem {
+  private static init(engine: Engine | GpuEngine, src: MemoryDesc, o: RoutingOptions): RoutingProblem {
     check(engine !== undefined && engine !== null, 'moe.routing: engine is required');
     check(src instanceof MemoryDesc, 'moe.routing: src (logits) must be a memory descriptor');
     check(o !== null && typeof o === 'object', 'moe.routing: options must be an object { topK, ... }');
@@ -123,7 +126,8 @@ export class PrimitiveDesc {
 
   /** Name of the chosen implementation (oneDNN `impl_info_str`). */
   get implInfo(): string {
-    return this.impl.describe?.(this.engine, this.problem) ?? this.impl.name;
+    const eng = this.engine;
+    return (eng.kind === 'gpu' ? (this.impl as GpuRoutingImpl).describe?.(eng, this.problem) : (this.impl as RoutingImpl).describe?.(eng, this.problem)) ?? this.impl.name;
   }
 
   /** @internal verbose rendering of the descriptors. */

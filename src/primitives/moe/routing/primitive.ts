@@ -4,13 +4,15 @@ import { Lifetime } from '../../../runtime/lifetime.js';
 import { getVerbose, now, verboseLine } from '../../../common/verbose.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from '../../../memory/desc.js';
 import { Memory } from '../../../memory/memory.js';
+import { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { Stream, StreamTask } from '../../../runtime/stream.js';
 import { ARG, argName } from '../../args.js';
-import type { RoutingArgs } from './impl.js';
+import type { AnyMemory, ExecArgs } from '../../exec_args.js';
+import type { GpuRoutingImpl, RoutingArgs, RoutingImpl } from './impl.js';
 import type { PrimitiveDesc } from './pd.js';
 import { problemString } from './problem.js';
 
-export type ExecArgs = Readonly<Record<number, Memory | undefined>>;
+export type { ExecArgs };
 
 const FN = 'moe.routing.execute';
 
@@ -19,7 +21,9 @@ function span(m: Memory): [number, number] {
   return [m.handles[0], m.handles[0] + m.desc.getSize(0)];
 }
 
-function overlaps(a: Memory, b: Memory): boolean {
+function overlaps(a: AnyMemory, b: AnyMemory): boolean {
+  // gpu: one GPUBuffer cannot be bound for reading and writing in one dispatch.
+  if (a instanceof GpuMemory || b instanceof GpuMemory) return a.handles[0] === b.handles[0];
   const [a0, a1] = span(a), [b0, b1] = span(b);
   return a0 < b1 && b0 < a1;
 }
@@ -30,13 +34,16 @@ function overlaps(a: Memory, b: Memory): boolean {
  */
 export class Primitive {
   readonly pd: PrimitiveDesc;
-  private readonly executor: { task(args: RoutingArgs): StreamTask; destroy?(): void };
+  private readonly executor: { task(args: RoutingArgs<AnyMemory>): StreamTask; destroy?(): void };
   private readonly life: Lifetime;
 
   constructor(pd: PrimitiveDesc) {
     created('primitive', pd.engine);
     this.pd = pd;
-    const executor = pd.impl.createExecutor(pd.problem, pd.engine);
+    // Each engine kind's impl takes its own memory kind; `arg()` checks every memory's engine.
+    const eng = pd.engine;
+    const executor = (eng.kind === 'gpu' ? (pd.impl as GpuRoutingImpl).createExecutor(pd.problem, eng) : (pd.impl as RoutingImpl).createExecutor(pd.problem, eng)) as
+      { task(args: RoutingArgs<AnyMemory>): StreamTask; destroy?(): void };
     this.executor = executor;
     this.life = new Lifetime(this, { release: () => executor.destroy?.() });
   }
@@ -59,14 +66,14 @@ export class Primitive {
     const p = this.pd.problem;
     check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
     check(stream.engine === this.pd.engine, `${FN}: stream belongs to another engine`);
-    const a: RoutingArgs = {
+    const a: RoutingArgs<AnyMemory> = {
       src: this.arg(args, ARG.SRC, p.src),
       topkIds: this.arg(args, ARG.MOE_TOPK_IDS, p.topkIds),
       topkWeights: this.arg(args, ARG.MOE_TOPK_WEIGHTS, p.topkWeights),
       correctionBias: p.correctionBias ? this.arg(args, ARG.MOE_CORRECTION_BIAS, p.correctionBias) : undefined,
     };
     check(p.correctionBias !== undefined || args[ARG.MOE_CORRECTION_BIAS] === undefined, `${FN}: ARG.MOE_CORRECTION_BIAS was given but the pd was created without correctionBias`);
-    const inputs: [Memory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.correctionBias, 'ARG.MOE_CORRECTION_BIAS']];
+    const inputs: [AnyMemory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.correctionBias, 'ARG.MOE_CORRECTION_BIAS']];
     for (const [out, name] of [[a.topkIds, 'ARG.MOE_TOPK_IDS'], [a.topkWeights, 'ARG.MOE_TOPK_WEIGHTS']] as const) {
       for (const [m, other] of inputs) check(!m || !overlaps(out, m), `${FN}: ${name} values overlap ${other} values`);
     }
@@ -85,15 +92,16 @@ export class Primitive {
     });
   }
 
-  private arg(args: ExecArgs, id: number, md: MemoryDesc): Memory {
+  private arg(args: ExecArgs, id: number, md: MemoryDesc): AnyMemory {
     const m = args[id];
     const name = argName(id);
     if (m === undefined) throw new DnnlError('invalid_arguments', `${FN}: missing argument ${name}`);
-    check(m instanceof Memory, `${FN}: ${name} must be a Memory object`);
+    check(m instanceof Memory || m instanceof GpuMemory, `${FN}: ${name} must be a Memory object`);
     check(!m.isFreed, `${FN}: ${name} was freed`);
     check(m.engine === this.pd.engine, `${FN}: ${name} belongs to another engine`);
     // Not `check`: the message renders both descriptors, too slow to build on every call.
     if (!m.desc.equals(md)) throw new DnnlError('invalid_arguments', `${FN}: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+    if (m instanceof GpuMemory) return m;
     const n = m.desc.getSize(0);
     check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `${FN}: ${name} buffer is no longer a live allocation of the engine`);
     return m;

@@ -1,0 +1,325 @@
+/**
+ * moe.dispatch on the device: a stable counting sort of the T k routed slots by local expert, in five
+ * dispatches of one compute pass (the placement of wasm/src/moe-dispatch.c, deterministic without
+ * float atomics; integer atomics only where their order cannot show):
+ *
+ * 1. `place`: one invocation per slot (256 per block) validates its id (range; in the batched format no
+ *    repeat within the token) and maps it to a local expert; the first E invocations check the expert
+ *    map. Within its block a slot's rank among the block's slots of the same expert is counted in
+ *    workgroup memory; the block's count per expert goes to the scratch.
+ * 2. `scan`: one workgroup turns the per-block counts into each block's base per expert, the expert
+ *    counts (batched: checked against the capacity) and the padded expert starts (an exclusive scan),
+ *    and writes the indirect arguments of the copy (zero after an error).
+ * 3. `write`: row_of, token_index and token_ks of every slot, -1 on rows no slot takes, and the offsets
+ *    (or the batched counts). Row of slot i = start[l] + base[block(i), l] + rank[i]: ascending token,
+ *    then slot, within each expert.
+ * 4. `copy` (with hidden): every routed row's hidden values, zeros on alignment padding.
+ * 5. `report`: after an error, the first violation in the cpu's order written to the status slot.
+ *
+ * Errors are ranked by a key (slot i: i; map entry e: n + e; expert g over capacity: n + E + g) and the
+ * smallest is kept in scratch word 0 by an integer atomicMax of its complement (0: none); passes 3 and 4
+ * write nothing once it is set.
+ */
+
+/** Slots per block of the place pass (its workgroup size). */
+export const DISPATCH_BLOCK = 256;
+
+/** Words of the scratch buffer: flag, used rows, 2 spare, counts [G], starts [G + 1], block bases [nb, G], local ids [n], ranks [n]. */
+export function dispatchScratchWords(n: number, G: number): number {
+  const nb = Math.ceil(n / DISPATCH_BLOCK);
+  return 5 + 2 * G + nb * G + 2 * n;
+}
+
+/** Words the clear before each execution must zero: flag, counts, starts and the block counts. */
+export function dispatchClearWords(n: number, G: number): number {
+  return 5 + 2 * G + Math.ceil(n / DISPATCH_BLOCK) * G;
+}
+
+/**
+ * Params (uniform, u32): n = T k, k, E, G, R (routed-row capacity), cap (batched), block (alignment),
+ * batched, nb (blocks), slot (status word), K, hld (hidden row stride), hasMap, maxDim (workgroups per
+ * grid dimension), half (16-bit hidden), pad.
+ */
+const COMMON = /* wgsl */ `
+struct Params { n: u32, k: u32, E: u32, G: u32, R: u32, cap: u32, block: u32, batched: u32, nb: u32, slot: u32, K: u32, hld: u32, hasMap: u32, maxDim: u32, half: u32, _p: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+fn CNT() -> u32 { return 4u; }
+fn START() -> u32 { return 4u + P.G; }
+fn BLK() -> u32 { return 5u + 2u * P.G; }
+fn LOC() -> u32 { return BLK() + P.nb * P.G; }
+fn RANK() -> u32 { return LOC() + P.n; }
+`;
+
+const SCRATCH_RW = '@group(0) @binding(3) var<storage, read_write> scr: array<atomic<u32>>;';
+const IDS = '@group(0) @binding(1) var<storage, read> ids: array<i32>;\n@group(0) @binding(2) var<storage, read> emap: array<i32>;';
+const FAIL = 'fn fail_key(key: u32) { atomicMax(&scr[0], 0xffffffffu - key); }';
+const GID = '(wid.y * nwg.x + wid.x) * 256u + li';
+const BUILTINS = '@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32';
+
+export function dispatchPlaceWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${IDS}
+${SCRATCH_RW}
+${FAIL}
+var<workgroup> loc: array<i32, ${DISPATCH_BLOCK}>;
+
+@compute @workgroup_size(${DISPATCH_BLOCK})
+fn main(${BUILTINS}) {
+  let b = wid.y * nwg.x + wid.x;
+  let i = b * ${DISPATCH_BLOCK}u + li;
+  var l = -1;
+  if (i < P.n) {
+    let e = ids[i];
+    if (e < 0 || e >= i32(P.E)) {
+      fail_key(i);
+    } else {
+      var dup = false;
+      if (P.batched == 1u) {
+        for (var s = i - i % P.k; s < i; s++) { if (ids[s] == e) { dup = true; } }
+      }
+      if (dup) {
+        fail_key(i);
+      } else {
+        l = e;
+        if (P.hasMap == 1u) { l = emap[u32(e)]; }
+        // A bad map entry is reported by its own check below; its slots are placed nowhere.
+        if (l < -1 || l >= i32(P.G)) { l = -1; }
+      }
+    }
+    atomicStore(&scr[LOC() + i], u32(l + 1));
+  }
+  if (P.hasMap == 1u && i < P.E) {
+    let v = emap[i];
+    if (v < -1 || v >= i32(P.G)) { fail_key(P.n + i); }
+  }
+  loc[li] = l;
+  workgroupBarrier();
+  if (l >= 0) {
+    var before = 0u;
+    var after = 0u;
+    for (var j = 0u; j < ${DISPATCH_BLOCK}u; j++) {
+      if (loc[j] == l) {
+        if (j < li) { before++; } else if (j > li) { after++; }
+      }
+    }
+    atomicStore(&scr[RANK() + i], before);
+    if (after == 0u) { atomicStore(&scr[BLK() + b * P.G + u32(l)], before + 1u); }
+  }
+}
+`;
+}
+
+export function dispatchScanWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${SCRATCH_RW}
+@group(0) @binding(4) var<storage, read_write> args: array<u32>;
+${FAIL}
+var<workgroup> sh: array<u32, 256>;
+var<workgroup> carry: u32;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  if (li == 0u) { carry = 0u; }
+  workgroupBarrier();
+  for (var base = 0u; base < P.G; base += 256u) {
+    let g = base + li;
+    var c = 0u;
+    if (g < P.G) {
+      var run = 0u;
+      for (var b = 0u; b < P.nb; b++) {
+        let at = BLK() + b * P.G + g;
+        let x = atomicLoad(&scr[at]);
+        atomicStore(&scr[at], run);
+        run += x;
+      }
+      c = run;
+      atomicStore(&scr[CNT() + g], run);
+      if (P.batched == 1u && run > P.cap) { fail_key(P.n + P.E + g); }
+    }
+    let padded = (c + P.block - 1u) / P.block * P.block;
+    sh[li] = padded;
+    workgroupBarrier();
+    for (var s = 1u; s < 256u; s <<= 1u) {
+      var v = 0u;
+      if (li >= s) { v = sh[li - s]; }
+      workgroupBarrier();
+      sh[li] += v;
+      workgroupBarrier();
+    }
+    let start = carry + sh[li] - padded;
+    if (g < P.G) { atomicStore(&scr[START() + g], select(start, g * P.cap, P.batched == 1u)); }
+    workgroupBarrier();
+    if (li == 255u) { carry = start + padded; }
+    workgroupBarrier();
+  }
+  storageBarrier();
+  workgroupBarrier();
+  if (li == 0u) {
+    let used = select(carry, P.R, P.batched == 1u);
+    atomicStore(&scr[START() + P.G], select(carry, P.G * P.cap, P.batched == 1u));
+    atomicStore(&scr[1], used);
+    let count = select(used * P.K, (used * P.K + 1u) / 2u, P.half == 1u);
+    let wg = (count + 255u) / 256u;
+    var x = min(wg, P.maxDim);
+    var y = 0u;
+    if (x > 0u) { y = (wg + x - 1u) / x; }
+    if (atomicLoad(&scr[0]) != 0u) { x = 0u; y = 0u; }
+    args[0] = x;
+    args[1] = y;
+    args[2] = 1u;
+  }
+}
+`;
+}
+
+export function dispatchWriteWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${SCRATCH_RW}
+@group(0) @binding(5) var<storage, read_write> rowOf: array<i32>;
+@group(0) @binding(6) var<storage, read_write> ti: array<i32>;
+@group(0) @binding(7) var<storage, read_write> ks: array<i32>;
+@group(0) @binding(8) var<storage, read_write> offs: array<i32>;
+fn cnt(g: u32) -> u32 { return atomicLoad(&scr[CNT() + g]); }
+fn start(g: u32) -> u32 { return atomicLoad(&scr[START() + g]); }
+
+@compute @workgroup_size(256)
+fn main(${BUILTINS}) {
+  if (atomicLoad(&scr[0]) != 0u) { return; }
+  let i = ${GID};
+  if (i < P.n) {
+    let l1 = atomicLoad(&scr[LOC() + i]);
+    if (l1 == 0u) {
+      rowOf[i] = -1;
+    } else {
+      let l = l1 - 1u;
+      let pos = start(l) + atomicLoad(&scr[BLK() + (i / ${DISPATCH_BLOCK}u) * P.G + l]) + atomicLoad(&scr[RANK() + i]);
+      rowOf[i] = i32(pos);
+      ti[pos] = i32(i / P.k);
+      ks[pos] = i32(i % P.k);
+    }
+  }
+  if (i < P.R) {
+    // Rows no slot takes (alignment padding, unused capacity): token -1.
+    var free = false;
+    if (P.batched == 1u) {
+      let g = i / P.cap;
+      free = i - g * P.cap >= cnt(g);
+    } else if (i >= start(P.G)) {
+      free = true;
+    } else {
+      var lo = 0u;
+      var hi = P.G;
+      while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (start(mid) <= i) { lo = mid; } else { hi = mid; }
+      }
+      free = i - start(lo) >= cnt(lo);
+    }
+    if (free) {
+      ti[i] = -1;
+      ks[i] = -1;
+    }
+  }
+  if (P.batched == 1u) {
+    if (i < P.G) { offs[i] = i32(cnt(i)); }
+  } else if (i <= P.G) {
+    offs[i] = i32(start(i));
+  }
+}
+`;
+}
+
+/** The hidden copy: f32 one element per invocation (bits copied), 16-bit one u32 word (two halves) per invocation. */
+export function dispatchCopyWgsl(half: boolean): string {
+  const body = half ? /* wgsl */ `
+  let total = used * P.K;
+  if (2u * j >= total) { return; }
+  var word = 0u;
+  var keep = 0u;
+  var changed = false;
+  for (var h = 0u; h < 2u; h++) {
+    let e = 2u * j + h;
+    var take = false;
+    var v = 0u;
+    if (e < total) {
+      let r = e / P.K;
+      let c = e - r * P.K;
+      let t = ti[r];
+      if (t >= 0) {
+        let s = u32(t) * P.hld + c;
+        v = (hid[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
+        take = true;
+      } else if (P.batched == 0u) {
+        take = true;
+      }
+    }
+    if (take) { word |= v << (16u * h); changed = true; } else { keep |= 0xffffu << (16u * h); }
+  }
+  if (!changed) { return; }
+  if (keep != 0u) { word |= dst[j] & keep; }
+  dst[j] = word;` : /* wgsl */ `
+  if (j >= used * P.K) { return; }
+  let r = j / P.K;
+  let c = j - r * P.K;
+  let t = ti[r];
+  if (t >= 0) { dst[j] = hid[u32(t) * P.hld + c]; } else if (P.batched == 0u) { dst[j] = 0u; }`;
+  return /* wgsl */ `${COMMON}
+@group(0) @binding(3) var<storage, read> scr: array<u32>;
+@group(0) @binding(6) var<storage, read> ti: array<i32>;
+@group(0) @binding(9) var<storage, read> hid: array<u32>;
+@group(0) @binding(10) var<storage, read_write> dst: array<u32>;
+
+@compute @workgroup_size(256)
+fn main(${BUILTINS}) {
+  let j = ${GID};
+  let used = scr[1];${body}
+}
+`;
+}
+
+export function dispatchReportWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${IDS}
+${SCRATCH_RW}
+@group(0) @binding(11) var<storage, read_write> status: array<u32>;
+
+@compute @workgroup_size(1)
+fn main() {
+  let f = atomicLoad(&scr[0]);
+  if (f == 0u) { return; }
+  let key = 0xffffffffu - f;
+  var code = 0u;
+  var i = 0u;
+  var a = 0;
+  var b = 0;
+  if (key < P.n) {
+    i = key;
+    let e = ids[key];
+    a = e;
+    if (e < 0 || e >= i32(P.E)) {
+      code = 120u;
+      b = i32(P.E);
+    } else {
+      code = 121u;
+      for (var s = key - key % P.k; s < key; s++) {
+        if (ids[s] == e) { b = i32(s % P.k); break; }
+      }
+    }
+  } else if (key < P.n + P.E) {
+    code = 122u;
+    i = key - P.n;
+    a = emap[i];
+    b = i32(P.G);
+  } else {
+    code = 123u;
+    i = key - P.n - P.E;
+    a = i32(atomicLoad(&scr[CNT() + i]));
+    b = i32(P.cap);
+  }
+  status[P.slot] = code;
+  status[P.slot + 1u] = i;
+  status[P.slot + 2u] = bitcast<u32>(a);
+  status[P.slot + 3u] = bitcast<u32>(b);
+}
+`;
+}

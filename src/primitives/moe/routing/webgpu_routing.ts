@@ -1,0 +1,113 @@
+import type { GpuMemory } from '../../../memory/gpu_memory.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import { workgroupGrid } from '../../../runtime/gpu/grid.js';
+import type { StreamTask } from '../../../runtime/stream.js';
+import { fits32 } from '../../../kernels/fused_job.js';
+import {
+  ROUTE_WG, ROUTING_PRIVATE_LIMIT, routingCheckWgsl, routingKey, routingPrivateBytes, routingWgsl, type RoutingKernelConfig,
+} from '../../../kernels/wgsl/moe_routing.js';
+import type { GpuRoutingImpl, RoutingArgs } from './impl.js';
+import type { RoutingProblem } from './problem.js';
+import { routingDataError } from './runtime_data.js';
+
+function configOf(p: RoutingProblem): RoutingKernelConfig {
+  const base = {
+    E: p.E, k: p.topK, groups: p.groupCount, kgroup: p.kGroup, gmode: p.groupSelectMode, softmax: p.scoring === 'softmax', renorm: p.renormalize,
+    dt: p.src.dataType as RoutingKernelConfig['dt'], bias: p.correctionBias !== undefined,
+  };
+  return { ...base, scratch: routingPrivateBytes(base) > ROUTING_PRIVATE_LIMIT };
+}
+
+
+/**
+ * Two dispatches in one compute pass: a check of every logit and bias entry (the first violation's
+ * key kept in a flag word with an integer atomicMax, which does not depend on the order), then one
+ * invocation per token routing it, or, after a violation, only the error reported in the status slot
+ * (raised by `stream.wait()`; nothing is written).
+ */
+class WebgpuRoutingExecutor {
+  private readonly check: GPUComputePipeline;
+  private readonly route: GPUComputePipeline;
+  private readonly params: GPUBuffer;
+  private readonly flag: GPUBuffer;
+  private readonly scratch: GPUBuffer | undefined;
+
+  constructor(private readonly p: RoutingProblem, private readonly eng: GpuEngine) {
+    const c = configOf(p);
+    this.check = eng.pipeline(routingKey(c, 'check'), () => routingCheckWgsl(c));
+    this.route = eng.pipeline(routingKey(c, 'route'), () => routingWgsl(c));
+    this.params = eng.createBuffer(32, 'moe.routing params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+    this.flag = eng.createBuffer(16, 'moe.routing flag');
+    const E4 = (p.E + 3) & ~3;
+    if (c.scratch) this.scratch = eng.createBuffer(4 * p.T * E4 * (c.bias ? 2 : 1), 'moe.routing scores');
+  }
+
+  task(a: RoutingArgs<GpuMemory>): StreamTask {
+    return () => this.record(a);
+  }
+
+  private record(a: RoutingArgs<GpuMemory>): void {
+    const { p, eng } = this;
+    eng.checkAlive();
+    if (p.T === 0) return;
+    const slot = eng.status.take((code, i, x) => routingDataError(code, i, x));
+    const words = new Uint32Array(8);
+    const floats = new Float32Array(words.buffer);
+    words.set([p.T, p.src.strides[0], p.src.strides[1], slot.word]);
+    floats[4] = p.routedScalingFactor;
+    floats[5] = p.renormalizeEps;
+    eng.write(this.params, 0, words);
+    eng.encode('moe.routing', (enc) => {
+      const dev = eng.device;
+      enc.clearBuffer(this.flag);
+      const pass = enc.beginComputePass({ label: 'moe.routing' });
+      const common: GPUBindGroupEntry[] = [
+        { binding: 0, resource: { buffer: this.params } },
+        { binding: 1, resource: { buffer: a.src.buffers[0] } },
+        { binding: 5, resource: { buffer: this.flag } },
+      ];
+      if (a.correctionBias) common.push({ binding: 2, resource: { buffer: a.correctionBias.buffers[0] } });
+      const checkBg = dev.createBindGroup({ layout: this.check.getBindGroupLayout(0), entries: common });
+      const routeEntries: GPUBindGroupEntry[] = [
+        ...common,
+        { binding: 3, resource: { buffer: a.topkIds.buffers[0] } },
+        { binding: 4, resource: { buffer: a.topkWeights.buffers[0] } },
+        { binding: 6, resource: { buffer: slot.buffer } },
+      ];
+      if (this.scratch) routeEntries.push({ binding: 7, resource: { buffer: this.scratch } });
+      const routeBg = dev.createBindGroup({ layout: this.route.getBindGroupLayout(0), entries: routeEntries });
+      pass.setPipeline(this.check);
+      pass.setBindGroup(0, checkBg);
+      pass.dispatchWorkgroups(...workgroupGrid(eng, Math.max(p.T, p.correctionBias ? p.E : 0), ROUTE_WG));
+      pass.setPipeline(this.route);
+      pass.setBindGroup(0, routeBg);
+      pass.dispatchWorkgroups(...workgroupGrid(eng, p.T, ROUTE_WG));
+      pass.end();
+      eng.keepAlive(pass, checkBg, routeBg);
+    });
+  }
+
+  destroy(): void {
+    this.eng.retire(this.params, this.flag, this.scratch);
+  }
+}
+
+/** WebGPU routing: scores, selection and weights on the device, runtime data checked there. */
+export const webgpuRouting: GpuRoutingImpl = {
+  name: 'webgpu:moe-routing',
+  describe(_eng, p) {
+    return `webgpu:moe-routing-${p.scoring}-${p.groupCount > 1 ? 'grouped-topk' : 'topk'}`;
+  },
+  reject(p, eng) {
+    if (p.custom) return 'customRoutingFunction is a host function: the gpu engine routes on the device only (route on a cpu engine, or write the ids and weights yourself)';
+    if (!fits32(p.src) || !fits32(p.topkIds)) return 'too large for 32-bit indexing';
+    const limit = eng.caps.maxStorageBufferBindingSize;
+    if (p.src.getSize(0) > limit || p.topkIds.getSize(0) > limit) return `a binding exceeds the device's maxStorageBufferBindingSize ${limit}`;
+    const c = configOf(p);
+    if (c.scratch && 4 * p.T * ((p.E + 3) & ~3) * (c.bias ? 2 : 1) > limit) return `the score scratch of T x E exceeds the device's maxStorageBufferBindingSize ${limit}`;
+    return undefined;
+  },
+  createExecutor(p, eng) {
+    return new WebgpuRoutingExecutor(p, eng);
+  },
+};
