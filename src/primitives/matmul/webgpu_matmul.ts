@@ -4,14 +4,18 @@ import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
-import { groupedScheduleWgsl, scheduleWords, SCHED_HEADER_WORDS } from '../../kernels/wgsl/grouped_schedule.js';
+import {
+  groupedScheduleKey, groupedScheduleWgsl, scheduleWords, SCHED_HEADER_WORDS, SCHED_PARAMS_BYTES, type ScheduleConfig,
+} from '../../kernels/wgsl/grouped_schedule.js';
 import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
 import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
-import type { GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import { GEMM_ROWS_PARAMS_WORDS, TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, type GemmRows } from '../../kernels/wgsl/gemm_rows.js';
+import { ROW_ERR, rowMapsError } from './row_maps.js';
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
@@ -28,14 +32,37 @@ function unitCols(md: MemoryDesc): boolean {
 
 function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
   if (p.weights.format === 'packed') return 'packed weights layouts are not implemented on the gpu engine yet (use plain abc / acb weights)';
-  if (p.moe.gather || p.moe.scatterTopK || p.moe.batchedCounts) return 'MoE gather / scatter / batched token counts are not implemented on the gpu engine yet';
-  if (p.moe.zeroFill) return 'zero-filled ungrouped rows (cuDNN none mode, attr.setZeroFillUngroupedRows) are not implemented on the gpu engine yet';
-  if (p.moe.expertMap) return 'a group -> expert map (attr.setExpertMap) is not implemented on the gpu engine yet';
   const fr = fusionRejectReason(p, eng);
   if (fr) return fr;
+  const rowMaps = (p.moe.gather || p.moe.scatterTopK ? 1 : 0) + (p.moe.scatterTopK ? 1 : 0);
+  if (eng && rowMaps && needsFusion(p)) {
+    const used = 4 + (p.bias ? 1 : 0) + fusionStorageCount(gemmFusionOf(p)) + rowMaps;
+    const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+    if (used > limit) return `the matmul needs ${used} storage buffers (token index / slots, scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
+  }
   if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
   if (p.kind === 'dense' && p.batch.length > 1) return 'dense matmul with more than one batch dim is not implemented on the gpu engine yet';
   return undefined;
+}
+
+/** The row modes a problem needs in the kernel (gemm_rows.ts), undefined for a plain GEMM. */
+function rowsOf(p: MatmulProblem): GemmRows | undefined {
+  const m = p.moe;
+  if (!m.gather && !m.scatterTopK && !m.zeroFill && !m.batchedCounts) return undefined;
+  return { gather: m.gather, scatter: m.scatterTopK > 0, zeroFill: m.zeroFill, counts: m.batchedCounts };
+}
+
+/** The schedule's extra inputs (grouped_schedule.ts). */
+function scheduleOf(p: MatmulProblem): ScheduleConfig {
+  return { expertMap: p.moe.expertMap, rows: p.moe.gather ? 'gather' : p.moe.scatterTopK ? 'scatter' : 'none', counts: p.moe.batchedCounts };
+}
+
+/** The row-mode words after the 16 plain params: topK, then whole-buffer windows (offsets 0, every expert and row). */
+function rowsParams(p: MatmulProblem, plain: Uint32Array): Uint32Array {
+  const P = new Uint32Array(GEMM_ROWS_PARAMS_WORDS);
+  P.set(plain);
+  P.set([p.moe.scatterTopK, 0, 0, 0, 0, 0xffffffff, 0, 0xffffffff], 16);
+  return P;
 }
 
 /** The tiled kernel's 16 u32 params for this problem (gemm_tiled.ts). */
@@ -59,15 +86,19 @@ function gemmParams(p: MatmulProblem, tilesN: number): Uint32Array {
 
 /** Where a grouped execution's offsets live on the device, and what to call them in messages. */
 function deviceGrouping(p: MatmulProblem, a: MatmulArgs<GpuMemory>): { primary: GPUBuffer; other: GPUBuffer | undefined; names: Grouping } {
+  const leadingRows = p.kind === 'grouped_m' && p.offsetsArg === 'src' && !p.moe.gather && !p.moe.scatterTopK ? p.moe.zeroFill : undefined;
   const names = (primary: string, other?: string): Grouping => ({
     primary: { name: primary, handle: 0, view: new Int32Array(0) }, others: other ? [{ name: other, handle: 0, view: new Int32Array(0) }] : [],
-    G: p.G, total: p.kind === 'grouped_k' ? p.K : p.M, variableDim: p.kind === 'grouped_k' ? 1 : 0, sizes: undefined,
+    G: p.G, total: p.kind === 'grouped_k' ? p.K : p.M, variableDim: p.kind === 'grouped_k' ? 1 : 0, sizes: undefined, leadingRows,
   });
+  if (p.moe.batchedCounts) return { primary: a.counts!.buffers[0], other: undefined, names: names('ARG.MOE_EXPERT_NUM_TOKENS') };
   if (p.kind === 'grouped_k') {
     const other = a.weights.buffers[1] !== a.src.buffers[1] ? a.weights.buffers[1] : undefined;
     return { primary: a.src.buffers[1], other, names: names('src', 'weights') };
   }
   if (p.offsetsFrom === 'attr') return { primary: a.offsets!.buffers[0], other: undefined, names: names(argName(ARG.ATTR_GROUPED_OFFSETS | ARG.SRC)) };
+  // MoE gather: src is plain, dst holds the partition; scatter: dst is plain.
+  if (p.offsetsArg === 'dst') return { primary: a.dst.buffers[1], other: undefined, names: names('dst') };
   const other = p.dst.isGrouped && a.dst.buffers[1] !== a.src.buffers[1] ? a.dst.buffers[1] : undefined;
   return { primary: a.src.buffers[1], other, names: names('src', 'dst') };
 }
@@ -85,6 +116,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   private readonly schedParams: GPUBuffer | undefined;
   private readonly schedBuf: GPUBuffer | undefined;
   private readonly sizesBuf: GPUBuffer | undefined;
+  /** A scatter's first-row table (one word per dst row), written by the schedule's duplicate check. */
+  private readonly firstBuf: GPUBuffer | undefined;
+  private readonly schedCfg: ScheduleConfig;
   private readonly tilesN: number;
   private readonly tilesM: number;
 
@@ -94,7 +128,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const t = tileOf(p);
     this.fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
     const epilogue = this.fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
-    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion };
+    const rows = rowsOf(p);
+    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion, ...(rows ? { rows } : {}) };
+    this.schedCfg = scheduleOf(p);
     const cfg = this.cfg;
     this.gemm = eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
     // A GLU tile holds the gate and up columns of tn / 2 dst columns.
@@ -106,12 +142,16 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       this.fusionParams = eng.createBuffer(words.byteLength, 'matmul fusion params', uni);
       eng.write(this.fusionParams, 0, words.buffer as ArrayBuffer);
     }
-    this.gemmParams = eng.createBuffer(64, 'matmul params', uni);
-    eng.write(this.gemmParams, 0, gemmParams(p, this.tilesN).buffer as ArrayBuffer);
-    if (p.kind !== 'dense') {
-      this.sched = eng.pipeline('grouped-schedule', groupedScheduleWgsl);
-      this.schedParams = eng.createBuffer(48, 'matmul schedule params', uni);
-      const words = p.kind === 'grouped_k' ? SCHED_HEADER_WORDS + p.G + 1 : scheduleWords(p.M, p.G, t.tm);
+    const params = rows ? rowsParams(p, gemmParams(p, this.tilesN)) : gemmParams(p, this.tilesN);
+    this.gemmParams = eng.createBuffer(params.byteLength, 'matmul params', uni);
+    eng.write(this.gemmParams, 0, params.buffer as ArrayBuffer);
+    if (p.kind !== 'dense' || p.moe.batchedCounts) {
+      const sc = this.schedCfg;
+      this.sched = eng.pipeline(groupedScheduleKey(sc), () => groupedScheduleWgsl(sc));
+      this.schedParams = eng.createBuffer(SCHED_PARAMS_BYTES, 'matmul schedule params', uni);
+      const words = p.kind === 'grouped_k' ? SCHED_HEADER_WORDS + p.G + 1 : p.moe.batchedCounts ? SCHED_HEADER_WORDS + p.batch[0] :
+        scheduleWords(p.M, p.G + (p.moe.zeroFill ? 2 : 0), t.tm);
+      if (p.moe.scatterTopK) this.firstBuf = eng.createBuffer(4 * p.moe.dstRows, 'matmul scatter first-row table');
       this.schedBuf = eng.createBuffer(words * 4, 'matmul schedule', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
       const sizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
       this.sizesBuf = eng.createBuffer(4 * (sizes?.length ?? 1), 'matmul group sizes');
@@ -126,12 +166,16 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   private record(a: MatmulArgs<GpuMemory>): void {
     const { p, eng } = this;
     eng.checkAlive();
-    const grouping = p.kind === 'dense' ? undefined : deviceGrouping(p, a);
-    const slot = grouping && eng.status.take((code, i, x, y) => offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
+    const grouping = this.sched ? deviceGrouping(p, a) : undefined;
+    const slot = grouping && eng.status.take((code, i, x, y) => code >= ROW_ERR.countNegative && code <= ROW_ERR.expertMap ? rowMapsError(p, code, i, x, y) :
+      offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
     if (grouping && slot) {
-      const sp = new Uint32Array(12);
+      const sp = new Uint32Array(SCHED_PARAMS_BYTES / 4);
       const hasSizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
-      sp.set([p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0, p.kind === 'grouped_k' ? 1 : 0, this.tilesM, hasSizes ? 1 : 0]);
+      const m = p.moe, counts = m.batchedCounts;
+      const tokens = m.gather ? m.srcRows : m.scatterTopK ? m.dstRows / m.scatterTopK : 0;
+      sp.set([counts ? p.batch[0] : p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0,
+        p.kind === 'grouped_k' || counts ? 1 : 0, this.tilesM, hasSizes ? 1 : 0, m.zeroFill ? 1 : 0, m.experts, m.scatterTopK, tokens, m.scatterTopK ? m.dstRows : 0]);
       eng.write(this.schedParams!, 0, sp);
     }
     eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot));
@@ -149,6 +193,8 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     ];
     if (a.bias) gemmEntries.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
     if (this.fusion) gemmEntries.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
+    if (a.tokenIndex) gemmEntries.push({ binding: TOKEN_INDEX_BINDING, resource: { buffer: a.tokenIndex.buffers[0] } });
+    if (a.tokenKs) gemmEntries.push({ binding: TOKEN_KS_BINDING, resource: { buffer: a.tokenKs.buffers[0] } });
     if (!grouping || !slot) {
       const batch = p.batch.length ? p.batch[0] : 1;
       pass.setPipeline(this.gemm);
@@ -158,17 +204,19 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
     } else {
       pass.setPipeline(this.sched!);
-      const sbg = dev.createBindGroup({
-        layout: this.sched!.getBindGroupLayout(0),
-        entries: [
-          { binding: 0, resource: { buffer: this.schedParams! } },
-          { binding: 1, resource: { buffer: grouping.primary } },
-          { binding: 2, resource: { buffer: grouping.other ?? grouping.primary } },
-          { binding: 3, resource: { buffer: this.sizesBuf! } },
-          { binding: 4, resource: { buffer: this.schedBuf! } },
-          { binding: 5, resource: { buffer: slot.buffer } },
-        ],
-      });
+      const sc = this.schedCfg;
+      const entries: GPUBindGroupEntry[] = [
+        { binding: 0, resource: { buffer: this.schedParams! } },
+        { binding: 1, resource: { buffer: grouping.primary } },
+        { binding: 4, resource: { buffer: this.schedBuf! } },
+        { binding: 5, resource: { buffer: slot.buffer } },
+      ];
+      // The counts mode reads neither a second offsets buffer nor sizes (auto layouts drop unused bindings).
+      if (!sc.counts) entries.push({ binding: 2, resource: { buffer: grouping.other ?? grouping.primary } }, { binding: 3, resource: { buffer: this.sizesBuf! } });
+      if (sc.expertMap) entries.push({ binding: 6, resource: { buffer: a.expertMap!.buffers[0] } });
+      if (sc.rows !== 'none') entries.push({ binding: 7, resource: { buffer: a.tokenIndex!.buffers[0] } });
+      if (sc.rows === 'scatter') entries.push({ binding: 8, resource: { buffer: a.tokenKs!.buffers[0] } }, { binding: 9, resource: { buffer: this.firstBuf! } });
+      const sbg = dev.createBindGroup({ layout: this.sched!.getBindGroupLayout(0), entries });
       pass.setBindGroup(0, sbg);
       pass.dispatchWorkgroups(1);
       gemmEntries.push({ binding: 4, resource: { buffer: this.schedBuf! } });
@@ -183,7 +231,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   }
 
   destroy(): void {
-    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams);
+    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams, this.firstBuf);
   }
 }
 
@@ -192,7 +240,7 @@ export const webgpuMatmul: GpuMatmulImpl = {
   name: 'webgpu',
   describe(_eng, p) {
     const t = tileOf(p);
-    return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
+    return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
   },
   reject(p, eng) {
     return rejectReason(p, eng);
