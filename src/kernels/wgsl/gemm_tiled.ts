@@ -66,7 +66,8 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   let m0 = S[5u + 3u * t];
   let m1 = S[6u + 3u * t];
   let aBase = 0u; let wBase = g * P.wg; let dBase = 0u; let k0 = 0u; let k1 = P.K;${R ? `
-  if (g != ${ZERO_TILE}u && (g < P.eLo || g >= P.eHi)) { return; }
+  // Zero tiles run in the first expert window only.
+  if (select(g < P.eLo || g >= P.eHi, P.eLo != 0u, g == ${ZERO_TILE}u)) { return; }
   if (m0 < P.rLo || m0 >= P.rHi) { return; }` : ''}` :
     c.mode === 'grouped_k' ? `
   let g = wid.z;

@@ -16,6 +16,7 @@ import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFu
 import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
 import { GEMM_ROWS_PARAMS_WORDS, TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, type GemmRows } from '../../kernels/wgsl/gemm_rows.js';
 import { ROW_ERR, rowMapsError } from './row_maps.js';
+import { planWindows, rangeBinding, type BindingWindow } from './binding_windows.js';
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
@@ -42,6 +43,13 @@ function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
   }
   if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
   if (p.kind === 'dense' && p.batch.length > 1) return 'dense matmul with more than one batch dim is not implemented on the gpu engine yet';
+  if (eng) {
+    const plan = planWindows(p, tileOf(p).tm, eng.caps);
+    if (typeof plan === 'string') return plan;
+    const max = eng.caps.maxStorageBufferBindingSize;
+    const others = [p.bias, ...Object.values(p.fusion.scales).map((q) => q.md), ...Object.values(p.fusion.zeroPoints).map((q) => q.md), ...p.fusion.binary.map((b) => b.md)];
+    if (others.some((md) => md && md.getSize(0) > max)) return `a bias, scales, zero points or binary src1 larger than one storage binding (${max} bytes) is not implemented on the gpu engine yet`;
+  }
   return undefined;
 }
 
@@ -58,11 +66,16 @@ function scheduleOf(p: MatmulProblem): ScheduleConfig {
 }
 
 /** The row-mode words after the 16 plain params: topK, then whole-buffer windows (offsets 0, every expert and row). */
-function rowsParams(p: MatmulProblem, plain: Uint32Array): Uint32Array {
+function rowsParams(p: MatmulProblem, plain: Uint32Array, w?: { win: BindingWindow; offs: readonly number[] }): Uint32Array {
   const P = new Uint32Array(GEMM_ROWS_PARAMS_WORDS);
   P.set(plain);
-  P.set([p.moe.scatterTopK, 0, 0, 0, 0, 0xffffffff, 0, 0xffffffff], 16);
+  P.set(w ? [p.moe.scatterTopK, ...w.offs, w.win.eLo, w.win.eHi, w.win.rLo, w.win.rHi] : [p.moe.scatterTopK, 0, 0, 0, 0, 0xffffffff, 0, 0xffffffff], 16);
   return P;
+}
+
+/** A window's byte ranges of src, weights and dst (binding_windows.ts) for these buffers. */
+function windowBindings(p: MatmulProblem, win: BindingWindow, align: number, bufs: readonly GPUBuffer[]): ReturnType<typeof rangeBinding>[] {
+  return [rangeBinding(p.src, win.src, align, bufs[0].size), rangeBinding(p.weights, win.weights, align, bufs[1].size), rangeBinding(p.dst, win.dst, align, bufs[2].size)];
 }
 
 /** The tiled kernel's 16 u32 params for this problem (gemm_tiled.ts). */
@@ -119,6 +132,8 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   /** A scatter's first-row table (one word per dst row), written by the schedule's duplicate check. */
   private readonly firstBuf: GPUBuffer | undefined;
   private readonly schedCfg: ScheduleConfig;
+  /** Tensors larger than one binding: the windows and each one's params (binding_windows.ts). */
+  private readonly windows: { win: BindingWindow; params: GPUBuffer }[] | undefined;
   private readonly tilesN: number;
   private readonly tilesM: number;
 
@@ -128,7 +143,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const t = tileOf(p);
     this.fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
     const epilogue = this.fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
-    const rows = rowsOf(p);
+    const plan = planWindows(p, t.tm, eng.caps);
+    if (typeof plan === 'string') throw new Error(`webgpu matmul: ${plan}`);
+    const rows = rowsOf(p) ?? (plan ? { gather: false, scatter: false, zeroFill: false, counts: false } : undefined);
     this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion, ...(rows ? { rows } : {}) };
     this.schedCfg = scheduleOf(p);
     const cfg = this.cfg;
@@ -145,6 +162,15 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const params = rows ? rowsParams(p, gemmParams(p, this.tilesN)) : gemmParams(p, this.tilesN);
     this.gemmParams = eng.createBuffer(params.byteLength, 'matmul params', uni);
     eng.write(this.gemmParams, 0, params.buffer as ArrayBuffer);
+    this.windows = plan?.map((win) => {
+      // The element offsets depend only on the ranges (buffers at least as large as the descriptors).
+      const offs = [[p.src, win.src], [p.weights, win.weights], [p.dst, win.dst]].map(([md, r]) =>
+        rangeBinding(md as MemoryDesc, r as BindingWindow['src'], eng.caps.minStorageBufferOffsetAlignment, (md as MemoryDesc).getSize(0)).elemOffset);
+      const words = rowsParams(p, gemmParams(p, this.tilesN), { win, offs });
+      const buf = eng.createBuffer(words.byteLength, 'matmul window params', uni);
+      eng.write(buf, 0, words.buffer as ArrayBuffer);
+      return { win, params: buf };
+    });
     if (p.kind !== 'dense' || p.moe.batchedCounts) {
       const sc = this.schedCfg;
       this.sched = eng.pipeline(groupedScheduleKey(sc), () => groupedScheduleWgsl(sc));
@@ -185,24 +211,18 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const { p, eng } = this;
     const dev = eng.device;
     const pass = enc.beginComputePass({ label: 'matmul' });
-    const gemmEntries: GPUBindGroupEntry[] = [
-      { binding: 0, resource: { buffer: this.gemmParams } },
-      { binding: 1, resource: { buffer: a.src.buffers[0] } },
-      { binding: 2, resource: { buffer: a.weights.buffers[0] } },
-      { binding: 3, resource: { buffer: a.dst.buffers[0] } },
-    ];
-    if (a.bias) gemmEntries.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
-    if (this.fusion) gemmEntries.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
-    if (a.tokenIndex) gemmEntries.push({ binding: TOKEN_INDEX_BINDING, resource: { buffer: a.tokenIndex.buffers[0] } });
-    if (a.tokenKs) gemmEntries.push({ binding: TOKEN_KS_BINDING, resource: { buffer: a.tokenKs.buffers[0] } });
-    if (!grouping || !slot) {
-      const batch = p.batch.length ? p.batch[0] : 1;
-      pass.setPipeline(this.gemm);
-      const bg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries });
-      eng.keepAlive(bg, ...gemmEntries);
-      pass.setBindGroup(0, bg);
-      if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
-    } else {
+    const common: GPUBindGroupEntry[] = [];
+    if (a.bias) common.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
+    if (this.fusion) common.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
+    if (a.tokenIndex) common.push({ binding: TOKEN_INDEX_BINDING, resource: { buffer: a.tokenIndex.buffers[0] } });
+    if (a.tokenKs) common.push({ binding: TOKEN_KS_BINDING, resource: { buffer: a.tokenKs.buffers[0] } });
+    const bufs = [a.src.buffers[0], a.weights.buffers[0], a.dst.buffers[0]];
+    // One dispatch, or one per window of the tensors larger than one binding (binding_windows.ts).
+    const dispatches: GPUBindGroupEntry[][] = this.windows ? this.windows.map(({ win, params }) => {
+      const r = windowBindings(p, win, eng.caps.minStorageBufferOffsetAlignment, bufs);
+      return [{ binding: 0, resource: { buffer: params } }, ...bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer, offset: r[i].offset, size: r[i].size } }))];
+    }) : [[{ binding: 0, resource: { buffer: this.gemmParams } }, ...bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer } }))]];
+    if (grouping && slot) {
       pass.setPipeline(this.sched!);
       const sc = this.schedCfg;
       const entries: GPUBindGroupEntry[] = [
@@ -217,21 +237,29 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       if (sc.rows !== 'none') entries.push({ binding: 7, resource: { buffer: a.tokenIndex!.buffers[0] } });
       if (sc.rows === 'scatter') entries.push({ binding: 8, resource: { buffer: a.tokenKs!.buffers[0] } }, { binding: 9, resource: { buffer: this.firstBuf! } });
       const sbg = dev.createBindGroup({ layout: this.sched!.getBindGroupLayout(0), entries });
+      eng.keepAlive(sbg, grouping);
       pass.setBindGroup(0, sbg);
       pass.dispatchWorkgroups(1);
-      gemmEntries.push({ binding: 4, resource: { buffer: this.schedBuf! } });
-      pass.setPipeline(this.gemm);
-      const gbg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries });
-      eng.keepAlive(sbg, gbg, grouping, ...gemmEntries);
-      pass.setBindGroup(0, gbg);
-      pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
+      common.push({ binding: 4, resource: { buffer: this.schedBuf! } });
+    }
+    pass.setPipeline(this.gemm);
+    for (const own of dispatches) {
+      const entries = [...own, ...common];
+      const bg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries });
+      eng.keepAlive(bg, ...entries);
+      pass.setBindGroup(0, bg);
+      if (grouping && slot) pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
+      else {
+        const batch = p.batch.length ? p.batch[0] : 1;
+        if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
+      }
     }
     pass.end();
     eng.keepAlive(pass);
   }
 
   destroy(): void {
-    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams, this.firstBuf);
+    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams, this.firstBuf, ...(this.windows ?? []).map((w) => w.params));
   }
 }
 
