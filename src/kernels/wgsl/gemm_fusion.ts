@@ -1,5 +1,6 @@
 import type { GemmTiledConfig } from './gemm_tiled.js';
 import { wgslLoadRw, wgslStore, wgslType } from './wgsl_dtypes.js';
+import { dstIndexWgsl, epilogueRowWgsl } from './gemm_rows.js';
 import { FUSION_BINDING, fusionOperands, gluColumnWgsl, gluFnWgsl, mapFnWgsl, type FusedOperand, type GemmFusion } from './wgsl_quant.js';
 
 /**
@@ -75,9 +76,11 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   const rm = c.tm / 16, rn = c.tn / 16;
   const jn = f.glu ? rn / 2 : rn;
   const Bi = c.bias ? wgslType(c.bias) : undefined;
+  // A gather's per-token src scale follows the token of the routed row (a padding row's sums are 0).
+  const srcRow = c.rows?.gather ? 'u32(max(TI[row], 0))' : 'row';
   const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale'), dsc = named(f, 'dstScale'), dzp = named(f, 'dstZp');
   const colValue = (x: string, col: string): string => {
-    let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, 'g, bS, row, 0u', false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
+    let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, `g, bS, ${srcRow}, 0u`, false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
     if (Bi) e += ` + ${Bi.load('BIAS', `g * P.bg + (${col}) * P.bn`)}`;
     return e;
   };
@@ -89,14 +92,13 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   }).join('\n      ');
   return /* wgsl */ `
   for (var r = 0u; r < ${rm}u; r++) {
-    let row = m0 + ty + 16u * r;
-    if (row >= m1) { continue; }
+    ${epilogueRowWgsl(c)}
     for (var j = 0u; j < ${jn}u; j++) {
       let cn = n0 + tx + 16u * j;
       if (cn >= Q[0].x) { continue; }
       ${f.glu ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
       var v = glu_act(${colValue('acc[r][j]', 'gc')}, ${colValue(`acc[r][j + ${jn}u]`, 'uc')});` : `var v = ${colValue('acc[r][j]', 'cn')};`}
-      let di = dBase + row * P.ldd + cn;
+      let di = ${dstIndexWgsl(c, 'cn')};
       ${chain}
       ${dsc ? `v /= ${operandLoad(dsc, 'g, g, row, cn', false)};` : ''}
       ${dzp ? `v += ${operandLoad(dzp, 'g, g, row, cn', false)};` : ''}

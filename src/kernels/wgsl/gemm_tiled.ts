@@ -2,7 +2,8 @@ import type { DataType } from '../../common/data_type.js';
 import { wgslHelpersFor, wgslStore, wgslType } from './wgsl_dtypes.js';
 import { gemmFusionKey, type GemmFusion } from './wgsl_quant.js';
 import { fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB } from './gemm_fusion.js';
-import { Y_FOLD } from './grouped_schedule.js';
+import { Y_FOLD, ZERO_TILE } from './grouped_schedule.js';
+import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, dstIndexWgsl, epilogueRowWgsl, type GemmRows } from './gemm_rows.js';
 
 /**
  * `gemm-tiled`: a register-blocked GEMM, 256 threads as 16 x 16, each computing (TM/16) x (TN/16)
@@ -29,10 +30,17 @@ export interface GemmTiledConfig {
    * replaces `epilogue` (its chain holds the eltwise steps too).
    */
   readonly fusion?: GemmFusion;
+  /**
+   * MoE row modes and bindings windows (gemm_rows.ts); absent, the kernel and its 16-word params are
+   * those of a plain GEMM.
+   */
+  readonly rows?: GemmRows;
 }
 
+
 export function gemmTiledKey(c: GemmTiledConfig): string {
-  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}`;
+  const r = c.rows ? `:rows${c.rows.gather ? 'G' : ''}${c.rows.scatter ? 'S' : ''}${c.rows.zeroFill ? 'Z' : ''}${c.rows.counts ? 'C' : ''}` : '';
+  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}`;
 }
 
 /**
@@ -46,6 +54,7 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   const A = wgslType(c.src), B = wgslType(c.wei), D = wgslType(c.dst);
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   const f = c.fusion;
+  const R = c.rows;
   // The staged and accumulated type: i32 for an integer GEMM, else f32.
   const T = f?.intAcc ? 'i32' : 'f32';
   const zero = f?.intAcc ? '0i' : '0.0';
@@ -56,27 +65,35 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   let g = S[4u + 3u * t];
   let m0 = S[5u + 3u * t];
   let m1 = S[6u + 3u * t];
-  let aBase = 0u; let wBase = g * P.wg; let dBase = 0u; let k0 = 0u; let k1 = P.K;` :
+  let aBase = 0u; let wBase = g * P.wg; let dBase = 0u; let k0 = 0u; let k1 = P.K;${R ? `
+  // Zero tiles run in the first expert window only.
+  if (select(g < P.eLo || g >= P.eHi, P.eLo != 0u, g == ${ZERO_TILE}u)) { return; }
+  if (m0 < P.rLo || m0 >= P.rHi) { return; }` : ''}` :
     c.mode === 'grouped_k' ? `
   let g = wid.z;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
   let aBase = 0u; let wBase = 0u; let dBase = g * P.db; let k0 = S[4u + g]; let k1 = S[5u + g];` : `
   let g = wid.z;
-  let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
+  let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, ${R?.counts ? 'min(P.M, S[4u + g])' : 'P.M'});${R ? `
+  if (m0 >= m1 || g < P.eLo || g >= P.eHi || m0 < P.rLo || m0 >= P.rHi) { return; }` : ''}
   let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db; let k0 = 0u; let k1 = P.K;`;
   // Batch coordinates of src and weights in the rfcs/0002 maps (dense: 0 where broadcast).
   const batchIdx = c.mode === 'dense' ? 'let bS = select(0u, g, P.sb != 0u); let bW = select(0u, g, P.wg != 0u);' : 'let bS = g; let bW = g;';
   const defaultEpilogue = f ? '' : plainEpilogueWgsl(c);
+  const aIdx = `aBase + r * P.lda + k${R ? ' - P.aOff' : ''}`, bIdx = `wBase + k * P.ldwk + col * P.ldwn${R ? ' - P.wOff' : ''}`;
+  const loadA = f ? fusionLoadA(f, c, aIdx) : `v = ${A.load('A', aIdx)};`;
   // grouped_m reads its tile from a storage buffer: the early return is uniform per workgroup
   // (workgroup_id and read-only storage), which the barriers below need.
   return /* wgsl */ `
 ${wgslHelpersFor([c.src, c.wei, c.dst, c.bias, ...(f ? fusionTypes(f) : [])])}
-struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32 }
+struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32${R ? ', topK: u32, aOff: u32, wOff: u32, dOff: u32, eLo: u32, eHi: u32, rLo: u32, rHi: u32' : ''} }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> A: array<${A.array}>;
 @group(0) @binding(2) var<storage, read> B: array<${B.array}>;
 @group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;
-${c.mode !== 'dense' ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
+${c.mode !== 'dense' || R?.counts ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
+${R?.gather || R?.scatter ? `@group(0) @binding(${TOKEN_INDEX_BINDING}) var<storage, read> TI: array<i32>;` : ''}
+${R?.scatter ? `@group(0) @binding(${TOKEN_KS_BINDING}) var<storage, read> KS: array<i32>;` : ''}
 ${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
 ${f ? fusionBindingsWgsl(f, c) : ''}
 
@@ -90,20 +107,23 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   let n0 = wid.x * ${f?.glu ? tn / 2 : tn}u;
   let tx = li % 16u;
   let ty = li / 16u;
+  ${R?.zeroFill ? zeroTileWgsl(c) : ''}
   var acc: array<array<${T}, ${rn}>, ${rm}>;
   for (var kb = k0; kb < k1; kb += ${bk}u) {
     for (var i = li; i < ${bk * tm}u; i += 256u) {
       let m = i / ${bk}u; let kk = i % ${bk}u;
-      let r = m0 + m; let k = kb + kk;
+      let k = kb + kk;
       var v = ${zero};
-      if (r < m1 && k < k1) { ${f ? fusionLoadA(f, c, 'aBase + r * P.lda + k') : `v = ${A.load('A', 'aBase + r * P.lda + k')};`} }
+      ${R?.gather ? `let rr = m0 + m;
+      if (rr < m1 && k < k1 && TI[rr] >= 0) { let r = u32(TI[rr]); ${loadA} }` : `let r = m0 + m;
+      if (r < m1 && k < k1) { ${loadA} }`}
       As[kk * ${tm}u + m] = v;
     }
     for (var i = li; i < ${bk * tn}u; i += 256u) {
       let kk = i / ${tn}u; let n = i % ${tn}u;
       let k = kb + kk; ${f?.glu ? `let cd = n0 + n % ${tn / 2}u; let col = select(P.N, glu_col(cd, n / ${tn / 2}u), cd < Q[0].x);` : 'let col = n0 + n;'}
       var v = ${zero};
-      if (k < k1 && col < P.N) { ${f ? fusionLoadB(f, c, 'wBase + k * P.ldwk + col * P.ldwn') : `v = ${B.load('B', 'wBase + k * P.ldwk + col * P.ldwn')};`} }
+      if (k < k1 && col < P.N) { ${f ? fusionLoadB(f, c, bIdx) : `v = ${B.load('B', bIdx)};`} }
       Bs[kk * ${tn}u + n] = v;
     }
     workgroupBarrier();
@@ -135,15 +155,33 @@ function plainEpilogueWgsl(c: GemmTiledConfig): string {
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   return /* wgsl */ `
   for (var r = 0u; r < ${rm}u; r++) {
-    let row = m0 + ty + 16u * r;
-    if (row >= m1) { continue; }
+    ${epilogueRowWgsl(c)}
     for (var j = 0u; j < ${rn}u; j++) {
       let col = n0 + tx + 16u * j;
       if (col >= P.N) { continue; }
       var v = acc[r][j];
       ${Bi ? `v += ${Bi.load('BIAS', 'g * P.bg + col * P.bn')};` : ''}
       ${c.epilogue}
-      ${wgslStore(c.dst, 'D', 'dBase + row * P.ldd + col', 'v')}
+      ${wgslStore(c.dst, 'D', dstIndexWgsl(c, 'col'), 'v')}
     }
+  }`;
+}
+
+/** A ZERO_TILE tile (rows in no group): zeros in the dst columns of this N tile, nothing else. */
+function zeroTileWgsl(c: GemmTiledConfig): string {
+  const rm = c.tm / 16, rn = c.tn / 16;
+  const jn = c.fusion?.glu ? rn / 2 : rn;
+  const cols = c.fusion ? 'Q[0].x' : 'P.N';
+  return /* wgsl */ `if (g == ${ZERO_TILE}u) {
+    for (var r = 0u; r < ${rm}u; r++) {
+      let row = m0 + ty + 16u * r;
+      if (row >= m1) { continue; }
+      for (var j = 0u; j < ${jn}u; j++) {
+        let col = n0 + tx + 16u * j;
+        if (col >= ${cols}) { continue; }
+        ${wgslStore(c.dst, 'D', dstIndexWgsl(c, 'col'), '0.0')}
+      }
+    }
+    return;
   }`;
 }

@@ -5,33 +5,79 @@
  * entry per M tile. Bad offsets write the status slot and zero dispatch arguments, so the GEMM runs no
  * workgroup and touches nothing out of range. The host never reads the offsets.
  *
+ * It is also the one place that reads the other runtime data of a matmul's rows (the cpu engine's
+ * load_groups / check_row_maps, same rules, order and codes, ROW_ERR):
+ *  - an expert map (attr.setExpertMap): entries checked against [0, experts); the tile table then
+ *    holds the group's *expert*, so the GEMM indexes weights, bias and per-expert scales by it;
+ *  - zero-filled ungrouped rows (attr.setZeroFillUngroupedRows): offsets[0] may be > 0, and the rows
+ *    [0, offsets[0]) and [offsets[G], total) get tiles marked ZERO_TILE (the GEMM stores zeros there);
+ *  - MoE row maps (gather / scatter): token ids and slots of the routed rows [0, offsets[G]) checked in
+ *    row order; a scatter's duplicate (token, slot) pairs found with a per-dst-row "first row" table;
+ *  - batched token counts (the `counts` mode): counts[g] in [0, capacity], copied to [4 + g].
+ *
  * Schedule buffer (u32): [0..2] indirect args (x = N tiles, y, z), [3] tile count (0 on error),
  * [4 + 3t ..] tile t = (g, m0, m1). Tiles past 65535 fold into z (Y_FOLD per z step). Grouped K
- * (variable K per group) has no table: [4 + g] holds the validated offsets, args = (N tiles, M tiles, G).
+ * (variable K per group) has no table: [4 + g] holds the validated offsets, args = (N tiles, M tiles, G);
+ * batched counts likewise hold the validated counts at [4 + g].
  */
 export const SCHED_HEADER_WORDS = 4;
 export const SCHED_TILE_WORDS = 3;
 export const Y_FOLD = 32768;
+/** The group word of a tile whose rows are in no group (attr.setZeroFillUngroupedRows): the GEMM stores zeros. */
+export const ZERO_TILE = 0xffffffff;
 
-/** Words of the schedule buffer for a problem with `rows` rows (capacity) in `G` groups and M tile `tm`. */
-export function scheduleWords(rows: number, G: number, tm: number): number {
-  return SCHED_HEADER_WORDS + SCHED_TILE_WORDS * (Math.ceil(rows / tm) + G);
+/** Words of the schedule buffer for a problem with `rows` rows (capacity) in `ranges` row ranges and M tile `tm`. */
+export function scheduleWords(rows: number, ranges: number, tm: number): number {
+  return SCHED_HEADER_WORDS + SCHED_TILE_WORDS * (Math.ceil(rows / tm) + ranges);
 }
 
+/** What the schedule reads besides the offsets (each adds bindings, so it is part of the pipeline key). */
+export interface ScheduleConfig {
+  /** attr.setExpertMap: binding 6, `[G]` s32. */
+  readonly expertMap: boolean;
+  /** MoE row maps: binding 7 token index; a scatter adds binding 8 (slots) and 9 (first-row table). */
+  readonly rows: 'none' | 'gather' | 'scatter';
+  /** Batched token counts: `offs` holds G counts (no offsets). */
+  readonly counts: boolean;
+}
+
+export const PLAIN_SCHEDULE: ScheduleConfig = { expertMap: false, rows: 'none', counts: false };
+
+export function groupedScheduleKey(c: ScheduleConfig): string {
+  return `grouped-schedule:${c.expertMap ? 'map' : ''}:${c.rows}:${c.counts ? 'counts' : ''}`;
+}
+
+/** Bytes of the uniform params. */
+export const SCHED_PARAMS_BYTES = 64;
+
 /**
- * Params (uniform, u32): G, total (extent the offsets may reach), tm, tilesN, slot (word of the status
- * slot), hasOther (1: a second offsets buffer must equal the primary), kMode (1: grouped K, no tile
- * table: args = (tilesN, tilesM, G)), tilesM (kMode), sizesLen (1: host-known per-group sizes given).
+ * Params (uniform, 16 x u32): G, total (extent the offsets may reach; counts: the batch capacity), tm,
+ * tilesN, slot (word of the status slot), hasOther (1: a second offsets buffer must equal the primary),
+ * kMode (1: grouped K or counts, no tile table: args = (tilesN, tilesM, G)), tilesM, hasSizes (1:
+ * host-known per-group sizes given), zeroFill, experts (map bound), topK (scatter), tokens (bound of a
+ * token id), dstRows (scatter: entries of the first-row table), _, _.
  */
-export function groupedScheduleWgsl(): string {
+export function groupedScheduleWgsl(c: ScheduleConfig = PLAIN_SCHEDULE): string {
+  const map = c.expertMap, gather = c.rows === 'gather', scatter = c.rows === 'scatter';
+  const rowMaps = gather || scatter;
+  const bindings = [
+    map ? '@group(0) @binding(6) var<storage, read> emap: array<i32>;' : '',
+    rowMaps ? '@group(0) @binding(7) var<storage, read> tix: array<i32>;' : '',
+    scatter ? '@group(0) @binding(8) var<storage, read> tks: array<i32>;' : '',
+    scatter ? '@group(0) @binding(9) var<storage, read_write> first: array<atomic<u32>>;' : '',
+  ].filter((s) => s).join('\n');
+  const mapBad = map ? 'if (g < G && (emap[g] < 0 || emap[g] >= i32(P.experts))) { b = true; }' : '';
+  const mapFirst = map ? 'for (var i = 0u; i < G; i++) { if (emap[i] < 0 || emap[i] >= i32(P.experts)) { fail(11u, i, emap[i], i32(P.experts)); return; } }' : '';
+  const expertOf = map ? 'u32(emap[g])' : 'g';
   return /* wgsl */ `
-struct Params { G: u32, total: u32, tm: u32, tilesN: u32, slot: u32, hasOther: u32, kMode: u32, tilesM: u32, hasSizes: u32, _p0: u32, _p1: u32, _p2: u32 }
+struct Params { G: u32, total: u32, tm: u32, tilesN: u32, slot: u32, hasOther: u32, kMode: u32, tilesM: u32, hasSizes: u32, zeroFill: u32, experts: u32, topK: u32, tokens: u32, dstRows: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> offs: array<i32>;
 @group(0) @binding(2) var<storage, read> other: array<i32>;
 @group(0) @binding(3) var<storage, read> sizes: array<i32>;
 @group(0) @binding(4) var<storage, read_write> sched: array<u32>;
 @group(0) @binding(5) var<storage, read_write> status: array<u32>;
+${bindings}
 
 var<workgroup> scan: array<u32, 256>;
 var<workgroup> bad: atomic<u32>;
@@ -42,15 +88,63 @@ fn fail(code: u32, i: u32, x: i32, y: i32) {
   status[P.slot] = code; status[P.slot + 1u] = i; status[P.slot + 2u] = bitcast<u32>(x); status[P.slot + 3u] = bitcast<u32>(y);
 }
 
+fn firstBad(x: i32) -> bool {
+  return x < 0 || (x != 0 && P.zeroFill == 0u);
+}
+
 // The first violation in the cpu engine's rule order, found by one thread (error path only).
 fn reportFirst() {
   let G = P.G;
   sched[0] = 0u; sched[1] = 0u; sched[2] = 0u; sched[3] = 0u;
-  if (offs[0] != 0) { fail(1u, 0u, offs[0], 0); return; }
+  if (firstBad(offs[0])) { fail(1u, 0u, offs[0], 0); return; }
   for (var i = 1u; i <= G; i++) { if (offs[i] < offs[i - 1u]) { fail(2u, i, offs[i], offs[i - 1u]); return; } }
   if (offs[G] > i32(P.total)) { fail(3u, G, offs[G], i32(P.total)); return; }
   if (P.hasSizes == 1u) { for (var i = 0u; i < G; i++) { if (offs[i + 1u] - offs[i] != sizes[i]) { fail(5u, i, offs[i + 1u] - offs[i], sizes[i]); return; } } }
-  for (var i = 0u; i <= G; i++) { if (other[i] != offs[i]) { fail(4u, i, other[i], offs[i]); return; } }
+  if (P.hasOther == 1u) { for (var i = 0u; i <= G; i++) { if (other[i] != offs[i]) { fail(4u, i, other[i], offs[i]); return; } } }
+  ${mapFirst}
+}
+${c.counts ? countsMainWgsl() : offsetsMainWgsl(c, mapBad, expertOf)}
+${rowMaps ? rowMapsWgsl(scatter) : ''}
+`;
+}
+
+/** Batched token counts: the cpu's rules (negative, above the capacity) in group order; valid counts at [4 + g]. */
+function countsMainWgsl(): string {
+  return /* wgsl */ `
+fn countCode(g: u32) -> u32 {
+  if (offs[g] < 0) { return 6u; }
+  if (offs[g] > i32(P.total)) { return 7u; }
+  return 0u;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  let G = P.G;
+  if (li == 0u) { atomicStore(&bad, 0xffffffffu); }
+  workgroupBarrier();
+  for (var g = li; g < G; g += 256u) { if (countCode(g) != 0u) { atomicMin(&bad, g); } }
+  workgroupBarrier();
+  if (li == 0u) { badAny = atomicLoad(&bad); }
+  let b = workgroupUniformLoad(&badAny);
+  if (b != 0xffffffffu) {
+    if (li == 0u) {
+      sched[0] = 0u; sched[1] = 0u; sched[2] = 0u; sched[3] = 0u;
+      let code = countCode(b);
+      fail(code, b, offs[b], select(0, i32(P.total), code == 7u));
+    }
+    return;
+  }
+  for (var g = li; g < G; g += 256u) { sched[4u + g] = u32(offs[g]); }
+  if (li == 0u) { sched[0] = P.tilesN; sched[1] = P.tilesM; sched[2] = G; sched[3] = 1u; }
+}`;
+}
+
+function offsetsMainWgsl(c: ScheduleConfig, mapBad: string, expertOf: string): string {
+  const rowMaps = c.rows !== 'none';
+  return /* wgsl */ `
+fn tileAt(i: u32, g: u32, m0: u32, m1: u32) {
+  let t = 4u + 3u * i;
+  sched[t] = g; sched[t + 1u] = m0; sched[t + 2u] = m1;
 }
 
 @compute @workgroup_size(256)
@@ -62,11 +156,12 @@ fn main(@builtin(local_invocation_index) li: u32) {
   for (var g = li; g <= G; g += 256u) {
     let x = offs[g];
     var b = false;
-    if (g == 0u) { b = x != 0; }
+    if (g == 0u) { b = firstBad(x); }
     else { b = x < offs[g - 1u]; }
     if (g == G && x > i32(P.total)) { b = true; }
     if (P.hasOther == 1u && other[g] != x) { b = true; }
     if (P.hasSizes == 1u && g < G && offs[g + 1u] - x != sizes[g]) { b = true; }
+    ${mapBad}
     if (b) { atomicOr(&bad, 1u); }
   }
   workgroupBarrier();
@@ -81,6 +176,7 @@ fn main(@builtin(local_invocation_index) li: u32) {
     if (li == 0u) { sched[0] = P.tilesN; sched[1] = P.tilesM; sched[2] = G; sched[3] = 1u; }
     return;
   }
+  ${rowMaps ? 'if (!rowMapsOk(li, u32(offs[G]))) { return; }' : ''}
   // Pass 2: tiles per group, an exclusive scan in chunks of 256 groups, the table.
   for (var base = 0u; base < G; base += 256u) {
     let g = base + li;
@@ -99,22 +195,81 @@ fn main(@builtin(local_invocation_index) li: u32) {
     if (g < G) {
       let m0 = u32(offs[g]);
       let m1 = u32(offs[g + 1u]);
-      for (var j = 0u; j < c; j++) {
-        let t = 4u + 3u * (start + j);
-        sched[t] = g; sched[t + 1u] = m0 + j * P.tm; sched[t + 2u] = min(m0 + (j + 1u) * P.tm, m1);
-      }
+      let e = ${expertOf};
+      for (var j = 0u; j < c; j++) { tileAt(start + j, e, m0 + j * P.tm, min(m0 + (j + 1u) * P.tm, m1)); }
     }
     workgroupBarrier();
     if (li == 255u) { carry = start + c; }
     workgroupBarrier();
   }
+  var n = workgroupUniformLoad(&carry);
+  if (P.zeroFill == 1u) {
+    // Rows in no group: [0, offs[0]) then [offs[G], total), ZERO_TILE tiles after the groups'.
+    let lead = u32(offs[0]);
+    let tail0 = u32(offs[G]);
+    let c0 = (lead + P.tm - 1u) / P.tm;
+    let c1 = (P.total - tail0 + P.tm - 1u) / P.tm;
+    for (var j = li; j < c0 + c1; j += 256u) {
+      if (j < c0) { tileAt(n + j, ${ZERO_TILE}u, j * P.tm, min((j + 1u) * P.tm, lead)); }
+      else { let i = j - c0; tileAt(n + j, ${ZERO_TILE}u, tail0 + i * P.tm, min(tail0 + (i + 1u) * P.tm, P.total)); }
+    }
+    n += c0 + c1;
+  }
   if (li == 0u) {
-    let n = carry;
     sched[0] = P.tilesN;
     sched[1] = min(n, ${Y_FOLD}u);
     sched[2] = (n + ${Y_FOLD - 1}u) / ${Y_FOLD}u;
     sched[3] = n;
   }
+}`;
 }
-`;
+
+/**
+ * The row maps of the routed rows [0, rows), checked like the cpu's check_row_maps: the first row (in
+ * row order) that breaks a rule reports it. A scatter's duplicates: every valid row puts ~row into
+ * first[token * topK + slot] with atomicMax (the earliest row wins, whatever the thread order); a
+ * row whose entry names an earlier row repeats that row's pair. Returns false (schedule zeroed, status
+ * written) on a violation; uniform across the workgroup.
+ */
+function rowMapsWgsl(scatter: boolean): string {
+  return /* wgsl */ `
+var<workgroup> badRow: atomic<u32>;
+var<workgroup> badRowU: u32;
+
+// The rule row r breaks before the duplicate check (0: none).
+fn rowCode(r: u32) -> u32 {
+  let t = tix[r];
+  if (t < -1 || t >= i32(P.tokens)) { return 8u; }
+  ${scatter ? `if (t < 0 && tks[r] != -1) { return 9u; }
+  if (t >= 0 && (tks[r] < 0 || tks[r] >= i32(P.topK))) { return 9u; }` : ''}
+  return 0u;
+}
+
+fn rowMapsOk(li: u32, rows: u32) -> bool {
+  if (li == 0u) { atomicStore(&badRow, 0xffffffffu); }
+  ${scatter ? 'for (var d = li; d < P.dstRows; d += 256u) { atomicStore(&first[d], 0u); }' : ''}
+  storageBarrier();
+  workgroupBarrier();
+  for (var r = li; r < rows; r += 256u) {
+    if (rowCode(r) != 0u) { atomicMin(&badRow, r); }
+    ${scatter ? 'else if (tix[r] >= 0) { atomicMax(&first[u32(tix[r]) * P.topK + u32(tks[r])], ~r); }' : ''}
+  }
+  storageBarrier();
+  workgroupBarrier();
+  ${scatter ? `for (var r = li; r < rows; r += 256u) {
+    if (rowCode(r) == 0u && tix[r] >= 0 && ~atomicLoad(&first[u32(tix[r]) * P.topK + u32(tks[r])]) < r) { atomicMin(&badRow, r); }
+  }
+  workgroupBarrier();` : ''}
+  if (li == 0u) { badRowU = atomicLoad(&badRow); }
+  let b = workgroupUniformLoad(&badRowU);
+  if (b == 0xffffffffu) { return true; }
+  if (li == 0u) {
+    sched[0] = 0u; sched[1] = 0u; sched[2] = 0u; sched[3] = 0u;
+    let code = rowCode(b);
+    if (code == 8u) { fail(8u, b, tix[b], i32(P.tokens)); }
+    ${scatter ? `else if (code == 9u) { fail(9u, b, tks[b], select(i32(P.topK), -1, tix[b] < 0)); }
+    else { fail(10u, b, tix[b], tks[b]); }` : ''}
+  }
+  return false;
+}`;
 }

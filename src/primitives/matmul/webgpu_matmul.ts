@@ -4,14 +4,19 @@ import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
-import { groupedScheduleWgsl, scheduleWords, SCHED_HEADER_WORDS } from '../../kernels/wgsl/grouped_schedule.js';
+import {
+  groupedScheduleKey, groupedScheduleWgsl, scheduleWords, SCHED_HEADER_WORDS, SCHED_PARAMS_BYTES, type ScheduleConfig,
+} from '../../kernels/wgsl/grouped_schedule.js';
 import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
 import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
-import type { GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import { GEMM_ROWS_PARAMS_WORDS, TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, type GemmRows } from '../../kernels/wgsl/gemm_rows.js';
+import { ROW_ERR, rowMapsError } from './row_maps.js';
+import { planWindows, rangeBinding, type BindingWindow } from './binding_windows.js';
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
@@ -28,14 +33,49 @@ function unitCols(md: MemoryDesc): boolean {
 
 function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
   if (p.weights.format === 'packed') return 'packed weights layouts are not implemented on the gpu engine yet (use plain abc / acb weights)';
-  if (p.moe.gather || p.moe.scatterTopK || p.moe.batchedCounts) return 'MoE gather / scatter / batched token counts are not implemented on the gpu engine yet';
-  if (p.moe.zeroFill) return 'zero-filled ungrouped rows (cuDNN none mode, attr.setZeroFillUngroupedRows) are not implemented on the gpu engine yet';
-  if (p.moe.expertMap) return 'a group -> expert map (attr.setExpertMap) is not implemented on the gpu engine yet';
   const fr = fusionRejectReason(p, eng);
   if (fr) return fr;
+  const rowMaps = (p.moe.gather || p.moe.scatterTopK ? 1 : 0) + (p.moe.scatterTopK ? 1 : 0);
+  if (eng && rowMaps && needsFusion(p)) {
+    const used = 4 + (p.bias ? 1 : 0) + fusionStorageCount(gemmFusionOf(p)) + rowMaps;
+    const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+    if (used > limit) return `the matmul needs ${used} storage buffers (token index / slots, scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
+  }
   if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
   if (p.kind === 'dense' && p.batch.length > 1) return 'dense matmul with more than one batch dim is not implemented on the gpu engine yet';
+  if (eng) {
+    const plan = planWindows(p, tileOf(p).tm, eng.caps);
+    if (typeof plan === 'string') return plan;
+    const max = eng.caps.maxStorageBufferBindingSize;
+    const others = [p.bias, ...Object.values(p.fusion.scales).map((q) => q.md), ...Object.values(p.fusion.zeroPoints).map((q) => q.md), ...p.fusion.binary.map((b) => b.md)];
+    if (others.some((md) => md && md.getSize(0) > max)) return `a bias, scales, zero points or binary src1 larger than one storage binding (${max} bytes) is not implemented on the gpu engine yet`;
+  }
   return undefined;
+}
+
+/** The row modes a problem needs in the kernel (gemm_rows.ts), undefined for a plain GEMM. */
+function rowsOf(p: MatmulProblem): GemmRows | undefined {
+  const m = p.moe;
+  if (!m.gather && !m.scatterTopK && !m.zeroFill && !m.batchedCounts) return undefined;
+  return { gather: m.gather, scatter: m.scatterTopK > 0, zeroFill: m.zeroFill, counts: m.batchedCounts };
+}
+
+/** The schedule's extra inputs (grouped_schedule.ts). */
+function scheduleOf(p: MatmulProblem): ScheduleConfig {
+  return { expertMap: p.moe.expertMap, rows: p.moe.gather ? 'gather' : p.moe.scatterTopK ? 'scatter' : 'none', counts: p.moe.batchedCounts };
+}
+
+/** The row-mode words after the 16 plain params: topK, then whole-buffer windows (offsets 0, every expert and row). */
+function rowsParams(p: MatmulProblem, plain: Uint32Array, w?: { win: BindingWindow; offs: readonly number[] }): Uint32Array {
+  const P = new Uint32Array(GEMM_ROWS_PARAMS_WORDS);
+  P.set(plain);
+  P.set(w ? [p.moe.scatterTopK, ...w.offs, w.win.eLo, w.win.eHi, w.win.rLo, w.win.rHi] : [p.moe.scatterTopK, 0, 0, 0, 0, 0xffffffff, 0, 0xffffffff], 16);
+  return P;
+}
+
+/** A window's byte ranges of src, weights and dst (binding_windows.ts) for these buffers. */
+function windowBindings(p: MatmulProblem, win: BindingWindow, align: number, bufs: readonly GPUBuffer[]): ReturnType<typeof rangeBinding>[] {
+  return [rangeBinding(p.src, win.src, align, bufs[0].size), rangeBinding(p.weights, win.weights, align, bufs[1].size), rangeBinding(p.dst, win.dst, align, bufs[2].size)];
 }
 
 /** The tiled kernel's 16 u32 params for this problem (gemm_tiled.ts). */
@@ -59,15 +99,19 @@ function gemmParams(p: MatmulProblem, tilesN: number): Uint32Array {
 
 /** Where a grouped execution's offsets live on the device, and what to call them in messages. */
 function deviceGrouping(p: MatmulProblem, a: MatmulArgs<GpuMemory>): { primary: GPUBuffer; other: GPUBuffer | undefined; names: Grouping } {
+  const leadingRows = p.kind === 'grouped_m' && p.offsetsArg === 'src' && !p.moe.gather && !p.moe.scatterTopK ? p.moe.zeroFill : undefined;
   const names = (primary: string, other?: string): Grouping => ({
     primary: { name: primary, handle: 0, view: new Int32Array(0) }, others: other ? [{ name: other, handle: 0, view: new Int32Array(0) }] : [],
-    G: p.G, total: p.kind === 'grouped_k' ? p.K : p.M, variableDim: p.kind === 'grouped_k' ? 1 : 0, sizes: undefined,
+    G: p.G, total: p.kind === 'grouped_k' ? p.K : p.M, variableDim: p.kind === 'grouped_k' ? 1 : 0, sizes: undefined, leadingRows,
   });
+  if (p.moe.batchedCounts) return { primary: a.counts!.buffers[0], other: undefined, names: names('ARG.MOE_EXPERT_NUM_TOKENS') };
   if (p.kind === 'grouped_k') {
     const other = a.weights.buffers[1] !== a.src.buffers[1] ? a.weights.buffers[1] : undefined;
     return { primary: a.src.buffers[1], other, names: names('src', 'weights') };
   }
   if (p.offsetsFrom === 'attr') return { primary: a.offsets!.buffers[0], other: undefined, names: names(argName(ARG.ATTR_GROUPED_OFFSETS | ARG.SRC)) };
+  // MoE gather: src is plain, dst holds the partition; scatter: dst is plain.
+  if (p.offsetsArg === 'dst') return { primary: a.dst.buffers[1], other: undefined, names: names('dst') };
   const other = p.dst.isGrouped && a.dst.buffers[1] !== a.src.buffers[1] ? a.dst.buffers[1] : undefined;
   return { primary: a.src.buffers[1], other, names: names('src', 'dst') };
 }
@@ -85,6 +129,11 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   private readonly schedParams: GPUBuffer | undefined;
   private readonly schedBuf: GPUBuffer | undefined;
   private readonly sizesBuf: GPUBuffer | undefined;
+  /** A scatter's first-row table (one word per dst row), written by the schedule's duplicate check. */
+  private readonly firstBuf: GPUBuffer | undefined;
+  private readonly schedCfg: ScheduleConfig;
+  /** Tensors larger than one binding: the windows and each one's params (binding_windows.ts). */
+  private readonly windows: { win: BindingWindow; params: GPUBuffer }[] | undefined;
   private readonly tilesN: number;
   private readonly tilesM: number;
 
@@ -94,7 +143,11 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const t = tileOf(p);
     this.fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
     const epilogue = this.fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
-    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion };
+    const plan = planWindows(p, t.tm, eng.caps);
+    if (typeof plan === 'string') throw new Error(`webgpu matmul: ${plan}`);
+    const rows = rowsOf(p) ?? (plan ? { gather: false, scatter: false, zeroFill: false, counts: false } : undefined);
+    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion, ...(rows ? { rows } : {}) };
+    this.schedCfg = scheduleOf(p);
     const cfg = this.cfg;
     this.gemm = eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
     // A GLU tile holds the gate and up columns of tn / 2 dst columns.
@@ -106,12 +159,25 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       this.fusionParams = eng.createBuffer(words.byteLength, 'matmul fusion params', uni);
       eng.write(this.fusionParams, 0, words.buffer as ArrayBuffer);
     }
-    this.gemmParams = eng.createBuffer(64, 'matmul params', uni);
-    eng.write(this.gemmParams, 0, gemmParams(p, this.tilesN).buffer as ArrayBuffer);
-    if (p.kind !== 'dense') {
-      this.sched = eng.pipeline('grouped-schedule', groupedScheduleWgsl);
-      this.schedParams = eng.createBuffer(48, 'matmul schedule params', uni);
-      const words = p.kind === 'grouped_k' ? SCHED_HEADER_WORDS + p.G + 1 : scheduleWords(p.M, p.G, t.tm);
+    const params = rows ? rowsParams(p, gemmParams(p, this.tilesN)) : gemmParams(p, this.tilesN);
+    this.gemmParams = eng.createBuffer(params.byteLength, 'matmul params', uni);
+    eng.write(this.gemmParams, 0, params.buffer as ArrayBuffer);
+    this.windows = plan?.map((win) => {
+      // The element offsets depend only on the ranges (buffers at least as large as the descriptors).
+      const offs = [[p.src, win.src], [p.weights, win.weights], [p.dst, win.dst]].map(([md, r]) =>
+        rangeBinding(md as MemoryDesc, r as BindingWindow['src'], eng.caps.minStorageBufferOffsetAlignment, (md as MemoryDesc).getSize(0)).elemOffset);
+      const words = rowsParams(p, gemmParams(p, this.tilesN), { win, offs });
+      const buf = eng.createBuffer(words.byteLength, 'matmul window params', uni);
+      eng.write(buf, 0, words.buffer as ArrayBuffer);
+      return { win, params: buf };
+    });
+    if (p.kind !== 'dense' || p.moe.batchedCounts) {
+      const sc = this.schedCfg;
+      this.sched = eng.pipeline(groupedScheduleKey(sc), () => groupedScheduleWgsl(sc));
+      this.schedParams = eng.createBuffer(SCHED_PARAMS_BYTES, 'matmul schedule params', uni);
+      const words = p.kind === 'grouped_k' ? SCHED_HEADER_WORDS + p.G + 1 : p.moe.batchedCounts ? SCHED_HEADER_WORDS + p.batch[0] :
+        scheduleWords(p.M, p.G + (p.moe.zeroFill ? 2 : 0), t.tm);
+      if (p.moe.scatterTopK) this.firstBuf = eng.createBuffer(4 * p.moe.dstRows, 'matmul scatter first-row table');
       this.schedBuf = eng.createBuffer(words * 4, 'matmul schedule', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
       const sizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
       this.sizesBuf = eng.createBuffer(4 * (sizes?.length ?? 1), 'matmul group sizes');
@@ -126,12 +192,16 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   private record(a: MatmulArgs<GpuMemory>): void {
     const { p, eng } = this;
     eng.checkAlive();
-    const grouping = p.kind === 'dense' ? undefined : deviceGrouping(p, a);
-    const slot = grouping && eng.status.take((code, i, x, y) => offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
+    const grouping = this.sched ? deviceGrouping(p, a) : undefined;
+    const slot = grouping && eng.status.take((code, i, x, y) => code >= ROW_ERR.countNegative && code <= ROW_ERR.expertMap ? rowMapsError(p, code, i, x, y) :
+      offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
     if (grouping && slot) {
-      const sp = new Uint32Array(12);
+      const sp = new Uint32Array(SCHED_PARAMS_BYTES / 4);
       const hasSizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
-      sp.set([p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0, p.kind === 'grouped_k' ? 1 : 0, this.tilesM, hasSizes ? 1 : 0]);
+      const m = p.moe, counts = m.batchedCounts;
+      const tokens = m.gather ? m.srcRows : m.scatterTopK ? m.dstRows / m.scatterTopK : 0;
+      sp.set([counts ? p.batch[0] : p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0,
+        p.kind === 'grouped_k' || counts ? 1 : 0, this.tilesM, hasSizes ? 1 : 0, m.zeroFill ? 1 : 0, m.experts, m.scatterTopK, tokens, m.scatterTopK ? m.dstRows : 0]);
       eng.write(this.schedParams!, 0, sp);
     }
     eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot));
@@ -141,49 +211,55 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const { p, eng } = this;
     const dev = eng.device;
     const pass = enc.beginComputePass({ label: 'matmul' });
-    const gemmEntries: GPUBindGroupEntry[] = [
-      { binding: 0, resource: { buffer: this.gemmParams } },
-      { binding: 1, resource: { buffer: a.src.buffers[0] } },
-      { binding: 2, resource: { buffer: a.weights.buffers[0] } },
-      { binding: 3, resource: { buffer: a.dst.buffers[0] } },
-    ];
-    if (a.bias) gemmEntries.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
-    if (this.fusion) gemmEntries.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
-    if (!grouping || !slot) {
-      const batch = p.batch.length ? p.batch[0] : 1;
-      pass.setPipeline(this.gemm);
-      const bg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries });
-      eng.keepAlive(bg, ...gemmEntries);
-      pass.setBindGroup(0, bg);
-      if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
-    } else {
+    const common: GPUBindGroupEntry[] = [];
+    if (a.bias) common.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
+    if (this.fusion) common.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
+    if (a.tokenIndex) common.push({ binding: TOKEN_INDEX_BINDING, resource: { buffer: a.tokenIndex.buffers[0] } });
+    if (a.tokenKs) common.push({ binding: TOKEN_KS_BINDING, resource: { buffer: a.tokenKs.buffers[0] } });
+    const bufs = [a.src.buffers[0], a.weights.buffers[0], a.dst.buffers[0]];
+    // One dispatch, or one per window of the tensors larger than one binding (binding_windows.ts).
+    const dispatches: GPUBindGroupEntry[][] = this.windows ? this.windows.map(({ win, params }) => {
+      const r = windowBindings(p, win, eng.caps.minStorageBufferOffsetAlignment, bufs);
+      return [{ binding: 0, resource: { buffer: params } }, ...bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer, offset: r[i].offset, size: r[i].size } }))];
+    }) : [[{ binding: 0, resource: { buffer: this.gemmParams } }, ...bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer } }))]];
+    if (grouping && slot) {
       pass.setPipeline(this.sched!);
-      const sbg = dev.createBindGroup({
-        layout: this.sched!.getBindGroupLayout(0),
-        entries: [
-          { binding: 0, resource: { buffer: this.schedParams! } },
-          { binding: 1, resource: { buffer: grouping.primary } },
-          { binding: 2, resource: { buffer: grouping.other ?? grouping.primary } },
-          { binding: 3, resource: { buffer: this.sizesBuf! } },
-          { binding: 4, resource: { buffer: this.schedBuf! } },
-          { binding: 5, resource: { buffer: slot.buffer } },
-        ],
-      });
+      const sc = this.schedCfg;
+      const entries: GPUBindGroupEntry[] = [
+        { binding: 0, resource: { buffer: this.schedParams! } },
+        { binding: 1, resource: { buffer: grouping.primary } },
+        { binding: 4, resource: { buffer: this.schedBuf! } },
+        { binding: 5, resource: { buffer: slot.buffer } },
+      ];
+      // The counts mode reads neither a second offsets buffer nor sizes (auto layouts drop unused bindings).
+      if (!sc.counts) entries.push({ binding: 2, resource: { buffer: grouping.other ?? grouping.primary } }, { binding: 3, resource: { buffer: this.sizesBuf! } });
+      if (sc.expertMap) entries.push({ binding: 6, resource: { buffer: a.expertMap!.buffers[0] } });
+      if (sc.rows !== 'none') entries.push({ binding: 7, resource: { buffer: a.tokenIndex!.buffers[0] } });
+      if (sc.rows === 'scatter') entries.push({ binding: 8, resource: { buffer: a.tokenKs!.buffers[0] } }, { binding: 9, resource: { buffer: this.firstBuf! } });
+      const sbg = dev.createBindGroup({ layout: this.sched!.getBindGroupLayout(0), entries });
+      eng.keepAlive(sbg, grouping);
       pass.setBindGroup(0, sbg);
       pass.dispatchWorkgroups(1);
-      gemmEntries.push({ binding: 4, resource: { buffer: this.schedBuf! } });
-      pass.setPipeline(this.gemm);
-      const gbg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries: gemmEntries });
-      eng.keepAlive(sbg, gbg, grouping, ...gemmEntries);
-      pass.setBindGroup(0, gbg);
-      pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
+      common.push({ binding: 4, resource: { buffer: this.schedBuf! } });
+    }
+    pass.setPipeline(this.gemm);
+    for (const own of dispatches) {
+      const entries = [...own, ...common];
+      const bg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries });
+      eng.keepAlive(bg, ...entries);
+      pass.setBindGroup(0, bg);
+      if (grouping && slot) pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
+      else {
+        const batch = p.batch.length ? p.batch[0] : 1;
+        if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
+      }
     }
     pass.end();
     eng.keepAlive(pass);
   }
 
   destroy(): void {
-    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams);
+    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams, this.firstBuf, ...(this.windows ?? []).map((w) => w.params));
   }
 }
 
@@ -192,7 +268,7 @@ export const webgpuMatmul: GpuMatmulImpl = {
   name: 'webgpu',
   describe(_eng, p) {
     const t = tileOf(p);
-    return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
+    return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
   },
   reject(p, eng) {
     return rejectReason(p, eng);

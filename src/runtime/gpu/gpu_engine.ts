@@ -36,7 +36,7 @@ export class GpuEngine {
   /** Adapter description (vendor, architecture, device) and where the device came from. */
   readonly adapterInfo: string;
   readonly source: DeviceSource;
-  readonly caps: GpuCaps;
+  private capsNow: GpuCaps;
   /** @internal runtime-error slots read back at `stream.wait()`. */
   readonly status: StatusSlots;
   private readonly pipelines = new Map<string, GPUComputePipeline>();
@@ -69,7 +69,7 @@ export class GpuEngine {
     this.adapterInfo = adapterInfo;
     this.source = source;
     const l = device.limits;
-    this.caps = Object.freeze({
+    this.capsNow = Object.freeze({
       shaderF16: device.features.has('shader-f16'),
       subgroups: device.features.has('subgroups'),
       timestampQuery: device.features.has('timestamp-query'),
@@ -83,6 +83,21 @@ export class GpuEngine {
     this.lostPromise = device.lost.then((info) => {
       this.lostReason = `${info.reason ?? 'unknown'}: ${info.message}`;
     });
+  }
+
+  /** What the kernels may use on this device. */
+  get caps(): GpuCaps {
+    return this.capsNow;
+  }
+
+  /**
+   * @internal tests: kernels plan their bindings for a smaller `maxStorageBufferBindingSize` than the
+   * device's (WebGPU cannot lower a limit below its default, 128 MiB), so small shapes take the split
+   * paths of tensors larger than one binding. Pipelines and executors created afterwards see it.
+   */
+  limitBindingSize(bytes: number): void {
+    check(Number.isSafeInteger(bytes) && bytes >= this.capsNow.minStorageBufferOffsetAlignment, `limitBindingSize: ${bytes} must be an integer >= minStorageBufferOffsetAlignment`);
+    this.capsNow = Object.freeze({ ...this.capsNow, maxStorageBufferBindingSize: Math.min(bytes, this.capsNow.maxStorageBufferBindingSize) });
   }
 
   static async create(options: GpuEngineOptions): Promise<GpuEngine> {
