@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ARG, Engine, GpuEngine, GpuMemory, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, reorder, tag,
+  ARG, Engine, GpuEngine, GpuMemory, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, reorder, setVerbose, setVerboseSink, tag,
   type DataType, type MemoryDesc,
 } from '../src/index.js';
 import { gpuEngine } from './gpu_helpers.js';
@@ -368,6 +368,23 @@ describe('gpu reorder: bad arguments', () => {
     expectDnnlError(() => new reorder.Primitive(new reorder.PrimitiveDesc(gpu, f32, f32)).execute(gs, { [ARG.FROM]: g, [ARG.TO]: g }), 'invalid_arguments', 'ARG.FROM and ARG.TO must be different buffers');
     await gs.wait();
     [c, g, g2, other].forEach((m) => m.free());
+  });
+
+  it('verbose: creation and execution lines name the webgpu impl (a download\'s once it completes)', async () => {
+    const lines: string[] = [];
+    const prev = setVerboseSink((l) => lines.push(l));
+    setVerbose(1);
+    try {
+      const g = Memory.create(f32, gpu).write(new Float64Array(24).fill(1));
+      const c = Memory.create(memory.desc([4, 6], dt.bf16, tag.ba), cpu);
+      new reorder.Primitive(new reorder.PrimitiveDesc(gpu, f32, cpu, c.desc)).execute(gs, { [ARG.FROM]: g, [ARG.TO]: c });
+      await gs.wait();
+      expect(lines.filter((l) => l.includes(',reorder,webgpu:download:host-convert,')).map((l) => l.split(',')[2])).toEqual(['create:cache_miss', 'exec']);
+      [g, c].forEach((m) => m.free());
+    } finally {
+      setVerbose(0);
+      setVerboseSink(prev);
+    }
   });
 
   it('a download completes at the gpu stream\'s wait()', async () => {
