@@ -42,11 +42,31 @@ function rawBytes(src: MemoryDesc, dst: MemoryDesc): boolean {
   return src.dataType === dst.dataType && dimsEqual(src.strides, dst.strides) && src.spanElems === src.nelems && src.getSize(0) % 4 === 0;
 }
 
-/** What runs on the device for the values: nothing (empty), a byte copy, the plain kernel, or a packer. */
-function deviceStep(p: GpuReorderProblem): 'none' | 'bytes' | 'kernel' | 'pack' {
+/** Elements span a contiguous range with no gap (and 4-bit spans end on a whole byte): a host image of it is exact. */
+function denseImage(md: MemoryDesc): boolean {
+  return md.spanElems === md.nelems && (md.dataType === 's4' || md.dataType === 'u4' || md.dataType === 'f4_e2m1' ? md.nelems % 2 === 0 : true);
+}
+
+/** Bytes beyond one storage binding: the plain kernel cannot bind the tensor whole. */
+function overBinding(p: GpuReorderProblem): string | undefined {
+  const limit = p.gpu.caps.maxStorageBufferBindingSize;
+  for (const [md, what] of [[p.src, 'src'], [p.dst, 'dst']] as const) {
+    if (md.getSize(0) > limit) return `${what} has ${md.getSize(0)} bytes, more than one storage binding (${limit})`;
+  }
+  return undefined;
+}
+
+/**
+ * What runs for the values: nothing (empty), a byte copy, the plain kernel, a packer, or (an upload
+ * too large for one binding into a dense dst) the host conversion, written as the dst's bytes.
+ */
+export function valuesStep(p: GpuReorderProblem): 'none' | 'bytes' | 'kernel' | 'pack' | 'host' {
   if (p.dst.format === 'packed') return 'pack';
   if (p.src.nelems === 0) return 'none';
-  return rawBytes(p.src, p.dst) ? 'bytes' : 'kernel';
+  if (rawBytes(p.src, p.dst)) return 'bytes';
+  if (p.path === 'download') return 'host';
+  if (p.path === 'upload' && overBinding(p) && denseImage(p.dst)) return 'host';
+  return 'kernel';
 }
 
 function rejectReason(p: GpuReorderProblem): string | undefined {
@@ -58,15 +78,12 @@ function rejectReason(p: GpuReorderProblem): string | undefined {
     if (p.path === 'download') return `packed layout ${dst.packed?.name} is a gpu layout: a download cannot produce it`;
     return packer.reject(src, dst, gpu);
   }
-  if (p.path === 'download') return undefined; // converted on the host: no device limits
+  if (valuesStep(p) !== 'kernel') return undefined;
   for (const [md, what] of [[src, 'src'], [dst, 'dst']] as const) {
-    if (md.spanElems >= U32_LIMIT) return `${what} spans ${md.spanElems} elements: the gpu reorder indexes elements with 32 bits`;
+    if (md.spanElems >= U32_LIMIT) return `${what} spans ${md.spanElems} elements: the gpu reorder kernel indexes elements with 32 bits`;
   }
-  if (deviceStep(p) !== 'kernel') return undefined;
-  const limit = gpu.caps.maxStorageBufferBindingSize;
-  for (const [md, what] of [[src, 'src'], [dst, 'dst']] as const) {
-    if (md.getSize(0) > limit) return `${what} has ${md.getSize(0)} bytes, more than one storage binding (${limit}): a layout change or conversion of a tensor that large is not implemented on the gpu engine yet (a same-type copy between identical dense layouts is)`;
-  }
+  const big = overBinding(p);
+  if (big) return `${big}: a layout change or conversion of a tensor that large on the device (or into a padded dst) is not implemented on the gpu engine yet (a same-type copy between identical dense layouts is, and an upload into a dense dst converts on the host)`;
   return undefined;
 }
 
@@ -103,7 +120,7 @@ function recordKernel(eng: GpuEngine, src: MemoryDesc, from: GPUBuffer, dst: Mem
 /** Values and (grouped) offsets of one device memory into another, recorded on the open encoder. */
 function recordDevice(p: GpuReorderProblem, from: GPUBuffer, fromOffsets: GPUBuffer | undefined, to: GpuMemory): void {
   const { src, dst, gpu } = p;
-  const step = deviceStep(p);
+  const step = valuesStep(p);
   if (step === 'pack') GPU_PACKERS.get(dst.packed?.name ?? '')!.record(gpu, src, from, dst, to.buffers[0]);
   if (step === 'kernel') recordKernel(gpu, src, from, dst, to.buffers[0]);
   const offs = src.grouped ? 4 * (src.grouped.groupCount + 1) : 0;
@@ -123,9 +140,10 @@ function hostBytes(m: Memory, i: number): Uint8Array<ArrayBuffer> {
 }
 
 function upload(p: GpuReorderProblem, from: Memory, to: GpuMemory): void {
-  const { src, gpu } = p;
-  const step = deviceStep(p);
+  const { src, dst, gpu } = p;
+  const step = valuesStep(p);
   if (step === 'bytes') gpu.write(to.buffers[0], 0, hostBytes(from, 0));
+  else if (step === 'host') gpu.write(to.buffers[0], 0, hostImage(src, from, dst));
   else if (step !== 'none') {
     // the raw host bytes go to a staging buffer; the conversion runs on the device
     const staged = gpu.createBuffer(round4(src.getSize(0)), 'reorder upload');
@@ -134,6 +152,13 @@ function upload(p: GpuReorderProblem, from: Memory, to: GpuMemory): void {
     gpu.retire(staged);
   }
   if (src.grouped) gpu.write(to.buffers[1], 0, hostBytes(from, 1));
+}
+
+/** @internal the bytes of a dense dst converted on the host from a cpu memory (the cpu reorder's loop). */
+export function hostImage(src: MemoryDesc, from: Memory, dst: MemoryDesc): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(round4(dst.getSize(0)));
+  copyPlainElements(src, from.engine.buffer, from.handles[0], dst, out.buffer, 0);
+  return out;
 }
 
 /**
@@ -160,7 +185,8 @@ async function download(p: GpuReorderProblem, from: GpuMemory, to: Memory): Prom
   rb.unmap();
   rb.destroy();
   if (to.isFreed || to.engine.isReleased) throw new DnnlError('invalid_arguments', 'reorder.execute: ARG.TO was freed (or its engine released) before the download completed');
-  copyPlainElements(src, bytes, 0, dst, to.engine.buffer, to.handles[0]);
+  if (valuesStep(p) === 'bytes') new Uint8Array(to.engine.buffer, to.handles[0], src.getSize(0)).set(new Uint8Array(bytes, 0, src.getSize(0)));
+  else copyPlainElements(src, bytes, 0, dst, to.engine.buffer, to.handles[0]);
   if (offs) to.offsets.set(new Int32Array(bytes, vbytes, offs / 4));
 }
 
@@ -169,7 +195,8 @@ export const webgpuReorder: GpuReorderImpl = {
   name: 'webgpu',
   reject: rejectReason,
   describe(p) {
-    const step = p.path === 'download' ? 'host-convert' : deviceStep(p) === 'kernel' ? 'reorder-plain' : deviceStep(p) === 'pack' ? `pack-${p.dst.packed?.name}` : 'copy';
+    const v = valuesStep(p);
+    const step = v === 'host' ? 'host-convert' : v === 'kernel' ? 'reorder-plain' : v === 'pack' ? `pack-${p.dst.packed?.name}` : 'copy';
     return `webgpu:${p.path}:${step}`;
   },
   task(p, from, to) {
