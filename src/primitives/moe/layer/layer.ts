@@ -141,11 +141,9 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     const w8a8 = c.quant === 'w8a8_dynamic';
     const hiddenMd = plainDesc([T, K], adt, 'ab');
     const logitsMd = plainDesc([T, E], adt, 'ab');
-    // LEAD-TODO(merge): drop once the stage pds declare Engine | GpuEngine (their gpu impls land in parallel branches).
-    const stageEngine = engine as Engine;
-    this.routing = stagePd('route', 'router logits -> top-k', () => new routing.PrimitiveDesc(stageEngine, logitsMd, { topK: k, ...c.routing }));
+    this.routing = stagePd('route', 'router logits -> top-k', () => new routing.PrimitiveDesc(engine, logitsMd, { topK: k, ...c.routing }));
     const permute = c.gemm1 === 'permute';
-    this.dispatch = stagePd('dispatch', 'top-k ids -> routed rows', () => new dispatch.PrimitiveDesc(stageEngine, {
+    this.dispatch = stagePd('dispatch', 'top-k ids -> routed rows', () => new dispatch.PrimitiveDesc(engine, {
       tokens: T, topK: k, experts: E, localExperts: G, expertMap: G !== E, hidden: permute ? hiddenMd : undefined,
     }));
     // GEMM1: hidden (gathered, or the permuted copy) x w13 -> act [R, I] grouped, GLU fused.
@@ -153,13 +151,13 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     const training = c.propKind === 'forward_training';
     // Training keeps GEMM1's output before the GLU: the GLU then runs as a stage of its own.
     const h13Md = training ? groupedDesc([R, 2 * I], 'f32', G, [RUNTIME_DIM_VAL, 2 * I]) : undefined;
-    this.activation = h13Md ? stagePd('activation', 'glu', () => new activation.PrimitiveDesc(stageEngine, h13Md, actMd, c.glu)) : undefined;
+    this.activation = h13Md ? stagePd('activation', 'glu', () => new activation.PrimitiveDesc(engine, h13Md, actMd, c.glu)) : undefined;
     const a1 = new PrimitiveAttr();
     if (!training) a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
     scalesAttr(a1, ARG.WEIGHTS, c.weightScales.w13);
     let src1Md: MemoryDesc;
     if (w8a8) {
-      this.quantHidden = stagePd('quantize_hidden', 'hidden -> s8', () => new dynamic_quant.PrimitiveDesc(stageEngine, hiddenMd, plainDesc([T, K], 's8', 'ab')));
+      this.quantHidden = stagePd('quantize_hidden', 'hidden -> s8', () => new dynamic_quant.PrimitiveDesc(engine, hiddenMd, plainDesc([T, K], 's8', 'ab')));
       a1.setScales(ARG.SRC, 1);
     }
     if (permute) {
@@ -177,7 +175,7 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     const a2 = new PrimitiveAttr();
     scalesAttr(a2, ARG.WEIGHTS, c.weightScales.w2);
     if (w8a8) {
-      this.quantAct = stagePd('quantize_act', 'act -> s8', () => new dynamic_quant.PrimitiveDesc(stageEngine, actMd, plainDesc([R, I], 's8', 'ab')));
+      this.quantAct = stagePd('quantize_act', 'act -> s8', () => new dynamic_quant.PrimitiveDesc(engine, actMd, plainDesc([R, I], 's8', 'ab')));
       src2Md = groupedDesc([R, I], 's8', G, [RUNTIME_DIM_VAL, I]);
       a2.setScales(ARG.SRC, 1);
     }
@@ -191,7 +189,7 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     const b2Md = c.bias ? plainDesc([G, K], 'f32', 'ab') : undefined;
     this.gemm2 = stagePd('gemm2', 'act x w2 (its matmul weights) + w2 bias', () => (b2Md ? new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, b2Md, outMd, a2) : new matmul.PrimitiveDesc(engine, src2Md, c.weights.w2, outMd, a2)));
     const dstMd = plainDesc([T, K], adt, 'ab');
-    this.combine = stagePd('combine', 'expert rows -> dst', () => new combine.PrimitiveDesc(stageEngine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter && !inputWeighted }));
+    this.combine = stagePd('combine', 'expert rows -> dst', () => new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: scatter ? 'scattered' : 'routed', src: outMd, dst: dstMd, weighted: !scatter && !inputWeighted }));
     // Shared expert: dense GEMMs on every token, the second one summed into the output.
     if (c.sharedExpert) {
       const sp = sharedPds(engine, c.sharedExpert, hiddenMd, dstMd, adt);
