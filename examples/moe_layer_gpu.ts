@@ -4,7 +4,7 @@
  * combine, every stage on the device, the whole layer in one submit. Runs a decode step (T = 1) and a
  * prefill (T = 256) and prints the layer's time and each stage's.
  *
- *   npx tsx examples/moe_layer_gpu.ts [--tokens=1,256] [--scale=1]   (--scale=16 divides every size by 16)
+ *   npx tsx examples/moe_layer_gpu.ts [--tokens=1,256] [--scale=1]   (--scale=8 divides every size by 8)
  *
  * In Node the gpu engine needs the `webgpu` package (`npm install webgpu`); in a browser, navigator.gpu.
  */

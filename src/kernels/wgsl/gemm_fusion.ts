@@ -76,8 +76,9 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   const rm = c.tm / 16, rn = c.tn / 16;
   const jn = f.glu ? rn / 2 : rn;
   const Bi = c.bias ? wgslType(c.bias) : undefined;
-  // A gather's per-token src scale follows the token of the routed row (a padding row's sums are 0).
-  const srcRow = c.rows?.gather ? 'u32(max(TI[row], 0))' : 'row';
+  // A gather's per-token src scale follows the token of the routed row (a padding row's sums are 0);
+  // a scatter's `row` is the dst row, its src scale the routed row's (`rr`, epilogueRowWgsl).
+  const srcRow = c.rows?.gather ? 'u32(max(TI[row], 0))' : c.rows?.scatter ? 'rr' : 'row';
   const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale'), dsc = named(f, 'dstScale'), dzp = named(f, 'dstZp');
   const colValue = (x: string, col: string): string => {
     let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, `g, bS, ${srcRow}, 0u`, false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
