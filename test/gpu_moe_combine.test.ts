@@ -266,3 +266,64 @@ describe('moe.combine on the gpu engine: more tokens than one dispatch dimension
     expect(Buffer.from(g.out[0].buffer).equals(Buffer.from(want.buffer))).toBe(true);
   });
 });
+
+describe('the MoE stages of this file on the gpu engine, chained', () => {
+  it('GEMM1 -> moe.activation -> dynamic_quant -> GEMM2 -> moe.combine record into one submit (nothing submitted or mapped before wait) and agree with the cpu engine', async () => {
+    const { dynamic_quant, matmul } = await import('../src/index.js');
+    const T = 5, k = 2, E = 3, K = 12, I = 10, N = 9;
+    const rng = mulberry32(2024);
+    const rowOf = Int32Array.from([0, 5, 1, 6, 2, 9, 3, 7, 4, 8]); // expert 0: slots 0, 2, 4, 6, 8; expert 1: 1, 3, 7, 9; expert 2: 5
+    const offs = [0, 5, 9, 10];
+    const R = T * k;
+    const x = randomF32(rng, R * K), w1 = randomF32(rng, E * K * 2 * I), w2 = randomF32(rng, E * I * N), tw = randomF32(rng, T * k).map((v) => v + 0.5);
+    const xMd = memory.desc.grouped([R, K], dt.f32, E, [RUNTIME_DIM_VAL, K]);
+    const hMd = memory.desc.grouped([R, 2 * I], dt.f32, E, [RUNTIME_DIM_VAL, 2 * I]);
+    const aMd = memory.desc.grouped([R, I], dt.f32, E, [RUNTIME_DIM_VAL, I]);
+    const yMd = memory.desc.grouped([R, N], dt.f32, E, [RUNTIME_DIM_VAL, N]);
+    const qMd = memory.desc([R, I], dt.s8, tag.ab);
+    const oMd = memory.desc([T, N], dt.f32, tag.ab);
+    const run = async (eng: Engine | GpuEngine): Promise<{ out: Float32Array; q: Int8Array; submits: number; maps: number }> => {
+      const strm = new Stream(eng);
+      const mk = (md: MemoryDesc): Memory | GpuMemory => (eng instanceof GpuEngine ? Memory.create(md, eng) : Memory.create(md, eng));
+      const put = (m: Memory | GpuMemory, v: ArrayLike<number>): void => { m.write(v); };
+      const xs = mk(xMd);
+      put(xs, x);
+      if (xs instanceof GpuMemory) xs.writeOffsets(offs); else xs.offsets.set(offs);
+      const share = (md: MemoryDesc): Memory | GpuMemory => (xs instanceof GpuMemory ? Memory.create(md, eng as GpuEngine, [undefined, xs.buffers[1]]) : Memory.create(md, eng as Engine, [undefined, xs.handles[1]]));
+      const w1m = mk(memory.desc([E, K, 2 * I], dt.f32, tag.abc)), w2m = mk(memory.desc([E, I, N], dt.f32, tag.abc));
+      put(w1m, w1);
+      put(w2m, w2);
+      const h = share(hMd), act = share(aMd), y = share(yMd);
+      const q = mk(qMd), qs = mk(memory.desc([R], dt.f32, tag.a)), out = mk(oMd), ro = mk(memory.desc([T, k], dt.s32, tag.ab)), wt = mk(memory.desc([T, k], dt.f32, tag.ab));
+      put(ro, rowOf);
+      put(wt, tw);
+      let submits = 0, maps = 0;
+      const restore: (() => void)[] = [];
+      if (eng instanceof GpuEngine) {
+        const queue = eng.device.queue, sub = queue.submit.bind(queue);
+        queue.submit = (cbs) => { submits++; sub(cbs); };
+        const proto = Object.getPrototypeOf(eng.device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })) as { mapAsync: (...a: unknown[]) => Promise<void> };
+        const map = proto.mapAsync;
+        proto.mapAsync = function (this: unknown, ...a: unknown[]) { maps++; return map.apply(this, a); };
+        restore.push(() => { queue.submit = sub; proto.mapAsync = map; });
+      }
+      new matmul.Primitive(new matmul.PrimitiveDesc(eng, xMd, w1m.desc, hMd)).execute(strm, { [ARG.SRC]: xs, [ARG.WEIGHTS]: w1m, [ARG.DST]: h } as never);
+      new moe.activation.Primitive(new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'glu_swiglu', layout: 'interleaved' })).execute(strm, { [ARG.SRC]: h, [ARG.DST]: act });
+      new dynamic_quant.Primitive(new dynamic_quant.PrimitiveDesc(eng, aMd, qMd)).execute(strm, { [ARG.SRC]: act, [ARG.DST]: q, [ARG.ATTR_SCALES | ARG.DST]: qs });
+      new matmul.Primitive(new matmul.PrimitiveDesc(eng, aMd, w2m.desc, yMd)).execute(strm, { [ARG.SRC]: act, [ARG.WEIGHTS]: w2m, [ARG.DST]: y } as never);
+      new moe.combine.Primitive(new moe.combine.PrimitiveDesc(eng, { tokens: T, topK: k, src: yMd, dst: oMd })).execute(strm, { [ARG.SRC]: y, [ARG.MOE_ROW_OF]: ro, [ARG.MOE_TOPK_WEIGHTS]: wt, [ARG.DST]: out });
+      const before = { submits, maps };
+      restore.forEach((f) => f());
+      await strm.wait();
+      const read = async (m: Memory | GpuMemory): Promise<ArrayLike<number>> => (m instanceof GpuMemory ? m.read() : m.read());
+      return { out: Float32Array.from(await read(out)), q: Int8Array.from(await read(q)), ...before };
+    };
+    const g = await run(gpu);
+    expect(g.submits, 'queue submits before wait()').toBe(0);
+    expect(g.maps, 'host maps before wait()').toBe(0);
+    const c = await run(cpu);
+    for (let i = 0; i < T * N; i++) expect(Math.abs(g.out[i] - c.out[i]), `out ${i}`).toBeLessThanOrEqual(1e-5 * (1 + Math.abs(c.out[i])));
+    // Codes may differ by one where the GEMM / GLU rounding moved a value across a half-integer.
+    for (let i = 0; i < R * I; i++) expect(Math.abs(g.q[i] - c.q[i]), `code ${i}`).toBeLessThanOrEqual(1);
+  });
+});
