@@ -45,13 +45,22 @@ function feedsOf(s: OrtMoeShape, hidden: Float32Array, logits: Float32Array): Re
   return { X: new ort.Tensor('float32', hidden, [T, s.K]), R: new ort.Tensor('float32', logits, [T, s.E]) };
 }
 
+/** The model bytes of a variant with a symbolic token dim, from groupdnn-layout weights w13 [E, K, 2I], w2 [E, I, K]. */
+export function buildOrtMoeGpuModel(s: OrtMoeShape, variant: OrtMoeVariant, w13: Float32Array, w2: Float32Array): OrtMoeModel {
+  const { fc1, fc2 } = toOrtLayout(s, w13, w2);
+  return buildMoeModel(s, variant, fc1, fc2, 'T');
+}
+
+export interface OrtMoeModel {
+  readonly model: Uint8Array;
+  readonly weights: Uint8Array;
+}
+
 /** Where ORT placed the node and the WebGPU programs one run started (name -> count), from its verbose log. */
 export async function describeOrtMoeGpu(
-  s: OrtMoeShape, variant: OrtMoeVariant, w13: Float32Array, w2: Float32Array, hidden: Float32Array, logits: Float32Array, opts: OrtWebGpuOptions = {},
+  s: OrtMoeShape, { model, weights }: OrtMoeModel, hidden: Float32Array, logits: Float32Array, opts: OrtWebGpuOptions = {},
 ): Promise<{ placements: string[]; programs: Map<string, number> }> {
   await installOrtWebGpu(opts);
-  const { fc1, fc2 } = toOrtLayout(s, w13, w2);
-  const { model, weights } = buildMoeModel(s, variant, fc1, fc2, 'T');
   const { value: session, text } = await captureOutput(() => ort.InferenceSession.create(model, sessionOptions(weights, 'host', true)));
   try {
     const { value: r, text: log } = await captureOutput(() => session.run(feedsOf(s, hidden, logits)));
@@ -62,14 +71,11 @@ export async function describeOrtMoeGpu(
   }
 }
 
-/** Weights w13 [E, K, 2I], w2 [E, I, K] in groupdnn's layout; s.T is ignored (symbolic). */
+/** A session of the model (buildOrtMoeGpuModel); s.T is ignored (symbolic). */
 export async function createOrtMoeGpuPeer(
-  s: OrtMoeShape, variant: OrtMoeVariant, w13: Float32Array, w2: Float32Array,
-  output: OrtOutputLocation = 'host', opts: OrtWebGpuOptions = {},
+  s: OrtMoeShape, { model, weights }: OrtMoeModel, output: OrtOutputLocation = 'host', opts: OrtWebGpuOptions = {},
 ): Promise<OrtMoeGpuPeer> {
   await installOrtWebGpu(opts);
-  const { fc1, fc2 } = toOrtLayout(s, w13, w2);
-  const { model, weights } = buildMoeModel(s, variant, fc1, fc2, 'T');
   // ORT's default logger (verbose for describeOrtMoeGpu's sake) prints the EP's setup: kept off the output.
   const { value: session } = await captureOutput(() => ort.InferenceSession.create(model, sessionOptions(weights, output, false)));
   const device = output === 'gpu' ? ((await ort.env.webgpu.device) as GPUDevice) : undefined;

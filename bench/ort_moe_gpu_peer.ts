@@ -1,8 +1,17 @@
 /**
  * onnxruntime-web's WebGPU EP running the MoE layer (its `QMoE` int4 / int8, its f32 `MoE`) on MoE-B shapes
  * (E = 64, top-6, K = 2048, I = 1408), the peer of groupdnn's gpu MoE layer (issue 21):
- *   npx tsx bench/ort_moe_gpu_peer.ts --tokens=1,4,256 --variants=qmoe-int4,qmoe-int8,moe-f32 --reps=10
- * or its esbuild bundle (see the README's section on this peer for the files it needs beside it).
+ *   npm run bench:ort-gpu -- --tokens=1,4,256 --variants=qmoe-int4,qmoe-int8,moe-f32 --reps=10
+ * (add VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json where there is no GPU driver), or bundled
+ * for a machine without npm (the device tool's):
+ *   npx esbuild bench/ort_moe_gpu_peer.ts --bundle --platform=node --format=esm --outfile=D/ort_moe_gpu_peer.mjs
+ *   xz -9 -c node_modules/onnxruntime-web/dist/ort-wasm-simd-threaded.asyncify.wasm > D/ort-wasm-simd-threaded.asyncify.wasm.xz
+ * D/ then holds ort_moe_gpu_peer.mjs (1.9 MB) and the wasm.xz (3.75 MB; 26.8 MB unpacked, sha256 39f9f089...);
+ * beside them D/node_modules/webgpu/{index.js,package.json,dist/linux-x64/dawn.node} as for gpu_bench.mjs
+ * (the addon is imported at run time, never bundled). There: `xz -d D/*.xz` and
+ *   node D/ort_moe_gpu_peer.mjs --tokens=1,4,256 --variants=qmoe-int4,qmoe-int8,moe-f32 --reps=10
+ * The wasm must sit beside the .mjs (read with fs: the browser glue of ORT's bundled build cannot load it).
+ * MoE-B needs about 10 GB of host memory (f32 weights in four layouts and the 2.2 GB external-data blob).
  * Per variant, one session (symbolic token dim) per output location:
  *  - host: `session.run` with host tensors in and out, output read into a Float32Array (ORT's default);
  *  - gpu:  `preferredOutputLocation: 'gpu-buffer'`, the run timed until the device queue is done.
@@ -15,7 +24,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { dequantizeRows, fromOrtLayout, toOrtLayout, type OrtMoeShape, type OrtMoeVariant } from './ort_moe_model.js';
+import { buildMoeModel, dequantizeRows, fromOrtLayout, toOrtLayout, type OrtMoeShape, type OrtMoeVariant } from './ort_moe_model.js';
 import { createOrtMoeGpuPeer, describeOrtMoeGpu, type OrtOutputLocation } from './ort_moe_gpu.js';
 import { groupdnnMoeLayer, relMaxDiff } from './moe_layer_cpu.js';
 import { MOE_SEEDS, MOE_WEIGHT_SCALE } from './moe_workloads.js';
@@ -52,6 +61,8 @@ const { E, K, I } = shape;
 const w13 = new Float32Array(E * K * 2 * I), w2 = new Float32Array(E * I * K);
 fillRandom(w13, MOE_SEEDS.w13, MOE_WEIGHT_SCALE);
 fillRandom(w2, MOE_SEEDS.w2, MOE_WEIGHT_SCALE);
+// ORT's layout once (a 2.2 GB transpose at MoE-B), shared by every variant's model and reference.
+const { fc1, fc2 } = toOrtLayout(shape, w13, w2);
 const inputs = new Map(TOKENS.map((T) => {
   const hidden = new Float32Array(T * K), logits = new Float32Array(T * E);
   fillRandom(hidden, MOE_SEEDS.hidden);
@@ -63,7 +74,6 @@ const inputs = new Map(TOKENS.map((T) => {
 function referenceWeights(variant: OrtMoeVariant): { w13: Float32Array; w2: Float32Array } {
   if (variant === 'moe-f32') return { w13, w2 };
   const bits = variant === 'qmoe-int8' ? 8 : 4;
-  const { fc1, fc2 } = toOrtLayout(shape, w13, w2);
   return fromOrtLayout(shape, dequantizeRows(fc1, E * 2 * I, K, bits), dequantizeRows(fc2, E * K, I, bits));
 }
 
@@ -87,11 +97,12 @@ for (const variant of VARIANTS) {
   const checks = new Map<number, { diffs: number[]; ok: boolean }>();
   const refW = CHECK ? referenceWeights(variant) : undefined;
   const first = inputs.get(TOKENS[0])!;
-  const d = await describeOrtMoeGpu({ ...shape, T: TOKENS[0] }, variant, w13, w2, first.hidden, first.logits, { liftoffOnly });
+  const model = buildMoeModel(shape, variant, fc1, fc2, 'T');
+  const d = await describeOrtMoeGpu(shape, model, first.hidden, first.logits, { liftoffOnly });
   console.log(`${variant}: placement ${d.placements.join(', ') || '(not logged)'}; WebGPU programs of one run at T=${TOKENS[0]}: ${[...d.programs].map(([k, n]) => `${k} x${n}`).join(', ') || 'none (not on the GPU)'}`);
   for (const output of OUTPUTS) {
     const t0 = performance.now();
-    const peer = await createOrtMoeGpuPeer(shape, variant, w13, w2, output, { liftoffOnly });
+    const peer = await createOrtMoeGpuPeer(shape, model, output, { liftoffOnly });
     console.log(`${variant} (output ${output}): session created in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     for (const T of TOKENS) {
       const { hidden, logits } = inputs.get(T)!;

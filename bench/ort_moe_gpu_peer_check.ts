@@ -8,19 +8,22 @@
  * Compared: `moe-f32` against groupdnn's f32 layer; `qmoe-int8` / `qmoe-int4` against groupdnn's f32 layer
  * on the dequantized weights ((q - zero) * scale, exactly what QMoE multiplies by), so the difference left
  * is ORT's arithmetic, not the quantization. Tolerances (max |ORT - groupdnn| / max |out|), written down:
- *  - moe-f32 1e-5 (f32 sums in another order; the CPU check sees 1.6e-7);
- *  - qmoe 1e-3 (f32 sums in another order, plus the WebGPU MatMulNBits kernels' f32 dequantization;
- *    activations are not quantized: accuracy_level 4 selects the int8-activation path only on other EPs).
+ * 1e-5 for every variant: f32 sums in another order (right runs on SwiftShader: f32 1.6e-7, int8 2.6e-7,
+ * int4 2.9e-7, so the activations are not quantized). Each variant runs 3 times and the worst run counts:
+ * on SwiftShader ORT 1.30's WebGPU QMoE at T > 1 gives wrong outputs (0.76-1.0) in some runs and right
+ * ones in others, with experts missing from the run (fewer gather / MatMulNBits programs than experts
+ * used): its per-expert counts come back to the host wrong. T = 1 (no read-back) was right in every run.
  * Also printed, not checked: the difference to the f32 layer (the quantization error itself).
+ * Not a vitest test: it fails for ORT's reasons on SwiftShader, and takes 1-2.5 minutes there.
  */
 import { dequantizeRows, fromOrtLayout, toOrtLayout, type OrtMoeVariant } from './ort_moe_model.js';
-import { createOrtMoeGpuPeer, describeOrtMoeGpu } from './ort_moe_gpu.js';
+import { buildOrtMoeGpuModel, createOrtMoeGpuPeer, describeOrtMoeGpu } from './ort_moe_gpu.js';
 import { groupdnnMoeLayer, relMaxDiff } from './moe_layer_cpu.js';
 import { fillRandom } from './timing.js';
 
 export const CHECK_SHAPE = { T: 7, E: 4, k: 2, K: 64, I: 48 } as const;
 const RUNS = 3;
-export const TOLERANCE: Readonly<Record<OrtMoeVariant, number>> = { 'moe-f32': 1e-5, 'qmoe-int8': 1e-3, 'qmoe-int4': 1e-3 };
+export const TOLERANCE: Readonly<Record<OrtMoeVariant, number>> = { 'moe-f32': 1e-5, 'qmoe-int8': 1e-5, 'qmoe-int4': 1e-5 };
 
 export interface GpuCheckRow {
   variant: OrtMoeVariant;
@@ -54,8 +57,9 @@ export async function checkOrtMoeGpu(variants: readonly OrtMoeVariant[]): Promis
       const dq = fromOrtLayout(s, dequantizeRows(fc1, s.E * 2 * s.I, s.K, bits), dequantizeRows(fc2, s.E * s.K, s.I, bits));
       ref = await groupdnnMoeLayer(s, dq.w13, dq.w2, hidden, logits);
     }
-    const { placements, programs } = await describeOrtMoeGpu(s, variant, w13, w2, hidden, logits);
-    const peer = await createOrtMoeGpuPeer(s, variant, w13, w2, 'host');
+    const model = buildOrtMoeGpuModel(s, variant, w13, w2);
+    const { placements, programs } = await describeOrtMoeGpu(s, model, hidden, logits);
+    const peer = await createOrtMoeGpuPeer(s, model, 'host');
     // Several runs: the worst one counts (a run that differs from the others is a wrong result too).
     const y = new Float32Array(s.T * s.K);
     const diffs: number[] = [];

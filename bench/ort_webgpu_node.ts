@@ -22,7 +22,7 @@ export interface OrtWebGpuOptions {
   readonly liftoffOnly?: boolean;
   /** Directory holding `ort-wasm-simd-threaded.asyncify.wasm`; default: beside this module (a bundle) or ORT's package. */
   readonly wasmDir?: string;
-  /** ORT's global log level (its logger prints to stdout); 'verbose' lets a session opt in to verbose logs. */
+  /** ORT's default logger level (read once, at ORT's init); sessions choose their own (describeOrtMoeGpu: verbose). */
   readonly logLevel?: 'verbose' | 'info' | 'warning' | 'error';
 }
 
@@ -55,7 +55,7 @@ export async function installOrtWebGpu(opts: OrtWebGpuOptions = {}): Promise<GPU
   if (dir) ort.env.wasm.wasmBinary = readFileSync(join(dir, WASM));
   ort.env.wasm.numThreads = 1; // the bundled glue would start this whole script as its pthread workers
   ort.env.wasm.proxy = false;
-  ort.env.logLevel = opts.logLevel ?? 'verbose';
+  ort.env.logLevel = opts.logLevel ?? 'warning';
   installed = gpu;
   return gpu;
 }
