@@ -21,6 +21,11 @@
  * runs on SwiftShader, so a time is only worth reporting next to its check. Also prints the node placement
  * and the WebGPU programs of one run. Options: --experts, --topk, --hidden, --inter (default MoE-B),
  * --output=host,gpu, --liftoff-only=1 (see ort_webgpu_node.ts; default 1), --json=PATH (also $OUT/ort_moe_gpu_peer.json).
+ * `--liftoff-only=1` keeps ORT's wasm at V8's baseline tier: harmless for the GPU variants (their work is on
+ * the GPU) but it slows f32 `MoE`, which 1.30 runs on its CPU kernel; for f32 times comparable to a normal
+ * Node, run that variant again with --liftoff-only=0 on a machine with idle cores (V8's optimizing compile
+ * of ORT's 27 MB wasm then stalls the first read-back for a while; the warm-up runs absorb it).
+ * The gpu-buffer rows carry the host rows' check (same session kernels, output not read back).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
