@@ -10,14 +10,18 @@ export function f32Literal(x: number): string {
 
 
 /**
- * WGSL helpers the eltwise expressions call, the same approximations as the cpu's wasm/src/vmath.h:
- * erf as `x P(x^2)` below 1 and `1 - exp(-a^2) Q(1/a)` beyond (relative error < 1e-6 with an exact
- * exp), gelu_erf through erfc below -sqrt 2 (relative accuracy on the negative tail, where 1 + erf
- * cancels); an overflow-safe logistic; expm1 (elu) as a Taylor polynomial below 1/2; log1p as
- * Goldberg's `log(u) t / (u - 1)`; soft_relu `max(z, 0) + log1p(e^-|z|)`; mish `x n / (n + 2)`,
- * `n = e^x (e^x + 2)`. log and sqrt give -Inf / NaN outside their domain, as the cpu (WGSL leaves
- * those values indeterminate); the non-finite values come from the argument's bits (a constant
- * NaN / Inf is a shader-creation error in WGSL).
+ * WGSL helpers the eltwise expressions call, the same approximations as the cpu's wasm/src/vmath.h
+ * where a GPU compiler keeps them:
+ * - erf as `x P(x^2)` below 1 and `1 - exp(-a^2) Q(1/a)` beyond (relative error < 1e-6 with an exact
+ *   exp); gelu_erf through erfc below -sqrt 2 (relative accuracy on the negative tail, where 1 + erf
+ *   cancels); an overflow-safe logistic;
+ * - log as Cephes logf (WGSL's log is only absolutely accurate near 1, which log1p would turn into
+ *   relative error); log1p as its series below 1/4 (the cpu's Goldberg form `log(u) t / (u - 1)` is
+ *   undone by a compiler that folds (1 + t) - 1 into t, as SwiftShader's does); expm1 (elu) as a
+ *   Taylor polynomial below 1/2; soft_relu `max(z, 0) + log1p(e^-|z|)`; mish `x n / (n + 2)`,
+ *   `n = e^x (e^x + 2)`;
+ * - log and sqrt give -Inf / NaN outside their domain, as the cpu (WGSL leaves those values
+ *   indeterminate), made from the argument's bits (a constant NaN / Inf is a shader-creation error).
  */
 export const WGSL_ELTWISE_HELPERS = /* wgsl */ `
 fn gd_nan(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) | 0x7fc00000u); }
@@ -72,7 +76,23 @@ fn gd_tanh(x: f32) -> f32 { return 2.0 * gd_logistic(2.0 * x) - 1.0; }
 fn gd_log(x: f32) -> f32 {
   if (x < 0.0) { return gd_nan(x); }
   if (x == 0.0) { return gd_inf(-1.0); }
-  return log(x);
+  if (bitcast<u32>(x) == 0x7f800000u) { return x; }
+  let fe = frexp(x);
+  var m = fe.fract;
+  var e = f32(fe.exp);
+  if (m < 0.707106781186547524) { m = m + m - 1.0; e = e - 1.0; } else { m = m - 1.0; }
+  let z = m * m;
+  var y = 7.0376836292e-2;
+  y = y * m - 1.1514610310e-1;
+  y = y * m + 1.1676998740e-1;
+  y = y * m - 1.2420140846e-1;
+  y = y * m + 1.4249322787e-1;
+  y = y * m - 1.6668057665e-1;
+  y = y * m + 2.0000714765e-1;
+  y = y * m - 2.4999993993e-1;
+  y = y * m + 3.3333331174e-1;
+  y = y * m * z + e * -2.12194440e-4 - 0.5 * z;
+  return m + y + e * 0.693359375;
 }
 fn gd_sqrt(x: f32) -> f32 { return select(sqrt(x), gd_nan(x), x < 0.0); }
 fn gd_expm1(x: f32) -> f32 {
@@ -88,10 +108,20 @@ fn gd_expm1(x: f32) -> f32 {
   return x + x * x * p;
 }
 fn gd_log1p(t: f32) -> f32 {
-  let u = 1.0 + t;
-  let d = u - 1.0;
-  if (d == 0.0) { return t; }
-  return log(u) * (t / d);
+  if (t > 0.25) { return gd_log(1.0 + t); }
+  var p = 1.0 / 13.0;
+  p = 1.0 / 12.0 - t * p;
+  p = 1.0 / 11.0 - t * p;
+  p = 1.0 / 10.0 - t * p;
+  p = 1.0 / 9.0 - t * p;
+  p = 1.0 / 8.0 - t * p;
+  p = 1.0 / 7.0 - t * p;
+  p = 1.0 / 6.0 - t * p;
+  p = 1.0 / 5.0 - t * p;
+  p = 1.0 / 4.0 - t * p;
+  p = 1.0 / 3.0 - t * p;
+  p = 0.5 - t * p;
+  return t * (1.0 - t * p);
 }
 fn gd_softplus(z: f32) -> f32 { return max(z, 0.0) + gd_log1p(exp(-abs(z))); }
 fn gd_mish(x: f32) -> f32 {
@@ -103,7 +133,7 @@ fn gd_mish(x: f32) -> f32 {
 fn gd_powf(x: f32, b: f32) -> f32 {
   if (x < 0.0) { return gd_nan(x); }
   if (x == 0.0) { return select(gd_inf(1.0), 0.0, b > 0.0); }
-  return exp(b * log(x));
+  return exp(b * gd_log(x));
 }
 `;
 
