@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { runDriver } from '../bench/benchdnn/driver.js';
 import { compare, tolerance } from '../bench/benchdnn/compare.js';
-import { erf64, referenceMatmul } from '../bench/benchdnn/reference.js';
+import { eltwise64, erf64, referenceMatmul } from '../bench/benchdnn/reference.js';
 
 const INPUTS = 'bench/benchdnn/inputs';
 
@@ -29,9 +29,9 @@ describe('batch files in correctness mode', () => {
 
   it('test_groupdnn_unimplemented: each rejected with its reason, nothing run', async () => {
     const { lines, summary } = await run(['--ctx-exe=1', '--matmul', `--batch=${INPUTS}/test_groupdnn_unimplemented`]);
-    expect(summary).toMatchObject({ passed: 0, failed: 0, mistrusted: 0, unimplemented: 24, invalid_arguments: 5 });
-    expect(lines).toContain('15:UNIMPLEMENTED (matmul: binary post-op 0 src1: data type f16 is not supported (f32)) __REPRO: --matmul --grouped=0:4:8+8+8+8 --attr-post-ops=mul:f16:1 32x64:4x64x32');
-    expect(lines).toContain('25:INVALID_ARGUMENTS (--grouped=0:4:8+8+8+7: sizes sum to 31, the grouped dimension is 32) __REPRO: --matmul --grouped=0:4:8+8+8+7 32x64:4x64x32');
+    expect(summary).toMatchObject({ passed: 0, failed: 0, mistrusted: 0, unimplemented: 14, invalid_arguments: 5 });
+    expect(lines).toContain('2:UNIMPLEMENTED (data type u3 is not implemented in groupdnn) __REPRO: --matmul --dt=f16:u4:f16 --grouped=0:4:8+8+8+8 --attr-zero-points=wei:7:u3:32x1 32x64:4x64x32');
+    expect(lines).toContain('15:INVALID_ARGUMENTS (--grouped=0:4:8+8+8+7: sizes sum to 31, the grouped dimension is 32) __REPRO: --matmul --grouped=0:4:8+8+8+7 32x64:4x64x32');
   }, 60_000);
 });
 
@@ -113,5 +113,20 @@ describe('reference and comparison', () => {
     expect(compare([448, Infinity], [1e6, 1e300], 'f8_e4m3', false).errors).toBe(1);
     expect(compare([Infinity, -Infinity, NaN], [1e40, -1e300, 1], 'f32', false).errors).toBe(1);
     expect(compare([65504], [70000], 'f16', false).errors).toBe(1);
+    // NaN matches a NaN reference (log / sqrt of a negative sum), and nothing else
+    expect(compare([NaN, -Infinity, NaN], [NaN, -Infinity, 2], 'f32', true).errors).toBe(1);
+    expect(compare([NaN, 1], [NaN, NaN], 'bf16', false).errors).toBe(1);
+  });
+
+  it('eltwise references: oneDNN alpha / beta meanings, round half to even', () => {
+    expect([2.5, 3.5, -2.5, -1.5, 1.2].map((x) => eltwise64('round', x, 0, 0))).toEqual([2, 4, -2, -2, 1]);
+    expect(eltwise64('elu', -1, 0.5, 0)).toBeCloseTo(0.5 * (Math.exp(-1) - 1), 15);
+    expect(eltwise64('soft_relu', 1, 2, 0)).toBeCloseTo(Math.log(1 + Math.exp(2)) / 2, 15);
+    expect(eltwise64('soft_relu', 100, 1, 0)).toBe(100);
+    expect(eltwise64('pow', -2, 0.5, 3)).toBe(-4);
+    expect(eltwise64('hardswish', 1, 0.25, 0.5)).toBe(0.75);
+    expect(eltwise64('hardsigmoid', -4, 0.25, 0.5)).toBe(0);
+    expect(eltwise64('clip_v2', 7, -1, 6)).toBe(6);
+    expect(eltwise64('mish', 1, 0, 0)).toBeCloseTo(Math.tanh(Math.log(1 + Math.E)), 15);
   });
 });

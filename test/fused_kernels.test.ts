@@ -52,7 +52,7 @@ const sigmoidD = (x: number): number => (x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.
  * are within 1e-6; the composites inherit the f32 rounding of their inner argument (relative error
  * about |d log f / d log arg| * 2^-24, e.g. 2 z^2 2^-24 for erfc(z)), hence their ranges and bounds.
  */
-const VMATH: ReadonlyArray<readonly [number, string, (x: number) => number, number, number]> = [
+const VMATH: ReadonlyArray<readonly [number, string, (x: number) => number, number, number, (readonly [number, number])?]> = [
   [11, 'exp', Math.exp, 1e-6, 88],
   [9, 'logistic', sigmoidD, 1e-6, 87],
   [10, 'tanh', Math.tanh, 1e-6, 50],
@@ -62,6 +62,19 @@ const VMATH: ReadonlyArray<readonly [number, string, (x: number) => number, numb
   [7, 'gelu_tanh (tail)', (x) => x * sigmoidD(2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)), 1e-5, 6],
   [6, 'gelu_erf', (x) => (x < -Math.SQRT2 ? 0.5 * x * erfcD(-x / Math.SQRT2) : 0.5 * x * (1 + erfD(x / Math.SQRT2))), 1e-6, 3],
   [6, 'gelu_erf (tail)', (x) => (x < -Math.SQRT2 ? 0.5 * x * erfcD(-x / Math.SQRT2) : 0.5 * x * (1 + erfD(x / Math.SQRT2))), 1e-5, 8],
+  [12, 'elu (alpha 1.5)', (x) => (x > 0 ? x : 1.5 * Math.expm1(x)), 1e-6, 80],
+  [13, 'sqrt', Math.sqrt, 1e-7, 1e30],
+  [14, 'soft_relu', (x) => Math.log1p(Math.exp(x)), 2e-6, 80, [1, 0]],
+  // the f32 rounding of alpha x, amplified by exp on the negative tail: |alpha x| 2^-24
+  [14, 'soft_relu (alpha 1.5)', (x) => Math.log1p(Math.exp(1.5 * x)) / 1.5, 6e-6, 50],
+  [15, 'log', Math.log, 1e-6, 1e30],
+  [16, 'pow (alpha 1.5, beta 3)', (x) => 1.5 * x ** 3, 1e-6, 1e12, [1.5, 3]],
+  [16, 'pow (beta -2)', (x) => x ** -2, 1e-6, 1e12, [1, -2]],
+  [16, 'pow (beta 0.5)', (x) => x ** 0.5, 5e-6, 1e20, [1, 0.5]],
+  [17, 'round (half to even)', (x) => x - Math.floor(x) === 0.5 ? 2 * Math.round(x / 2) : Math.round(x), 1e-9, 40],
+  [18, 'mish', (x) => x * Math.tanh(x > 40 ? x : Math.log1p(Math.exp(x))), 4e-6, 30],
+  [19, 'hardswish (alpha 1.5)', (x) => x * Math.min(1, Math.max(0, 1.5 * x)), 1e-6, 10],
+  [20, 'hardsigmoid (alpha 0.25, beta 0.5)', (x) => Math.min(1, Math.max(0, 0.25 * x + 0.5)), 1e-6, 10, [0.25, 0.5]],
 ];
 
 describe('fused kernels: vector math and codecs', () => {
@@ -71,7 +84,7 @@ describe('fused kernels: vector math and codecs', () => {
   });
   afterAll(() => eng.release());
 
-  it.each(VMATH.map((v) => [v[1], v] as const))('%s: relative error vs double below the bound', (_n, [code, , truth, bound, range]) => {
+  it.each(VMATH.map((v) => [v[1], v] as const))('%s: relative error vs double below the bound', (_n, [code, , truth, bound, range, ab]) => {
     const k = eng.kernels!;
     const n = 1 << 15;
     const inP = eng.alloc(n * 4), outP = eng.alloc(n * 4);
@@ -83,7 +96,7 @@ describe('fused kernels: vector math and codecs', () => {
         const u = rng();
         xs[i] = round % 2 ? (u - 0.5) * 2 * range : (rng() < 0.5 ? -1 : 1) * Math.min(range, 2 ** (-20 + 27 * u));
       }
-      k.check_eltwise(code, 1.5, 0, inP, outP, n);
+      k.check_eltwise(code, ab?.[0] ?? 1.5, ab?.[1] ?? 0, inP, outP, n);
       const ys = new Float32Array(eng.buffer, outP, n);
       for (let i = 0; i < n; i++) {
         const t = truth(xs[i]);
@@ -126,6 +139,28 @@ describe('fused kernels: vector math and codecs', () => {
     new Float32Array(eng.buffer, p, 4).set([89, -104, Number.NaN, 0]);
     k.check_eltwise(11, 0, 0, p, q, 4);
     expect(Array.from(new Float32Array(eng.buffer, q, 4))).toEqual([Infinity, 0, NaN, 1]);
+    eng.free(p);
+    eng.free(q);
+  });
+
+  it('round is half to even; log / sqrt / pow outside their domain give what libm gives', () => {
+    const k = eng.kernels!;
+    const p = eng.alloc(32), q = eng.alloc(32);
+    const run = (code: number, xs: readonly number[], alpha = 1, beta = 0): number[] => {
+      new Float32Array(eng.buffer, p, 8).set(xs);
+      k.check_eltwise(code, alpha, beta, p, q, 8);
+      return Array.from(new Float32Array(eng.buffer, q, 8));
+    };
+    expect(run(17, [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.7, -3.7])).toEqual([0, 2, 2, -0, -2, -2, 4, -4]);
+    const logs = run(15, [0, -1, Infinity, 1e-40, 1, Number.NaN, 2, 0.5]);
+    expect(logs.slice(0, 3)).toEqual([-Infinity, NaN, Infinity]);
+    expect(Math.abs(logs[3] - Math.log(Math.fround(1e-40)))).toBeLessThan(1e-4);
+    expect([logs[4], logs[5]]).toEqual([0, NaN]);
+    expect(logs[6]).toBeCloseTo(Math.LN2, 7);
+    expect(run(13, [-1, 0, 4, Infinity, 2, 0, 0, 0]).slice(0, 4)).toEqual([NaN, 0, 2, Infinity]);
+    expect(run(16, [-2, 0, 4, -1, 0, 0, 0, 0], 1, 0.5).slice(0, 4)).toEqual([NaN, 0, 2, NaN]);
+    expect(run(16, [-2, 0, 3, -1, 0, 0, 0, 0], 2, 3).slice(0, 4)).toEqual([-16, 0, 54, -2]);
+    expect(run(16, [-2, 0, 2, 4, 0, 0, 0, 0], 1, -1).slice(0, 4)).toEqual([-0.5, Infinity, 0.5, 0.25]);
     eng.free(p);
     eng.free(q);
   });

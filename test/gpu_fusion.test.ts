@@ -39,6 +39,11 @@ describe('gpu matmul: binary post-ops (grouped M)', () => {
     expectBitwise(await runGpuGM(eng, strm, { ...SHAPE, srcDt: dt.s8, weiDt: dt.s8, dstDt: dt.s8, scales: { src: { gran: GM.src.row }, weights: { gran: GM.weights.expertCol }, dst: { gran: GM.dst.expert } }, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'row_1' }, { kind: 'sum', scale: 2 }] }));
   });
 
+  it.each([dt.bf16, dt.f16, dt.s8, dt.u8, dt.s32])('src1 %s: grouped [ΣM, N] mul, [G, N] add, [ΣM, 1] mul (P1); [G, 1] add, E = 1 (P2)', async (t) => {
+    expectBitwise(await runGpuGM(eng, strm, { ...SHAPE, bias: true, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'row_n_grouped', dt: t }, { kind: 'binary', alg: 'binary_add', shape: 'expert_n', dt: t }, { kind: 'binary', alg: 'binary_mul', shape: 'row_1', dt: t }] }));
+    expectBitwise(await runGpuGM(eng, strm, { G: 1, K: 20, N: 70, sizes: [5], proposal: 'P2', ops: [{ kind: 'binary', alg: 'binary_add', shape: 'expert_1', dt: t }] }));
+  });
+
   it('E = 1, bf16 dst, sum', async () => {
     expectBitwise(await runGpuGM(eng, strm, { G: 1, K: 20, N: 70, sizes: [5], dstDt: dt.bf16, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'expert_n' }, { kind: 'sum', scale: 1 }] }));
   });

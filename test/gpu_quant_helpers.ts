@@ -6,29 +6,13 @@
 import { expect } from 'vitest';
 import { ARG, GpuEngine, GpuMemory, Memory, MemoryDesc, Stream, dt, matmul, memory, tag } from '../src/index.js';
 import {
-  RT, attrOf, convert, expectElement, scaleValues, tensorValues, zpValues,
+  RT, attrOf, binaryTensor, convert, expectElement, scaleValues, tensorValues, zpValues,
   type Expectation, type GMCase, type DenseCase, type Lookup, type Outcome, type Sizes, type TestOp,
 } from './quant_helpers.js';
 import { cumulative, mulberry32, type Rng } from './workloads.js';
 
 const QUANT_ID = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST } as const;
 
-/** Binary src1 shapes of grouped M (quant_helpers BinaryShape): [ΣM, N|1] plain or grouped, [G, 1|N], [G, 1, 1|N]. */
-function binaryTensor(shape: string, s: Sizes, rng: Rng): { md: MemoryDesc; values: Float64Array; at: (g: number, r: number, n: number) => number } {
-  const { G, M, Nd } = s;
-  const vals = (n: number): Float64Array => Float64Array.from({ length: n }, () => [-2, -1, -0.5, 0.5, 1, 1.5, 2][Math.floor(rng() * 7)]);
-  switch (shape) {
-    case 'row_n': { const v = vals(M * Nd); return { md: memory.desc([M, Nd], dt.f32, tag.ab), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
-    case 'row_1': { const v = vals(M); return { md: memory.desc([M, 1], dt.f32, tag.ab), values: v, at: (_g, r) => v[r] }; }
-    case 'row_n_grouped': { const v = vals(M * Nd); return { md: memory.desc.grouped([M, Nd], dt.f32, G, [RT, Nd]), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
-    case 'row_1_grouped': { const v = vals(M); return { md: memory.desc.grouped([M, 1], dt.f32, G, [RT, 1]), values: v, at: (_g, r) => v[r] }; }
-    case 'expert3_1': { const v = vals(G); return { md: memory.desc([G, 1, 1], dt.f32, tag.abc), values: v, at: (g) => v[g] }; }
-    case 'expert3_n': { const v = vals(G * Nd); return { md: memory.desc([G, 1, Nd], dt.f32, tag.abc), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
-    case 'expert_1': { const v = vals(G); return { md: memory.desc([G, 1], dt.f32, tag.ab), values: v, at: (g) => v[g] }; }
-    case 'expert_n': { const v = vals(G * Nd); return { md: memory.desc([G, Nd], dt.f32, tag.ab), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
-    default: throw new Error(`gpu runner: binary shape ${shape}`);
-  }
-}
 
 /** Scales / zero points of a case: memories in `args`, lookups for the expectation. */
 function quantArgs(eng: GpuEngine, pd: matmul.PrimitiveDesc, c: Pick<GMCase, 'scales' | 'zps'>, S: Sizes, rng: Rng, args: Record<number, GpuMemory>, mk: (md: MemoryDesc) => GpuMemory): Partial<Record<string, Lookup>> {
@@ -67,7 +51,7 @@ export async function runGpuGM(eng: GpuEngine, strm: Stream, c: GMCase): Promise
   const dstMd = p2 ? memory.desc([M, Nd], dstDt, tag.ab) : memory.desc.grouped([M, Nd], dstDt, G, [RT, Nd]);
   const weiMd = memory.desc([G, K, N], weiDt, tag.abc);
   const biasMd = c.bias ? memory.desc([G, N], dt.f32, tag.ab) : undefined;
-  const bins = (c.ops ?? []).map((op) => (op.kind === 'binary' ? binaryTensor(op.shape, S, rng) : undefined));
+  const bins = (c.ops ?? []).map((op) => (op.kind === 'binary' ? binaryTensor(op.shape, S, rng, op.dt) : undefined));
   const attr = attrOf(c, bins.map((b) => b?.md));
   if (p2) attr.setGroupedOffsets(ARG.SRC, G);
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);

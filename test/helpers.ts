@@ -112,8 +112,9 @@ export function attrFor(ops: readonly RefPostOp[] | undefined): PrimitiveAttr {
   for (const op of ops ?? []) {
     if (op.kind === 'relu') attr.postOps.appendEltwise(algorithm.eltwise_relu, op.alpha, 0);
     else if (op.kind === 'linear') attr.postOps.appendEltwise(algorithm.eltwise_linear, op.alpha, op.beta);
-    else if (op.kind === 'clip') attr.postOps.appendEltwise(algorithm.eltwise_clip, op.alpha, op.beta);
     else if (op.kind === 'sum') attr.postOps.appendSum(op.scale);
+    else if ('beta' in op) attr.postOps.appendEltwise(algorithm[`eltwise_${op.kind}`], op.alpha, op.beta);
+    else if ('alpha' in op) attr.postOps.appendEltwise(algorithm[`eltwise_${op.kind}`], op.alpha);
     else attr.postOps.appendEltwise(algorithm[`eltwise_${op.kind}`]);
   }
   return attr;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Engine, PostOps, PrimitiveAttr, Stream, algorithm, type EltwiseAlg } from '../src/index.js';
+import { eltwiseScalar } from '../src/attr/eltwise.js';
 import { ENGINE_CONFIGS, expectDnnlError, expectMatchesReference, runDense, runGroupedK, runGroupedM } from './helpers.js';
 import type { RefPostOp } from './reference.js';
 
@@ -39,6 +40,15 @@ describe('PostOps / PrimitiveAttr', () => {
     expectDnnlError(() => new PostOps().appendEltwise(algorithm.eltwise_linear, 1, Infinity), 'invalid_arguments', 'alpha and beta must be finite');
   });
 
+  it('rule: soft_relu alpha must not be 0 (it divides by alpha)', () => {
+    expectDnnlError(() => new PostOps().appendEltwise(algorithm.eltwise_soft_relu), 'invalid_arguments', 'post_ops.appendEltwise: eltwise_soft_relu divides by alpha, which must not be 0');
+    expect(new PostOps().appendEltwise(algorithm.eltwise_soft_relu, 0.5).entries).toEqual([{ kind: 'eltwise', alg: 'eltwise_soft_relu', alpha: 0.5, beta: 0 }]);
+  });
+
+  it('eltwise_round rounds halves to even (the reference engine\'s scalar semantics)', () => {
+    expect([0.5, 1.5, 2.5, -1.5, -2.5, 2.4, -2.6].map((x) => eltwiseScalar('eltwise_round', x, 0, 0))).toEqual([0, 2, 2, -2, -2, 2, -3]);
+  });
+
   it('rule: sum scale must be finite', () => {
     expectDnnlError(() => new PostOps().appendSum(-Infinity), 'invalid_arguments', 'post_ops.appendSum: scale must be finite');
   });
@@ -69,6 +79,20 @@ describe.each(ENGINE_CONFIGS)('post-ops numerics [%s]', (_engine, opts) => {
     ['exp', [{ kind: 'exp' }]],
     ['sum first, then relu', [{ kind: 'sum', scale: 0.5 }, { kind: 'relu', alpha: 0 }]],
     ['relu, then sum (sum not first)', [{ kind: 'relu', alpha: 0 }, { kind: 'sum', scale: -1 }]],
+    ['elu (alpha 1.5)', [{ kind: 'elu', alpha: 1.5 }]],
+    ['elu tails (x20)', [{ kind: 'linear', alpha: 20, beta: 0 }, { kind: 'elu', alpha: 0.5 }]],
+    ['sqrt of |x| + 0.5', [{ kind: 'abs' }, { kind: 'linear', alpha: 1, beta: 0.5 }, { kind: 'sqrt' }]],
+    ['log of |x| + 0.25', [{ kind: 'abs' }, { kind: 'linear', alpha: 1, beta: 0.25 }, { kind: 'log' }]],
+    ['soft_relu (alpha 1)', [{ kind: 'soft_relu', alpha: 1 }]],
+    ['soft_relu (alpha 2) tails (x20)', [{ kind: 'linear', alpha: 20, beta: 0 }, { kind: 'soft_relu', alpha: 2 }]],
+    ['clip_v2', [{ kind: 'clip_v2', alpha: -0.5, beta: 0.25 }]],
+    ['pow (alpha 0.5, beta 3)', [{ kind: 'pow', alpha: 0.5, beta: 3 }]],
+    ['pow (beta 1.5) of |x| + 0.5', [{ kind: 'abs' }, { kind: 'linear', alpha: 1, beta: 0.5 }, { kind: 'pow', alpha: 1, beta: 1.5 }]],
+    ['round (x4)', [{ kind: 'linear', alpha: 4, beta: 0 }, { kind: 'round' }]],
+    ['mish', [{ kind: 'mish' }]],
+    ['mish tails (x20)', [{ kind: 'linear', alpha: 20, beta: 0 }, { kind: 'mish' }]],
+    ['hardswish (1/6, 1/2) (x4)', [{ kind: 'linear', alpha: 4, beta: 0 }, { kind: 'hardswish', alpha: 1 / 6, beta: 0.5 }]],
+    ['hardsigmoid (0.2, 0.5) (x4)', [{ kind: 'linear', alpha: 4, beta: 0 }, { kind: 'hardsigmoid', alpha: 0.2, beta: 0.5 }]],
     ['five eltwise in a row', [{ kind: 'abs' }, { kind: 'linear', alpha: -1, beta: 0 }, { kind: 'relu', alpha: 0.5 }, { kind: 'clip', alpha: -0.2, beta: 1 }, { kind: 'square' }]],
   ];
 

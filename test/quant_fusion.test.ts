@@ -33,6 +33,12 @@ describe.each(QUANT_ENGINES)('fused post-ops [%s]', (_name, opts) => {
       expectBitwise(await runGM(eng, strm, { ...SHAPE, proposal: 'P2', ops: [{ kind: 'binary', alg, shape }] }));
     });
 
+    // oneDNN's binary src1 types beyond f32 (benchdnn's test_matmul_grouped: mul:f16:3:grouped, mul:bf16:1, ...)
+    it.each([dt.bf16, dt.f16, dt.s8, dt.u8, dt.s32])('src1 %s: P1 grouped [ΣM, N] mul, [G, N] add, [ΣM, 1] mul; P2 [G, 1] add with f16 dst', async (t) => {
+      expectBitwise(await runGM(eng, strm, { ...SHAPE, proposal: 'P1', bias: true, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'row_n_grouped', dt: t }, { kind: 'binary', alg: 'binary_add', shape: 'expert_n', dt: t }, { kind: 'binary', alg: 'binary_mul', shape: 'row_1', dt: t }] }));
+      expectBitwise(await runGM(eng, strm, { G: 1, K: 9, N: 11, sizes: [5], proposal: 'P2', dstDt: dt.f16, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'expert_1', dt: t }] }));
+    });
+
     it('G = total_M: 2D [G, N] is per row, 3D [G, 1, N] per expert', async () => {
       const c = { G: 3, K: 4, N: 4, sizes: [1, 1, 1] } as const;
       expectBitwise(await runGM(eng, strm, { ...c, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'row_n' }] }));
@@ -120,6 +126,10 @@ describe.each(QUANT_ENGINES)('fused post-ops [%s]', (_name, opts) => {
     ] as const)('experts given the same src memory: %s', async (_n, c) => {
       const same = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 8, N: 6, rows: 3, cap: 4 }, { K: 8, N: 6, rows: 2, cap: 4 }];
       expectBitwise(await runP3Q(eng, strm, { experts: same, sharedSrc: true, ...c }));
+    });
+
+    it.each([dt.bf16, dt.f16, dt.s8, dt.u8, dt.s32])('binary src1 %s: shared [1, N] mul, per-row [RT, N] add', async (t) => {
+      expectBitwise(await runP3Q(eng, strm, { experts, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'shared_n', dt: t }, { kind: 'binary', alg: 'binary_add', shape: 'row_n', dt: t }] }));
     });
 
     it.each(['shared_1', 'shared_n', 'row_1', 'row_n'] as const)('binary src1 %s', async (shape) => {

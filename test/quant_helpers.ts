@@ -207,7 +207,8 @@ export type BinaryShape = 'row_n' | 'row_1' | 'row_n_grouped' | 'row_1_grouped' 
 export type TestOp =
   | { readonly kind: 'eltwise'; readonly alg: EltwiseAlg; readonly alpha?: number; readonly beta?: number }
   | { readonly kind: 'sum'; readonly scale: number }
-  | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly shape: BinaryShape };
+  /** `dt`: src1's data type (default f32). */
+  | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly shape: BinaryShape; readonly dt?: DataType };
 
 interface BinaryTensor {
   readonly md: MemoryDesc;
@@ -215,18 +216,24 @@ interface BinaryTensor {
   at(g: number, r: number, n: number): number;
 }
 
-function binaryTensor(shape: BinaryShape, s: Sizes, rng: Rng): BinaryTensor {
+/** src1 values exact in its type: halves for the float types, integers (>= 0 for u8) otherwise. */
+export function binaryValueSet(t: DataType): readonly number[] {
+  return t === 'u8' ? [1, 2, 3] : t === 's8' || t === 's32' ? [-2, -1, 1, 2] : [-2, -1, -0.5, 0.5, 1, 1.5, 2];
+}
+
+export function binaryTensor(shape: BinaryShape, s: Sizes, rng: Rng, t: DataType = dt.f32): BinaryTensor {
   const { G, M, Nd } = s;
-  const vals = (n: number): Float64Array => Float64Array.from({ length: n }, () => pick(rng, [-2, -1, -0.5, 0.5, 1, 1.5, 2]));
+  const set = binaryValueSet(t);
+  const vals = (n: number): Float64Array => Float64Array.from({ length: n }, () => pick(rng, set));
   switch (shape) {
-    case 'row_n': { const v = vals(M * Nd); return { md: memory.desc([M, Nd], dt.f32, tag.ab), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
-    case 'row_1': { const v = vals(M); return { md: memory.desc([M, 1], dt.f32, tag.ab), values: v, at: (_g, r) => v[r] }; }
-    case 'row_n_grouped': { const v = vals(M * Nd); return { md: memory.desc.grouped([M, Nd], dt.f32, G, [RT, Nd]), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
-    case 'row_1_grouped': { const v = vals(M); return { md: memory.desc.grouped([M, 1], dt.f32, G, [RT, 1]), values: v, at: (_g, r) => v[r] }; }
-    case 'expert_1': { const v = vals(G); return { md: memory.desc([G, 1], dt.f32, tag.ab), values: v, at: (g) => v[g] }; }
-    case 'expert_n': { const v = vals(G * Nd); return { md: memory.desc([G, Nd], dt.f32, tag.ab), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
-    case 'expert3_1': { const v = vals(G); return { md: memory.desc([G, 1, 1], dt.f32, tag.abc), values: v, at: (g) => v[g] }; }
-    case 'expert3_n': { const v = vals(G * Nd); return { md: memory.desc([G, 1, Nd], dt.f32, tag.abc), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
+    case 'row_n': { const v = vals(M * Nd); return { md: memory.desc([M, Nd], t, tag.ab), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
+    case 'row_1': { const v = vals(M); return { md: memory.desc([M, 1], t, tag.ab), values: v, at: (_g, r) => v[r] }; }
+    case 'row_n_grouped': { const v = vals(M * Nd); return { md: memory.desc.grouped([M, Nd], t, G, [RT, Nd]), values: v, at: (_g, r, n) => v[r * Nd + n] }; }
+    case 'row_1_grouped': { const v = vals(M); return { md: memory.desc.grouped([M, 1], t, G, [RT, 1]), values: v, at: (_g, r) => v[r] }; }
+    case 'expert_1': { const v = vals(G); return { md: memory.desc([G, 1], t, tag.ab), values: v, at: (g) => v[g] }; }
+    case 'expert_n': { const v = vals(G * Nd); return { md: memory.desc([G, Nd], t, tag.ab), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
+    case 'expert3_1': { const v = vals(G); return { md: memory.desc([G, 1, 1], t, tag.abc), values: v, at: (g) => v[g] }; }
+    case 'expert3_n': { const v = vals(G * Nd); return { md: memory.desc([G, 1, Nd], t, tag.abc), values: v, at: (g, _r, n) => v[g * Nd + n] }; }
   }
 }
 
@@ -369,7 +376,7 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
   const codesOnly = (): MemoryDesc => new matmul.PrimitiveDesc(eng, memory.desc.grouped([1, K], dt.f32, G, [RT, K]), memory.desc([G, K, N], weiDt, tag.any), memory.desc.grouped([1, N], dt.f32, G, [RT, N])).queryMd('weights')!;
   const weiMd = c.packed === 'runtime' ? codesOnly() : c.packed ? memory.desc([G, K, N], weiDt, tag.any) : plainWeiMd;
   const biasMd = c.bias ? memory.desc([G, N], dt.f32, tag.ab) : undefined;
-  const bins = (c.ops ?? []).map((op) => (op.kind === 'binary' ? binaryTensor(op.shape, S, rng) : undefined));
+  const bins = (c.ops ?? []).map((op) => (op.kind === 'binary' ? binaryTensor(op.shape, S, rng, op.dt) : undefined));
   const attr = attrOf(c, bins.map((b) => b?.md));
   if (p2) attr.setGroupedOffsets(ARG.SRC, G);
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
@@ -545,7 +552,7 @@ export interface P3QCase {
   readonly zps?: { readonly src?: { kind: 'tensor'; dt?: DataType }; readonly weights?: { kind: 'tensor' | 'col'; dt?: DataType } };
   readonly glu?: GluSpec;
   /** Binary src1: 'shared_1' [1,1], 'shared_n' [1,N], 'row_1' [RT,1] per expert, 'row_n' [RT,N] per expert. */
-  readonly ops?: readonly (Exclude<TestOp, { kind: 'binary' }> | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly shape: 'shared_1' | 'shared_n' | 'row_1' | 'row_n' })[];
+  readonly ops?: readonly (Exclude<TestOp, { kind: 'binary' }> | { readonly kind: 'binary'; readonly alg: BinaryAlg; readonly shape: 'shared_1' | 'shared_n' | 'row_1' | 'row_n'; readonly dt?: DataType })[];
   /** Every expert reads expert 0's src memory (same K, rows and cap): the same tokens for all. */
   readonly sharedSrc?: boolean;
   /** Weights `tag.any`: each expert's pd-chosen (packed) layout, filled by a reorder from plain weights; `'runtime'` as in GMCase. */
@@ -575,13 +582,13 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
   if (c.zps?.weights) attr.setZeroPoints(ARG.MULTIPLE_WEIGHTS, sMask[c.zps.weights.kind], [], c.zps.weights.dt ?? dt.s32);
   if (c.glu) attr.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
   const N0 = nd(c.experts[0].N);
-  const binMd = (shape: string): MemoryDesc =>
-    shape === 'shared_1' ? memory.desc([1, 1], dt.f32, tag.ab) : shape === 'shared_n' ? memory.desc([1, N0], dt.f32, tag.ab) :
-    shape === 'row_1' ? memory.desc([RT, 1], dt.f32, tag.ab) : memory.desc([RT, N0], dt.f32, tag.ab);
+  const binMd = (shape: string, t: DataType = dt.f32): MemoryDesc =>
+    shape === 'shared_1' ? memory.desc([1, 1], t, tag.ab) : shape === 'shared_n' ? memory.desc([1, N0], t, tag.ab) :
+    shape === 'row_1' ? memory.desc([RT, 1], t, tag.ab) : memory.desc([RT, N0], t, tag.ab);
   for (const op of c.ops ?? []) {
     if (op.kind === 'eltwise') attr.postOps.appendEltwise(op.alg, op.alpha ?? 0, op.beta ?? 0);
     else if (op.kind === 'sum') attr.postOps.appendSum(op.scale);
-    else attr.postOps.appendBinary(op.alg, binMd(op.shape));
+    else attr.postOps.appendBinary(op.alg, binMd(op.shape, op.dt));
   }
   const srcMds = c.experts.map((e) => memory.desc([RT, e.K], srcDt, tag.ab));
   const dstMds = c.experts.map((e) => memory.desc([RT, nd(e.N)], dstDt, tag.ab));
@@ -647,10 +654,10 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
       const ops = (c.ops ?? []).map((op, j) => {
         if (op.kind !== 'binary') return op;
         const pos = j + (c.glu ? 1 : 0);
-        const md = binMd(op.shape);
+        const md = binMd(op.shape, op.dt);
         const perRow = op.shape === 'row_1' || op.shape === 'row_n';
         const cols = op.shape.endsWith('_n') ? Nd : 1;
-        const vals = Float64Array.from({ length: (perRow ? cap : 1) * cols }, () => pick(rng, [-2, -1, 0.5, 1, 2]));
+        const vals = Float64Array.from({ length: (perRow ? cap : 1) * cols }, () => pick(rng, op.dt ? binaryValueSet(op.dt) : [-2, -1, 0.5, 1, 2]));
         let v: Float64Array = vals;
         if (perRow) args[ARG.ATTR_MULTIPLE_POST_OP(pos) | (ARG.MULTIPLE_SRC + i)] = rowsMem(md, cap, vals);
         else if (i === 0) args[ARG.ATTR_MULTIPLE_POST_OP(pos) | ARG.SRC_1] = mk(md).write(vals);

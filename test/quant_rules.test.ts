@@ -164,8 +164,10 @@ describe.each(QUANT_ENGINES)('matmul pd rules [%s]', (_name, opts) => {
   describe('binary post-ops', () => {
     const bin = (md: MemoryDesc, alg: BinaryAlg = 'binary_mul'): PrimitiveAttr => { const a = attr(); a.postOps.appendBinary(alg, md); return a; };
 
-    it('src1 must be f32', () => {
-      expectDnnlError(pdGM(bin(memory.desc([TM, N], dt.bf16, tag.ab))), 'unimplemented', 'matmul: binary post-op 0 src1: data type bf16 is not supported (f32)');
+    it('src1 is f32, bf16, f16, s8, u8 or s32', () => {
+      expectDnnlError(pdGM(bin(memory.desc([TM, N], dt.f8_e4m3, tag.ab))), 'unimplemented', 'matmul: binary post-op 0 src1: data type f8_e4m3 is not supported (f32, bf16, f16, s8, u8, s32)');
+      expectDnnlError(pdGM(bin(memory.desc([TM, N], dt.s4, tag.ab))), 'unimplemented', 'matmul: binary post-op 0 src1: data type s4 is not supported');
+      for (const t of [dt.bf16, dt.f16, dt.s8, dt.u8, dt.s32]) expect(pdGM(bin(memory.desc([TM, N], t, tag.ab)))().queryMd('binary:0')?.dataType).toBe(t);
     });
 
     it('src1 with runtime dims is for grouped_gemm', () => {
@@ -256,10 +258,10 @@ describe.each(QUANT_ENGINES)('grouped_gemm pd rules [%s]', (_name, opts) => {
     expectDnnlError(p3(attr().setZeroPoints(ARG.MULTIPLE_SRC, 0)), 'invalid_arguments', 'grouped_gemm: zero points of src (expert 0): zero points apply to integer tensors only (s8, u8), src is f32');
   });
 
-  it('binary src1: f32 [1 | RUNTIME_DIM_VAL, 1 | N], shared [1, N] needs equal dst N', () => {
+  it('binary src1: f32 / bf16 / f16 / s8 / u8 / s32 [1 | RUNTIME_DIM_VAL, 1 | N], shared [1, N] needs equal dst N', () => {
     const bin = (md: MemoryDesc): PrimitiveAttr => { const a = attr(); a.postOps.appendBinary('binary_add', md); return a; };
     expectDnnlError(p3(bin(memory.desc([2, 1], dt.f32, tag.ab))), 'invalid_arguments', "grouped_gemm: binary post-op 0 src1: dims [2,1] must be [1 or RUNTIME_DIM_VAL (per row), 1 or N = 8 (expert 0's dst columns)]");
-    expectDnnlError(p3(bin(memory.desc([RT, N], dt.f16, tag.ab))), 'unimplemented', 'grouped_gemm: binary post-op 0 src1: data type f16 is not supported (f32)');
+    expectDnnlError(p3(bin(memory.desc([RT, N], dt.f8_e5m2, tag.ab))), 'unimplemented', 'grouped_gemm: binary post-op 0 src1: data type f8_e5m2 is not supported (f32, bf16, f16, s8, u8, s32)');
     expectDnnlError(p3(bin(memory.desc([1, 4], dt.f32, tag.ab)), { n: [4, 8] }), 'invalid_arguments', "N = 8 (expert 1's dst columns)");
   });
 

@@ -47,8 +47,17 @@ export type RefPostOp =
   | { readonly kind: 'relu'; readonly alpha: number }
   | { readonly kind: 'linear'; readonly alpha: number; readonly beta: number }
   | { readonly kind: 'clip'; readonly alpha: number; readonly beta: number }
-  | { readonly kind: 'abs' | 'square' | 'tanh' | 'logistic' | 'exp' }
+  | { readonly kind: 'abs' | 'square' | 'tanh' | 'logistic' | 'exp' | 'sqrt' | 'log' | 'round' | 'mish' }
+  | { readonly kind: 'elu' | 'soft_relu'; readonly alpha: number }
+  | { readonly kind: 'clip_v2' | 'pow' | 'hardswish' | 'hardsigmoid'; readonly alpha: number; readonly beta: number }
   | { readonly kind: 'sum'; readonly scale: number };
+
+/** Round half to even, from floor (independent of the library's roundHalfEven). */
+function roundEven(v: number): number {
+  const f = Math.floor(v), d = v - f;
+  if (d !== 0.5) return d < 0.5 ? f : f + 1;
+  return f % 2 === 0 ? f : f + 1;
+}
 
 export interface RefOptions {
   readonly bias?: RefBias;
@@ -84,7 +93,7 @@ function finish(out: { value: Float64Array; mag: Float64Array }, i: number, idx:
     } else if (op.kind === 'linear') {
       v = op.alpha * v + op.beta;
       m = Math.abs(op.alpha) * m + Math.abs(op.beta);
-    } else if (op.kind === 'clip') {
+    } else if (op.kind === 'clip' || op.kind === 'clip_v2') {
       v = v < op.alpha ? op.alpha : v > op.beta ? op.beta : v;
       m += Math.max(Math.abs(op.alpha), Math.abs(op.beta));
     } else if (op.kind === 'abs') {
@@ -101,6 +110,38 @@ function finish(out: { value: Float64Array; mag: Float64Array }, i: number, idx:
     } else if (op.kind === 'exp') {
       v = Math.exp(v);
       m = v * (m + 1);
+    } else if (op.kind === 'elu') {
+      // slope <= max(1, |alpha|); + 1 for the f32 exp's rounding
+      v = v > 0 ? v : op.alpha * (Math.exp(v) - 1);
+      m = Math.max(1, Math.abs(op.alpha)) * m + 1;
+    } else if (op.kind === 'sqrt') {
+      m = m / (2 * Math.sqrt(v)) + Math.sqrt(v);
+      v = Math.sqrt(v);
+    } else if (op.kind === 'log') {
+      m = m / Math.abs(v) + Math.abs(Math.log(v)) + 1;
+      v = Math.log(v);
+    } else if (op.kind === 'soft_relu') {
+      const z = op.alpha * v;
+      v = (z > 40 ? z : Math.log(1 + Math.exp(z))) / op.alpha;
+      m += 1 / Math.abs(op.alpha);
+    } else if (op.kind === 'mish') {
+      v = v * Math.tanh(v > 40 ? v : Math.log(1 + Math.exp(v)));
+      m = 1.2 * m + 1;
+    } else if (op.kind === 'pow') {
+      m = Math.abs(op.alpha) * (Math.abs(v) + m) ** op.beta;
+      v = op.alpha * v ** op.beta;
+    } else if (op.kind === 'round') {
+      // Exact unless the f32 input may sit on the other side of a .5 boundary: then either integer.
+      const r = roundEven(v);
+      const near = Math.abs(v - Math.floor(v) - 0.5) <= 1e-5 * m;
+      v = r;
+      m = near ? 1e6 * (Math.abs(r) + 1) : Math.abs(r);
+    } else if (op.kind === 'hardsigmoid') {
+      v = Math.min(1, Math.max(0, op.alpha * v + op.beta));
+      m = Math.abs(op.alpha) * m + 1;
+    } else if (op.kind === 'hardswish') {
+      m = m * (2 * Math.abs(op.alpha) * (Math.abs(v) + m) + Math.abs(op.beta) + 1) + 1;
+      v = v * Math.min(1, Math.max(0, op.alpha * v + op.beta));
     } else if (op.kind === 'sum') {
       if (!opts.prevDst) throw new Error('reference: a sum post-op needs prevDst');
       const prev = opts.prevDst[i];

@@ -23,7 +23,8 @@ export interface QuantEntry {
   readonly policy: string;
   /** SCALE / ZEROPOINT of the common / host_scalar policies. */
   readonly value: number | undefined;
-  readonly dataType: DataType;
+  /** A groupdnn data type, or a oneDNN-only name (u3, ...) that setup.ts reports UNIMPLEMENTED. */
+  readonly dataType: DataType | string;
   /** GROUPS as written (e.g. 32x1), applying to the argument's last dims. */
   readonly groups: readonly number[];
 }
@@ -37,7 +38,7 @@ export interface QuantSpec {
 export type PostOpSpec =
   | { readonly kind: 'sum'; readonly scale: number; readonly zeroPoint: number; readonly dataType: string }
   | { readonly kind: 'eltwise'; readonly alg: string; readonly alpha: number; readonly beta: number; readonly scale: number }
-  | { readonly kind: 'binary'; readonly alg: string; readonly dataType: DataType; readonly maskInput: string; readonly tag: string }
+  | { readonly kind: 'binary'; readonly alg: string; readonly dataType: DataType | string; readonly maskInput: string; readonly tag: string }
   | { readonly kind: 'other'; readonly name: string };
 
 export interface PostOpsSpec {
@@ -82,10 +83,10 @@ function parseQuantEntry(entry: string, knob: string, defaultDt: DataType): Quan
   let i = 2;
   let value: number | undefined;
   if ((policy === 'common' || policy === 'host_scalar') && isNumber(f[i])) value = Number(f[i++]);
-  let dataType = defaultDt;
+  let dataType: DataType | string = defaultDt;
   if (f[i] !== undefined) {
-    if (!isDataType(f[i])) throw new Error(`${what}: '${f[i]}' is not a data type`);
-    dataType = f[i++] as DataType;
+    if (!isDataType(f[i]) && !ONEDNN_ONLY_DTS.includes(f[i])) throw new Error(`${what}: '${f[i]}' is not a data type`);
+    dataType = f[i++];
   }
   const groups = f[i] !== undefined ? parseGroups(f[i++], what) : [];
   if (i < f.length) throw new Error(`${what}: unexpected '${f.slice(i).join(':')}'`);
@@ -121,7 +122,7 @@ function parsePostOp(entry: string): PostOpSpec {
   }
   const bin = name.startsWith('binary_') ? name.slice('binary_'.length) : name;
   if (BINARY_NAMES.includes(bin)) {
-    if (f[1] === undefined || !isDataType(f[1])) throw new Error(`${what}: binary needs a data type DT, got '${f[1] ?? ''}'`);
+    if (f[1] === undefined || (!isDataType(f[1]) && !ONEDNN_ONLY_DTS.includes(f[1]))) throw new Error(`${what}: binary needs a data type DT, got '${f[1] ?? ''}'`);
     if (f.length > 4) throw new Error(`${what}: binary takes DT, MASK_INPUT and TAG at most`);
     const maskInput = f[2] ?? 'common';
     if (!/^\d+$/.test(maskInput) && !POLICIES.includes(maskInput)) throw new Error(`${what}: MASK_INPUT '${maskInput}' must be an integer or a policy (${POLICIES.join(', ')})`);

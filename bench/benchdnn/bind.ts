@@ -110,7 +110,9 @@ export async function bindArguments(
     }
     const b = op.plan;
     const md = pd.queryMd(`binary:${b.position}`) ?? b.md;
-    let vals = fillInts(count(b.dims), b.alg === 'mul' ? [-2, 2] : [-4, 4], seed(`binary:${b.position}`));
+    // Small integers, exact in every src1 type (an unsigned src1 takes none below 0).
+    const unsigned = md.dataType === 'u8';
+    let vals = fillInts(count(b.dims), b.alg === 'mul' ? [unsigned ? 0 : -2, 2] : [unsigned ? 0 : -4, 4], seed(`binary:${b.position}`));
     // A zero multiplier would zero whole groups: the result would prove little (MISTRUSTED).
     if (b.alg === 'mul') vals = vals.map((v) => v || 1);
     if (b.replicated) {

@@ -71,6 +71,13 @@ export function erf64(x: number): number {
   return Math.sign(x) * (1 - erfc);
 }
 
+/** nearbyint in the default rounding mode: halves go to the even integer. */
+function roundHalfEven64(x: number): number {
+  const f = Math.floor(x);
+  const d = x - f;
+  return d < 0.5 ? f : d > 0.5 ? f + 1 : f % 2 === 0 ? f : f + 1;
+}
+
 export function eltwise64(alg: string, x: number, alpha: number, beta: number): number {
   switch (alg) {
     case 'relu': return x > 0 ? x : alpha * x;
@@ -84,6 +91,16 @@ export function eltwise64(alg: string, x: number, alpha: number, beta: number): 
     case 'abs': return Math.abs(x);
     case 'square': return x * x;
     case 'exp': return Math.exp(x);
+    case 'elu': return x > 0 ? x : alpha * (Math.exp(x) - 1);
+    case 'sqrt': return Math.sqrt(x);
+    case 'soft_relu': return (alpha * x > 40 ? alpha * x : Math.log(1 + Math.exp(alpha * x))) / alpha;
+    case 'log': return Math.log(x);
+    case 'clip_v2': return x >= beta ? beta : x <= alpha ? alpha : x;
+    case 'pow': return alpha * x ** beta;
+    case 'round': return roundHalfEven64(x);
+    case 'mish': return x * Math.tanh(x > 40 ? x : Math.log(1 + Math.exp(x)));
+    case 'hardswish': return x * Math.min(1, Math.max(0, alpha * x + beta));
+    case 'hardsigmoid': return Math.min(1, Math.max(0, alpha * x + beta));
     default: throw new Error(`reference: eltwise ${alg} has no reference`);
   }
 }

@@ -63,8 +63,18 @@ export interface Plan {
 }
 
 /** groupdnn's eltwise algorithms (src/attr/eltwise.ts); others are UNIMPLEMENTED. */
-const ELTWISE: readonly string[] = ['relu', 'gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'linear', 'clip', 'abs', 'square', 'exp'];
-const TRANSCENDENTAL: readonly string[] = ['gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'exp'];
+const ELTWISE: readonly string[] = [
+  'relu', 'gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'linear', 'clip', 'abs', 'square', 'exp',
+  'elu', 'sqrt', 'soft_relu', 'log', 'clip_v2', 'pow', 'round', 'mish', 'hardswish', 'hardsigmoid',
+];
+/**
+ * Post-ops whose f32 result is not the correctly rounded one: approximations of exp / log / tanh / erf, or
+ * several roundings (pow by repeated multiplication; hardswish / hardsigmoid with an alpha such as 0.166667
+ * that f32 does not hold exactly). Their f32 dst gets 2^-20 (compare.ts).
+ */
+const TRANSCENDENTAL: readonly string[] = ['gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'exp', 'elu', 'soft_relu', 'log', 'pow', 'mish', 'hardswish', 'hardsigmoid'];
+/** benchdnn's `_dst` algorithms (`*_use_dst_for_bwd`) have the same forward as the plain ones. */
+const forwardAlg = (alg: string): string => (alg.endsWith('_dst') ? alg.slice(0, -'_dst'.length) : alg);
 
 const unimplemented = (msg: string): never => {
   throw new ProblemRejection('unimplemented', msg);
@@ -136,12 +146,14 @@ function quantPlan(e: QuantEntry, kind: 'scales' | 'zero_points', s: Shape): Qua
   if (kind === 'zero_points' && e.value !== undefined && !Number.isInteger(e.value)) invalid(`zero point ${e.value} of ${arg} is not an integer`);
   // rfcs/0002 tables: mask 0 is one value per group for grouped M src / dst and grouped K src / weights.
   const perGroup = mask === 0 && ((s.kind === 'grouped_m' && arg !== 'wei') || (s.kind === 'grouped_k' && arg !== 'dst'));
-  return { arg, kind, mask, groups, dataType: e.dataType, common: e.value, perGroup, dims };
+  const dataType = isDataType(e.dataType) ? e.dataType : unimplemented(`data type ${e.dataType} is not implemented in groupdnn`);
+  return { arg, kind, mask, groups, dataType, common: e.value, perGroup, dims };
 }
 
 function binaryPlan(op: Extract<Problem['postOps']['ops'][number], { kind: 'binary' }>, position: number, s: Shape): BinaryPlan {
   if (op.alg !== 'mul' && op.alg !== 'add') unimplemented(`post-op binary_${op.alg} is not implemented (groupdnn: binary_mul, binary_add)`);
   const alg = op.alg as 'mul' | 'add';
+  const dataType = isDataType(op.dataType) ? op.dataType : unimplemented(`data type ${op.dataType} is not implemented in groupdnn`);
   const dst = argDims(s).dst;
   const nd = dst.length;
   const mask = policyMask(op.maskInput, 'dst', nd, false);
@@ -151,11 +163,11 @@ function binaryPlan(op: Extract<Problem['postOps']['ops'][number], { kind: 'bina
     const { G, M, N } = s;
     if (grouped) {
       if (mask !== 3) invalid(`binary post-op ${position}: the grouped tag needs mask 3 (a full [total_M, N] tensor), got ${mask}`);
-      const md = memory.desc.grouped([M, N], op.dataType, G, [RUNTIME_DIM_VAL, N]);
+      const md = memory.desc.grouped([M, N], dataType, G, [RUNTIME_DIM_VAL, N]);
       return { position, alg, md, dims: [M, N], byGroup: false, replicated: false };
     }
     const pick = (dims: number[], byGroup: boolean, replicated = false): BinaryPlan =>
-      ({ position, alg, md: memory.desc(dims, op.dataType, op.tag === 'any' ? 'ab' : op.tag), dims, byGroup, replicated });
+      ({ position, alg, md: memory.desc(dims, dataType, op.tag === 'any' ? 'ab' : op.tag), dims, byGroup, replicated });
     if (mask === 0) return pick([G, 1], true);
     if (mask === 1) return pick([M, 1], false);
     if (mask === 2) return pick([G, N], true, true);
@@ -163,7 +175,7 @@ function binaryPlan(op: Extract<Problem['postOps']['ops'][number], { kind: 'bina
   }
   if (grouped) invalid(`binary post-op ${position}: the grouped tag needs a grouped dst (--grouped=0:...)`);
   const dims = dst.map((d, i) => (((mask >> i) & 1) === 1 ? d : 1));
-  return { position, alg, md: memory.desc(dims, op.dataType, op.tag === 'any' ? rowMajor(nd) : op.tag), dims, byGroup: false, replicated: false };
+  return { position, alg, md: memory.desc(dims, dataType, op.tag === 'any' ? rowMajor(nd) : op.tag), dims, byGroup: false, replicated: false };
 }
 
 function descriptors(p: Problem, s: Shape): Pick<Plan, 'srcMd' | 'weiMd' | 'dstMd'> {
@@ -232,10 +244,11 @@ export function planOf(p: Problem, s: Shape): Plan {
       attr.postOps.appendSum(op.scale);
       postOps.push({ kind: 'sum', scale: op.scale });
     } else if (op.kind === 'eltwise') {
-      if (!ELTWISE.includes(op.alg)) unimplemented(`post-op eltwise_${op.alg} is not implemented in groupdnn`);
+      const alg = forwardAlg(op.alg);
+      if (!ELTWISE.includes(alg)) unimplemented(`post-op eltwise_${op.alg} is not implemented in groupdnn`);
       if (op.scale !== 1) unimplemented('post-op eltwise: groupdnn takes no eltwise SCALE');
-      attr.postOps.appendEltwise(`eltwise_${op.alg}` as EltwiseAlg, op.alpha, op.beta);
-      postOps.push({ kind: 'eltwise', alg: op.alg, alpha: op.alpha, beta: op.beta });
+      attr.postOps.appendEltwise(`eltwise_${alg}` as EltwiseAlg, op.alpha, op.beta);
+      postOps.push({ kind: 'eltwise', alg, alpha: op.alpha, beta: op.beta });
     } else {
       const plan = binaryPlan(op, i, s);
       attr.postOps.appendBinary(plan.alg === 'mul' ? 'binary_mul' : 'binary_add', plan.md);

@@ -11,6 +11,16 @@ export const eltwiseAlgorithm = {
   eltwise_abs: 'eltwise_abs',
   eltwise_square: 'eltwise_square',
   eltwise_exp: 'eltwise_exp',
+  eltwise_elu: 'eltwise_elu',
+  eltwise_sqrt: 'eltwise_sqrt',
+  eltwise_soft_relu: 'eltwise_soft_relu',
+  eltwise_log: 'eltwise_log',
+  eltwise_clip_v2: 'eltwise_clip_v2',
+  eltwise_pow: 'eltwise_pow',
+  eltwise_round: 'eltwise_round',
+  eltwise_mish: 'eltwise_mish',
+  eltwise_hardswish: 'eltwise_hardswish',
+  eltwise_hardsigmoid: 'eltwise_hardsigmoid',
 } as const;
 export type EltwiseAlg = (typeof eltwiseAlgorithm)[keyof typeof eltwiseAlgorithm];
 
@@ -75,7 +85,22 @@ export function erf(x: number): number {
   return x < 0 ? erfc - 1 : 1 - erfc;
 }
 
-/** Scalar semantics of each algorithm, with oneDNN's alpha/beta meanings. */
+/** Round half to even (oneDNN's eltwise_round: nearbyint in the default rounding mode). */
+export function roundHalfEven(x: number): number {
+  const r = Math.round(x);
+  return Math.abs(x - Math.trunc(x)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** ln(1 + e^z) without overflow: max(z, 0) + log1p(e^-|z|). */
+const softplus = (z: number): number => Math.max(z, 0) + Math.log1p(Math.exp(-Math.abs(z)));
+
+/**
+ * Scalar semantics of each algorithm, with oneDNN's alpha/beta meanings (dev_guide_eltwise): elu
+ * `x > 0 ? x : alpha (e^x - 1)`; soft_relu `ln(1 + e^(alpha x)) / alpha`; clip_v2 `min(beta, max(alpha, x))`
+ * (clip's forward; they differ only in the backward at x = beta); pow `alpha x^beta`; round half to even;
+ * mish `x tanh(ln(1 + e^x))`; hardswish `x max(0, min(1, alpha x + beta))`; hardsigmoid
+ * `max(0, min(1, alpha x + beta))`.
+ */
 export function eltwiseScalar(alg: EltwiseAlg, x: number, alpha: number, beta: number): number {
   switch (alg) {
     case 'eltwise_relu': return x > 0 ? x : alpha * x;
@@ -89,6 +114,16 @@ export function eltwiseScalar(alg: EltwiseAlg, x: number, alpha: number, beta: n
     case 'eltwise_abs': return Math.abs(x);
     case 'eltwise_square': return x * x;
     case 'eltwise_exp': return Math.exp(x);
+    case 'eltwise_elu': return x > 0 ? x : alpha * Math.expm1(x);
+    case 'eltwise_sqrt': return Math.sqrt(x);
+    case 'eltwise_soft_relu': return softplus(alpha * x) / alpha;
+    case 'eltwise_log': return Math.log(x);
+    case 'eltwise_clip_v2': return Math.min(beta, Math.max(alpha, x));
+    case 'eltwise_pow': return alpha * Math.pow(x, beta);
+    case 'eltwise_round': return roundHalfEven(x);
+    case 'eltwise_mish': return x * Math.tanh(softplus(x));
+    case 'eltwise_hardswish': return x * Math.max(0, Math.min(1, alpha * x + beta));
+    case 'eltwise_hardsigmoid': return Math.max(0, Math.min(1, alpha * x + beta));
   }
 }
 

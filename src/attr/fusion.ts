@@ -96,6 +96,8 @@ export interface Fusion {
 export const NO_FUSION: Fusion = Object.freeze({ scales: Object.freeze({}), zeroPoints: Object.freeze({}), binary: Object.freeze([]), glu: undefined });
 
 export const FLOAT_TYPES: readonly DataType[] = ['f32', 'bf16', 'f16'];
+/** Data types of a binary post-op's src1 (oneDNN's binary src1 types; every value exact in f32 but s32 past 2^24). */
+export const BINARY_SRC1_TYPES: readonly DataType[] = ['f32', 'bf16', 'f16', 's8', 'u8', 's32'];
 export const SCALE_TYPES: readonly DataType[] = ['f32', 'bf16', 'f16', 'e8m0', 'f8_e4m3'];
 const INT8 = ['s8', 'u8'];
 const INT_WEI = ['s8', 'u8', 's4', 'u4'];

@@ -49,10 +49,11 @@ const GLU_BACKWARD_POST_OP_KEYS = optionKeys<GluBackwardOptions>({ prob: true, s
 export class PostOps {
   private readonly ops: PostOp[] = [];
 
-  /** dst = alg(dst, alpha, beta). */
+  /** dst = alg(dst, alpha, beta) (oneDNN's alpha / beta meanings: see eltwiseScalar, attr/eltwise.ts). */
   appendEltwise(alg: EltwiseAlg, alpha = 0, beta = 0): this {
     check(isEltwiseAlg(alg), `post_ops.appendEltwise: unknown algorithm '${String(alg)}'`);
     check(Number.isFinite(alpha) && Number.isFinite(beta), 'post_ops.appendEltwise: alpha and beta must be finite');
+    check(alg !== 'eltwise_soft_relu' || alpha !== 0, 'post_ops.appendEltwise: eltwise_soft_relu divides by alpha, which must not be 0');
     this.ops.push(Object.freeze({ kind: 'eltwise', alg, alpha, beta }));
     return this;
   }

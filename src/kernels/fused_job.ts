@@ -117,7 +117,8 @@ export function planFused(src: DataType, wei: DataType, dst: DataType, bias: Dat
       const loc = encode(b.map, binaryRoles, false, `binary post-op ${b.position} src1`);
       if (typeof loc === 'string') return loc;
       if (loc.st_k !== 0 || loc.blk_n !== 1) return `binary post-op ${b.position} src1 layout`;
-      po.push({ kind: op.alg === 'binary_mul' ? PO_KIND.binary_mul : PO_KIND.binary_add, alg: 0, alpha: 0, beta: 0, binary: bi, loc });
+      // PO.alg of a binary post-op holds src1's element type (job.h DT_*).
+      po.push({ kind: op.alg === 'binary_mul' ? PO_KIND.binary_mul : PO_KIND.binary_add, alg: JOB_DT_ALL[b.md.dataType as keyof typeof JOB_DT_ALL], alpha: 0, beta: 0, binary: bi, loc });
       bi++;
     }
   }

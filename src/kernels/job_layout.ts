@@ -1,3 +1,5 @@
+import type { EltwiseAlg } from '../attr/eltwise.js';
+
 /**
  * Byte offsets of `job_t` (wasm/src/job.h). The C side asserts the struct size; keep both in step.
  */
@@ -57,11 +59,13 @@ export const JOB_DT = { f32: 0, bf16: 1, f16: 2 } as const;
 /** Every element type the fused paths decode (job.h DT_*). */
 export const JOB_DT_ALL = { ...JOB_DT, s8: 3, u8: 4, s4: 5, u4: 6, f8_e4m3: 7, f8_e5m2: 8, f4_e2m1: 9, s32: 10, e8m0: 11 } as const;
 /** Eltwise algorithms of the fast path's in-register epilogue. */
-export const ELT_CODE = { eltwise_relu: 1, eltwise_linear: 2, eltwise_clip: 3, eltwise_abs: 4, eltwise_square: 5 } as const;
+export const ELT_CODE = { eltwise_relu: 1, eltwise_linear: 2, eltwise_clip: 3, eltwise_clip_v2: 3, eltwise_abs: 4, eltwise_square: 5 } as const;
 /** Every eltwise algorithm of the fused epilogue (wasm/src/vmath.h). */
 export const ELT_CODE_ALL = {
   ...ELT_CODE, eltwise_gelu_erf: 6, eltwise_gelu_tanh: 7, eltwise_swish: 8, eltwise_logistic: 9, eltwise_tanh: 10, eltwise_exp: 11,
-} as const;
+  eltwise_elu: 12, eltwise_sqrt: 13, eltwise_soft_relu: 14, eltwise_log: 15, eltwise_pow: 16, eltwise_round: 17, eltwise_mish: 18,
+  eltwise_hardswish: 19, eltwise_hardsigmoid: 20,
+} as const satisfies Record<EltwiseAlg, number>;
 export const MAX_ELT = 4;
 /** Microkernel geometry of the built modules (wasm/src/common.h). */
 export const MR = 4;

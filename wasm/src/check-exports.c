@@ -12,7 +12,7 @@ EXPORT(check_scratch_bytes) int32_t check_scratch_bytes(const job_t* j) {
   return (int32_t)scratch_setup(j, 0, &s) + j->seen_bytes; /* + the scatter duplicate bitmap */
 }
 
-/* out[i] = eltwise alg (job codes 1..11; 100 = erf) of in[i]; n a multiple of 4. */
+/* out[i] = eltwise alg (job codes 1..20; 100 = erf) of in[i]; n a multiple of 4. */
 EXPORT(check_eltwise) void check_eltwise(int32_t alg, float alpha, float beta, const float* in, float* out, int32_t n) {
   for (int32_t i = 0; i < n; i += 4) {
     const v128_t x = wasm_v128_load(in + i);

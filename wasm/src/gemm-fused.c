@@ -49,9 +49,13 @@ INLINE int32_t q_int(const qarg_t* q, const void* base, int32_t g, int32_t row, 
   return load_int(base, q->dt, q_index(q, g, row, k, n));
 }
 
-INLINE const float* po_base(const post_op_t* o, int32_t g) {
-  return o->table ? (const float*)(uintptr_t)((const uint32_t*)(uintptr_t)o->ptr)[g]
-                  : (const float*)(uintptr_t)o->ptr + (size_t)g * (size_t)o->st_g;
+/* src1 of a binary post-op (element type in o->alg); the group's base and the element index of (g, row, n). */
+INLINE const void* po_base(const post_op_t* o, int32_t g) {
+  return o->table ? (const void*)(uintptr_t)((const uint32_t*)(uintptr_t)o->ptr)[g] : (const void*)(uintptr_t)o->ptr;
+}
+
+INLINE size_t po_index(const post_op_t* o, int32_t g, int32_t row, int32_t n) {
+  return (o->table ? 0 : (size_t)g * (size_t)o->st_g) + (size_t)row * (size_t)o->st_r + (size_t)n * (size_t)o->st_n;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -388,11 +392,16 @@ static void pack_b_s16(const group_view_t* v, int32_t n0, int32_t width, int16_t
 /* ---------------------------------------------------------------------------------------------- */
 /* Epilogue */
 
-INLINE v128_t load_lanes(const float* p, int32_t stride, int32_t cnt) {
-  if (stride == 1 && cnt == 4) return wasm_v128_load(p);
-  if (stride == 0) return wasm_v128_load32_splat(p);
+/* cnt (<= 4) elements of type dt at base[i + l * stride], as f32 lanes. */
+INLINE v128_t load_lanes(const void* base, int dt, size_t i, int32_t stride, int32_t cnt) {
+  if (dt == DT_F32) {
+    const float* p = (const float*)base + i;
+    if (stride == 1 && cnt == 4) return wasm_v128_load(p);
+    if (stride == 0) return wasm_v128_load32_splat(p);
+  }
+  if (stride == 0) return VF(load_any(base, dt, i));
   float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-  for (int32_t l = 0; l < cnt; l++) t[l] = p[(size_t)l * stride];
+  for (int32_t l = 0; l < cnt; l++) t[l] = load_any(base, dt, i + (size_t)l * (size_t)stride);
   return wasm_v128_load(t);
 }
 
@@ -497,8 +506,7 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
           for (int32_t l = 0; l < cnt; l++) t4[l] = load_any(C.base, C.dt, drow + (size_t)(n + l) * C.s1);
           y = VADD(y, VMUL(VF(o->alpha), wasm_v128_load(t4)));
         } else {
-          const float* p = po_base(o, v->g) + (size_t)r * (size_t)o->st_r + (size_t)n * (size_t)o->st_n;
-          const v128_t s1 = load_lanes(p, o->st_n, cnt);
+          const v128_t s1 = load_lanes(po_base(o, v->g), o->alg, po_index(o, v->g, r, n), o->st_n, cnt);
           y = o->kind == PO_BIN_MUL ? VMUL(y, s1) : VADD(y, s1);
         }
       }

@@ -74,7 +74,8 @@ typedef struct qarg {
 _Static_assert(sizeof(qarg_t) == 48, "qarg_t layout changed: update job_layout.ts");
 
 /* One fused post-op. PO_ELTWISE: alg, alpha, beta. PO_SUM: x += alpha * dst_before. PO_BIN_*: the
-   f32 src1 element g * st_g + row * st_r + n * st_n of ptr (table: per-group pointers), n the dst column. */
+   src1 element g * st_g + row * st_r + n * st_n of ptr (table: per-group pointers), n the dst column,
+   of element type alg (DT_F32, DT_BF16, DT_F16, DT_S8, DT_U8, DT_S32). */
 typedef struct post_op {
   int32_t kind, alg;
   float alpha, beta;

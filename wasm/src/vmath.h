@@ -10,7 +10,16 @@
      the cancellation of 1 + tanh y for negative x).
    - gelu_erf(x) = 0.5 x (1 + erf(x / sqrt 2)), as 0.5 x erfc(-x / sqrt 2) below -sqrt 2. The rounding
      of x / sqrt 2 limits its relative accuracy on the far negative tail (~2e-6 at x = -8, where
-     |gelu| < 1e-14). */
+     |gelu| < 1e-14).
+   - log: Cephes logf (mantissa in [sqrt(1/2), sqrt 2), a degree-9 polynomial, ln2 split in two);
+     subnormals scaled by 2^23 first; log(0) = -Inf, log(x < 0) = NaN.
+   - expm1 (elu): e^x - 1 as a Taylor polynomial for |x| < 1/2 (no cancellation), exp(x) - 1 beyond.
+   - log1p (soft_relu, on (0, 1]): u = 1 + t, log(u) * t / (u - 1) (Goldberg: exact where u rounds).
+   - soft_relu(x) = (max(z, 0) + log1p(e^-|z|)) / alpha, z = alpha x: never overflows.
+   - mish(x) = x tanh(ln(1 + e^x)) = x n / (n + 2), n = e^x (e^x + 2) (no tanh, no cancellation); x
+     past 20 gives x (tanh is 1 in f32 there).
+   - pow(x, beta): an integral |beta| <= 64 by repeated squaring (sign from beta's parity, 1/r for
+     negative beta), else exp(beta log x) (NaN below 0, as powf). */
 #pragma once
 #include "common.h"
 
@@ -140,6 +149,102 @@ INLINE v128_t v_gelu_tanh(v128_t x) {
   return VMUL(x, v_logistic(VADD(y, y)));
 }
 
+/* log(x): Cephes logf. */
+INLINE v128_t v_log(v128_t x) {
+  /* subnormals: scale into the normal range first */
+  const v128_t sub = wasm_f32x4_lt(x, VF(1.17549435e-38f));
+  const v128_t xs = wasm_v128_bitselect(VMUL(x, VF(8388608.0f)), x, sub);
+  const v128_t bits = xs;
+  v128_t e = wasm_f32x4_convert_i32x4(wasm_i32x4_sub(wasm_u32x4_shr(bits, 23), wasm_i32x4_splat(126)));
+  e = wasm_v128_bitselect(VSUB(e, VF(23.0f)), e, sub);
+  /* mantissa in [0.5, 1) */
+  v128_t m = wasm_v128_or(wasm_v128_and(bits, wasm_i32x4_splat(0x007fffff)), wasm_i32x4_splat(0x3f000000));
+  const v128_t lo = wasm_f32x4_lt(m, VF(0.707106781186547524f));
+  m = wasm_v128_bitselect(VSUB(VADD(m, m), VF(1.0f)), VSUB(m, VF(1.0f)), lo);
+  e = wasm_v128_bitselect(VSUB(e, VF(1.0f)), e, lo);
+  const v128_t z = VMUL(m, m);
+  v128_t y = VF(7.0376836292E-2f);
+  y = VADD(VMUL(y, m), VF(-1.1514610310E-1f));
+  y = VADD(VMUL(y, m), VF(1.1676998740E-1f));
+  y = VADD(VMUL(y, m), VF(-1.2420140846E-1f));
+  y = VADD(VMUL(y, m), VF(1.4249322787E-1f));
+  y = VADD(VMUL(y, m), VF(-1.6668057665E-1f));
+  y = VADD(VMUL(y, m), VF(2.0000714765E-1f));
+  y = VADD(VMUL(y, m), VF(-2.4999993993E-1f));
+  y = VADD(VMUL(y, m), VF(3.3333331174E-1f));
+  y = VMUL(VMUL(y, m), z);
+  y = VADD(y, VMUL(e, VF(-2.12194440e-4f)));
+  y = VSUB(y, VMUL(z, VF(0.5f)));
+  v128_t r = VADD(VADD(m, y), VMUL(e, VF(0.693359375f)));
+  r = wasm_v128_bitselect(x, r, wasm_f32x4_eq(x, VF(__builtin_inff()))); /* log(Inf) = Inf */
+  r = wasm_v128_bitselect(VF(-__builtin_inff()), r, wasm_f32x4_eq(x, VF(0.0f)));
+  r = wasm_v128_bitselect(VF(__builtin_nanf("")), r, wasm_f32x4_lt(x, VF(0.0f)));
+  return wasm_v128_bitselect(x, r, wasm_f32x4_ne(x, x)); /* NaN in, NaN out */
+}
+
+/* e^x - 1 */
+INLINE v128_t v_expm1(v128_t x) {
+  v128_t p = VF(1.0f / 362880.0f);
+  p = VADD(VMUL(p, x), VF(1.0f / 40320.0f));
+  p = VADD(VMUL(p, x), VF(1.0f / 5040.0f));
+  p = VADD(VMUL(p, x), VF(1.0f / 720.0f));
+  p = VADD(VMUL(p, x), VF(1.0f / 120.0f));
+  p = VADD(VMUL(p, x), VF(1.0f / 24.0f));
+  p = VADD(VMUL(p, x), VF(1.0f / 6.0f));
+  p = VADD(VMUL(p, x), VF(0.5f));
+  const v128_t small = VADD(x, VMUL(VMUL(x, x), p));
+  const v128_t big = VSUB(v_exp(x), VF(1.0f));
+  return wasm_v128_bitselect(small, big, wasm_f32x4_lt(v_abs(x), VF(0.5f)));
+}
+
+/* log(1 + t) for t >= 0 */
+INLINE v128_t v_log1p(v128_t t) {
+  const v128_t u = VADD(VF(1.0f), t);
+  const v128_t d = VSUB(u, VF(1.0f));
+  const v128_t r = VMUL(v_log(u), wasm_f32x4_div(t, d));
+  return wasm_v128_bitselect(t, r, wasm_f32x4_eq(d, VF(0.0f)));
+}
+
+/* ln(1 + e^(alpha x)) / alpha */
+INLINE v128_t v_soft_relu(v128_t x, float alpha) {
+  const v128_t z = VMUL(x, VF(alpha));
+  const v128_t r = VADD(wasm_f32x4_pmax(z, VF(0.0f)), v_log1p(v_exp(wasm_f32x4_neg(v_abs(z)))));
+  return alpha == 1.0f ? r : wasm_f32x4_div(r, VF(alpha));
+}
+
+/* x tanh(ln(1 + e^x)) = x n / (n + 2), n = e^x (e^x + 2) */
+INLINE v128_t v_mish(v128_t x) {
+  const v128_t e = v_exp(wasm_f32x4_pmin(x, VF(20.0f)));
+  const v128_t n = VMUL(e, VADD(e, VF(2.0f)));
+  const v128_t r = VMUL(x, wasm_f32x4_div(n, VADD(n, VF(2.0f))));
+  return wasm_v128_bitselect(x, r, wasm_f32x4_gt(x, VF(20.0f)));
+}
+
+/* alpha x^beta */
+INLINE v128_t v_pow(v128_t x, float alpha, float beta) {
+  v128_t r;
+  const float ab = __builtin_fabsf(beta);
+  if (beta == __builtin_floorf(beta) && ab <= 64.0f) {
+    uint32_t k = (uint32_t)ab;
+    v128_t b = x, acc = VF(1.0f);
+    while (k) { /* repeated squaring: the sign comes out right by itself */
+      if (k & 1u) acc = VMUL(acc, b);
+      k >>= 1;
+      if (k) b = VMUL(b, b);
+    }
+    r = beta < 0.0f ? wasm_f32x4_div(VF(1.0f), acc) : acc;
+  } else {
+    r = v_exp(VMUL(VF(beta), v_log(x)));
+    r = wasm_v128_bitselect(beta > 0.0f ? VF(0.0f) : VF(__builtin_inff()), r, wasm_f32x4_eq(x, VF(0.0f)));
+  }
+  return alpha == 1.0f ? r : VMUL(VF(alpha), r);
+}
+
+/* max(0, min(1, alpha x + beta)) */
+INLINE v128_t v_hardsigmoid(v128_t x, float alpha, float beta) {
+  return wasm_f32x4_pmax(VF(0.0f), wasm_f32x4_pmin(VF(1.0f), VADD(VMUL(x, VF(alpha)), VF(beta))));
+}
+
 /* One eltwise algorithm (oneDNN semantics; see src/attr/eltwise.ts). */
 INLINE v128_t v_eltwise(v128_t x, int alg, float alpha, float beta) {
   switch (alg) {
@@ -157,6 +262,18 @@ INLINE v128_t v_eltwise(v128_t x, int alg, float alpha, float beta) {
     case 9: return v_logistic(x);                                                   /* logistic */
     case 10: return v_tanh(x);                                                      /* tanh */
     case 11: return v_exp(x);                                                       /* exp */
+    case 12: {                                                                      /* elu */
+      const v128_t neg = VMUL(VF(alpha), v_expm1(wasm_f32x4_pmin(x, VF(0.0f))));
+      return wasm_v128_bitselect(x, neg, wasm_f32x4_gt(x, VF(0.0f)));
+    }
+    case 13: return wasm_f32x4_sqrt(x);                                             /* sqrt */
+    case 14: return v_soft_relu(x, alpha);                                          /* soft_relu */
+    case 15: return v_log(x);                                                       /* log */
+    case 16: return v_pow(x, alpha, beta);                                          /* pow */
+    case 17: return wasm_f32x4_nearest(x);                                          /* round (half to even) */
+    case 18: return v_mish(x);                                                      /* mish */
+    case 19: return VMUL(x, v_hardsigmoid(x, alpha, beta));                         /* hardswish */
+    case 20: return v_hardsigmoid(x, alpha, beta);                                  /* hardsigmoid */
     default: return x;
   }
 }

@@ -8,13 +8,64 @@ export function f32Literal(x: number): string {
   return `${v.toPrecision(9)}f`.replace('e+', 'e');
 }
 
-/** WGSL helpers the eltwise expressions call (erf to 1.5e-7: Abramowitz-Stegun 7.1.26; exp overflow-safe logistic). */
+
+/**
+ * WGSL helpers the eltwise expressions call, the same approximations as the cpu's wasm/src/vmath.h
+ * where a GPU compiler keeps them:
+ * - erf as `x P(x^2)` below 1 and `1 - exp(-a^2) Q(1/a)` beyond (relative error < 1e-6 with an exact
+ *   exp); gelu_erf through erfc below -sqrt 2 (relative accuracy on the negative tail, where 1 + erf
+ *   cancels); an overflow-safe logistic;
+ * - log as Cephes logf (WGSL's log is only absolutely accurate near 1, which log1p would turn into
+ *   relative error); log1p as its series below 1/4 (the cpu's Goldberg form `log(u) t / (u - 1)` is
+ *   undone by a compiler that folds (1 + t) - 1 into t, as SwiftShader's does); expm1 (elu) as a
+ *   Taylor polynomial below 1/2; soft_relu `max(z, 0) + log1p(e^-|z|)`; mish `x n / (n + 2)`,
+ *   `n = e^x (e^x + 2)`;
+ * - log and sqrt give -Inf / NaN outside their domain, as the cpu (WGSL leaves those values
+ *   indeterminate), made from the argument's bits (a constant NaN / Inf is a shader-creation error).
+ */
 export const WGSL_ELTWISE_HELPERS = /* wgsl */ `
+fn gd_nan(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) | 0x7fc00000u); }
+fn gd_inf(x: f32) -> f32 { return bitcast<f32>((bitcast<u32>(x) & 0x80000000u) | 0x7f800000u); }
+fn gd_erf_small(z: f32) -> f32 {
+  let s = z * z;
+  var p = 7.854026326871433e-05;
+  p = p * s - 0.0008010247659407249;
+  p = p * s + 0.0051883345022822325;
+  p = p * s - 0.02685381607033449;
+  p = p * s + 0.11283585270822155;
+  p = p * s - 0.37612625839751235;
+  p = p * s + 1.1283791657323474;
+  return p;
+}
+fn gd_erfc_big(a: f32) -> f32 {
+  let u = 1.0 / a;
+  let s = max(u, 1.0 / 6.0) - 0.58;
+  var q = 0.053761120415378456;
+  q = q * s - 0.02542326501671487;
+  q = q * s - 0.030674322277622762;
+  q = q * s + 0.05440927241971381;
+  q = q * s - 0.05925275973899749;
+  q = q * s + 0.035121676568563076;
+  q = q * s + 0.038511063460253486;
+  q = q * s - 0.17797061212871848;
+  q = q * s + 0.39805595690594;
+  q = q * s + 0.2883972273252244;
+  let u2 = u * u;
+  let asym = u * 0.56418958354775628 * (1.0 + u2 * (-0.5 + u2 * 0.75));
+  return exp(-a * a) * select(q, asym, a > 6.0);
+}
 fn gd_erf(x: f32) -> f32 {
   let a = abs(x);
-  let t = 1.0 / (1.0 + 0.3275911 * a);
-  let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
+  if (a < 1.0) { return x * gd_erf_small(x); }
+  let y = 1.0 - gd_erfc_big(a);
   return select(y, -y, x < 0.0);
+}
+fn gd_gelu_erf(x: f32) -> f32 {
+  let z = x * 0.70710678118654752;
+  let a = abs(z);
+  if (a < 1.0) { return 0.5 * x * (1.0 + z * gd_erf_small(z)); }
+  let ec = gd_erfc_big(a);
+  return 0.5 * x * select(2.0 - ec, ec, z < 0.0);
 }
 fn gd_logistic(x: f32) -> f32 {
   if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
@@ -22,23 +73,110 @@ fn gd_logistic(x: f32) -> f32 {
   return e / (1.0 + e);
 }
 fn gd_tanh(x: f32) -> f32 { return 2.0 * gd_logistic(2.0 * x) - 1.0; }
+fn gd_log(x: f32) -> f32 {
+  if (x < 0.0) { return gd_nan(x); }
+  if (x == 0.0) { return gd_inf(-1.0); }
+  if (bitcast<u32>(x) == 0x7f800000u) { return x; }
+  let fe = frexp(x);
+  var m = fe.fract;
+  var e = f32(fe.exp);
+  if (m < 0.707106781186547524) { m = m + m - 1.0; e = e - 1.0; } else { m = m - 1.0; }
+  let z = m * m;
+  var y = 7.0376836292e-2;
+  y = y * m - 1.1514610310e-1;
+  y = y * m + 1.1676998740e-1;
+  y = y * m - 1.2420140846e-1;
+  y = y * m + 1.4249322787e-1;
+  y = y * m - 1.6668057665e-1;
+  y = y * m + 2.0000714765e-1;
+  y = y * m - 2.4999993993e-1;
+  y = y * m + 3.3333331174e-1;
+  y = y * m * z + e * -2.12194440e-4 - 0.5 * z;
+  return m + y + e * 0.693359375;
+}
+fn gd_sqrt(x: f32) -> f32 { return select(sqrt(x), gd_nan(x), x < 0.0); }
+fn gd_expm1(x: f32) -> f32 {
+  if (abs(x) >= 0.5) { return exp(x) - 1.0; }
+  var p = 1.0 / 362880.0;
+  p = p * x + 1.0 / 40320.0;
+  p = p * x + 1.0 / 5040.0;
+  p = p * x + 1.0 / 720.0;
+  p = p * x + 1.0 / 120.0;
+  p = p * x + 1.0 / 24.0;
+  p = p * x + 1.0 / 6.0;
+  p = p * x + 0.5;
+  return x + x * x * p;
+}
+fn gd_log1p(t: f32) -> f32 {
+  if (t > 0.25) { return gd_log(1.0 + t); }
+  var p = 1.0 / 13.0;
+  p = 1.0 / 12.0 - t * p;
+  p = 1.0 / 11.0 - t * p;
+  p = 1.0 / 10.0 - t * p;
+  p = 1.0 / 9.0 - t * p;
+  p = 1.0 / 8.0 - t * p;
+  p = 1.0 / 7.0 - t * p;
+  p = 1.0 / 6.0 - t * p;
+  p = 1.0 / 5.0 - t * p;
+  p = 1.0 / 4.0 - t * p;
+  p = 1.0 / 3.0 - t * p;
+  p = 0.5 - t * p;
+  return t * (1.0 - t * p);
+}
+fn gd_softplus(z: f32) -> f32 { return max(z, 0.0) + gd_log1p(exp(-abs(z))); }
+fn gd_mish(x: f32) -> f32 {
+  if (x > 20.0) { return x; }
+  let e = exp(x);
+  let n = e * (e + 2.0);
+  return x * (n / (n + 2.0));
+}
+fn gd_powf(x: f32, b: f32) -> f32 {
+  if (x < 0.0) { return gd_nan(x); }
+  if (x == 0.0) { return select(gd_inf(1.0), 0.0, b > 0.0); }
+  return exp(b * gd_log(x));
+}
 `;
+
+/**
+ * `x^beta` for a constant beta: an integral |beta| <= 64 as a multiplication chain (repeated
+ * squaring, the sign from beta's parity, as the cpu's v_pow), else exp(beta log x).
+ */
+function powWgsl(x: string, beta: number): string {
+  if (!Number.isInteger(beta) || Math.abs(beta) > 64) return `gd_powf(${x}, ${f32Literal(beta)})`;
+  let k = Math.abs(beta), b = x, acc = '';
+  while (k) {
+    if (k & 1) acc = acc ? `(${acc} * ${b})` : b;
+    k >>= 1;
+    if (k) b = `(${b} * ${b})`;
+  }
+  if (!acc) acc = '1.0';
+  return beta < 0 ? `(1.0 / ${acc})` : acc;
+}
 
 /** The WGSL expression of one eltwise algorithm on `x` (semantics of eltwiseScalar, attr/eltwise.ts). */
 export function eltwiseWgsl(alg: EltwiseAlg, x: string, alpha: number, beta: number): string {
   const a = f32Literal(alpha), b = f32Literal(beta);
   switch (alg) {
     case 'eltwise_relu': return `select(${a} * ${x}, ${x}, ${x} > 0.0)`;
-    case 'eltwise_gelu_erf': return `0.5 * ${x} * (1.0 + gd_erf(${x} * 0.70710678118f))`;
+    case 'eltwise_gelu_erf': return `gd_gelu_erf(${x})`;
     case 'eltwise_gelu_tanh': return `0.5 * ${x} * (1.0 + gd_tanh(0.79788456080f * (${x} + 0.044715 * ${x} * ${x} * ${x})))`;
     case 'eltwise_swish': return `${x} * gd_logistic(${a} * ${x})`;
     case 'eltwise_logistic': return `gd_logistic(${x})`;
     case 'eltwise_tanh': return `gd_tanh(${x})`;
     case 'eltwise_linear': return `${a} * ${x} + ${b}`;
-    case 'eltwise_clip': return `min(${b}, max(${a}, ${x}))`;
+    case 'eltwise_clip': case 'eltwise_clip_v2': return `min(${b}, max(${a}, ${x}))`;
     case 'eltwise_abs': return `abs(${x})`;
     case 'eltwise_square': return `${x} * ${x}`;
     case 'eltwise_exp': return `exp(${x})`;
+    case 'eltwise_elu': return `select(${a} * gd_expm1(min(${x}, 0.0)), ${x}, ${x} > 0.0)`;
+    case 'eltwise_sqrt': return `gd_sqrt(${x})`;
+    case 'eltwise_soft_relu': return alpha === 1 ? `gd_softplus(${x})` : `gd_softplus(${a} * ${x}) / ${a}`;
+    case 'eltwise_log': return `gd_log(${x})`;
+    case 'eltwise_pow': return alpha === 1 ? powWgsl(x, beta) : `${a} * ${powWgsl(x, beta)}`;
+    case 'eltwise_round': return `round(${x})`;
+    case 'eltwise_mish': return `gd_mish(${x})`;
+    case 'eltwise_hardswish': return `${x} * clamp(${a} * ${x} + ${b}, 0.0, 1.0)`;
+    case 'eltwise_hardsigmoid': return `clamp(${a} * ${x} + ${b}, 0.0, 1.0)`;
   }
 }
 

@@ -13,7 +13,7 @@ import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { PostOp } from '../../attr/post_ops.js';
 import { ARG, argName } from '../args.js';
 import {
-  NO_FUSION, dataTypeRejection, resolveQuant,
+  BINARY_SRC1_TYPES, NO_FUSION, dataTypeRejection, resolveQuant,
   type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
 } from '../../attr/fusion.js';
 
@@ -144,14 +144,14 @@ export class PrimitiveDesc {
   }
 
   /**
-   * src1 of a binary post-op: f32, `[1, 1]` or `[1, N]` (one memory shared by every expert, passed as
+   * src1 of a binary post-op (f32 / bf16 / f16 / s8 / u8 / s32): `[1, 1]` or `[1, N]` (one memory shared by every expert, passed as
    * `ARG.ATTR_MULTIPLE_POST_OP(pos) | ARG.SRC_1`), or `[RUNTIME_DIM_VAL, 1]` / `[RUNTIME_DIM_VAL, N]`
    * (per row, one memory per expert: `ARG.ATTR_MULTIPLE_POST_OP(pos) | (ARG.MULTIPLE_SRC + i)`).
    */
   private static binaryParam(i: number, e: Expert, o: Extract<PostOp, { kind: 'binary' }>, position: number): BinaryParam {
     const md = o.src1;
     const what = `grouped_gemm: binary post-op ${position} src1`;
-    checkImpl(md.dataType === 'f32', `${what}: data type ${md.dataType} is not supported (f32)`);
+    checkImpl(BINARY_SRC1_TYPES.includes(md.dataType), `${what}: data type ${md.dataType} is not supported (${BINARY_SRC1_TYPES.join(', ')})`);
     check(md.format === 'blocked', `${what}: must be a plain descriptor`);
     check(md.ndims === 2 && (md.dims[0] === 1 || isRuntime(md.dims[0])) && (md.dims[1] === 1 || md.dims[1] === e.dstN), `${what}: dims [${md.dims.map((d) => (isRuntime(d) ? 'RUNTIME_DIM_VAL' : d)).join(',')}] must be [1 or RUNTIME_DIM_VAL (per row), 1 or N = ${e.dstN} (expert ${i}'s dst columns)]`);
     const perExpert = isRuntime(md.dims[0]);

@@ -69,7 +69,7 @@ export const refGroupedGemm: GroupedGemmImpl = {
           const deqSrc = quantViews(f, qs('src'), qz('src'), 'src', vals('src'));
           const deqWei = quantViews(f, qs('weights'), qz('weights'), 'weights', vals('weights'));
           const dv2 = vals('dst');
-          const ep = makeEpilogue(ops, f, a.binary.map((mems) => ({ read: elementReader('f32', valuesOf(mems[i], rows)) })),
+          const ep = makeEpilogue(ops, f, a.binary.map((mems, j) => ({ read: elementReader(f.binary[j].md.dataType, valuesOf(mems[i], rows)) })),
             quantView(f.scales.dst, a.scales.dst?.[i], dv2.scale), quantView(f.zeroPoints.dst, a.zeroPoints.dst?.[i], dv2.zp));
           const { K, N, dstN } = e;
           const [ss] = e.src.strides, [wk, wn] = e.weights.strides, [ds] = e.dst.strides;

@@ -13,7 +13,7 @@ import { problemString, type MatmulKind, type MatmulProblem, type MoeRows } from
 import type { PostOp } from '../../attr/post_ops.js';
 import { ARG, argName } from '../args.js';
 import {
-  FLOAT_TYPES, NO_FUSION, broadcastMap, dataTypeRejection, resolveQuant,
+  BINARY_SRC1_TYPES, FLOAT_TYPES, NO_FUSION, broadcastMap, dataTypeRejection, resolveQuant,
   type BinaryParam, type Fusion, type GluBackwardParam, type QuantArg, type QuantParam, type QuantShape,
 } from '../../attr/fusion.js';
 
@@ -329,12 +329,12 @@ export class PrimitiveDesc {
     };
   }
 
-  /** src1 of a binary post-op: f32, and a shape from rfcs/0002 section 4 (grouped M) or oneDNN broadcast (dense, variable K). */
+  /** src1 of a binary post-op: f32 / bf16 / f16 / s8 / u8 / s32, and a shape from rfcs/0002 section 4 (grouped M) or oneDNN broadcast (dense, variable K). */
   private static binaryParam(p: MatmulProblem, o: Extract<PostOp, { kind: 'binary' }>, position: number): BinaryParam {
     const md = o.src1;
     const what = `matmul: binary post-op ${position} src1`;
     const dims = `[${md.dims.join(',')}]`;
-    checkImpl(md.dataType === 'f32', `${what}: data type ${md.dataType} is not supported (f32)`);
+    checkImpl(BINARY_SRC1_TYPES.includes(md.dataType), `${what}: data type ${md.dataType} is not supported (${BINARY_SRC1_TYPES.join(', ')})`);
     check(!md.hasRuntimeDims, `${what}: dims ${dims} must be known (RUNTIME_DIM_VAL src1 is for grouped_gemm)`);
     const param = (map: BinaryParam['map']): BinaryParam => Object.freeze({ position, alg: o.alg, md, map, perExpert: false });
     if (p.kind !== 'grouped_m') {

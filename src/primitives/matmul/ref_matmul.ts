@@ -138,7 +138,7 @@ interface Prepared {
 
 function prepare(p: MatmulProblem, a: MatmulArgs): Prepared {
   const f = p.fusion;
-  const binary = a.binary.map((m) => ({ read: elementReader('f32', m.values) }));
+  const binary = a.binary.map((m, i) => ({ read: elementReader(f.binary[i].md.dataType, m.values) }));
   const ep = makeEpilogue(p.attr.postOps.entries, f, binary, quantView(f.scales.dst, a.scales.dst), quantView(f.zeroPoints.dst, a.zeroPoints.dst));
   return {
     src: elementReader(p.src.dataType, a.src.values),
