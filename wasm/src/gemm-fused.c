@@ -666,7 +666,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             if (p + 1 < npan) touch_range(pw + pstride, pbytes);
           }
           /* k ranges of the block: all of it, or (kvs) each weights-scale K block, folded after its sums */
-          for (int32_t y0 = 0, ylen; y0 < kcp; y0 += ylen) {
+          /* (an empty group, kcp = 0, still runs the kernels once: they store its zeros) */
+          int32_t y0 = 0, ylen;
+          do {
             const int32_t kabs = v->k0 + k0 + y0;
             ylen = kvs ? MIN(kcp - y0, kblk - kabs % kblk) : kcp;
             const int acc = kvs ? kabs % kblk != 0 : !first;
@@ -698,7 +700,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
               stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs);
               fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, bs, mc, ldc, kabs - kabs % kblk == v->k0);
             }
-          }
+            y0 += ylen;
+          } while (y0 < kcp);
         }
       } else if (lowp && direct) {
         lowp_segment(j, v, sn, sw, s->a, KC, k0, kc, cseg, ldc, first, mc, w.dscale, w.dzp, s->b); /* staged by the epilogue later */
