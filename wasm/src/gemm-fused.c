@@ -656,6 +656,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
               w.csum[t.seg_c[sg] + p * NR + q] = (int32_t)((uint32_t)w.csum[t.seg_c[sg] + p * NR + q] + sum);
             }
         const int x8 = v->wfmt == WEI_X8_P8;
+        const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
+                            (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
         const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
@@ -666,6 +668,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             if (p + 1 < npan) touch_range(pw + pstride, pbytes);
           }
           /* k ranges of the block: all of it, or (kvs) each weights-scale K block, folded after its sums */
+          if (dq_fast) { /* 1 row, f32 scales beside the panel, this K block on block boundaries: fold in registers */
+            const uint8_t* pbase = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps;
+            const float* sp = (const float*)(pbase + v->wso) + (size_t)((v->k0 + k0) / kblk) * NR;
+            s16_dq_1x8((size_t)kcp, (size_t)kblk, (const int16_t*)s->a, pw, sp, s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, first, v->B.dt);
+            continue;
+          }
           /* (an empty group, kcp = 0, still runs the kernels once: they store its zeros) */
           int32_t y0 = 0, ylen;
           do {

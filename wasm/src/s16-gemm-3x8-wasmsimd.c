@@ -206,3 +206,68 @@ void s16_unpack_w4(const uint8_t* restrict w, size_t kc, int dt, int16_t* restri
   if (dt == DT_S4) unpack_pairs(WF_S4, w, kc, out);
   else unpack_pairs(WF_U4, w, kc, out);
 }
+
+/* Decode with dynamic int8 activations and K-block weights scales (issue 19): one row x one x8 / x4
+   panel, kc k (even) in blocks of blk k (even; the last may be shorter), each block's exact int32 sums
+   turned into f32 and multiplied by the block's 8 scales (f32, at sc + b * 8: the `+q` section of the
+   panel), then added in block order: F = p0 (first, the group's first block) or F + p_b, mul then add —
+   fold_block's arithmetic in gemm-fused.c, in registers: no C tile round trip or call per block. */
+INLINE void dq_row(const int WF, size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, const float* restrict sc,
+                   float* restrict c, int first) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  a = a + z;
+  w = w + z;
+  const v128_t zero = wasm_i32x4_splat(0);
+  v128_t f0 = zero, f1 = zero;
+  if (!first) {
+    f0 = wasm_v128_load(c);
+    f1 = wasm_v128_load(c + 4);
+  }
+  for (size_t k = 0; k < kc; k += blk) {
+    const size_t len = kc - k < blk ? kc - k : blk;
+    v128_t v0 = zero, v1 = zero, u0 = zero, u1 = zero; /* two chains per column half: pairs t, t + 1 */
+    for (size_t n = len / 4; n; n--) {
+      v128_t b0, b1, b2, b3;
+      LOAD_PAIRS2(WF, w, b0, b1, b2, b3)
+      const v128_t x0 = LDS(a, 0), x1 = LDS(a, 4 * MR_INT);
+      v0 = DOT(x0, b0, v0);
+      v1 = DOT(x0, b1, v1);
+      u0 = DOT(x1, b2, u0);
+      u1 = DOT(x1, b3, u1);
+      w += 2 * PAIR_BYTES(WF);
+      a += 4 * MR_INT;
+    }
+    if (len & 2) {
+      v128_t b0, b1;
+      LOAD_PAIR1(WF, w, b0, b1)
+      const v128_t x0 = wasm_v128_load32_splat(a);
+      v0 = DOT(x0, b0, v0);
+      v1 = DOT(x0, b1, v1);
+      w += PAIR_BYTES(WF);
+      a += 2 * MR_INT;
+    }
+    /* integer sums: the order of the adds does not matter */
+    const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_add(v0, u0)), wasm_v128_load(sc));
+    const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_add(v1, u1)), wasm_v128_load(sc + 4));
+    sc += NR;
+    if (first && k == 0) {
+      f0 = p0;
+      f1 = p1;
+    } else {
+      f0 = wasm_f32x4_add(f0, p0);
+      f1 = wasm_f32x4_add(f1, p1);
+    }
+  }
+  wasm_v128_store(c, f0);
+  wasm_v128_store(c + 4, f1);
+}
+
+void s16_dq_1x8(size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, const float* restrict sc, float* restrict c,
+                int first, int dt) {
+  switch (dt) {
+    case DT_S8: dq_row(WF_S8, kc, blk, a, w, sc, c, first); break;
+    case DT_U8: dq_row(WF_U8, kc, blk, a, w, sc, c, first); break;
+    case DT_S4: dq_row(WF_S4, kc, blk, a, w, sc, c, first); break;
+    default: dq_row(WF_U4, kc, blk, a, w, sc, c, first); break;
+  }
+}
