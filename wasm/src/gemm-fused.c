@@ -658,6 +658,11 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
         const int x8 = v->wfmt == WEI_X8_P8;
         const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
                             (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+        /* 1 row of s8 src (no zero points) x x4 codes where the relaxed dot computes exactly: the row's bytes
+           are read in place (4 k per i32 splat), no int16 A block */
+        const size_t arow_e = mc == 1 && direct && !x8 && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
+        const int rdot = arow_e != SIZE_MAX && rdot_ok();
+        const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
         const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
@@ -668,10 +673,16 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             if (p + 1 < npan) touch_range(pw + pstride, pbytes);
           }
           /* k ranges of the block: all of it, or (kvs) each weights-scale K block, folded after its sums */
+          if (rdot && !kvs) { /* 1 s8 row x x4 codes on the relaxed dot: int32 sums */
+            s8_rdot_1x8w4((size_t)kc, (size_t)kc, arow + k0, pw, 0, (int32_t*)cseg + p * NR, !first, 1, v->B.dt);
+            continue;
+          }
           if (dq_fast) { /* 1 row, f32 scales beside the panel, this K block on block boundaries: fold in registers */
             const uint8_t* pbase = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps;
             const float* sp = (const float*)(pbase + v->wso) + (size_t)((v->k0 + k0) / kblk) * NR;
-            s16_dq_1x8((size_t)kcp, (size_t)kblk, (const int16_t*)s->a, pw, sp, s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, first, v->B.dt);
+            float* fc = s->b + FACC_OFFSET + t.seg_c[sg] + p * NR;
+            if (rdot) s8_rdot_1x8w4((size_t)kc, (size_t)kblk, arow + k0, pw, sp, fc, 0, first, v->B.dt);
+            else s16_dq_1x8((size_t)kcp, (size_t)kblk, (const int16_t*)s->a, pw, sp, fc, first, v->B.dt);
             continue;
           }
           /* (an empty group, kcp = 0, still runs the kernels once: they store its zeros) */

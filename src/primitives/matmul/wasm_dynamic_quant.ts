@@ -12,7 +12,7 @@
 import { tagToStrides } from '../../memory/format_tag.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Memory } from '../../memory/memory.js';
-import { packedLowpWeightsDesc, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
+import { packedLowpWeightsDesc, PACKED_X4, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 import { DnnlError } from '../../common/status.js';
 import { PATH, Q } from '../../kernels/job_layout.js';
@@ -77,7 +77,9 @@ export const wasmDynamicQuantMatmul: MatmulImpl = {
   name: 'wasm:dynamic-quant',
   describe(engine, p) {
     const plan = planInner(innerProblem(p));
-    return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, p.weights)}-dq8`}`;
+    // `+rdot`: 1-row tiles of x4 weights run on i32x4.relaxed_dot_i8x16_i7x16_add_s (native relaxed SIMD, probed exact)
+    const rdot = p.weights.packed?.name === PACKED_X4 && engine.kernels?.relaxed_dot_ok() === 1 ? '+rdot' : '';
+    return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, p.weights)}-dq8${rdot}`}`;
   },
   reject(p, engine) {
     if (!p.attr.dynamicQuantization) return 'no dynamic quantization attribute';
