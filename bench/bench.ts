@@ -59,6 +59,8 @@ const threadList = (args.get('threads') ?? `1,${availableParallelism()}`).split(
 const weightForms = (args.get('weights') ?? 'packed,abc').split(',');
 const isaList = (args.get('isa') ?? 'auto').split(',') as ('auto' | 'simd128' | 'relaxed')[];
 const minMs = Number(args.get('min-ms') ?? 1500);
+/** --clock=cpu (--mode=weights): time samples by process CPU time instead of wall time (a loaded, shared machine). */
+const clock = args.get('clock') === 'cpu' ? 'cpu' : 'wall';
 const peers = (args.get('peer') ?? '').split(',').filter(Boolean);
 const rounds = Math.max(1, Number(args.get('rounds') ?? 1));
 
@@ -429,15 +431,16 @@ async function runWeights(): Promise<void> {
   for (const isa of isaList) {
     for (const threads of threadList) {
       for (const w of workloads) {
-        const qrows = await quantBench(w, threads, isa, minMs, form, only);
+        const qrows = await quantBench(w, threads, isa, minMs, form, only, clock);
         const base = qrows.find((q) => q.variant === 'f32')!;
         const touched = w.sizes.filter((x) => x > 0).length;
         for (const q of qrows) {
           const bytes = touched * expertWeightBytes(q.variant, w.K, w.N);
-          const note = `x${pairedRatio(base, q).toFixed(2)} vs f32 packed; weights ${(bytes / 1e6).toFixed(1)}MB ${(bytes / q.median_ms / 1e6).toFixed(1)}GB/s`;
+          const err = q.error === undefined ? '' : `; err ${q.error.toExponential(2)} (max |out - f64 ref| / max |ref|)`;
+          const note = `x${pairedRatio(base, q).toFixed(2)} vs f32 packed; weights ${(bytes / 1e6).toFixed(1)}MB ${(bytes / q.median_ms / 1e6).toFixed(1)}GB/s${clock === 'cpu' ? ' (cpu time)' : ''}${err}`;
           report({ workload: q.workload, impl: q.impl, dt: q.variant, threads, median_ms: q.median_ms, min_ms: q.min_ms, max_ms: q.max_ms, gflops: q.gflops, note });
         }
-        if (!json) console.log(`  (${qrows[0].samples.length} interleaved rounds; command: npm run bench -- --mode=weights --workload=${w.name} --threads=${threads} --isa=${isa} --variants=${only.join(',')} --min-ms=${minMs})`);
+        if (!json) console.log(`  (${qrows[0].samples.length} interleaved rounds, ${clock === 'cpu' ? 'process CPU time' : 'wall time'}; command: npm run bench -- --mode=weights --workload=${w.name} --threads=${threads} --isa=${isa} --variants=${only.join(',')} --min-ms=${minMs}${clock === 'cpu' ? ' --clock=cpu' : ''})`);
       }
     }
   }

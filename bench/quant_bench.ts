@@ -27,6 +27,8 @@ export interface QuantRow {
   gflops: number;
   /** Every sample (ms), in run order: sample i of each variant ran in the same round. */
   samples: number[];
+  /** max |out - ref| / max |ref| against a float64 matmul of the f32 src and the dequantized weights (weight-only int variants). */
+  error?: number;
 }
 
 interface Variant {
@@ -48,6 +50,8 @@ interface Variant {
    * scales): the scales come at execution, as before issue 12's `+q` layouts (in-process A/B).
    */
   readonly runtimeScales?: boolean;
+  /** attr.setDynamicQuantization(ARG.SRC, s8): f32 src quantized per row at execution, integer path (rfcs/0006). */
+  readonly dynamic?: boolean;
 }
 
 /** The measured variants; the extra ones (`--variants=`) split the fused cost into its parts. */
@@ -75,6 +79,10 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'mxfp4', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 } },
   /** NVFP4 (block part): f4_e2m1 weights, f8_e4m3 scales per 16 K. */
   { name: 'nvfp4', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 } },
+  // issue 19: the weight-only int formats with dynamic int8 activations (the same packed weights).
+  { name: 'w8:dq', int8: false, scales: true, fused: false, wei: dt.s8, dynamic: true },
+  { name: 'w4:dq', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true },
+  { name: 'w4k32:dq', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true },
   // The same with the scales at execution on codes-only panels (`-rt`): what tag.any gave before the `+q` layouts.
   { name: 'w8-rt', int8: false, scales: true, fused: false, wei: dt.s8, runtimeScales: true },
   { name: 'w4-rt', int8: false, scales: true, fused: false, wei: dt.s4, runtimeScales: true },
@@ -100,6 +108,8 @@ export function expertWeightBytes(variant: string, K: number, N: number): number
 
 interface Prepared {
   readonly run: () => Promise<void>;
+  /** The output's error against a float64 reference (weight-only int variants), else undefined. */
+  readonly error: () => number | undefined;
   readonly impl: string;
   readonly free: () => void;
   /** Frees what is only needed until the stream is idle (the plain weights once packed). */
@@ -120,6 +130,7 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
   const dstMd = memory.desc.grouped([T, Nd], dt.f32, E, [RUNTIME_DIM_VAL, Nd]);
   const userMd = memory.desc([E, K, N], wdt, tag.abc);
   const attr = new PrimitiveAttr();
+  if (v.dynamic) attr.setDynamicQuantization(ARG.SRC, dt.s8);
   if (v.scales) {
     if (v.int8) attr.setScales(ARG.SRC, 1);
     if (v.kBlock) attr.setScales(ARG.WEIGHTS, 7, [1, v.kBlock.k, 1], v.kBlock.dt);
@@ -149,6 +160,9 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
     m.write(t === 'f32' || t.startsWith('f8') || t.startsWith('f4') ? x : x.map(Math.round));
   };
   fill(src, 3, v.int8 ? 200 : 1);
+  const host: { src?: Float32Array; wei?: Float32Array; sc?: Float32Array } = {};
+  const intWeightOnly = !v.int8 && (wdt === dt.s8 || wdt === dt.s4) && v.scales && !v.fused;
+  if (intWeightOnly) host.src = Float32Array.from(src.values as Float32Array);
   const wRange: Partial<Record<DataType, number>> = { s8: 200, u8: 200, s4: 14, u4: 14, f4_e2m1: 10, f8_e4m3: 50, f8_e5m2: 50 };
   const wmd = pd.queryMd('weights')!;
   const temps: Memory[] = [];
@@ -162,9 +176,15 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
     // e8m0 holds powers of two only; every other type rounds on write.
     m.write(md.dataType === 'e8m0' ? x.map((s) => 2 ** -Math.round(6 + 4 * Math.abs(s) / 0.01)) : x.map((s) => 0.005 + Math.abs(s)));
     scales[a] = m;
+    if (a === 'weights' && intWeightOnly) host.sc = x.map((s) => Math.fround(0.005 + Math.abs(s)));
   }
   // `+q` layouts (tag.any with weights scales) store the scales: the reorder takes them, the matmul not.
   const embedded = wmd.packed?.quant?.scales !== undefined;
+  if (intWeightOnly) { // the codes the weights hold (fill's values, rounded)
+    const x = new Float32Array(E * K * N);
+    fillRandom(x, 4, wRange[wdt] ?? 0.05);
+    host.wei = x.map(Math.round);
+  }
   let wei = cache.get(wmd.toString());
   if (!wei) {
     const user = Memory.create(userMd, eng);
@@ -194,6 +214,26 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
       prim.execute(strm, args);
       await strm.wait();
     },
+    error: () => {
+      if (!host.src || !host.wei || !host.sc) return undefined;
+      const out = dst.values as Float32Array, xs = host.src, ws = host.wei, sc = host.sc;
+      const blk = v.kBlock?.k ?? K, nb = Math.ceil(K / blk);
+      let maxErr = 0, maxRef = 0, r0 = 0;
+      const col = new Float64Array(K);
+      w.sizes.forEach((rows, g) => {
+        for (let n = 0; n < N && rows > 0; n++) {
+          for (let k = 0; k < K; k++) col[k] = ws[(g * K + k) * N + n] * sc[(g * nb + Math.floor(k / blk)) * N + n];
+          for (let r = r0; r < r0 + rows; r++) {
+            let ref = 0;
+            for (let k = 0; k < K; k++) ref += xs[r * K + k] * col[k];
+            maxErr = Math.max(maxErr, Math.abs(out[r * N + n] - ref));
+            maxRef = Math.max(maxRef, Math.abs(ref));
+          }
+        }
+        r0 += rows;
+      });
+      return maxErr / maxRef;
+    },
     free: () => mems.forEach((m) => m.free()),
     dropTemps: () => temps.splice(0).forEach((m) => m.free()),
   };
@@ -206,7 +246,14 @@ function stats(t: number[]): Timing {
 
 /** Times every variant on one engine, samples interleaved; returns one row per variant. */
 export async function quantBench(w: Workload, threads: number, isa: 'auto' | 'simd128' | 'relaxed', minMs: number, form: string,
-  only?: readonly string[]): Promise<QuantRow[]> {
+  only?: readonly string[], clock: 'wall' | 'cpu' = 'wall'): Promise<QuantRow[]> {
+  // cpu: process CPU time (user + system) of each sample, which a time-shared core does not inflate;
+  // meaningful at 1 thread (the kernels run on the calling thread).
+  const cpuMs = (): number => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  const clockMs = clock === 'cpu' ? cpuMs : () => performance.now();
   const eng = await Engine.create({ threads, kernels: isa });
   const strm = new Stream(eng);
   await strm.wait();
@@ -223,15 +270,15 @@ export async function quantBench(w: Workload, threads: number, isa: 'auto' | 'si
   const t0 = performance.now();
   while (samples[0].length < 9 || (performance.now() - t0 < minMs * preps.length && samples[0].length < 200)) {
     for (let i = 0; i < preps.length; i++) {
-      const s = performance.now();
+      const s = clockMs();
       await preps[i].run();
-      samples[i].push(performance.now() - s);
+      samples[i].push(clockMs() - s);
     }
   }
   const flops = usefulFlops(w);
   const rows = preps.map((p, i): QuantRow => {
     const t = stats(samples[i]);
-    return { workload: w.name, variant: variants[i].name, impl: p.impl, threads, median_ms: t.median, min_ms: t.min, max_ms: t.max, gflops: flops / t.median / 1e6, samples: samples[i] };
+    return { workload: w.name, variant: variants[i].name, impl: p.impl, threads, median_ms: t.median, min_ms: t.min, max_ms: t.max, gflops: flops / t.median / 1e6, samples: samples[i], error: p.error() };
   });
   preps.forEach((p) => p.free());
   cache.forEach((m) => m.free());

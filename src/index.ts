@@ -21,7 +21,7 @@ export { Engine, type EngineOptions } from './runtime/engine.js';
 export { GpuEngine, type GpuEngineOptions, type GpuCaps } from './runtime/gpu/gpu_engine.js';
 export { GpuMemory, type GpuReadArray } from './memory/gpu_memory.js';
 export { Stream } from './runtime/stream.js';
-export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr } from './attr/primitive_attr.js';
+export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr, type DynamicQuantizationAttr } from './attr/primitive_attr.js';
 export { PostOps, type PostOp, type GluBackwardOptions as GluBackwardPostOpOptions } from './attr/post_ops.js';
 export {
   algorithm, eltwiseAlgorithm, binaryAlgorithm, gluAlgorithm, type Algorithm, type EltwiseAlg, type BinaryAlg, type GluAlg, type GluLayout,

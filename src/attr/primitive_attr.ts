@@ -11,6 +11,15 @@ export interface GroupedOffsetsAttr {
 }
 
 /**
+ * Dynamic quantization of an activation (rfcs/0006): the primitive quantizes `arg` itself at execution,
+ * each row to `dataType` with its own symmetric scale, and runs the integer path on it.
+ */
+export interface DynamicQuantizationAttr {
+  readonly arg: number;
+  readonly dataType: DataType;
+}
+
+/**
  * How a grouped matmul's rows map to its tensors in an MoE layer (cuDNN's MoE grouped matmul modes,
  * vLLM's batched format). See rfcs/0004-moe-layer.md.
  */
@@ -54,6 +63,7 @@ export class PrimitiveAttr {
   postOps = new PostOps();
   private grouped: GroupedOffsetsAttr | undefined;
   private moe: MoeRowsAttr = NO_MOE_ROWS;
+  private dynQuant: DynamicQuantizationAttr | undefined;
   private readonly scaleMap = new Map<number, QuantAttr>();
   private readonly zpMap = new Map<number, QuantAttr>();
   /** grouped_gemm: scales of one expert (`${arg}:${expert}`), replacing the every-expert setting for it. */
@@ -182,6 +192,26 @@ export class PrimitiveAttr {
     return [...this.expertScaleMap.keys()].map((k) => k.split(':').map(Number) as [number, number]);
   }
 
+  /**
+   * Dynamic int8 activations, an accuracy choice for weight-only matmuls (rfcs/0006; ONNX Runtime
+   * MatMulNBits `accuracy_level = 4`, XNNPACK qd8-f32-qc4w): with s8 / u8 / s4 / u4 weights and f32 /
+   * bf16 / f16 src, each src row is quantized at execution to s8 with its own scale (s = amax / 127 in
+   * f32, q = round-half-even(x / s), |q| <= 127) and multiplied on the integer path; the weights' scales
+   * (per column, or per K block, folded in f32 block by block) and the row scale are applied in f32.
+   * Only `ARG.SRC` and `dt.s8`.
+   */
+  setDynamicQuantization(arg: number, dataType: DataType = 's8'): this {
+    check(arg === 1, `attr.setDynamicQuantization: only ARG.SRC can be quantized dynamically, got arg ${arg}`);
+    check(isDataType(dataType), `attr.setDynamicQuantization: unknown data type '${String(dataType)}'`);
+    checkImpl(dataType === 's8', `attr.setDynamicQuantization: dataType must be s8 (symmetric per-row int8), got ${dataType}`);
+    this.dynQuant = Object.freeze({ arg, dataType });
+    return this;
+  }
+
+  get dynamicQuantization(): DynamicQuantizationAttr | undefined {
+    return this.dynQuant;
+  }
+
   /** `setScales(arg, mask)`: f32 values, no groups (oneDNN `set_scales_mask`). */
   setScalesMask(arg: number, mask: number): this {
     return this.setScales(arg, mask);
@@ -212,7 +242,7 @@ export class PrimitiveAttr {
   }
 
   get isDefault(): boolean {
-    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.expertScaleMap.size === 0 && this.moe === NO_MOE_ROWS;
+    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.expertScaleMap.size === 0 && this.moe === NO_MOE_ROWS && !this.dynQuant;
   }
 
   /** oneDNN-verbose-like rendering: `attr-scales:src:1:f32+wei:7:e8m0:1x32x1 attr-zero-points:src:0:s32 attr-post-ops:...`. */
@@ -222,6 +252,7 @@ export class PrimitiveAttr {
       [...m].map(([a, v]) => `${QUANT_ARGS.get(a)}:${v.mask}:${v.dataType}${v.groups.length ? `:${v.groups.join('x')}` : ''}`).join('+');
     if (this.scaleMap.size) parts.push(`attr-scales:${q(this.scaleMap)}`);
     if (this.zpMap.size) parts.push(`attr-zero-points:${q(this.zpMap)}`);
+    if (this.dynQuant) parts.push(`attr-dynamic-quantization:src:${this.dynQuant.dataType}`);
     if (this.grouped) parts.push(`attr-grouped-offsets:src:g${this.grouped.groupCount}:${this.grouped.offsetsDt}`);
     if (this.moe.gather) parts.push('attr-moe:gather');
     if (this.moe.scatterTopK) parts.push(`attr-moe:scatter:k${this.moe.scatterTopK}`);

@@ -2,7 +2,7 @@ import { check } from '../common/status.js';
 import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
 import { Heap } from './heap.js';
 import { CTRL } from './control_block.js';
-import { instantiate, loadKernels, resolveIsa, type KernelChoice, type KernelExports, type KernelIsa } from './wasm_kernels.js';
+import { instantiate, loadKernels, relaxedSimdNative, resolveIsa, type KernelChoice, type KernelExports, type KernelIsa } from './wasm_kernels.js';
 import { WorkerPool } from './worker_pool.js';
 import { GpuEngine, type GpuEngineOptions } from './gpu/gpu_engine.js';
 
@@ -112,6 +112,8 @@ export class Engine {
     const module = await loadKernels(isa);
     const stackTop = (): number => heap.alloc(STACK_BYTES, 'kernel stack') + STACK_BYTES;
     const kernels = await instantiate(module, memory, stackTop());
+    // The relaxed dot only where relaxed SIMD is native (the flag is in the shared memory: workers see it).
+    kernels.set_relaxed_dot(isa === 'relaxed' && relaxedSimdNative() ? 1 : 0);
     check((kernels.__heap_base.value as number) <= RESERVED_LOW_BYTES, 'engine: kernel static data exceeds the reserved low memory');
     let pool: WorkerPool | undefined;
     if (threads > 1) {

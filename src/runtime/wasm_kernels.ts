@@ -19,6 +19,10 @@ export interface KernelExports {
   check_scratch_bytes(job: number): number;
   /** Tests: encode n floats to a dst job DT (RNE, saturating). */
   check_encode(dt: number, src: number, dst: number, n: number): void;
+  /** Whether the integer kernels may use i32x4.relaxed_dot_i8x16_i7x16_add_s (1: relaxed SIMD is native, then probed; 0: never). */
+  set_relaxed_dot(allowed: number): void;
+  /** 1 when the relaxed build uses the relaxed dot (native relaxed SIMD and the kernel's probe exact), else 0. */
+  relaxed_dot_ok(): number;
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
   ukernel_s16(reps: number, kc: number, a: number, w: number, c: number): number;
@@ -46,6 +50,17 @@ function decode(b64: string): Uint8Array<ArrayBuffer> {
 
 const cache = new Map<KernelIsa, WebAssembly.Module>();
 
+/**
+ * Whether relaxed SIMD validates without V8's flag (Node 22+, current browsers). Node 20 has it only
+ * behind `--experimental-wasm-relaxed-simd`, and there `i32x4.relaxed_dot_i8x16_i7x16_add_s` returns
+ * wrong sums: the engine then keeps the integer kernels off the relaxed dot (set_relaxed_dot(0)).
+ */
+let relaxedNative: boolean | undefined;
+export function relaxedSimdNative(): boolean {
+  relaxedNative ??= WebAssembly.validate(decode(relaxedB64));
+  return relaxedNative;
+}
+
 /** Node 20 ships relaxed SIMD behind a flag: switch it on before compiling (a no-op on Node 22+). */
 async function enableRelaxedFlag(): Promise<void> {
   const proc = (globalThis as { process?: { versions?: { node?: string } } }).process;
@@ -63,7 +78,7 @@ export async function loadKernels(isa: KernelIsa): Promise<WebAssembly.Module> {
   const hit = cache.get(isa);
   if (hit) return hit;
   const bytes = decode(isa === 'relaxed' ? relaxedB64 : simd128B64);
-  if (isa === 'relaxed' && !WebAssembly.validate(bytes)) await enableRelaxedFlag();
+  if (isa === 'relaxed' && !relaxedSimdNative()) await enableRelaxedFlag();
   if (!WebAssembly.validate(bytes)) {
     throw new DnnlError('unimplemented', `engine: this runtime cannot compile the ${isa} kernels (WebAssembly ${isa === 'relaxed' ? 'relaxed SIMD' : 'SIMD128'} unsupported)`);
   }

@@ -528,6 +528,35 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
 
 /* k (even) per widened piece of an x8 / x4 panel on tiles of more than 3 rows: 512 x 8 int16 = 8 KiB. */
 #define INT_PIECE 512
+/* Where the f32 tile of K-block folding lives in s->b (direct mode: s->b only holds a widened piece). */
+#define FACC_OFFSET (INT_PIECE * NR / 2)
+
+/* The 8 weights scales of one panel (C columns cc ..) for the K block holding kabs: in the panel (`+q`)
+   or gathered from the runtime scales; padding columns 0 (their sums are 0 too). */
+static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t kabs, int32_t nb, int32_t cnt, float* out) {
+  if (qs->emb) decode_f32(out, (const char*)v->wpacked, qs->dt, emb_index(qs, v, kabs, nb), 1, cnt);
+  else for (int32_t x = 0; x < cnt; x++) out[x] = q_float(qs, q_base(qs, v->g), v->g, 0, kabs, nb + x);
+  for (int32_t x = cnt; x < NR; x++) out[x] = 0.0f;
+}
+
+/* One K block's exact int32 sums of a panel (mc rows, 8 columns) folded into the f32 tile:
+   facc = float(acc) * s (first block of the group) or facc + float(acc) * s, mul then add (no FMA, in
+   either build: the reference models each rounding). */
+static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t mc, int32_t ldc, int first) {
+  const v128_t s0 = wasm_v128_load(bs), s1 = wasm_v128_load(bs + 4);
+  for (int32_t i = 0; i < mc; i++) {
+    const int32_t* c = ci + (size_t)i * ldc;
+    float* f = facc + (size_t)i * ldc;
+    v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(c)), s0);
+    v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(c + 4)), s1);
+    if (!first) {
+      p0 = wasm_f32x4_add(wasm_v128_load(f), p0);
+      p1 = wasm_f32x4_add(wasm_v128_load(f + 4), p1);
+    }
+    wasm_v128_store(f, p0);
+    wasm_v128_store(f + 4, p1);
+  }
+}
 
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc) {
@@ -536,6 +565,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   vecs_t w;
   vecs_setup(j, s, &w);
   const int is_int = j->path == PATH_INT;
+  /* Dynamic int8 activations x weights with K-block scales (INT, weights scales varying along K): each K
+     block's int32 sums are folded into an f32 tile in block order (fold_block); the epilogue then takes
+     that tile as f32 (row scale, bias, GLU, post-ops). The pd guarantees packed weights read in place
+     (direct), no zero points and even blocks. */
+  const int kvs = is_int && j->q[Q_WEI_SCALE].st_k != 0;
+  const int32_t kblk = kvs ? j->q[Q_WEI_SCALE].blk_k : 0;
   const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g;
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
   const int lowp = v->wfmt >= WEI_X8_P8; /* decoded in the microkernel (gemm-lowp.c; INT: s16-gemm-3x8w8 / w4) */
@@ -629,6 +664,13 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
               w.csum[t.seg_c[sg] + p * NR + q] = (int32_t)((uint32_t)w.csum[t.seg_c[sg] + p * NR + q] + sum);
             }
         const int x8 = v->wfmt == WEI_X8_P8;
+        const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
+                            (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+        /* 1 row of s8 src (no zero points) x x4 codes where the relaxed dot computes exactly: the row's bytes
+           are read in place (4 k per i32 splat), no int16 A block */
+        const size_t arow_e = mc == 1 && direct && !x8 && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
+        const int rdot = arow_e != SIZE_MAX && rdot_ok();
+        const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
         const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
@@ -638,28 +680,55 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             if (p == 0) touch_range(pw, pbytes);
             if (p + 1 < npan) touch_range(pw + pstride, pbytes);
           }
-          if (direct && mc > MR_INT) {
-            /* Taller tiles: widen a piece of the panel once into L1 (s->b, free in direct mode), then the
-               int16 kernel for every 3 rows. Integer sums do not depend on the blocking. */
-            for (int32_t y = 0; y < kcp; y += INT_PIECE) {
-              const int32_t len = MIN(INT_PIECE, kcp - y);
-              int16_t* blk = (int16_t*)s->b;
-              if (x8) s16_unpack_w8(pw + (size_t)y * NR, (size_t)len, v->B.dt, blk);
-              else s16_unpack_w4(pw + (size_t)y * (NR / 2), (size_t)len, v->B.dt, blk);
-              for (int32_t i = 0; i < mc; i += MR_INT)
-                s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)len, (const int16_t*)s->a + (size_t)i * KC + (size_t)y * MR_INT,
-                             blk, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, !first || y > 0);
-            }
+          /* k ranges of the block: all of it, or (kvs) each weights-scale K block, folded after its sums */
+          if (rdot && !kvs) { /* 1 s8 row x x4 codes on the relaxed dot: int32 sums */
+            s8_rdot_1x8w4((size_t)kc, (size_t)kc, arow + k0, pw, 0, (int32_t*)cseg + p * NR, !first, 1, v->B.dt);
             continue;
           }
-          for (int32_t i = 0; i < mc; i += MR_INT) {
-            const size_t mr = (size_t)MIN(MR_INT, mc - i);
-            const int16_t* ai = (const int16_t*)s->a + (size_t)i * KC;
-            int32_t* ci = (int32_t*)cseg + (size_t)i * ldc + p * NR;
-            if (!direct) s16_gemm_3x8(mr, (size_t)ncp, (size_t)kcp, ai, (const int16_t*)pw, ci, (size_t)ldc, !first);
-            else if (v->wfmt == WEI_X8_P8) s16_gemm_3x8w8(mr, (size_t)ncp, (size_t)kcp, ai, pw, ci, (size_t)ldc, !first, v->B.dt);
-            else s16_gemm_3x8w4(mr, (size_t)ncp, (size_t)kcp, ai, pw, ci, (size_t)ldc, !first, v->B.dt);
+          if (dq_fast) { /* 1 row, f32 scales beside the panel, this K block on block boundaries: fold in registers */
+            const uint8_t* pbase = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps;
+            const float* sp = (const float*)(pbase + v->wso) + (size_t)((v->k0 + k0) / kblk) * NR;
+            float* fc = s->b + FACC_OFFSET + t.seg_c[sg] + p * NR;
+            if (rdot) s8_rdot_1x8w4((size_t)kc, (size_t)kblk, arow + k0, pw, sp, fc, 0, first, v->B.dt);
+            else s16_dq_1x8((size_t)kcp, (size_t)kblk, (const int16_t*)s->a, pw, sp, fc, first, v->B.dt);
+            continue;
           }
+          /* (an empty group, kcp = 0, still runs the kernels once: they store its zeros) */
+          int32_t y0 = 0, ylen;
+          do {
+            const int32_t kabs = v->k0 + k0 + y0;
+            ylen = kvs ? MIN(kcp - y0, kblk - kabs % kblk) : kcp;
+            const int acc = kvs ? kabs % kblk != 0 : !first;
+            const uint8_t* py = pw + (size_t)y0 * (x8 ? NR : NR / 2);
+            if (direct && mc > MR_INT) {
+              /* Taller tiles: widen a piece of the panel once into L1 (s->b, free in direct mode), then the
+                 int16 kernel for every 3 rows. Integer sums do not depend on the blocking. */
+              for (int32_t y = 0; y < ylen; y += INT_PIECE) {
+                const int32_t len = MIN(INT_PIECE, ylen - y);
+                int16_t* blk = (int16_t*)s->b;
+                if (x8) s16_unpack_w8(py + (size_t)y * NR, (size_t)len, v->B.dt, blk);
+                else s16_unpack_w4(py + (size_t)y * (NR / 2), (size_t)len, v->B.dt, blk);
+                for (int32_t i = 0; i < mc; i += MR_INT)
+                  s16_gemm_3x8((size_t)MIN(MR_INT, mc - i), (size_t)ncp, (size_t)len, (const int16_t*)s->a + (size_t)i * KC + (size_t)(y0 + y) * MR_INT,
+                               blk, (int32_t*)cseg + (size_t)i * ldc + p * NR, (size_t)ldc, acc || y > 0);
+              }
+            } else {
+              for (int32_t i = 0; i < mc; i += MR_INT) {
+                const size_t mr = (size_t)MIN(MR_INT, mc - i);
+                const int16_t* ai = (const int16_t*)s->a + (size_t)i * KC + (size_t)y0 * MR_INT;
+                int32_t* ci = (int32_t*)cseg + (size_t)i * ldc + p * NR;
+                if (!direct) s16_gemm_3x8(mr, (size_t)ncp, (size_t)ylen, ai, (const int16_t*)pw, ci, (size_t)ldc, acc);
+                else if (v->wfmt == WEI_X8_P8) s16_gemm_3x8w8(mr, (size_t)ncp, (size_t)ylen, ai, py, ci, (size_t)ldc, acc, v->B.dt);
+                else s16_gemm_3x8w4(mr, (size_t)ncp, (size_t)ylen, ai, py, ci, (size_t)ldc, acc, v->B.dt);
+              }
+            }
+            if (kvs && ((kabs + ylen) % kblk == 0 || (y0 + ylen == kcp && k0 + kc >= Kg))) {
+              float bs[NR];
+              stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs);
+              fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, bs, mc, ldc, kabs - kabs % kblk == v->k0);
+            }
+            y0 += ylen;
+          } while (y0 < kcp);
         }
       } else if (lowp && direct) {
         lowp_segment(j, v, sn, sw, s->a, KC, k0, kc, cseg, ldc, first, mc, w.dscale, w.dzp, s->b); /* staged by the epilogue later */
@@ -684,5 +753,6 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
       }
     }
   }
-  epilogue(j, v, &t, &w, s->c, is_int, has_bias, wsb != 0, ssb != 0, wzb != 0, comp);
+  if (kvs) epilogue(j, v, &t, &w, s->b + FACC_OFFSET, 0, has_bias, 0, ssb != 0, 0, 0);
+  else epilogue(j, v, &t, &w, s->c, is_int, has_bias, wsb != 0, ssb != 0, wzb != 0, comp);
 }

@@ -20,6 +20,9 @@ static float load_src(const quant_rows_job_t* j, const char* row, int32_t k) {
   return j->src_dt == 0 ? ((const float*)row)[k] : j->src_dt == 1 ? bf16_to_f32(((const uint16_t*)row)[k]) : f16_to_f32(((const uint16_t*)row)[k]);
 }
 
+/* max that keeps a NaN from either side: a row with one NaN must be reported, not quantized. */
+static float nan_max(float a, float b) { return a != a || b > a || b != b ? (a != a ? a : b) : a; }
+
 int run_quant_rows_s8(op_head_t* h) {
   quant_rows_job_t* j = (quant_rows_job_t*)h;
   int32_t rows = j->rows;
@@ -39,10 +42,13 @@ int run_quant_rows_s8(op_head_t* h) {
         v128_t m = wasm_f32x4_splat(0.0f);
         int32_t k = 0;
         for (; k + 4 <= j->cols; k += 4) m = wasm_f32x4_max(m, wasm_f32x4_abs(wasm_v128_load((const float*)x + k)));
-        amax = MAX(MAX(wasm_f32x4_extract_lane(m, 0), wasm_f32x4_extract_lane(m, 1)), MAX(wasm_f32x4_extract_lane(m, 2), wasm_f32x4_extract_lane(m, 3)));
-        for (; k < j->cols; k++) amax = MAX(amax, __builtin_fabsf(((const float*)x)[k]));
+        /* lanes reduced with f32x4.max, which keeps a NaN (a scalar a > b ? a : b would drop it) */
+        m = wasm_f32x4_max(m, wasm_i32x4_shuffle(m, m, 2, 3, 0, 1));
+        m = wasm_f32x4_max(m, wasm_i32x4_shuffle(m, m, 1, 0, 3, 2));
+        amax = wasm_f32x4_extract_lane(m, 0);
+        for (; k < j->cols; k++) amax = nan_max(amax, __builtin_fabsf(((const float*)x)[k]));
       } else {
-        for (int32_t k = 0; k < j->cols; k++) amax = MAX(amax, __builtin_fabsf(load_src(j, x, k)));
+        for (int32_t k = 0; k < j->cols; k++) amax = nan_max(amax, __builtin_fabsf(load_src(j, x, k)));
       }
       if (!(amax <= 3.40282347e38f)) { /* NaN or inf: no scale represents the row */
         op_error(h, ERR_QROWS_NONFINITE, r, 0, 0);

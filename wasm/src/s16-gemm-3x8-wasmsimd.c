@@ -206,3 +206,202 @@ void s16_unpack_w4(const uint8_t* restrict w, size_t kc, int dt, int16_t* restri
   if (dt == DT_S4) unpack_pairs(WF_S4, w, kc, out);
   else unpack_pairs(WF_U4, w, kc, out);
 }
+
+/* Decode with dynamic int8 activations and K-block weights scales (issue 19): one row x one x8 / x4
+   panel, kc k (even) in blocks of blk k (even; the last may be shorter), each block's exact int32 sums
+   turned into f32 and multiplied by the block's 8 scales (f32, at sc + b * 8: the `+q` section of the
+   panel), then added in block order: F = p0 (first, the group's first block) or F + p_b, mul then add —
+   fold_block's arithmetic in gemm-fused.c, in registers: no C tile round trip or call per block. */
+INLINE void dq_row(const int WF, size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, const float* restrict sc,
+                   float* restrict c, int first) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  a = a + z;
+  w = w + z;
+  const v128_t zero = wasm_i32x4_splat(0);
+  v128_t f0 = zero, f1 = zero;
+  if (!first) {
+    f0 = wasm_v128_load(c);
+    f1 = wasm_v128_load(c + 4);
+  }
+  for (size_t k = 0; k < kc; k += blk) {
+    const size_t len = kc - k < blk ? kc - k : blk;
+    v128_t v0 = zero, v1 = zero, u0 = zero, u1 = zero; /* two chains per column half: pairs t, t + 1 */
+    for (size_t n = len / 4; n; n--) {
+      v128_t b0, b1, b2, b3;
+      LOAD_PAIRS2(WF, w, b0, b1, b2, b3)
+      const v128_t x0 = LDS(a, 0), x1 = LDS(a, 4 * MR_INT);
+      v0 = DOT(x0, b0, v0);
+      v1 = DOT(x0, b1, v1);
+      u0 = DOT(x1, b2, u0);
+      u1 = DOT(x1, b3, u1);
+      w += 2 * PAIR_BYTES(WF);
+      a += 4 * MR_INT;
+    }
+    if (len & 2) {
+      v128_t b0, b1;
+      LOAD_PAIR1(WF, w, b0, b1)
+      const v128_t x0 = wasm_v128_load32_splat(a);
+      v0 = DOT(x0, b0, v0);
+      v1 = DOT(x0, b1, v1);
+      w += PAIR_BYTES(WF);
+      a += 2 * MR_INT;
+    }
+    /* integer sums: the order of the adds does not matter */
+    const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_add(v0, u0)), wasm_v128_load(sc));
+    const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_add(v1, u1)), wasm_v128_load(sc + 4));
+    sc += NR;
+    if (first && k == 0) {
+      f0 = p0;
+      f1 = p1;
+    } else {
+      f0 = wasm_f32x4_add(f0, p0);
+      f1 = wasm_f32x4_add(f1, p1);
+    }
+  }
+  wasm_v128_store(c, f0);
+  wasm_v128_store(c + 4, f1);
+}
+
+void s16_dq_1x8(size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, const float* restrict sc, float* restrict c,
+                int first, int dt) {
+  switch (dt) {
+    case DT_S8: dq_row(WF_S8, kc, blk, a, w, sc, c, first); break;
+    case DT_U8: dq_row(WF_U8, kc, blk, a, w, sc, c, first); break;
+    case DT_S4: dq_row(WF_S4, kc, blk, a, w, sc, c, first); break;
+    default: dq_row(WF_U4, kc, blk, a, w, sc, c, first); break;
+  }
+}
+
+#ifdef RELAXED
+typedef signed char i8x16_t __attribute__((vector_size(16)));
+typedef int i32x4_t __attribute__((vector_size(16)));
+/* lanes of acc + the sums of 4 byte products a[4i..4i+3] * b[4i..4i+3]; b must be in [0, 127] (i7). */
+#define RDOT(a, b, acc) ((v128_t)__builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4((i8x16_t)(a), (i8x16_t)(b), (i32x4_t)(acc)))
+
+/* 1 row x one x4 panel (s4 / u4) on the relaxed dot: a the row's s8 codes (4 consecutive k per i32
+   splat), each 4 k x 8 columns of the panel (two k-pairs, 16 bytes) rearranged by nibble masks and
+   byte / 16-bit unpacks into [column: k k+1 k+2 k+3] x 4 columns x 2, s4 biased to code + 8 in [0, 15]
+   (the i7 operand), the bias removed with 8 x the row's sum over the block (one more dot with ones).
+   Integer sums: the same int32 values as the SIMD128 kernels. sc = 0: C (int32, 8 columns) = sums
+   (+ C when acc), kc = blk; else blocks of blk k (even) folded as dq_row does. kc: the real k count
+   (no padding k is read from a). */
+INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restrict a, const uint8_t* restrict w, const float* restrict sc,
+                        void* restrict c, int acc, int first) {
+  const v128_t zero = wasm_i32x4_splat(0), m4 = wasm_i8x16_splat(0x0f), ones = wasm_i8x16_splat(1);
+  const v128_t xb = wasm_i8x16_splat(WF == WF_S4 ? (int8_t)0x88 : 0);
+  v128_t f0 = zero, f1 = zero;
+  if (sc && !first) {
+    f0 = wasm_v128_load(c);
+    f1 = wasm_v128_load((const float*)c + 4);
+  }
+  for (size_t k = 0; k < kc; k += blk) {
+    const size_t len = kc - k < blk ? kc - k : blk;
+    v128_t v0 = zero, v1 = zero, sum = zero;
+    size_t y = 0;
+    for (; y + 4 <= len; y += 4) {
+      v128_t r = wasm_v128_load(w);
+      if (WF == WF_S4) r = wasm_v128_xor(r, xb);
+      const v128_t lo = wasm_v128_and(r, m4), hi = wasm_u8x16_shr(r, 4);
+      const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const v128_t c03 = wasm_i16x8_shuffle(p01, p23, 0, 8, 1, 9, 2, 10, 3, 11);
+      const v128_t c47 = wasm_i16x8_shuffle(p01, p23, 4, 12, 5, 13, 6, 14, 7, 15);
+      const v128_t x = wasm_v128_load32_splat(a + y);
+      v0 = RDOT(x, c03, v0);
+      v1 = RDOT(x, c47, v1);
+      if (WF == WF_S4) sum = RDOT(x, ones, sum);
+      w += 16;
+    }
+    if (y < len) { /* 1-3 last k (the end of K): their k-pairs, activations zero past len (times any code: 0) */
+      const size_t r = len - y;
+      v128_t q = r > 2 ? wasm_v128_load(w) : wasm_v128_load64_zero(w);
+      if (WF == WF_S4) q = wasm_v128_xor(q, xb);
+      const v128_t lo = wasm_v128_and(q, m4), hi = wasm_u8x16_shr(q, 4);
+      const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const v128_t c03 = wasm_i16x8_shuffle(p01, p23, 0, 8, 1, 9, 2, 10, 3, 11);
+      const v128_t c47 = wasm_i16x8_shuffle(p01, p23, 4, 12, 5, 13, 6, 14, 7, 15);
+      uint32_t bytes = (uint8_t)a[y];
+      if (r > 1) bytes |= (uint32_t)(uint8_t)a[y + 1] << 8;
+      if (r > 2) bytes |= (uint32_t)(uint8_t)a[y + 2] << 16;
+      const v128_t x = wasm_i32x4_splat((int32_t)bytes);
+      v0 = RDOT(x, c03, v0);
+      v1 = RDOT(x, c47, v1);
+      if (WF == WF_S4) sum = RDOT(x, ones, sum);
+      w += 8 * ((r + 1) / 2);
+    }
+    if (WF == WF_S4) {
+      const v128_t b = wasm_i32x4_shl(sum, 3);
+      v0 = wasm_i32x4_sub(v0, b);
+      v1 = wasm_i32x4_sub(v1, b);
+    }
+    a += len;
+    if (!sc) {
+      if (acc) {
+        v0 = wasm_i32x4_add(v0, wasm_v128_load(c));
+        v1 = wasm_i32x4_add(v1, wasm_v128_load((const int32_t*)c + 4));
+      }
+      wasm_v128_store(c, v0);
+      wasm_v128_store((int32_t*)c + 4, v1);
+      return;
+    }
+    const v128_t q0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v0), wasm_v128_load(sc));
+    const v128_t q1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v1), wasm_v128_load(sc + 4));
+    sc += NR;
+    if (first && k == 0) {
+      f0 = q0;
+      f1 = q1;
+    } else {
+      f0 = wasm_f32x4_add(f0, q0);
+      f1 = wasm_f32x4_add(f1, q1);
+    }
+  }
+  if (sc) {
+    wasm_v128_store(c, f0);
+    wasm_v128_store((float*)c + 4, f1);
+  }
+}
+
+void s8_rdot_1x8w4(size_t kc, size_t blk, const int8_t* restrict a, const uint8_t* restrict w, const float* restrict sc, void* restrict c,
+                   int acc, int first, int dt) {
+  if (dt == DT_S4) rdot_row_x4(WF_S4, kc, blk, a, w, sc, c, acc, first);
+  else rdot_row_x4(WF_U4, kc, blk, a, w, sc, c, acc, first);
+}
+/* Whether this runtime computes i32x4.relaxed_dot_i8x16_i7x16_add_s as the exact sums of products plus
+   the accumulator. The engine first says whether relaxed SIMD is native (set_relaxed_dot: Node 20 only
+   has it behind a flag and returns other values); where it is, the kernel itself is probed once on 64 k
+   of s4 codes against scalar sums. The state lives in the shared memory: every thread of one engine
+   sees the same answer (racing probes agree). */
+static volatile int32_t rdot_state; /* 0 unknown, 1 exact, 2 not used */
+EXPORT(set_relaxed_dot) void set_relaxed_dot(int32_t allowed) { rdot_state = allowed ? 0 : 2; }
+int32_t rdot_ok(void) {
+  if (rdot_state == 0) {
+    static int8_t a[64];
+    static uint8_t w[256];
+    static int32_t c[8];
+    for (int i = 0; i < 64; i++) a[i] = (int8_t)((i * 97 + 13) % 255 - 127);
+    for (int i = 0; i < 256; i++) w[i] = (uint8_t)((i * 59 + 7) & 255);
+    s8_rdot_1x8w4(64, 64, a, w, 0, c, 0, 1, DT_S4);
+    int ok = 1;
+    for (int q = 0; q < NR; q++) {
+      int32_t want = 0;
+      for (int k = 0; k < 64; k++) {
+        const int nib = (w[(k >> 1) * NR + q] >> (4 * (k & 1))) & 15;
+        want += a[k] * (nib >= 8 ? nib - 16 : nib);
+      }
+      ok = ok && c[q] == want;
+    }
+    rdot_state = ok ? 1 : 2;
+  }
+  return rdot_state == 1;
+}
+EXPORT(relaxed_dot_ok) int32_t relaxed_dot_ok(void) { return rdot_ok(); }
+#else
+EXPORT(set_relaxed_dot) void set_relaxed_dot(int32_t allowed) { (void)allowed; }
+EXPORT(relaxed_dot_ok) int32_t relaxed_dot_ok(void) { return 0; }
+int32_t rdot_ok(void) { return 0; }
+void s8_rdot_1x8w4(size_t kc, size_t blk, const int8_t* restrict a, const uint8_t* restrict w, const float* restrict sc, void* restrict c,
+                   int acc, int first, int dt) {
+  (void)kc; (void)blk; (void)a; (void)w; (void)sc; (void)c; (void)acc; (void)first; (void)dt;
+}
+#endif

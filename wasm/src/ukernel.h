@@ -31,6 +31,14 @@ void s16_gemm_3x8w4(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, 
 /* kc k (even) of such a panel widened into out as s16_gemm_3x8's int16 k-pair panel (kc x 8 int16). */
 void s16_unpack_w8(const uint8_t* restrict w, size_t kc, int dt, int16_t* restrict out);
 void s16_unpack_w4(const uint8_t* restrict w, size_t kc, int dt, int16_t* restrict out);
+/* 1 row x one x8 / x4 panel with dynamic int8 activations and f32 K-block scales folded per block (s16-gemm-3x8-wasmsimd.c). */
+void s16_dq_1x8(size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, const float* restrict sc, float* restrict c,
+                int first, int dt);
+/* Relaxed SIMD: whether relaxed_dot_i8x16_i7x16_add computes exactly (probed once; 0 in the SIMD128 build), and
+   1 row of s8 codes x one x4 panel on it, int32 sums (sc = 0) or K blocks folded with f32 scales (s16-gemm-3x8-wasmsimd.c). */
+int32_t rdot_ok(void);
+void s8_rdot_1x8w4(size_t kc, size_t blk, const int8_t* restrict a, const uint8_t* restrict w, const float* restrict sc, void* restrict c,
+                   int acc, int first, int dt);
 
 /* Packed low-precision weights (issue 12, lowp_gemm.h): C[mr x nc] (+)= A[mr x kc] * W, mr <= 2, A the
    first of the call's rows inside a 4-row f32 micro-panel (element (r, k) at a[4k + r]), f32_gemm_4x8's

@@ -120,6 +120,7 @@ export class PrimitiveDesc {
     check(!zeroFillUngrouped || rowsGrouped, 'matmul: attr.setZeroFillUngroupedRows needs grouped rows: a grouped src and dst [total_M, ...] (Proposal #1) or the grouped-offsets attribute (Proposal #2)');
     check(!zeroFillUngrouped || (!gather && !scatterTopK), "matmul: attr.setZeroFillUngroupedRows is cuDNN's none mode: it does not combine with a gather or a scatter");
     check(!expertMap || rowsGrouped, 'matmul: attr.setExpertMap needs grouped rows: a grouped src or dst [total_M, ...] (Proposal #1) or the grouped-offsets attribute (Proposal #2)');
+    if (attr.dynamicQuantization) PrimitiveDesc.checkDynamicQuantization(kind, src, wei, attr);
     const s = resolveActivation(src), d = resolveActivation(dst);
     const base =
       attr.groupedOffsets ? PrimitiveDesc.initOffsetsAttr(kind, s, wei, bias, d, attr) :
@@ -127,6 +128,16 @@ export class PrimitiveDesc {
       kind === 'grouped_m' ? PrimitiveDesc.initGroupedM(s, wei, bias, d, attr) :
       PrimitiveDesc.initGroupedK(s, wei, bias, d, attr);
     return { ...base, fusion: PrimitiveDesc.initFusion(base) };
+  }
+
+  /** rfcs/0006: dynamic int8 activations on a weight-only matmul. Rules one per line. */
+  private static checkDynamicQuantization(kind: MatmulKind, src: MemoryDesc, wei: MemoryDesc, attr: PrimitiveAttr): void {
+    const what = 'matmul: attr.setDynamicQuantization';
+    checkImpl(kind !== 'grouped_k', `${what}: variable-K matmuls are not supported (grouped rows, dense 2D or batched only)`);
+    check(FLOAT_TYPES.includes(src.dataType), `${what}: src must be f32, bf16 or f16 (the activation quantized at execution), got ${src.dataType}`);
+    checkImpl(['s8', 'u8', 's4', 'u4'].includes(wei.dataType), `${what}: weights must be s8, u8, s4 or u4 (a weight-only matmul), got ${wei.dataType}`);
+    check(attr.getScales(ARG.SRC) === undefined && attr.getZeroPoints(ARG.SRC) === undefined, `${what}: src scales / zero points are computed by the primitive; do not set them`);
+    checkImpl(attr.getZeroPoints(ARG.WEIGHTS) === undefined, `${what}: weights zero points are not supported (symmetric weights only)`);
   }
 
   /** Row extents of src and dst for the MoE row maps (rules one per line); `M` is the routed rows. */

@@ -113,6 +113,7 @@ export const refMatmul: MatmulImpl = {
   name: 'ref:any',
   reject(p) {
     if (p.weights.format === 'packed') return 'packed weights are read only by the wasm kernels';
+    if (p.attr.dynamicQuantization) return 'dynamic quantization (attr.setDynamicQuantization) runs on the wasm kernels only';
     return undefined;
   },
   weightsLayout(p) {

@@ -24,7 +24,7 @@ const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 export { TILE };
 
 /** Roles of each logical dimension of the arguments of a matmul (fusion.ts's table of coordinates). */
-function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } {
+export function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } {
   if (p.kind === 'grouped_m') return { roles: { src: ['r', 'k'], weights: ['g', 'k', 'n'], dst: ['r', 'n'], zeroG: {} }, binary: ['r', 'n'] };
   if (p.kind === 'grouped_k') return { roles: { src: ['r', 'k'], weights: ['k', 'n'], dst: ['g', 'r', 'n'], zeroG: {} }, binary: ['g', 'r', 'n'] };
   if (p.dst.ndims === 2) return { roles: { src: ['r', 'k'], weights: ['k', 'n'], dst: ['r', 'n'], zeroG: {} }, binary: ['r', 'n'] };
@@ -74,6 +74,8 @@ export const wasmMatmul: MatmulImpl = {
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
+    // (wasm_dynamic_quant.ts hands this impl its inner problem: the quantized s8 src)
+    if (p.attr.dynamicQuantization && p.src.dataType !== 's8') return 'dynamic quantization runs on wasm:dynamic-quant';
     for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst]] as const) {
       if (md.format !== 'any' && md.format !== 'packed' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
     }
@@ -91,7 +93,7 @@ export const wasmMatmul: MatmulImpl = {
     if (p.fusion.gluBackward && !fits32(p.fusion.gluBackward.src)) return 'the glu_backward src is too large for 32-bit indexing';
     if (lowpSuffix(p.weights) && plan.path === PATH.f32) return `${p.weights.packed?.name} weights run on the fused f32 x low-precision or the integer path only`;
     const emb = panelQuantKey(p.weights.packed?.quant);
-    if (emb && plan.path === PATH.int) return `the integer path applies the weights' scales / zero points at execution: ${p.weights.packed?.name} panels with embedded ones (+q) run on the f32 x low-precision kernels only`;
+    if (emb && plan.path === PATH.int && p.weights.packed?.quant?.zeroPoints) return `the integer path applies the weights' zero points at execution: ${p.weights.packed?.name} panels with embedded ones (+q) run on the f32 x low-precision kernels only`;
     if (emb && emb !== panelQuantKey(panelQuantOf(p.fusion))) return `the packed weights embed scales / zero points (${emb}) that the attribute's weights scales / zero points (${panelQuantKey(panelQuantOf(p.fusion)) || 'none'}) do not match`;
     const mds = [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)].map((q) => q!.md);
     for (const b of p.fusion.binary) mds.push(b.md);
@@ -118,7 +120,7 @@ export const wasmMatmul: MatmulImpl = {
   },
 };
 
-class WasmMatmulExecutor implements MatmulExecutor {
+export class WasmMatmulExecutor implements MatmulExecutor {
   private readonly p: MatmulProblem;
   private readonly engine: Engine;
   private readonly job: number;
@@ -129,10 +131,11 @@ class WasmMatmulExecutor implements MatmulExecutor {
   /** glu_backward with prob: the chunk-sum workspace and the job that folds it into dprob. */
   private readonly reduce: DglReduceJob | undefined;
 
-  constructor(p: MatmulProblem, engine: Engine) {
+  /** `plan`: the caller's (wasm_dynamic_quant.ts: the integer path with K-block folding), else the problem's. */
+  constructor(p: MatmulProblem, engine: Engine, given?: FusedPlan) {
     this.p = p;
     this.engine = engine;
-    const plan = planMatmul(p);
+    const plan = given ?? planMatmul(p);
     if (typeof plan === 'string') throw new Error(`wasm matmul: ${plan}`);
     this.plan = plan;
     this.job = engine.alloc(JOB.SIZE);

@@ -60,6 +60,13 @@ export interface LayerConfig {
   /** `w8a8_dynamic` (MindIE): s8 weights with per-column scales, activations quantized per token before each GEMM. */
   readonly quant?: 'none' | 'w8a8_dynamic';
   /**
+   * `s8`: dynamic int8 activations for weight-only s8 / u8 / s4 / u4 weights (rfcs/0006, ONNX Runtime
+   * MatMulNBits accuracy_level 4): both GEMMs get `attr.setDynamicQuantization(ARG.SRC, dt.s8)`, so each
+   * row is quantized to int8 inside its GEMM and multiplied on the integer path. The weights, their
+   * layout (`+q`) and the reorder stay those of the exact weight-only layer. Default `none`.
+   */
+  readonly dynamicQuantization?: 'none' | 's8';
+  /**
    * One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]` or gate / up projections,
    * `ARG.MOE_SHARED_W2 [Is, K]`): descriptors, its own GLU, Qwen2-MoE's sigmoid gate (`SharedExpertConfig`).
    */
@@ -103,7 +110,7 @@ type LayerSharedExpert = NonNullable<LayerConfig['sharedExpert']>;
 export const LAYER_OPTION_KEYS = {
   config: optionKeys<LayerConfig>({
     tokens: true, hidden: true, intermediate: true, experts: true, topK: true, localExperts: true, dataType: true, routing: true, glu: true,
-    weights: true, weightScales: true, bias: true, quant: true, sharedExpert: true, gemm1: true, combine: true, propKind: true, routingWeight: true,
+    weights: true, weightScales: true, bias: true, quant: true, dynamicQuantization: true, sharedExpert: true, gemm1: true, combine: true, propKind: true, routingWeight: true,
   }),
   routing: optionKeys<LayerRouting>({ scoring: true, renormalize: true, renormalizeEps: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true, correctionBias: true }),
   glu: optionKeys<LayerGlu>({ alg: true, layout: true, alpha: true, limit: true }),
@@ -152,6 +159,8 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(layout !== 'blocks32' || c.intermediate % 32 === 0, `moe.layer: glu layout blocks32 needs intermediate % 32 == 0, got ${c.intermediate}`);
   const quant = c.quant ?? 'none';
   check(quant === 'none' || quant === 'w8a8_dynamic', `moe.layer: quant must be 'none' or 'w8a8_dynamic', got ${String(quant)}`);
+  const dynamicQuantization = c.dynamicQuantization ?? 'none';
+  check(dynamicQuantization === 'none' || dynamicQuantization === 's8', `moe.layer: dynamicQuantization must be 'none' or 's8', got ${String(dynamicQuantization)}`);
   const propKind = c.propKind ?? 'forward_inference';
   check(propKind === 'forward_inference' || propKind === 'forward_training', `moe.layer: propKind must be 'forward_inference' or 'forward_training', got ${String(propKind)}`);
   const training = propKind === 'forward_training';
@@ -164,6 +173,11 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(weights.w2.dims.join() === [G, I, K].join(), `moe.layer: w2 dims [${weights.w2.dims.join(',')}] must be [local experts, intermediate, hidden] = [${G},${I},${K}]`);
   check(quant !== 'w8a8_dynamic' || (weights.w13.dataType === 's8' && weights.w2.dataType === 's8'), 'moe.layer: w8a8_dynamic needs s8 w13 and w2');
   check(quant !== 'w8a8_dynamic' || (c.weightScales?.w13 !== undefined && c.weightScales?.w2 !== undefined), 'moe.layer: w8a8_dynamic needs weightScales for w13 and w2 (e.g. { mask: 5 }: per expert and column)');
+  if (dynamicQuantization === 's8') {
+    check(quant === 'none', "moe.layer: dynamicQuantization 's8' is for weight-only weights; quant 'w8a8_dynamic' already quantizes the activations");
+    for (const [name, md] of [['w13', weights.w13], ['w2', weights.w2]] as const)
+      checkImpl(['s8', 'u8', 's4', 'u4'].includes(md.dataType), `moe.layer: dynamicQuantization 's8' needs s8, u8, s4 or u4 ${name} (weight-only int weights), got ${md.dataType}`);
+  }
   const routingWeight = c.routingWeight ?? 'output';
   check(routingWeight === 'output' || routingWeight === 'input', `moe.layer: routingWeight must be 'output' or 'input', got ${String(routingWeight)}`);
   const inputWeighted = routingWeight === 'input';
@@ -178,7 +192,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(c.tokens * c.topK <= 0x7fffffff, 'moe.layer: tokens x topK must fit int32');
   if (training) {
     checkImpl(dtype === 'f32', `moe.layer: forward_training supports dataType f32, got ${dtype}`);
-    checkImpl(quant === 'none', 'moe.layer: forward_training does not support quant (no gradient through quantization here)');
+    checkImpl(quant === 'none' && dynamicQuantization === 'none', 'moe.layer: forward_training does not support quant (no gradient through quantization here)');
     checkImpl(c.sharedExpert === undefined, 'moe.layer: forward_training does not support a shared expert (train it as a dense layer beside the MoE layer)');
     checkImpl(c.weightScales === undefined, 'moe.layer: forward_training does not support weight scales');
     for (const [name, md] of [['w13', weights.w13], ['w2', weights.w2]] as const) {
@@ -190,7 +204,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   return {
     tokens: c.tokens, hidden: K, intermediate: I, experts: c.experts, topK: c.topK, localExperts: G, dataType: dtype,
     routing: c.routing ?? {}, glu: { alg: glu.alg, layout, alpha: glu.alpha, limit: glu.limit }, weights,
-    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, sharedExpert,
+    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, dynamicQuantization, sharedExpert,
     gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind, routingWeight,
   };
 }

@@ -155,6 +155,7 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     const a1 = new PrimitiveAttr();
     if (!training) a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
     scalesAttr(a1, ARG.WEIGHTS, c.weightScales.w13);
+    if (c.dynamicQuantization === 's8') a1.setDynamicQuantization(ARG.SRC, 's8');
     let src1Md: MemoryDesc;
     if (w8a8) {
       this.quantHidden = stagePd('quantize_hidden', 'hidden -> s8', () => new dynamic_quant.PrimitiveDesc(engine, hiddenMd, plainDesc([T, K], 's8', 'ab')));
@@ -174,6 +175,7 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     let src2Md: MemoryDesc = actMd;
     const a2 = new PrimitiveAttr();
     scalesAttr(a2, ARG.WEIGHTS, c.weightScales.w2);
+    if (c.dynamicQuantization === 's8') a2.setDynamicQuantization(ARG.SRC, 's8');
     if (w8a8) {
       this.quantAct = stagePd('quantize_act', 'act -> s8', () => new dynamic_quant.PrimitiveDesc(engine, actMd, plainDesc([R, I], 's8', 'ab')));
       src2Md = groupedDesc([R, I], 's8', G, [RUNTIME_DIM_VAL, I]);
