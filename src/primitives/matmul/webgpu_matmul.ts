@@ -12,9 +12,14 @@ import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
 import type { GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_BK, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
+import { gemvPlan, vec4Tile } from './webgpu_kernel_choice.js';
+import { WebgpuGemvExecutor } from './webgpu_gemv.js';
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
+  const v = vec4Tile(p);
+  if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: VEC4_BK };
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
   if (rows <= 16) return { tm: 16, tn: 64, bk: 16 };
   if (rows <= 32) return { tm: 32, tn: 64, bk: 16 };
@@ -96,7 +101,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const epilogue = this.fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
     this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion };
     const cfg = this.cfg;
-    this.gemm = eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
+    this.gemm = vec4Tile(p) !== undefined
+      ? eng.pipeline(gemmTiledVec4Key(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledVec4Wgsl(cfg))
+      : eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
     // A GLU tile holds the gate and up columns of tn / 2 dst columns.
     this.tilesN = this.fusion?.glu ? Math.ceil(p.dstN / (t.tn / 2)) : Math.ceil(p.N / t.tn);
     this.tilesM = Math.ceil(p.M / t.tm);
@@ -191,8 +198,10 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
 export const webgpuMatmul: GpuMatmulImpl = {
   name: 'webgpu',
   describe(_eng, p) {
+    const g = gemvPlan(p);
+    if (g) return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}+grouped-schedule`;
     const t = tileOf(p);
-    return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
+    return `webgpu:gemm-tiled${vec4Tile(p) !== undefined ? '-vec4' : ''}-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
   },
   reject(p, eng) {
     return rejectReason(p, eng);
@@ -202,6 +211,8 @@ export const webgpuMatmul: GpuMatmulImpl = {
     return p.weights.format === 'any' ? plainOf(p.weights) : p.weights;
   },
   createExecutor(p, eng) {
+    const g = gemvPlan(p);
+    if (g) return new WebgpuGemvExecutor(p, eng, g, gemmParams(p, 0), (a) => deviceGrouping(p, a));
     return new WebgpuMatmulExecutor(p, eng);
   },
 };
