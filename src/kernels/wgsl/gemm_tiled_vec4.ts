@@ -7,9 +7,9 @@ import { Y_FOLD } from './grouped_schedule.js';
  * `gemm-tiled` (gemm_tiled.ts), so the executor swaps one for the other; what differs is the inner
  * loop: A and B are read from global memory as vec4f (16-byte loads), the next K slice is loaded into
  * registers while the current one is multiplied (one shared-memory buffer, register double
- * buffering), and each of the 256 threads (16 x 16) owns a (TM/16) x 8 register tile: rows
- * `ty + 16 r`, columns `4 tx .. 4 tx + 3` and `64 + 4 tx .. 64 + 4 tx + 3`, so its B operands are two
- * vec4 reads of workgroup memory per k and its A operands one broadcast scalar per row.
+ * buffering), and each of the 256 threads (16 x 16) owns a (TM/16) x 8 register tile: columns
+ * `4 tx .. 4 tx + 3` and `64 + 4 tx .. 64 + 4 tx + 3` (two vec4 reads of workgroup memory per k), rows
+ * `ty * TM/16 ..` contiguous for TM = 64 / 128 (one vec4 read per 4 rows), `ty + 16 r` for TM = 32.
  *
  * Preconditions (vec4Eligible): f32 src and weights, unit column strides, K, N, lda, ldwk, the weights'
  * group stride and the src batch stride multiples of 4, TN = 128, grouped M or dense (grouped K starts
@@ -43,6 +43,7 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   const tm = c.tm, bk = VEC4_BK;
   if (tm % 16 !== 0 || tm > 128) throw new Error(`gemm-tiled-vec4: TM ${tm} must be a multiple of 16 up to 128`);
   const rm = tm / 16;
+  const vecRows = rm % 4 === 0;
   const D = wgslType(c.dst);
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   // vec4 loads per thread per K slice: A is tm x bk (bk / 4 vec4 per row), B is bk x 128.
@@ -68,14 +69,18 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
       rb${i} = vec4f(0.0); if (k < P.K && col < P.N) { rb${i} = B[(wBase + k * P.ldwk + col) / 4u]; } }`).join('');
   const store = Array.from({ length: aLoads }, (_, i) => `
     { let q = li + ${256 * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;
-      ${aGuard}{ As[kq * ${tm}u + m] = ra${i}.x; As[(kq + 1u) * ${tm}u + m] = ra${i}.y; As[(kq + 2u) * ${tm}u + m] = ra${i}.z; As[(kq + 3u) * ${tm}u + m] = ra${i}.w; } }`).join('') +
+      ${aGuard}{ ${[0, 1, 2, 3].map((j) => (vecRows ? `As[(kq + ${j}u) * ${tm / 4}u + m / 4u][m % 4u] = ra${i}[${j}];` : `As[(kq + ${j}u) * ${tm}u + m] = ra${i}[${j}];`)).join(' ')} } }`).join('') +
     Array.from({ length: bLoads }, (_, i) => `
     Bs[li + ${256 * i}u] = rb${i};`).join('');
   const accDecl = Array.from({ length: rm }, (_, r) => `var c${r}0 = vec4f(0.0); var c${r}1 = vec4f(0.0);`).join('\n  ');
-  const fmas = Array.from({ length: rm }, (_, r) => `
-      { let a = vec4f(As[kk * ${tm}u + ty + ${16 * r}u]); c${r}0 = fma(a, b0, c${r}0); c${r}1 = fma(a, b1, c${r}1); }`).join('');
+  // 4 or 8 rows per thread: its rows are contiguous (ty * rm + r), one vec4 read of As per 4 rows.
+  const aOf = (r: number): string => (vecRows ? `av${r >> 2}[${r & 3}]` : `As[kk * ${tm}u + ty + ${16 * r}u]`);
+  const aVec = vecRows ? Array.from({ length: rm / 4 }, (_, h) => `
+      let av${h} = As[kk * ${tm / 4}u + ty * ${rm / 4}u + ${h}u];`).join('') : '';
+  const fmas = aVec + Array.from({ length: rm }, (_, r) => `
+      { let a = vec4f(${aOf(r)}); c${r}0 = fma(a, b0, c${r}0); c${r}1 = fma(a, b1, c${r}1); }`).join('');
   const stores = Array.from({ length: rm }, (_, r) => `
-  { let row = m0 + ty + ${16 * r}u;
+  { let row = m0 + ${vecRows ? `ty * ${rm}u + ${r}u` : `ty + ${16 * r}u`};
     if (row < m1) {
       for (var c = 0u; c < 4u; c++) { put(row, n0 + 4u * tx + c, c${r}0[c]); put(row, n0 + 64u + 4u * tx + c, c${r}1[c]); }
     } }`).join('');
@@ -89,7 +94,7 @@ struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32,
 ${c.mode !== 'dense' ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
 ${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
 
-var<workgroup> As: array<f32, ${bk * tm}>;
+var<workgroup> As: array<${vecRows ? `vec4f, ${(bk * tm) / 4}` : `f32, ${bk * tm}`}>;
 var<workgroup> Bs: array<vec4f, ${(bk * VEC4_TN) / 4}>;
 
 fn put(row: u32, col: u32, acc: f32) {
