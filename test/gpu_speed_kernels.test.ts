@@ -196,3 +196,22 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
     assertClose(await dst.read(), refDense(x, [B, M, K], w, [1, K, N]), toleranceFor('f32'), 'dense');
   });
 });
+
+describe('gpu gemm-tiled-dot4 (W8A8 with packed 4 x 8-bit dot products)', () => {
+  // K = 37: the last packed word of each row is partial; N = 70 not a multiple of the tile.
+  const SHAPE = { G: 3, K: 37, N: 70, sizes: [9, 0, 20], totalM: 31 } as const;
+  it('the device has packed_4x8_integer_dot_product (Dawn)', () => {
+    expect(eng.caps.packedDot4).toBe(true);
+  });
+  const cases: ReadonlyArray<readonly [string, GMCase, RegExp]> = [
+    ['s8 x s8 -> f32, per-row x per-expert-column scales, bias, full range', { ...SHAPE, srcDt: dt.s8, weiDt: dt.s8, scales: { src: { gran: GM.src.row }, weights: { gran: GM.weights.expertCol } }, bias: true, fullRange: true }, /gemm-tiled-dot4-/],
+    ['u8 x u8 -> f32, dst scale (P2), full range', { ...SHAPE, proposal: 'P2', srcDt: dt.u8, weiDt: dt.u8, scales: { dst: { gran: GM.dst.expert } }, fullRange: true }, /gemm-tiled-dot4-/],
+    ['s8 x s8 -> s32, E = 1 taking every row', { G: 1, K: 70, N: 9, sizes: [40], srcDt: dt.s8, weiDt: dt.s8, dstDt: dt.s32, fullRange: true }, /gemm-tiled-dot4-/],
+    ['u8 x u8 with a src zero point: the i32 path', { ...SHAPE, srcDt: dt.u8, weiDt: dt.u8, zps: { src: { gran: GM.src.expert, dt: dt.u8 } } }, /gemm-tiled-\d/],
+  ];
+  it.each(cases)('%s', async (_n, c, kernel) => {
+    const o = await runGpuGM(eng, strm, c);
+    expect(o.pd.implInfo).toMatch(kernel);
+    expectBitwise(o);
+  });
+});

@@ -13,7 +13,8 @@ import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
 import type { GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
 import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_BK, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
-import { gemvPlan, vec4Tile } from './webgpu_kernel_choice.js';
+import { dot4Kernel, gemvPlan, vec4Tile } from './webgpu_kernel_choice.js';
+import { gemmTiledDot4Key, gemmTiledDot4Wgsl } from '../../kernels/wgsl/gemm_tiled_dot4.js';
 import { WebgpuGemvExecutor } from './webgpu_gemv.js';
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
@@ -103,7 +104,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const cfg = this.cfg;
     this.gemm = vec4Tile(p) !== undefined
       ? eng.pipeline(gemmTiledVec4Key(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledVec4Wgsl(cfg))
-      : eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
+      : dot4Kernel(p, eng)
+        ? eng.pipeline(gemmTiledDot4Key(cfg) + gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledDot4Wgsl(cfg, this.fusion!))
+        : eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
     // A GLU tile holds the gate and up columns of tn / 2 dst columns.
     this.tilesN = this.fusion?.glu ? Math.ceil(p.dstN / (t.tn / 2)) : Math.ceil(p.N / t.tn);
     this.tilesM = Math.ceil(p.M / t.tm);
@@ -197,11 +200,11 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
 /** WebGPU grouped / dense matmul: device-side offsets validation and tile schedule, then a tiled GEMM. */
 export const webgpuMatmul: GpuMatmulImpl = {
   name: 'webgpu',
-  describe(_eng, p) {
+  describe(eng, p) {
     const g = gemvPlan(p);
     if (g) return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}+grouped-schedule`;
     const t = tileOf(p);
-    return `webgpu:gemm-tiled${vec4Tile(p) !== undefined ? '-vec4' : ''}-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
+    return `webgpu:gemm-tiled${vec4Tile(p) !== undefined ? '-vec4' : dot4Kernel(p, eng) ? '-dot4' : ''}-${t.tm}x${t.tn}${p.kind === 'dense' ? '' : '+grouped-schedule'}`;
   },
   reject(p, eng) {
     return rejectReason(p, eng);
