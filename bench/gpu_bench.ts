@@ -15,7 +15,7 @@ import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 
 const arg = (name: string, def: string): string => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
-const E = Number(arg('experts', '64')), TOPK = 6, K = 2048, N = 2816;
+const E = Number(arg('experts', '64')), TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
 const TOKENS = arg('tokens', '1,4,8,256,4096').split(',').map(Number);
 const REPS = Number(arg('reps', '10'));
 const QTOKENS = arg('qtokens', '1,4,8,256').split(',').filter((s) => s).map(Number);
@@ -154,6 +154,8 @@ async function main(): Promise<void> {
     const mm = new matmul.Primitive(pd);
     const pdOld = withOldKernels(() => new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
     const mmOld = withOldKernels(() => new matmul.Primitive(pdOld));
+    // implInfo is derived when read: read it under the same choice.
+    const oldImpl = withOldKernels(() => pdOld.implInfo);
     const src = Memory.create(srcMd, eng);
     fill(src, M * K * 4);
     src.writeOffsets(offsets.fromSizes(sizes));
@@ -176,9 +178,9 @@ async function main(): Promise<void> {
     const touched = sizes.filter((s) => s > 0).length;
     const wBytes = touched * K * N * 4;
     const flops = 2 * M * K * N;
-    const row = { T, rows: M, touchedExperts: touched, impl: pd.implInfo, p1Ms: p1, oldImpl: pdOld.implInfo, oldMs: old, oldOverNew: old / p1, readBackMs: rb, readBackOverP1: rb / p1, tflops: flops / p1 / 1e9, weightGBs: wBytes / p1 / 1e6, floorPlus2xRead: floorMs + 2 * (wBytes / (bw.gbs * 1e6)) };
+    const row = { T, rows: M, touchedExperts: touched, impl: pd.implInfo, p1Ms: p1, oldImpl, oldMs: old, oldOverNew: old / p1, readBackMs: rb, readBackOverP1: rb / p1, tflops: flops / p1 / 1e9, weightGBs: wBytes / p1 / 1e6, floorPlus2xRead: floorMs + 2 * (wBytes / (bw.gbs * 1e6)) };
     rows.push(row);
-    console.log(`T=${T} rows=${M} experts=${touched} ${pd.implInfo}: P#1 ${p1.toFixed(3)} ms (${row.tflops.toFixed(2)} TFLOP/s, weights ${row.weightGBs.toFixed(0)} GB/s); host read-back + GEMM ${rb.toFixed(3)} ms (x${row.readBackOverP1.toFixed(2)}); floor + 2x read of touched weights = ${row.floorPlus2xRead.toFixed(3)} ms; previous ${pdOld.implInfo} ${old.toFixed(3)} ms (x${row.oldOverNew.toFixed(2)} slower)`);
+    console.log(`T=${T} rows=${M} experts=${touched} ${pd.implInfo}: P#1 ${p1.toFixed(3)} ms (${row.tflops.toFixed(2)} TFLOP/s, weights ${row.weightGBs.toFixed(0)} GB/s); host read-back + GEMM ${rb.toFixed(3)} ms (x${row.readBackOverP1.toFixed(2)}); floor + 2x read of touched weights = ${row.floorPlus2xRead.toFixed(3)} ms; previous ${oldImpl} ${old.toFixed(3)} ms (x${row.oldOverNew.toFixed(2)} slower)`);
     src.free();
     dst.free();
     mm.destroy();
@@ -198,6 +200,7 @@ async function main(): Promise<void> {
       const pd = new matmul.PrimitiveDesc(eng, srcMd, wq.desc, dstMd, attr);
       const pdOld = withOldKernels(() => new matmul.PrimitiveDesc(eng, srcMd, wq.desc, dstMd, attr));
       const mm = new matmul.Primitive(pd), mmOld = withOldKernels(() => new matmul.Primitive(pdOld));
+      const oldImpl = withOldKernels(() => pdOld.implInfo);
       if (!sc) { sc = Memory.create(pd.queryMd('scales:weights')!, eng); fill(sc, sc.desc.getSize()); }
       const src = Memory.create(srcMd, eng);
       fill(src, M * K * 4);
@@ -208,9 +211,9 @@ async function main(): Promise<void> {
       const touched = sizes.filter((s) => s > 0).length;
       const bytes = touched * (wq.desc.getSize() + sc.desc.getSize()) / E;
       const bound = floorMs + 2 * (bytes / (bw.gbs * 1e6));
-      const row = { weights: q.name, T, rows: M, touchedExperts: touched, impl: pd.implInfo, ms, touchedBytes: bytes, weightGBs: bytes / ms / 1e6, floorPlus2xRead: bound, withinBound: ms <= bound, oldImpl: pdOld.implInfo, oldMs: old };
+      const row = { weights: q.name, T, rows: M, touchedExperts: touched, impl: pd.implInfo, ms, touchedBytes: bytes, weightGBs: bytes / ms / 1e6, floorPlus2xRead: bound, withinBound: ms <= bound, oldImpl, oldMs: old };
       qrows.push(row);
-      console.log(`${q.name} T=${T} rows=${M} experts=${touched} ${pd.implInfo}: ${ms.toFixed(3)} ms (touched ${(bytes / 1e6).toFixed(1)} MB, ${row.weightGBs.toFixed(0)} GB/s); floor + 2x read of touched bytes = ${bound.toFixed(3)} ms (${row.withinBound ? 'within' : 'ABOVE'}); previous ${pdOld.implInfo} ${old.toFixed(3)} ms (x${(old / ms).toFixed(2)} slower)`);
+      console.log(`${q.name} T=${T} rows=${M} experts=${touched} ${pd.implInfo}: ${ms.toFixed(3)} ms (touched ${(bytes / 1e6).toFixed(1)} MB, ${row.weightGBs.toFixed(0)} GB/s); floor + 2x read of touched bytes = ${bound.toFixed(3)} ms (${row.withinBound ? 'within' : 'ABOVE'}); previous ${oldImpl} ${old.toFixed(3)} ms (x${(old / ms).toFixed(2)} slower)`);
       src.free();
       dst.free();
       mm.destroy();
