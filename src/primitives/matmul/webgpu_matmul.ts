@@ -13,6 +13,10 @@ import type { MatmulProblem } from './problem.js';
 import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
+import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
+import { dot4Kernel, gemvPlan, vec4Tile } from './webgpu_kernel_choice.js';
+import { gemmTiledDot4Key, gemmTiledDot4Wgsl } from '../../kernels/wgsl/gemm_tiled_dot4.js';
+import { WebgpuGemvExecutor } from './webgpu_gemv.js';
 import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
 import { GEMM_ROWS_PARAMS_WORDS, TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, type GemmRows } from '../../kernels/wgsl/gemm_rows.js';
 import { ROW_ERR, rowMapsError } from './row_maps.js';
@@ -20,6 +24,9 @@ import { planWindows, rangeBinding, type BindingWindow } from './binding_windows
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
+  const v = vec4Tile(p);
+  // bk 8: the K slice gemm-tiled takes when row modes or binding windows rule the vec4 kernel out (it uses its own).
+  if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: 8 };
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
   if (rows <= 16) return { tm: 16, tn: 64, bk: 16 };
   if (rows <= 32) return { tm: 32, tn: 64, bk: 16 };
@@ -51,6 +58,15 @@ function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
     if (others.some((md) => md && md.getSize(0) > max)) return `a bias, scales, zero points or binary src1 larger than one storage binding (${max} bytes) is not implemented on the gpu engine yet`;
   }
   return undefined;
+}
+
+/**
+ * The tiled family member for `p` (webgpu_kernel_choice.ts): `vec4` and `dot4` only for plain rows
+ * and whole-buffer bindings (no row modes, no binding windows); else `gemm-tiled`.
+ */
+function kernelOf(p: MatmulProblem, eng: GpuEngine): 'vec4' | 'dot4' | 'tiled' {
+  if (rowsOf(p) || planWindows(p, tileOf(p).tm, eng.caps) !== undefined) return 'tiled';
+  return vec4Tile(p) !== undefined ? 'vec4' : dot4Kernel(p, eng) ? 'dot4' : 'tiled';
 }
 
 /** The row modes a problem needs in the kernel (gemm_rows.ts), undefined for a plain GEMM. */
@@ -149,7 +165,12 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion, ...(rows ? { rows } : {}) };
     this.schedCfg = scheduleOf(p);
     const cfg = this.cfg;
-    this.gemm = eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
+    const kernel = kernelOf(p, eng);
+    this.gemm = kernel === 'vec4'
+      ? eng.pipeline(gemmTiledVec4Key(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledVec4Wgsl(cfg))
+      : kernel === 'dot4'
+        ? eng.pipeline(gemmTiledDot4Key(cfg) + gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledDot4Wgsl(cfg, this.fusion!))
+        : eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
     // A GLU tile holds the gate and up columns of tn / 2 dst columns.
     this.tilesN = this.fusion?.glu ? Math.ceil(p.dstN / (t.tn / 2)) : Math.ceil(p.N / t.tn);
     this.tilesM = Math.ceil(p.M / t.tm);
@@ -266,9 +287,12 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
 /** WebGPU grouped / dense matmul: device-side offsets validation and tile schedule, then a tiled GEMM. */
 export const webgpuMatmul: GpuMatmulImpl = {
   name: 'webgpu',
-  describe(_eng, p) {
+  describe(eng, p) {
+    const g = gemvPlan(p, eng);
+    if (g) return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}+grouped-schedule`;
     const t = tileOf(p);
-    return `webgpu:gemm-tiled-${t.tm}x${t.tn}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
+    const k = kernelOf(p, eng);
+    return `webgpu:gemm-tiled${k === 'tiled' ? '' : `-${k}`}-${t.tm}x${t.tn}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
   },
   reject(p, eng) {
     return rejectReason(p, eng);
@@ -278,6 +302,8 @@ export const webgpuMatmul: GpuMatmulImpl = {
     return p.weights.format === 'any' ? plainOf(p.weights) : p.weights;
   },
   createExecutor(p, eng) {
+    const g = gemvPlan(p, eng);
+    if (g) return new WebgpuGemvExecutor(p, eng, g, gemmParams(p, 0), (a) => deviceGrouping(p, a));
     return new WebgpuMatmulExecutor(p, eng);
   },
 };

@@ -18,11 +18,19 @@ export interface GpuCaps {
   readonly shaderF16: boolean;
   readonly subgroups: boolean;
   readonly timestampQuery: boolean;
+  /** WGSL's `packed_4x8_integer_dot_product` language feature (dot4I8Packed / dot4U8Packed). */
+  readonly packedDot4: boolean;
   readonly maxStorageBufferBindingSize: number;
   readonly maxBufferSize: number;
   readonly maxComputeWorkgroupStorageSize: number;
   readonly maxComputeWorkgroupsPerDimension: number;
   readonly minStorageBufferOffsetAlignment: number;
+}
+
+/** A WGSL language feature of the GPU object the device came from (a caller's device: navigator.gpu's). */
+function wgslFeature(gpu: unknown, name: string): boolean {
+  const from = (gpu ?? (globalThis as { navigator?: { gpu?: unknown } }).navigator?.gpu) as { wgslLanguageFeatures?: ReadonlySet<string> } | undefined;
+  return from?.wgslLanguageFeatures?.has(name) ?? false;
 }
 
 /**
@@ -73,6 +81,7 @@ export class GpuEngine {
       shaderF16: device.features.has('shader-f16'),
       subgroups: device.features.has('subgroups'),
       timestampQuery: device.features.has('timestamp-query'),
+      packedDot4: wgslFeature(owners[0], 'packed_4x8_integer_dot_product'),
       maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
       maxBufferSize: l.maxBufferSize,
       maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
