@@ -112,21 +112,29 @@ describe('gpu matmul: gather (cuDNN GATHER mode, ARG.MOE_TOKEN_INDEX)', () => {
       r.tokenIndex.forEach((t, i) => permuted.set(hidden.subarray(t * K, t * K + K), i * K));
       const offs = offsets.fromSizes(r.sizes);
       let plainGpu: Float64Array | undefined;
+      const impls: string[] = [];
       const res = await both(async (eng, strm) => {
         const wei = mk(eng, plain([E, K, N]), w);
         const src = mk(eng, grouped(R, K, E), permuted);
         writeOffsets(src, offs);
         const dstA = mk(eng, grouped(R, N, E), undefined, src);
-        new matmul.Primitive(new matmul.PrimitiveDesc(eng, grouped(R, K, E), plain([E, K, N]), grouped(R, N, E))).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dstA });
+        const plainPd = new matmul.PrimitiveDesc(eng, grouped(R, K, E), plain([E, K, N]), grouped(R, N, E));
+        if (eng === gpu) impls.push(plainPd.implInfo);
+        new matmul.Primitive(plainPd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dstA });
         const dstB = mk(eng, grouped(R, N, E), undefined, src);
         const pd = new matmul.PrimitiveDesc(eng, plain([T, K]), plain([E, K, N]), grouped(R, N, E), new PrimitiveAttr().setGather());
         if (eng === gpu) expect(pd.implInfo).toMatch(/^webgpu:.*grouped-schedule/);
+        if (eng === gpu) impls.push(pd.implInfo);
         new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: mk(eng, plain([T, K]), hidden), [ARG.WEIGHTS]: wei, [ARG.DST]: dstB, [ARG.MOE_TOKEN_INDEX]: s32(eng, r.tokenIndex) });
         await strm.wait();
         if (eng === gpu) plainGpu = await read(dstA);
         return read(dstB);
       });
-      expect(Buffer.from(res.g.buffer).equals(Buffer.from(plainGpu!.buffer))).toBe(true);
+      // The same kernel gives the same bits; the permuted GEMM may take the decode kernel (gemv-splitk,
+      // another summation order) when its groups are short, and then agrees within the float64 bound.
+      const kernel = (i: string): string => i.replace(/^webgpu:/, '').split(/[-+:]/)[0];
+      if (kernel(impls[0]) === kernel(impls[1])) expect(Buffer.from(res.g.buffer).equals(Buffer.from(plainGpu!.buffer)), impls.join(' vs ')).toBe(true);
+      else agree({ ...res, g: plainGpu! }, refGroupedM(permuted, w, r.sizes, K, N), (row) => row, N, 'permuted GEMM');
       agree(res, refGroupedM(permuted, w, r.sizes, K, N), (row) => row, N, 'gather');
     });
   }
