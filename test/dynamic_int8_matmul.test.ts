@@ -185,6 +185,15 @@ describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuanti
     }
   }
 
+  it('decode-like rows (2-row and 1-row experts), K = 2048', async () => {
+    for (const [wdt, blk] of [[dt.s8, 0], [dt.s4, 0], [dt.s4, 32]] as const) {
+      for (const [name, eng, strm] of engines) {
+        const o = await run(eng, strm, { E: 4, sizes: [2, 1, 0, 2], K: 2048, N: 24, wdt, blk }, 5);
+        expectBits(o.got, o.want, `${name} ${wdt} blk ${blk}`);
+      }
+    }
+  });
+
   it('K-blocks of 16 and 64 with bias, grouped', async () => {
     for (const blk of [16, 64]) {
       for (const [name, eng, strm] of engines) {
