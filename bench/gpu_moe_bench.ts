@@ -76,6 +76,8 @@ export interface GpuMoeRow {
   workload: string;
   variant: GpuMoeVariant;
   layerMs: number;
+  /** Of which the host spends recording the stages (layer.execute returning), median. */
+  hostMs: number;
   tflops: number;
   /** Bytes of the experts' weights the routing touched, read once: the decode bound's numerator. */
   touchedWeightBytes: number;
@@ -119,8 +121,11 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
     args[ARG.ATTR_SCALES | id] = s;
     owned.push(s);
   }
+  const host: number[] = [];
   const layerMs = await timed(async () => {
+    const t0 = performance.now();
     layer.execute(strm, args);
+    host.push(performance.now() - t0);
     await strm.wait();
   }, o.reps);
   const ids = await layer.workspace.topkIds.read();
@@ -139,7 +144,7 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
   }
   layer.destroy();
   for (const m of owned) m.free();
-  return { workload: w.name, variant: v, layerMs, tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages };
+  return { workload: w.name, variant: v, layerMs, hostMs: median(host), tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages };
 }
 
 async function floorMs(eng: GpuEngine, reps: number): Promise<number> {
@@ -176,7 +181,7 @@ export async function runGpuMoe(o: GpuMoeOptions, eng?: GpuEngine): Promise<{ fl
         const r = await measure(e, w, v, o);
         rows.push(r);
         const st = r.stages.map((s) => `${s.name} ${s.ms.toFixed(3)}`).join(', ');
-        log(`${w.name} (T=${w.T} E=${w.E} k=${w.k} K=${w.K} I=${w.I}) ${v}: layer ${r.layerMs.toFixed(3)} ms (${r.tflops.toFixed(2)} TFLOP/s; touched weights ${(r.touchedWeightBytes / 1e6).toFixed(1)} MB)${st ? `; stages alone (ms, each with its own wait): ${st}` : ''}`);
+        log(`${w.name} (T=${w.T} E=${w.E} k=${w.k} K=${w.K} I=${w.I}) ${v}: layer ${r.layerMs.toFixed(3)} ms (host recording ${r.hostMs.toFixed(3)} ms; ${r.tflops.toFixed(2)} TFLOP/s; touched weights ${(r.touchedWeightBytes / 1e6).toFixed(1)} MB)${st ? `; stages alone (ms, each with its own wait): ${st}` : ''}`);
       }
     }
     if (process.env.OUT) writeFileSync(`${process.env.OUT}/gpu_moe_bench.json`, JSON.stringify({ adapter: e.adapterInfo, caps: e.caps, node: process.version, floorMs: floor, rows }, null, 2));
