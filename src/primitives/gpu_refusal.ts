@@ -8,5 +8,5 @@ import { DnnlError } from '../common/status.js';
  */
 export function refuseGpuEngine(engine: unknown, primitive: string): void {
   if ((engine as { kind?: unknown } | null | undefined)?.kind !== 'gpu') return;
-  throw new DnnlError('unimplemented', `${primitive}: no implementation on the gpu engine yet (matmul and grouped_gemm run there); create it on a cpu engine (Engine.create())`);
+  throw new DnnlError('unimplemented', `${primitive}: no implementation on the gpu engine yet (matmul, grouped_gemm, reorder, dynamic_quant and the moe forward stages and layer run there); create it on a cpu engine (Engine.create())`);
 }
