@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Engine, GpuEngine, GpuMemory, Memory, Stream, dt, memory, moe, tag, type DataType } from '../src/index.js';
 import { gpuEngine } from './gpu_helpers.js';
-import { refMoeLayer } from './moe_layer_reference.js';
+import { data, refMoeLayer, type Data, type Shape } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 import { runQwen3Layer } from '../examples/moe_layer_gpu.js';
 
@@ -21,19 +21,6 @@ afterAll(() => {
   cpu?.release();
 });
 
-interface Shape { T: number; E: number; k: number; K: number; I: number }
-interface Data { hidden: Float64Array; logits: Float64Array; w13: Float64Array; w2: Float64Array; b13: Float64Array; b2: Float64Array }
-
-function data(s: Shape, seed: number, skew = false): Data {
-  const rng = mulberry32(seed);
-  const logits = randomF32(rng, s.T * s.E).map((v) => v * 4);
-  if (skew) for (let t = 0; t < s.T; t++) logits[t * s.E] += 50; // every token's first choice: expert 0
-  return {
-    hidden: randomF32(rng, s.T * s.K), logits,
-    w13: randomF32(rng, s.E * s.K * 2 * s.I).map((v) => v * 0.2), w2: randomF32(rng, s.E * s.I * s.K).map((v) => v * 0.2),
-    b13: randomF32(rng, s.E * 2 * s.I).map((v) => v * 0.1), b2: randomF32(rng, s.E * s.K).map((v) => v * 0.1),
-  };
-}
 
 type AnyEngine = Engine | GpuEngine;
 type AnyMemory = Memory | GpuMemory;

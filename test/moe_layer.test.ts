@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, reorder, tag, type DataType, type EngineOptions } from '../src/index.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
-import { refMoeLayer } from './moe_layer_reference.js';
+import { data, refMoeLayer, type Data, type Shape } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
 const engines: Engine[] = [];
@@ -18,19 +18,6 @@ async function engine(o: EngineOptions): Promise<Engine> {
   return e;
 }
 
-interface Shape { T: number; E: number; k: number; K: number; I: number }
-interface Data { hidden: Float64Array; logits: Float64Array; w13: Float64Array; w2: Float64Array; b13: Float64Array; b2: Float64Array }
-
-function data(s: Shape, seed: number, skew = false): Data {
-  const rng = mulberry32(seed);
-  const logits = randomF32(rng, s.T * s.E).map((v) => v * 4);
-  if (skew) for (let t = 0; t < s.T; t++) logits[t * s.E] += 50; // every token's first choice: expert 0
-  return {
-    hidden: randomF32(rng, s.T * s.K), logits,
-    w13: randomF32(rng, s.E * s.K * 2 * s.I).map((v) => v * 0.2), w2: randomF32(rng, s.E * s.I * s.K).map((v) => v * 0.2),
-    b13: randomF32(rng, s.E * 2 * s.I).map((v) => v * 0.1), b2: randomF32(rng, s.E * s.K).map((v) => v * 0.1),
-  };
-}
 
 function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t: DataType = dt.f32): Memory {
   const m = Memory.create(memory.desc(dims, t, dims.length === 1 ? tag.a : dims.length === 2 ? tag.ab : tag.abc), eng);

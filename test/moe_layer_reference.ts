@@ -4,6 +4,7 @@
  * expert. Also the magnitude (sum of |terms|) for relative tolerances. Independent of src/.
  */
 import type { GluAlg, GluLayout } from '../src/index.js';
+import { mulberry32, randomF32 } from './workloads.js';
 
 function gluColumns(layout: GluLayout, N: number, j: number): [number, number] {
   if (layout === 'halves') return [j, N / 2 + j];
@@ -114,4 +115,19 @@ export function refMoeLayer(r: RefLayerInput): { value: Float64Array; mag: Float
     }
   }
   return { value, mag };
+}
+
+/** A layer's shape and its deterministic inputs (shared by the cpu and gpu layer tests). */
+export interface Shape { T: number; E: number; k: number; K: number; I: number }
+export interface Data { hidden: Float64Array; logits: Float64Array; w13: Float64Array; w2: Float64Array; b13: Float64Array; b2: Float64Array }
+
+export function data(s: Shape, seed: number, skew = false): Data {
+  const rng = mulberry32(seed);
+  const logits = randomF32(rng, s.T * s.E).map((v) => v * 4);
+  if (skew) for (let t = 0; t < s.T; t++) logits[t * s.E] += 50; // every token's first choice: expert 0
+  return {
+    hidden: randomF32(rng, s.T * s.K), logits,
+    w13: randomF32(rng, s.E * s.K * 2 * s.I).map((v) => v * 0.2), w2: randomF32(rng, s.E * s.I * s.K).map((v) => v * 0.2),
+    b13: randomF32(rng, s.E * 2 * s.I).map((v) => v * 0.1), b2: randomF32(rng, s.E * s.K).map((v) => v * 0.1),
+  };
 }
