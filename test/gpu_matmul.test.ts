@@ -311,4 +311,76 @@ describe('gpu engine: one submit per batch', () => {
     assertClose(await d1.read(), refDense(x1, [M, K], w, [K, N], {}), toleranceFor('f32'), 'first (old src)');
     assertClose(await d2.read(), refDense(x2, [M, K], w, [K, N], {}), toleranceFor('f32'), 'second (new src)');
   });
+
+  it('executing again on the same memory creates no bind group, no buffer and no staged write; the wait reads the status slots in the same submit', async () => {
+    const G = 4, K = 10, N = 70, M = 9, sizes = [3, 0, 6, 0];
+    const srcMd = memory.desc.grouped([M, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+    const dstMd = memory.desc.grouped([M, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
+    const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
+    const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
+    const x = values(M * K, 51), w = values(G * K * N, 52);
+    const src = Memory.create(srcMd, eng).write(x).writeOffsets(offsets.fromSizes(sizes));
+    const wei = Memory.create(weiMd, eng).write(w);
+    const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
+    const strm = new Stream(eng);
+    const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+    prim.execute(strm, args);
+    prim.execute(strm, args);
+    await strm.wait();
+    type Counted = 'createBindGroup' | 'createBuffer' | 'submit' | 'writeBuffer';
+    const dev = eng.device as unknown as Record<Counted, (...a: unknown[]) => unknown>;
+    const queue = eng.device.queue as unknown as Record<Counted, (...a: unknown[]) => unknown>;
+    const counts = { createBindGroup: 0, createBuffer: 0, submit: 0, writeBuffer: 0 };
+    const saved = [[dev, 'createBindGroup'], [dev, 'createBuffer'], [queue, 'submit'], [queue, 'writeBuffer']] as const;
+    const originals = saved.map(([o, k]) => o[k]);
+    for (const [o, k] of saved) {
+      const f = o[k];
+      o[k] = function (this: unknown, ...a: unknown[]) { counts[k]++; return f.apply(this, a); };
+    }
+    try {
+      for (let r = 0; r < 3; r++) {
+        dst.write(new Float64Array(M * N).fill(SENTINEL));
+        counts.writeBuffer = 0;
+        prim.execute(strm, args);
+        prim.execute(strm, args);
+        await strm.wait();
+      }
+    } finally {
+      saved.forEach(([o, k], i) => { o[k] = originals[i]; });
+    }
+    // No params write (queue or staging arena: the arena would be a createBuffer), one submit per wait.
+    expect(counts).toEqual({ createBindGroup: 0, createBuffer: 0, submit: 3, writeBuffer: 0 });
+    assertClose(await dst.read(), refGroupedM(x, w, sizes, K, N), toleranceFor('f32'), 'after re-executions');
+  });
+
+  it('each execution of a batch has its own status slot: the second execution\'s bad offsets are its error, named its way; the first writes its dst', async () => {
+    // The first execution (Proposal #2) names its offsets ARG.ATTR_GROUPED_OFFSETS: had both shared one
+    // slot, the first decoder would report the second's violation under that name.
+    const G = 3, K = 8, N = 16, M = 12;
+    const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
+    const a2 = attrFor(undefined);
+    a2.setGroupedOffsets(ARG.SRC, G, dt.s32);
+    const plainSrc = memory.desc([M, K], dt.f32, tag.ab), plainDst = memory.desc([M, N], dt.f32, tag.ab);
+    const pd2 = new matmul.PrimitiveDesc(eng, plainSrc, weiMd, plainDst, a2);
+    const p2 = new matmul.Primitive(pd2);
+    const srcMd = memory.desc.grouped([M, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+    const dstMd = memory.desc.grouped([M, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
+    const p1 = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
+    const x = values(M * K, 53), w = values(G * K * N, 54);
+    const wei = Memory.create(weiMd, eng).write(w);
+    const s2 = Memory.create(plainSrc, eng).write(x), d2 = Memory.create(plainDst, eng);
+    const o2 = Memory.create(pd2.queryMd('grouped_offsets')!, eng).write([0, 4, 4, 12]);
+    const bad = Memory.create(srcMd, eng).write(x).writeOffsets([0, 5, 3, 12]);
+    const d1 = Memory.create(dstMd, eng, [undefined, bad.handles[1]]);
+    d1.write(new Float64Array(M * N).fill(SENTINEL));
+    const strm = new Stream(eng);
+    p2.execute(strm, { [ARG.SRC]: s2, [ARG.WEIGHTS]: wei, [ARG.DST]: d2, [ARG.ATTR_GROUPED_OFFSETS | ARG.SRC]: o2 });
+    p1.execute(strm, { [ARG.SRC]: bad, [ARG.WEIGHTS]: wei, [ARG.DST]: d1 });
+    const err = await strm.wait().then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(DnnlError);
+    expect((err as DnnlError).message).toMatch(/offsets\[2\] = 3 < offsets\[1\] = 5/);
+    expect((err as DnnlError).message).not.toMatch(/ATTR_GROUPED_OFFSETS/);
+    assertClose(await d2.read(), refGroupedM(x, w, [4, 0, 8], K, N), toleranceFor('f32'), 'good execution');
+    expect((await d1.read()).every((v) => v === SENTINEL)).toBe(true);
+  });
 });

@@ -31,6 +31,25 @@ export function scheduleWords(rows: number, ranges: number, tm: number): number 
   return SCHED_HEADER_WORDS + SCHED_TILE_WORDS * (Math.ceil(rows / tm) + ranges);
 }
 
+/**
+ * At most how many tiles the schedule writes for `rows` rows (capacity) in `ranges` row ranges: one
+ * partial tile per range that holds a row, so never more ranges than rows count.
+ */
+export function scheduleTileBound(rows: number, ranges: number, tm: number): number {
+  return Math.ceil(rows / tm) + Math.min(ranges, rows);
+}
+
+/**
+ * A direct dispatch over `x` column workgroups and at most `tiles` schedule tiles (y, folded into z as the
+ * schedule folds its own arguments). Workgroups past the tile count the schedule wrote (S[3], 0 after an
+ * error) return at once. Direct rather than indirect: Dawn validates each indirect dispatch with an
+ * extra internal dispatch, ~160 us of host time per call on an H200, far more than the GPU time of the
+ * few idle workgroups this grid adds.
+ */
+export function scheduleGrid(x: number, tiles: number): [number, number, number] {
+  return [x, Math.min(tiles, Y_FOLD), Math.ceil(tiles / Y_FOLD)];
+}
+
 /** What the schedule reads besides the offsets (each adds bindings, so it is part of the pipeline key). */
 export interface ScheduleConfig {
   /** attr.setExpertMap: binding 6, `[G]` s32. */

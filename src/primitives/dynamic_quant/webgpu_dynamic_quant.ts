@@ -40,17 +40,17 @@ export const webgpuDynamicQuant: GpuDynamicQuantImpl = {
         eng.checkAlive();
         if (!p.grouped && p.rows === 0) return;
         const slot = eng.status.take((code, i, x, y) => (code === QROWS_ERR_OFFS ? offsError(i, x, y) : code === QROWS_ERR_NONFINITE ? nonFinite(~i) : new DnnlError('runtime_error', `dynamic_quant: kernel status ${code}`)));
-        eng.write(params, 0, Uint32Array.of(p.rows, p.cols, p.src.strides[0], p.dst.strides[0], G, slot.word, 0, 0));
+        eng.writeParams(params, Uint32Array.of(p.rows, p.cols, p.src.strides[0], p.dst.strides[0], G, slot.word, 0, 0));
         eng.encode('dynamic_quant', (enc) => {
           const entries: GPUBindGroupEntry[] = [
             { binding: 0, resource: { buffer: params } },
             { binding: 1, resource: { buffer: a.src.buffers[0] } },
             { binding: 2, resource: { buffer: a.dst.buffers[0] } },
             { binding: 3, resource: { buffer: a.scales.buffers[0] } },
-            { binding: 4, resource: { buffer: slot.buffer } },
+            { binding: 4, resource: slot.binding },
           ];
           if (p.grouped) entries.push({ binding: 5, resource: { buffer: a.src.buffers[1] } });
-          const bg = eng.device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries });
+          const bg = eng.bindGroup(pipe, entries);
           const pass = enc.beginComputePass({ label: 'dynamic_quant' });
           pass.setPipeline(pipe);
           pass.setBindGroup(0, bg);

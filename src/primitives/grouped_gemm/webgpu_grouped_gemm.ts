@@ -77,7 +77,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly emptyIn: GPUBuffer;
   private readonly emptyOut: GPUBuffer;
   private lastInfo: Uint32Array | undefined;
-  private cache: { key: GPUBuffer[]; tiles: Tile[]; gemm: GPUBindGroup[]; dims: GPUBindGroup } | undefined;
+  private cache: { key: GPUBuffer[]; tiles: Tile[]; gemm: GPUBindGroup[] } | undefined;
 
   constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
     this.epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
@@ -125,8 +125,8 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     const slot = eng.status.take((code, i, x, y) => code === DIMS_ERR_TILES
       ? new DnnlError('runtime_error', `grouped_gemm: ARG.RUNTIME_DIMS[${i}] = ${x} rows need more than ${maxY} row tiles of ${tiles[i]?.tm ?? 0} in one dispatch on this gpu engine`)
       : runtimeDimsError(code, i, x, y));
-    eng.write(this.dimsParams, 0, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, 0]));
-    const groups = this.bindGroups(a, tiles, slot.buffer);
+    eng.writeParams(this.dimsParams, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, 0]));
+    const groups = this.bindGroups(a, tiles, slot.binding);
     eng.encode('grouped_gemm', (enc) => {
       const pass = enc.beginComputePass({ label: 'grouped_gemm' });
       pass.setPipeline(this.dimsPipe);
@@ -143,24 +143,21 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   }
 
   /** Bind groups of this set of buffers and tiles: reused while the execution's memories and status block stay the same. */
-  private bindGroups(a: GroupedGemmArgs<GpuMemory>, tiles: Tile[], status: GPUBuffer): { gemm: GPUBindGroup[]; dims: GPUBindGroup } {
+  private bindGroups(a: GroupedGemmArgs<GpuMemory>, tiles: Tile[], status: GPUBufferBinding): { gemm: GPUBindGroup[]; dims: GPUBindGroup } {
     const nonEmpty = (b: GPUBuffer, out = false): GPUBuffer => (b.size > 0 ? b : out ? this.emptyOut : this.emptyIn);
-    const key = [status, a.runtimeDims.buffers[0], ...a.src.map((m) => m.buffers[0]), ...a.weights.map((m) => m.buffers[0]), ...a.dst.map((m) => m.buffers[0])];
+    const key = [a.runtimeDims.buffers[0], ...a.src.map((m) => m.buffers[0]), ...a.weights.map((m) => m.buffers[0]), ...a.dst.map((m) => m.buffers[0])];
+    // The status slot's range changes with the execution's place after the wait: the engine's cache.
+    const dims = this.eng.bindGroup(this.dimsPipe, [
+      { binding: 0, resource: { buffer: this.dimsParams } },
+      { binding: 1, resource: { buffer: nonEmpty(a.runtimeDims.buffers[0]) } },
+      { binding: 2, resource: { buffer: this.info } },
+      { binding: 3, resource: { buffer: this.params } },
+      { binding: 4, resource: { buffer: this.args } },
+      { binding: 5, resource: status },
+    ]);
     const c = this.cache;
-    if (c && sameBuffers(key, c.key) && c.tiles.every((t, i) => t.tm === tiles[i].tm && t.tn === tiles[i].tn && t.bk === tiles[i].bk)) return c;
+    if (c && sameBuffers(key, c.key) && c.tiles.every((t, i) => t.tm === tiles[i].tm && t.tn === tiles[i].tn && t.bk === tiles[i].bk)) return { gemm: c.gemm, dims };
     const dev = this.eng.device;
-    const dims = dev.createBindGroup({
-      label: 'grouped_gemm expert-dims',
-      layout: this.dimsPipe.getBindGroupLayout(0),
-      entries: [
-        { binding: 0, resource: { buffer: this.dimsParams } },
-        { binding: 1, resource: { buffer: nonEmpty(a.runtimeDims.buffers[0]) } },
-        { binding: 2, resource: { buffer: this.info } },
-        { binding: 3, resource: { buffer: this.params } },
-        { binding: 4, resource: { buffer: this.args } },
-        { binding: 5, resource: { buffer: status } },
-      ],
-    });
     const gemm = tiles.map((t, i) => dev.createBindGroup({
       label: `grouped_gemm expert ${i}`,
       layout: this.gemmPipeline(t).getBindGroupLayout(0),
@@ -171,8 +168,8 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
         { binding: 3, resource: { buffer: nonEmpty(a.dst[i].buffers[0], true) } },
       ],
     }));
-    this.cache = { key, tiles, gemm, dims };
-    return this.cache;
+    this.cache = { key, tiles, gemm };
+    return { gemm, dims };
   }
 
   destroy(): void {

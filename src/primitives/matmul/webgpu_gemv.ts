@@ -2,7 +2,7 @@ import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { GEMV_PARTIALS_BINDING, gemvSplitKKey, gemvSplitKReduceWgsl, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
-import { groupedScheduleKey, groupedScheduleWgsl, PLAIN_SCHEDULE, SCHED_PARAMS_BYTES, scheduleWords } from '../../kernels/wgsl/grouped_schedule.js';
+import { groupedScheduleKey, groupedScheduleWgsl, PLAIN_SCHEDULE, SCHED_PARAMS_BYTES, scheduleGrid, scheduleTileBound, scheduleWords } from '../../kernels/wgsl/grouped_schedule.js';
 import { WGSL_ELTWISE_HELPERS } from '../../kernels/wgsl/wgsl_eltwise.js';
 import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { MatmulProblem } from './problem.js';
@@ -76,26 +76,22 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     const sp = new Uint32Array(SCHED_PARAMS_BYTES / 4);
     // The schedule writes x = column tiles x K splits into the indirect arguments.
     sp.set([p.G, p.M, this.plan.cfg.rows, this.plan.colTiles * this.plan.cfg.kSplit, slot.word, grouping.other ? 1 : 0, 0, 0, this.sizes ? 1 : 0, 0, p.moe.experts]);
-    eng.write(this.schedParams, 0, sp);
-    eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot.buffer));
+    eng.writeParams(this.schedParams, sp);
+    eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot.binding));
   }
 
-  private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBuffer): void {
+  private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBufferBinding): void {
     const { p, eng, plan } = this;
-    const dev = eng.device;
     const split = plan.cfg.kSplit > 1;
     const pass = enc.beginComputePass({ label: 'matmul' });
-    const sbg = dev.createBindGroup({
-      layout: this.sched.getBindGroupLayout(0),
-      entries: [
+    const sbg = eng.bindGroup(this.sched, [
         { binding: 0, resource: { buffer: this.schedParams } },
         { binding: 1, resource: { buffer: grouping.primary } },
         { binding: 2, resource: { buffer: grouping.other ?? grouping.primary } },
         { binding: 3, resource: { buffer: this.sizesBuf } },
         { binding: 4, resource: { buffer: this.schedBuf } },
-        { binding: 5, resource: { buffer: status } },
-      ],
-    });
+        { binding: 5, resource: status },
+      ]);
     pass.setPipeline(this.sched);
     pass.setBindGroup(0, sbg);
     pass.dispatchWorkgroups(1);
@@ -111,10 +107,13 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
       ...(split ? part : out),
     ];
     if (plan.cfg.fusion) mainEntries.push(...fusionEntries(p, plan.cfg.fusion, this.fusionParams!, a));
-    const mbg = dev.createBindGroup({ layout: this.main.getBindGroupLayout(0), entries: mainEntries });
+    const mbg = eng.bindGroup(this.main, mainEntries);
     pass.setPipeline(this.main);
     pass.setBindGroup(0, mbg);
-    pass.dispatchWorkgroupsIndirect(this.schedBuf, 0);
+    // Direct dispatches bounded by the schedule's tile count (scheduleGrid says why not indirect).
+    const tiles = scheduleTileBound(p.M, p.G, plan.cfg.rows);
+    const main = scheduleGrid(plan.colTiles * plan.cfg.kSplit, tiles);
+    if (main[0] && main[1]) pass.dispatchWorkgroups(...main);
     eng.keepAlive(sbg, mbg, grouping, ...mainEntries);
     if (this.reduce) {
       const rEntries: GPUBindGroupEntry[] = [
@@ -122,10 +121,12 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
         { binding: 4, resource: { buffer: this.schedBuf } },
         ...out, ...part,
       ];
-      const rbg = dev.createBindGroup({ layout: this.reduce.getBindGroupLayout(0), entries: rEntries });
+      const rbg = eng.bindGroup(this.reduce, rEntries);
       pass.setPipeline(this.reduce);
       pass.setBindGroup(0, rbg);
-      pass.dispatchWorkgroupsIndirect(this.schedBuf, 0);
+      // The reduce runs on the kg = 0 column of workgroups only.
+      const red = scheduleGrid(plan.colTiles, tiles);
+      if (red[0] && red[1]) pass.dispatchWorkgroups(...red);
       eng.keepAlive(rbg, ...rEntries);
     }
     pass.end();

@@ -2,10 +2,11 @@ import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { StatusSlot } from '../../runtime/gpu/status_slots.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
 import {
-  groupedScheduleKey, groupedScheduleWgsl, scheduleWords, SCHED_HEADER_WORDS, SCHED_PARAMS_BYTES, type ScheduleConfig,
+  groupedScheduleKey, groupedScheduleWgsl, scheduleGrid, scheduleTileBound, scheduleWords, SCHED_HEADER_WORDS, SCHED_PARAMS_BYTES, type ScheduleConfig,
 } from '../../kernels/wgsl/grouped_schedule.js';
 import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
 import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor } from './impl.js';
@@ -223,14 +224,13 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       const tokens = m.gather ? m.srcRows : m.scatterTopK ? m.dstRows / m.scatterTopK : 0;
       sp.set([counts ? p.batch[0] : p.G, p.kind === 'grouped_k' ? p.K : p.M, this.cfg.tm, this.tilesN, slot.word, grouping.other ? 1 : 0,
         p.kind === 'grouped_k' || counts ? 1 : 0, this.tilesM, hasSizes ? 1 : 0, m.zeroFill ? 1 : 0, m.experts, m.scatterTopK, tokens, m.scatterTopK ? m.dstRows : 0]);
-      eng.write(this.schedParams!, 0, sp);
+      eng.writeParams(this.schedParams!, sp);
     }
     eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot));
   }
 
-  private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: ReturnType<typeof deviceGrouping> | undefined, slot: { buffer: GPUBuffer } | undefined): void {
+  private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: ReturnType<typeof deviceGrouping> | undefined, slot: StatusSlot | undefined): void {
     const { p, eng } = this;
-    const dev = eng.device;
     const pass = enc.beginComputePass({ label: 'matmul' });
     const common: GPUBindGroupEntry[] = [];
     if (a.bias) common.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
@@ -250,26 +250,32 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
         { binding: 0, resource: { buffer: this.schedParams! } },
         { binding: 1, resource: { buffer: grouping.primary } },
         { binding: 4, resource: { buffer: this.schedBuf! } },
-        { binding: 5, resource: { buffer: slot.buffer } },
+        { binding: 5, resource: slot.binding },
       ];
       // The counts mode reads neither a second offsets buffer nor sizes (auto layouts drop unused bindings).
       if (!sc.counts) entries.push({ binding: 2, resource: { buffer: grouping.other ?? grouping.primary } }, { binding: 3, resource: { buffer: this.sizesBuf! } });
       if (sc.expertMap) entries.push({ binding: 6, resource: { buffer: a.expertMap!.buffers[0] } });
       if (sc.rows !== 'none') entries.push({ binding: 7, resource: { buffer: a.tokenIndex!.buffers[0] } });
       if (sc.rows === 'scatter') entries.push({ binding: 8, resource: { buffer: a.tokenKs!.buffers[0] } }, { binding: 9, resource: { buffer: this.firstBuf! } });
-      const sbg = dev.createBindGroup({ layout: this.sched!.getBindGroupLayout(0), entries });
+      const sbg = eng.bindGroup(this.sched!, entries);
       eng.keepAlive(sbg, grouping);
       pass.setBindGroup(0, sbg);
       pass.dispatchWorkgroups(1);
       common.push({ binding: 4, resource: { buffer: this.schedBuf! } });
     }
     pass.setPipeline(this.gemm);
+    // grouped_m: the schedule's tile table bounds the grid (direct dispatch); grouped K and batched counts
+    // take the schedule's indirect arguments.
+    const tableTiles = p.kind === 'grouped_m' && !p.moe.batchedCounts ? scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), this.cfg.tm) : undefined;
     for (const own of dispatches) {
       const entries = [...own, ...common];
-      const bg = dev.createBindGroup({ layout: this.gemm.getBindGroupLayout(0), entries });
+      const bg = eng.bindGroup(this.gemm, entries);
       eng.keepAlive(bg, ...entries);
       pass.setBindGroup(0, bg);
-      if (grouping && slot) pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
+      if (grouping && slot && tableTiles !== undefined) {
+        const [x, y, z] = scheduleGrid(this.tilesN, tableTiles);
+        if (x && y) pass.dispatchWorkgroups(x, y, z);
+      } else if (grouping && slot) pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
       else {
         const batch = p.batch.length ? p.batch[0] : 1;
         if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);

@@ -1,6 +1,6 @@
 import { DnnlError, check } from '../../common/status.js';
 import { acquireDevice, type DeviceSource } from './webgpu_device.js';
-import { StatusSlots } from './status_slots.js';
+import { StatusSlots, type StatusReadback } from './status_slots.js';
 import { checkOptionKeys, optionKeys } from '../../common/option_keys.js';
 
 export interface GpuEngineOptions {
@@ -13,12 +13,29 @@ export interface GpuEngineOptions {
 
 const GPU_ENGINE_OPTION_KEYS = optionKeys<GpuEngineOptions>({ kind: true, device: true, powerPreference: true });
 
+/** Bind groups kept per pipeline (GpuEngine.bindGroup): a layer executed a few times between waits still hits. */
+const BIND_GROUPS_PER_PIPELINE = 16;
+
+/** Same buffers, offsets and sizes at the same bindings, in the same order. */
+function sameEntries(a: readonly GPUBindGroupEntry[], b: readonly GPUBindGroupEntry[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i], y = b[i];
+    if (x.binding !== y.binding) return false;
+    const rx = x.resource as GPUBufferBinding, ry = y.resource as GPUBufferBinding;
+    if (rx.buffer !== ry.buffer || (rx.offset ?? 0) !== (ry.offset ?? 0) || rx.size !== ry.size) return false;
+  }
+  return true;
+}
+
 /** Bytes of a batch's staging arena for small host writes (see GpuEngine.write). */
 const ARENA_BYTES = 64 * 1024;
 
 /** The open command encoder, the staging buffers its copies read (unmapped at submit) and what dies after it. */
 interface Batch {
   readonly enc: GPUCommandEncoder;
+  /** What was recorded, for the message of a WebGPU error raised by the batch's one pair of error scopes. */
+  readonly labels: Set<string>;
   readonly staging: GPUBuffer[];
   readonly retired: GPUBuffer[];
   arena: { readonly buf: GPUBuffer; readonly view: Uint8Array; used: number } | undefined;
@@ -59,6 +76,13 @@ export class GpuEngine {
   /** @internal runtime-error slots read back at `stream.wait()`. */
   readonly status: StatusSlots;
   private readonly pipelines = new Map<string, GPUComputePipeline>();
+  /**
+   * Bind groups by pipeline and resources: a primitive executed again on the same memory reuses its bind
+   * groups (creating one costs ~20 us of host time through Dawn on an H200; a MoE layer needs a dozen).
+   */
+  private readonly bindGroups = new WeakMap<GPUComputePipeline, { layout: GPUBindGroupLayout; cached: { entries: readonly GPUBindGroupEntry[]; group: GPUBindGroup }[] }>();
+  /** The last words `writeParams` wrote to each params buffer: unchanged params are not written again. */
+  private readonly lastParams = new WeakMap<GPUBuffer, Uint8Array>();
   private released = false;
   private lostReason: string | undefined;
   private asyncError: DnnlError | undefined;
@@ -176,14 +200,54 @@ export class GpuEngine {
   encode(label: string, record: (enc: GPUCommandEncoder) => void): void {
     this.checkAlive();
     check(!this.recording, `${label}: gpu engine: encode() called while recording`);
-    this.batch ??= { enc: this.device.createCommandEncoder({ label: 'groupdnn batch' }), staging: [], retired: [], arena: undefined };
-    const enc = this.batch.enc;
+    const b = this.openBatch();
+    b.labels.add(label);
     this.recording = true;
     try {
-      this.guarded(label, () => record(enc));
+      record(b.enc);
     } finally {
       this.recording = false;
     }
+  }
+
+  /**
+   * The open batch, opened with one pair of error scopes that its submit closes: error scopes around
+   * each recorded command cost ~4 us of host time per pair on an H200, and a batch records dozens.
+   */
+  private openBatch(): Batch {
+    if (this.batch) return this.batch;
+    const dev = this.device;
+    dev.pushErrorScope('out-of-memory');
+    dev.pushErrorScope('validation');
+    this.batch = { enc: dev.createCommandEncoder({ label: 'groupdnn batch' }), labels: new Set(), staging: [], retired: [], arena: undefined };
+    return this.batch;
+  }
+
+  /**
+   * @internal a bind group of `pipeline`'s group 0 with `entries`, reused while the same resources come
+   * again (same buffers, offsets and sizes, in the same order). At most BIND_GROUPS_PER_PIPELINE per
+   * pipeline are kept, the least recently used dropped first.
+   */
+  bindGroup(pipeline: GPUComputePipeline, entries: readonly GPUBindGroupEntry[]): GPUBindGroup {
+    let c = this.bindGroups.get(pipeline);
+    if (!c) {
+      c = { layout: pipeline.getBindGroupLayout(0), cached: [] };
+      this.bindGroups.set(pipeline, c);
+    }
+    const list = c.cached;
+    const at = list.findIndex((x) => sameEntries(x.entries, entries));
+    if (at >= 0) {
+      const hit = list[at];
+      if (at > 0) {
+        list.splice(at, 1);
+        list.unshift(hit);
+      }
+      return hit.group;
+    }
+    const group = this.device.createBindGroup({ layout: c.layout, entries });
+    list.unshift({ entries: entries.map((e) => ({ ...e, resource: { ...(e.resource as GPUBufferBinding) } })), group });
+    if (list.length > BIND_GROUPS_PER_PIPELINE) list.pop();
+    return group;
   }
 
   /** @internal hands the open command encoder to the queue; buffers retired meanwhile are destroyed after it. */
@@ -191,12 +255,20 @@ export class GpuEngine {
     const b = this.batch;
     if (!b) return;
     this.batch = undefined;
-    this.guarded('submit', () => {
+    const dev = this.device;
+    try {
       for (const x of b.staging) if (x.mapState === 'mapped') x.unmap();
       const cb = b.enc.finish();
       this.inflight.push(b.enc, cb);
-      this.device.queue.submit([cb]);
-    });
+      dev.queue.submit([cb]);
+    } finally {
+      const what = [...b.labels].join(', ') || 'host writes';
+      const note = (oom: boolean) => (e: GPUError | null): void => {
+        if (e) this.asyncError ??= new DnnlError(oom ? 'out_of_memory' : 'runtime_error', `${what}: ${oom ? 'device allocation failed' : 'WebGPU error'}: ${e.message}`);
+      };
+      void dev.popErrorScope().then(note(false), () => undefined);
+      void dev.popErrorScope().then(note(true), () => undefined);
+    }
     // destroy() after submit: WebGPU keeps a buffer alive for the work already submitted.
     for (const x of b.staging) x.destroy();
     for (const x of b.retired) x.destroy();
@@ -230,7 +302,9 @@ export class GpuEngine {
     const bytes = ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : new Uint8Array(data);
     const n = bytes.byteLength;
     if (n === 0) return;
-    this.guarded('write', () => {
+    b.labels.add('write');
+    // Inside the batch's error scopes.
+    {
       // Small writes (kernel params) share one staging arena per batch: creating a mapped buffer costs
       // ~0.1 ms on a real device (measured on an H200 through Dawn), a copy inside the encoder nothing.
       if (n <= ARENA_BYTES / 4) {
@@ -250,7 +324,20 @@ export class GpuEngine {
       st.unmap();
       b.enc.copyBufferToBuffer(st, 0, buffer, byteOffset, n);
       b.staging.push(st);
-    });
+    }
+  }
+
+  /**
+   * @internal writes a kernel's params (as `write`), skipped when the buffer already holds these words
+   * from the previous writeParams: an executor executed again with the same arguments writes nothing,
+   * so its batch needs no staging copy. Only for buffers no one else writes.
+   */
+  writeParams(buffer: GPUBuffer, words: ArrayBufferView<ArrayBuffer>): void {
+    const bytes = new Uint8Array(words.buffer, words.byteOffset, words.byteLength);
+    const last = this.lastParams.get(buffer);
+    if (last && last.length === bytes.length && last.every((x, i) => x === bytes[i])) return;
+    this.lastParams.set(buffer, bytes.slice());
+    this.write(buffer, 0, bytes);
   }
 
   /** @internal keeps the objects of a submission alive until the next flush (see `inflight`). */
@@ -276,14 +363,22 @@ export class GpuEngine {
    * a lost device, a WebGPU error, or a runtime error a kernel wrote to its status slot.
    */
   async flush(): Promise<void> {
-    if (this.lostReason === undefined) this.submit();
+    let readback: StatusReadback | undefined;
+    if (this.lostReason === undefined) {
+      // The slots' read-back goes into the batch after its work: one submit, and its map completes
+      // after all submitted work (one round trip, not onSubmittedWorkDone and then a map).
+      if (this.status.pending > 0) {
+        const b = this.openBatch();
+        b.labels.add('status read-back');
+        readback = this.status.record(b.enc);
+      }
+      this.submit();
+    }
     const held = this.inflight;
     this.inflight = [];
-    // With status slots to read, their read-back's map completes after all submitted work: one
-    // round trip instead of two (onSubmittedWorkDone, then the map).
-    if (this.lostReason === undefined && this.status.pending === 0) await Promise.race([this.device.queue.onSubmittedWorkDone(), this.lostPromise]);
+    if (this.lostReason === undefined && !readback) await Promise.race([this.device.queue.onSubmittedWorkDone(), this.lostPromise]);
     this.checkDevice();
-    const err = await Promise.race([this.status.collect(), this.lostPromise.then(() => undefined)]);
+    const err = readback ? await Promise.race([this.status.read(readback), this.lostPromise.then(() => undefined)]) : undefined;
     held.length = 0;
     this.checkDevice();
     const asyncErr = this.asyncError;

@@ -4,6 +4,24 @@ import { DnnlError } from '../../common/status.js';
 export const SLOT_WORDS = 4;
 const SLOTS_PER_BLOCK = 1024;
 
+/**
+ * One execution's slot: kernels bind `binding` (a 16-byte range of a status buffer) and write words
+ * 0..3 of it (`word` is always 0). A range rather than a word index in the kernel's params: the params
+ * and bind groups of an execution then stay the same from one wait to the next (the n-th execution
+ * after a wait always takes the n-th slot), so executing again writes nothing and creates nothing.
+ */
+export interface StatusSlot {
+  readonly binding: GPUBufferBinding;
+  readonly word: 0;
+}
+
+/** The slots to read back after a batch: recorded into its encoder by `StatusSlots.record`. */
+export interface StatusReadback {
+  readonly read: GPUBuffer;
+  readonly bytes: number;
+  readonly used: readonly { block: number; slot: number; decode: SlotDecoder }[];
+}
+
 /** Turns a slot's words into the error a kernel reported (undefined: no error). */
 export type SlotDecoder = (code: number, i: number, x: number, y: number) => DnnlError | undefined;
 
@@ -15,6 +33,8 @@ export type SlotDecoder = (code: number, i: number, x: number, y: number) => Dnn
  */
 export class StatusSlots {
   private readonly device: GPUDevice;
+  /** Bytes between slots: storage bindings start at multiples of minStorageBufferOffsetAlignment. */
+  private readonly stride: number;
   private readonly blocks: GPUBuffer[] = [];
   private used: { block: number; slot: number; decode: SlotDecoder }[] = [];
   /** Mappable read-back buffers between waits (concurrent waits each take their own). */
@@ -28,55 +48,66 @@ export class StatusSlots {
 
   constructor(device: GPUDevice) {
     this.device = device;
+    this.stride = Math.max(SLOT_WORDS * 4, device.limits.minStorageBufferOffsetAlignment);
   }
 
-  /** A zeroed slot for one execution: the buffer to bind and the word offset of the slot. */
-  take(decode: SlotDecoder): { buffer: GPUBuffer; word: number } {
+  /** A zeroed slot for one execution (see StatusSlot). */
+  take(decode: SlotDecoder): StatusSlot {
     const n = this.used.length;
     const block = Math.floor(n / SLOTS_PER_BLOCK), slot = n % SLOTS_PER_BLOCK;
     if (block === this.blocks.length) {
       this.blocks.push(this.device.createBuffer({
         label: 'groupdnn status slots',
-        size: SLOTS_PER_BLOCK * SLOT_WORDS * 4,
+        size: SLOTS_PER_BLOCK * this.stride,
         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
       }));
     }
     const map = this.errorMap;
     this.used.push({ block, slot, decode: map ? (c, i, x, y) => { const e = decode(c, i, x, y); return e && map(e); } : decode });
-    return { buffer: this.blocks[block], word: slot * SLOT_WORDS };
+    const buffer = this.blocks[block];
+    return { binding: { buffer, offset: slot * this.stride, size: SLOT_WORDS * 4 }, word: 0 };
   }
 
   get pending(): number {
     return this.used.length;
   }
 
-  /** Reads the slots used since the last call (after the queue's work), clears them, returns the first error. */
-  async collect(): Promise<DnnlError | undefined> {
+  /**
+   * Records into `enc` (the batch's encoder, after its work) the copy of the slots used since the last
+   * call to a mappable buffer, and their clear; `read` then maps it. One submit for work and read-back.
+   */
+  record(enc: GPUCommandEncoder): StatusReadback | undefined {
     const used = this.used;
     if (used.length === 0) return undefined;
     this.used = [];
+    const blockBytes = SLOTS_PER_BLOCK * this.stride;
     const blocks = Math.floor((used.length - 1) / SLOTS_PER_BLOCK) + 1;
-    const bytes = SLOTS_PER_BLOCK * SLOT_WORDS * 4;
+    const bytes = (used.length - (blocks - 1) * SLOTS_PER_BLOCK) * this.stride + (blocks - 1) * blockBytes;
     // A read-back buffer from the pool: allocating a mappable buffer per wait cost ~0.5 ms on an H200.
-    const at = this.readPool.findIndex((b) => b.size >= bytes * blocks);
-    const read = at >= 0 ? this.readPool.splice(at, 1)[0] : this.device.createBuffer({ label: 'groupdnn status read-back', size: bytes * blocks, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    const enc = this.device.createCommandEncoder();
+    const at = this.readPool.findIndex((b) => b.size >= bytes);
+    const read = at >= 0 ? this.readPool.splice(at, 1)[0] : this.device.createBuffer({ label: 'groupdnn status read-back', size: Math.max(bytes, 16 * this.stride), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     for (let b = 0; b < blocks; b++) {
-      enc.copyBufferToBuffer(this.blocks[b], 0, read, b * bytes, bytes);
-      enc.clearBuffer(this.blocks[b]);
+      const n = Math.min(blockBytes, bytes - b * blockBytes);
+      enc.copyBufferToBuffer(this.blocks[b], 0, read, b * blockBytes, n);
+      enc.clearBuffer(this.blocks[b], 0, n);
     }
-    this.device.queue.submit([enc.finish()]);
+    return { read, bytes, used };
+  }
+
+  /** Maps a read-back (after its submit) and returns the first error in execution order. */
+  async read(r: StatusReadback): Promise<DnnlError | undefined> {
     try {
-      await read.mapAsync(GPUMapMode.READ);
+      await r.read.mapAsync(GPUMapMode.READ, 0, r.bytes);
     } catch (e) {
-      read.destroy();
+      r.read.destroy();
       throw e;
     }
-    const words = new Uint32Array(read.getMappedRange().slice(0, bytes * blocks));
-    read.unmap();
-    this.readPool.push(read);
-    for (const u of used) {
-      const w = (u.block * SLOTS_PER_BLOCK + u.slot) * SLOT_WORDS;
+    const words = new Uint32Array(r.read.getMappedRange(0, r.bytes).slice(0));
+    r.read.unmap();
+    this.readPool.push(r.read);
+    const perSlot = this.stride / 4;
+    for (const u of r.used) {
+      const w = (u.block * SLOTS_PER_BLOCK + u.slot) * perSlot;
       if (words[w] === 0) continue;
       const err = u.decode(words[w], words[w + 1] | 0, words[w + 2] | 0, words[w + 3] | 0);
       if (err) return err;

@@ -39,15 +39,15 @@ export const webgpuActivation: GpuActivationImpl = {
         // A grouped src reports bad offsets even when no row could be written (the cpu checks them first too).
         if (!p.grouped && (p.rows === 0 || p.I === 0)) return;
         const slot = p.grouped ? eng.status.take((code, i, x, y) => (code === ACT_ERR_OFFS ? offsError(i, x, y) : new DnnlError('runtime_error', `moe.activation: kernel status ${code}`))) : undefined;
-        eng.write(params, 0, Uint32Array.of(2 * p.I, p.I, p.rows, p.src.strides[0], p.dst.strides[0], G, slot?.word ?? 0, 0));
+        eng.writeParams(params, Uint32Array.of(2 * p.I, p.I, p.rows, p.src.strides[0], p.dst.strides[0], G, slot?.word ?? 0, 0));
         eng.encode('moe.activation', (enc) => {
           const entries: GPUBindGroupEntry[] = [
             { binding: 0, resource: { buffer: params } },
             { binding: 1, resource: { buffer: a.src.buffers[0] } },
             { binding: 2, resource: { buffer: a.dst.buffers[0] } },
           ];
-          if (slot) entries.push({ binding: 3, resource: { buffer: a.src.buffers[1] } }, { binding: 4, resource: { buffer: slot.buffer } });
-          const bg = eng.device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries });
+          if (slot) entries.push({ binding: 3, resource: { buffer: a.src.buffers[1] } }, { binding: 4, resource: slot.binding });
+          const bg = eng.bindGroup(pipe, entries);
           const pass = enc.beginComputePass({ label: 'moe.activation' });
           pass.setPipeline(pipe);
           pass.setBindGroup(0, bg);

@@ -47,16 +47,15 @@ export const webgpuCombine: GpuCombineImpl = {
         const n = p.T * p.k;
         if (n === 0) return;
         const slot = eng.status.take((code, i, x) => (code === COMBINE_ERR_ROW ? rowError(p, i, x) : new DnnlError('runtime_error', `moe.combine: kernel status ${code}`)));
-        eng.write(params, 0, Uint32Array.of(p.T, p.k, p.N, p.srcLd, p.dst.strides[0], p.rows, p.scattered ? 1 : 0, p.weighted ? 1 : 0, slot.word, 0, 0, 0));
+        eng.writeParams(params, Uint32Array.of(p.T, p.k, p.N, p.srcLd, p.dst.strides[0], p.rows, p.scattered ? 1 : 0, p.weighted ? 1 : 0, slot.word, 0, 0, 0));
         eng.encode('moe.combine', (enc) => {
-          const dev = eng.device;
           const pass = enc.beginComputePass({ label: 'moe.combine' });
           const ce: GPUBindGroupEntry[] = [
             { binding: 0, resource: { buffer: params } },
             { binding: 1, resource: { buffer: a.rowOf.buffers[0] } },
-            { binding: 2, resource: { buffer: slot.buffer } },
+            { binding: 2, resource: slot.binding },
           ];
-          const cbg = dev.createBindGroup({ layout: check.getBindGroupLayout(0), entries: ce });
+          const cbg = eng.bindGroup(check, ce);
           pass.setPipeline(check);
           pass.setBindGroup(0, cbg);
           pass.dispatchWorkgroups(1);
@@ -67,9 +66,9 @@ export const webgpuCombine: GpuCombineImpl = {
             // Unweighted: any read-only buffer fills the slot (the kernel never reads it).
             { binding: 3, resource: { buffer: (a.weights ?? a.rowOf).buffers[0] } },
             { binding: 4, resource: { buffer: a.dst.buffers[0] } },
-            { binding: 5, resource: { buffer: slot.buffer } },
+            { binding: 5, resource: slot.binding },
           ];
-          const kbg = dev.createBindGroup({ layout: combine.getBindGroupLayout(0), entries: ke });
+          const kbg = eng.bindGroup(combine, ke);
           if (p.N > 0) {
             pass.setPipeline(combine);
             pass.setBindGroup(0, kbg);

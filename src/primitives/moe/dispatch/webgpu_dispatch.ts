@@ -47,22 +47,21 @@ class WebgpuDispatchExecutor {
     eng.checkAlive();
     const slot = eng.status.take((code, i, x, y) => dispatchError(p, code, i, x, y));
     const nb = Math.ceil(n / DISPATCH_BLOCK);
-    eng.write(this.params, 0, Uint32Array.from([
+    eng.writeParams(this.params, Uint32Array.from([
       n, p.k, p.E, p.G, p.R, p.cap, p.block, p.batched ? 1 : 0, nb, slot.word, p.K, p.hidden ? p.hidden.strides[0] : 0,
       a.expertMap ? 1 : 0, eng.caps.maxComputeWorkgroupsPerDimension, is16(p) ? 1 : 0, 0,
     ]));
     // Offsets (contiguous: the grouped dst's offsets buffer, or the index-only dst) or the batched counts.
     const offsBuf = p.batched ? a.counts!.buffers[0] : a.hidden ? a.dst!.buffers[1] : a.dst!.buffers[0];
     eng.encode('moe.dispatch', (enc) => {
-      const dev = eng.device;
       const buf = (binding: number, buffer: GPUBuffer): GPUBindGroupEntry => ({ binding, resource: { buffer } });
-      const group = (pl: GPUComputePipeline, entries: GPUBindGroupEntry[]): GPUBindGroup => dev.createBindGroup({ layout: pl.getBindGroupLayout(0), entries });
+      const group = (pl: GPUComputePipeline, entries: GPUBindGroupEntry[]): GPUBindGroup => eng.bindGroup(pl, entries);
       const P = buf(0, this.params), ids = buf(1, a.ids.buffers[0]), map = buf(2, (a.expertMap ?? a.ids).buffers[0]), scr = buf(3, this.scratch);
       const groups = [
         group(this.place, [P, ids, map, scr]),
         group(this.scan, [P, scr, buf(4, this.args)]),
         group(this.write, [P, scr, buf(5, a.rowOf.buffers[0]), buf(6, a.tokenIndex.buffers[0]), buf(7, a.tokenKs.buffers[0]), buf(8, offsBuf)]),
-        group(this.report, [P, ids, map, scr, buf(11, slot.buffer)]),
+        group(this.report, [P, ids, map, scr, { binding: 11, resource: slot.binding }]),
       ];
       const copyGroup = this.copy && a.hidden && a.dst ? group(this.copy, [P, scr, buf(6, a.tokenIndex.buffers[0]), buf(9, a.hidden.buffers[0]), buf(10, a.dst.buffers[0])]) : undefined;
       enc.clearBuffer(this.scratch, 0, 4 * dispatchClearWords(n, p.G));

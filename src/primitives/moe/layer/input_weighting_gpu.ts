@@ -59,6 +59,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
 `;
 }
 
+/**
+ * Params buffer per permuted workspace (the layer's, living as long as the layer): a layer executed again
+ * writes and creates nothing (a 32-byte buffer, dropped with the workspace by the GC).
+ */
+const paramsOf = new WeakMap<GpuMemory, GPUBuffer>();
+
 export function enqueueInputWeightingGpu(strm: Stream, T: number, k: number, a: InputWeightingGpuArgs): void {
   const eng = strm.engine as GpuEngine;
   const md = a.permuted.desc, G = md.grouped!.groupCount, [R, K] = md.dims, ld = md.strides[0], t = md.dataType;
@@ -67,14 +73,18 @@ export function enqueueInputWeightingGpu(strm: Stream, T: number, k: number, a: 
     const slot = eng.status.take((code, i, x, y) => (code === ERR_ROWS
       ? new DnnlError('invalid_arguments', `moe.layer (input weighting): offsets[${i}] = ${x} must be in [0, ${y}]`)
       : undefined));
-    const params = eng.createBuffer(32, 'moe input weighting params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
-    eng.write(params, 0, new Uint32Array([K, ld, T, k, G, R, slot.word, 0]));
+    let params = paramsOf.get(a.permuted);
+    if (!params) {
+      params = eng.createBuffer(32, 'moe input weighting params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      paramsOf.set(a.permuted, params);
+    }
+    eng.writeParams(params, new Uint32Array([K, ld, T, k, G, R, slot.word, 0]));
     eng.encode('moe.layer (input weighting)', (enc) => {
-      const bg = eng.device.createBindGroup({
-        layout: pipe.getBindGroupLayout(0),
-        entries: [params, a.permuted.buffers[0], a.permuted.buffers[1], a.tokenIndex.buffers[0], a.tokenKs.buffers[0], a.topkWeights.buffers[0], slot.buffer]
+      const bg = eng.bindGroup(pipe, [
+        ...[params!, a.permuted.buffers[0], a.permuted.buffers[1], a.tokenIndex.buffers[0], a.tokenKs.buffers[0], a.topkWeights.buffers[0]]
           .map((buffer, binding) => ({ binding, resource: { buffer } })),
-      });
+        { binding: 6, resource: slot.binding },
+      ]);
       const pass = enc.beginComputePass({ label: 'moe input weighting' });
       pass.setPipeline(pipe);
       pass.setBindGroup(0, bg);
@@ -82,6 +92,5 @@ export function enqueueInputWeightingGpu(strm: Stream, T: number, k: number, a: 
       pass.end();
       eng.keepAlive(bg, pass);
     });
-    eng.retire(params);
   });
 }

@@ -56,9 +56,8 @@ class WebgpuRoutingExecutor {
     words.set([p.T, p.src.strides[0], p.src.strides[1], slot.word]);
     floats[4] = p.routedScalingFactor;
     floats[5] = p.renormalizeEps;
-    eng.write(this.params, 0, words);
+    eng.writeParams(this.params, words);
     eng.encode('moe.routing', (enc) => {
-      const dev = eng.device;
       enc.clearBuffer(this.flag);
       const pass = enc.beginComputePass({ label: 'moe.routing' });
       const common: GPUBindGroupEntry[] = [
@@ -67,15 +66,15 @@ class WebgpuRoutingExecutor {
         { binding: 5, resource: { buffer: this.flag } },
       ];
       if (a.correctionBias) common.push({ binding: 2, resource: { buffer: a.correctionBias.buffers[0] } });
-      const checkBg = dev.createBindGroup({ layout: this.check.getBindGroupLayout(0), entries: common });
+      const checkBg = eng.bindGroup(this.check, common);
       const routeEntries: GPUBindGroupEntry[] = [
         ...common,
         { binding: 3, resource: { buffer: a.topkIds.buffers[0] } },
         { binding: 4, resource: { buffer: a.topkWeights.buffers[0] } },
-        { binding: 6, resource: { buffer: slot.buffer } },
+        { binding: 6, resource: slot.binding },
       ];
       if (this.scratch) routeEntries.push({ binding: 7, resource: { buffer: this.scratch } });
-      const routeBg = dev.createBindGroup({ layout: this.route.getBindGroupLayout(0), entries: routeEntries });
+      const routeBg = eng.bindGroup(this.route, routeEntries);
       pass.setPipeline(this.check);
       pass.setBindGroup(0, checkBg);
       pass.dispatchWorkgroups(...workgroupGrid(eng, Math.max(p.T, p.correctionBias ? p.E : 0), ROUTE_WG));
