@@ -36,9 +36,11 @@ export function routingKey(c: RoutingKernelConfig, which: 'check' | 'route'): st
 const PARAMS = 'struct Params { T: u32, st: u32, se: u32, slot: u32, scale: f32, eps: f32, zero: u32, _p: u32 }';
 
 /** Status codes (runtime_data.ts ROUTE_ERR, wasm/src/moe-route.c). */
-const NAN = 110, POS_INF = 111, NO_FINITE = 112, BIAS = 113;
+const NAN = 110, POS_INF = 111, NO_FINITE = 112;
+export const ROUTE_ERR_BIAS = 113;
 
-function header(c: RoutingKernelConfig): string {
+/** Params, logits binding, flag, logit_bits / row_error / fail_key: shared by the routing kernels. */
+export function routingHeaderWgsl(c: RoutingKernelConfig): string {
   // 16-bit logits sit two per u32 word (low half first); every type is read as the bits of its f32 value.
   const bits = c.dt === 'f32' ? 'return src[i];' : `
   let h = (src[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;
@@ -88,7 +90,7 @@ fn fail_key(key: u32) { atomicMax(&flag[0], 0xffffffffu - key); }
  * Grid: max(T, E) invocations.
  */
 export function routingCheckWgsl(c: RoutingKernelConfig): string {
-  return /* wgsl */ `${header(c)}
+  return /* wgsl */ `${routingHeaderWgsl(c)}
 @compute @workgroup_size(${ROUTE_WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let i = (wid.y * nwg.x + wid.x) * ${ROUTE_WG}u + li;
@@ -97,6 +99,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 `;
 }
+
+/** The status binding and `report(key)`: the error of the smallest key, in the status slot. */
+export const ROUTING_REPORT = /* wgsl */ `
+@group(0) @binding(6) var<storage, read_write> status: array<u32>;
+fn report(key: u32) {
+  var code = ${ROUTE_ERR_BIAS}u;
+  var i = 0u;
+  var x = key - P.T;
+  if (key < P.T) {
+    let r = row_error(key);
+    code = r.x;
+    i = key;
+    x = r.y;
+  }
+  status[P.slot] = code;
+  status[P.slot + 1u] = i;
+  status[P.slot + 2u] = x;
+  status[P.slot + 3u] = 0u;
+}
+`;
 
 /**
  * Pass 2: one invocation per token routes it exactly as wasm/src/moe-route.c does (four-lane softmax
@@ -110,11 +132,10 @@ export function routingWgsl(c: RoutingKernelConfig): string {
   const storage = c.scratch
     ? `@group(0) @binding(7) var<storage, read_write> scr: array<f32>;`
     : `var<private> SCORE: array<f32, ${E4}>;${c.bias ? `\nvar<private> SELS: array<f32, ${E4}>;` : ''}`;
-  let body = /* wgsl */ `${header(c)}
+  let body = /* wgsl */ `${routingHeaderWgsl(c)}
 ${WGSL_VMATH}
 @group(0) @binding(3) var<storage, read_write> ids: array<i32>;
 @group(0) @binding(4) var<storage, read_write> wts: array<f32>;
-@group(0) @binding(6) var<storage, read_write> status: array<u32>;
 ${storage}
 const E4 = ${E4}u;
 const K = ${c.k}u;
@@ -170,22 +191,7 @@ fn group_push(x: f32, idx: u32) {
   gti[p] = idx;
 }
 
-fn report(key: u32) {
-  var code = ${BIAS}u;
-  var i = 0u;
-  var x = key - P.T;
-  if (key < P.T) {
-    let r = row_error(key);
-    code = r.x;
-    i = key;
-    x = r.y;
-  }
-  status[P.slot] = code;
-  status[P.slot + 1u] = i;
-  status[P.slot + 2u] = x;
-  status[P.slot + 3u] = 0u;
-}
-
+${ROUTING_REPORT}
 @compute @workgroup_size(${ROUTE_WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let t = (wid.y * nwg.x + wid.x) * ${ROUTE_WG}u + li;

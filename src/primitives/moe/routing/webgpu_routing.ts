@@ -6,6 +6,7 @@ import { fits32 } from '../../../kernels/fused_job.js';
 import {
   ROUTE_WG, ROUTING_PRIVATE_LIMIT, routingCheckWgsl, routingKey, routingPrivateBytes, routingWgsl, type RoutingKernelConfig,
 } from '../../../kernels/wgsl/moe_routing.js';
+import { routingTokenFits, routingTokenWgsl } from '../../../kernels/wgsl/moe_routing_token.js';
 import type { GpuRoutingImpl, RoutingArgs } from './impl.js';
 import type { RoutingProblem } from './problem.js';
 import { routingDataError } from './runtime_data.js';
@@ -28,6 +29,8 @@ function configOf(p: RoutingProblem): RoutingKernelConfig {
 class WebgpuRoutingExecutor {
   private readonly check: GPUComputePipeline;
   private readonly route: GPUComputePipeline;
+  /** One workgroup per token (moe_routing_token.ts) rather than one invocation. */
+  private readonly perToken: boolean;
   private readonly params: GPUBuffer;
   private readonly flag: GPUBuffer;
   private readonly scratch: GPUBuffer | undefined;
@@ -35,7 +38,8 @@ class WebgpuRoutingExecutor {
   constructor(private readonly p: RoutingProblem, private readonly eng: GpuEngine) {
     const c = configOf(p);
     this.check = eng.pipeline(routingKey(c, 'check'), () => routingCheckWgsl(c));
-    this.route = eng.pipeline(routingKey(c, 'route'), () => routingWgsl(c));
+    this.perToken = !c.scratch && routingTokenFits(c);
+    this.route = this.perToken ? eng.pipeline(`${routingKey(c, 'route')}:wg`, () => routingTokenWgsl(c)) : eng.pipeline(routingKey(c, 'route'), () => routingWgsl(c));
     this.params = eng.createBuffer(32, 'moe.routing params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     this.flag = eng.createBuffer(16, 'moe.routing flag');
     const E4 = (p.E + 3) & ~3;
@@ -80,7 +84,7 @@ class WebgpuRoutingExecutor {
       pass.dispatchWorkgroups(...workgroupGrid(eng, Math.max(p.T, p.correctionBias ? p.E : 0), ROUTE_WG));
       pass.setPipeline(this.route);
       pass.setBindGroup(0, routeBg);
-      pass.dispatchWorkgroups(...workgroupGrid(eng, p.T, ROUTE_WG));
+      pass.dispatchWorkgroups(...workgroupGrid(eng, this.perToken ? p.T * ROUTE_WG : p.T, ROUTE_WG));
       pass.end();
       eng.keepAlive(pass, checkBg, routeBg);
     });

@@ -1,0 +1,145 @@
+import { WGSL_VMATH } from './wgsl_vmath.js';
+import { ROUTE_WG, ROUTING_REPORT, routingHeaderWgsl, type RoutingKernelConfig } from './moe_routing.js';
+
+/**
+ * `moe-routing` pass 2, one workgroup per token: the ROUTE_WG invocations share the token's experts,
+ * so a decode step (T = 1) does not run E exps, a sort and the weights on one invocation (30 us on an
+ * H200 for E = 64, against ~5 us here). Bits are those of the one-invocation kernel (moe_routing.ts)
+ * and of wasm/src/moe-route.c:
+ *  - the softmax max is exact in any order; each exp is elementwise; the sum keeps the cpu's four lanes
+ *    (lane l adds experts e = l mod 4 in ascending e, then (l0 + l1) + (l2 + l3)), one invocation per lane;
+ *  - the top-k is a rank: expert e precedes j when its value is larger, or equal with e < j (the cpu's
+ *    insertion keeps the earlier of equal values), and takes slot rank(e) when that is below k;
+ *  - grouped selection: each group's score (its max, or max + second max, scanned in ascending e) by one
+ *    invocation, ranked the same way; experts of unselected groups do not compete;
+ *  - the weights are summed in slot order by one invocation.
+ * Used where the scores fit workgroup memory (`routingTokenFits`); larger E takes the one-invocation
+ * kernel with its storage scratch.
+ */
+
+/** Bytes of workgroup memory the kernel needs for `c`. */
+function workgroupBytes(c: Omit<RoutingKernelConfig, 'scratch'>): number {
+  const E4 = (c.E + 3) & ~3;
+  return 4 * (E4 * (c.bias ? 2 : 1) + 2 * c.groups + 2 * c.k + ROUTE_WG + 8);
+}
+
+/** Whether the workgroup-per-token kernel applies (its scores in workgroup memory, at most 8 KiB). */
+export function routingTokenFits(c: Omit<RoutingKernelConfig, 'scratch'>): boolean {
+  return workgroupBytes(c) <= 8192;
+}
+
+export function routingTokenWgsl(c: RoutingKernelConfig): string {
+  const E4 = (c.E + 3) & ~3;
+  const per = c.E / c.groups;
+  const sel = c.bias ? 'SELS' : 'SCORE';
+  return /* wgsl */ `${routingHeaderWgsl(c)}
+${WGSL_VMATH}
+@group(0) @binding(3) var<storage, read_write> ids: array<i32>;
+@group(0) @binding(4) var<storage, read_write> wts: array<f32>;
+${ROUTING_REPORT}
+const E4 = ${E4}u;
+const K = ${c.k}u;
+const G = ${c.groups}u;
+const KG = ${c.kgroup}u;
+const PER = ${per}u;
+const RENORM = ${c.renorm};
+const WG = ${ROUTE_WG}u;
+var<workgroup> SCORE: array<f32, ${E4}>;
+${c.bias ? `var<workgroup> SELS: array<f32, ${E4}>;` : ''}
+var<workgroup> GS: array<f32, ${c.groups}>;
+var<workgroup> GSEL: array<u32, ${c.groups}>;
+var<workgroup> TOPI: array<u32, ${c.k}>;
+var<workgroup> RED: array<f32, ${ROUTE_WG}>;
+var<workgroup> LANE: array<f32, 4>;
+var<workgroup> FLAGW: u32;
+
+fn ninf() -> f32 { return bitcast<f32>(0xff800000u | P.zero); }
+fn fmax(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
+
+@compute @workgroup_size(${ROUTE_WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  // One token per workgroup: t and the flag are uniform, so the early returns keep the barriers uniform.
+  let t = wid.y * nwg.x + wid.x;
+  if (li == 0u) { FLAGW = atomicLoad(&flag[0]); }
+  let f = workgroupUniformLoad(&FLAGW);
+  if (f != 0u) {
+    if (t == 0u && li == 0u) { report(0xffffffffu - f); }
+    return;
+  }
+  if (t >= P.T) { return; }
+  for (var e = li; e < E4; e += WG) {
+    if (e < E) { SCORE[e] = bitcast<f32>(logit_bits(t, e)); } else { SCORE[e] = ninf(); }
+  }
+  workgroupBarrier();
+  if (SOFTMAX) {
+    var m = ninf();
+    for (var e = li; e < E4; e += WG) { m = fmax(m, SCORE[e]); }
+    RED[li] = m;
+    workgroupBarrier();
+    for (var h = WG / 2u; h > 0u; h = h / 2u) {
+      if (li < h) { RED[li] = fmax(RED[li], RED[li + h]); }
+      workgroupBarrier();
+    }
+    let mx = RED[0];
+    for (var e = li; e < E4; e += WG) { SCORE[e] = vm_exp(SCORE[e] - mx); }
+    workgroupBarrier();
+    if (li < 4u) {
+      var acc = 0.0f;
+      for (var e = li; e < E4; e += 4u) { acc = acc + SCORE[e]; }
+      LANE[li] = acc;
+    }
+    workgroupBarrier();
+    let s = (LANE[0] + LANE[1]) + (LANE[2] + LANE[3]);
+    for (var e = li; e < E4; e += WG) { SCORE[e] = SCORE[e] / s; }
+  } else {
+    for (var e = li; e < E4; e += WG) { SCORE[e] = vm_logistic(SCORE[e]); }
+  }
+  ${c.bias ? 'for (var e = li; e < E; e += WG) { SELS[e] = SCORE[e] + bitcast<f32>(bias[e]); }' : ''}
+  workgroupBarrier();
+  if (G > 1u) {
+    for (var g = li; g < G; g += WG) {
+      var a = ninf();
+      var b = ninf();
+      for (var e = g * PER; e < (g + 1u) * PER; e++) {
+        let v = ${sel}[e];
+        if (v > a) { b = a; a = v; } else if (v > b) { b = v; }
+      }
+      GS[g] = ${c.gmode === 0 ? 'a' : 'a + b'};
+    }
+    workgroupBarrier();
+    for (var g = li; g < G; g += WG) {
+      let v = GS[g];
+      var r = 0u;
+      for (var h = 0u; h < G; h++) { if (GS[h] > v || (GS[h] == v && h < g)) { r++; } }
+      GSEL[g] = select(0u, 1u, r < KG);
+    }
+    workgroupBarrier();
+  }
+  for (var e = li; e < E; e += WG) {
+    if (G > 1u && GSEL[e / PER] == 0u) { continue; }
+    let v = ${sel}[e];
+    var r = 0u;
+    for (var j = 0u; j < E; j++) {
+      if (G > 1u && GSEL[j / PER] == 0u) { continue; }
+      let w = ${sel}[j];
+      if (w > v || (w == v && j < e)) { r++; }
+    }
+    if (r < K) { TOPI[r] = e; }
+  }
+  workgroupBarrier();
+  // Weights: the (uncorrected) scores of the chosen experts, summed in slot order.
+  if (li == 0u) {
+    var sum = 0.0f;
+    for (var q = 0u; q < K; q++) { sum = sum + SCORE[TOPI[q]]; }
+    let den = sum + P.eps;
+    let o = t * K;
+    for (var q = 0u; q < K; q++) {
+      var x = SCORE[TOPI[q]];
+      if (RENORM) { x = select(0.0f, x / den, den > 0.0f); }
+      ids[o + q] = i32(TOPI[q]);
+      wts[o + q] = x * P.scale;
+    }
+  }
+}
+`;
+}
