@@ -134,7 +134,7 @@ export function gemvBindings(c: GemvSplitKConfig, pass: 'main' | 'reduce'): numb
   const put = putIn(c, pass);
   const out = [0, 4];
   if (pass === 'main') out.push(1, 2);
-  if (put || (c.moe.zeroFill && pass === 'main')) out.push(3);
+  if (put) out.push(3);
   if (c.kSplit > 1) out.push(GEMV_PARTIALS_BINDING);
   if (put && c.bias) out.push(5);
   const ops = passOperands(c, pass);
