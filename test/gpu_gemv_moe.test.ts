@@ -52,6 +52,8 @@ interface Case {
   readonly glu?: GluSpec;
   readonly bias?: boolean;
   readonly weiDt?: DataType;
+  /** s8 / u8 src (W8A8 with srcScale and per-column weight scales: the integer GEMM). */
+  readonly srcDt?: DataType;
   /** Weight scales: per expert column, or K blocks of this size. */
   readonly wScale?: 'col' | number;
   /** Per-row src scales (gather: per token). */
@@ -64,6 +66,10 @@ interface Case {
 
 const halves = (rng: Rng, n: number): Float64Array => Float64Array.from({ length: n }, () => (Math.floor(rng() * 17) - 8) / 2);
 const fromSet = (rng: Rng, n: number, set: readonly number[]): Float64Array => Float64Array.from({ length: n }, () => set[Math.floor(rng() * set.length)]);
+const ints = (lo: number, hi: number): number[] => Array.from({ length: hi - lo + 1 }, (_, i) => lo + i);
+/** Values exact in `t` and small enough for exact f32 sums. */
+const codes = (t: DataType, rng: Rng, n: number): Float64Array =>
+  t === dt.s8 ? fromSet(rng, n, ints(-6, 6)) : t === dt.u8 ? fromSet(rng, n, ints(0, 12)) : t === dt.s4 ? fromSet(rng, n, [-8, -5, -3, -1, 0, 1, 2, 4, 7]) : halves(rng, n);
 const SENTINEL = -7.25;
 
 interface Routed { readonly group: number; readonly token: number; readonly slot: number }
@@ -102,7 +108,8 @@ async function runCase(c: Case): Promise<Outcome> {
   // Routed row i is src row i (scatter, zero fill: lead + i) or token rows[i].token (gather).
   const srcRows = gather ? T : lead + R + tail;
   const dstRows = scatter ? T * k : lead + R + tail;
-  const srcMd = gather ? plain([T, K]) : grouped(srcRows, K, G);
+  const srcDt = c.srcDt ?? dt.f32;
+  const srcMd = gather ? plain([T, K], srcDt) : grouped(srcRows, K, G, srcDt);
   const dstMd = scatter ? plain([T * k, Nd]) : grouped(dstRows, Nd, G);
   const weiDt = c.weiDt ?? dt.f32;
   const weiMd = plain([E, K, N], weiDt);
@@ -129,8 +136,8 @@ async function runCase(c: Case): Promise<Outcome> {
   const mems: GpuMemory[] = [];
   const mk = (md: MemoryDesc, v?: ArrayLike<number>): GpuMemory => { const m = Memory.create(md, eng); mems.push(m); if (v) m.write(v); return m; };
   try {
-    const x = halves(rng, srcRows * K);
-    const w = weiDt === dt.s4 ? fromSet(rng, E * K * N, [-8, -5, -3, -1, 0, 1, 2, 4, 7]) : halves(rng, E * K * N);
+    const x = codes(srcDt, rng, srcRows * K);
+    const w = codes(weiDt, rng, E * K * N);
     const bias = halves(rng, E * N);
     const prev = halves(rng, dstRows * Nd).map((v) => (scatter ? SENTINEL : v));
     const offs = offsets.fromSizes(sizes).map((o) => o + lead);
@@ -262,6 +269,25 @@ describe('gemv-splitk: zero-filled ungrouped rows', () => {
   ] as const)('%s', async (_n, c) => {
     const o = await runCase(c);
     check(c, o);
+  });
+});
+
+describe('gemv-splitk: W8A8, the integer GEMM (i32 sums, per-row x per-column scales per output)', () => {
+  const cases: ReadonlyArray<readonly [string, Case, RegExp]> = [
+    ['gemm1 of the W8A8 layer: gathered s8 rows with per-token scales x s8, per-column scales, GLU halves, bias, padding rows', { mode: 'gather', T: 3, G: 4, k: 2, K: 40, N: 72, srcDt: dt.s8, weiDt: dt.s8, srcScale: true, wScale: 'col', bias: true, pads: [3], glu: { alg: 'glu_swiglu', layout: 'halves' } }, /gemv-splitk-r4-kg1-vec/],
+    ['gemm2 of the W8A8 layer: s8 rows scattered, routing weights, K split', { mode: 'scatter', T: 3, G: 4, k: 2, K: 90, N: 36, srcDt: dt.s8, weiDt: dt.s8, srcScale: true, wScale: 'col', ops: ['mul_row'], kPerThread: 2 }, /gemv-splitk-r4-kg6-vec/],
+    ['s8 x s4, scalar loads (N / 8 not whole), an expert map, GLU interleaved with a K split', { mode: 'gather', T: 2, G: 3, k: 2, K: 70, N: 38, srcDt: dt.s8, weiDt: dt.s4, srcScale: true, wScale: 'col', map: [1, 0, 1], glu: { alg: 'glu_geglu_tanh', layout: 'interleaved' }, kPerThread: 2 }, /gemv-splitk-r4-kg5\+/],
+    ['u8 x u8, E = 1 taking every row', { mode: 'scatter', T: 6, G: 1, k: 1, K: 33, N: 24, pick: () => 0, srcDt: dt.u8, weiDt: dt.u8, srcScale: true, wScale: 'col' }, /gemv-splitk-r8-kg1-vec/],
+  ];
+  it.each(cases)('%s', async (_n, c, kernel) => {
+    const o = await runCase(c);
+    expect(o.pd.implInfo).toMatch(kernel);
+    check(c, o);
+  });
+  it('u8 x u8 with src and weights zero points (codes minus zero points in the i32 sums)', async () => {
+    const o = await runGpuGM(eng, strm, { G: 3, K: 37, N: 40, sizes: [3, 0, 4], srcDt: dt.u8, weiDt: dt.u8, scales: { src: { gran: GM.src.row }, weights: { gran: GM.weights.expertCol } }, zps: { src: { gran: GM.src.expert, dt: dt.u8 }, weights: { gran: GM.weights.expertCol, dt: dt.u8 } } });
+    expect(o.pd.implInfo).toMatch(/gemv-splitk-r4-kg1-vec/);
+    expectBitwise(o);
   });
 });
 

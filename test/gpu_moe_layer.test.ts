@@ -249,7 +249,7 @@ describe('moe.layer at decode sizes on the gpu engine: gemm1 and gemm2 run gemv-
     });
   }
 
-  it('expert parallel (2 of 5 experts here) and weight-only int4 match the cpu layer; W8A8 stays on gemm-tiled', async () => {
+  it('expert parallel (2 of 5 experts here), weight-only int4 and W8A8 (the integer GEMM) match the cpu layer', async () => {
     const s = { T: 2, E: 5, k: 2, K: 32, I: 16 }, d = data(s, 13);
     const map = Int32Array.from([-1, 0, -1, 1, -1]);
     const g = await runLayer(gpu, s, d, { localExperts: 2 }, dt.f32, { map });
@@ -270,8 +270,12 @@ describe('moe.layer at decode sizes on the gpu engine: gemm1 and gemm2 run gemv-
     expect(gemv(gi, 'gemm1')).toMatch(/^webgpu:gemv-splitk-/);
     expect(gemv(gi, 'gemm2')).toMatch(/^webgpu:gemv-splitk-/);
     expect(maxRelDiff(gi.out, (await runLayer(cpu, s, q, int4, dt.s4, extra)).out)).toBeLessThan(1e-5);
-    const w8a8 = await runLayer(gpu, s, q, { quant: 'w8a8_dynamic', weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, dt.s8,
-      { scales13: { dims: [s.E, 2 * s.I], v: sc(s.E * 2 * s.I, 5) }, scales2: { dims: [s.E, s.K], v: sc(s.E * s.K, 6) } });
-    expect(gemv(w8a8, 'gemm1')).toMatch(/^webgpu:gemm-tiled/);
+    const w8a8Config: Config = { quant: 'w8a8_dynamic', weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } };
+    const w8a8Extra: Extra = { scales13: { dims: [s.E, 2 * s.I], v: sc(s.E * 2 * s.I, 5) }, scales2: { dims: [s.E, s.K], v: sc(s.E * s.K, 6) } };
+    const w8a8 = await runLayer(gpu, s, q, w8a8Config, dt.s8, w8a8Extra);
+    expect(gemv(w8a8, 'gemm1')).toMatch(/^webgpu:gemv-splitk-/);
+    expect(gemv(w8a8, 'gemm2')).toMatch(/^webgpu:gemv-splitk-/);
+    // A row scale may round differently from the cpu's (the dynamic quantization), as at prefill sizes.
+    expect(maxRelDiff(w8a8.out, (await runLayer(cpu, s, q, w8a8Config, dt.s8, w8a8Extra)).out)).toBeLessThan(2e-2);
   });
 });

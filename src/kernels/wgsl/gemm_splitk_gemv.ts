@@ -77,12 +77,13 @@ export function gemvKPerThread(wei: DataType): number {
 }
 
 /**
- * The fusions the kernel handles: everything of gemm-tiled's float path (scales and zero points of src
- * and weights, the GLU, the chain of eltwise / binary / sum, dst scale and zero point); not the
- * integer GEMM (W8A8: s8 / u8 src with integer weights).
+ * The fusions the kernel handles: everything of gemm-tiled (scales and zero points of src and weights,
+ * the GLU, the chain of eltwise / binary / sum, dst scale and zero point), the integer GEMM too (W8A8:
+ * i32 accumulation of codes minus zero points, the K-constant scales applied per output).
  */
 export function gemvFusionSupported(f: GemmFusion): boolean {
-  return !f.intAcc;
+  // The integer GEMM subtracts zero points as i32 (as gemm-tiled stages them): integer zero points only.
+  return !f.intAcc || [f.srcZp, f.weiZp].every((o) => !o || wgslType(o.dt).loadInt !== undefined);
 }
 
 export function gemvSplitKKey(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
@@ -111,8 +112,13 @@ const TILE = /* wgsl */ `
   let ct = wid.x % P.colTiles;
   let kg = wid.x / P.colTiles;`;
 
-/** Fusion operands read in the K loop (src / weights) and in the epilogue (binary, dst). */
-const K_LOOP_OPERANDS = new Set(['ssc', 'szp', 'wsc', 'wzp']);
+/**
+ * Fusion operands read in the K loop: src / weights zero points, and their scales but in the integer
+ * GEMM (applied per output there); the others (binary, dst) in the epilogue.
+ */
+const inKLoop = (c: GemvSplitKConfig, name: string): boolean => name === 'szp' || name === 'wzp' || (!c.fusion?.intAcc && (name === 'ssc' || name === 'wsc'));
+/** An integer GEMM's per-output src scale is at the src row of a gathered routed row. */
+const putReadsTokens = (c: GemvSplitKConfig): boolean => c.moe.scatter || (c.moe.gather && c.fusion?.intAcc === true && c.fusion.srcScale !== undefined);
 
 /** Whether a pass runs the epilogue (`put`): the reduce pass, or the main pass without a K split. */
 const putIn = (c: GemvSplitKConfig, pass: 'main' | 'reduce'): boolean => pass === 'reduce' || c.kSplit === 1;
@@ -122,7 +128,7 @@ function passOperands(c: GemvSplitKConfig, pass: 'main' | 'reduce'): ReturnType<
   if (!c.fusion) return [];
   const put = putIn(c, pass);
   const loop = pass === 'main';
-  return fusionOperands(c.fusion).filter((o) => (K_LOOP_OPERANDS.has(o.name) ? loop : put));
+  return fusionOperands(c.fusion).filter((o) => (inKLoop(c, o.name) ? loop : put));
 }
 
 /**
@@ -139,7 +145,7 @@ export function gemvBindings(c: GemvSplitKConfig, pass: 'main' | 'reduce'): numb
   if (put && c.bias) out.push(5);
   const ops = passOperands(c, pass);
   if (ops.length) out.push(FUSION_BINDING, ...ops.map((o) => o.binding));
-  if ((pass === 'main' && c.moe.gather) || (put && c.moe.scatter)) out.push(TOKEN_INDEX_BINDING);
+  if ((pass === 'main' && c.moe.gather) || (put && putReadsTokens(c))) out.push(TOKEN_INDEX_BINDING);
   if (put && c.moe.scatter) out.push(TOKEN_KS_BINDING);
   return out.sort((x, y) => x - y);
 }
@@ -155,7 +161,7 @@ function bindingsWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): { decl: str
   if (used.has(3)) decl.push(`@group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;`);
   decl.push('@group(0) @binding(4) var<storage, read> S: array<u32>;');
   if (used.has(5)) { decl.push(`@group(0) @binding(5) var<storage, read> BIAS: array<${wgslType(c.bias!).array}>;`); uses.push('_ = BIAS[0];'); }
-  if (used.has(GEMV_PARTIALS_BINDING)) decl.push(`@group(0) @binding(${GEMV_PARTIALS_BINDING}) var<storage, read_write> PART: array<f32>;`);
+  if (used.has(GEMV_PARTIALS_BINDING)) decl.push(`@group(0) @binding(${GEMV_PARTIALS_BINDING}) var<storage, read_write> PART: array<${accOf(c).s}>;`);
   const ops = passOperands(c, pass);
   if (ops.length) {
     decl.push(`@group(0) @binding(${FUSION_BINDING}) var<uniform> Q: array<vec4u, ${1 + 2 * fusionOperands(c.fusion!).length}>;`);
@@ -186,12 +192,17 @@ function helperTypes(c: GemvSplitKConfig): (DataType | undefined)[] {
 function putFn(c: GemvSplitKConfig): string {
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   const f = c.fusion;
-  const bias = (col: string): string => (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + (${col}) * P.bn`)}` : '');
+  // The integer GEMM's sums times the src scale (of the row read) and the weights' (of the column).
+  const srcRow = c.moe.gather ? 'u32(max(TI[rr], 0))' : 'rr';
+  const col = (x: string, cc: string): string => (f?.intAcc
+    ? `f32(${x})${f.srcScale ? ` * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(g, g, ${srcRow}, 0u)`)}` : ''}${f.weiScale ? ` * ${wgslType(f.weiScale.dt).load('WSC', `ix_wsc(g, g, 0u, ${cc})`)}` : ''}`
+    : x) + (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + (${cc}) * P.bn`)}` : '');
   const value = f?.glu
     ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
-  var v = glu_act(a0${bias('gc')}, a1${bias('uc')});`
-    : `var v = a0${bias('cn')};`;
-  return `fn put(g: u32, rr: u32, cn: u32, a0: f32${f?.glu ? ', a1: f32' : ''}) {
+  var v = glu_act(${col('a0', 'gc')}, ${col('a1', 'uc')});`
+    : `var v = ${col('a0', 'cn')};`;
+  const T = accOf(c).s;
+  return `fn put(g: u32, rr: u32, cn: u32, a0: ${T}${f?.glu ? `, a1: ${T}` : ''}) {
   if (cn >= P.DN) { return; }
   ${c.moe.scatter ? 'if (TI[rr] < 0) { return; }\n  let row = u32(TI[rr]) * P.topK + u32(KS[rr]);' : 'let row = rr;'}
   ${value}
@@ -220,14 +231,29 @@ function weightsArray(c: GemvSplitKConfig): string {
   return 'u32';
 }
 
-/** WGSL setting `w0` (and `w1` when C = 8), vec4f, to the raw decoded weights at (k, col0..col0+C-1). */
+/** The accumulation types: vec4f / f32, or vec4i / i32 for the integer GEMM. */
+function accOf(c: GemvSplitKConfig): { v: string; s: string; zero: string } {
+  return c.fusion?.intAcc ? { v: 'vec4i', s: 'i32', zero: '0i' } : { v: 'vec4f', s: 'f32', zero: '0.0' };
+}
+
+/** WGSL setting `w0` (and `w1` when C = 8), vec4f (integer GEMM: vec4i codes), to the raw decoded weights at (k, col0..col0+C-1). */
 function weightLoad(c: GemvSplitKConfig, C: number, k: string, sfx: string): string {
   const e = `wBase + (${k}) * P.ldwk + col0`;
+  const int = c.fusion?.intAcc === true;
   if (!c.vec) {
     const T = wgslType(c.wei);
-    const el = (j: number): string => T.load('B', `wBase + (${k}) * P.ldwk + min(col0 + ${j}u, P.N - 1u) * P.ldwn`);
-    const v = (j0: number): string => `vec4f(${[0, 1, 2, 3].map((j) => el(j0 + j)).join(', ')})`;
+    const el = (j: number): string => (int ? T.loadInt! : T.load)('B', `wBase + (${k}) * P.ldwk + min(col0 + ${j}u, P.N - 1u) * P.ldwn`);
+    const v = (j0: number): string => `${accOf(c).v}(${[0, 1, 2, 3].map((j) => el(j0 + j)).join(', ')})`;
     return `let w0${sfx} = ${v(0)};${C === 8 ? ` let w1${sfx} = ${v(4)};` : ''}`;
+  }
+  if (int) {
+    switch (c.wei) {
+      case 's8': return `let q${sfx} = vec4i(bitcast<i32>(B[(${e}) / 4u])); let w0${sfx} = (q${sfx} << vec4u(24u, 16u, 8u, 0u)) >> vec4u(24u);`;
+      case 'u8': return `let q${sfx} = vec4u(B[(${e}) / 4u]); let w0${sfx} = vec4i((q${sfx} >> vec4u(0u, 8u, 16u, 24u)) & vec4u(255u));`;
+      case 's4': return `let q${sfx} = vec4i(bitcast<i32>(B[(${e}) / 8u])); let w0${sfx} = (q${sfx} << vec4u(28u, 24u, 20u, 16u)) >> vec4u(28u); let w1${sfx} = (q${sfx} << vec4u(12u, 8u, 4u, 0u)) >> vec4u(28u);`;
+      case 'u4': return `let q${sfx} = vec4u(B[(${e}) / 8u]); let w0${sfx} = vec4i((q${sfx} >> vec4u(0u, 4u, 8u, 12u)) & vec4u(15u)); let w1${sfx} = vec4i((q${sfx} >> vec4u(16u, 20u, 24u, 28u)) & vec4u(15u));`;
+      default: throw new Error(`gemv-splitk: no integer load for ${c.wei}`);
+    }
   }
   switch (c.wei) {
     case 'f32': return `let w0${sfx} = B[(${e}) / 4u];`;
@@ -265,22 +291,28 @@ function blockEnd(f: GemmFusion | undefined): string {
 function blockQuant(f: GemmFusion | undefined, C: number): string {
   if (!f) return '';
   let s = '';
-  for (const [o, name] of [[f.weiScale, 'wsc'], [f.weiZp, 'wzp']] as const) {
+  // The integer GEMM subtracts integer zero points in the loop; its (K-constant) scales wait for the epilogue.
+  for (const [o, name] of [[f.intAcc ? undefined : f.weiScale, 'wsc'], [f.weiZp, 'wzp']] as const) {
     if (!o) continue;
     const T = wgslType(o.dt);
-    const el = (j: number): string => T.load(name.toUpperCase(), `ix_${name}(g, g, k, min(col0 + ${j}u, P.N - 1u))`);
-    for (let h = 0; h < C / 4; h++) s += `\n      let ${name}${h} = vec4f(${[0, 1, 2, 3].map((j) => el(4 * h + j)).join(', ')});`;
+    const el = (j: number): string => (f.intAcc ? T.loadInt! : T.load)(name.toUpperCase(), `ix_${name}(g, g, k, min(col0 + ${j}u, P.N - 1u))`);
+    for (let h = 0; h < C / 4; h++) s += `\n      let ${name}${h} = ${f.intAcc ? 'vec4i' : 'vec4f'}(${[0, 1, 2, 3].map((j) => el(4 * h + j)).join(', ')});`;
   }
   return s;
 }
 
 function dequant(f: GemmFusion | undefined, C: number, sfx: string): string {
-  if (!f?.weiScale && !f?.weiZp) return '';
+  if (!dequantizes(f)) return '';
   let s = '';
   for (let h = 0; h < C / 4; h++) {
-    s += ` let d${h}${sfx} = ${f.weiZp ? `(w${h}${sfx} - wzp${h})` : `w${h}${sfx}`}${f.weiScale ? ` * wsc${h}` : ''};`;
+    s += ` let d${h}${sfx} = ${f!.weiZp ? `(w${h}${sfx} - wzp${h})` : `w${h}${sfx}`}${f!.weiScale && !f!.intAcc ? ` * wsc${h}` : ''};`;
   }
   return s;
+}
+
+/** Whether the loop transforms the raw weights (zero point, or a scale outside the integer GEMM). */
+function dequantizes(f: GemmFusion | undefined): boolean {
+  return f?.weiZp !== undefined || (f?.weiScale !== undefined && !f.intAcc);
 }
 
 /**
@@ -310,28 +342,32 @@ function columnMap(c: GemvSplitKConfig, L: number, C: number): { TD: number; wgs
 export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   const { C, L, S: SL } = gemvGeometry(c.wei);
   const R = c.rows, CV = C / 4;
-  const A = wgslType(c.src);
   const f = c.fusion;
   const glu = f?.glu !== undefined;
   const map = columnMap(c, L, C);
   const b = bindingsWgsl(c, 'main');
-  const wv = (h: number, sfx: string): string => (f?.weiScale || f?.weiZp ? `d${h}${sfx}` : `w${h}${sfx}`);
-  // The src element of row r at k, dequantized (src zero point, then scale) at the row it was read from.
+  const int = f?.intAcc === true;
+  const acc = accOf(c);
+  const wv = (h: number, sfx: string): string => (dequantizes(f) ? `d${h}${sfx}` : `w${h}${sfx}`);
+  // The src element of row r at k, dequantized (src zero point, then scale) at the row it was read
+  // from; the integer GEMM: the code minus the zero point.
   const srcAt = (r: number, k: string): string => {
-    let e = A.load('A', `ar${r} + ${k}`);
-    if (f?.srcZp) e = `(${e} - ${wgslType(f.srcZp.dt).load('SZP', `ix_szp(g, g, sr${r}, ${k})`)})`;
-    if (f?.srcScale) e = `${e} * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(g, g, sr${r}, ${k})`)}`;
+    const ld = (t: DataType, buf: string, i: string): string => (int ? wgslType(t).loadInt! : wgslType(t).load)(buf, i);
+    let e = ld(c.src, 'A', `ar${r} + ${k}`);
+    if (f?.srcZp) e = `(${e} - ${ld(f.srcZp.dt, 'SZP', `ix_szp(g, g, sr${r}, ${k})`)})`;
+    if (f?.srcScale && !int) e = `${e} * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(g, g, sr${r}, ${k})`)}`;
     return e;
   };
+  const mac = (a: string, w: string, cc: string): string => (int ? `${cc} += ${a} * ${w};` : `${cc} = fma(${a}, ${w}, ${cc});`);
   const fmas = (sfx: string, k: string): string => Array.from({ length: R }, (_, r) =>
-    `{ let a = vec4f(${srcAt(r, k)});${Array.from({ length: CV }, (_, h) => ` c${r}_${h} = fma(a, ${wv(h, sfx)}, c${r}_${h});`).join('')} }`).join(' ');
+    `{ let a = ${acc.v}(${srcAt(r, k)});${Array.from({ length: CV }, (_, h) => ` ${mac('a', wv(h, sfx), `c${r}_${h}`)}`).join('')} }`).join(' ');
   const step = `${weightLoad(c, C, 'k', '')}${dequant(f, C, '')}\n        ${fmas('', 'k')}`;
-  const accDecl = Array.from({ length: R }, (_, r) => Array.from({ length: CV }, (_, h) => `var c${r}_${h} = vec4f(0.0);`).join(' ')).join('\n  ');
+  const accDecl = Array.from({ length: R }, (_, r) => Array.from({ length: CV }, (_, h) => `var c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')).join('\n  ');
   // A gather reads src row TI[routed row] (-1: a padding row, its sums zeroed after the loop).
   const rowDecl = Array.from({ length: R }, (_, r) => (c.moe.gather
     ? `let t${r} = TI[min(m0 + ${r}u, m1 - 1u)]; let sr${r} = u32(max(t${r}, 0));`
     : `let sr${r} = min(m0 + ${r}u, m1 - 1u);`) + ` let ar${r} = sr${r} * P.lda;`).join('\n  ');
-  const padZero = c.moe.gather ? Array.from({ length: R }, (_, r) => `if (t${r} < 0) { ${Array.from({ length: CV }, (_, h) => `c${r}_${h} = vec4f(0.0);`).join(' ')} }`).join('\n  ') : '';
+  const padZero = c.moe.gather ? Array.from({ length: R }, (_, r) => `if (t${r} < 0) { ${Array.from({ length: CV }, (_, h) => `c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')} }`).join('\n  ') : '';
   // Loads of the four k first, then their FMAs: four loads in flight per thread.
   const unrolled = `${[0, 1, 2, 3].map((u) => weightLoad(c, C, `k + ${u}u`, `_${u}`) + dequant(f, C, `_${u}`)).join('\n        ')}
         ${[0, 1, 2, 3].map((u) => fmas(`_${u}`, `k + ${u}u`)).join('\n        ')}`;
@@ -364,8 +400,8 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
 ${wgslHelpersFor(helperTypes(c))}
 ${b.decl}
 
-var<workgroup> red: array<vec4f, ${256 * CV}>;
-${glu && c.kSplit === 1 ? `var<workgroup> tot: array<f32, ${L * C}>;` : ''}
+var<workgroup> red: array<${acc.v}, ${256 * CV}>;
+${glu && c.kSplit === 1 ? `var<workgroup> tot: array<${acc.s}, ${L * C}>;` : ''}
 
 ${putIn(c, 'main') ? putFn(c) : ''}
 
@@ -413,7 +449,7 @@ export function gemvSplitKReduceWgsl(c: GemvSplitKConfig): string {
   const { TD } = columnMap(c, L, C);
   const b = bindingsWgsl(c, 'reduce');
   const glu = c.fusion?.glu !== undefined;
-  const sum = (col: string, v: string): string => `var ${v} = 0.0;
+  const sum = (col: string, v: string): string => `var ${v} = ${accOf(c).zero};
       for (var j = 0u; j < P.kSplit; j++) { ${v} += PART[(j * P.M + rr) * P.N + ${col}]; }`;
   return /* wgsl */ `
 ${wgslHelpersFor(helperTypes(c))}

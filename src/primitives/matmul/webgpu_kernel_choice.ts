@@ -11,7 +11,7 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  * Which WGSL GEMM runs a gpu matmul, from what the host knows (shapes, strides, types, the row
  * capacity; never the runtime group sizes):
  *  - `gemv-splitk` (gemm_splitk_gemv.ts) for grouped M with few rows per group on average (decode),
- *    float src, any fusion but the integer GEMM, the MoE gather / scatter / expert map / zero fill;
+ *    float or 8-bit integer src, every fusion, the MoE gather / scatter / expert map / zero fill;
  *  - `gemm-tiled-vec4` (gemm_tiled_vec4.ts) for f32 prefill with vector-aligned strides;
  *  - `gemm-tiled-dot4` (gemm_tiled_dot4.ts) for W8A8 (s8 x s8, u8 x u8, no zero points) where WGSL
  *    has `packed_4x8_integer_dot_product`;
@@ -55,7 +55,8 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   const max = eng.caps.maxStorageBufferBindingSize;
   if ([p.src, p.weights, p.dst].some((md) => md.getSize(0) > max)) return undefined;
   if (p.moe.batchedCounts) return undefined;
-  if (!['f32', 'f16', 'bf16'].includes(p.src.dataType) || p.G < 1 || p.N < 1) return undefined;
+  // Float src, or s8 / u8 (W8A8: the integer GEMM, or codes dequantized in the loop).
+  if (!['f32', 'f16', 'bf16', 's8', 'u8'].includes(p.src.dataType) || p.G < 1 || p.N < 1) return undefined;
   const meanRows = p.M / p.G;
   if (meanRows > gpuKernelTuning.gemvMaxRows) return undefined;
   let fusion: GemmFusion | undefined;
