@@ -19,9 +19,11 @@ import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING } from './gemm_rows.js';
  * second pass (`gemv-splitk-reduce`, same dispatch) adds them in split order and runs the epilogue.
  * A second run gives the same bits.
  *
- * Fusion (rfcs/0002, the float path of gemm-tiled): weight scales and zero points through their
- * index maps, evaluated once per thread per K block (the map's K block, 1 for per-element K, the whole
- * slice for per-column ones), not per element; src scales / zero points per element as src is read.
+ * Fusion (rfcs/0002, as gemm-tiled): weight scales and zero points through their index maps,
+ * evaluated once per thread per K block (the map's K block, 1 for per-element K, the whole slice for
+ * per-column ones), not per element; src scales / zero points per element as src is read. The
+ * integer GEMM (W8A8, `intAcc`): i32 sums of codes minus zero points, its K-constant src and weights
+ * scales applied per output in the epilogue (no packed dot4 yet: one i32 multiply-add per element).
  * Epilogue per dst column (`put`): bias, the GLU (its gate and up columns streamed by two lanes of the
  * workgroup, combined through workgroup memory or in the reduce pass: a fixed order), the post-op
  * chain (eltwise, binary, sum), dst scale / zero point, the store.
