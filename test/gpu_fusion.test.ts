@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { Stream, dt, type GluAlg, type GluLayout, type GpuEngine } from '../src/index.js';
+import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { GM, expectBitwise, expectClose, type BinaryShape, type GMCase, type GluSpec } from './quant_helpers.js';
 import { runGpuDense, runGpuGM } from './gpu_quant_helpers.js';
@@ -16,11 +17,17 @@ const LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];
 
 let eng: GpuEngine;
 let strm: Stream;
+// These shapes are decode-sized: gemm-tiled's fusion is tested here with the decode kernel off
+// (gpu_gemv_moe.test.ts runs the same fusions on gemv-splitk).
 beforeAll(async () => {
+  gpuKernelTuning.gemv = false;
   eng = await gpuEngine();
   strm = new Stream(eng);
 });
-afterAll(() => eng?.release());
+afterAll(() => {
+  gpuKernelTuning.gemv = true;
+  eng?.release();
+});
 
 describe('gpu matmul: binary post-ops (grouped M)', () => {
   const shapes: ReadonlyArray<readonly [BinaryShape, 'P1' | 'P2']> = [['row_n', 'P2'], ['row_1', 'P1'], ['row_n_grouped', 'P1'], ['expert_1', 'P2'], ['expert_n', 'P1'], ['expert3_n', 'P2']];

@@ -1,3 +1,4 @@
+import type { DataType } from '../../common/data_type.js';
 import type { GemmTiledConfig } from './gemm_tiled.js';
 import { wgslLoadRw, wgslStore, wgslType } from './wgsl_dtypes.js';
 import { dstIndexWgsl, epilogueRowWgsl } from './gemm_rows.js';
@@ -79,18 +80,12 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   // A gather's per-token src scale follows the token of the routed row (a padding row's sums are 0);
   // a scatter's `row` is the dst row, its src scale the routed row's (`rr`, epilogueRowWgsl).
   const srcRow = c.rows?.gather ? 'u32(max(TI[row], 0))' : c.rows?.scatter ? 'rr' : 'row';
-  const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale'), dsc = named(f, 'dstScale'), dzp = named(f, 'dstZp');
+  const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale');
   const colValue = (x: string, col: string): string => {
     let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, `g, bS, ${srcRow}, 0u`, false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
     if (Bi) e += ` + ${Bi.load('BIAS', `g * P.bg + (${col}) * P.bn`)}`;
     return e;
   };
-  const chain = f.chain.map((s) => {
-    if (s.kind === 'eltwise') return s.wgsl;
-    if (s.kind === 'sum') return `v += ${s.scale === 1 ? '' : `${Math.fround(s.scale).toPrecision(9)}f * `}${wgslLoadRw(c.dst, 'D', 'di')};`;
-    const b = wgslType(f.binary[s.index].dt).load(`BIN${s.index}`, `ix_bin${s.index}(g, g, row, cn)`);
-    return s.alg === 'binary_mul' ? `v *= ${b};` : `v += ${b};`;
-  }).join('\n      ');
   return /* wgsl */ `
   for (var r = 0u; r < ${rm}u; r++) {
     ${epilogueRowWgsl(c)}
@@ -100,10 +95,25 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
       ${f.glu ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
       var v = glu_act(${colValue('acc[r][j]', 'gc')}, ${colValue(`acc[r][j + ${jn}u]`, 'uc')});` : `var v = ${colValue('acc[r][j]', 'cn')};`}
       let di = ${dstIndexWgsl(c, 'cn')};
-      ${chain}
-      ${dsc ? `v /= ${operandLoad(dsc, 'g, g, row, cn', false)};` : ''}
-      ${dzp ? `v += ${operandLoad(dzp, 'g, g, row, cn', false)};` : ''}
+      ${fusionChainWgsl(f, c.dst)}
       ${wgslStore(c.dst, 'D', 'di', 'v')}
     }
   }`;
+}
+
+/**
+ * The post-op chain (eltwise, binary `ix_bin*`, sum reading `D[di]`) then `/ s_dst + zp_dst`, as
+ * statements on `v` at dst (row, cn) of expert g; shared by gemm-tiled and gemv-splitk.
+ */
+export function fusionChainWgsl(f: GemmFusion, dst: DataType): string {
+  const dsc = named(f, 'dstScale'), dzp = named(f, 'dstZp');
+  const chain = f.chain.map((s) => {
+    if (s.kind === 'eltwise') return s.wgsl;
+    if (s.kind === 'sum') return `v += ${s.scale === 1 ? '' : `${Math.fround(s.scale).toPrecision(9)}f * `}${wgslLoadRw(dst, 'D', 'di')};`;
+    const b = wgslType(f.binary[s.index].dt).load(`BIN${s.index}`, `ix_bin${s.index}(g, g, row, cn)`);
+    return s.alg === 'binary_mul' ? `v *= ${b};` : `v += ${b};`;
+  });
+  if (dsc) chain.push(`v /= ${operandLoad(dsc, 'g, g, row, cn', false)};`);
+  if (dzp) chain.push(`v += ${operandLoad(dzp, 'g, g, row, cn', false)};`);
+  return chain.join('\n      ');
 }

@@ -1,7 +1,9 @@
 import type { DataType } from '../../common/data_type.js';
 import { wgslHelpersFor, wgslStore, wgslType } from './wgsl_dtypes.js';
-import { FUSION_BINDING, fusionOperands, mapFnWgsl, type FusedOperand, type GemmFusion } from './wgsl_quant.js';
-import { Y_FOLD } from './grouped_schedule.js';
+import { FUSION_BINDING, fusionOperands, gemmFusionKey, gluColumnWgsl, gluFnWgsl, mapFnWgsl, type GemmFusion } from './wgsl_quant.js';
+import { Y_FOLD, ZERO_TILE } from './grouped_schedule.js';
+import { fusionChainWgsl } from './gemm_fusion.js';
+import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING } from './gemm_rows.js';
 
 /**
  * `gemv-splitk`: the decode grouped GEMM (a few rows per expert), bound by streaming the touched
@@ -17,13 +19,21 @@ import { Y_FOLD } from './grouped_schedule.js';
  * second pass (`gemv-splitk-reduce`, same dispatch) adds them in split order and runs the epilogue.
  * A second run gives the same bits.
  *
- * Weight-only quantization (rfcs/0002): weight scales and zero points through their index maps,
+ * Fusion (rfcs/0002, as gemm-tiled): weight scales and zero points through their index maps,
  * evaluated once per thread per K block (the map's K block, 1 for per-element K, the whole slice for
- * per-column ones), not per element. Epilogue: bias, the eltwise chain, the store.
+ * per-column ones), not per element; src scales / zero points per element as src is read. The
+ * integer GEMM (W8A8, `intAcc`): i32 sums of codes minus zero points, its K-constant src and weights
+ * scales applied per output in the epilogue (no packed dot4 yet: one i32 multiply-add per element).
+ * Epilogue per dst column (`put`): bias, the GLU (its gate and up columns streamed by two lanes of the
+ * workgroup, combined through workgroup memory or in the reduce pass: a fixed order), the post-op
+ * chain (eltwise, binary, sum), dst scale / zero point, the store.
  *
- * Params: the 16 words of gemm-tiled (gemm_tiled.ts) with _p0 = column tiles, _p1 = KG, _p2 = K per
- * split (of the KG x S splits). Dispatch (indirect, from the schedule): x = column tiles x KG, y / z =
- * schedule tiles.
+ * MoE rows (gemm_rows.ts semantics, the schedule validates the maps): a gather reads src row
+ * TI[routed row] (-1: zeros), a scatter writes dst row TI[r] * topK + KS[r] (-1: nothing), the expert
+ * map is in the schedule's tile table, zero-filled ungrouped rows come as ZERO_TILE tiles.
+ *
+ * Params: GEMV_PARAMS_WORDS below. Dispatch (indirect, from the schedule): x = column tiles x KG,
+ * y / z = schedule tiles.
  */
 export interface GemvSplitKConfig {
   /** Rows per schedule tile (the schedule's TM). */
@@ -36,11 +46,21 @@ export interface GemvSplitKConfig {
   readonly vec: boolean;
   /** Splits of K across workgroups (1: one pass, epilogue in place). */
   readonly kSplit: number;
-  /** WGSL statements applied to `v` (f32) after the bias. */
+  /** WGSL statements applied to `v` (f32) after the bias, without a fusion (its chain replaces them). */
   readonly epilogue: string;
-  /** Weight scales / zero points only (gemvEligible), undefined without. */
+  /** rfcs/0002 scales, zero points, binary / sum post-ops and the GLU (gemvFusionSupported), undefined without. */
   readonly fusion: GemmFusion | undefined;
+  /** MoE row modes (gemm_rows.ts): gathered src rows, scattered dst rows, zero-filled ungrouped rows. */
+  readonly moe: GemvRows;
 }
+
+export interface GemvRows {
+  readonly gather: boolean;
+  readonly scatter: boolean;
+  readonly zeroFill: boolean;
+}
+
+export const GEMV_NO_ROWS: GemvRows = { gather: false, scatter: false, zeroFill: false };
 
 /** Binding of the partial sums (KG > 1). */
 export const GEMV_PARTIALS_BINDING = 20;
@@ -58,24 +78,30 @@ export function gemvKPerThread(wei: DataType): number {
   return bits >= 16 ? 128 : bits === 8 ? 64 : 32;
 }
 
-/** The weight operands the kernel handles: scale and zero point only. */
+/**
+ * The fusions the kernel handles: everything of gemm-tiled (scales and zero points of src and weights,
+ * the GLU, the chain of eltwise / binary / sum, dst scale and zero point), the integer GEMM too (W8A8:
+ * i32 accumulation of codes minus zero points, the K-constant scales applied per output).
+ */
 export function gemvFusionSupported(f: GemmFusion): boolean {
-  return !f.intAcc && !f.glu && !f.srcScale && !f.srcZp && !f.dstScale && !f.dstZp && f.binary.length === 0 &&
-    f.chain.every((s) => s.kind === 'eltwise');
+  // The integer GEMM subtracts zero points as i32 (as gemm-tiled stages them): integer zero points only.
+  return !f.intAcc || [f.srcZp, f.weiZp].every((o) => !o || wgslType(o.dt).loadInt !== undefined);
 }
 
 export function gemvSplitKKey(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
   const f = c.fusion;
-  const q = f ? `:${f.weiScale ? `s=${f.weiScale.dt}.${termsKey(f.weiScale)}` : ''}${f.weiZp ? `z=${f.weiZp.dt}.${termsKey(f.weiZp)}` : ''}` : '';
-  return `gemv-splitk-${pass}:r${c.rows}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:${c.epilogue}${q}`;
+  const r = `${c.moe.gather ? 'G' : ''}${c.moe.scatter ? 'S' : ''}${c.moe.zeroFill ? 'Z' : ''}`;
+  return `gemv-splitk-${pass}:r${c.rows}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${f ? gemmFusionKey(f) : c.epilogue}`;
 }
 
-function termsKey(o: FusedOperand): string {
-  return `${o.terms.g ? 'g' : ''}${o.terms.dims.join('')}`;
-}
+/**
+ * Params (uniform, 20 x u32): the 16 words of gemm-tiled (gemm_tiled.ts) with _p0 = column tiles, _p1 =
+ * KG, _p2 = K per split (of the KG x S splits), then topK (scatter), DN (dst columns: N / 2 with a GLU).
+ */
+export const GEMV_PARAMS_WORDS = 20;
 
 const HEADER = /* wgsl */ `
-struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, colTiles: u32, kSplit: u32, kChunk: u32 }
+struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, colTiles: u32, kSplit: u32, kChunk: u32, topK: u32, DN: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(0) var<uniform> P: Params;`;
 
 /** The schedule tile of this workgroup: g, m0, m1 (early return past the last tile: uniform). */
@@ -88,41 +114,116 @@ const TILE = /* wgsl */ `
   let ct = wid.x % P.colTiles;
   let kg = wid.x / P.colTiles;`;
 
-/** `fn put(g, row, col, acc)`: bias, eltwise chain, store (cols past N skipped). */
+/**
+ * Fusion operands read in the K loop: src / weights zero points, and their scales but in the integer
+ * GEMM (applied per output there); the others (binary, dst) in the epilogue.
+ */
+const inKLoop = (c: GemvSplitKConfig, name: string): boolean => name === 'szp' || name === 'wzp' || (!c.fusion?.intAcc && (name === 'ssc' || name === 'wsc'));
+/** An integer GEMM's per-output src scale is at the src row of a gathered routed row. */
+const putReadsTokens = (c: GemvSplitKConfig): boolean => c.moe.scatter || (c.moe.gather && c.fusion?.intAcc === true && c.fusion.srcScale !== undefined);
+
+/** Whether a pass runs the epilogue (`put`): the reduce pass, or the main pass without a K split. */
+const putIn = (c: GemvSplitKConfig, pass: 'main' | 'reduce'): boolean => pass === 'reduce' || c.kSplit === 1;
+
+/** The fusion operands a pass reads. */
+function passOperands(c: GemvSplitKConfig, pass: 'main' | 'reduce'): ReturnType<typeof fusionOperands> {
+  if (!c.fusion) return [];
+  const put = putIn(c, pass);
+  const loop = pass === 'main';
+  return fusionOperands(c.fusion).filter((o) => (inKLoop(c, o.name) ? loop : put));
+}
+
+/**
+ * The bindings a pass declares and uses (each pipeline's auto layout holds exactly these; the
+ * executor binds exactly these): 0 params, 1 src, 2 weights, 3 dst, 4 schedule, 5 bias, the fusion
+ * uniform and operands (FUSION_BINDING ..), the partial sums, the token index / slots.
+ */
+export function gemvBindings(c: GemvSplitKConfig, pass: 'main' | 'reduce'): number[] {
+  const put = putIn(c, pass);
+  const out = [0, 4];
+  if (pass === 'main') out.push(1, 2);
+  if (put) out.push(3);
+  if (c.kSplit > 1) out.push(GEMV_PARTIALS_BINDING);
+  if (put && c.bias) out.push(5);
+  const ops = passOperands(c, pass);
+  if (ops.length) out.push(FUSION_BINDING, ...ops.map((o) => o.binding));
+  if ((pass === 'main' && c.moe.gather) || (put && putReadsTokens(c))) out.push(TOKEN_INDEX_BINDING);
+  if (put && c.moe.scatter) out.push(TOKEN_KS_BINDING);
+  return out.sort((x, y) => x - y);
+}
+
+/** Declarations of a pass's bindings, and phony reads keeping each one in the auto layout. */
+function bindingsWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): { decl: string; uses: string } {
+  const used = new Set(gemvBindings(c, pass));
+  const D = wgslType(c.dst);
+  const decl: string[] = [HEADER];
+  const uses: string[] = [];
+  if (used.has(1)) decl.push(`@group(0) @binding(1) var<storage, read> A: array<${wgslType(c.src).array}>;`);
+  if (used.has(2)) decl.push(`@group(0) @binding(2) var<storage, read> B: array<${weightsArray(c)}>;`);
+  if (used.has(3)) decl.push(`@group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;`);
+  decl.push('@group(0) @binding(4) var<storage, read> S: array<u32>;');
+  if (used.has(5)) { decl.push(`@group(0) @binding(5) var<storage, read> BIAS: array<${wgslType(c.bias!).array}>;`); uses.push('_ = BIAS[0];'); }
+  if (used.has(GEMV_PARTIALS_BINDING)) decl.push(`@group(0) @binding(${GEMV_PARTIALS_BINDING}) var<storage, read_write> PART: array<${accOf(c).s}>;`);
+  const ops = passOperands(c, pass);
+  if (ops.length) {
+    decl.push(`@group(0) @binding(${FUSION_BINDING}) var<uniform> Q: array<vec4u, ${1 + 2 * fusionOperands(c.fusion!).length}>;`);
+    uses.push('_ = Q[0].x;');
+    for (const o of ops) {
+      decl.push(`@group(0) @binding(${o.binding}) var<storage, read> ${o.name.toUpperCase()}: array<${wgslType(o.op.dt).array}>;`);
+      decl.push(mapFnWgsl(o.name, o.op.terms, o.slot));
+      uses.push(`_ = ${o.name.toUpperCase()}[0];`);
+    }
+  }
+  if (used.has(TOKEN_INDEX_BINDING)) { decl.push(`@group(0) @binding(${TOKEN_INDEX_BINDING}) var<storage, read> TI: array<i32>;`); uses.push('_ = TI[0];'); }
+  if (used.has(TOKEN_KS_BINDING)) { decl.push(`@group(0) @binding(${TOKEN_KS_BINDING}) var<storage, read> KS: array<i32>;`); uses.push('_ = KS[0];'); }
+  if (c.fusion?.glu) decl.push(gluColumnWgsl(c.fusion.glu.layout));
+  if (c.fusion?.glu && putIn(c, pass)) decl.push(gluFnWgsl(c.fusion.glu));
+  return { decl: decl.join('\n'), uses: uses.join(' ') };
+}
+
+/** The types whose WGSL helpers a pass may call. */
+function helperTypes(c: GemvSplitKConfig): (DataType | undefined)[] {
+  return [c.src, c.wei, c.dst, c.bias, ...(c.fusion ? fusionOperands(c.fusion).map((o) => o.op.dt) : [])];
+}
+
+/**
+ * `fn put(g, rr, cn, a0[, a1])`: the epilogue of routed row rr, dst column cn from its GEMM column
+ * value(s) (a GLU: gate a0 and up a1): the scatter's dst row (-1: nothing written), bias, GLU, the
+ * chain, the store (columns past the dst's skipped).
+ */
 function putFn(c: GemvSplitKConfig): string {
   const Bi = c.bias ? wgslType(c.bias) : undefined;
-  return `fn put(g: u32, row: u32, col: u32, acc: f32) {
-  if (col >= P.N) { return; }
-  var v = acc;
-  ${Bi ? `v += ${Bi.load('BIAS', 'g * P.bg + col * P.bn')};` : ''}
-  ${c.epilogue}
-  ${wgslStore(c.dst, 'D', 'row * P.ldd + col', 'v')}
+  const f = c.fusion;
+  // The integer GEMM's sums times the src scale (of the row read) and the weights' (of the column).
+  const srcRow = c.moe.gather ? 'u32(max(TI[rr], 0))' : 'rr';
+  const col = (x: string, cc: string): string => (f?.intAcc
+    ? `f32(${x})${f.srcScale ? ` * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(g, g, ${srcRow}, 0u)`)}` : ''}${f.weiScale ? ` * ${wgslType(f.weiScale.dt).load('WSC', `ix_wsc(g, g, 0u, ${cc})`)}` : ''}`
+    : x) + (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + (${cc}) * P.bn`)}` : '');
+  const value = f?.glu
+    ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
+  var v = glu_act(${col('a0', 'gc')}, ${col('a1', 'uc')});`
+    : `var v = ${col('a0', 'cn')};`;
+  const T = accOf(c).s;
+  return `fn put(g: u32, rr: u32, cn: u32, a0: ${T}${f?.glu ? `, a1: ${T}` : ''}) {
+  if (cn >= P.DN) { return; }
+  ${c.moe.scatter ? 'if (TI[rr] < 0) { return; }\n  let row = u32(TI[rr]) * P.topK + u32(KS[rr]);' : 'let row = rr;'}
+  ${value}
+  let di = row * P.ldd + cn;
+  ${f ? fusionChainWgsl(f, c.dst) : c.epilogue}
+  ${wgslStore(c.dst, 'D', 'di', 'v')}
 }`;
 }
 
-function commonBindings(c: GemvSplitKConfig, withWeights: boolean): string {
-  const D = wgslType(c.dst);
-  const Bi = c.bias ? wgslType(c.bias) : undefined;
-  let s = `${HEADER}
-@group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;
-@group(0) @binding(4) var<storage, read> S: array<u32>;
-${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
-${c.kSplit > 1 ? `@group(0) @binding(${GEMV_PARTIALS_BINDING}) var<storage, read_write> PART: array<f32>;` : ''}`;
-  if (withWeights) {
-    s += `
-@group(0) @binding(1) var<storage, read> A: array<${wgslType(c.src).array}>;
-@group(0) @binding(2) var<storage, read> B: array<${weightsArray(c)}>;`;
-    const f = c.fusion;
-    if (f) {
-      const ops = fusionOperands(f);
-      s += `\n@group(0) @binding(${FUSION_BINDING}) var<uniform> Q: array<vec4u, ${1 + 2 * ops.length}>;\n`;
-      for (const o of ops) {
-        s += `@group(0) @binding(${o.binding}) var<storage, read> ${o.name.toUpperCase()}: array<${wgslType(o.op.dt).array}>;\n`;
-        s += mapFnWgsl(o.name, o.op.terms, o.slot);
-      }
+/** Zeros in the dst columns of this column tile for a ZERO_TILE tile (rows in no group). */
+function zeroTileWgsl(c: GemvSplitKConfig, TD: number): string {
+  return `if (g == ${ZERO_TILE}u) {
+    for (var i = li; i < ${c.rows * TD}u; i += 256u) {
+      let row = m0 + i / ${TD}u;
+      let cn = ct * ${TD}u + i % ${TD}u;
+      if (row < m1 && cn < P.DN) { ${wgslStore(c.dst, 'D', 'row * P.ldd + cn', '0.0')} }
     }
-  }
-  return s;
+    return;
+  }`;
 }
 
 function weightsArray(c: GemvSplitKConfig): string {
@@ -132,14 +233,29 @@ function weightsArray(c: GemvSplitKConfig): string {
   return 'u32';
 }
 
-/** WGSL setting `w0` (and `w1` when C = 8), vec4f, to the raw decoded weights at (k, col0..col0+C-1). */
+/** The accumulation types: vec4f / f32, or vec4i / i32 for the integer GEMM. */
+function accOf(c: GemvSplitKConfig): { v: string; s: string; zero: string } {
+  return c.fusion?.intAcc ? { v: 'vec4i', s: 'i32', zero: '0i' } : { v: 'vec4f', s: 'f32', zero: '0.0' };
+}
+
+/** WGSL setting `w0` (and `w1` when C = 8), vec4f (integer GEMM: vec4i codes), to the raw decoded weights at (k, col0..col0+C-1). */
 function weightLoad(c: GemvSplitKConfig, C: number, k: string, sfx: string): string {
   const e = `wBase + (${k}) * P.ldwk + col0`;
+  const int = c.fusion?.intAcc === true;
   if (!c.vec) {
     const T = wgslType(c.wei);
-    const el = (j: number): string => T.load('B', `wBase + (${k}) * P.ldwk + min(col0 + ${j}u, P.N - 1u) * P.ldwn`);
-    const v = (j0: number): string => `vec4f(${[0, 1, 2, 3].map((j) => el(j0 + j)).join(', ')})`;
+    const el = (j: number): string => (int ? T.loadInt! : T.load)('B', `wBase + (${k}) * P.ldwk + min(col0 + ${j}u, P.N - 1u) * P.ldwn`);
+    const v = (j0: number): string => `${accOf(c).v}(${[0, 1, 2, 3].map((j) => el(j0 + j)).join(', ')})`;
     return `let w0${sfx} = ${v(0)};${C === 8 ? ` let w1${sfx} = ${v(4)};` : ''}`;
+  }
+  if (int) {
+    switch (c.wei) {
+      case 's8': return `let q${sfx} = vec4i(bitcast<i32>(B[(${e}) / 4u])); let w0${sfx} = (q${sfx} << vec4u(24u, 16u, 8u, 0u)) >> vec4u(24u);`;
+      case 'u8': return `let q${sfx} = vec4u(B[(${e}) / 4u]); let w0${sfx} = vec4i((q${sfx} >> vec4u(0u, 8u, 16u, 24u)) & vec4u(255u));`;
+      case 's4': return `let q${sfx} = vec4i(bitcast<i32>(B[(${e}) / 8u])); let w0${sfx} = (q${sfx} << vec4u(28u, 24u, 20u, 16u)) >> vec4u(28u); let w1${sfx} = (q${sfx} << vec4u(12u, 8u, 4u, 0u)) >> vec4u(28u);`;
+      case 'u4': return `let q${sfx} = vec4u(B[(${e}) / 8u]); let w0${sfx} = vec4i((q${sfx} >> vec4u(0u, 4u, 8u, 12u)) & vec4u(15u)); let w1${sfx} = vec4i((q${sfx} >> vec4u(16u, 20u, 24u, 28u)) & vec4u(15u));`;
+      default: throw new Error(`gemv-splitk: no integer load for ${c.wei}`);
+    }
   }
   switch (c.wei) {
     case 'f32': return `let w0${sfx} = B[(${e}) / 4u];`;
@@ -165,6 +281,7 @@ function weightLoad(c: GemvSplitKConfig, C: number, k: string, sfx: string): str
 function blockEnd(f: GemmFusion | undefined): string {
   const parts: string[] = [];
   for (const o of f ? fusionOperands(f) : []) {
+    if (o.name !== 'wsc' && o.name !== 'wzp') continue;
     const d = o.op.terms.dims[1];
     if (d === 'u') parts.push('k + 1u');
     else if (d === 'b') parts.push(`(k / Q[${o.slot + 1}u].y + 1u) * Q[${o.slot + 1}u].y`);
@@ -176,73 +293,128 @@ function blockEnd(f: GemmFusion | undefined): string {
 function blockQuant(f: GemmFusion | undefined, C: number): string {
   if (!f) return '';
   let s = '';
-  for (const [o, name] of [[f.weiScale, 'wsc'], [f.weiZp, 'wzp']] as const) {
+  // The integer GEMM subtracts integer zero points in the loop; its (K-constant) scales wait for the epilogue.
+  for (const [o, name] of [[f.intAcc ? undefined : f.weiScale, 'wsc'], [f.weiZp, 'wzp']] as const) {
     if (!o) continue;
     const T = wgslType(o.dt);
-    const el = (j: number): string => T.load(name.toUpperCase(), `ix_${name}(g, g, k, min(col0 + ${j}u, P.N - 1u))`);
-    for (let h = 0; h < C / 4; h++) s += `\n      let ${name}${h} = vec4f(${[0, 1, 2, 3].map((j) => el(4 * h + j)).join(', ')});`;
+    const el = (j: number): string => (f.intAcc ? T.loadInt! : T.load)(name.toUpperCase(), `ix_${name}(g, g, k, min(col0 + ${j}u, P.N - 1u))`);
+    for (let h = 0; h < C / 4; h++) s += `\n      let ${name}${h} = ${f.intAcc ? 'vec4i' : 'vec4f'}(${[0, 1, 2, 3].map((j) => el(4 * h + j)).join(', ')});`;
   }
   return s;
 }
 
 function dequant(f: GemmFusion | undefined, C: number, sfx: string): string {
-  if (!f) return '';
+  if (!dequantizes(f)) return '';
   let s = '';
   for (let h = 0; h < C / 4; h++) {
-    s += ` let d${h}${sfx} = ${f.weiZp ? `(w${h}${sfx} - wzp${h})` : `w${h}${sfx}`}${f.weiScale ? ` * wsc${h}` : ''};`;
+    s += ` let d${h}${sfx} = ${f!.weiZp ? `(w${h}${sfx} - wzp${h})` : `w${h}${sfx}`}${f!.weiScale && !f!.intAcc ? ` * wsc${h}` : ''};`;
   }
   return s;
+}
+
+/** Whether the loop transforms the raw weights (zero point, or a scale outside the integer GEMM). */
+function dequantizes(f: GemmFusion | undefined): boolean {
+  return f?.weiZp !== undefined || (f?.weiScale !== undefined && !f.intAcc);
+}
+
+/**
+ * How a column tile maps onto GEMM columns. A tile holds TD dst columns; thread `lane` streams C
+ * consecutive GEMM columns from `col0` (virtual columns lane * C .. + C - 1 of the tile's L * C).
+ * Without a GLU they are the tile's columns in order. With one, the gate and up columns of the TD dst
+ * columns: interleaved, they are the tile's 2 TD GEMM columns in order (virtual v: dst n0 + v / 2,
+ * half v % 2); halves and blocks32, the first L / 2 lanes stream gate columns and the others the up
+ * columns of the same dst columns (virtual v: half v / TD, dst n0 + v % TD), C consecutive dst columns
+ * being C consecutive GEMM columns in both layouts.
+ */
+function columnMap(c: GemvSplitKConfig, L: number, C: number): { TD: number; wgsl: string; colOk: (j: number) => string; gate: string; up: string } {
+  const glu = c.fusion?.glu;
+  const TD = glu ? (L * C) / 2 : L * C;
+  if (!glu || glu.layout === 'interleaved') {
+    return {
+      TD, wgsl: `let n0 = ct * ${TD}u;\n  let col0 = ct * ${L * C}u + lane * ${C}u;\n  let live = col0 < P.N;`,
+      colOk: (j) => `col0 + ${j}u < P.N`, gate: '2u * li', up: '2u * li + 1u',
+    };
+  }
+  return {
+    TD, wgsl: `let n0 = ct * ${TD}u;\n  let d0 = n0 + (lane % ${L / 2}u) * ${C}u;\n  let col0 = glu_col(d0, lane / ${L / 2}u);\n  let live = d0 < P.DN;`,
+    colOk: (j) => `d0 + ${j}u < P.DN`, gate: 'li', up: `${TD}u + li`,
+  };
 }
 
 export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   const { C, L, S: SL } = gemvGeometry(c.wei);
   const R = c.rows, CV = C / 4;
-  const A = wgslType(c.src);
   const f = c.fusion;
-  const wv = (h: number, sfx: string): string => (f ? `d${h}${sfx}` : `w${h}${sfx}`);
-  const step = (sfx: string, k: string): string => {
-    let s = `${weightLoad(c, C, k, sfx)}${dequant(f, C, sfx)}`;
-    for (let r = 0; r < R; r++) {
-      s += `\n        { let a = vec4f(${A.load('A', `ar${r} + ${k}`)});`;
-      for (let h = 0; h < CV; h++) s += ` c${r}_${h} = fma(a, ${wv(h, sfx)}, c${r}_${h});`;
-      s += ' }';
-    }
-    return s;
+  const glu = f?.glu !== undefined;
+  const map = columnMap(c, L, C);
+  const b = bindingsWgsl(c, 'main');
+  const int = f?.intAcc === true;
+  const acc = accOf(c);
+  const wv = (h: number, sfx: string): string => (dequantizes(f) ? `d${h}${sfx}` : `w${h}${sfx}`);
+  // The src element of row r at k, dequantized (src zero point, then scale) at the row it was read
+  // from; the integer GEMM: the code minus the zero point.
+  const srcAt = (r: number, k: string): string => {
+    const ld = (t: DataType, buf: string, i: string): string => (int ? wgslType(t).loadInt! : wgslType(t).load)(buf, i);
+    let e = ld(c.src, 'A', `ar${r} + ${k}`);
+    if (f?.srcZp) e = `(${e} - ${ld(f.srcZp.dt, 'SZP', `ix_szp(g, g, sr${r}, ${k})`)})`;
+    if (f?.srcScale && !int) e = `${e} * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(g, g, sr${r}, ${k})`)}`;
+    return e;
   };
-  const accDecl = Array.from({ length: R }, (_, r) => Array.from({ length: CV }, (_, h) => `var c${r}_${h} = vec4f(0.0);`).join(' ')).join('\n  ');
-  const rowDecl = Array.from({ length: R }, (_, r) => `let ar${r} = min(m0 + ${r}u, m1 - 1u) * P.lda;`).join(' ');
+  const mac = (a: string, w: string, cc: string): string => (int ? `${cc} += ${a} * ${w};` : `${cc} = fma(${a}, ${w}, ${cc});`);
+  const fmas = (sfx: string, k: string): string => Array.from({ length: R }, (_, r) =>
+    `{ let a = ${acc.v}(${srcAt(r, k)});${Array.from({ length: CV }, (_, h) => ` ${mac('a', wv(h, sfx), `c${r}_${h}`)}`).join('')} }`).join(' ');
+  const step = `${weightLoad(c, C, 'k', '')}${dequant(f, C, '')}\n        ${fmas('', 'k')}`;
+  const accDecl = Array.from({ length: R }, (_, r) => Array.from({ length: CV }, (_, h) => `var c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')).join('\n  ');
+  // A gather reads src row TI[routed row] (-1: a padding row, its sums zeroed after the loop).
+  const rowDecl = Array.from({ length: R }, (_, r) => (c.moe.gather
+    ? `let t${r} = TI[min(m0 + ${r}u, m1 - 1u)]; let sr${r} = u32(max(t${r}, 0));`
+    : `let sr${r} = min(m0 + ${r}u, m1 - 1u);`) + ` let ar${r} = sr${r} * P.lda;`).join('\n  ');
+  const padZero = c.moe.gather ? Array.from({ length: R }, (_, r) => `if (t${r} < 0) { ${Array.from({ length: CV }, (_, h) => `c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')} }`).join('\n  ') : '';
   // Loads of the four k first, then their FMAs: four loads in flight per thread.
   const unrolled = `${[0, 1, 2, 3].map((u) => weightLoad(c, C, `k + ${u}u`, `_${u}`) + dequant(f, C, `_${u}`)).join('\n        ')}
-        ${[0, 1, 2, 3].map((u) => Array.from({ length: R }, (_, r) => `{ let a = vec4f(${A.load('A', `ar${r} + k + ${u}u`)});${Array.from({ length: CV }, (_, h) => ` c${r}_${h} = fma(a, ${wv(h, `_${u}`)}, c${r}_${h});`).join('')} }`).join(' ')).join('\n        ')}`;
-  const out = c.kSplit > 1
-    ? (r: number, j: number, v: string): string => `if (m0 + ${r}u < m1 && col0 + ${j}u < P.N) { PART[(kg * P.M + m0 + ${r}u) * P.N + col0 + ${j}u] = ${v}; }`
-    : (r: number, j: number, v: string): string => `if (m0 + ${r}u < m1) { put(g, m0 + ${r}u, col0 + ${j}u, ${v}); }`;
+        ${[0, 1, 2, 3].map((u) => fmas(`_${u}`, `k + ${u}u`)).join('\n        ')}`;
+  // Per row: the S slices summed in slice order through `red`; then K-split partial sums (by GEMM
+  // column), the epilogue per GEMM column, or (GLU) the column totals through `tot` and the epilogue
+  // per dst column from its gate and up totals.
+  const sums = (r: number): string => `${Array.from({ length: CV }, (_, h) => `var t${h} = red[lane * ${CV}u + ${h}u];`).join(' ')}
+    for (var i = 1u; i < ${SL}u; i++) { ${Array.from({ length: CV }, (_, h) => `t${h} += red[(i * ${L}u + lane) * ${CV}u + ${h}u];`).join(' ')} }
+    ${Array.from({ length: C }, (_, j) => {
+      const v = `t${j >> 2}[${j & 3}]`;
+      if (c.kSplit > 1) return `if (m0 + ${r}u < m1 && ${map.colOk(j)}) { PART[(kg * P.M + m0 + ${r}u) * P.N + col0 + ${j}u] = ${v}; }`;
+      if (glu) return `tot[lane * ${C}u + ${j}u] = ${v};`;
+      return `if (m0 + ${r}u < m1) { put(g, m0 + ${r}u, n0 + lane * ${C}u + ${j}u, ${v}); }`;
+    }).join('\n    ')}`;
   let reduce = '';
   for (let r = 0; r < R; r++) {
     reduce += `
   ${Array.from({ length: CV }, (_, h) => `red[li * ${CV}u + ${h}u] = c${r}_${h};`).join(' ')}
   workgroupBarrier();
   if (s == 0u) {
-    ${Array.from({ length: CV }, (_, h) => `var t${h} = red[lane * ${CV}u + ${h}u];`).join(' ')}
-    for (var i = 1u; i < ${SL}u; i++) { ${Array.from({ length: CV }, (_, h) => `t${h} += red[(i * ${L}u + lane) * ${CV}u + ${h}u];`).join(' ')} }
-    ${Array.from({ length: C }, (_, j) => out(r, j, `t${j >> 2}[${j & 3}]`)).join('\n    ')}
+    ${sums(r)}
   }
   workgroupBarrier();`;
+    if (glu && c.kSplit === 1) {
+      reduce += `
+  if (li < ${map.TD}u && m0 + ${r}u < m1) { put(g, m0 + ${r}u, n0 + li, tot[${map.gate}], tot[${map.up}]); }`;
+    }
   }
   return /* wgsl */ `
-${wgslHelpersFor([c.src, c.wei, c.dst, c.bias, ...(f ? [f.weiScale?.dt, f.weiZp?.dt] : [])])}
-${commonBindings(c, true)}
+${wgslHelpersFor(helperTypes(c))}
+${b.decl}
 
-var<workgroup> red: array<vec4f, ${256 * CV}>;
+var<workgroup> red: array<${acc.v}, ${256 * CV}>;
+${glu && c.kSplit === 1 ? `var<workgroup> tot: array<${acc.s}, ${L * C}>;` : ''}
 
-${putFn(c)}
+${putIn(c, 'main') ? putFn(c) : ''}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   ${TILE}
+  ${b.uses}
+  ${c.moe.zeroFill ? (c.kSplit === 1 ? zeroTileWgsl(c, map.TD) : `if (g == ${ZERO_TILE}u) { return; }`) : ''}
   let lane = li % ${L}u;
   let s = li / ${L}u;
-  let col0 = (ct * ${L}u + lane) * ${C}u;
+  ${map.wgsl}
   let wBase = g * P.wg;
   ${rowDecl}
   ${accDecl}
@@ -250,7 +422,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   let ks = min(P.K, split * P.kChunk);
   let ke = min(P.K, ks + P.kChunk);
   var k = ks;
-  if (col0 < P.N) {
+  if (live) {
     loop {
       if (k >= ke) { break; }
       let kc = ${blockEnd(f)};${blockQuant(f, C)}
@@ -261,23 +433,29 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
       }
       loop {
         if (k >= kc) { break; }
-        ${step('', 'k')}
+        ${step}
         k += 1u;
       }
     }
   }
+  ${padZero}
   ${reduce}
 }
 `;
 }
 
-/** The second pass (KG > 1): partial sums added in split order, then the epilogue. */
+/** The second pass (KG > 1): partial sums added in split order, then the epilogue per dst column. */
 export function gemvSplitKReduceWgsl(c: GemvSplitKConfig): string {
   const { C, L } = gemvGeometry(c.wei);
-  const R = c.rows, LC = L * C;
+  const R = c.rows;
+  const { TD } = columnMap(c, L, C);
+  const b = bindingsWgsl(c, 'reduce');
+  const glu = c.fusion?.glu !== undefined;
+  const sum = (col: string, v: string): string => `var ${v} = ${accOf(c).zero};
+      for (var j = 0u; j < P.kSplit; j++) { ${v} += PART[(j * P.M + rr) * P.N + ${col}]; }`;
   return /* wgsl */ `
-${wgslHelpersFor([c.dst, c.bias])}
-${commonBindings(c, false)}
+${wgslHelpersFor(helperTypes(c))}
+${b.decl}
 
 ${putFn(c)}
 
@@ -285,13 +463,13 @@ ${putFn(c)}
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   ${TILE}
   if (kg != 0u) { return; }
-  for (var i = li; i < ${R * LC}u; i += 256u) {
-    let row = m0 + i / ${LC}u;
-    let col = ct * ${LC}u + i % ${LC}u;
-    if (row < m1 && col < P.N) {
-      var v = 0.0;
-      for (var j = 0u; j < P.kSplit; j++) { v += PART[(j * P.M + row) * P.N + col]; }
-      put(g, row, col, v);
+  ${b.uses}
+  ${c.moe.zeroFill ? zeroTileWgsl(c, TD) : ''}
+  for (var i = li; i < ${R * TD}u; i += 256u) {
+    let rr = m0 + i / ${TD}u;
+    let cn = ct * ${TD}u + i % ${TD}u;
+    if (rr < m1 && cn < P.DN) {
+      ${glu ? `${sum('glu_col(cn, 0u)', 'a0')}\n      ${sum('glu_col(cn, 1u)', 'a1')}\n      put(g, rr, cn, a0, a1);` : `${sum('cn', 'a0')}\n      put(g, rr, cn, a0);`}
     }
   }
 }

@@ -1,14 +1,16 @@
 import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
-import { GEMV_PARTIALS_BINDING, gemvSplitKKey, gemvSplitKReduceWgsl, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
-import { groupedScheduleKey, groupedScheduleWgsl, PLAIN_SCHEDULE, SCHED_PARAMS_BYTES, scheduleGrid, scheduleTileBound, scheduleWords } from '../../kernels/wgsl/grouped_schedule.js';
+import { GEMV_PARAMS_WORDS, GEMV_PARTIALS_BINDING, gemvBindings, gemvSplitKKey, gemvSplitKReduceWgsl, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
+import { groupedScheduleKey, groupedScheduleWgsl, SCHED_PARAMS_BYTES, scheduleGrid, scheduleTileBound, scheduleWords, type ScheduleConfig } from '../../kernels/wgsl/grouped_schedule.js';
+import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING } from '../../kernels/wgsl/gemm_rows.js';
 import { WGSL_ELTWISE_HELPERS } from '../../kernels/wgsl/wgsl_eltwise.js';
 import type { MatmulArgs, MatmulExecutor } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { fusionEntries, fusionUniform } from './webgpu_fusion.js';
 import type { GemvPlan } from './webgpu_kernel_choice.js';
+import { ROW_ERR, rowMapsError } from './row_maps.js';
 
 /** Where a grouped execution's offsets live on the device (webgpu_matmul.ts deviceGrouping). */
 export type DeviceGrouping = { primary: GPUBuffer; other: GPUBuffer | undefined; names: Grouping };
@@ -29,6 +31,9 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
   private readonly partials: GPUBuffer | undefined;
   private readonly fusionParams: GPUBuffer | undefined;
   private readonly sizes: readonly number[] | undefined;
+  /** A scatter's first-row table (one word per dst row), written by the schedule's duplicate check. */
+  private readonly firstBuf: GPUBuffer | undefined;
+  private readonly schedCfg: ScheduleConfig;
 
   constructor(
     private readonly p: MatmulProblem,
@@ -45,20 +50,23 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
       this.partials = eng.createBuffer(cfg.kSplit * p.M * p.N * 4, 'matmul split-K partial sums');
     }
     const uni = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
-    const P = Uint32Array.from(params);
-    P[13] = plan.colTiles;
-    P[14] = cfg.kSplit;
-    P[15] = plan.kChunk;
-    this.params = eng.createBuffer(64, 'matmul params', uni);
+    const P = new Uint32Array(GEMV_PARAMS_WORDS);
+    P.set(params);
+    P.set([plan.colTiles, cfg.kSplit, plan.kChunk, p.moe.scatterTopK, p.dstN], 13);
+    this.params = eng.createBuffer(P.byteLength, 'matmul params', uni);
     eng.write(this.params, 0, P.buffer as ArrayBuffer);
     if (cfg.fusion) {
       const words = fusionUniform(p, cfg.fusion);
       this.fusionParams = eng.createBuffer(words.byteLength, 'matmul fusion params', uni);
       eng.write(this.fusionParams, 0, words.buffer as ArrayBuffer);
     }
-    this.sched = eng.pipeline(groupedScheduleKey(PLAIN_SCHEDULE), () => groupedScheduleWgsl(PLAIN_SCHEDULE));
+    // The schedule validates the row maps / expert map and writes the tiles (expert, rows), ZERO_TILE ones too.
+    const sc: ScheduleConfig = { expertMap: p.moe.expertMap, rows: cfg.moe.gather ? 'gather' : cfg.moe.scatter ? 'scatter' : 'none', counts: false };
+    this.schedCfg = sc;
+    this.sched = eng.pipeline(groupedScheduleKey(sc), () => groupedScheduleWgsl(sc));
     this.schedParams = eng.createBuffer(SCHED_PARAMS_BYTES, 'matmul schedule params', uni);
-    this.schedBuf = eng.createBuffer(scheduleWords(p.M, p.G, cfg.rows) * 4, 'matmul schedule', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
+    this.schedBuf = eng.createBuffer(scheduleWords(p.M, p.G + (cfg.moe.zeroFill ? 2 : 0), cfg.rows) * 4, 'matmul schedule', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
+    if (cfg.moe.scatter) this.firstBuf = eng.createBuffer(4 * p.moe.dstRows, 'matmul scatter first-row table');
     this.sizes = p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes;
     this.sizesBuf = eng.createBuffer(4 * (this.sizes?.length ?? 1), 'matmul group sizes');
     if (this.sizes) eng.write(this.sizesBuf, 0, Int32Array.from(this.sizes));
@@ -72,55 +80,63 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     const { p, eng } = this;
     eng.checkAlive();
     const grouping = this.grouping(a);
-    const slot = eng.status.take((code, i, x, y) => offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
+    const slot = eng.status.take((code, i, x, y) => code >= ROW_ERR.countNegative && code <= ROW_ERR.expertMap ? rowMapsError(p, code, i, x, y) :
+      offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
     const sp = new Uint32Array(SCHED_PARAMS_BYTES / 4);
+    const m = p.moe;
+    const tokens = m.gather ? m.srcRows : m.scatterTopK ? m.dstRows / m.scatterTopK : 0;
     // The schedule writes x = column tiles x K splits into the indirect arguments.
-    sp.set([p.G, p.M, this.plan.cfg.rows, this.plan.colTiles * this.plan.cfg.kSplit, slot.word, grouping.other ? 1 : 0, 0, 0, this.sizes ? 1 : 0, 0, p.moe.experts]);
+    sp.set([p.G, p.M, this.plan.cfg.rows, this.plan.colTiles * this.plan.cfg.kSplit, slot.word, grouping.other ? 1 : 0, 0, 0, this.sizes ? 1 : 0,
+      m.zeroFill ? 1 : 0, m.experts, m.scatterTopK, tokens, m.scatterTopK ? m.dstRows : 0]);
     eng.writeParams(this.schedParams, sp);
     eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot.binding));
   }
 
   private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBufferBinding): void {
     const { p, eng, plan } = this;
-    const split = plan.cfg.kSplit > 1;
+    const cfg = plan.cfg;
     const pass = enc.beginComputePass({ label: 'matmul' });
-    const sbg = eng.bindGroup(this.sched, [
-        { binding: 0, resource: { buffer: this.schedParams } },
-        { binding: 1, resource: { buffer: grouping.primary } },
-        { binding: 2, resource: { buffer: grouping.other ?? grouping.primary } },
-        { binding: 3, resource: { buffer: this.sizesBuf } },
-        { binding: 4, resource: { buffer: this.schedBuf } },
-        { binding: 5, resource: status },
-      ]);
+    const sc = this.schedCfg;
+    const sEntries: GPUBindGroupEntry[] = [
+      { binding: 0, resource: { buffer: this.schedParams } },
+      { binding: 1, resource: { buffer: grouping.primary } },
+      { binding: 2, resource: { buffer: grouping.other ?? grouping.primary } },
+      { binding: 3, resource: { buffer: this.sizesBuf } },
+      { binding: 4, resource: { buffer: this.schedBuf } },
+      { binding: 5, resource: status },
+    ];
+    if (sc.expertMap) sEntries.push({ binding: 6, resource: { buffer: a.expertMap!.buffers[0] } });
+    if (sc.rows !== 'none') sEntries.push({ binding: 7, resource: { buffer: a.tokenIndex!.buffers[0] } });
+    if (sc.rows === 'scatter') sEntries.push({ binding: 8, resource: { buffer: a.tokenKs!.buffers[0] } }, { binding: 9, resource: { buffer: this.firstBuf! } });
+    const sbg = eng.bindGroup(this.sched, sEntries);
     pass.setPipeline(this.sched);
     pass.setBindGroup(0, sbg);
     pass.dispatchWorkgroups(1);
-    // Each pipeline's auto layout holds only the bindings its entry point uses.
-    const out: GPUBindGroupEntry[] = [{ binding: 3, resource: { buffer: a.dst.buffers[0] } }];
-    if (a.bias) out.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
-    const part: GPUBindGroupEntry[] = split ? [{ binding: GEMV_PARTIALS_BINDING, resource: { buffer: this.partials! } }] : [];
-    const mainEntries: GPUBindGroupEntry[] = [
-      { binding: 0, resource: { buffer: this.params } },
-      { binding: 1, resource: { buffer: a.src.buffers[0] } },
-      { binding: 2, resource: { buffer: a.weights.buffers[0] } },
-      { binding: 4, resource: { buffer: this.schedBuf } },
-      ...(split ? part : out),
-    ];
-    if (plan.cfg.fusion) mainEntries.push(...fusionEntries(p, plan.cfg.fusion, this.fusionParams!, a));
+    // Every binding either pass may use; each pipeline's auto layout holds exactly gemvBindings(cfg, pass).
+    const all = new Map<number, GPUBindGroupEntry>();
+    const put = (binding: number, buffer: GPUBuffer | undefined): void => { if (buffer) all.set(binding, { binding, resource: { buffer } }); };
+    put(0, this.params);
+    put(1, a.src.buffers[0]);
+    put(2, a.weights.buffers[0]);
+    put(3, a.dst.buffers[0]);
+    put(4, this.schedBuf);
+    put(5, a.bias?.buffers[0]);
+    put(GEMV_PARTIALS_BINDING, this.partials);
+    put(TOKEN_INDEX_BINDING, a.tokenIndex?.buffers[0]);
+    put(TOKEN_KS_BINDING, a.tokenKs?.buffers[0]);
+    if (cfg.fusion) for (const e of fusionEntries(p, cfg.fusion, this.fusionParams!, a)) all.set(e.binding, e);
+    const entriesOf = (which: 'main' | 'reduce'): GPUBindGroupEntry[] => gemvBindings(cfg, which).map((b) => all.get(b)!);
+    const mainEntries = entriesOf('main');
     const mbg = eng.bindGroup(this.main, mainEntries);
     pass.setPipeline(this.main);
     pass.setBindGroup(0, mbg);
     // Direct dispatches bounded by the schedule's tile count (scheduleGrid says why not indirect).
-    const tiles = scheduleTileBound(p.M, p.G, plan.cfg.rows);
-    const main = scheduleGrid(plan.colTiles * plan.cfg.kSplit, tiles);
+    const tiles = scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), cfg.rows);
+    const main = scheduleGrid(plan.colTiles * cfg.kSplit, tiles);
     if (main[0] && main[1]) pass.dispatchWorkgroups(...main);
-    eng.keepAlive(sbg, mbg, grouping, ...mainEntries);
+    eng.keepAlive(sbg, mbg, grouping, ...sEntries, ...mainEntries);
     if (this.reduce) {
-      const rEntries: GPUBindGroupEntry[] = [
-        { binding: 0, resource: { buffer: this.params } },
-        { binding: 4, resource: { buffer: this.schedBuf } },
-        ...out, ...part,
-      ];
+      const rEntries = entriesOf('reduce');
       const rbg = eng.bindGroup(this.reduce, rEntries);
       pass.setPipeline(this.reduce);
       pass.setBindGroup(0, rbg);
@@ -134,6 +150,6 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
   }
 
   destroy(): void {
-    this.eng.retire(this.params, this.schedParams, this.schedBuf, this.sizesBuf, this.partials, this.fusionParams);
+    this.eng.retire(this.params, this.schedParams, this.schedBuf, this.sizesBuf, this.partials, this.fusionParams, this.firstBuf);
   }
 }

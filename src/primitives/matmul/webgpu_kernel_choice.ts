@@ -11,7 +11,7 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  * Which WGSL GEMM runs a gpu matmul, from what the host knows (shapes, strides, types, the row
  * capacity; never the runtime group sizes):
  *  - `gemv-splitk` (gemm_splitk_gemv.ts) for grouped M with few rows per group on average (decode),
- *    plain weights or weight-only scales / zero points;
+ *    float or 8-bit integer src, every fusion, the MoE gather / scatter / expert map / zero fill;
  *  - `gemm-tiled-vec4` (gemm_tiled_vec4.ts) for f32 prefill with vector-aligned strides;
  *  - `gemm-tiled-dot4` (gemm_tiled_dot4.ts) for W8A8 (s8 x s8, u8 x u8, no zero points) where WGSL
  *    has `packed_4x8_integer_dot_product`;
@@ -42,14 +42,21 @@ export interface GemvPlan {
 /** Bytes of scratch for partial sums the split may use at most (beyond it, fewer splits). */
 const MAX_PARTIALS_BYTES = 64 << 20;
 
-/** The decode kernel's plan for `p` on `eng`, undefined where it does not apply. */
+/**
+ * The decode kernel's plan for `p` on `eng`, undefined where it does not apply. MoE row modes: gather,
+ * scatter, expert map and zero-filled ungrouped rows run here; batched token counts (3D dense with
+ * per-batch counts, another schedule) stay on gemm-tiled.
+ */
 export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined {
-  if (!gpuKernelTuning.gemv || p.kind !== 'grouped_m' || p.offsetsFrom === undefined || p.offsetsArg !== 'src') return undefined;
+  if (!gpuKernelTuning.gemv || p.kind !== 'grouped_m' || p.offsetsFrom === undefined) return undefined;
+  // The offsets live in src, or (gather: src is the plain tokens) in dst.
+  if (p.offsetsArg !== 'src' && !p.moe.gather) return undefined;
   // It binds whole buffers: tensors beyond one storage binding take gemm-tiled's windows.
   const max = eng.caps.maxStorageBufferBindingSize;
   if ([p.src, p.weights, p.dst].some((md) => md.getSize(0) > max)) return undefined;
-  if (p.moe.gather || p.moe.scatterTopK || p.moe.zeroFill || p.moe.expertMap || p.moe.batchedCounts) return undefined;
-  if (!['f32', 'f16', 'bf16'].includes(p.src.dataType) || p.G < 1 || p.N < 1) return undefined;
+  if (p.moe.batchedCounts) return undefined;
+  // Float src, or s8 / u8 (W8A8: the integer GEMM, or codes dequantized in the loop).
+  if (!['f32', 'f16', 'bf16', 's8', 'u8'].includes(p.src.dataType) || p.G < 1 || p.N < 1) return undefined;
   const meanRows = p.M / p.G;
   if (meanRows > gpuKernelTuning.gemvMaxRows) return undefined;
   let fusion: GemmFusion | undefined;
@@ -57,20 +64,24 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
     fusion = gemmFusionOf(p);
     if (!gemvFusionSupported(fusion)) return undefined;
   }
-  const chain = fusion ? fusion.chain.map((s) => (s.kind === 'eltwise' ? s.wgsl : '')).join('\n  ') : eltwiseChainWgsl(p.attr.postOps.entries);
+  const chain = fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries);
   if (chain === undefined) return undefined;
   const { C, L, S } = gemvGeometry(p.weights.dataType);
   const w = p.weights.strides;
-  const vec = w[2] === 1 && w[1] % C === 0 && w[0] % C === 0;
+  // GLU halves: the up columns start N / 2 after the gate ones, aligned for vector loads only when C divides it.
+  const halves = fusion?.glu?.layout === 'halves';
+  const vec = w[2] === 1 && w[1] % C === 0 && w[0] % C === 0 && (!halves || (p.N / 2) % C === 0);
   const rows = meanRows <= 4 ? 4 : 8;
-  const colTiles = Math.ceil(p.N / (L * C));
+  // A GLU column tile holds the gate and up columns of half as many dst columns.
+  const colTiles = Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
   const perThread = gpuKernelTuning.kPerThread ?? gemvKPerThread(p.weights.dataType);
   let kSplit = Math.max(1, Math.min(16, Math.ceil(p.K / (S * perThread))));
   while (kSplit > 1 && kSplit * p.M * p.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
   if (colTiles * kSplit > 65535) return undefined;
   const kChunk = Math.ceil(p.K / (kSplit * S));
+  const moe = { gather: p.moe.gather, scatter: p.moe.scatterTopK > 0, zeroFill: p.moe.zeroFill };
   const cfg: GemvSplitKConfig = {
-    rows, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, vec, kSplit, epilogue: chain, fusion,
+    rows, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, vec, kSplit, epilogue: chain, fusion, moe,
   };
   return { cfg, colTiles, kChunk };
 }
