@@ -78,6 +78,12 @@ export interface GpuMoeRow {
   layerMs: number;
   /** Of which the host spends recording the stages (layer.execute returning), median. */
   hostMs: number;
+  /**
+   * GPU time of the layer's compute passes (timestamp queries, `GpuEngine.setProfiling`), median over
+   * runs of their sum, and each pass's median, in recording order; undefined without timestamp-query.
+   */
+  gpuMs: number | undefined;
+  passes: { label: string; ms: number }[];
   tflops: number;
   /** Bytes of the experts' weights the routing touched, read once: the decode bound's numerator. */
   touchedWeightBytes: number;
@@ -122,12 +128,31 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
     owned.push(s);
   }
   const host: number[] = [];
+  // 20 warm-up runs: the first executions of a process still run unoptimized JavaScript.
   const layerMs = await timed(async () => {
     const t0 = performance.now();
     layer.execute(strm, args);
     host.push(performance.now() - t0);
     await strm.wait();
-  }, o.reps);
+  }, o.reps, 20);
+  host.splice(0, 20);
+  let gpuMs: number | undefined;
+  const passes: GpuMoeRow['passes'] = [];
+  if (eng.caps.timestampQuery) {
+    eng.setProfiling(true);
+    const runs: { label: string; ms: number }[][] = [];
+    try {
+      for (let r = 0; r < o.reps; r++) {
+        layer.execute(strm, args);
+        await strm.wait();
+        runs.push(eng.takeProfile());
+      }
+    } finally {
+      eng.setProfiling(false);
+    }
+    gpuMs = median(runs.map((r) => r.reduce((a, x) => a + x.ms, 0)));
+    for (let j = 0; j < runs[0].length; j++) passes.push({ label: runs[0][j].label, ms: median(runs.map((r) => r[j]?.ms ?? 0)) });
+  }
   const ids = await layer.workspace.topkIds.read();
   const touched = new Set(Array.from(ids)).size;
   const bitsPerWeight = wdt === dt.s4 ? 4 : wdt === dt.s8 ? 8 : 32;
@@ -144,7 +169,7 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
   }
   layer.destroy();
   for (const m of owned) m.free();
-  return { workload: w.name, variant: v, layerMs, hostMs: median(host), tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages };
+  return { workload: w.name, variant: v, layerMs, hostMs: median(host), gpuMs, passes, tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages };
 }
 
 async function floorMs(eng: GpuEngine, reps: number): Promise<number> {
@@ -181,7 +206,8 @@ export async function runGpuMoe(o: GpuMoeOptions, eng?: GpuEngine): Promise<{ fl
         const r = await measure(e, w, v, o);
         rows.push(r);
         const st = r.stages.map((s) => `${s.name} ${s.ms.toFixed(3)}`).join(', ');
-        log(`${w.name} (T=${w.T} E=${w.E} k=${w.k} K=${w.K} I=${w.I}) ${v}: layer ${r.layerMs.toFixed(3)} ms (host recording ${r.hostMs.toFixed(3)} ms; ${r.tflops.toFixed(2)} TFLOP/s; touched weights ${(r.touchedWeightBytes / 1e6).toFixed(1)} MB)${st ? `; stages alone (ms, each with its own wait): ${st}` : ''}`);
+        const gpu = r.gpuMs === undefined ? '' : `; GPU passes ${r.gpuMs.toFixed(3)} ms = ${r.passes.map((x) => `${x.label} ${(x.ms * 1000).toFixed(0)}`).join(' + ')} us`;
+        log(`${w.name} (T=${w.T} E=${w.E} k=${w.k} K=${w.K} I=${w.I}) ${v}: layer ${r.layerMs.toFixed(3)} ms (host recording ${r.hostMs.toFixed(3)} ms; ${r.tflops.toFixed(2)} TFLOP/s; touched weights ${(r.touchedWeightBytes / 1e6).toFixed(1)} MB)${gpu}${st ? `; stages alone (ms, each with its own wait): ${st}` : ''}`);
       }
     }
     if (process.env.OUT) writeFileSync(`${process.env.OUT}/gpu_moe_bench.json`, JSON.stringify({ adapter: e.adapterInfo, caps: e.caps, node: process.version, floorMs: floor, rows }, null, 2));

@@ -19,6 +19,7 @@ export { offsets } from './memory/offsets.js';
 export { Memory, type Handle, type HostArray, type MemoryOptions } from './memory/memory.js';
 export { Engine, type EngineOptions } from './runtime/engine.js';
 export { GpuEngine, type GpuEngineOptions, type GpuCaps } from './runtime/gpu/gpu_engine.js';
+export type { GpuPassTime } from './runtime/gpu/pass_profiler.js';
 export { GpuMemory, type GpuReadArray } from './memory/gpu_memory.js';
 export { Stream } from './runtime/stream.js';
 export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr, type DynamicQuantizationAttr } from './attr/primitive_attr.js';

@@ -275,6 +275,39 @@ describe('gpu engine: what it refuses', () => {
   });
 });
 
+describe('gpu engine: pass profiling', () => {
+  it('setProfiling(true) times each compute pass with GPU timestamps, read at wait(); results unchanged; off again, nothing is timed', async () => {
+    expect(eng.caps.timestampQuery).toBe(true); // SwiftShader and the H200 both have it: a missing feature is a failure here
+    const M = 7, K = 13, N = 9;
+    const srcMd = memory.desc([M, K], dt.f32, tag.ab), weiMd = memory.desc([K, N], dt.f32, tag.ab), dstMd = memory.desc([M, N], dt.f32, tag.ab);
+    const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
+    const x = values(M * K, 61), w = values(K * N, 62);
+    const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w);
+    const d1 = Memory.create(dstMd, eng), d2 = Memory.create(dstMd, eng);
+    const strm = new Stream(eng);
+    await strm.wait();
+    eng.setProfiling(true);
+    try {
+      prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: d1 });
+      strm.submit(); // two batches before one wait: both timed
+      prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: d2 });
+      await strm.wait();
+      const prof = eng.takeProfile();
+      expect(prof.map((t) => t.label)).toEqual(['matmul', 'matmul']);
+      for (const t of prof) expect(Number.isFinite(t.ms) && t.ms >= 0).toBe(true);
+      expect(eng.takeProfile()).toEqual([]);
+    } finally {
+      eng.setProfiling(false);
+    }
+    prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: d1 });
+    await strm.wait();
+    expect(eng.takeProfile()).toEqual([]);
+    const ref = refDense(x, [M, K], w, [K, N], {});
+    assertClose(await d1.read(), ref, toleranceFor('f32'), 'profiled run');
+    assertClose(await d2.read(), ref, toleranceFor('f32'), 'second batch');
+  });
+});
+
 describe('gpu engine: options', () => {
   it('Engine.create({ kind: "gpu" }) refuses unknown option keys, naming the valid ones', async () => {
     const { Engine } = await import('../src/index.js');

@@ -2,6 +2,7 @@ import { DnnlError, check } from '../../common/status.js';
 import { acquireDevice, type DeviceSource } from './webgpu_device.js';
 import { StatusSlots, type StatusReadback } from './status_slots.js';
 import { checkOptionKeys, optionKeys } from '../../common/option_keys.js';
+import { PassProfiler, type GpuPassTime } from './pass_profiler.js';
 
 export interface GpuEngineOptions {
   kind: 'gpu';
@@ -102,6 +103,8 @@ export class GpuEngine {
    */
   private batch: Batch | undefined;
   private recording = false;
+  /** Timestamps of every compute pass while profiling (setProfiling). */
+  private profiler: PassProfiler | undefined;
 
   /** Keeps the GPU instance and adapter alive as long as the engine (see AcquiredDevice.owners). */
   private readonly owners: readonly unknown[];
@@ -204,7 +207,7 @@ export class GpuEngine {
     b.labels.add(label);
     this.recording = true;
     try {
-      record(b.enc);
+      record(this.profiler ? this.profiler.wrap(b.enc) : b.enc);
     } finally {
       this.recording = false;
     }
@@ -258,6 +261,7 @@ export class GpuEngine {
     const dev = this.device;
     try {
       for (const x of b.staging) if (x.mapState === 'mapped') x.unmap();
+      this.profiler?.record(b.enc);
       const cb = b.enc.finish();
       this.inflight.push(b.enc, cb);
       dev.queue.submit([cb]);
@@ -379,12 +383,33 @@ export class GpuEngine {
     if (this.lostReason === undefined && !readback) await Promise.race([this.device.queue.onSubmittedWorkDone(), this.lostPromise]);
     this.checkDevice();
     const err = readback ? await Promise.race([this.status.read(readback), this.lostPromise.then(() => undefined)]) : undefined;
+    if (this.profiler && this.lostReason === undefined) await Promise.race([this.profiler.collect(), this.lostPromise]);
     held.length = 0;
     this.checkDevice();
     const asyncErr = this.asyncError;
     this.asyncError = undefined;
     if (asyncErr) throw asyncErr;
     if (err) throw err;
+  }
+
+  /**
+   * Times every compute pass recorded from now on with the GPU's timestamps (WebGPU `timestamp-query`),
+   * read at each `stream.wait()`: `takeProfile()` returns them. Off by default (the queries add a little
+   * GPU work per pass). Throws `unimplemented` where the device has no `timestamp-query`.
+   */
+  setProfiling(on: boolean): void {
+    if (!on) {
+      this.profiler?.destroy();
+      this.profiler = undefined;
+      return;
+    }
+    if (!this.caps.timestampQuery) throw new DnnlError('unimplemented', "gpu engine: setProfiling needs the device feature 'timestamp-query', which this device lacks");
+    this.profiler ??= new PassProfiler(this.device);
+  }
+
+  /** The GPU time of each compute pass timed since the last call (profiling on, up to the last wait). */
+  takeProfile(): GpuPassTime[] {
+    return this.profiler?.take() ?? [];
   }
 
   /** Resolves when no stream work is in flight on this engine. */
@@ -399,6 +424,7 @@ export class GpuEngine {
     this.released = true;
     if (this.lostReason === undefined) this.submit();
     this.status.destroy();
+    this.profiler?.destroy();
     this.pipelines.clear();
     if (this.source !== 'caller') this.device.destroy();
   }

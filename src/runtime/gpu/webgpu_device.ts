@@ -43,7 +43,9 @@ async function findGpu(): Promise<{ gpu: GPU; source: DeviceSource }> {
     if (mod.globals && (globalThis as { GPUBufferUsage?: unknown }).GPUBufferUsage === undefined) Object.assign(globalThis, mod.globals);
     // One Dawn instance per process, kept reachable: if the GPU object were collected while a device
     // it created lives, Dawn tears the instance down under it and the process aborts.
-    dawnGpu ??= mod.create([]);
+    // GROUPDNN_DAWN_FLAGS: Dawn's own flags, space-separated (e.g. 'disable-dawn-features=timestamp_quantization').
+    const flags = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.GROUPDNN_DAWN_FLAGS;
+    dawnGpu ??= mod.create(flags ? flags.split(' ').filter((f) => f.length > 0) : []);
     return { gpu: dawnGpu, source: 'webgpu (Dawn, Node)' };
   }
   throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): this runtime has no navigator.gpu; ${HOW_TO}`);
@@ -56,7 +58,7 @@ function describeAdapter(a: GPUAdapter): string {
 }
 
 /** Optional features the kernels use where the adapter has them. */
-const WANTED: readonly GPUFeatureName[] = ['shader-f16'];
+const WANTED: readonly GPUFeatureName[] = ['shader-f16', 'timestamp-query'];
 
 /**
  * Requests an adapter and a device with the adapter's largest storage-buffer limits (the defaults,
