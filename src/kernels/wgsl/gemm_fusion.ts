@@ -2,6 +2,7 @@ import type { DataType } from '../../common/data_type.js';
 import type { GemmTiledConfig } from './gemm_tiled.js';
 import { wgslLoadRw, wgslStore, wgslType } from './wgsl_dtypes.js';
 import { dstIndexWgsl, epilogueRowWgsl } from './gemm_rows.js';
+import { colOfWgsl, gemmThreads } from './gemm_threads.js';
 import { FUSION_BINDING, fusionOperands, gluColumnWgsl, gluFnWgsl, mapFnWgsl, type FusedOperand, type GemmFusion } from './wgsl_quant.js';
 
 /**
@@ -55,6 +56,50 @@ export function fusionLoadB(f: GemmFusion, c: GemmTiledConfig, idx: string): str
   return stageLoad(f, wgslType(c.wei), idx, 'g, bW, k, col', named(f, 'weiZp'), named(f, 'weiScale'), 'weights');
 }
 
+/**
+ * Weights scales / zero points constant over a staged K slice, loaded once per slice and column
+ * instead of once per element (an f32 GEMM's dequantization; a K-blocked map's division and load are
+ * most of a 4-bit element's staging cost): a map without a K term always, a K-blocked one when its
+ * block is a multiple of BK and the K range starts on a slice (`hoist_<buf>`, uniform per workgroup).
+ */
+export function hoistedWeightOperands(f: GemmFusion): ('wsc' | 'wzp')[] {
+  if (f.intAcc) return [];
+  return (['weiScale', 'weiZp'] as const).filter((k) => f[k] && f[k].terms.dims[1] !== 'u').map((k) => (k === 'weiScale' ? 'wsc' : 'wzp'));
+}
+
+/** Per-workgroup flags of the hoisted operands (`k0` and the fusion uniform in scope). */
+export function hoistFlagsWgsl(f: GemmFusion, bk: number): string {
+  return hoistedWeightOperands(f).map((b) => {
+    const op = fusionOperands(f).find((o) => o.name === b)!;
+    return op.op.terms.dims[1] === '-' ? `let hoist_${b} = true;` : `let hoist_${b} = Q[${op.slot + 1}u].y % ${bk}u == 0u && k0 % ${bk}u == 0u;`;
+  }).join(' ');
+}
+
+/** Declarations of lane `lane`'s hoisted values at the slice start `kb`, column `col`. */
+export function hoistLaneWgsl(f: GemmFusion, lane: number, col: string): string {
+  return hoistedWeightOperands(f).map((b) => {
+    const o = named(f, b === 'wsc' ? 'weiScale' : 'weiZp')!;
+    return `var h${b}${lane} = 0.0; if (hoist_${b} && ${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, kb, ${col}`, false)}; }`;
+  }).join(' ');
+}
+
+/** Statements setting `v` to the staged weights element `idx` at (k, col), hoisted operands from lane `lane`. */
+export function fusionLoadBHoisted(f: GemmFusion, c: GemmTiledConfig, idx: string, lane: number): string {
+  const hoisted = hoistedWeightOperands(f);
+  const t = wgslType(c.wei);
+  const coords = 'g, bW, k, col';
+  let s = `v = ${t.load('B', idx)};`;
+  const apply = (b: 'wsc' | 'wzp', op: string): void => {
+    const o = named(f, b === 'wsc' ? 'weiScale' : 'weiZp');
+    if (!o) return;
+    if (hoisted.includes(b)) s += ` if (hoist_${b}) { v ${op}= h${b}${lane}; } else { v ${op}= ${operandLoad(o, coords, false)}; }`;
+    else s += ` v ${op}= ${operandLoad(o, coords, false)};`;
+  };
+  apply('wzp', '-');
+  apply('wsc', '*');
+  return s;
+}
+
 function stageLoad(f: GemmFusion, t: ReturnType<typeof wgslType>, idx: string, coords: string,
   zp: { buf: string; op: FusedOperand } | undefined, sc: { buf: string; op: FusedOperand } | undefined, what: string): string {
   const buf = what === 'src' ? 'A' : 'B';
@@ -74,7 +119,8 @@ function stageLoad(f: GemmFusion, t: ReturnType<typeof wgslType>, idx: string, c
  * the store.
  */
 export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
-  const rm = c.tm / 16, rn = c.tn / 16;
+  const th = gemmThreads(c);
+  const { rm, rn } = th;
   const jn = f.glu ? rn / 2 : rn;
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   // A gather's per-token src scale follows the token of the routed row (a padding row's sums are 0);
@@ -90,7 +136,7 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   for (var r = 0u; r < ${rm}u; r++) {
     ${epilogueRowWgsl(c)}
     for (var j = 0u; j < ${jn}u; j++) {
-      let cn = n0 + tx + 16u * j;
+      let cn = n0 + ${colOfWgsl(th, 'j')};
       if (cn >= Q[0].x) { continue; }
       ${f.glu ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
       var v = glu_act(${colValue('acc[r][j]', 'gc')}, ${colValue(`acc[r][j + ${jn}u]`, 'uc')});` : `var v = ${colValue('acc[r][j]', 'cn')};`}

@@ -1,4 +1,5 @@
 import type { GemmTiledConfig } from './gemm_tiled.js';
+import { gemmThreads, rowOfWgsl } from './gemm_threads.js';
 
 /**
  * How a tile finds its rows beyond the plain kinds: a gather reads src row `TI[r]` (-1: zeros), a
@@ -22,11 +23,13 @@ export const TOKEN_KS_BINDING = 41;
 
 /**
  * The epilogue's `row` (the dst row) for accumulator row r, or `continue` (past the tile; a scatter's
- * padding row). A scatter reads the validated token and slot of routed row m0 + ty + 16 r.
+ * padding row). A scatter reads the validated token and slot of its routed row (gemm_threads.ts: the
+ * tile row of accumulator row r).
  */
 export function epilogueRowWgsl(c: GemmTiledConfig): string {
-  if (!c.rows?.scatter) return 'let row = m0 + ty + 16u * r;\n    if (row >= m1) { continue; }';
-  return 'let rr = m0 + ty + 16u * r;\n    if (rr >= m1 || TI[rr] < 0) { continue; }\n    let row = u32(TI[rr]) * P.topK + u32(KS[rr]);';
+  const tr = rowOfWgsl(gemmThreads(c), 'r');
+  if (!c.rows?.scatter) return `let row = m0 + ${tr};\n    if (row >= m1) { continue; }`;
+  return `let rr = m0 + ${tr};\n    if (rr >= m1 || TI[rr] < 0) { continue; }\n    let row = u32(TI[rr]) * P.topK + u32(KS[rr]);`;
 }
 
 /** The dst element of (row, col) in the bound dst range. */

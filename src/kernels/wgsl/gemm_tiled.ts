@@ -1,18 +1,26 @@
 import type { DataType } from '../../common/data_type.js';
 import { wgslHelpersFor, wgslStore, wgslType } from './wgsl_dtypes.js';
 import { gemmFusionKey, type GemmFusion } from './wgsl_quant.js';
-import { fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB } from './gemm_fusion.js';
+import {
+  fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB, fusionLoadBHoisted, hoistedWeightOperands, hoistFlagsWgsl, hoistLaneWgsl,
+} from './gemm_fusion.js';
 import { Y_FOLD, ZERO_TILE } from './grouped_schedule.js';
+import { colOfWgsl, gemmThreads, rowOfWgsl, vecOf } from './gemm_threads.js';
 import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, dstIndexWgsl, epilogueRowWgsl, type GemmRows } from './gemm_rows.js';
 
 /**
- * `gemm-tiled`: a register-blocked GEMM, 256 threads as 16 x 16, each computing (TM/16) x (TN/16)
- * outputs of a TM x TN tile; BK-deep slices of A and B staged in workgroup memory. One family serves
- * the three matmul kinds, which differ only in where a tile's rows, expert and K range come from:
+ * `gemm-tiled`: a register-blocked GEMM, 16 x TY threads each computing an rm x rn register tile of a
+ * TM x TN tile (gemm_threads.ts); BK-deep slices of A and B staged in workgroup memory, dequantized
+ * once per element while staged (gemm_fusion.ts), then read back as vectors: per k a thread does
+ * rm x rn FMAs for rm / wa + rn / wb vector reads (A's k rows padded by 4 words so the staging writes,
+ * 16 consecutive k of a row, spread over the banks). One family serves the three matmul kinds, which
+ * differ only in where a tile's rows, expert and K range come from:
  *  - dense: tile (x = N tile, y = M tile, z = batch);
  *  - grouped_m: tile t of the device-written schedule (g, m0, m1) (grouped_schedule.ts);
  *  - grouped_k: z = group, its K range from the validated offsets in the schedule.
- * Accumulation is f32 in a fixed k order: a second run gives the same bits.
+ * Every row mode (gemm_rows.ts), fusion (GLU, scales, zero points, binary, sum) and binding window
+ * takes this kernel. Accumulation is f32 (i32 for integer GEMMs) in a fixed k order: a second run
+ * gives the same bits.
  */
 export interface GemmTiledConfig {
   readonly mode: 'dense' | 'grouped_m' | 'grouped_k';
@@ -40,25 +48,17 @@ export interface GemmTiledConfig {
 
 export function gemmTiledKey(c: GemmTiledConfig): string {
   const r = c.rows ? `:rows${c.rows.gather ? 'G' : ''}${c.rows.scatter ? 'S' : ''}${c.rows.zeroFill ? 'Z' : ''}${c.rows.counts ? 'C' : ''}` : '';
-  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}`;
+  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}t${gemmThreads(c).threads}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}`;
 }
 
 /**
- * Params (uniform, 16 x u32): M, K, N, lda, ldwk, ldwn, wg (weights stride per group / batch), ldd,
- * sb (src batch stride), db (dst batch / group stride), bg (bias stride per group / batch), bn (bias
- * stride along N), tilesN, _, _, _.
+ * Where a workgroup's tile lies: g (expert / batch / group), rows [m0, m1), the src / weights / dst
+ * bases and the K range; returns early for a tile outside the schedule or this dispatch's window.
  */
-export function gemmTiledWgsl(c: GemmTiledConfig): string {
-  const { tm, tn, bk } = c;
-  const rm = tm / 16, rn = tn / 16;
-  const A = wgslType(c.src), B = wgslType(c.wei), D = wgslType(c.dst);
-  const Bi = c.bias ? wgslType(c.bias) : undefined;
-  const f = c.fusion;
+export function gemmTileWgsl(c: GemmTiledConfig): string {
+  const { tm } = c;
   const R = c.rows;
-  // The staged and accumulated type: i32 for an integer GEMM, else f32.
-  const T = f?.intAcc ? 'i32' : 'f32';
-  const zero = f?.intAcc ? '0i' : '0.0';
-  const tile =
+  return (
     c.mode === 'grouped_m' ? `
   let t = wid.y + wid.z * ${Y_FOLD}u;
   if (t >= S[3]) { return; }
@@ -76,68 +76,127 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   let g = wid.z;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, ${R?.counts ? 'min(P.M, S[4u + g])' : 'P.M'});${R ? `
   if (m0 >= m1 || g < P.eLo || g >= P.eHi || m0 < P.rLo || m0 >= P.rHi) { return; }` : ''}
-  let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db; let k0 = 0u; let k1 = P.K;`;
+  let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db; let k0 = 0u; let k1 = P.K;`);
+}
+
+/** The params struct (16 plain words, the row-mode words with row modes) and the storage bindings of the schedule and row maps. */
+export function gemmParamsWgsl(c: GemmTiledConfig): string {
+  const R = c.rows;
+  return `struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32${R ? ', topK: u32, aOff: u32, wOff: u32, dOff: u32, eLo: u32, eHi: u32, rLo: u32, rHi: u32' : ''} }
+@group(0) @binding(0) var<uniform> P: Params;
+${c.mode !== 'dense' || R?.counts ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
+${R?.gather || R?.scatter ? `@group(0) @binding(${TOKEN_INDEX_BINDING}) var<storage, read> TI: array<i32>;` : ''}
+${R?.scatter ? `@group(0) @binding(${TOKEN_KS_BINDING}) var<storage, read> KS: array<i32>;` : ''}`;
+}
+
+/**
+ * Params (uniform, 16 x u32): M, K, N, lda, ldwk, ldwn, wg (weights stride per group / batch), ldd,
+ * sb (src batch stride), db (dst batch / group stride), bg (bias stride per group / batch), bn (bias
+ * stride along N), tilesN, _, _, _.
+ */
+export function gemmTiledWgsl(c: GemmTiledConfig): string {
+  const { tm, tn, bk } = c;
+  const th = gemmThreads(c);
+  const { ty: TY, threads: NT, rm, rn, wa, wb } = th;
+  const A = wgslType(c.src), B = wgslType(c.wei), D = wgslType(c.dst);
+  const Bi = c.bias ? wgslType(c.bias) : undefined;
+  const f = c.fusion;
+  const R = c.rows;
+  // The staged and accumulated type: i32 for an integer GEMM, else f32.
+  const T = f?.intAcc ? 'i32' : 'f32';
+  const zero = f?.intAcc ? '0i' : '0.0';
+  // Words per k row of the staged A slice (padded: see the header).
+  const lda = tm + 4;
+  const tile = gemmTileWgsl(c);
   // Batch coordinates of src and weights in the rfcs/0002 maps (dense: 0 where broadcast).
   const batchIdx = c.mode === 'dense' ? 'let bS = select(0u, g, P.sb != 0u); let bW = select(0u, g, P.wg != 0u);' : 'let bS = g; let bW = g;';
   const defaultEpilogue = f ? '' : plainEpilogueWgsl(c);
   const aIdx = `aBase + r * P.lda + k${R ? ' - P.aOff' : ''}`, bIdx = `wBase + k * P.ldwk + col * P.ldwn${R ? ' - P.wOff' : ''}`;
   const loadA = f ? fusionLoadA(f, c, aIdx) : `v = ${A.load('A', aIdx)};`;
+  // Staging: each thread loads a run of wa rows (A) / wb columns (B) at one k, dequantized, and writes
+  // them as one vector (no dynamic component stores into workgroup memory).
+  const lanes = (w: number): string => Array.from({ length: w }, (_, e) => `x${e}`).join(', ');
+  const stageA = Array.from({ length: wa }, (_, e) => `
+      var x${e} = ${zero};
+      { ${R?.gather ? `let rr = m0 + mq + ${e}u;
+        if (rr < m1 && k < k1 && TI[rr] >= 0) { let r = u32(TI[rr]); var v = ${zero}; ${loadA} x${e} = v; }` : `let r = m0 + mq + ${e}u;
+        if (r < m1 && k < k1) { var v = ${zero}; ${loadA} x${e} = v; }`} }`).join('');
+  const slots = tn / wb;
+  if (NT % slots !== 0) throw new Error(`gemm-tiled: ${NT} threads do not stage ${slots} B vectors per k row evenly`);
+  const colDecl = Array.from({ length: wb }, (_, e) => {
+    const n = `p + ${(e * tn) / wb}u`;
+    return f?.glu ? `
+      let cd${e} = n0 + (${n}) % ${tn / 2}u; let col${e} = select(P.N, glu_col(cd${e}, (${n}) / ${tn / 2}u), cd${e} < Q[0].x);` : `
+      let col${e} = n0 + ${n};`;
+  }).join('');
+  const hoist = f !== undefined && hoistedWeightOperands(f).length > 0;
+  const hoistDecl = hoist ? `
+      ${Array.from({ length: wb }, (_, e) => hoistLaneWgsl(f, e, `col${e}`)).join('\n      ')}` : '';
+  const stageB = Array.from({ length: wb }, (_, e) => `
+        var x${e} = ${zero};
+        { let col = col${e};
+          if (k < k1 && col < P.N) { var v = ${zero}; ${f ? (hoist ? fusionLoadBHoisted(f, c, bIdx, e) : fusionLoadB(f, c, bIdx)) : `v = ${B.load('B', bIdx)};`} x${e} = v; } }`).join('');
+  // The inner loop, unrolled over the register tile: named vector accumulators c<r>_<q> (lane e: column j = e qn + q).
+  const qn = rn / wb;
+  const accDecl = Array.from({ length: rm }, (_, r) => Array.from({ length: qn }, (_, q) => `var c${r}_${q} = ${vecOf(T, wb)}();`).join(' ')).join('\n  ');
+  const aReads = Array.from({ length: rm / wa }, (_, h) => `
+      let a${h} = As[kk * ${lda / wa}u + ${h * TY}u + ty];`).join('');
+  const bReads = Array.from({ length: qn }, (_, q) => `
+      let b${q} = Bs[kk * ${tn / wb}u + ${q * 16}u + tx];`).join('');
+  const aOf = (r: number): string => (wa === 1 ? `a${r}` : `a${Math.floor(r / wa)}[${r % wa}]`);
+  const fmas = Array.from({ length: rm }, (_, r) => {
+    const a = wb === 1 ? aOf(r) : `${vecOf(T, wb)}(${aOf(r)})`;
+    return `
+      { let a = ${a};${Array.from({ length: qn }, (_, q) => (f?.intAcc ? ` c${r}_${q} += a * b${q};` : ` c${r}_${q} = fma(a, b${q}, c${r}_${q});`)).join('')} }`;
+  }).join('');
+  // The epilogues index acc[r][j] (gemm_threads.ts row / column of each).
+  const accCopy = Array.from({ length: rm }, (_, r) => Array.from({ length: rn }, (_, j) =>
+    `acc[${r}][${j}] = c${r}_${j % qn}${wb === 1 ? '' : `[${Math.floor(j / qn)}]`};`).join(' ')).join('\n  ');
   // grouped_m reads its tile from a storage buffer: the early return is uniform per workgroup
   // (workgroup_id and read-only storage), which the barriers below need.
   return /* wgsl */ `
 ${wgslHelpersFor([c.src, c.wei, c.dst, c.bias, ...(f ? fusionTypes(f) : [])])}
-struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32${R ? ', topK: u32, aOff: u32, wOff: u32, dOff: u32, eLo: u32, eHi: u32, rLo: u32, rHi: u32' : ''} }
-@group(0) @binding(0) var<uniform> P: Params;
+${gemmParamsWgsl(c)}
 @group(0) @binding(1) var<storage, read> A: array<${A.array}>;
 @group(0) @binding(2) var<storage, read> B: array<${B.array}>;
 @group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;
-${c.mode !== 'dense' || R?.counts ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
-${R?.gather || R?.scatter ? `@group(0) @binding(${TOKEN_INDEX_BINDING}) var<storage, read> TI: array<i32>;` : ''}
-${R?.scatter ? `@group(0) @binding(${TOKEN_KS_BINDING}) var<storage, read> KS: array<i32>;` : ''}
 ${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
 ${f ? fusionBindingsWgsl(f, c) : ''}
 
-var<workgroup> As: array<${T}, ${bk * tm}>;
-var<workgroup> Bs: array<${T}, ${bk * tn}>;
+var<workgroup> As: array<${vecOf(T, wa)}, ${(bk * lda) / wa}>;
+var<workgroup> Bs: array<${vecOf(T, wb)}, ${(bk * tn) / wb}>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   ${tile}
   ${f ? batchIdx : ''}
+  ${f ? hoistFlagsWgsl(f, bk) : ''}
   let n0 = wid.x * ${f?.glu ? tn / 2 : tn}u;
   let tx = li % 16u;
   let ty = li / 16u;
   ${R?.zeroFill ? zeroTileWgsl(c) : ''}
-  var acc: array<array<${T}, ${rn}>, ${rm}>;
+  ${accDecl}
   for (var kb = k0; kb < k1; kb += ${bk}u) {
-    for (var i = li; i < ${bk * tm}u; i += 256u) {
-      let m = i / ${bk}u; let kk = i % ${bk}u;
-      let k = kb + kk;
-      var v = ${zero};
-      ${R?.gather ? `let rr = m0 + m;
-      if (rr < m1 && k < k1 && TI[rr] >= 0) { let r = u32(TI[rr]); ${loadA} }` : `let r = m0 + m;
-      if (r < m1 && k < k1) { ${loadA} }`}
-      As[kk * ${tm}u + m] = v;
+    for (var q = li; q < ${(bk * tm) / wa}u; q += ${NT}u) {
+      let mq = (q / ${bk}u) * ${wa}u; let kk = q % ${bk}u;
+      let k = kb + kk;${stageA}
+      As[kk * ${lda / wa}u + mq / ${wa}u] = ${vecOf(T, wa)}(${lanes(wa)});
     }
-    for (var i = li; i < ${bk * tn}u; i += 256u) {
-      let kk = i / ${tn}u; let n = i % ${tn}u;
-      let k = kb + kk; ${f?.glu ? `let cd = n0 + n % ${tn / 2}u; let col = select(P.N, glu_col(cd, n / ${tn / 2}u), cd < Q[0].x);` : 'let col = n0 + n;'}
-      var v = ${zero};
-      if (k < k1 && col < P.N) { ${f ? fusionLoadB(f, c, bIdx) : `v = ${B.load('B', bIdx)};`} }
-      Bs[kk * ${tn}u + n] = v;
-    }
-    workgroupBarrier();
-    for (var kk = 0u; kk < ${bk}u; kk++) {
-      var a: array<${T}, ${rm}>;
-      var b: array<${T}, ${rn}>;
-      for (var r = 0u; r < ${rm}u; r++) { a[r] = As[kk * ${tm}u + ty + 16u * r]; }
-      for (var j = 0u; j < ${rn}u; j++) { b[j] = Bs[kk * ${tn}u + tx + 16u * j]; }
-      for (var r = 0u; r < ${rm}u; r++) {
-        for (var j = 0u; j < ${rn}u; j++) { ${f?.intAcc ? 'acc[r][j] += a[r] * b[j];' : 'acc[r][j] = fma(a[r], b[j], acc[r][j]);'} }
+    {
+      // This thread's B columns are the same for every k row it stages (NT a multiple of TN / wb).
+      let p = li % ${slots}u;${colDecl}${hoistDecl}
+      for (var kk = li / ${slots}u; kk < ${bk}u; kk += ${NT / slots}u) {
+        let k = kb + kk;${stageB}
+        Bs[kk * ${slots}u + p] = ${vecOf(T, wb)}(${lanes(wb)});
       }
     }
     workgroupBarrier();
+    for (var kk = 0u; kk < ${bk}u; kk++) {${aReads}${bReads}${fmas}
+    }
+    workgroupBarrier();
   }
+  var acc: array<array<${T}, ${rn}>, ${rm}>;
+  ${accCopy}
   ${f ? fusionEpilogueWgsl(f, c) : defaultEpilogue}
 }
 `;
@@ -150,14 +209,14 @@ function fusionTypes(f: GemmFusion): DataType[] {
 
 /** The plain epilogue: bias, the eltwise statements, the store. */
 function plainEpilogueWgsl(c: GemmTiledConfig): string {
-  const { tm, tn } = c;
-  const rm = tm / 16, rn = tn / 16;
+  const th = gemmThreads(c);
+  const { rm, rn } = th;
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   return /* wgsl */ `
   for (var r = 0u; r < ${rm}u; r++) {
     ${epilogueRowWgsl(c)}
     for (var j = 0u; j < ${rn}u; j++) {
-      let col = n0 + tx + 16u * j;
+      let col = n0 + ${colOfWgsl(th, 'j')};
       if (col >= P.N) { continue; }
       var v = acc[r][j];
       ${Bi ? `v += ${Bi.load('BIAS', 'g * P.bg + col * P.bn')};` : ''}
@@ -168,16 +227,17 @@ function plainEpilogueWgsl(c: GemmTiledConfig): string {
 }
 
 /** A ZERO_TILE tile (rows in no group): zeros in the dst columns of this N tile, nothing else. */
-function zeroTileWgsl(c: GemmTiledConfig): string {
-  const rm = c.tm / 16, rn = c.tn / 16;
+export function zeroTileWgsl(c: GemmTiledConfig): string {
+  const th = gemmThreads(c);
+  const { rm, rn } = th;
   const jn = c.fusion?.glu ? rn / 2 : rn;
   const cols = c.fusion ? 'Q[0].x' : 'P.N';
   return /* wgsl */ `if (g == ${ZERO_TILE}u) {
     for (var r = 0u; r < ${rm}u; r++) {
-      let row = m0 + ty + 16u * r;
+      let row = m0 + ${rowOfWgsl(th, 'r')};
       if (row >= m1) { continue; }
       for (var j = 0u; j < ${jn}u; j++) {
-        let col = n0 + tx + 16u * j;
+        let col = n0 + ${colOfWgsl(th, 'j')};
         if (col >= ${cols}) { continue; }
         ${wgslStore(c.dst, 'D', dstIndexWgsl(c, 'col'), '0.0')}
       }

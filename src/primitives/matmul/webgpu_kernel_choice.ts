@@ -14,7 +14,8 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  *    float or 8-bit integer src, every fusion, the MoE gather / scatter / expert map / zero fill;
  *  - `gemm-tiled-vec4` (gemm_tiled_vec4.ts) for f32 prefill with vector-aligned strides;
  *  - `gemm-tiled-dot4` (gemm_tiled_dot4.ts) for W8A8 (s8 x s8, u8 x u8, no zero points) where WGSL
- *    has `packed_4x8_integer_dot_product`;
+ *    has `packed_4x8_integer_dot_product`, row modes (gather, scatter, expert map, zero fill, batched
+ *    counts) and binding windows included;
  *  - `gemm-tiled` (gemm_tiled.ts) for everything else.
  */
 
@@ -22,14 +23,13 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  * Benchmark-only switches (bench/gpu_bench.ts compares kernels in one process); not part of the
  * public API. Read when a primitive is created.
  */
-export const gpuKernelTuning: { gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined } = {
-  gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined,
+export const gpuKernelTuning: { gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined; tiledTn: number | undefined } = {
+  gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined,
 };
 
 /** Whether the W8A8 GEMM of `p` runs `gemm-tiled-dot4` on `eng` (undefined engine: no). */
 export function dot4Kernel(p: MatmulProblem, eng: GpuEngine | undefined): boolean {
   if (!gpuKernelTuning.dot4 || !eng?.caps.packedDot4 || !needsFusion(p)) return false;
-  if (p.moe.gather || p.moe.scatterTopK || p.moe.zeroFill || p.moe.expertMap || p.moe.batchedCounts) return false;
   return dot4Eligible({ src: p.src.dataType, wei: p.weights.dataType }, gemmFusionOf(p));
 }
 

@@ -15,7 +15,7 @@ import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
 import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
-import { dot4Kernel, gemvPlan, vec4Tile } from './webgpu_kernel_choice.js';
+import { dot4Kernel, gemvPlan, gpuKernelTuning, vec4Tile } from './webgpu_kernel_choice.js';
 import { gemmTiledDot4Key, gemmTiledDot4Wgsl } from '../../kernels/wgsl/gemm_tiled_dot4.js';
 import { WebgpuGemvExecutor } from './webgpu_gemv.js';
 import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
@@ -24,14 +24,18 @@ import { ROW_ERR, rowMapsError } from './row_maps.js';
 import { planWindows, rangeBinding, type BindingWindow } from './binding_windows.js';
 
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
-function tileOf(p: MatmulProblem): { tm: number; tn: number; bk: number } {
+function tileOf(p: MatmulProblem, eng?: GpuEngine): { tm: number; tn: number; bk: number } {
   const v = vec4Tile(p);
   // bk 8: the K slice gemm-tiled takes when row modes or binding windows rule the vec4 kernel out (it uses its own).
   if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: 8 };
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
+  // 64 columns (4 per thread): more workgroups in flight, which the dequantizing staging needs (an
+  // H200 ran MoE-B's GEMMs 10-20% faster than with 128, bench in the README); dot4 (cheap staging)
+  // is faster with 128 where N is wide.
+  const tn = gpuKernelTuning.tiledTn ?? (p.N >= 512 && eng !== undefined && dot4Kernel(p, eng) ? 128 : 64);
   if (rows <= 16) return { tm: 16, tn: 64, bk: 16 };
-  if (rows <= 32) return { tm: 32, tn: 64, bk: 16 };
-  if (rows <= 256 || p.N < 512) return { tm: 64, tn: 64, bk: 16 };
+  if (rows <= 32) return { tm: 32, tn, bk: 16 };
+  if (rows <= 256 || p.N < 512) return { tm: 64, tn, bk: 16 };
   return { tm: 128, tn: 128, bk: 8 };
 }
 
@@ -52,7 +56,7 @@ function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
   if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
   if (p.kind === 'dense' && p.batch.length > 1) return 'dense matmul with more than one batch dim is not implemented on the gpu engine yet';
   if (eng) {
-    const plan = planWindows(p, tileOf(p).tm, eng.caps);
+    const plan = planWindows(p, tileOf(p, eng).tm, eng.caps);
     if (typeof plan === 'string') return plan;
     const max = eng.caps.maxStorageBufferBindingSize;
     const others = [p.bias, ...Object.values(p.fusion.scales).map((q) => q.md), ...Object.values(p.fusion.zeroPoints).map((q) => q.md), ...p.fusion.binary.map((b) => b.md)];
@@ -62,12 +66,13 @@ function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
 }
 
 /**
- * The tiled family member for `p` (webgpu_kernel_choice.ts): `vec4` and `dot4` only for plain rows
- * and whole-buffer bindings (no row modes, no binding windows); else `gemm-tiled`.
+ * The tiled family member for `p` (webgpu_kernel_choice.ts): `dot4` for W8A8 (row modes and binding
+ * windows included); `vec4` only for plain rows and whole-buffer bindings; else `gemm-tiled`.
  */
 function kernelOf(p: MatmulProblem, eng: GpuEngine): 'vec4' | 'dot4' | 'tiled' {
-  if (rowsOf(p) || planWindows(p, tileOf(p).tm, eng.caps) !== undefined) return 'tiled';
-  return vec4Tile(p) !== undefined ? 'vec4' : dot4Kernel(p, eng) ? 'dot4' : 'tiled';
+  if (dot4Kernel(p, eng)) return 'dot4';
+  if (rowsOf(p) || planWindows(p, tileOf(p, eng).tm, eng.caps) !== undefined) return 'tiled';
+  return vec4Tile(p) !== undefined ? 'vec4' : 'tiled';
 }
 
 /** The row modes a problem needs in the kernel (gemm_rows.ts), undefined for a plain GEMM. */
@@ -157,7 +162,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   constructor(p: MatmulProblem, eng: GpuEngine) {
     this.p = p;
     this.eng = eng;
-    const t = tileOf(p);
+    const t = tileOf(p, eng);
     this.fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
     const epilogue = this.fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
     const plan = planWindows(p, t.tm, eng.caps);
@@ -170,7 +175,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     this.gemm = kernel === 'vec4'
       ? eng.pipeline(gemmTiledVec4Key(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledVec4Wgsl(cfg))
       : kernel === 'dot4'
-        ? eng.pipeline(gemmTiledDot4Key(cfg) + gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledDot4Wgsl(cfg, this.fusion!))
+        ? eng.pipeline(gemmTiledDot4Key(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledDot4Wgsl(cfg, this.fusion!))
         : eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
     // A GLU tile holds the gate and up columns of tn / 2 dst columns.
     this.tilesN = this.fusion?.glu ? Math.ceil(p.dstN / (t.tn / 2)) : Math.ceil(p.N / t.tn);
@@ -296,7 +301,7 @@ export const webgpuMatmul: GpuMatmulImpl = {
   describe(eng, p) {
     const g = gemvPlan(p, eng);
     if (g) return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}+grouped-schedule`;
-    const t = tileOf(p);
+    const t = tileOf(p, eng);
     const k = kernelOf(p, eng);
     return `webgpu:gemm-tiled${k === 'tiled' ? '' : `-${k}`}-${t.tm}x${t.tn}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
   },
