@@ -6,6 +6,7 @@
  *
  *   --workloads=moe-b,decode-1,decode-4,qwen3-decode-1,qwen3-prefill-256   (bench/moe_workloads.ts names + qwen3-*)
  *   --variants=f32,int4,int8,w8a8   --reps=10   --stages=true
+ *   --dawn-calls=true: also count the Dawn methods one layer.execute + wait calls, with their host time
  * Writes JSON to $OUT/gpu_moe_bench.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
@@ -88,6 +89,50 @@ export interface GpuMoeRow {
   /** Bytes of the experts' weights the routing touched, read once: the decode bound's numerator. */
   touchedWeightBytes: number;
   stages: { name: string; impl: string; ms: number }[];
+  /** Per layer (execute + wait): each Dawn method's calls and host time, most expensive first (--dawn-calls). */
+  dawnCalls?: { method: string; calls: number; us: number }[];
+}
+
+/**
+ * Calls and host time of every Dawn method over `n` runs of `fn`, per run: the prototypes of the
+ * device, queue, encoder, pass and buffer objects are wrapped for the duration (bench only).
+ */
+async function countDawnCalls(eng: GpuEngine, n: number, fn: () => Promise<void>): Promise<{ method: string; calls: number; us: number }[]> {
+  const dev = eng.device;
+  const enc = dev.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  pass.end();
+  enc.finish();
+  const buf = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE });
+  const stats = new Map<string, { calls: number; ms: number }>();
+  const undo: (() => void)[] = [];
+  for (const [obj, cls] of [[dev, 'device'], [dev.queue, 'queue'], [enc, 'encoder'], [pass, 'pass'], [buf, 'buffer']] as const) {
+    const proto = Object.getPrototypeOf(obj) as Record<string, unknown>;
+    for (const k of Object.getOwnPropertyNames(proto)) {
+      const d = Object.getOwnPropertyDescriptor(proto, k);
+      if (!d || typeof d.value !== 'function' || k === 'constructor') continue;
+      const f = d.value as (...a: unknown[]) => unknown;
+      proto[k] = function (this: unknown, ...a: unknown[]): unknown {
+        const t0 = performance.now();
+        try {
+          return f.apply(this, a);
+        } finally {
+          const s = stats.get(`${cls}.${k}`) ?? { calls: 0, ms: 0 };
+          s.calls++;
+          s.ms += performance.now() - t0;
+          stats.set(`${cls}.${k}`, s);
+        }
+      };
+      undo.push(() => { proto[k] = f; });
+    }
+  }
+  try {
+    for (let i = 0; i < n; i++) await fn();
+  } finally {
+    for (const u of undo) u();
+    buf.destroy();
+  }
+  return [...stats].map(([method, s]) => ({ method, calls: s.calls / n, us: (s.ms / n) * 1000 })).sort((a, b) => b.us - a.us);
 }
 
 export interface GpuMoeOptions {
@@ -95,6 +140,8 @@ export interface GpuMoeOptions {
   variants: GpuMoeVariant[];
   reps: number;
   stages: boolean;
+  /** Count each Dawn method called per layer (execute + wait) and its host time. */
+  dawnCalls?: boolean;
   log?: (line: string) => void;
 }
 
@@ -157,6 +204,10 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
   const touched = new Set(Array.from(ids)).size;
   const bitsPerWeight = wdt === dt.s4 ? 4 : wdt === dt.s8 ? 8 : 32;
   const perExpert = (w.K * 2 * w.I + w.I * w.K) * bitsPerWeight / 8 + (wdt === dt.s4 ? (w.K / 32 * 2 * w.I + w.I / 32 * w.K) * 4 : wdt === dt.s8 ? (2 * w.I + w.K) * 4 : 0);
+  const dawnCalls = o.dawnCalls ? await countDawnCalls(eng, 20, async () => {
+    layer.execute(strm, args);
+    await strm.wait();
+  }) : undefined;
   const stages: GpuMoeRow['stages'] = [];
   if (o.stages) {
     for (const st of layer.stages) {
@@ -169,7 +220,7 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
   }
   layer.destroy();
   for (const m of owned) m.free();
-  return { workload: w.name, variant: v, layerMs, hostMs: median(host), gpuMs, passes, tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages };
+  return { workload: w.name, variant: v, layerMs, hostMs: median(host), gpuMs, passes, tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages, dawnCalls };
 }
 
 async function floorMs(eng: GpuEngine, reps: number): Promise<number> {
@@ -208,6 +259,10 @@ export async function runGpuMoe(o: GpuMoeOptions, eng?: GpuEngine): Promise<{ fl
         const st = r.stages.map((s) => `${s.name} ${s.ms.toFixed(3)}`).join(', ');
         const gpu = r.gpuMs === undefined ? '' : `; GPU passes ${r.gpuMs.toFixed(3)} ms = ${r.passes.map((x) => `${x.label} ${(x.ms * 1000).toFixed(0)}`).join(' + ')} us`;
         log(`${w.name} (T=${w.T} E=${w.E} k=${w.k} K=${w.K} I=${w.I}) ${v}: layer ${r.layerMs.toFixed(3)} ms (host recording ${r.hostMs.toFixed(3)} ms; ${r.tflops.toFixed(2)} TFLOP/s; touched weights ${(r.touchedWeightBytes / 1e6).toFixed(1)} MB)${gpu}${st ? `; stages alone (ms, each with its own wait): ${st}` : ''}`);
+        if (r.dawnCalls) {
+          const total = r.dawnCalls.reduce((a, x) => a + x.us, 0);
+          log(`  Dawn calls per layer (execute + wait): ${total.toFixed(0)} us of host time in ${r.dawnCalls.reduce((a, x) => a + x.calls, 0).toFixed(0)} calls: ${r.dawnCalls.map((x) => `${x.method} ${x.calls.toFixed(1)}x ${x.us.toFixed(0)} us`).join(', ')}`);
+        }
       }
     }
     if (process.env.OUT) writeFileSync(`${process.env.OUT}/gpu_moe_bench.json`, JSON.stringify({ adapter: e.adapterInfo, caps: e.caps, node: process.version, floorMs: floor, rows }, null, 2));
@@ -224,6 +279,7 @@ export function gpuMoeOptionsFrom(args: ReadonlyMap<string, string>): GpuMoeOpti
     variants: (args.get('variants') ?? 'f32,int4,int8,w8a8').split(',') as GpuMoeVariant[],
     reps: Number(args.get('reps') ?? 10),
     stages: (args.get('stages') ?? 'true') !== 'false',
+    dawnCalls: args.get('dawn-calls') === 'true',
   };
 }
 
