@@ -6,6 +6,7 @@
  *   npm run bench -- --peer=ort                     # add onnxruntime-web's per-expert MatMul loop
  *   npm run bench -- --mode=quant --threads=1 --min-ms=1500   # int8 and fused epilogue vs f32 (bench/quant_bench.ts)
  *   npm run bench -- --mode=weights --workload=decode,moe-b --threads=1 --variants=f32,w8,w4k32,mxfp4  # every weight format vs f32 packed, interleaved
+ *   npm run bench -- --mode=weights --workload=decode --threads=1 --variants=f32,w4:dq --clock=cpu --relaxed-dot  # the :dq int4 kernels on the relaxed dot (Engine relaxedDot; Node 22+)
  *   npm run bench -- --mode=nbits --workload=decode,moe-b      # packed int4 vs onnxruntime-web MatMulNBits per expert, 1 thread (bench/ort_nbits_peer.ts)
  *   npm run bench -- --workload=moe-b --peer=ort --rounds=3    # alternate ours / peer 3 times; ratios from medians
  *   npm run bench -- --mode=moe --workload=moe-b,mixtral,decode-4 --threads=1,2 --rounds=3  # whole MoE layer vs onnxruntime-web MoE/QMoE
@@ -61,6 +62,8 @@ const isaList = (args.get('isa') ?? 'auto').split(',') as ('auto' | 'simd128' | 
 const minMs = Number(args.get('min-ms') ?? 1500);
 /** --clock=cpu (--mode=weights): time samples by process CPU time instead of wall time (a loaded, shared machine). */
 const clock = args.get('clock') === 'cpu' ? 'cpu' : 'wall';
+/** --relaxed-dot (--mode=weights): engines with `relaxedDot: true` (the :dq int4 kernels on relaxed SIMD's dot, where native). */
+const relaxedDot = args.has('relaxed-dot');
 const peers = (args.get('peer') ?? '').split(',').filter(Boolean);
 const rounds = Math.max(1, Number(args.get('rounds') ?? 1));
 
@@ -431,7 +434,7 @@ async function runWeights(): Promise<void> {
   for (const isa of isaList) {
     for (const threads of threadList) {
       for (const w of workloads) {
-        const qrows = await quantBench(w, threads, isa, minMs, form, only, clock);
+        const qrows = await quantBench(w, threads, isa, minMs, form, only, clock, relaxedDot);
         const base = qrows.find((q) => q.variant === 'f32')!;
         const touched = w.sizes.filter((x) => x > 0).length;
         for (const q of qrows) {
@@ -440,7 +443,7 @@ async function runWeights(): Promise<void> {
           const note = `x${pairedRatio(base, q).toFixed(2)} vs f32 packed; weights ${(bytes / 1e6).toFixed(1)}MB ${(bytes / q.median_ms / 1e6).toFixed(1)}GB/s${clock === 'cpu' ? ' (cpu time)' : ''}${err}`;
           report({ workload: q.workload, impl: q.impl, dt: q.variant, threads, median_ms: q.median_ms, min_ms: q.min_ms, max_ms: q.max_ms, gflops: q.gflops, note });
         }
-        if (!json) console.log(`  (${qrows[0].samples.length} interleaved rounds, ${clock === 'cpu' ? 'process CPU time' : 'wall time'}; command: npm run bench -- --mode=weights --workload=${w.name} --threads=${threads} --isa=${isa} --variants=${only.join(',')} --min-ms=${minMs}${clock === 'cpu' ? ' --clock=cpu' : ''})`);
+        if (!json) console.log(`  (${qrows[0].samples.length} interleaved rounds, ${clock === 'cpu' ? 'process CPU time' : 'wall time'}; command: npm run bench -- --mode=weights --workload=${w.name} --threads=${threads} --isa=${isa} --variants=${only.join(',')} --min-ms=${minMs}${clock === 'cpu' ? ' --clock=cpu' : ''}${relaxedDot ? ' --relaxed-dot' : ''})`);
       }
     }
   }

@@ -246,7 +246,7 @@ function stats(t: number[]): Timing {
 
 /** Times every variant on one engine, samples interleaved; returns one row per variant. */
 export async function quantBench(w: Workload, threads: number, isa: 'auto' | 'simd128' | 'relaxed', minMs: number, form: string,
-  only?: readonly string[], clock: 'wall' | 'cpu' = 'wall'): Promise<QuantRow[]> {
+  only?: readonly string[], clock: 'wall' | 'cpu' = 'wall', relaxedDot = false): Promise<QuantRow[]> {
   // cpu: process CPU time (user + system) of each sample, which a time-shared core does not inflate;
   // meaningful at 1 thread (the kernels run on the calling thread).
   const cpuMs = (): number => {
@@ -254,7 +254,7 @@ export async function quantBench(w: Workload, threads: number, isa: 'auto' | 'si
     return (u.user + u.system) / 1000;
   };
   const clockMs = clock === 'cpu' ? cpuMs : () => performance.now();
-  const eng = await Engine.create({ threads, kernels: isa });
+  const eng = await Engine.create({ threads, kernels: isa, relaxedDot });
   const strm = new Stream(eng);
   await strm.wait();
   const variants = VARIANTS.filter((v) => (only ?? DEFAULT_VARIANTS).includes(v.name));

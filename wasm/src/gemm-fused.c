@@ -675,11 +675,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
           const uint8_t* pw = bp + p * pstride;
+          /* 1-2 rows (decode) take no read-ahead pass (tile_io.h TOUCH_MIN_ROWS): the hardware prefetcher
+             streams the panel, and a pass over the next panel stalled on its misses instead */
           if (direct && mc > TOUCH_MIN_ROWS) touch_range(pw, pbytes);
-          else if (direct) { /* 1-2 rows (decode): too little work per byte to hide the misses; read the next panel ahead */
-            if (p == 0) touch_range(pw, pbytes);
-            if (p + 1 < npan) touch_range(pw + pstride, pbytes);
-          }
           /* k ranges of the block: all of it, or (kvs) each weights-scale K block, folded after its sums */
           if (rdot && !kvs) { /* 1 s8 row x x4 codes on the relaxed dot: int32 sums */
             s8_rdot_1x8w4((size_t)kc, (size_t)kc, arow + k0, pw, 0, (int32_t*)cseg + p * NR, !first, 1, v->B.dt);

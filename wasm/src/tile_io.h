@@ -18,7 +18,10 @@
    199 ms with it, 219 without; decode 13.8 / 15.5 ms; MoE-A unchanged. */
 /* Tiles of at most this many rows skip the read-ahead pass: with one or two rows the microkernel streams
    the panel about as fast as the pass would, so the pass only doubled the reads (decode, T = 4 on MoE-B
-   shapes: layer 76 -> 46-55 ms at 1 thread, bench --mode=moe). */
+   shapes: layer 76 -> 46-55 ms at 1 thread, bench --mode=moe). The decode kernels of low-precision
+   weights (gemm-lowp.c) and of dynamic int8 activations (gemm-fused.c) take none either: their pass over
+   the next panel stalled on its misses (issue 19, in-process A/B by CPU time, AMD EPYC, 1 thread: decode
+   w4 / w8 / w4:dq / w8:dq 1.15 / 1.3 / 1.35 / 1.35x faster without). */
 #define TOUCH_MIN_ROWS 2
 
 INLINE void touch_range(const void* p, size_t bytes) {
