@@ -22,7 +22,7 @@ for (const f of walk('build/tsc')) {
 // ES2022 no Symbol.dispose. Empty interfaces merge with the full ones wherever a lib declares them
 // (lib.dom, lib.webworker, a later @types/node) and make the names exist where none does; the
 // disposable part is @types/node's own compatibility declaration (compatibility/disposable.d.ts). The
-// same holds for the three WebGPU interfaces the gpu engine's declarations name.
+// same holds for the WebGPU interfaces the gpu engine's declarations name.
 writeFileSync('dist/types/globals.d.ts', `// Names the declarations use that some consumers' lib settings lack (scripts/copy-types.mjs says why).
 export {};
 declare global {
@@ -36,6 +36,8 @@ declare global {
   interface GPUDevice {}
   interface GPUBuffer {}
   interface GPUBindGroupEntry {}
+  interface GPUBufferBinding {}
+  interface GPUCommandEncoder {}
   interface SymbolConstructor {
     readonly dispose: unique symbol;
     readonly asyncDispose: unique symbol;
