@@ -30,8 +30,8 @@ function tileOf(p: MatmulProblem, eng?: GpuEngine): { tm: number; tn: number; bk
   if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: 8 };
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
   // 64 columns (4 per thread): more workgroups in flight, which the dequantizing staging needs (an
-  // H200 ran MoE-B's GEMMs 10-20% faster than with 128, bench in the README); dot4 (cheap staging)
-  // is faster with 128 where N is wide.
+  // H200 ran MoE-B's int4 GEMMs 11-15% and f32 ones 1-9% faster than with 128 at T = 256); dot4
+  // (cheap staging) is faster with 128 where N is wide.
   const tn = gpuKernelTuning.tiledTn ?? (p.N >= 512 && eng !== undefined && dot4Kernel(p, eng) ? 128 : 64);
   if (rows <= 16) return { tm: 16, tn: 64, bk: 16 };
   if (rows <= 32) return { tm: 32, tn, bk: 16 };
