@@ -74,6 +74,7 @@ async function throughEpilogue(alg: EltwiseAlg, alpha: number, beta: number, xs:
   const attr = new PrimitiveAttr();
   attr.postOps.appendEltwise(alg, alpha, beta);
   const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
+  expect(pd.implInfo).toMatch(/^webgpu:/); // never the cpu or reference impl on a gpu engine
   const src = Memory.create(srcMd, eng).write(Float64Array.from(xs));
   const wei = Memory.create(weiMd, eng).write(Float64Array.of(1));
   const dst = Memory.create(dstMd, eng);

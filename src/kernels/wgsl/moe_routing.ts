@@ -100,6 +100,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 `;
 }
 
+/** The outputs (ids, weights) and the constants of a route kernel: shared by both route kernels. */
+export function routingOutputsWgsl(c: RoutingKernelConfig): string {
+  return /* wgsl */ `@group(0) @binding(3) var<storage, read_write> ids: array<i32>;
+@group(0) @binding(4) var<storage, read_write> wts: array<f32>;
+const E4 = ${(c.E + 3) & ~3}u;
+const K = ${c.k}u;
+const G = ${c.groups}u;
+const KG = ${c.kgroup}u;
+const PER = ${c.E / c.groups}u;
+const RENORM = ${c.renorm};`;
+}
+
 /** The status binding and `report(key)`: the error of the smallest key, in the status slot. */
 export const ROUTING_REPORT = /* wgsl */ `
 @group(0) @binding(6) var<storage, read_write> status: array<u32>;
@@ -127,22 +139,14 @@ fn report(key: u32) {
  */
 export function routingWgsl(c: RoutingKernelConfig): string {
   const E4 = (c.E + 3) & ~3;
-  const per = c.E / c.groups;
   const sel = c.bias ? 'SELS' : 'SCORE';
   const storage = c.scratch
     ? `@group(0) @binding(7) var<storage, read_write> scr: array<f32>;`
     : `var<private> SCORE: array<f32, ${E4}>;${c.bias ? `\nvar<private> SELS: array<f32, ${E4}>;` : ''}`;
   let body = /* wgsl */ `${routingHeaderWgsl(c)}
 ${WGSL_VMATH}
-@group(0) @binding(3) var<storage, read_write> ids: array<i32>;
-@group(0) @binding(4) var<storage, read_write> wts: array<f32>;
+${routingOutputsWgsl(c)}
 ${storage}
-const E4 = ${E4}u;
-const K = ${c.k}u;
-const G = ${c.groups}u;
-const KG = ${c.kgroup}u;
-const PER = ${per}u;
-const RENORM = ${c.renorm};
 var<private> topv: array<f32, K>;
 var<private> topi: array<u32, K>;
 var<private> tn: u32;

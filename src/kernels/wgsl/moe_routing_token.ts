@@ -1,5 +1,5 @@
 import { WGSL_VMATH } from './wgsl_vmath.js';
-import { ROUTE_WG, ROUTING_REPORT, routingHeaderWgsl, type RoutingKernelConfig } from './moe_routing.js';
+import { ROUTE_WG, ROUTING_REPORT, routingHeaderWgsl, routingOutputsWgsl, type RoutingKernelConfig } from './moe_routing.js';
 
 /**
  * `moe-routing` pass 2, one workgroup per token: the ROUTE_WG invocations share the token's experts,
@@ -30,19 +30,11 @@ export function routingTokenFits(c: Omit<RoutingKernelConfig, 'scratch'>): boole
 
 export function routingTokenWgsl(c: RoutingKernelConfig): string {
   const E4 = (c.E + 3) & ~3;
-  const per = c.E / c.groups;
   const sel = c.bias ? 'SELS' : 'SCORE';
   return /* wgsl */ `${routingHeaderWgsl(c)}
 ${WGSL_VMATH}
-@group(0) @binding(3) var<storage, read_write> ids: array<i32>;
-@group(0) @binding(4) var<storage, read_write> wts: array<f32>;
+${routingOutputsWgsl(c)}
 ${ROUTING_REPORT}
-const E4 = ${E4}u;
-const K = ${c.k}u;
-const G = ${c.groups}u;
-const KG = ${c.kgroup}u;
-const PER = ${per}u;
-const RENORM = ${c.renorm};
 const WG = ${ROUTE_WG}u;
 var<workgroup> SCORE: array<f32, ${E4}>;
 ${c.bias ? `var<workgroup> SELS: array<f32, ${E4}>;` : ''}
