@@ -7,6 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { attrFor, toleranceFor } from './helpers.js';
 import { assertClose, refDense, refGroupedM, type RefPostOp } from './reference.js';
@@ -194,6 +195,22 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
     new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
     await strm.wait();
     assertClose(await dst.read(), refDense(x, [B, M, K], w, [1, K, N]), toleranceFor('f32'), 'dense');
+  });
+});
+
+describe.each([
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0 },
+  { bk: 16, doubleBuffer: true, smallRowsPerThread: 4 },
+  { bk: 8, doubleBuffer: false, smallRowsPerThread: 4 },
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 0 },
+])('gpu gemm-tiled-vec4 variant %o', (v) => {
+  const saved = { ...vec4Tuning };
+  beforeAll(() => { Object.assign(vec4Tuning, v); });
+  afterAll(() => { Object.assign(vec4Tuning, saved); });
+  it('32-, 64- and 128-row tiles: empty experts, K and N not multiples of the slice or tile, E = 1, all rows in one expert', async () => {
+    await runGM({ sizes: [20, 0, 31, 45], K: 36, N: 140, bias: true, postOps: [{ kind: 'relu', alpha: 0 }] }, /gemm-tiled-vec4-32x128/);
+    await runGM({ sizes: [50], K: 20, N: 132 }, /gemm-tiled-vec4-64x128/);
+    await runGM({ sizes: [0, 300, 0], K: 44, N: 68, totalM: 310 }, /gemm-tiled-vec4-128x128/);
   });
 });
 

@@ -6,10 +6,13 @@ import { Y_FOLD } from './grouped_schedule.js';
  * `gemm-tiled-vec4`: the f32 x f32 prefill GEMM. Same bindings, params and tile schedule as
  * `gemm-tiled` (gemm_tiled.ts), so the executor swaps one for the other; what differs is the inner
  * loop: A and B are read from global memory as vec4f (16-byte loads), the next K slice is loaded into
- * registers while the current one is multiplied (one shared-memory buffer, register double
- * buffering), and each of the 256 threads (16 x 16) owns a (TM/16) x 8 register tile: columns
- * `4 tx .. 4 tx + 3` and `64 + 4 tx .. 64 + 4 tx + 3` (two vec4 reads of workgroup memory per k), rows
- * `ty * TM/16 ..` contiguous for TM = 64 / 128 (one vec4 read per 4 rows), `ty + 16 r` for TM = 32.
+ * registers while the current one is multiplied (register double buffering), and each of the
+ * 16 x TM / rm threads owns an rm x 8 register tile: columns `4 tx .. 4 tx + 3` and
+ * `64 + 4 tx .. 64 + 4 tx + 3` (two vec4 reads of workgroup memory per k), rows `ty * rm ..`
+ * contiguous when rm is a multiple of 4 (one vec4 read per 4 rows), else `ty + TM / rm * r`.
+ * rm = 8 for every tile (TM = 32: 64 threads; 64: 128; 128: 256) and an 8-deep K slice: on an H200
+ * the MoE-B P#1 GEMM took 0.87 ms at T = 256 (16 x 16 threads, BK 16: 1.17 ms) and 8.2 ms at T = 4096
+ * (BK 16: 9.7 ms), `bench/gpu_vec4_probe.ts`, reports/gpu-vec4-h200-s8.txt.
  *
  * Preconditions (vec4Eligible): f32 src and weights, unit column strides, K, N, lda, ldwk, the weights'
  * group stride and the src batch stride multiples of 4, TN = 128, grouped M or dense (grouped K starts
@@ -17,10 +20,31 @@ import { Y_FOLD } from './grouped_schedule.js';
  * Each output is one fma chain over k ascending, so a second run gives the same bits.
  */
 export const VEC4_TN = 128;
-export const VEC4_BK = 16;
+
+/**
+ * Benchmark-only switches (bench/gpu_vec4_probe.ts compares them in one process), read when a pipeline
+ * is built: the K slice, whether the staged slice is double-buffered in workgroup memory (the next
+ * slice is stored while the current one is multiplied: one barrier per slice instead of two), and the
+ * rows per thread of 32- and 64-row tiles (fewer threads per workgroup, more FMAs per workgroup read).
+ */
+export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number } = { bk: 8, doubleBuffer: false, smallRowsPerThread: 8 };
+
+/** The workgroup-memory bytes WebGPU guarantees (maxComputeWorkgroupStorageSize's default). */
+const WG_BYTES = 16384;
+
+interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean }
+
+function vec4Shape(tm: number): Vec4Shape {
+  const bk = vec4Tuning.bk;
+  // Rows per thread: tm / 16 by default (16 x 16 threads); a 32- or 64-row tile may take 4 rows per thread.
+  const rm = tm <= 64 && vec4Tuning.smallRowsPerThread > 0 ? Math.max(tm / 16, vec4Tuning.smallRowsPerThread) : tm / 16;
+  const bytes = (tm * bk + bk * VEC4_TN) * 4;
+  return { tm, bk, rm, nt: 16 * (tm / rm), db: vec4Tuning.doubleBuffer && 2 * bytes <= WG_BYTES };
+}
 
 export function gemmTiledVec4Key(c: GemmTiledConfig): string {
-  return `gemm-tiled-vec4:${c.mode}:${c.tm}x${VEC4_TN}x${VEC4_BK}:${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}`;
+  const s = vec4Shape(c.tm);
+  return `gemm-tiled-vec4:${c.mode}:${c.tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}:${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}`;
 }
 
 export interface Vec4Strides {
@@ -40,15 +64,20 @@ export function vec4Eligible(c: Pick<GemmTiledConfig, 'mode' | 'src' | 'wei' | '
 }
 
 export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
-  const tm = c.tm, bk = VEC4_BK;
-  if (tm % 16 !== 0 || tm > 128) throw new Error(`gemm-tiled-vec4: TM ${tm} must be a multiple of 16 up to 128`);
-  const rm = tm / 16;
+  const { tm, bk, rm, nt: NT, db } = vec4Shape(c.tm);
+  if (tm % 16 !== 0 || tm > 128 || !Number.isInteger(tm / rm) || (rm !== 2 && rm % 4 !== 0 && rm !== 1) || bk % 4 !== 0) {
+    throw new Error(`gemm-tiled-vec4: TM ${tm} (${rm} rows per thread, BK ${bk}) does not fit the thread layout`);
+  }
+  const TY = tm / rm;
   const vecRows = rm % 4 === 0;
   const D = wgslType(c.dst);
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   // vec4 loads per thread per K slice: A is tm x bk (bk / 4 vec4 per row), B is bk x 128.
-  const aVecs = (tm * bk) / 4, aLoads = Math.ceil(aVecs / 256), bLoads = (bk * VEC4_TN) / 4 / 256;
-  const aGuard = aVecs % 256 === 0 ? '' : `if (q < ${aVecs}u) `;
+  const aVecs = (tm * bk) / 4, aLoads = Math.ceil(aVecs / NT), bVecs = (bk * VEC4_TN) / 4, bLoads = Math.ceil(bVecs / NT);
+  const aGuard = aVecs % NT === 0 ? '' : `if (q < ${aVecs}u) `;
+  const bGuard = bVecs % NT === 0 ? '' : `if (q < ${bVecs}u) `;
+  // Words of one staged slice (double buffering: slice s at s % 2 * this).
+  const aSlot = vecRows ? (bk * tm) / 4 : bk * tm, bSlot = bVecs;
   const tile = c.mode === 'grouped_m' ? `
   let t = wid.y + wid.z * ${Y_FOLD}u;
   if (t >= S[3]) { return; }
@@ -62,28 +91,68 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   const decl = (n: number, what: string): string => Array.from({ length: n }, (_, i) => `var ${what}${i} = vec4f(0.0);`).join(' ');
   // Global -> registers for the K slice at kb (zeros past the rows, K or N).
   const load = Array.from({ length: aLoads }, (_, i) => `
-    { let q = li + ${256 * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u; let r = m0 + m;
+    { let q = li + ${NT * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u; let r = m0 + m;
       ra${i} = vec4f(0.0); if (q < ${aVecs}u && r < m1 && kb + kq < P.K) { ra${i} = A[(aBase + r * P.lda + kb + kq) / 4u]; } }`).join('') +
     Array.from({ length: bLoads }, (_, i) => `
-    { let q = li + ${256 * i}u; let kk = q / ${VEC4_TN / 4}u; let nq = (q % ${VEC4_TN / 4}u) * 4u; let k = kb + kk; let col = n0 + nq;
-      rb${i} = vec4f(0.0); if (k < P.K && col < P.N) { rb${i} = B[(wBase + k * P.ldwk + col) / 4u]; } }`).join('');
+    { let q = li + ${NT * i}u; let kk = q / ${VEC4_TN / 4}u; let nq = (q % ${VEC4_TN / 4}u) * 4u; let k = kb + kk; let col = n0 + nq;
+      rb${i} = vec4f(0.0); if (q < ${bVecs}u && k < P.K && col < P.N) { rb${i} = B[(wBase + k * P.ldwk + col) / 4u]; } }`).join('');
+  // Registers -> the workgroup slot at word offsets aS / bS (A transposed: k-major, rows contiguous).
   const store = Array.from({ length: aLoads }, (_, i) => `
-    { let q = li + ${256 * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;
-      ${aGuard}{ ${[0, 1, 2, 3].map((j) => (vecRows ? `As[(kq + ${j}u) * ${tm / 4}u + m / 4u][m % 4u] = ra${i}[${j}];` : `As[(kq + ${j}u) * ${tm}u + m] = ra${i}[${j}];`)).join(' ')} } }`).join('') +
+    { let q = li + ${NT * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;
+      ${aGuard}{ ${[0, 1, 2, 3].map((j) => (vecRows ? `As[aS + (kq + ${j}u) * ${tm / 4}u + m / 4u][m % 4u] = ra${i}[${j}];` : `As[aS + (kq + ${j}u) * ${tm}u + m] = ra${i}[${j}];`)).join(' ')} } }`).join('') +
     Array.from({ length: bLoads }, (_, i) => `
-    Bs[li + ${256 * i}u] = rb${i};`).join('');
+    { let q = li + ${NT * i}u; ${bGuard}{ Bs[bS + q] = rb${i}; } }`).join('');
   const accDecl = Array.from({ length: rm }, (_, r) => `var c${r}0 = vec4f(0.0); var c${r}1 = vec4f(0.0);`).join('\n  ');
-  // 4 or 8 rows per thread: its rows are contiguous (ty * rm + r), one vec4 read of As per 4 rows.
-  const aOf = (r: number): string => (vecRows ? `av${r >> 2}[${r & 3}]` : `As[kk * ${tm}u + ty + ${16 * r}u]`);
+  // rm a multiple of 4: a thread's rows are contiguous (ty * rm + r), one vec4 read of As per 4 rows;
+  // else rows ty + TY r.
+  const rowOf = (r: number): string => (vecRows ? `ty * ${rm}u + ${r}u` : `ty + ${TY * r}u`);
+  const aOf = (r: number): string => (vecRows ? `av${r >> 2}[${r & 3}]` : `As[aR + kk * ${tm}u + ty + ${TY * r}u]`);
   const aVec = vecRows ? Array.from({ length: rm / 4 }, (_, h) => `
-      let av${h} = As[kk * ${tm / 4}u + ty * ${rm / 4}u + ${h}u];`).join('') : '';
+      let av${h} = As[aR + kk * ${tm / 4}u + ty * ${rm / 4}u + ${h}u];`).join('') : '';
   const fmas = aVec + Array.from({ length: rm }, (_, r) => `
       { let a = vec4f(${aOf(r)}); c${r}0 = fma(a, b0, c${r}0); c${r}1 = fma(a, b1, c${r}1); }`).join('');
   const stores = Array.from({ length: rm }, (_, r) => `
-  { let row = m0 + ${vecRows ? `ty * ${rm}u + ${r}u` : `ty + ${16 * r}u`};
+  { let row = m0 + ${rowOf(r)};
     if (row < m1) {
       for (var c = 0u; c < 4u; c++) { put(row, n0 + 4u * tx + c, c${r}0[c]); put(row, n0 + 64u + 4u * tx + c, c${r}1[c]); }
     } }`).join('');
+  const multiply = `
+    for (var kk = 0u; kk < ${bk}u; kk++) {
+      let b0 = Bs[bR + kk * ${VEC4_TN / 4}u + tx];
+      let b1 = Bs[bR + kk * ${VEC4_TN / 4}u + 16u + tx];${fmas}
+    }`;
+  // Double buffering: slice i is multiplied from slot i % 2 while slice i + 1 is stored into the other
+  // slot; the one barrier per slice both publishes slice i + 1 and retires slot i % 2 for slice i + 2.
+  const mainLoop = db ? `
+  var aS = 0u; var bS = 0u;
+  var kb = 0u;
+  ${load}
+  ${store}
+  workgroupBarrier();
+  loop {
+    if (kb >= P.K) { break; }
+    let aR = aS; let bR = bS;
+    kb += ${bk}u;
+    let more = kb < P.K;
+    if (more) {${load}
+    }${multiply}
+    aS = ${aSlot}u - aS; bS = ${bSlot}u - bS;
+    if (more) {${store}
+    }
+    workgroupBarrier();
+  }` : `
+  let aS = 0u; let bS = 0u; let aR = 0u; let bR = 0u;
+  var kb = 0u;
+  ${load}
+  loop {
+    if (kb >= P.K) { break; }
+    ${store}
+    workgroupBarrier();
+    kb += ${bk}u;
+    if (kb < P.K) {${load}
+    }${multiply}
+    workgroupBarrier();
+  }`;
   return /* wgsl */ `
 ${wgslHelpersFor([c.dst, c.bias])}
 struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32 }
@@ -94,8 +163,8 @@ struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32,
 ${c.mode !== 'dense' ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
 ${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
 
-var<workgroup> As: array<${vecRows ? `vec4f, ${(bk * tm) / 4}` : `f32, ${bk * tm}`}>;
-var<workgroup> Bs: array<vec4f, ${(bk * VEC4_TN) / 4}>;
+var<workgroup> As: array<${vecRows ? 'vec4f' : 'f32'}, ${(db ? 2 : 1) * aSlot}>;
+var<workgroup> Bs: array<vec4f, ${(db ? 2 : 1) * bSlot}>;
 
 fn put(row: u32, col: u32, acc: f32) {
   if (col >= P.N) { return; }
@@ -108,7 +177,7 @@ fn put(row: u32, col: u32, acc: f32) {
 var<private> gg: u32;
 var<private> dd: u32;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   ${tile}
   gg = g; dd = dBase;
@@ -116,22 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   let tx = li % 16u;
   let ty = li / 16u;
   ${decl(aLoads, 'ra')} ${decl(bLoads, 'rb')}
-  ${accDecl}
-  var kb = 0u;
-  ${load}
-  loop {
-    if (kb >= P.K) { break; }
-    ${store}
-    workgroupBarrier();
-    kb += ${bk}u;
-    if (kb < P.K) {${load}
-    }
-    for (var kk = 0u; kk < ${bk}u; kk++) {
-      let b0 = Bs[kk * ${VEC4_TN / 4}u + tx];
-      let b1 = Bs[kk * ${VEC4_TN / 4}u + 16u + tx];${fmas}
-    }
-    workgroupBarrier();
-  }
+  ${accDecl}${mainLoop}
   ${stores}
 }
 `;

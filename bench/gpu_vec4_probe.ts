@@ -1,0 +1,122 @@
+/**
+ * Benchmark-only: `gemm-tiled-vec4` variants (vec4Tuning: K slice, double-buffered slices, rows per
+ * thread of small tiles) on the P#1 f32 grouped GEMM of MoE-B shapes (E = 64, top-6, K = 2048,
+ * N = 2816), interleaved round by round in one process, GPU time of the GEMM pass from timestamp
+ * queries (the engine's pass profiler), median of --reps rounds.
+ *   node gpu_vec4_probe.mjs --tokens=256,4096 --reps=10
+ */
+import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory } from '../src/index.js';
+import { vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
+import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+
+const arg = (name: string, def: string): string => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
+const TOKENS = arg('tokens', '256,4096').split(',').map(Number);
+const REPS = Number(arg('reps', '10'));
+const E = 64, TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
+// bk:db:rows, or 'tiled' (gemm-tiled: vec4 off).
+const VARIANTS = arg('variants', '16:0:0,8:1:0,16:1:0,8:0:0,16:0:4,8:1:4,16:0:8').split(',').map((s) => {
+  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, tiled: true };
+  const [bk, db, r] = s.split(':').map(Number);
+  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, tiled: false };
+});
+const ALLOCS = Number(arg('allocs', '1'));
+const FREE = arg('free', '0') === '1';
+const SHARED_IO = arg('shared-io', '0') === '1';
+// blocked: emulate an N-blocked weights layout (each 128-column slab of an expert contiguous) as a GEMM
+// over E * N / 128 groups of 128 columns each, every group taking its expert's rows: same FLOPs, same
+// tile count, the weight access pattern of [E][N / 128][K][128].
+const BLOCKED = arg('layout', 'plain') === 'blocked';
+
+function routedSizes(T: number): number[] {
+  const sizes = new Array<number>(E).fill(0);
+  let s = 12345;
+  for (let t = 0; t < T; t++) {
+    const chosen = new Set<number>();
+    while (chosen.size < TOPK) {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      chosen.add((s >>> 8) % E);
+    }
+    for (const e of chosen) sizes[e]++;
+  }
+  return sizes;
+}
+
+function fill(m: GpuMemory, bytes: number): void {
+  const chunk = new Float32Array(Math.min(bytes, 64 << 20) / 4);
+  for (let i = 0; i < chunk.length; i++) chunk[i] = ((i * 2654435761) % 1000) / 1000 - 0.5;
+  const b = new Uint8Array(chunk.buffer);
+  for (let off = 0; off < bytes; off += b.length) m.writeBytes(b.subarray(0, Math.min(b.length, bytes - off)), 0, off);
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+
+async function main(): Promise<void> {
+  const eng = (await Engine.create({ kind: 'gpu', powerPreference: 'high-performance' })) as GpuEngine;
+  console.log(JSON.stringify({ adapter: eng.adapterInfo, node: process.version }));
+  eng.setProfiling(true);
+  const NB = BLOCKED ? Math.ceil(N / 128) : 1, G = E * NB, NG = BLOCKED ? 128 : N;
+  const weiMd = memory.desc([G, K, NG], dt.f32, tag.abc);
+  const strm = new Stream(eng);
+  const ioByT = new Map<number, { src: GpuMemory; dst: GpuMemory }>();
+  // Fresh weight allocations, one after another (the speed of a large buffer may depend on how it was placed).
+  for (let alloc = 0; alloc < ALLOCS; alloc++) {
+  const wei = Memory.create(weiMd, eng) as GpuMemory;
+  fill(wei, G * K * NG * 4);
+  const owned: { free(): void }[] = [wei];
+  for (const T of TOKENS) {
+    const sizes = routedSizes(T).flatMap((m) => new Array<number>(NB).fill(m)), M = T * TOPK * NB;
+    const srcMd = memory.desc.grouped([M, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
+    const dstMd = memory.desc.grouped([M, NG], dt.f32, G, [RUNTIME_DIM_VAL, NG]);
+    // --shared-io=1: src / dst allocated once per T (before the first weights), reused by every weights allocation.
+    let io = SHARED_IO ? ioByT.get(T) : undefined;
+    if (!io) {
+      const s0 = Memory.create(srcMd, eng) as GpuMemory;
+      fill(s0, M * K * 4);
+      s0.writeOffsets(offsets.fromSizes(sizes));
+      io = { src: s0, dst: Memory.create(dstMd, eng, [undefined, s0.handles[1]]) as GpuMemory };
+      if (SHARED_IO) ioByT.set(T, io); else owned.push(io.src, io.dst);
+    }
+    const { src, dst } = io;
+    const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+    const saved = { ...vec4Tuning };
+    const prims = VARIANTS.map((v) => {
+      Object.assign(vec4Tuning, v);
+      gpuKernelTuning.vec4 = !v.tiled;
+      const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
+      const prim = new matmul.Primitive(pd);
+      const info = pd.implInfo;
+      Object.assign(vec4Tuning, saved);
+      gpuKernelTuning.vec4 = true;
+      return { v, prim, info, gpu: [] as number[], wall: [] as number[], bits: undefined as Uint8Array | undefined };
+    });
+    for (let round = -3; round < REPS; round++) {
+      for (const x of prims) {
+        const t0 = performance.now();
+        x.prim.execute(strm, args);
+        await strm.wait();
+        const wall = performance.now() - t0;
+        const prof = eng.takeProfile();
+        if (round === REPS - 1 && x === prims[0]) console.log(`  passes: ${prof.map((q) => `${q.label} ${(q.ms * 1000).toFixed(0)} us`).join(', ')}`);
+        const gemm = prof.filter((q) => q.label.includes('matmul')).reduce((s, q) => s + q.ms, 0);
+        if (round >= 0) { x.gpu.push(gemm); x.wall.push(wall); }
+        if (round === 0) x.bits = new Uint8Array(await dst.read());
+      }
+    }
+    const flops = 2 * M * K * NG;
+    const ref = prims[0].bits!;
+    for (const x of prims) {
+      const g = median(x.gpu);
+      let same = x.bits!.length === ref.length;
+      // Different K slices keep one fma chain over k ascending: the same bits as the first variant.
+      for (let i = 0; same && i < ref.length; i++) same = x.bits![i] === ref[i];
+      console.log(`${BLOCKED ? 'blocked' : 'plain'} alloc ${alloc} T=${T} rows=${M} bk=${x.v.bk} db=${x.v.doubleBuffer ? 1 : 0} smallRows=${x.v.smallRowsPerThread} ${x.info}: GPU ${g.toFixed(3)} ms (${(flops / g / 1e9).toFixed(1)} TFLOP/s), wall ${median(x.wall).toFixed(3)} ms, bits ${same ? 'same' : 'DIFFER'}`);
+    }
+  }
+  if (FREE) {
+    for (const m of owned) m.free();
+    await strm.wait();
+  }
+  }
+  process.exit(0);
+}
+await main();
