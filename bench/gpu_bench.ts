@@ -8,9 +8,11 @@
  * with the current one in the same loop, and prints the ratio. Then weight-only int4 (u4, K-block 32
  * f32 scales) and int8 (s8, per expert column f32 scales) rows at decode / prefill token counts, each
  * beside its bound: floor + 2x the time to read the touched weight bytes (scales included) once.
+ * --spin-ms=1500: the GPU is kept busy this long before each row (sustained clocks, gpu_clock_warmup.ts).
  * Prints a table and writes JSON to $OUT/gpu_bench.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
+import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 
@@ -18,6 +20,8 @@ const arg = (name: string, def: string): string => process.argv.find((a) => a.st
 const E = Number(arg('experts', '64')), TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
 const TOKENS = arg('tokens', '1,4,8,256,4096').split(',').map(Number);
 const REPS = Number(arg('reps', '10'));
+// Sustained GPU work before each row is timed (gpu_clock_warmup.ts: clocks drop when the GPU idles).
+const SPIN_MS = Number(arg('spin-ms', '1500'));
 const QTOKENS = arg('qtokens', '1,4,8,256').split(',').filter((s) => s).map(Number);
 
 function median(xs: number[]): number {
@@ -161,6 +165,7 @@ async function main(): Promise<void> {
     src.writeOffsets(offsets.fromSizes(sizes));
     const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
     const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+    await keepGpuBusy(eng, SPIN_MS);
     const [p1, old] = await timedPair(async () => {
       mm.execute(strm, args);
       await strm.wait();
@@ -207,6 +212,7 @@ async function main(): Promise<void> {
       src.writeOffsets(offsets.fromSizes(sizes));
       const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
       const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wq, [ARG.DST]: dst, [ARG.ATTR_SCALES | ARG.WEIGHTS]: sc };
+      await keepGpuBusy(eng, SPIN_MS);
       const [ms, old] = await timedPair(async () => { mm.execute(strm, args); await strm.wait(); }, async () => { mmOld.execute(strm, args); await strm.wait(); });
       const touched = sizes.filter((s) => s > 0).length;
       const bytes = touched * (wq.desc.getSize() + sc.desc.getSize()) / E;

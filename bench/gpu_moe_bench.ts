@@ -7,11 +7,13 @@
  *   --workloads=moe-b,decode-1,decode-4,qwen3-decode-1,qwen3-prefill-256   (bench/moe_workloads.ts names + qwen3-*)
  *   --variants=f32,int4,int8,w8a8   --reps=10   --stages=true
  *   --dawn-calls=true: also count the Dawn methods one layer.execute + wait calls, with their host time
+ *   --spin-ms=1500: GPU kept busy this long before each row is timed (sustained clocks: gpu_clock_warmup.ts)
  * Writes JSON to $OUT/gpu_moe_bench.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
 import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { MOE_WORKLOADS, moeFlops, type MoeWorkload } from './moe_workloads.js';
+import { keepGpuBusy } from './gpu_clock_warmup.js';
 
 export type GpuMoeVariant = 'f32' | 'int4' | 'int8' | 'w8a8';
 
@@ -142,6 +144,8 @@ export interface GpuMoeOptions {
   stages: boolean;
   /** Count each Dawn method called per layer (execute + wait) and its host time. */
   dawnCalls?: boolean;
+  /** Milliseconds of sustained GPU work before each row is timed (gpu_clock_warmup.ts). */
+  spinMs?: number;
   log?: (line: string) => void;
 }
 
@@ -174,6 +178,7 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
     args[ARG.ATTR_SCALES | id] = s;
     owned.push(s);
   }
+  await keepGpuBusy(eng, o.spinMs ?? 0);
   const host: number[] = [];
   // 20 warm-up runs: the first executions of a process still run unoptimized JavaScript.
   const layerMs = await timed(async () => {
@@ -280,6 +285,7 @@ export function gpuMoeOptionsFrom(args: ReadonlyMap<string, string>): GpuMoeOpti
     reps: Number(args.get('reps') ?? 10),
     stages: (args.get('stages') ?? 'true') !== 'false',
     dawnCalls: args.get('dawn-calls') === 'true',
+    spinMs: Number(args.get('spin-ms') ?? 1500),
   };
 }
 

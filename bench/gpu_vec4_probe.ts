@@ -7,6 +7,7 @@
  */
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
+import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 
 const arg = (name: string, def: string): string => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
@@ -22,6 +23,8 @@ const VARIANTS = arg('variants', '16:0:0,8:1:0,16:1:0,8:0:0,16:0:4,8:1:4,16:0:8'
 const ALLOCS = Number(arg('allocs', '1'));
 const FREE = arg('free', '0') === '1';
 const SHARED_IO = arg('shared-io', '0') === '1';
+// --spin-ms=N: keep the GPU busy N ms before timing (sustained clocks, gpu_clock_warmup.ts).
+const SPIN_MS = Number(arg('spin-ms', '1500'));
 // blocked: emulate an N-blocked weights layout (each 128-column slab of an expert contiguous) as a GEMM
 // over E * N / 128 groups of 128 columns each, every group taking its expert's rows: same FLOPs, same
 // tile count, the weight access pattern of [E][N / 128][K][128].
@@ -89,6 +92,8 @@ async function main(): Promise<void> {
       gpuKernelTuning.vec4 = true;
       return { v, prim, info, gpu: [] as number[], wall: [] as number[], bits: undefined as Uint8Array | undefined };
     });
+    console.log(`[${new Date().toISOString()}] alloc ${alloc} T=${T}: timing`);
+    await keepGpuBusy(eng, SPIN_MS);
     for (let round = -3; round < REPS; round++) {
       for (const x of prims) {
         const t0 = performance.now();
