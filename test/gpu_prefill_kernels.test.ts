@@ -87,6 +87,9 @@ describe('gemm-tiled staging: weights loaded in chunks of consecutive columns, r
     // 8 < BK loads the scales per element.
     ['u8 words, K-block 8 scales per element, 16-row tiles (four chunk rows per thread)',
       { G: 4, K: 48, N: 64, sizes: [12, 0, 20, 8], weiDt: dt.u8, scales: { weights: { gran: GM.weights.kBlock(8) } } }, /gemm-tiled-16x64-ch4-pf\+/, /gemm-tiled-16x64-ch4\+/],
+    // 4-bit words and N >= 512 at ~24 rows per expert (MoE-B at T = 256): 128-column tiles.
+    ['s4 words, N >= 512: 32 x 128 tiles (8 columns per thread), swiglu halves',
+      { G: 2, K: 32, N: 512, sizes: [20, 25], ...s4, glu: { alg: 'glu_swiglu', layout: 'halves' } }, /gemm-tiled-32x128-ch8-pf\+/, /gemm-tiled-32x128-ch8\+/],
     ['s8 src x s4 weights: the integer GEMM stages i32 codes from words',
       { G: 3, K: 40, N: 64, sizes: [9, 0, 40], srcDt: dt.s8, weiDt: dt.s4, scales: { src: { gran: GM.src.expert }, weights: { gran: GM.weights.expertCol } } },
       /gemm-tiled-32x64-ch8-pf\+/, /gemm-tiled-32x64-ch8\+/],
@@ -98,6 +101,12 @@ describe('gemm-tiled staging: weights loaded in chunks of consecutive columns, r
       expect(o.pd.implInfo).toMatch(prefetch ? withPrefetch : without);
       expectClose(o, 2e-5, 1e-5, prefetch ? 'prefetch' : 'no prefetch');
     }
+  });
+  it('a K slice of 32 (bench switch) shrinks where the tile would pass 16 KiB of workgroup memory', async () => {
+    gpuKernelTuning.tiledBk = 32;
+    const o = await runGpuGM(eng, strm, { G: 2, K: 64, N: 512, sizes: [20, 25], ...s4 });
+    expect(o.pd.implInfo).toMatch(/gemm-tiled-32x128-ch8-pf\+/);
+    expectClose(o, 2e-5, 1e-5);
   });
   it('strides that split a chunk (N not a multiple of 8, interleaved GLU) stage one element per load', async () => {
     for (const c of [{ G: 2, K: 64, N: 36, sizes: [20, 21], ...s4 }, { G: 2, K: 64, N: 64, sizes: [20, 21], ...s4, glu: { alg: 'glu_swiglu', layout: 'interleaved' } }] as GMCase[]) {

@@ -32,13 +32,22 @@ function tileOf(p: MatmulProblem, eng?: GpuEngine): { tm: number; tn: number; bk
   if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: v === 128 ? 8 : 16 };
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
   // 64 columns (4 per thread): more workgroups in flight, which the dequantizing staging needs (an
-  // H200 ran MoE-B's int4 GEMMs 11-15% and f32 ones 1-9% faster than with 128 at T = 256); dot4
-  // (cheap staging) is faster with 128 where N is wide.
-  const tn = gpuKernelTuning.tiledTn ?? (p.N >= 512 && eng !== undefined && dot4Kernel(p, eng) ? 128 : 64);
-  const bk = gpuKernelTuning.tiledBk ?? 16;
-  if (rows <= 16) return { tm: 16, tn: 64, bk };
-  if (rows <= 32) return { tm: 32, tn, bk };
-  if (rows <= 256 || p.N < 512) return { tm: 64, tn, bk };
+  // H200 ran MoE-B's int4 GEMMs 11-15% and f32 ones 1-9% faster than with 128 at T = 256, one element
+  // per load); 4-bit weights staged in words (gemm_tiled_staging.ts) and dot4 (cheap staging) are
+  // faster with 128 where N is wide (int4 gemm1 / gemm2 1333 / 647 us vs 1415 / 710 us on an H200,
+  // reports/prefill2-h200.md; measured with 32-row tiles only, so 64-row ones keep 64 columns).
+  const dot4 = p.N >= 512 && eng !== undefined && dot4Kernel(p, eng);
+  const tn = gpuKernelTuning.tiledTn ?? (dot4 ? 128 : 64);
+  const tn32 = gpuKernelTuning.tiledTn ?? (dot4 || (p.N >= 512 && bChunkOf(p) === 8) ? 128 : 64);
+  const fit = (tm: number, t: number): { tm: number; tn: number; bk: number } => {
+    // Workgroup memory: BK x (TM + 4) A words and BK x TN B words within 16 KiB (the default limit).
+    let bk = gpuKernelTuning.tiledBk ?? 16;
+    while (bk > 8 && bk * (tm + 4 + t) > 4096) bk /= 2;
+    return { tm, tn: t, bk };
+  };
+  if (rows <= 16) return fit(16, 64);
+  if (rows <= 32) return fit(32, tn32);
+  if (rows <= 256 || p.N < 512) return fit(64, tn);
   return { tm: 128, tn: 128, bk: 8 };
 }
 
