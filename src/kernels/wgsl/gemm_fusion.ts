@@ -75,11 +75,6 @@ export function hoistFlagsWgsl(f: GemmFusion, bk: number): string {
   }).join(' ');
 }
 
-/** Declarations of lane `lane`'s hoisted values at the slice start `kb` (a u32 expression), column `col`. */
-export function hoistLaneWgsl(f: GemmFusion, lane: number | string, col: string, kb: string): string {
-  return `${hoistDeclWgsl(f, lane)} ${hoistSetWgsl(f, lane, col, kb)}`;
-}
-
 /** Declarations (zero) of lane `lane`'s hoisted values, set by hoistSetWgsl. */
 export function hoistDeclWgsl(f: GemmFusion, lane: number | string): string {
   return hoistedWeightOperands(f).map((b) => `var h${b}${lane} = 0.0;`).join(' ');
