@@ -15,8 +15,8 @@ import type { GemmTiledConfig } from './gemm_tiled.js';
  *    current slice is multiplied, and written to workgroup memory after it (one buffer, no second
  *    barrier); quantized chunks stay raw in registers until then so the decode does not wait for the
  *    load ahead of the FMAs. Only where a thread stages few registers (at most two A runs and two B
- *    rows or four chunks): the unrolled staging of larger ones makes WGSL that SwiftShader compiles slowly
- *    and spills; they keep the plain loop.
+ *    rows or four chunks): the unrolled staging of larger ones makes WGSL that SwiftShader compiles
+ *    slowly; they keep the plain loop.
  */
 
 /** Values per chunked weights load: f32 (a vec4), s8 / u8 (a word of 4 bytes), s4 / u4 (8 nibbles). */
@@ -61,7 +61,7 @@ export interface StagingParts {
   readonly loadA: string;
   /** Statements setting `v` to the (dequantized) weights element at (k, col), hoisted operands of lane `e` (scalar B). */
   readonly loadB: (e: number) => string;
-  /** Weights scales / zero points loaded once per slice and column (gemm_fusion.ts). */
+  /** Weights scales / zero points held in registers per column, reloaded where a K block starts (gemm_fusion.ts). */
   readonly hoist: boolean;
 }
 
