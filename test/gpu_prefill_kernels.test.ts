@@ -11,6 +11,7 @@ import {
   ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, algorithm, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory, type MemoryDesc,
 } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { gemmThreadTuning } from '../src/kernels/wgsl/gemm_threads.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { GM, expectClose, type GMCase } from './quant_helpers.js';
 import { runGpuGM } from './gpu_quant_helpers.js';
@@ -30,19 +31,23 @@ afterAll(() => {
   small?.release();
 });
 const DEFAULT_TUNING = { ...gpuKernelTuning };
-afterEach(() => Object.assign(gpuKernelTuning, DEFAULT_TUNING));
+const DEFAULT_THREADS = { ...gemmThreadTuning };
+afterEach(() => {
+  Object.assign(gpuKernelTuning, DEFAULT_TUNING);
+  Object.assign(gemmThreadTuning, DEFAULT_THREADS);
+});
 
 describe('gemm-tiled: register tiles of every size with the MoE GEMM fusions', () => {
   const s4 = { weiDt: dt.s4, scales: { weights: { gran: GM.weights.kBlock(32) } } } as const;
   const cases: ReadonlyArray<readonly [string, GMCase, RegExp]> = [
     // Mean rows 10: 16-row tiles, 64 threads (4 rows x 4 columns each).
-    ['16-row tiles: f32 x s4 K-block 32 (scales once per slice), swiglu halves, empty experts', { G: 4, K: 64, N: 70, sizes: [12, 0, 20, 8], ...s4, glu: { alg: 'glu_swiglu', layout: 'halves' } }, /gemm-tiled-16x64\+/],
+    ['16-row tiles: f32 x s4 K-block 32 (scales once per slice), swiglu halves, empty experts', { G: 4, K: 64, N: 70, sizes: [12, 0, 20, 8], ...s4, glu: { alg: 'glu_swiglu', layout: 'halves' } }, /gemm-tiled-16x64[-+]/],
     // Mean rows 24 (MoE-B at T = 256): 32-row tiles, 128 threads.
-    ['32-row tiles: f32 x u4 K-block 8 with u4 zero points (per element: 8 < BK), geglu interleaved, K not a multiple of the tile', { G: 3, K: 40, N: 46, sizes: [30, 19, 23], weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(8) } }, zps: { weights: { gran: GM.weights.kBlock(8), dt: dt.u4 } }, glu: { alg: 'glu_geglu_tanh', layout: 'interleaved' } }, /gemm-tiled-32x64\+/],
-    ['64-row tiles: f32 x s8 per expert column scales and s8 zero points (once per slice), one expert takes every row', { G: 3, K: 37, N: 70, sizes: [0, 150, 0], weiDt: dt.s8, scales: { weights: { gran: GM.weights.expertCol } }, zps: { weights: { gran: GM.weights.expertCol, dt: dt.s8 } } }, /gemm-tiled-64x64\+/],
+    ['32-row tiles: f32 x u4 K-block 8 with u4 zero points (per element: 8 < BK), geglu interleaved, K not a multiple of the tile', { G: 3, K: 40, N: 46, sizes: [30, 19, 23], weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(8) } }, zps: { weights: { gran: GM.weights.kBlock(8), dt: dt.u4 } }, glu: { alg: 'glu_geglu_tanh', layout: 'interleaved' } }, /gemm-tiled-32x64[-+]/],
+    ['64-row tiles: f32 x s8 per expert column scales and s8 zero points (once per slice), one expert takes every row', { G: 3, K: 37, N: 70, sizes: [0, 150, 0], weiDt: dt.s8, scales: { weights: { gran: GM.weights.expertCol } }, zps: { weights: { gran: GM.weights.expertCol, dt: dt.s8 } } }, /gemm-tiled-64x64[-+]/],
     // Mean rows 300, N >= 512: 128 x 128 tiles, 256 threads with 8 x 8 each.
-    ['128-row tiles: f32 x s4 K-block 32, swiglu_oai blocks32, E = 1', { G: 1, K: 64, N: 512, sizes: [300], ...s4, glu: { alg: 'glu_swiglu_oai', layout: 'blocks32', alpha: 1.702, limit: 7 } }, /gemm-tiled-128x128\+/],
-    ['bias and a binary add after the GLU (P2 offsets)', { G: 3, K: 32, N: 64, sizes: [9, 0, 40], proposal: 'P2', ...s4, bias: true, glu: { alg: 'glu_geglu_erf', layout: 'blocks32' }, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'expert_n' }] }, /gemm-tiled-32x64\+/],
+    ['128-row tiles: f32 x s4 K-block 32, swiglu_oai blocks32, E = 1', { G: 1, K: 64, N: 512, sizes: [300], ...s4, glu: { alg: 'glu_swiglu_oai', layout: 'blocks32', alpha: 1.702, limit: 7 } }, /gemm-tiled-128x128[-+]/],
+    ['bias and a binary add after the GLU (P2 offsets)', { G: 3, K: 32, N: 64, sizes: [9, 0, 40], proposal: 'P2', ...s4, bias: true, glu: { alg: 'glu_geglu_erf', layout: 'blocks32' }, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'expert_n' }] }, /gemm-tiled-32x64[-+]/],
   ];
   it.each(cases)('%s', async (_n, c, kernel) => {
     const o = await runGpuGM(eng, strm, c);
@@ -53,7 +58,7 @@ describe('gemm-tiled: register tiles of every size with the MoE GEMM fusions', (
     gpuKernelTuning.tiledTn = 128;
     for (const layout of ['halves', 'interleaved', 'blocks32'] as const) {
       const o = await runGpuGM(eng, strm, { G: 3, K: 64, N: 192, sizes: [20, 0, 41], ...s4, glu: { alg: 'glu_swiglu', layout } });
-      expect(o.pd.implInfo).toMatch(/gemm-tiled-32x128\+/);
+      expect(o.pd.implInfo).toMatch(/gemm-tiled-32x128[-+]/);
       expectClose(o, 2e-5, 1e-5, `GLU ${layout}`);
     }
   });
@@ -61,6 +66,94 @@ describe('gemm-tiled: register tiles of every size with the MoE GEMM fusions', (
     const c: GMCase = { G: 3, K: 64, N: 70, sizes: [30, 0, 41], ...s4, glu: { alg: 'glu_swiglu', layout: 'halves' } };
     const a = await runGpuGM(eng, strm, c), b = await runGpuGM(eng, strm, c);
     expect(Array.from(a.got)).toEqual(Array.from(b.got));
+  });
+});
+
+describe('gemm-tiled staging: weights loaded in chunks of consecutive columns, register prefetch of the next slice', () => {
+  const s4 = { weiDt: dt.s4, scales: { weights: { gran: GM.weights.kBlock(32) } } } as const;
+  // implInfo names the staging (-ch<V>, -pf).
+  const cases: ReadonlyArray<readonly [string, GMCase, RegExp, RegExp]> = [
+    ['f32 weights in vec4 chunks, swiglu halves, empty expert, K and N not multiples of the tile',
+      { G: 3, K: 40, N: 80, sizes: [30, 0, 41], glu: { alg: 'glu_swiglu', layout: 'halves' } }, /gemm-tiled-32x64-ch4-pf\+/, /gemm-tiled-32x64-ch4\+/],
+    ['s4 words (8 nibbles), K-block 32 scales once per slice, blocks32 GLU, one expert takes every row',
+      { G: 3, K: 64, N: 128, sizes: [0, 70, 0], ...s4, glu: { alg: 'glu_geglu_erf', layout: 'blocks32' } }, /gemm-tiled-32x64-ch8-pf\+/, /gemm-tiled-32x64-ch8\+/],
+    ['u4 words with u4 K-block zero points, no GLU, E = 1, N not a multiple of the tile',
+      { G: 1, K: 64, N: 72, sizes: [20], weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(32) } }, zps: { weights: { gran: GM.weights.kBlock(32), dt: dt.u4 } } },
+      /gemm-tiled-32x64-ch8-pf\+/, /gemm-tiled-32x64-ch8\+/],
+    ['s8 words, per expert column scales and s8 zero points, bias, K not a multiple of the tile',
+      { G: 3, K: 37, N: 72, sizes: [50, 0, 70], weiDt: dt.s8, bias: true, scales: { weights: { gran: GM.weights.expertCol } }, zps: { weights: { gran: GM.weights.expertCol, dt: dt.s8 } } },
+      /gemm-tiled-64x64-ch4-pf\+/, /gemm-tiled-64x64-ch4\+/],
+    // 16-row tiles have 64 threads: four chunk rows each (four registers: still prefetched); K-block
+    // 8 < BK loads the scales per element.
+    ['u8 words, K-block 8 scales per element, 16-row tiles (four chunk rows per thread)',
+      { G: 4, K: 48, N: 64, sizes: [12, 0, 20, 8], weiDt: dt.u8, scales: { weights: { gran: GM.weights.kBlock(8) } } }, /gemm-tiled-16x64-ch4-pf\+/, /gemm-tiled-16x64-ch4\+/],
+    // 4-bit words and N >= 512 at ~24 rows per expert (MoE-B at T = 256): 128-column tiles.
+    ['s4 words, N >= 512: 32 x 128 tiles (8 columns per thread), swiglu halves',
+      { G: 2, K: 32, N: 512, sizes: [20, 25], ...s4, glu: { alg: 'glu_swiglu', layout: 'halves' } }, /gemm-tiled-32x128-ch8-pf\+/, /gemm-tiled-32x128-ch8\+/],
+    ['s8 src x s4 weights: the integer GEMM stages i32 codes from words',
+      { G: 3, K: 40, N: 64, sizes: [9, 0, 40], srcDt: dt.s8, weiDt: dt.s4, scales: { src: { gran: GM.src.expert }, weights: { gran: GM.weights.expertCol } } },
+      /gemm-tiled-32x64-ch8-pf\+/, /gemm-tiled-32x64-ch8\+/],
+  ];
+  // The plain loop (prefetch off) compiles another kernel per case: run for f32, 4-bit and integer
+  // staging only (CI time on SwiftShader).
+  const loopToo = /^(f32 weights|s4 words \(8|s8 src)/;
+  it.each(cases)('%s', async (name, c, withPrefetch, without) => {
+    for (const prefetch of loopToo.test(name) ? [true, false] : [true]) {
+      gemmThreadTuning.prefetch = prefetch;
+      const o = await runGpuGM(eng, strm, c);
+      expect(o.pd.implInfo).toMatch(prefetch ? withPrefetch : without);
+      expectClose(o, 2e-5, 1e-5, prefetch ? 'prefetch' : 'no prefetch');
+    }
+  });
+  it('a K slice of 32 (bench switch) shrinks where the tile would pass 16 KiB of workgroup memory', async () => {
+    gpuKernelTuning.tiledBk = 32;
+    const o = await runGpuGM(eng, strm, { G: 2, K: 64, N: 512, sizes: [20, 25], ...s4 });
+    expect(o.pd.implInfo).toMatch(/gemm-tiled-32x128-ch8-pf\+/);
+    expectClose(o, 2e-5, 1e-5);
+  });
+  it('strides that split a chunk (N not a multiple of 8, interleaved GLU) stage one element per load', async () => {
+    for (const c of [{ G: 2, K: 64, N: 36, sizes: [20, 21], ...s4 }, { G: 2, K: 64, N: 64, sizes: [20, 21], ...s4, glu: { alg: 'glu_swiglu', layout: 'interleaved' } }] as GMCase[]) {
+      const o = await runGpuGM(eng, strm, c);
+      expect(o.pd.implInfo).toMatch(/gemm-tiled-32x64-pf\+/);
+      expectClose(o, 2e-5, 1e-5);
+    }
+  });
+  it('gather from 4-bit weights larger than one binding (windows of 16 KiB), padding rows read zeros', async () => {
+    // Decode-sized (17 routed rows): pin the tiled family, which gemv-splitk would take.
+    gpuKernelTuning.gemv = false;
+    const T = 13, K = 64, N = 160, E = 4, KB = 32;
+    const ti = [0, 3, 5, -1, 12, 1, 2, 4, 6, 7, 8, 9, 10, 11, -1, 0, 3], sizes = [4, 0, 11, 2], R = ti.length;
+    expect((E * K * N) / 2).toBeGreaterThan(16384);
+    const rng = mulberry32(5);
+    const x = Float64Array.from({ length: T * K }, () => Math.fround(rng() * 2 - 1));
+    const wq = Float64Array.from({ length: E * K * N }, () => Math.floor(rng() * 16) - 8);
+    const sc = positive(rng, E * (K / KB) * N);
+    const st = new Stream(small);
+    const dstMd = memory.desc.grouped([R, N], dt.f32, E, [RUNTIME_DIM_VAL, N]);
+    const attr = new PrimitiveAttr().setScales(ARG.WEIGHTS, 7, [1, KB, 1]).setGather();
+    const weiMd = memory.desc([E, K, N], dt.s4, tag.abc);
+    const pd = new matmul.PrimitiveDesc(small, plain([T, K]), weiMd, dstMd, attr);
+    expect(pd.implInfo).toMatch(/gemm-tiled-16x64-ch8-pf\+/);
+    const dst = Memory.create(dstMd, small);
+    dst.writeOffsets(offsets.fromSizes(sizes));
+    new matmul.Primitive(pd).execute(st, {
+      [ARG.SRC]: f32(small, plain([T, K]), x), [ARG.WEIGHTS]: Memory.create(weiMd, small).write(wq), [ARG.DST]: dst,
+      [ARG.ATTR_SCALES | ARG.WEIGHTS]: f32(small, plain([E, K / KB, N]), sc), [ARG.MOE_TOKEN_INDEX]: s32(small, ti),
+    });
+    await st.wait();
+    const got = Float64Array.from(await dst.read());
+    const want = new Float64Array(R * N);
+    for (let i = 0, g = 0, end = sizes[0]; i < R; i++) {
+      while (i >= end) end += sizes[++g];
+      const t = ti[i];
+      if (t < 0) continue;
+      for (let n = 0; n < N; n++) {
+        let acc = 0;
+        for (let k = 0; k < K; k++) acc += x[t * K + k] * wq[(g * K + k) * N + n] * sc[(g * (K / KB) + Math.floor(k / KB)) * N + n];
+        want[i * N + n] = acc;
+      }
+    }
+    expectNear(got, want, 'chunked s4 gather in windows');
   });
 });
 

@@ -75,28 +75,47 @@ export function hoistFlagsWgsl(f: GemmFusion, bk: number): string {
   }).join(' ');
 }
 
-/** Declarations of lane `lane`'s hoisted values at the slice start `kb`, column `col`. */
-export function hoistLaneWgsl(f: GemmFusion, lane: number, col: string): string {
+/** Declarations (zero) of lane `lane`'s hoisted values, set by hoistSetWgsl. */
+export function hoistDeclWgsl(f: GemmFusion, lane: number | string): string {
+  return hoistedWeightOperands(f).map((b) => `var h${b}${lane} = 0.0;`).join(' ');
+}
+
+/**
+ * Assignments of lane `lane`'s hoisted values at the slice start `kb`, column `col` (0 beyond N): only
+ * where they change, at the first slice (`k0`) and, K-blocked, where a block starts (the registers keep
+ * them across the slices of a block).
+ */
+export function hoistSetWgsl(f: GemmFusion, lane: number | string, col: string, kb: string): string {
   return hoistedWeightOperands(f).map((b) => {
     const o = named(f, b === 'wsc' ? 'weiScale' : 'weiZp')!;
-    return `var h${b}${lane} = 0.0; if (hoist_${b} && ${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, kb, ${col}`, false)}; }`;
+    const op = fusionOperands(f).find((x) => x.name === b)!;
+    const starts = op.op.terms.dims[1] === 'b' ? ` || ${kb} % Q[${op.slot + 1}u].y == 0u` : '';
+    return `if (hoist_${b} && (${kb} == k0${starts})) { h${b}${lane} = 0.0; if (${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, ${kb}, ${col}`, false)}; } }`;
   }).join(' ');
 }
 
 /** Statements setting `v` to the staged weights element `idx` at (k, col), hoisted operands from lane `lane`. */
 export function fusionLoadBHoisted(f: GemmFusion, c: GemmTiledConfig, idx: string, lane: number): string {
+  return `v = ${wgslType(c.wei).load('B', idx)};${fusionDequantB(f, lane, 'g, bW, k, col')}`;
+}
+
+/**
+ * Statements turning the weights code in `v` (f32, or i32 for an integer GEMM) into the staged value
+ * at map coordinates `coords`: minus the zero point, times the scale; hoisted operands (hoistSetWgsl)
+ * from lane `lane` where the slice allows.
+ */
+export function fusionDequantB(f: GemmFusion, lane: number | string, coords: string): string {
+  const zp = named(f, 'weiZp'), sc = named(f, 'weiScale');
+  if (f.intAcc) return zp ? ` v -= ${operandLoad(zp, coords, true)};` : '';
   const hoisted = hoistedWeightOperands(f);
-  const t = wgslType(c.wei);
-  const coords = 'g, bW, k, col';
-  let s = `v = ${t.load('B', idx)};`;
-  const apply = (b: 'wsc' | 'wzp', op: string): void => {
-    const o = named(f, b === 'wsc' ? 'weiScale' : 'weiZp');
+  let s = '';
+  const apply = (b: 'wsc' | 'wzp', o: { buf: string; op: FusedOperand } | undefined, op: string): void => {
     if (!o) return;
     if (hoisted.includes(b)) s += ` if (hoist_${b}) { v ${op}= h${b}${lane}; } else { v ${op}= ${operandLoad(o, coords, false)}; }`;
     else s += ` v ${op}= ${operandLoad(o, coords, false)};`;
   };
-  apply('wzp', '-');
-  apply('wsc', '*');
+  apply('wzp', zp, '-');
+  apply('wsc', sc, '*');
   return s;
 }
 

@@ -11,6 +11,12 @@
  * (col(j) + TN / 2), as the staging of B expects.
  * Up to 32 rows per tile take 8 (TM = 32) or 4 (TM = 16) thread rows, so a thread keeps 4 rows: small
  * tiles (few rows per expert) still do rm x rn FMAs per rm / wa + rn / wb vector reads.
+ * `runs` (gemm-tiled with chunked weight loads, gemm_tiled_staging.ts): vector slot p holds the wb
+ * consecutive columns wb p .. wb p + wb - 1 instead, so a chunk of consecutive weights columns (a vec4
+ * of f32, a word of 4 bytes / 8 nibbles) is staged as whole vectors:
+ *   col(j) = 16 wb (j / wb) + wb tx + j % wb.
+ * A GLU then needs qn even (the up column of j is j + rn / 2 = TN / 2 further), so wb drops to 2 where
+ * qn would be 1.
  */
 export interface GemmThreads {
   /** Thread rows; the workgroup has 16 x ty threads. */
@@ -21,22 +27,31 @@ export interface GemmThreads {
   readonly wa: number;
   readonly wb: number;
   readonly tn: number;
+  /** Vector slots hold runs of consecutive columns (see above), else columns TN / wb apart. */
+  readonly runs: boolean;
 }
 
-/** Benchmark-only switch (bench compares layouts in one process): rows per thread in tiles of up to 32 rows. */
-export const gemmThreadTuning: { smallTileRowsPerThread: number } = { smallTileRowsPerThread: 4 };
+/**
+ * Benchmark-only switches (bench compares layouts in one process; read when a kernel is generated, so
+ * they are part of its key): rows per thread in tiles of up to 32 rows; register prefetch of the next
+ * K slice (gemm_tiled_staging.ts) where a thread stages few registers.
+ */
+export const gemmThreadTuning: { smallTileRowsPerThread: number; prefetch: boolean } = { smallTileRowsPerThread: 4, prefetch: true };
 
 function vecWidth(n: number): number {
   return n % 4 === 0 ? 4 : n % 2 === 0 ? 2 : 1;
 }
 
-export function gemmThreads(c: { readonly tm: number; readonly tn: number; readonly fusion?: { readonly glu?: unknown } }): GemmThreads {
+export function gemmThreads(c: { readonly tm: number; readonly tn: number; readonly fusion?: { readonly glu?: unknown }; readonly bChunk?: number }): GemmThreads {
   const ty = c.tm >= 64 ? 16 : Math.max(1, Math.min(16, c.tm / gemmThreadTuning.smallTileRowsPerThread));
   const rm = c.tm / ty, rn = c.tn / 16;
   if (!Number.isInteger(rm) || !Number.isInteger(rn) || rn < 1) throw new Error(`gemm-tiled: tile ${c.tm} x ${c.tn} does not fit the thread layout`);
-  const wb = vecWidth(rn);
-  if (c.fusion?.glu !== undefined && rn % 2 !== 0) throw new Error(`gemm-tiled: a GLU tile needs an even number of columns per thread (TN ${c.tn})`);
-  return { ty, threads: 16 * ty, rm, rn, wa: vecWidth(rm), wb, tn: c.tn };
+  const glu = c.fusion?.glu !== undefined;
+  if (glu && rn % 2 !== 0) throw new Error(`gemm-tiled: a GLU tile needs an even number of columns per thread (TN ${c.tn})`);
+  const runs = (c.bChunk ?? 0) > 0;
+  let wb = vecWidth(rn);
+  if (runs && glu && (rn / wb) % 2 !== 0) wb /= 2;
+  return { ty, threads: 16 * ty, rm, rn, wa: vecWidth(rm), wb, tn: c.tn, runs };
 }
 
 /** The tile row of accumulator row `r` (a WGSL u32 expression; `ty` in scope). */
@@ -46,6 +61,7 @@ export function rowOfWgsl(t: GemmThreads, r: string): string {
 
 /** The tile column of accumulator column `j` (`tx` in scope). */
 export function colOfWgsl(t: GemmThreads, j: string): string {
+  if (t.runs) return t.wb === 1 ? `(tx + 16u * ${j})` : `(${16 * t.wb}u * (${j} / ${t.wb}u) + ${t.wb}u * tx + ${j} % ${t.wb}u)`;
   const qn = t.rn / t.wb;
   return t.wb === 1 ? `(tx + 16u * ${j})` : `(${t.tn / t.wb}u * (${j} / ${qn}u) + 16u * (${j} % ${qn}u) + tx)`;
 }

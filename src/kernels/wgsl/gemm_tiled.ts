@@ -2,8 +2,9 @@ import type { DataType } from '../../common/data_type.js';
 import { wgslHelpersFor, wgslStore, wgslType } from './wgsl_dtypes.js';
 import { gemmFusionKey, type GemmFusion } from './wgsl_quant.js';
 import {
-  fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB, fusionLoadBHoisted, hoistedWeightOperands, hoistFlagsWgsl, hoistLaneWgsl,
+  fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB, fusionLoadBHoisted, hoistedWeightOperands, hoistFlagsWgsl,
 } from './gemm_fusion.js';
+import { kLoopWgsl, stagingKey, weightsArrayType } from './gemm_tiled_staging.js';
 import { Y_FOLD, ZERO_TILE } from './grouped_schedule.js';
 import { colOfWgsl, gemmThreads, rowOfWgsl, vecOf } from './gemm_threads.js';
 import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, dstIndexWgsl, epilogueRowWgsl, type GemmRows } from './gemm_rows.js';
@@ -11,9 +12,11 @@ import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, dstIndexWgsl, epilogueRowWgsl, t
 /**
  * `gemm-tiled`: a register-blocked GEMM, 16 x TY threads each computing an rm x rn register tile of a
  * TM x TN tile (gemm_threads.ts); BK-deep slices of A and B staged in workgroup memory, dequantized
- * once per element while staged (gemm_fusion.ts), then read back as vectors: per k a thread does
- * rm x rn FMAs for rm / wa + rn / wb vector reads (A's k rows padded by 4 words so the staging writes,
- * 16 consecutive k of a row, spread over the banks). One family serves the three matmul kinds, which
+ * once per element while staged (gemm_fusion.ts; K-slice-constant weight scales once per slice;
+ * weights in chunks of consecutive columns, register prefetch of the next slice where a thread stages
+ * few registers: gemm_tiled_staging.ts), then read back as vectors: per k a thread does rm x rn FMAs
+ * for rm / wa + rn / wb vector reads (A's k rows padded by 4 words so the staging writes, 16
+ * consecutive k of a row, spread over the banks). One family serves the three matmul kinds, which
  * differ only in where a tile's rows, expert and K range come from:
  *  - dense: tile (x = N tile, y = M tile, z = batch);
  *  - grouped_m: tile t of the device-written schedule (g, m0, m1) (grouped_schedule.ts);
@@ -43,12 +46,17 @@ export interface GemmTiledConfig {
    * those of a plain GEMM.
    */
   readonly rows?: GemmRows;
+  /**
+   * Weights staged in chunks of this many consecutive columns (gemm_tiled_staging.ts), set by the host
+   * where the strides allow it; absent, one element per load.
+   */
+  readonly bChunk?: number;
 }
 
 
 export function gemmTiledKey(c: GemmTiledConfig): string {
   const r = c.rows ? `:rows${c.rows.gather ? 'G' : ''}${c.rows.scatter ? 'S' : ''}${c.rows.zeroFill ? 'Z' : ''}${c.rows.counts ? 'C' : ''}` : '';
-  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}t${gemmThreads(c).threads}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}`;
+  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}t${gemmThreads(c).threads}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}${stagingKey(c)}`;
 }
 
 /**
@@ -113,30 +121,10 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   const defaultEpilogue = f ? '' : plainEpilogueWgsl(c);
   const aIdx = `aBase + r * P.lda + k${R ? ' - P.aOff' : ''}`, bIdx = `wBase + k * P.ldwk + col * P.ldwn${R ? ' - P.wOff' : ''}`;
   const loadA = f ? fusionLoadA(f, c, aIdx) : `v = ${A.load('A', aIdx)};`;
-  // Staging: each thread loads a run of wa rows (A) / wb columns (B) at one k, dequantized, and writes
-  // them as one vector (no dynamic component stores into workgroup memory).
-  const lanes = (w: number): string => Array.from({ length: w }, (_, e) => `x${e}`).join(', ');
-  const stageA = Array.from({ length: wa }, (_, e) => `
-      var x${e} = ${zero};
-      { ${R?.gather ? `let rr = m0 + mq + ${e}u;
-        if (rr < m1 && k < k1 && TI[rr] >= 0) { let r = u32(TI[rr]); var v = ${zero}; ${loadA} x${e} = v; }` : `let r = m0 + mq + ${e}u;
-        if (r < m1 && k < k1) { var v = ${zero}; ${loadA} x${e} = v; }`} }`).join('');
-  const slots = tn / wb;
-  if (NT % slots !== 0) throw new Error(`gemm-tiled: ${NT} threads do not stage ${slots} B vectors per k row evenly`);
-  const colDecl = Array.from({ length: wb }, (_, e) => {
-    const n = `p + ${(e * tn) / wb}u`;
-    return f?.glu ? `
-      let cd${e} = n0 + (${n}) % ${tn / 2}u; let col${e} = select(P.N, glu_col(cd${e}, (${n}) / ${tn / 2}u), cd${e} < Q[0].x);` : `
-      let col${e} = n0 + ${n};`;
-  }).join('');
   const hoist = f !== undefined && hoistedWeightOperands(f).length > 0;
-  const hoistDecl = hoist ? `
-      ${Array.from({ length: wb }, (_, e) => hoistLaneWgsl(f, e, `col${e}`)).join('\n      ')}` : '';
-  const stageB = Array.from({ length: wb }, (_, e) => `
-        var x${e} = ${zero};
-        { let col = col${e};
-          if (k < k1 && col < P.N) { var v = ${zero}; ${f ? (hoist ? fusionLoadBHoisted(f, c, bIdx, e) : fusionLoadB(f, c, bIdx)) : `v = ${B.load('B', bIdx)};`} x${e} = v; } }`).join('');
-  // The inner loop, unrolled over the register tile: named vector accumulators c<r>_<q> (lane e: column j = e qn + q).
+  const loadB = (e: number): string => (f ? (hoist ? fusionLoadBHoisted(f, c, bIdx, e) : fusionLoadB(f, c, bIdx)) : `v = ${B.load('B', bIdx)};`);
+  // The inner loop, unrolled over the register tile: named vector accumulators c<r>_<q> (lane e: column
+  // j = e qn + q, or j = q wb + e in the runs layout).
   const qn = rn / wb;
   const accDecl = Array.from({ length: rm }, (_, r) => Array.from({ length: qn }, (_, q) => `var c${r}_${q} = ${vecOf(T, wb)}();`).join(' ')).join('\n  ');
   const aReads = Array.from({ length: rm / wa }, (_, h) => `
@@ -151,14 +139,14 @@ export function gemmTiledWgsl(c: GemmTiledConfig): string {
   }).join('');
   // The epilogues index acc[r][j] (gemm_threads.ts row / column of each).
   const accCopy = Array.from({ length: rm }, (_, r) => Array.from({ length: rn }, (_, j) =>
-    `acc[${r}][${j}] = c${r}_${j % qn}${wb === 1 ? '' : `[${Math.floor(j / qn)}]`};`).join(' ')).join('\n  ');
+    `acc[${r}][${j}] = ${th.runs ? `c${r}_${Math.floor(j / wb)}${wb === 1 ? '' : `[${j % wb}]`}` : `c${r}_${j % qn}${wb === 1 ? '' : `[${Math.floor(j / qn)}]`}`};`).join(' ')).join('\n  ');
   // grouped_m reads its tile from a storage buffer: the early return is uniform per workgroup
   // (workgroup_id and read-only storage), which the barriers below need.
   return /* wgsl */ `
 ${wgslHelpersFor([c.src, c.wei, c.dst, c.bias, ...(f ? fusionTypes(f) : [])])}
 ${gemmParamsWgsl(c)}
 @group(0) @binding(1) var<storage, read> A: array<${A.array}>;
-@group(0) @binding(2) var<storage, read> B: array<${B.array}>;
+@group(0) @binding(2) var<storage, read> B: array<${weightsArrayType(c, B.array)}>;
 @group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;
 ${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
 ${f ? fusionBindingsWgsl(f, c) : ''}
@@ -176,25 +164,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   let ty = li / 16u;
   ${R?.zeroFill ? zeroTileWgsl(c) : ''}
   ${accDecl}
-  for (var kb = k0; kb < k1; kb += ${bk}u) {
-    for (var q = li; q < ${(bk * tm) / wa}u; q += ${NT}u) {
-      let mq = (q / ${bk}u) * ${wa}u; let kk = q % ${bk}u;
-      let k = kb + kk;${stageA}
-      As[kk * ${lda / wa}u + mq / ${wa}u] = ${vecOf(T, wa)}(${lanes(wa)});
-    }
-    {
-      // This thread's B columns are the same for every k row it stages (NT a multiple of TN / wb).
-      let p = li % ${slots}u;${colDecl}${hoistDecl}
-      for (var kk = li / ${slots}u; kk < ${bk}u; kk += ${NT / slots}u) {
-        let k = kb + kk;${stageB}
-        Bs[kk * ${slots}u + p] = ${vecOf(T, wb)}(${lanes(wb)});
-      }
-    }
-    workgroupBarrier();
+  ${kLoopWgsl({ c, T, zero, loadA, loadB, hoist }, `
     for (var kk = 0u; kk < ${bk}u; kk++) {${aReads}${bReads}${fmas}
-    }
-    workgroupBarrier();
-  }
+    }`)}
   var acc: array<array<${T}, ${rn}>, ${rm}>;
   ${accCopy}
   ${f ? fusionEpilogueWgsl(f, c) : defaultEpilogue}

@@ -1,6 +1,7 @@
 import { eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
 import { gemvFusionSupported, gemvGeometry, gemvKPerThread, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
 import { vec4Eligible } from '../../kernels/wgsl/gemm_tiled_vec4.js';
+import { chunkWidth } from '../../kernels/wgsl/gemm_tiled_staging.js';
 import { dot4Eligible } from '../../kernels/wgsl/gemm_tiled_dot4.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
@@ -23,9 +24,29 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  * Benchmark-only switches (bench/gpu_bench.ts compares kernels in one process); not part of the
  * public API. Read when a primitive is created.
  */
-export const gpuKernelTuning: { gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined; tiledTn: number | undefined } = {
-  gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined,
+export const gpuKernelTuning: {
+  gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined; tiledTn: number | undefined; tiledBk: number | undefined; chunk: boolean;
+} = {
+  gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true,
 };
+
+/**
+ * Consecutive weights columns `gemm-tiled` stages per load (gemm_tiled_staging.ts), 0 for one element
+ * per load: f32 (vec4) and s8 / u8 / s4 / u4 (a word) weights with unit column stride whose chunks
+ * never straddle a row, a group, a binding window (aligned to 256 bytes: whole chunks) or a GLU half.
+ */
+export function bChunkOf(p: MatmulProblem): number {
+  const V = chunkWidth(p.weights.dataType);
+  if (!gpuKernelTuning.chunk || V === 0) return 0;
+  const w = p.weights.strides, nd = p.weights.ndims;
+  const ldwn = w[nd - 1], ldwk = w[nd - 2];
+  // The weights stride per group / batch (absent: one weights matrix).
+  const wg = nd === 3 && p.weights.dims[0] !== 1 ? w[0] : 0;
+  if (ldwn !== 1 || ldwk % V !== 0 || wg % V !== 0 || p.N % V !== 0) return 0;
+  const glu = p.fusion.glu;
+  if (glu && (glu.layout === 'interleaved' || (glu.layout === 'halves' && (p.N / 2) % V !== 0))) return 0;
+  return V;
+}
 
 /** Whether the W8A8 GEMM of `p` runs `gemm-tiled-dot4` on `eng` (undefined engine: no). */
 export function dot4Kernel(p: MatmulProblem, eng: GpuEngine | undefined): boolean {

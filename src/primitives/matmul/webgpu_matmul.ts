@@ -5,6 +5,7 @@ import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { StatusSlot } from '../../runtime/gpu/status_slots.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
+import { stagingKey } from '../../kernels/wgsl/gemm_tiled_staging.js';
 import {
   groupedScheduleKey, groupedScheduleWgsl, scheduleGrid, scheduleTileBound, scheduleWords, SCHED_HEADER_WORDS, SCHED_PARAMS_BYTES, type ScheduleConfig,
 } from '../../kernels/wgsl/grouped_schedule.js';
@@ -15,7 +16,7 @@ import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
 import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
-import { dot4Kernel, gemvPlan, gpuKernelTuning, vec4Tile } from './webgpu_kernel_choice.js';
+import { bChunkOf, dot4Kernel, gemvPlan, gpuKernelTuning, vec4Tile } from './webgpu_kernel_choice.js';
 import { gemmTiledDot4Key, gemmTiledDot4Wgsl } from '../../kernels/wgsl/gemm_tiled_dot4.js';
 import { WebgpuGemvExecutor } from './webgpu_gemv.js';
 import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
@@ -26,16 +27,27 @@ import { planWindows, rangeBinding, type BindingWindow } from './binding_windows
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem, eng?: GpuEngine): { tm: number; tn: number; bk: number } {
   const v = vec4Tile(p);
-  // bk 8: the K slice gemm-tiled takes when row modes or binding windows rule the vec4 kernel out (it uses its own).
-  if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: 8 };
+  // The K slice gemm-tiled takes when row modes or binding windows rule the vec4 kernel out (it uses
+  // its own): 16, 8 for 128 x 128 tiles (16 KiB of workgroup memory).
+  if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: v === 128 ? 8 : 16 };
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
   // 64 columns (4 per thread): more workgroups in flight, which the dequantizing staging needs (an
-  // H200 ran MoE-B's int4 GEMMs 11-15% and f32 ones 1-9% faster than with 128 at T = 256); dot4
-  // (cheap staging) is faster with 128 where N is wide.
-  const tn = gpuKernelTuning.tiledTn ?? (p.N >= 512 && eng !== undefined && dot4Kernel(p, eng) ? 128 : 64);
-  if (rows <= 16) return { tm: 16, tn: 64, bk: 16 };
-  if (rows <= 32) return { tm: 32, tn, bk: 16 };
-  if (rows <= 256 || p.N < 512) return { tm: 64, tn, bk: 16 };
+  // H200 ran MoE-B's int4 GEMMs 11-15% and f32 ones 1-9% faster than with 128 at T = 256, one element
+  // per load); 4-bit weights staged in words (gemm_tiled_staging.ts) and dot4 (cheap staging) are
+  // faster with 128 where N is wide (int4 gemm1 / gemm2 1333 / 647 us vs 1415 / 710 us on an H200,
+  // reports/prefill2-h200.md; measured with 32-row tiles only, so 64-row ones keep 64 columns).
+  const dot4 = p.N >= 512 && eng !== undefined && dot4Kernel(p, eng);
+  const tn = gpuKernelTuning.tiledTn ?? (dot4 ? 128 : 64);
+  const tn32 = gpuKernelTuning.tiledTn ?? (dot4 || (p.N >= 512 && bChunkOf(p) === 8) ? 128 : 64);
+  const fit = (tm: number, t: number): { tm: number; tn: number; bk: number } => {
+    // Workgroup memory: BK x (TM + 4) A words and BK x TN B words within 16 KiB (the default limit).
+    let bk = gpuKernelTuning.tiledBk ?? 16;
+    while (bk > 8 && bk * (tm + 4 + t) > 4096) bk /= 2;
+    return { tm, tn: t, bk };
+  };
+  if (rows <= 16) return fit(16, 64);
+  if (rows <= 32) return fit(32, tn32);
+  if (rows <= 256 || p.N < 512) return fit(64, tn);
   return { tm: 128, tn: 128, bk: 8 };
 }
 
@@ -168,10 +180,15 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const plan = planWindows(p, t.tm, eng.caps);
     if (typeof plan === 'string') throw new Error(`webgpu matmul: ${plan}`);
     const rows = rowsOf(p) ?? (plan ? { gather: false, scatter: false, zeroFill: false, counts: false } : undefined);
-    this.cfg = { mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion, ...(rows ? { rows } : {}) };
+    const kernel = kernelOf(p, eng);
+    // Chunked weights staging changes the thread layout: gemm-tiled only (dot4 and vec4 have their own).
+    const bChunk = kernel === 'tiled' ? bChunkOf(p) : 0;
+    this.cfg = {
+      mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion,
+      ...(rows ? { rows } : {}), ...(bChunk ? { bChunk } : {}),
+    };
     this.schedCfg = scheduleOf(p);
     const cfg = this.cfg;
-    const kernel = kernelOf(p, eng);
     this.gemm = kernel === 'vec4'
       ? eng.pipeline(gemmTiledVec4Key(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledVec4Wgsl(cfg))
       : kernel === 'dot4'
@@ -303,7 +320,9 @@ export const webgpuMatmul: GpuMatmulImpl = {
     if (g) return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}+grouped-schedule`;
     const t = tileOf(p, eng);
     const k = kernelOf(p, eng);
-    return `webgpu:gemm-tiled${k === 'tiled' ? '' : `-${k}`}-${t.tm}x${t.tn}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
+    // gemm-tiled's staging (gemm_tiled_staging.ts): chunked weights loads, register prefetch.
+    const staging = k === 'tiled' ? stagingKey({ ...t, bChunk: bChunkOf(p), fusion: needsFusion(p) ? gemmFusionOf(p) : undefined }) : '';
+    return `webgpu:gemm-tiled${k === 'tiled' ? '' : `-${k}`}-${t.tm}x${t.tn}${staging}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
   },
   reject(p, eng) {
     return rejectReason(p, eng);
