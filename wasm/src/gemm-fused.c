@@ -635,6 +635,24 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
       if (is_int) pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 0);
       else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
     }
+    /* 1 row of s8 src (no zero points) x x4 codes where the relaxed dot computes exactly: the row's bytes
+       are read in place (4 k per i32 splat), no int16 A block */
+    const int x8w = v->wfmt == WEI_X8_P8;
+    const size_t arow_e = is_int && mc == 1 && direct && !x8w && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
+    const int rdot = arow_e != SIZE_MAX && rdot_ok();
+    const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
+    /* 1 row with K-block scales folded in registers: f32 scales beside the panel, this K block on block boundaries */
+    const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
+                        (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+    /* Otherwise 1 row of 8-bit src (|x| <= 255, no zero points) x x4 codes: two panels per s16_dq_1x16w4 call on the
+       row rewritten in place into its quad layout (with the activation sums per K block in s->b, free in direct
+       mode below FACC_OFFSET); the A block then no longer serves the next tile. */
+    const int quad = is_int && mc == 1 && direct && lowp && !x8w && !rdot && kcp > 0 && kcp <= 4 * FACC_OFFSET && !szb && !wzb &&
+                     !comp && (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0));
+    if (quad) {
+      s16_quad_row((int16_t*)s->a, (size_t)kcp, kvs ? (size_t)kblk : 0, (int32_t*)s->b);
+      s->a_base = 0;
+    }
     for (int sg = 0; sg < t.nseg; sg++) {
       const int32_t sn = t.seg_n[sg], sw = t.seg_w[sg], npan = cdiv(sw, NR);
       float* cseg = s->c + t.seg_c[sg];
@@ -663,15 +681,25 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
               }
               w.csum[t.seg_c[sg] + p * NR + q] = (int32_t)((uint32_t)w.csum[t.seg_c[sg] + p * NR + q] + sum);
             }
-        const int x8 = v->wfmt == WEI_X8_P8;
-        const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
-                            (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
-        /* 1 row of s8 src (no zero points) x x4 codes where the relaxed dot computes exactly: the row's bytes
-           are read in place (4 k per i32 splat), no int16 A block */
-        const size_t arow_e = mc == 1 && direct && !x8 && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
-        const int rdot = arow_e != SIZE_MAX && rdot_ok();
-        const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
+        const int x8 = x8w;
         const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
+        if (quad) { /* two panels per call; an odd last one against itself, its 8 results through a copy */
+          for (int32_t p = 0; p < npan; p += 2) {
+            const int two = p + 1 < npan;
+            const int32_t nc1 = MIN(NR, sw - p * NR), nc2 = two ? MIN(NR, sw - (p + 1) * NR) : 0;
+            const uint8_t* pw = bp + p * pstride;
+            uint32_t tmp[2 * NR] = { 0 }; /* f32 or int32 lanes, copied as bits */
+            uint32_t* out = (uint32_t*)(kvs ? s->b + FACC_OFFSET + t.seg_c[sg] + p * NR : cseg + p * NR);
+            uint32_t* o = two ? out : tmp;
+            if (!two) for (int32_t q = 0; q < NR; q++) tmp[q] = out[q];
+            const float* sp = kvs ? (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) +
+                                        (size_t)((v->k0 + k0) / kblk) * NR : 0;
+            s16_dq_1x16w4((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, (const int16_t*)s->a, (const int32_t*)s->b, pw,
+                          two ? pstride : 0, sp, two ? v->wps / 4 : 0, o, !first, first, v->B.dt);
+            if (!two) for (int32_t q = 0; q < NR; q++) out[q] = tmp[q];
+          }
+          continue;
+        }
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
           const uint8_t* pw = bp + p * pstride;
