@@ -558,6 +558,11 @@ static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t 
   }
 }
 
+/* 0: the 1-2 row x4 decode tiles run the former 3x8 / dq_row kernels instead of s16_dq_1x16w4 / 2x8w4 (the same
+   bits): an in-process A/B for `bench --mode=weights` (variant w4:dq-3x8). In the shared memory: every thread sees it. */
+static volatile int32_t dq_quad_on = 1;
+EXPORT(set_dq_quad) void set_dq_quad(int32_t on) { dq_quad_on = on; }
+
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc) {
   tile_t t;
@@ -653,7 +658,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     int16_t* aq = (int16_t*)s->a + ((3 * (size_t)KC + 7) & ~(size_t)7);
     int32_t* xs = (int32_t*)(aq + 2 * qstride);
     const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
-    const int quad = is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
+    const int quad = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
                      (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0)) && kcp <= 32768 &&
                      3 * (size_t)KC + 8 + 2 * qstride + 4 * xstride <= a_room;
     if (fresh) s->a_quad = 0;
