@@ -52,6 +52,8 @@ interface Variant {
   readonly runtimeScales?: boolean;
   /** attr.setDynamicQuantization(ARG.SRC, s8): f32 src quantized per row at execution, integer path (rfcs/0006). */
   readonly dynamic?: boolean;
+  /** Runs with the kernels' set_dq_quad(0): the former 3x8 integer decode kernels, for an in-process A/B (issue 19). */
+  readonly former?: boolean;
 }
 
 /** The measured variants; the extra ones (`--variants=`) split the fused cost into its parts. */
@@ -83,6 +85,9 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w8:dq', int8: false, scales: true, fused: false, wei: dt.s8, dynamic: true },
   { name: 'w4:dq', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true },
   { name: 'w4k32:dq', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true },
+  // The same on the former 1-2 row integer decode kernels (set_dq_quad(0); the same bits): in-process A/B.
+  { name: 'w4:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true, former: true },
+  { name: 'w4k32:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true, former: true },
   // The same with the scales at execution on codes-only panels (`-rt`): what tag.any gave before the `+q` layouts.
   { name: 'w8-rt', int8: false, scales: true, fused: false, wei: dt.s8, runtimeScales: true },
   { name: 'w4-rt', int8: false, scales: true, fused: false, wei: dt.s4, runtimeScales: true },
@@ -211,8 +216,10 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
   return {
     impl: pd.implInfo,
     run: async () => {
+      if (v.former) eng.kernels?.set_dq_quad(0);
       prim.execute(strm, args);
       await strm.wait();
+      if (v.former) eng.kernels?.set_dq_quad(1);
     },
     error: () => {
       if (!host.src || !host.wei || !host.sc) return undefined;

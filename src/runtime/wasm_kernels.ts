@@ -23,6 +23,8 @@ export interface KernelExports {
   set_relaxed_dot(allowed: number): void;
   /** 1 when the relaxed build uses the relaxed dot (native relaxed SIMD and the kernel's probe exact), else 0. */
   relaxed_dot_ok(): number;
+  /** Bench A/B: 0 runs the 1-2 row x4 integer decode tiles on the former 3x8 kernels (the same bits), 1 (default) on s16_dq_1x16w4 / 2x8w4. */
+  set_dq_quad(on: number): void;
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;
   ukernel_s16(reps: number, kc: number, a: number, w: number, c: number): number;

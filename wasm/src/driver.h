@@ -29,6 +29,8 @@ typedef struct scratch {
   const char* a_base;
   size_t a_off;
   int32_t a_g, a_m0, a_mc, a_k0, a_kc, a_ld;
+  /* Whether the A block's row also sits in s16_dq_1x16w4's quad layout past its micro-panel (gemm-fused.c). */
+  int32_t a_quad;
   /* Plain weights packed once per N-block (job.wcache_k): panels [nb/8][Kg][8] f32, and which block
      they hold (reset per run_job call, like the A block). */
   float* wcache;
@@ -52,6 +54,7 @@ INLINE size_t scratch_setup(const job_t* j, char* base, scratch_t* s) {
   s->bias = s->c + mb * nbc;
   s->vec = s->bias;
   s->a_base = 0;
+  s->a_quad = 0;
   s->wcache = s->vec + 8 * nbc + 4 * mb;
   s->w_base = 0;
   return offs_bytes + 4 * ((mb + MR) * kca + kcf * nbc + mb * nbc + 8 * nbc + 4 * mb + (size_t)(j->wcache_k ? j->wcache_k + 4 : 0) * (size_t)j->nb);

@@ -558,6 +558,11 @@ static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t 
   }
 }
 
+/* 0: the 1-2 row x4 decode tiles run the former 3x8 / dq_row kernels instead of s16_dq_1x16w4 / 2x8w4 (the same
+   bits): an in-process A/B for `bench --mode=weights` (variant w4:dq-3x8). In the shared memory: every thread sees it. */
+static volatile int32_t dq_quad_on = 1;
+EXPORT(set_dq_quad) void set_dq_quad(int32_t on) { dq_quad_on = on; }
+
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                     int32_t nc) {
   tile_t t;
@@ -628,12 +633,39 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     const int first = k0 == 0;
     /* Consecutive tiles of a group (N-blocks) share their A block: pack it once per worker, unless the
        packing also sums the rows (weights zero points), which the tile epilogue needs afresh. */
+    int fresh = 1; /* the A block was packed in this iteration */
     if (is_int && wzb) {
       s->a_base = 0;
       pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 1);
     } else if (!a_block_cached(s, g, v->A.base, v->A.off, m0, mc, k0, kc, KC)) {
       if (is_int) pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 0);
       else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
+    } else fresh = 0;
+    /* 1 row of s8 src (no zero points) x x4 codes where the relaxed dot computes exactly: the row's bytes
+       are read in place (4 k per i32 splat), no int16 A block */
+    const int x8w = v->wfmt == WEI_X8_P8;
+    const size_t arow_e = is_int && mc == 1 && direct && !x8w && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
+    const int rdot = arow_e != SIZE_MAX && rdot_ok();
+    const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
+    /* 1 row with K-block scales folded in registers: f32 scales beside the panel, this K block on block boundaries */
+    const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
+                        (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+    /* Otherwise 1-2 rows of 8-bit src (|x| <= 255, no zero points) x x4 codes: s16_dq_1x16w4 (1 row, two panels per
+       call; K blocks folded as above) or s16_dq_2x8w4 (2 rows, int32 sums) on copies of the rows in their quad
+       layout, with the activation sums per K block, past the micro-panel in the A block's room (made once per A
+       block: consecutive tiles share them as they share the A block). */
+    const size_t qstride = ((size_t)kcp + 7) & ~(size_t)7, xstride = (size_t)kcp / 4 + 1;
+    int16_t* aq = (int16_t*)s->a + ((3 * (size_t)KC + 7) & ~(size_t)7);
+    int32_t* xs = (int32_t*)(aq + 2 * qstride);
+    const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
+    const int quad = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
+                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0)) && kcp <= 32768 &&
+                     3 * (size_t)KC + 8 + 2 * qstride + 4 * xstride <= a_room;
+    if (fresh) s->a_quad = 0;
+    if (quad && !s->a_quad) {
+      for (int32_t i = 0; i < mc; i++)
+        s16_quad_row((const int16_t*)s->a + 2 * i, aq + i * qstride, (size_t)kcp, kvs ? (size_t)kblk : 0, xs + i * xstride);
+      s->a_quad = 1;
     }
     for (int sg = 0; sg < t.nseg; sg++) {
       const int32_t sn = t.seg_n[sg], sw = t.seg_w[sg], npan = cdiv(sw, NR);
@@ -663,15 +695,31 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
               }
               w.csum[t.seg_c[sg] + p * NR + q] = (int32_t)((uint32_t)w.csum[t.seg_c[sg] + p * NR + q] + sum);
             }
-        const int x8 = v->wfmt == WEI_X8_P8;
-        const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
-                            (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
-        /* 1 row of s8 src (no zero points) x x4 codes where the relaxed dot computes exactly: the row's bytes
-           are read in place (4 k per i32 splat), no int16 A block */
-        const size_t arow_e = mc == 1 && direct && !x8 && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
-        const int rdot = arow_e != SIZE_MAX && rdot_ok();
-        const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
+        const int x8 = x8w;
         const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
+        if (quad && mc == 2) {
+          for (int32_t p = 0; p < npan; p++)
+            s16_dq_2x8w4((size_t)MIN(NR, sw - p * NR), (size_t)kcp, aq, aq + qstride, xs, xs + xstride, bp + p * pstride,
+                         (int32_t*)cseg + p * NR, (size_t)ldc, !first, v->B.dt);
+          continue;
+        }
+        if (quad) { /* two panels per call; an odd last one against itself, its 8 results through a copy */
+          for (int32_t p = 0; p < npan; p += 2) {
+            const int two = p + 1 < npan;
+            const int32_t nc1 = MIN(NR, sw - p * NR), nc2 = two ? MIN(NR, sw - (p + 1) * NR) : 0;
+            const uint8_t* pw = bp + p * pstride;
+            uint32_t tmp[2 * NR] = { 0 }; /* f32 or int32 lanes, copied as bits */
+            uint32_t* out = (uint32_t*)(kvs ? s->b + FACC_OFFSET + t.seg_c[sg] + p * NR : cseg + p * NR);
+            uint32_t* o = two ? out : tmp;
+            if (!two) for (int32_t q = 0; q < NR; q++) tmp[q] = out[q];
+            const float* sp = kvs ? (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) +
+                                        (size_t)((v->k0 + k0) / kblk) * NR : 0;
+            s16_dq_1x16w4((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, aq, xs, pw,
+                          two ? pstride : 0, sp, two ? v->wps / 4 : 0, o, !first, first, v->B.dt);
+            if (!two) for (int32_t q = 0; q < NR; q++) out[q] = tmp[q];
+          }
+          continue;
+        }
         for (int32_t p = 0; p < npan; p++) {
           const int32_t ncp = MIN(NR, sw - p * NR);
           const uint8_t* pw = bp + p * pstride;

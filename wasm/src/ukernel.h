@@ -34,6 +34,18 @@ void s16_unpack_w4(const uint8_t* restrict w, size_t kc, int dt, int16_t* restri
 /* 1 row x one x8 / x4 panel with dynamic int8 activations and f32 K-block scales folded per block (s16-gemm-3x8-wasmsimd.c). */
 void s16_dq_1x8(size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, const float* restrict sc, float* restrict c,
                 int first, int dt);
+/* 1 row x two x4 panels (w, w + ps; s4 / u4) with int16 activations in the quad layout (s16_quad_row copies
+   the row of a 3-row micro-panel into it, with the activation sums xs per block of blk k): int32 sums
+   (sc = 0, C (+)= sums) or blk-k blocks folded with f32 scales (sc, sc + sps: 8 per block each) as
+   s16_dq_1x8 does; bitwise those kernels' results (s16-gemm-1x16w4-wasmsimd.c). */
+void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums);
+void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                   const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
+                   int dt);
+/* 2 rows x one x4 panel on the rows' quad layouts (a0, a1; activation sums xs0, xs1 over kc): C rows c, c + ldc
+   (+)= the int32 sums (nc columns). */
+void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
+                  const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt);
 /* Relaxed SIMD: whether relaxed_dot_i8x16_i7x16_add computes exactly (probed once; 0 in the SIMD128 build), and
    1 row of s8 codes x one x4 panel on it, int32 sums (sc = 0) or K blocks folded with f32 scales (s16-gemm-3x8-wasmsimd.c). */
 int32_t rdot_ok(void);

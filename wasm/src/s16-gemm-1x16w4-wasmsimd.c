@@ -1,0 +1,235 @@
+/* Integer decode microkernel for 4-bit weights (issue 19): 1 row x 2 x4:p8k2 panels (16 columns), exact
+   int32 sums, with one byte shuffle and two masks per 8 columns x 4 k instead of the 3x8 kernel's
+   nibble shifts and unpacks (s16-gemm-3x8-wasmsimd.c: 6 shuffles + 5 shifts per 32 weights, all on the
+   x64 shuffle / shift ports; here 2 shuffles + 4 ands).
+
+   Weights: 16 bytes of a panel = k-pairs t, t + 1 (byte q: code(2t, q) | code(2t + 1, q) << 4, then
+   the same for t + 1). One swizzle puts, in the 32-bit lane of column q, the 16-bit halves
+   [byte q of t | byte q of t + 1 << 8] and [byte q of t + 1 | byte q of t << 8]: nibbles c0 c1 c2 c3 and
+   c2 c3 c0 c1 (ci = code(2t + i, q)). Masked by 0x000F the lane holds the int16 pair (c0, c2); by 0x00F0,
+   (16 c1, 16 c3). i32x4.dot_i16x8_s with the activations' i32 [16 x0 | 16 x2] resp. [x1 | x3] (the
+   quad layout, s16_quad_row) adds 16 (x0 c0 + x2 c2) + 16 (x1 c1 + x3 c3) into the column's lane: the
+   sums are 16x the true ones, shifted back exactly at the end. s4 codes are biased by xor 0x88 (code + 8
+   in [0, 15]) and 8 x the block's activation sum is subtracted. Integer sums do not depend on the order:
+   the results are bitwise those of s16_gemm_3x8w4 / s16_dq_1x8. Bounds: |x| <= 2047 (16 x fits int16)
+   and 16 x the biased sum fits int32 (|x| <= 255: kc <= 32768; the caller checks both). */
+#include "common.h"
+#include "ukernel.h"
+#include "tile_io.h"
+
+#define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
+#define KEEP(v) __asm__("" : "+r"(v))
+
+#ifdef RELAXED
+#define SWZ0(x) ((v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)(x), (__i8x16)i0))
+#define SWZ1(x) ((v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)(x), (__i8x16)i1))
+#else
+#define SWZ0(x) wasm_i8x16_swizzle((x), i0)
+#define SWZ1(x) wasm_i8x16_swizzle((x), i1)
+#endif
+
+/* The row's int16 k-pairs (s16_gemm_3x8's micro-panel, row 0: k-pair t at i32 index 3t) in the quad
+   layout at out: per 4 k, int16 [16 x0, 16 x2, x1, x3] (a missing last k-pair: zeros); sums[b] = the
+   activations' sum over block b of blk k (blk a multiple of 4; 0: one block of kcp). */
+void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums) {
+  const int32_t* in = (const int32_t*)a;
+  if (!blk) blk = kcp;
+  int32_t s = 0;
+  size_t b = 0;
+  for (size_t k = 0; k < kcp; k += 4) {
+    const int32_t p0 = in[3 * (k / 2)], p1 = k + 2 < kcp ? in[3 * (k / 2 + 1)] : 0;
+    const int16_t x0 = (int16_t)p0, x1 = (int16_t)(p0 >> 16), x2 = (int16_t)p1, x3 = (int16_t)(p1 >> 16);
+    out[k] = (int16_t)(16 * x0);
+    out[k + 1] = (int16_t)(16 * x2);
+    out[k + 2] = x1;
+    out[k + 3] = x3;
+    s += x0 + x1 + x2 + x3;
+    if ((k + 4) % blk == 0 || k + 4 >= kcp) {
+      sums[b++] = s;
+      s = 0;
+    }
+  }
+}
+
+/* kc k (even) of one row x two panels (w, w + ps) in blocks of blk k (a multiple of 4; the last may be
+   shorter). sc = 0: C (int32, nc1 + nc2 columns) = sums (+ C when acc), one block. Else block b's sums
+   in f32 times its 8 + 8 f32 scales (sc + 8 b and sc + sps + 8 b) added in block order to the f32 C
+   (F = p0 when first, else F + p_b): dq_row's arithmetic. */
+/* One step: 4 k (or the last k-pair, 8 bytes) of both panels, r and q their bytes. */
+#define QUAD_STEP(LOAD_W, LOAD_U)                                                     \
+  do {                                                                                \
+    v128_t r = LOAD_W, q = LOAD_U;                                                    \
+    if (S4) {                                                                         \
+      r = wasm_v128_xor(r, xb);                                                       \
+      q = wasm_v128_xor(q, xb);                                                       \
+    }                                                                                 \
+    const v128_t xa = LDS(a, 0), xo = LDS(a, 4);                                      \
+    v128_t p = SWZ0(r);                                                               \
+    v0 = DOT(wasm_v128_and(p, mhi), xo, DOT(wasm_v128_and(p, mlo), xa, v0));          \
+    p = SWZ1(r);                                                                      \
+    v1 = DOT(wasm_v128_and(p, mhi), xo, DOT(wasm_v128_and(p, mlo), xa, v1));          \
+    p = SWZ0(q);                                                                      \
+    v2 = DOT(wasm_v128_and(p, mhi), xo, DOT(wasm_v128_and(p, mlo), xa, v2));          \
+    p = SWZ1(q);                                                                      \
+    v3 = DOT(wasm_v128_and(p, mhi), xo, DOT(wasm_v128_and(p, mlo), xa, v3));          \
+    w += 16;                                                                          \
+    u += 16;                                                                          \
+    a += 4;                                                                           \
+  } while (0)
+
+INLINE void dq4_row16(const int S4, size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a,
+                      const int32_t* restrict xs, const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps,
+                      void* restrict c, int acc, int first) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  a = a + z;
+  w = w + z;
+  const uint8_t* u = w + ps;
+  v128_t i0 = wasm_i8x16_const(0, 8, 8, 0, 1, 9, 9, 1, 2, 10, 10, 2, 3, 11, 11, 3);
+  v128_t i1 = wasm_i8x16_const(4, 12, 12, 4, 5, 13, 13, 5, 6, 14, 14, 6, 7, 15, 15, 7);
+  v128_t mlo = wasm_i16x8_splat(0x000f), mhi = wasm_i16x8_splat(0x00f0), xb = wasm_i8x16_splat((int8_t)0x88);
+  KEEP(i0);
+  KEEP(i1);
+  KEEP(mlo);
+  KEEP(mhi);
+  if (S4) KEEP(xb);
+  const v128_t zero = wasm_i32x4_splat(0);
+  v128_t f0 = zero, f1 = zero, f2 = zero, f3 = zero;
+  if (sc && !first) {
+    f0 = wasm_v128_load(c);
+    f1 = wasm_v128_load((const float*)c + 4);
+    f2 = wasm_v128_load((const float*)c + 8);
+    f3 = wasm_v128_load((const float*)c + 12);
+  }
+  for (size_t k = 0; k < kc; k += blk) {
+    const size_t len = kc - k < blk ? kc - k : blk;
+    v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
+    for (size_t n = len / 4; n; n--) QUAD_STEP(wasm_v128_load(w), wasm_v128_load(u));
+    if (len & 2) QUAD_STEP(wasm_v128_load64_zero(w), wasm_v128_load64_zero(u)); /* the last k-pair: its 8 bytes (no read
+                                                                                  past the panel); x2 = x3 = 0 in the quad */
+    /* 16 x the sums, exact: back to the sums (arithmetic shift), minus the s4 bias 8 x sum(x) */
+    v0 = wasm_i32x4_shr(v0, 4);
+    v1 = wasm_i32x4_shr(v1, 4);
+    v2 = wasm_i32x4_shr(v2, 4);
+    v3 = wasm_i32x4_shr(v3, 4);
+    if (S4) {
+      const v128_t bias = wasm_i32x4_splat((int32_t)((uint32_t)*xs << 3));
+      v0 = wasm_i32x4_sub(v0, bias);
+      v1 = wasm_i32x4_sub(v1, bias);
+      v2 = wasm_i32x4_sub(v2, bias);
+      v3 = wasm_i32x4_sub(v3, bias);
+    }
+    xs++;
+    if (!sc) {
+      if (acc) {
+        v0 = wasm_i32x4_add(v0, wasm_v128_load(c));
+        v1 = wasm_i32x4_add(v1, wasm_v128_load((const int32_t*)c + 4));
+        v2 = wasm_i32x4_add(v2, wasm_v128_load((const int32_t*)c + 8));
+        v3 = wasm_i32x4_add(v3, wasm_v128_load((const int32_t*)c + 12));
+      }
+      store_row8(c, nc1, v0, v1);
+      store_row8((int32_t*)c + 8, nc2, v2, v3);
+      return;
+    }
+    const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v0), wasm_v128_load(sc));
+    const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v1), wasm_v128_load(sc + 4));
+    const v128_t p2 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v2), wasm_v128_load(sc + sps));
+    const v128_t p3 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v3), wasm_v128_load(sc + sps + 4));
+    sc += NR;
+    if (first && k == 0) {
+      f0 = p0;
+      f1 = p1;
+      f2 = p2;
+      f3 = p3;
+    } else {
+      f0 = wasm_f32x4_add(f0, p0);
+      f1 = wasm_f32x4_add(f1, p1);
+      f2 = wasm_f32x4_add(f2, p2);
+      f3 = wasm_f32x4_add(f3, p3);
+    }
+  }
+  if (sc) {
+    wasm_v128_store(c, f0);
+    wasm_v128_store((float*)c + 4, f1);
+    wasm_v128_store((float*)c + 8, f2);
+    wasm_v128_store((float*)c + 12, f3);
+  }
+}
+
+void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                   const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
+                   int dt) {
+  if (dt == DT_S4) dq4_row16(1, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  else dq4_row16(0, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+}
+
+/* 2 rows x one x4 panel, int32 sums (C rows c, c + ldc (+)= sums; nc columns): the decode tiles of experts
+   with two rows. The panel's bytes are rearranged once for both rows; a0 / a1 the rows' quad layouts, xs0 /
+   xs1 their activation sums over kc. */
+INLINE void dq4_rows2(const int S4, size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
+                      const int32_t* restrict xs0, const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c,
+                      size_t ldc, int acc) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  a0 = a0 + z;
+  a1 = a1 + z;
+  w = w + z;
+  v128_t i0 = wasm_i8x16_const(0, 8, 8, 0, 1, 9, 9, 1, 2, 10, 10, 2, 3, 11, 11, 3);
+  v128_t i1 = wasm_i8x16_const(4, 12, 12, 4, 5, 13, 13, 5, 6, 14, 14, 6, 7, 15, 15, 7);
+  v128_t mlo = wasm_i16x8_splat(0x000f), mhi = wasm_i16x8_splat(0x00f0), xb = wasm_i8x16_splat((int8_t)0x88);
+  KEEP(i0);
+  KEEP(i1);
+  KEEP(mlo);
+  KEEP(mhi);
+  if (S4) KEEP(xb);
+  const v128_t zero = wasm_i32x4_splat(0);
+  v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
+#define ROWS2_STEP(LOAD_W)                                                                              \
+  do {                                                                                                  \
+    v128_t r = LOAD_W;                                                                                  \
+    if (S4) r = wasm_v128_xor(r, xb);                                                                   \
+    const v128_t p0 = SWZ0(r), p1 = SWZ1(r);                                                            \
+    const v128_t l0 = wasm_v128_and(p0, mlo), h0 = wasm_v128_and(p0, mhi);                              \
+    const v128_t l1 = wasm_v128_and(p1, mlo), h1 = wasm_v128_and(p1, mhi);                              \
+    v128_t xa = LDS(a0, 0), xo = LDS(a0, 4);                                                            \
+    v0 = DOT(h0, xo, DOT(l0, xa, v0));                                                                  \
+    v1 = DOT(h1, xo, DOT(l1, xa, v1));                                                                  \
+    xa = LDS(a1, 0);                                                                                    \
+    xo = LDS(a1, 4);                                                                                    \
+    v2 = DOT(h0, xo, DOT(l0, xa, v2));                                                                  \
+    v3 = DOT(h1, xo, DOT(l1, xa, v3));                                                                  \
+    w += 16;                                                                                            \
+    a0 += 4;                                                                                            \
+    a1 += 4;                                                                                            \
+  } while (0)
+  for (size_t n = kc / 4; n; n--) ROWS2_STEP(wasm_v128_load(w));
+  if (kc & 2) ROWS2_STEP(wasm_v128_load64_zero(w));
+#undef ROWS2_STEP
+  v0 = wasm_i32x4_shr(v0, 4);
+  v1 = wasm_i32x4_shr(v1, 4);
+  v2 = wasm_i32x4_shr(v2, 4);
+  v3 = wasm_i32x4_shr(v3, 4);
+  if (S4) {
+    const v128_t b0 = wasm_i32x4_splat((int32_t)((uint32_t)*xs0 << 3)), b1 = wasm_i32x4_splat((int32_t)((uint32_t)*xs1 << 3));
+    v0 = wasm_i32x4_sub(v0, b0);
+    v1 = wasm_i32x4_sub(v1, b0);
+    v2 = wasm_i32x4_sub(v2, b1);
+    v3 = wasm_i32x4_sub(v3, b1);
+  }
+  int32_t* c1 = c + ldc;
+  if (acc) {
+    v128_t t0, t1;
+    load_row8(c, nc, &t0, &t1);
+    v0 = wasm_i32x4_add(v0, t0);
+    v1 = wasm_i32x4_add(v1, t1);
+    load_row8(c1, nc, &t0, &t1);
+    v2 = wasm_i32x4_add(v2, t0);
+    v3 = wasm_i32x4_add(v3, t1);
+  }
+  store_row8(c, nc, v0, v1);
+  store_row8(c1, nc, v2, v3);
+}
+
+void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
+                  const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt) {
+  if (dt == DT_S4) dq4_rows2(1, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  else dq4_rows2(0, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+}
