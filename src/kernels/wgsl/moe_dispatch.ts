@@ -14,7 +14,9 @@
  *    (or the batched counts). Row of slot i = start[l] + base[block(i), l] + rank[i]: ascending token,
  *    then slot, within each expert.
  * 4. `copy` (with hidden): every routed row's hidden values, zeros on alignment padding.
- * 5. `report`: after an error, the first violation in the cpu's order written to the status slot.
+ * 5. `report`: after an error, the first violation in the cpu's order written to the status slot; and
+ *    the flag and block counts zeroed, as the next execution's place pass needs them (the scan rewrites
+ *    the counts and starts in full), so no clear of the scratch precedes an execution.
  *
  * Errors are ranked by a key (slot i: i; map entry e: n + e; expert g over capacity: n + E + g) and the
  * smallest is kept in scratch word 0 by an integer atomicMax of its complement (0: none); passes 3 and 4
@@ -30,10 +32,6 @@ export function dispatchScratchWords(n: number, G: number): number {
   return 5 + 2 * G + nb * G + 2 * n;
 }
 
-/** Words the clear before each execution must zero: flag, counts, starts and the block counts. */
-export function dispatchClearWords(n: number, G: number): number {
-  return 5 + 2 * G + Math.ceil(n / DISPATCH_BLOCK) * G;
-}
 
 /**
  * Params (uniform, u32): n = T k, k, E, G, R (routed-row capacity), cap (batched), block (alignment),
@@ -282,10 +280,15 @@ export function dispatchReportWgsl(): string {
 ${IDS}
 ${SCRATCH_RW}
 @group(0) @binding(11) var<storage, read_write> status: array<u32>;
+var<workgroup> flagW: u32;
 
-@compute @workgroup_size(1)
-fn main() {
-  let f = atomicLoad(&scr[0]);
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  if (li == 0u) { flagW = atomicLoad(&scr[0]); }
+  let f = workgroupUniformLoad(&flagW);
+  for (var j = li; j < P.nb * P.G; j += 256u) { atomicStore(&scr[BLK() + j], 0u); }
+  if (li != 0u) { return; }
+  atomicStore(&scr[0], 0u);
   if (f == 0u) { return; }
   let key = 0xffffffffu - f;
   var code = 0u;

@@ -48,8 +48,7 @@ export const webgpuCombine: GpuCombineImpl = {
         if (n === 0) return;
         const slot = eng.status.take((code, i, x) => (code === COMBINE_ERR_ROW ? rowError(p, i, x) : new DnnlError('runtime_error', `moe.combine: kernel status ${code}`)));
         eng.writeParams(params, Uint32Array.of(p.T, p.k, p.N, p.srcLd, p.dst.strides[0], p.rows, p.scattered ? 1 : 0, p.weighted ? 1 : 0, slot.word, 0, 0, 0));
-        eng.encode('moe.combine', (enc) => {
-          const pass = enc.beginComputePass({ label: 'moe.combine' });
+        eng.computePass('moe.combine', (pass) => {
           const ce: GPUBindGroupEntry[] = [
             { binding: 0, resource: { buffer: params } },
             { binding: 1, resource: { buffer: a.rowOf.buffers[0] } },
@@ -74,8 +73,7 @@ export const webgpuCombine: GpuCombineImpl = {
             pass.setBindGroup(0, kbg);
             pass.dispatchWorkgroups(Math.ceil(p.N / COMBINE_WG), Math.min(p.T, COMBINE_Y_FOLD), Math.ceil(p.T / COMBINE_Y_FOLD));
           }
-          pass.end();
-          eng.keepAlive(pass, cbg, kbg, ...ce, ...ke);
+          eng.keepAlive(cbg, kbg, ...ce, ...ke);
         });
       },
     };
