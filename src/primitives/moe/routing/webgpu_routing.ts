@@ -62,6 +62,9 @@ class WebgpuRoutingExecutor {
     const { p, eng } = this;
     eng.checkAlive();
     if (p.T === 0) return;
+    // The flag is written only on a violation (always reported in the slot): cleared only when an earlier
+    // execution may have left it set, i.e. its slot was not read back clean yet.
+    const mayBeSet = this.flagDirty || this.unsettled > 0;
     this.unsettled++;
     const slot = eng.status.take((code, i, x) => routingDataError(code, i, x), this.settle);
     const words = new Uint32Array(8);
@@ -70,9 +73,7 @@ class WebgpuRoutingExecutor {
     floats[4] = p.routedScalingFactor;
     floats[5] = p.renormalizeEps;
     eng.writeParams(this.params, words);
-    // The flag is written only on a violation (always reported in the slot): cleared only when an
-    // execution may have left it set, i.e. its slot was not read back clean yet.
-    if (this.flagDirty || this.unsettled > 0) {
+    if (mayBeSet) {
       eng.encode('moe.routing', (enc) => enc.clearBuffer(this.flag));
       this.flagDirty = false;
     }
