@@ -125,7 +125,7 @@ export class GpuEngine {
    */
   private readonly bindGroups = new WeakMap<GPUComputePipeline, { layout: GPUBindGroupLayout; cached: { entries: readonly GPUBindGroupEntry[]; group: GPUBindGroup }[] }>();
   /** The last words `writeParams` wrote to each params buffer: unchanged params are not written again. */
-  private readonly lastParams = new WeakMap<GPUBuffer, Uint8Array>();
+  private readonly lastParams = new WeakMap<GPUBuffer, Uint32Array>();
   private released = false;
   private lostReason: string | undefined;
   private asyncError: DnnlError | undefined;
@@ -422,12 +422,16 @@ export class GpuEngine {
    * from the previous writeParams: an executor executed again with the same arguments writes nothing,
    * so its batch needs no staging copy. Only for buffers no one else writes.
    */
-  writeParams(buffer: GPUBuffer, words: ArrayBufferView<ArrayBuffer>): void {
-    const bytes = new Uint8Array(words.buffer, words.byteOffset, words.byteLength);
+  writeParams(buffer: GPUBuffer, words: Uint32Array<ArrayBuffer>): void {
     const last = this.lastParams.get(buffer);
-    if (last && last.length === bytes.length && last.every((x, i) => x === bytes[i])) return;
-    this.lastParams.set(buffer, bytes.slice());
-    this.write(buffer, 0, bytes);
+    // A plain loop over words: this runs for every kernel of every execution.
+    if (last && last.length === words.length) {
+      let i = 0;
+      while (i < words.length && last[i] === words[i]) i++;
+      if (i === words.length) return;
+    }
+    this.lastParams.set(buffer, words.slice());
+    this.write(buffer, 0, words);
   }
 
   /** @internal keeps the objects of a submission alive until the next flush (see `inflight`). */

@@ -425,6 +425,9 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
 /** @internal the arguments a stage was given, without the absent ones. */
 export function dropUndefined<M>(a: Record<number, M | undefined>): Record<number, M> {
   const out: Record<number, M> = {};
-  for (const [k, v] of Object.entries(a)) if (v !== undefined) out[Number(k)] = v;
+  for (const k in a) {
+    const v = a[k];
+    if (v !== undefined) out[k] = v;
+  }
   return out;
 }
