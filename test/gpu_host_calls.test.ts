@@ -71,7 +71,7 @@ async function counted(targets: readonly [object, readonly string[]][], fn: () =
 }
 
 describe('gpu engine host calls per execution', () => {
-  it('a decode layer executed again records one compute pass of 9 dispatches for its five stages, no clearBuffer, one error scope, nothing created or written; the same bits', async () => {
+  it('a decode layer executed again records one compute pass of 8 dispatches for its five stages, no clearBuffer, one error scope, nothing created or written; the same bits', async () => {
     const L = decodeLayer(1);
     expect(L.layer.pd.implInfo).toMatch(/gemv-splitk/);
     const strm = new Stream(gpu);
@@ -98,12 +98,12 @@ describe('gpu engine host calls per execution', () => {
       }
     });
     const per = Object.fromEntries(Object.entries(c).map(([name, n]) => [name, n / runs]));
-    // routing: check + route; dispatch: one (its passes fused at decode sizes); gemm1 and gemm2: schedule + gemv; combine: check + sum.
+    // routing: check + route; dispatch: one (its passes fused at decode sizes); gemm1 and gemm2: schedule + gemv; combine: one (its row_of check fused at decode sizes).
     expect(per).toEqual({
       createBindGroup: 0, createBuffer: 0, pushErrorScope: 1, popErrorScope: 1, submit: 1, writeBuffer: 0,
       // The one copy is the status slots' read-back.
       beginComputePass: 1, clearBuffer: 0, copyBufferToBuffer: 1, end: 1,
-      dispatchWorkgroups: 9, dispatchWorkgroupsIndirect: 0, setPipeline: 9, setBindGroup: 9,
+      dispatchWorkgroups: 8, dispatchWorkgroupsIndirect: 0, setPipeline: 8, setBindGroup: 8,
     });
     expect(await L.out.read()).toEqual(first);
     L.layer.destroy();
