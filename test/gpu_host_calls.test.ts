@@ -109,13 +109,15 @@ describe('gpu engine host calls per execution', () => {
     L.layer.destroy();
   });
 
-  it('while profiling, each stage still gets a compute pass of its own (the profiler times them apart)', async () => {
+  it('while profiling, each stage still gets a compute pass of its own (the profiler times them apart), also when profiling starts inside a batch', async () => {
     if (!gpu.caps.timestampQuery) {
       expect(() => gpu.setProfiling(true)).toThrow(/timestamp-query/);
       return;
     }
     const L = decodeLayer(2);
     const strm = new Stream(gpu);
+    // Turned on while the batch's shared pass is open (an execution recorded, not submitted): it ends first.
+    L.layer.execute(strm, L.args);
     gpu.setProfiling(true);
     try {
       L.layer.execute(strm, L.args);

@@ -33,8 +33,8 @@ function sameEntries(a: readonly GPUBindGroupEntry[], b: readonly GPUBindGroupEn
 const ARENA_BYTES = 64 * 1024;
 
 /**
- * What a primitive records dispatches with (GpuEngine.computePass): the batch's one compute pass, or a
- * pass of its own while profiling. No `end()`: the engine ends the shared pass.
+ * @internal what a primitive records dispatches with (GpuEngine.computePass): the batch's one compute
+ * pass, or a pass of its own while profiling. No `end()`: the engine ends the shared pass.
  */
 export interface PassRecorder {
   setPipeline(pipeline: GPUComputePipeline): void;
@@ -270,6 +270,8 @@ export class GpuEngine {
     this.recording = true;
     try {
       if (this.profiler) {
+        // Profiling turned on while a shared pass is open: it ends before the timed one begins.
+        this.endPass(b);
         const pass = this.profiler.wrap(b.enc).beginComputePass({ label });
         try {
           record(pass);
