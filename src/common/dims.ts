@@ -18,7 +18,10 @@ export function dimsToString(dims: Dims): string {
 }
 
 export function dimsEqual(a: Dims, b: Dims): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
+  if (a.length !== b.length) return false;
+  // A plain loop: argument checks compare descriptors on every execute.
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Row-major (dense) element strides for `dims`. */

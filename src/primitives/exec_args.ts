@@ -22,12 +22,13 @@ export function memArg(fn: string, engine: Engine | GpuEngine, args: ExecArgs, i
   const m = args[id];
   const name = argName(id);
   if (m === undefined) throw new DnnlError('invalid_arguments', `${fn}: missing argument ${name}`);
-  check(m instanceof Memory || m instanceof GpuMemory, `${fn}: ${name} must be a Memory object`);
-  check(!m.isFreed, `${fn}: ${name} was freed`);
-  check(m.engine === engine, `${fn}: ${name} belongs to another engine`);
+  // Messages built only on failure: this runs for every argument of every execute.
+  if (!(m instanceof Memory || m instanceof GpuMemory)) check(false, `${fn}: ${name} must be a Memory object`);
+  if (m.isFreed) check(false, `${fn}: ${name} was freed`);
+  if (m.engine !== engine) check(false, `${fn}: ${name} belongs to another engine`);
   if (!m.desc.equals(md)) check(false, `${fn}: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
   if (m instanceof GpuMemory) {
-    check(m.filled, `${fn}: ${name} is a packed layout that was never filled: fill it with reorder`);
+    if (!m.filled) check(false, `${fn}: ${name} is a packed layout that was never filled: fill it with reorder`);
     return m;
   }
   const heap = (engine as Engine).heap;
@@ -41,7 +42,7 @@ export function memArg(fn: string, engine: Engine | GpuEngine, args: ExecArgs, i
 
 /** Throws unless an argument the pd does not take is absent. */
 export function noArg(fn: string, args: ExecArgs, id: number, why: string): void {
-  check(args[id] === undefined, `${fn}: ${argName(id)} was given but ${why}`);
+  if (args[id] !== undefined) check(false, `${fn}: ${argName(id)} was given but ${why}`);
 }
 
 /**

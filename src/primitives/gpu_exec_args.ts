@@ -16,11 +16,11 @@ export function gpuMemArg(fn: string, engine: GpuEngine, args: AnyExecArgs, id: 
   const m = args[id];
   const name = argName(id);
   if (m === undefined) throw new DnnlError('invalid_arguments', `${fn}: missing argument ${name}`);
-  check(m instanceof GpuMemory, `${fn}: ${name} must be a Memory object of the gpu engine`);
-  check(!m.isFreed, `${fn}: ${name} was freed`);
-  check(m.engine === engine, `${fn}: ${name} belongs to another engine`);
+  if (!(m instanceof GpuMemory)) check(false, `${fn}: ${name} must be a Memory object of the gpu engine`);
+  if (m.isFreed) check(false, `${fn}: ${name} was freed`);
+  if (m.engine !== engine) check(false, `${fn}: ${name} belongs to another engine`);
   if (!m.desc.equals(md)) check(false, `${fn}: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
-  check(m.filled, `${fn}: ${name} is a packed layout that was never filled: fill it with reorder`);
+  if (!m.filled) check(false, `${fn}: ${name} is a packed layout that was never filled: fill it with reorder`);
   return m;
 }
 

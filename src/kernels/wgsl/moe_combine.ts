@@ -6,6 +6,11 @@ export const COMBINE_ERR_ROW = 130;
 export const COMBINE_Y_FOLD = 32768;
 /** Columns per workgroup of the combine kernel. */
 export const COMBINE_WG = 64;
+/**
+ * Up to this many row_of entries (T k: decode sizes) every combine workgroup checks them all itself
+ * (`combineWgsl(dt, true)`): no check dispatch before it (~10 us of host time through Dawn on an H200).
+ */
+export const COMBINE_FUSED_CHECK = 256;
 
 /**
  * Params (uniform, u32 x 12): T, k, N, srcLd, dstLd, rows, scattered, weighted, slot (word of the
@@ -55,7 +60,7 @@ fn main(@builtin(local_invocation_index) li: u32) {
  * integer code (wgsl_exact.ts) and stored into its half of the word with atomics (the other half is
  * another invocation's, or not ours). Grid: (ceil(N / 64), min(T, fold), ceil(T / fold)).
  */
-export function combineWgsl(dst: 'f32' | 'bf16' | 'f16'): string {
+export function combineWgsl(dst: 'f32' | 'bf16' | 'f16', fusedCheck = false): string {
   const store = dst === 'f32'
     ? 'D[di] = acc;'
     : `let h = ${dst === 'f16' ? 'ex_f16_bits' : 'ex_bf16_bits'}(bitcast<u32>(acc)); let sh = (di & 1u) * 16u;
@@ -67,15 +72,35 @@ ${PARAMS}
 @group(0) @binding(2) var<storage, read> RO: array<i32>;
 @group(0) @binding(3) var<storage, read> W: array<f32>;
 @group(0) @binding(4) var<storage, read_write> D: array<${dst === 'f32' ? 'f32' : 'atomic<u32>'}>;
-@group(0) @binding(5) var<storage, read> status: array<u32>;
+@group(0) @binding(5) var<storage, ${fusedCheck ? 'read_write' : 'read'}> status: array<u32>;
 ${dst === 'f32' ? '' : WGSL_EXACT_HELPERS}
 fn opaque(p: f32) -> f32 { return bitcast<f32>(bitcast<u32>(p) ^ P.zero); }
+${fusedCheck ? `var<workgroup> first: atomic<u32>;
+var<workgroup> firstU: u32;` : ''}
 
 @compute @workgroup_size(${COMBINE_WG})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u32) {
   let t = wg.z * ${COMBINE_Y_FOLD}u + wg.y;
-  let n = wg.x * ${COMBINE_WG}u + li;
-  if (status[P.slot] != 0u || t >= P.T || n >= P.N) { return; }
+  let n = wg.x * ${COMBINE_WG}u + li;${fusedCheck ? `
+  // The check of moe-combine-check, by every workgroup (few entries): the first bad entry skips them all,
+  // workgroup 0 reports it.
+  if (li == 0u) { atomicStore(&first, 0xffffffffu); }
+  workgroupBarrier();
+  for (var i = li; i < P.T * P.k; i += ${COMBINE_WG}u) {
+    let r = RO[i];
+    if (r < -1 || (P.scattered == 0u && r >= i32(P.rows))) { atomicMin(&first, i); break; }
+  }
+  workgroupBarrier();
+  if (li == 0u) { firstU = atomicLoad(&first); }
+  let bad = workgroupUniformLoad(&firstU);
+  if (bad != 0xffffffffu) {
+    if (li == 0u && wg.x == 0u && wg.y == 0u && wg.z == 0u) {
+      status[P.slot] = ${COMBINE_ERR_ROW}u; status[P.slot + 1u] = bad; status[P.slot + 2u] = bitcast<u32>(RO[bad]); status[P.slot + 3u] = P.rows;
+    }
+    return;
+  }
+  if (t >= P.T || n >= P.N) { return; }` : `
+  if (status[P.slot] != 0u || t >= P.T || n >= P.N) { return; }`}
   var acc = 0.0f;
   for (var s = 0u; s < P.k; s++) {
     let i = t * P.k + s;

@@ -14,7 +14,12 @@
  *    (or the batched counts). Row of slot i = start[l] + base[block(i), l] + rank[i]: ascending token,
  *    then slot, within each expert.
  * 4. `copy` (with hidden): every routed row's hidden values, zeros on alignment padding.
- * 5. `report`: after an error, the first violation in the cpu's order written to the status slot.
+ * 5. `report`: after an error, the first violation in the cpu's order written to the status slot; and
+ *    the flag and block counts zeroed, as the next execution's place pass needs them (the scan rewrites
+ *    the counts and starts in full), so no clear of the scratch precedes an execution.
+ *
+ * At decode sizes (one block of slots, no hidden copy) passes 1, 2, 3 and 5 run as one single-workgroup
+ * dispatch (`dispatchFusedWgsl`).
  *
  * Errors are ranked by a key (slot i: i; map entry e: n + e; expert g over capacity: n + E + g) and the
  * smallest is kept in scratch word 0 by an integer atomicMax of its complement (0: none); passes 3 and 4
@@ -30,10 +35,6 @@ export function dispatchScratchWords(n: number, G: number): number {
   return 5 + 2 * G + nb * G + 2 * n;
 }
 
-/** Words the clear before each execution must zero: flag, counts, starts and the block counts. */
-export function dispatchClearWords(n: number, G: number): number {
-  return 5 + 2 * G + Math.ceil(n / DISPATCH_BLOCK) * G;
-}
 
 /**
  * Params (uniform, u32): n = T k, k, E, G, R (routed-row capacity), cap (batched), block (alignment),
@@ -56,16 +57,11 @@ const FAIL = 'fn fail_key(key: u32) { atomicMax(&scr[0], 0xffffffffu - key); }';
 const GID = '(wid.y * nwg.x + wid.x) * 256u + li';
 const BUILTINS = '@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32';
 
-export function dispatchPlaceWgsl(): string {
-  return /* wgsl */ `${COMMON}
-${IDS}
-${SCRATCH_RW}
-${FAIL}
+/** `place(b, li)`: slot b * 256 + li validated, mapped, ranked within block b; the block's count per expert. */
+const PLACE_FN = /* wgsl */ `
 var<workgroup> loc: array<i32, ${DISPATCH_BLOCK}>;
 
-@compute @workgroup_size(${DISPATCH_BLOCK})
-fn main(${BUILTINS}) {
-  let b = wid.y * nwg.x + wid.x;
+fn place(b: u32, li: u32) {
   let i = b * ${DISPATCH_BLOCK}u + li;
   var l = -1;
   if (i < P.n) {
@@ -82,15 +78,11 @@ fn main(${BUILTINS}) {
       } else {
         l = e;
         if (P.hasMap == 1u) { l = emap[u32(e)]; }
-        // A bad map entry is reported by its own check below; its slots are placed nowhere.
+        // A bad map entry is reported by its own check; its slots are placed nowhere.
         if (l < -1 || l >= i32(P.G)) { l = -1; }
       }
     }
     atomicStore(&scr[LOC() + i], u32(l + 1));
-  }
-  if (P.hasMap == 1u && i < P.E) {
-    let v = emap[i];
-    if (v < -1 || v >= i32(P.G)) { fail_key(P.n + i); }
   }
   loc[li] = l;
   workgroupBarrier();
@@ -106,19 +98,38 @@ fn main(${BUILTINS}) {
     if (after == 0u) { atomicStore(&scr[BLK() + b * P.G + u32(l)], before + 1u); }
   }
 }
+
+fn check_map_entry(e: u32) {
+  let v = emap[e];
+  if (v < -1 || v >= i32(P.G)) { fail_key(P.n + e); }
+}
+`;
+
+export function dispatchPlaceWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${IDS}
+${SCRATCH_RW}
+${FAIL}
+${PLACE_FN}
+@compute @workgroup_size(${DISPATCH_BLOCK})
+fn main(${BUILTINS}) {
+  let b = wid.y * nwg.x + wid.x;
+  place(b, li);
+  let i = b * ${DISPATCH_BLOCK}u + li;
+  if (P.hasMap == 1u && i < P.E) { check_map_entry(i); }
+}
 `;
 }
 
-export function dispatchScanWgsl(): string {
-  return /* wgsl */ `${COMMON}
-${SCRATCH_RW}
-@group(0) @binding(4) var<storage, read_write> args: array<u32>;
-${FAIL}
+/**
+ * `scan(li)` (one workgroup): per expert, the blocks' counts turned into bases, the count, the padded
+ * start; then the starts' end and the used rows (scr[1]).
+ */
+const SCAN_FN = /* wgsl */ `
 var<workgroup> sh: array<u32, 256>;
 var<workgroup> carry: u32;
 
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) li: u32) {
+fn scan(li: u32) {
   if (li == 0u) { carry = 0u; }
   workgroupBarrier();
   for (var base = 0u; base < P.G; base += 256u) {
@@ -155,9 +166,23 @@ fn main(@builtin(local_invocation_index) li: u32) {
   storageBarrier();
   workgroupBarrier();
   if (li == 0u) {
-    let used = select(carry, P.R, P.batched == 1u);
     atomicStore(&scr[START() + P.G], select(carry, P.G * P.cap, P.batched == 1u));
-    atomicStore(&scr[1], used);
+    atomicStore(&scr[1], select(carry, P.R, P.batched == 1u));
+  }
+}
+`;
+
+export function dispatchScanWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${SCRATCH_RW}
+@group(0) @binding(4) var<storage, read_write> args: array<u32>;
+${FAIL}
+${SCAN_FN}
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  scan(li);
+  if (li == 0u) {
+    let used = atomicLoad(&scr[1]);
     let count = select(used * P.K, (used * P.K + 1u) / 2u, P.half == 1u);
     let wg = (count + 255u) / 256u;
     var x = min(wg, P.maxDim);
@@ -172,20 +197,18 @@ fn main(@builtin(local_invocation_index) li: u32) {
 `;
 }
 
-export function dispatchWriteWgsl(): string {
-  return /* wgsl */ `${COMMON}
-${SCRATCH_RW}
+const WRITE_BINDINGS = /* wgsl */ `
 @group(0) @binding(5) var<storage, read_write> rowOf: array<i32>;
 @group(0) @binding(6) var<storage, read_write> ti: array<i32>;
 @group(0) @binding(7) var<storage, read_write> ks: array<i32>;
-@group(0) @binding(8) var<storage, read_write> offs: array<i32>;
+@group(0) @binding(8) var<storage, read_write> offs: array<i32>;`;
+
+/** `write_at(i)`: row_of of slot i, token index / k of routed row i (-1 on free rows), offsets (or counts) entry i. */
+const WRITE_FN = /* wgsl */ `
 fn cnt(g: u32) -> u32 { return atomicLoad(&scr[CNT() + g]); }
 fn start(g: u32) -> u32 { return atomicLoad(&scr[START() + g]); }
 
-@compute @workgroup_size(256)
-fn main(${BUILTINS}) {
-  if (atomicLoad(&scr[0]) != 0u) { return; }
-  let i = ${GID};
+fn write_at(i: u32) {
   if (i < P.n) {
     let l1 = atomicLoad(&scr[LOC() + i]);
     if (l1 == 0u) {
@@ -225,6 +248,18 @@ fn main(${BUILTINS}) {
   } else if (i <= P.G) {
     offs[i] = i32(start(i));
   }
+}
+`;
+
+export function dispatchWriteWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${SCRATCH_RW}
+${WRITE_BINDINGS}
+${WRITE_FN}
+@compute @workgroup_size(256)
+fn main(${BUILTINS}) {
+  if (atomicLoad(&scr[0]) != 0u) { return; }
+  write_at(${GID});
 }
 `;
 }
@@ -277,16 +312,11 @@ fn main(${BUILTINS}) {
 `;
 }
 
-export function dispatchReportWgsl(): string {
-  return /* wgsl */ `${COMMON}
-${IDS}
-${SCRATCH_RW}
-@group(0) @binding(11) var<storage, read_write> status: array<u32>;
+const STATUS_BINDING = '@group(0) @binding(11) var<storage, read_write> status: array<u32>;';
 
-@compute @workgroup_size(1)
-fn main() {
-  let f = atomicLoad(&scr[0]);
-  if (f == 0u) { return; }
+/** `report(f)`: the violation of flag value f (its key inverted) written to the status slot, with its words. */
+const REPORT_FN = /* wgsl */ `
+fn report(f: u32) {
   let key = 0xffffffffu - f;
   var code = 0u;
   var i = 0u;
@@ -320,6 +350,69 @@ fn main() {
   status[P.slot + 1u] = i;
   status[P.slot + 2u] = bitcast<u32>(a);
   status[P.slot + 3u] = bitcast<u32>(b);
+}
+`;
+
+/** The flag and block counts zeroed for the next execution (after everything of this one read them). */
+const RESET = /* wgsl */ `
+  for (var j = li; j < P.nb * P.G; j += 256u) { atomicStore(&scr[BLK() + j], 0u); }
+  if (li == 0u) {
+    atomicStore(&scr[0], 0u);
+    if (f != 0u) { report(f); }
+  }`;
+
+export function dispatchReportWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${IDS}
+${SCRATCH_RW}
+${STATUS_BINDING}
+${REPORT_FN}
+var<workgroup> flagW: u32;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  if (li == 0u) { flagW = atomicLoad(&scr[0]); }
+  let f = workgroupUniformLoad(&flagW);
+${RESET}
+}
+`;
+}
+
+/**
+ * place, scan, write and report in one workgroup, for at most one block of slots (decode sizes) without
+ * a hidden copy: one dispatch instead of four (each costs ~10 us of host time through Dawn on an H200).
+ * The same functions as the four passes, separated by barriers; the same outputs and errors.
+ */
+export function dispatchFusedWgsl(): string {
+  return /* wgsl */ `${COMMON}
+${IDS}
+${SCRATCH_RW}
+${WRITE_BINDINGS}
+${STATUS_BINDING}
+${FAIL}
+${PLACE_FN}
+${SCAN_FN}
+${WRITE_FN}
+${REPORT_FN}
+var<workgroup> flagW: u32;
+
+@compute @workgroup_size(${DISPATCH_BLOCK})
+fn main(@builtin(local_invocation_index) li: u32) {
+  place(0u, li);
+  if (P.hasMap == 1u) { for (var e = li; e < P.E; e += ${DISPATCH_BLOCK}u) { check_map_entry(e); } }
+  storageBarrier();
+  workgroupBarrier();
+  scan(li);
+  storageBarrier();
+  workgroupBarrier();
+  if (li == 0u) { flagW = atomicLoad(&scr[0]); }
+  let f = workgroupUniformLoad(&flagW);
+  if (f == 0u) {
+    for (var i = li; i < max(max(P.n, P.R), P.G + 1u); i += ${DISPATCH_BLOCK}u) { write_at(i); }
+  }
+  storageBarrier();
+  workgroupBarrier();
+${RESET}
 }
 `;
 }

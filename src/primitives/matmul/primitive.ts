@@ -106,7 +106,7 @@ export class Primitive {
       if (dp) for (const [m, name] of [...inputs, [a.dst, 'ARG.DST'] as const]) check(!m || !overlaps(dp, m), `matmul.execute: ${at(ARG.GLU_DIFF_PROB)} values overlap ${name} values`);
     }
     for (const [m, name] of inputs) {
-      check(!m || !overlaps(a.dst, m), `matmul.execute: ARG.DST values overlap ${name} values (in-place matmul is not supported)`);
+      if (m && overlaps(a.dst, m)) check(false, `matmul.execute: ARG.DST values overlap ${name} values (in-place matmul is not supported)`);
     }
     const task = this.executor.task(a);
     if (getVerbose() < 1) {
@@ -134,7 +134,7 @@ export class Primitive {
     const id = (x: number): number => ARG.ATTR_MULTIPLE_POST_OP(gb.position) | x;
     const src = this.arg(args, id(ARG.SRC_1), gb.src);
     for (const [x, on, key] of [[ARG.GLU_ALPHA, gb.op.groupAlpha, 'groupAlpha'], [ARG.GLU_BETA, gb.op.groupBeta, 'groupBeta']] as const) {
-      check(on || args[id(x)] === undefined, `matmul.execute: ${argName(id(x))} was given but the glu_backward post-op has no ${key} (appendGluBackward(..., { ${key}: true }))`);
+      if (!(on || args[id(x)] === undefined)) check(false, `matmul.execute: ${argName(id(x))} was given but the glu_backward post-op has no ${key} (appendGluBackward(..., { ${key}: true }))`);
     }
     const alpha = gb.op.groupAlpha ? this.arg(args, id(ARG.GLU_ALPHA), gb.groupScales!) : undefined;
     const beta = gb.op.groupBeta ? this.arg(args, id(ARG.GLU_BETA), gb.groupScales!) : undefined;
@@ -160,22 +160,23 @@ export class Primitive {
     return out;
   }
 
+  /** The checks build their messages only on failure (`if (...) check(false, ...)`): execute is on the hot path. */
   private arg(args: ExecArgs, id: number, md: MemoryDesc, alt?: MemoryDesc): AnyMemory {
     const m = args[id];
     const name = argName(id);
     if (m === undefined) throw new DnnlError('invalid_arguments', `matmul.execute: missing argument ${name}`);
-    check(m instanceof Memory || m instanceof GpuMemory, `matmul.execute: ${name} must be a Memory object`);
-    check(!m.isFreed, `matmul.execute: ${name} was freed`);
-    check(m.engine === this.pd.engine, `matmul.execute: ${name} belongs to another engine`);
+    if (!(m instanceof Memory || m instanceof GpuMemory)) check(false, `matmul.execute: ${name} must be a Memory object`);
+    if (m.isFreed) check(false, `matmul.execute: ${name} was freed`);
+    if (m.engine !== this.pd.engine) check(false, `matmul.execute: ${name} belongs to another engine`);
     // The message renders descriptors: build it only on failure (execute is on the hot path).
     if (!m.desc.equals(md) && !(alt !== undefined && m.desc.equals(alt))) check(false, `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}${alt ? ` (or ${alt})` : ''}`);
     if (m instanceof GpuMemory) {
-      check(m.filled, `matmul.execute: ${name} is a packed layout that was never filled: fill it with reorder`);
+      if (!m.filled) check(false, `matmul.execute: ${name} is a packed layout that was never filled: fill it with reorder`);
       return m;
     }
     m.handles.forEach((h, i) => {
       const n = m.desc.getSize(i);
-      check(m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);
+      if (m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) === undefined) check(false, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);
     });
     checkPackedFilled('matmul.execute', name, m);
     return m;

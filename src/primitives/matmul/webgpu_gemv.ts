@@ -1,5 +1,5 @@
 import type { GpuMemory } from '../../memory/gpu_memory.js';
-import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { GpuEngine, PassRecorder } from '../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { GEMV_PARAMS_WORDS, GEMV_PARTIALS_BINDING, gemvBindings, gemvSplitKKey, gemvSplitKReduceWgsl, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
 import { groupedScheduleKey, groupedScheduleWgsl, SCHED_PARAMS_BYTES, scheduleGrid, scheduleTileBound, scheduleWords, type ScheduleConfig } from '../../kernels/wgsl/grouped_schedule.js';
@@ -18,7 +18,7 @@ export type DeviceGrouping = { primary: GPUBuffer; other: GPUBuffer | undefined;
 /**
  * The decode executor of the gpu matmul (grouped M, few rows per group): the device schedule
  * (grouped_schedule.ts, TM = the plan's rows) then `gemv-splitk`, and with K split across
- * workgroups its reduce pass, all in one compute pass of the engine's open encoder.
+ * workgroups its reduce pass, all in the engine's shared compute pass.
  */
 export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
   private readonly main: GPUComputePipeline;
@@ -89,13 +89,12 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     sp.set([p.G, p.M, this.plan.cfg.rows, this.plan.colTiles * this.plan.cfg.kSplit, slot.word, grouping.other ? 1 : 0, 0, 0, this.sizes ? 1 : 0,
       m.zeroFill ? 1 : 0, m.experts, m.scatterTopK, tokens, m.scatterTopK ? m.dstRows : 0]);
     eng.writeParams(this.schedParams, sp);
-    eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot.binding));
+    eng.computePass('matmul', (pass) => this.encode(pass, a, grouping, slot.binding));
   }
 
-  private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBufferBinding): void {
+  private encode(pass: PassRecorder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBufferBinding): void {
     const { p, eng, plan } = this;
     const cfg = plan.cfg;
-    const pass = enc.beginComputePass({ label: 'matmul' });
     const sc = this.schedCfg;
     const sEntries: GPUBindGroupEntry[] = [
       { binding: 0, resource: { buffer: this.schedParams } },
@@ -145,8 +144,6 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
       if (red[0] && red[1]) pass.dispatchWorkgroups(...red);
       eng.keepAlive(rbg, ...rEntries);
     }
-    pass.end();
-    eng.keepAlive(pass);
   }
 
   destroy(): void {

@@ -1,7 +1,7 @@
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
-import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { GpuEngine, PassRecorder } from '../../runtime/gpu/gpu_engine.js';
 import type { StatusSlot } from '../../runtime/gpu/status_slots.js';
 import type { StreamTask } from '../../runtime/stream.js';
 import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
@@ -248,12 +248,11 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
         p.kind === 'grouped_k' || counts ? 1 : 0, this.tilesM, hasSizes ? 1 : 0, m.zeroFill ? 1 : 0, m.experts, m.scatterTopK, tokens, m.scatterTopK ? m.dstRows : 0]);
       eng.writeParams(this.schedParams!, sp);
     }
-    eng.encode('matmul', (enc) => this.encode(enc, a, grouping, slot));
+    eng.computePass('matmul', (pass) => this.encode(pass, a, grouping, slot));
   }
 
-  private encode(enc: GPUCommandEncoder, a: MatmulArgs<GpuMemory>, grouping: ReturnType<typeof deviceGrouping> | undefined, slot: StatusSlot | undefined): void {
+  private encode(pass: PassRecorder, a: MatmulArgs<GpuMemory>, grouping: ReturnType<typeof deviceGrouping> | undefined, slot: StatusSlot | undefined): void {
     const { p, eng } = this;
-    const pass = enc.beginComputePass({ label: 'matmul' });
     const common: GPUBindGroupEntry[] = [];
     if (a.bias) common.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
     if (this.fusion) common.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
@@ -303,8 +302,6 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
         if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
       }
     }
-    pass.end();
-    eng.keepAlive(pass);
   }
 
   destroy(): void {

@@ -32,9 +32,51 @@ function sameEntries(a: readonly GPUBindGroupEntry[], b: readonly GPUBindGroupEn
 /** Bytes of a batch's staging arena for small host writes (see GpuEngine.write). */
 const ARENA_BYTES = 64 * 1024;
 
+/**
+ * @internal what a primitive records dispatches with (GpuEngine.computePass): the batch's one compute
+ * pass, or a pass of its own while profiling. No `end()`: the engine ends the shared pass.
+ */
+export interface PassRecorder {
+  setPipeline(pipeline: GPUComputePipeline): void;
+  setBindGroup(index: number, group: GPUBindGroup): void;
+  dispatchWorkgroups(x: number, y?: number, z?: number): void;
+  dispatchWorkgroupsIndirect(buffer: GPUBuffer, offset: number): void;
+}
+
+/**
+ * The batch's shared compute pass: WebGPU orders the dispatches of a pass (each is its own usage scope:
+ * Dawn puts the barriers between them), so consecutive stages need no pass each. A pipeline or bind group
+ * set again unchanged is not passed on (each such call costs ~3 us of host time through Dawn).
+ */
+class SharedPass implements PassRecorder {
+  private pipe: GPUComputePipeline | undefined;
+  private group: GPUBindGroup | undefined;
+  constructor(readonly pass: GPUComputePassEncoder) {}
+  setPipeline(pipeline: GPUComputePipeline): void {
+    if (pipeline === this.pipe) return;
+    this.pipe = pipeline;
+    // A bind group of an 'auto' layout belongs to one pipeline: set it again after a change.
+    this.group = undefined;
+    this.pass.setPipeline(pipeline);
+  }
+  setBindGroup(index: number, group: GPUBindGroup): void {
+    if (index === 0 && group === this.group) return;
+    if (index === 0) this.group = group;
+    this.pass.setBindGroup(index, group);
+  }
+  dispatchWorkgroups(x: number, y?: number, z?: number): void {
+    this.pass.dispatchWorkgroups(x, y, z);
+  }
+  dispatchWorkgroupsIndirect(buffer: GPUBuffer, offset: number): void {
+    this.pass.dispatchWorkgroupsIndirect(buffer, offset);
+  }
+}
+
 /** The open command encoder, the staging buffers its copies read (unmapped at submit) and what dies after it. */
 interface Batch {
   readonly enc: GPUCommandEncoder;
+  /** The compute pass `computePass` records into, open until another command of the encoder or the submit. */
+  pass: SharedPass | undefined;
   /** What was recorded, for the message of a WebGPU error raised by the batch's one pair of error scopes. */
   readonly labels: Set<string>;
   readonly staging: GPUBuffer[];
@@ -83,7 +125,7 @@ export class GpuEngine {
    */
   private readonly bindGroups = new WeakMap<GPUComputePipeline, { layout: GPUBindGroupLayout; cached: { entries: readonly GPUBindGroupEntry[]; group: GPUBindGroup }[] }>();
   /** The last words `writeParams` wrote to each params buffer: unchanged params are not written again. */
-  private readonly lastParams = new WeakMap<GPUBuffer, Uint8Array>();
+  private readonly lastParams = new WeakMap<GPUBuffer, Uint32Array>();
   private released = false;
   private lostReason: string | undefined;
   private asyncError: DnnlError | undefined;
@@ -205,6 +247,7 @@ export class GpuEngine {
     check(!this.recording, `${label}: gpu engine: encode() called while recording`);
     const b = this.openBatch();
     b.labels.add(label);
+    this.endPass(b);
     this.recording = true;
     try {
       record(this.profiler ? this.profiler.wrap(b.enc) : b.enc);
@@ -214,15 +257,60 @@ export class GpuEngine {
   }
 
   /**
-   * The open batch, opened with one pair of error scopes that its submit closes: error scopes around
-   * each recorded command cost ~4 us of host time per pair on an H200, and a batch records dozens.
+   * @internal records dispatches into the batch's shared compute pass (opened on first use, ended by the
+   * next other command or the submit): a MoE layer's stages take one pass, not one each. While profiling,
+   * each call gets a compute pass of its own, labelled `label`, so that the profiler times it alone.
+   * `record` must not call `write` or `encode`.
    */
-  private openBatch(): Batch {
+  computePass(label: string, record: (pass: PassRecorder) => void): void {
+    this.checkAlive();
+    check(!this.recording, `${label}: gpu engine: computePass() called while recording`);
+    const b = this.openBatch();
+    b.labels.add(label);
+    this.recording = true;
+    try {
+      if (this.profiler) {
+        // Profiling turned on while a shared pass is open: it ends before the timed one begins.
+        this.endPass(b);
+        const pass = this.profiler.wrap(b.enc).beginComputePass({ label });
+        try {
+          record(pass);
+        } finally {
+          pass.end();
+          this.inflight.push(pass);
+        }
+        return;
+      }
+      b.pass ??= new SharedPass(b.enc.beginComputePass({ label: 'groupdnn batch' }));
+      record(b.pass);
+    } finally {
+      this.recording = false;
+    }
+  }
+
+  /** Ends the batch's shared compute pass, before a command outside it. */
+  private endPass(b: Batch): void {
+    if (!b.pass) return;
+    b.pass.pass.end();
+    this.inflight.push(b.pass.pass);
+    b.pass = undefined;
+  }
+
+  /**
+   * The open batch, opened with one validation error scope that its submit closes: error scopes cost
+   * ~4 us of host time to push and ~14 us to pop through Dawn on an H200, and a batch records dozens of
+   * commands. The batch itself allocates only its staging buffers, each created inside an out-of-memory
+   * scope of its own (`guarded`); device allocations of executors and memories are guarded likewise.
+   */
+  private openBatch(forReadback = false): Batch {
     if (this.batch) return this.batch;
     const dev = this.device;
-    dev.pushErrorScope('out-of-memory');
     dev.pushErrorScope('validation');
-    this.batch = { enc: dev.createCommandEncoder({ label: 'groupdnn batch' }), labels: new Set(), staging: [], retired: [], arena: undefined };
+    const enc = dev.createCommandEncoder({ label: 'groupdnn batch' });
+    this.batch = { enc, pass: undefined, labels: new Set(), staging: [], retired: [], arena: undefined };
+    // Slots a kernel may have written since their last clear, zeroed before any work (a batch opened only
+    // to read slots back must not clear them first).
+    if (!forReadback) this.status.clearIfNeeded(enc);
     return this.batch;
   }
 
@@ -260,6 +348,7 @@ export class GpuEngine {
     this.batch = undefined;
     const dev = this.device;
     try {
+      this.endPass(b);
       for (const x of b.staging) if (x.mapState === 'mapped') x.unmap();
       this.profiler?.record(b.enc);
       const cb = b.enc.finish();
@@ -267,11 +356,9 @@ export class GpuEngine {
       dev.queue.submit([cb]);
     } finally {
       const what = [...b.labels].join(', ') || 'host writes';
-      const note = (oom: boolean) => (e: GPUError | null): void => {
-        if (e) this.asyncError ??= new DnnlError(oom ? 'out_of_memory' : 'runtime_error', `${what}: ${oom ? 'device allocation failed' : 'WebGPU error'}: ${e.message}`);
-      };
-      void dev.popErrorScope().then(note(false), () => undefined);
-      void dev.popErrorScope().then(note(true), () => undefined);
+      void dev.popErrorScope().then((e) => {
+        if (e) this.asyncError ??= new DnnlError('runtime_error', `${what}: WebGPU error: ${e.message}`);
+      }, () => undefined);
     }
     // destroy() after submit: WebGPU keeps a buffer alive for the work already submitted.
     for (const x of b.staging) x.destroy();
@@ -307,13 +394,14 @@ export class GpuEngine {
     const n = bytes.byteLength;
     if (n === 0) return;
     b.labels.add('write');
+    this.endPass(b);
     // Inside the batch's error scopes.
     {
       // Small writes (kernel params) share one staging arena per batch: creating a mapped buffer costs
       // ~0.1 ms on a real device (measured on an H200 through Dawn), a copy inside the encoder nothing.
       if (n <= ARENA_BYTES / 4) {
         if (!b.arena || b.arena.used + n > ARENA_BYTES) {
-          const buf = this.device.createBuffer({ label: 'groupdnn staging arena', size: ARENA_BYTES, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
+          const buf = this.guarded('staging arena', () => this.device.createBuffer({ label: 'groupdnn staging arena', size: ARENA_BYTES, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true }));
           b.arena = { buf, view: new Uint8Array(buf.getMappedRange()), used: 0 };
           b.staging.push(buf);
         }
@@ -323,7 +411,7 @@ export class GpuEngine {
         a.used += Math.ceil(n / 4) * 4;
         return;
       }
-      const st = this.device.createBuffer({ label: 'groupdnn staged write', size: n, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
+      const st = this.guarded('staged write', () => this.device.createBuffer({ label: 'groupdnn staged write', size: n, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true }));
       new Uint8Array(st.getMappedRange()).set(bytes);
       st.unmap();
       b.enc.copyBufferToBuffer(st, 0, buffer, byteOffset, n);
@@ -336,12 +424,16 @@ export class GpuEngine {
    * from the previous writeParams: an executor executed again with the same arguments writes nothing,
    * so its batch needs no staging copy. Only for buffers no one else writes.
    */
-  writeParams(buffer: GPUBuffer, words: ArrayBufferView<ArrayBuffer>): void {
-    const bytes = new Uint8Array(words.buffer, words.byteOffset, words.byteLength);
+  writeParams(buffer: GPUBuffer, words: Uint32Array<ArrayBuffer>): void {
     const last = this.lastParams.get(buffer);
-    if (last && last.length === bytes.length && last.every((x, i) => x === bytes[i])) return;
-    this.lastParams.set(buffer, bytes.slice());
-    this.write(buffer, 0, bytes);
+    // A plain loop over words: this runs for every kernel of every execution.
+    if (last && last.length === words.length) {
+      let i = 0;
+      while (i < words.length && last[i] === words[i]) i++;
+      if (i === words.length) return;
+    }
+    this.lastParams.set(buffer, words.slice());
+    this.write(buffer, 0, words);
   }
 
   /** @internal keeps the objects of a submission alive until the next flush (see `inflight`). */
@@ -372,8 +464,9 @@ export class GpuEngine {
       // The slots' read-back goes into the batch after its work: one submit, and its map completes
       // after all submitted work (one round trip, not onSubmittedWorkDone and then a map).
       if (this.status.pending > 0) {
-        const b = this.openBatch();
+        const b = this.openBatch(true);
         b.labels.add('status read-back');
+        this.endPass(b);
         readback = this.status.record(b.enc);
       }
       this.submit();

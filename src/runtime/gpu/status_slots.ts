@@ -15,12 +15,26 @@ export interface StatusSlot {
   readonly word: 0;
 }
 
+/** A slot taken since the last read-back: where it is, its decoder, and who wants to know it was read. */
+interface UsedSlot {
+  readonly block: number;
+  readonly slot: number;
+  readonly decode: SlotDecoder;
+  readonly settle: SlotSettle | undefined;
+}
+
 /** The slots to read back after a batch: recorded into its encoder by `StatusSlots.record`. */
 export interface StatusReadback {
   readonly read: GPUBuffer;
   readonly bytes: number;
-  readonly used: readonly { block: number; slot: number; decode: SlotDecoder }[];
+  readonly used: readonly UsedSlot[];
 }
+
+/**
+ * Called once a slot was read back: `failed` when a kernel wrote it. An executor whose kernels keep
+ * device state that only an error leaves dirty (moe.routing's flag) clears it only when needed.
+ */
+export type SlotSettle = (failed: boolean) => void;
 
 /** Turns a slot's words into the error a kernel reported (undefined: no error). */
 export type SlotDecoder = (code: number, i: number, x: number, y: number) => DnnlError | undefined;
@@ -36,7 +50,11 @@ export class StatusSlots {
   /** Bytes between slots: storage bindings start at multiples of minStorageBufferOffsetAlignment. */
   private readonly stride: number;
   private readonly blocks: GPUBuffer[] = [];
-  private used: { block: number; slot: number; decode: SlotDecoder }[] = [];
+  private used: UsedSlot[] = [];
+  /** Read-backs recorded and not read yet: the slots they cover may hold errors. */
+  private unread = 0;
+  /** A read-back found a slot written (an error): the blocks must be zeroed before they are used again. */
+  private dirty = false;
   /** Mappable read-back buffers between waits (concurrent waits each take their own). */
   private readPool: GPUBuffer[] = [];
 
@@ -51,8 +69,8 @@ export class StatusSlots {
     this.stride = Math.max(SLOT_WORDS * 4, device.limits.minStorageBufferOffsetAlignment);
   }
 
-  /** A zeroed slot for one execution (see StatusSlot). */
-  take(decode: SlotDecoder): StatusSlot {
+  /** A zeroed slot for one execution (see StatusSlot); `settle` hears whether it was written once it is read back. */
+  take(decode: SlotDecoder, settle?: SlotSettle): StatusSlot {
     const n = this.used.length;
     const block = Math.floor(n / SLOTS_PER_BLOCK), slot = n % SLOTS_PER_BLOCK;
     if (block === this.blocks.length) {
@@ -63,7 +81,7 @@ export class StatusSlots {
       }));
     }
     const map = this.errorMap;
-    this.used.push({ block, slot, decode: map ? (c, i, x, y) => { const e = decode(c, i, x, y); return e && map(e); } : decode });
+    this.used.push({ block, slot, decode: map ? (c, i, x, y) => { const e = decode(c, i, x, y); return e && map(e); } : decode, settle });
     const buffer = this.blocks[block];
     return { binding: { buffer, offset: slot * this.stride, size: SLOT_WORDS * 4 }, word: 0 };
   }
@@ -73,8 +91,20 @@ export class StatusSlots {
   }
 
   /**
+   * Records into `enc` (a new batch's encoder, before its work) the clear of every block, when a slot may
+   * hold an error: a read-back found one, or one is still unread (slots are reused from index 0 after each
+   * read-back). Kernels write slots only on errors, so a run of clean waits clears nothing (a clearBuffer
+   * per wait costs ~5 us of host time through Dawn on an H200).
+   */
+  clearIfNeeded(enc: GPUCommandEncoder): void {
+    if (!this.dirty && this.unread === 0) return;
+    this.dirty = false;
+    for (const b of this.blocks) enc.clearBuffer(b);
+  }
+
+  /**
    * Records into `enc` (the batch's encoder, after its work) the copy of the slots used since the last
-   * call to a mappable buffer, and their clear; `read` then maps it. One submit for work and read-back.
+   * call to a mappable buffer; `read` then maps it. One submit for work and read-back.
    */
   record(enc: GPUCommandEncoder): StatusReadback | undefined {
     const used = this.used;
@@ -89,30 +119,38 @@ export class StatusSlots {
     for (let b = 0; b < blocks; b++) {
       const n = Math.min(blockBytes, bytes - b * blockBytes);
       enc.copyBufferToBuffer(this.blocks[b], 0, read, b * blockBytes, n);
-      enc.clearBuffer(this.blocks[b], 0, n);
     }
+    this.unread++;
     return { read, bytes, used };
   }
 
   /** Maps a read-back (after its submit) and returns the first error in execution order. */
   async read(r: StatusReadback): Promise<DnnlError | undefined> {
+    let words: Uint32Array;
     try {
       await r.read.mapAsync(GPUMapMode.READ, 0, r.bytes);
+      words = new Uint32Array(r.read.getMappedRange(0, r.bytes).slice(0));
     } catch (e) {
+      // Unknown contents: cleared before the next use.
+      this.dirty = true;
+      this.unread--;
       r.read.destroy();
       throw e;
     }
-    const words = new Uint32Array(r.read.getMappedRange(0, r.bytes).slice(0));
     r.read.unmap();
     this.readPool.push(r.read);
+    this.unread--;
     const perSlot = this.stride / 4;
+    let first: DnnlError | undefined;
     for (const u of r.used) {
       const w = (u.block * SLOTS_PER_BLOCK + u.slot) * perSlot;
-      if (words[w] === 0) continue;
-      const err = u.decode(words[w], words[w + 1] | 0, words[w + 2] | 0, words[w + 3] | 0);
-      if (err) return err;
+      const failed = words[w] !== 0;
+      u.settle?.(failed);
+      if (!failed) continue;
+      this.dirty = true;
+      first ??= u.decode(words[w], words[w + 1] | 0, words[w + 2] | 0, words[w + 3] | 0);
     }
-    return undefined;
+    return first;
   }
 
   destroy(): void {

@@ -40,7 +40,7 @@ export const webgpuActivation: GpuActivationImpl = {
         if (!p.grouped && (p.rows === 0 || p.I === 0)) return;
         const slot = p.grouped ? eng.status.take((code, i, x, y) => (code === ACT_ERR_OFFS ? offsError(i, x, y) : new DnnlError('runtime_error', `moe.activation: kernel status ${code}`))) : undefined;
         eng.writeParams(params, Uint32Array.of(2 * p.I, p.I, p.rows, p.src.strides[0], p.dst.strides[0], G, slot?.word ?? 0, 0));
-        eng.encode('moe.activation', (enc) => {
+        eng.computePass('moe.activation', (pass) => {
           const entries: GPUBindGroupEntry[] = [
             { binding: 0, resource: { buffer: params } },
             { binding: 1, resource: { buffer: a.src.buffers[0] } },
@@ -48,13 +48,11 @@ export const webgpuActivation: GpuActivationImpl = {
           ];
           if (slot) entries.push({ binding: 3, resource: { buffer: a.src.buffers[1] } }, { binding: 4, resource: slot.binding });
           const bg = eng.bindGroup(pipe, entries);
-          const pass = enc.beginComputePass({ label: 'moe.activation' });
           pass.setPipeline(pipe);
           pass.setBindGroup(0, bg);
           // At least one workgroup: with grouped src, workgroup 0 reports bad offsets.
           pass.dispatchWorkgroups(Math.max(1, Math.ceil(p.I / ACT_WG)), Math.max(1, Math.min(p.rows, ACT_Y_FOLD)), Math.max(1, Math.ceil(p.rows / ACT_Y_FOLD)));
-          pass.end();
-          eng.keepAlive(pass, bg, ...entries);
+          eng.keepAlive(bg, ...entries);
         });
       },
     };

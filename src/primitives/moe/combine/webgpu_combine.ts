@@ -2,7 +2,7 @@ import { DnnlError } from '../../../common/status.js';
 import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import type { Executor } from '../../../runtime/lifetime.js';
-import { COMBINE_ERR_ROW, COMBINE_WG, COMBINE_Y_FOLD, combineCheckWgsl, combineWgsl } from '../../../kernels/wgsl/moe_combine.js';
+import { COMBINE_ERR_ROW, COMBINE_FUSED_CHECK, COMBINE_WG, COMBINE_Y_FOLD, combineCheckWgsl, combineWgsl } from '../../../kernels/wgsl/moe_combine.js';
 import type { CombineProblem } from './pd.js';
 import { rowError } from './row_error.js';
 
@@ -36,9 +36,11 @@ export const webgpuCombine: GpuCombineImpl = {
     return undefined;
   },
   task: (p, eng) => {
-    const check = eng.pipeline('moe-combine-check', combineCheckWgsl);
     const dt = p.dst.dataType as 'f32' | 'bf16' | 'f16';
-    const combine = eng.pipeline(`moe-combine:${dt}`, () => combineWgsl(dt));
+    // Decode sizes: the combine workgroups check row_of themselves (one dispatch, not two).
+    const fused = p.T * p.k <= COMBINE_FUSED_CHECK;
+    const check = fused ? undefined : eng.pipeline('moe-combine-check', combineCheckWgsl);
+    const combine = eng.pipeline(`moe-combine:${dt}${fused ? ':checked' : ''}`, () => combineWgsl(dt, fused));
     const params = eng.createBuffer(48, 'moe.combine params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     return {
       destroy: () => eng.retire(params),
@@ -48,17 +50,18 @@ export const webgpuCombine: GpuCombineImpl = {
         if (n === 0) return;
         const slot = eng.status.take((code, i, x) => (code === COMBINE_ERR_ROW ? rowError(p, i, x) : new DnnlError('runtime_error', `moe.combine: kernel status ${code}`)));
         eng.writeParams(params, Uint32Array.of(p.T, p.k, p.N, p.srcLd, p.dst.strides[0], p.rows, p.scattered ? 1 : 0, p.weighted ? 1 : 0, slot.word, 0, 0, 0));
-        eng.encode('moe.combine', (enc) => {
-          const pass = enc.beginComputePass({ label: 'moe.combine' });
+        eng.computePass('moe.combine', (pass) => {
           const ce: GPUBindGroupEntry[] = [
             { binding: 0, resource: { buffer: params } },
             { binding: 1, resource: { buffer: a.rowOf.buffers[0] } },
             { binding: 2, resource: slot.binding },
           ];
-          const cbg = eng.bindGroup(check, ce);
-          pass.setPipeline(check);
-          pass.setBindGroup(0, cbg);
-          pass.dispatchWorkgroups(1);
+          const cbg = check && eng.bindGroup(check, ce);
+          if (check && cbg) {
+            pass.setPipeline(check);
+            pass.setBindGroup(0, cbg);
+            pass.dispatchWorkgroups(1);
+          }
           const ke: GPUBindGroupEntry[] = [
             { binding: 0, resource: { buffer: params } },
             { binding: 1, resource: { buffer: a.src.buffers[0] } },
@@ -69,13 +72,13 @@ export const webgpuCombine: GpuCombineImpl = {
             { binding: 5, resource: slot.binding },
           ];
           const kbg = eng.bindGroup(combine, ke);
-          if (p.N > 0) {
+          // With the check fused, at least one workgroup runs it (N = 0 included).
+          if (p.N > 0 || !check) {
             pass.setPipeline(combine);
             pass.setBindGroup(0, kbg);
-            pass.dispatchWorkgroups(Math.ceil(p.N / COMBINE_WG), Math.min(p.T, COMBINE_Y_FOLD), Math.ceil(p.T / COMBINE_Y_FOLD));
+            pass.dispatchWorkgroups(Math.max(1, Math.ceil(p.N / COMBINE_WG)), Math.min(p.T, COMBINE_Y_FOLD), Math.ceil(p.T / COMBINE_Y_FOLD));
           }
-          pass.end();
-          eng.keepAlive(pass, cbg, kbg, ...ce, ...ke);
+          eng.keepAlive(cbg, kbg, ...ce, ...ke);
         });
       },
     };

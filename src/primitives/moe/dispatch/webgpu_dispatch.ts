@@ -3,7 +3,7 @@ import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import { workgroupGrid } from '../../../runtime/gpu/grid.js';
 import { fits32 } from '../../../kernels/fused_job.js';
 import {
-  DISPATCH_BLOCK, dispatchClearWords, dispatchCopyWgsl, dispatchPlaceWgsl, dispatchReportWgsl, dispatchScanWgsl, dispatchScratchWords, dispatchWriteWgsl,
+  DISPATCH_BLOCK, dispatchCopyWgsl, dispatchFusedWgsl, dispatchPlaceWgsl, dispatchReportWgsl, dispatchScanWgsl, dispatchScratchWords, dispatchWriteWgsl,
 } from '../../../kernels/wgsl/moe_dispatch.js';
 import type { DispatchArgs, GpuDispatchImpl } from './impls.js';
 import { dispatchError } from './impls.js';
@@ -14,13 +14,15 @@ const WG = 256;
 
 const is16 = (p: DispatchProblem): boolean => p.hidden !== undefined && p.hidden.dataType !== 'f32';
 
-/** The five passes of kernels/wgsl/moe_dispatch.ts in one compute pass; nothing is read back by the host. */
+/** The five passes of kernels/wgsl/moe_dispatch.ts (one at decode sizes) in the batch's compute pass; nothing is read back by the host. */
 class WebgpuDispatchExecutor {
   private readonly place: GPUComputePipeline;
   private readonly scan: GPUComputePipeline;
   private readonly write: GPUComputePipeline;
   private readonly copy: GPUComputePipeline | undefined;
   private readonly report: GPUComputePipeline;
+  /** One block of slots and no hidden copy: the passes in one single-workgroup dispatch. */
+  private readonly fused: GPUComputePipeline | undefined;
   private readonly params: GPUBuffer;
   private readonly scratch: GPUBuffer;
   private readonly args: GPUBuffer;
@@ -32,6 +34,7 @@ class WebgpuDispatchExecutor {
     this.scan = eng.pipeline('moe-dispatch-scan', dispatchScanWgsl);
     this.write = eng.pipeline('moe-dispatch-write', dispatchWriteWgsl);
     this.report = eng.pipeline('moe-dispatch-report', dispatchReportWgsl);
+    if (!p.hidden && this.n <= DISPATCH_BLOCK) this.fused = eng.pipeline('moe-dispatch-fused', dispatchFusedWgsl);
     if (p.hidden) this.copy = eng.pipeline(`moe-dispatch-copy-${is16(p) ? 16 : 32}`, () => dispatchCopyWgsl(is16(p)));
     this.params = eng.createBuffer(64, 'moe.dispatch params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     this.scratch = eng.createBuffer(4 * dispatchScratchWords(this.n, p.G), 'moe.dispatch scratch');
@@ -53,19 +56,26 @@ class WebgpuDispatchExecutor {
     ]));
     // Offsets (contiguous: the grouped dst's offsets buffer, or the index-only dst) or the batched counts.
     const offsBuf = p.batched ? a.counts!.buffers[0] : a.hidden ? a.dst!.buffers[1] : a.dst!.buffers[0];
-    eng.encode('moe.dispatch', (enc) => {
+    eng.computePass('moe.dispatch', (pass) => {
       const buf = (binding: number, buffer: GPUBuffer): GPUBindGroupEntry => ({ binding, resource: { buffer } });
       const group = (pl: GPUComputePipeline, entries: GPUBindGroupEntry[]): GPUBindGroup => eng.bindGroup(pl, entries);
       const P = buf(0, this.params), ids = buf(1, a.ids.buffers[0]), map = buf(2, (a.expertMap ?? a.ids).buffers[0]), scr = buf(3, this.scratch);
+      const outs = [buf(5, a.rowOf.buffers[0]), buf(6, a.tokenIndex.buffers[0]), buf(7, a.tokenKs.buffers[0]), buf(8, offsBuf)];
+      if (this.fused) {
+        const fg = group(this.fused, [P, ids, map, scr, ...outs, { binding: 11, resource: slot.binding }]);
+        pass.setPipeline(this.fused);
+        pass.setBindGroup(0, fg);
+        pass.dispatchWorkgroups(1);
+        eng.keepAlive(fg);
+        return;
+      }
       const groups = [
         group(this.place, [P, ids, map, scr]),
         group(this.scan, [P, scr, buf(4, this.args)]),
-        group(this.write, [P, scr, buf(5, a.rowOf.buffers[0]), buf(6, a.tokenIndex.buffers[0]), buf(7, a.tokenKs.buffers[0]), buf(8, offsBuf)]),
+        group(this.write, [P, scr, ...outs]),
         group(this.report, [P, ids, map, scr, { binding: 11, resource: slot.binding }]),
       ];
       const copyGroup = this.copy && a.hidden && a.dst ? group(this.copy, [P, scr, buf(6, a.tokenIndex.buffers[0]), buf(9, a.hidden.buffers[0]), buf(10, a.dst.buffers[0])]) : undefined;
-      enc.clearBuffer(this.scratch, 0, 4 * dispatchClearWords(n, p.G));
-      const pass = enc.beginComputePass({ label: 'moe.dispatch' });
       const dispatch = (pl: GPUComputePipeline, bg: GPUBindGroup, [x, y]: [number, number]): void => {
         if (x === 0) return;
         pass.setPipeline(pl);
@@ -80,9 +90,9 @@ class WebgpuDispatchExecutor {
         pass.setBindGroup(0, copyGroup);
         pass.dispatchWorkgroupsIndirect(this.args, 0);
       }
+      // Also zeroes the scratch words the next execution's place pass adds to (moe_dispatch.ts).
       dispatch(this.report, groups[3], [1, 1]);
-      pass.end();
-      eng.keepAlive(pass, ...groups, copyGroup);
+      eng.keepAlive(...groups, copyGroup);
     });
   }
 

@@ -79,18 +79,16 @@ export function enqueueInputWeightingGpu(strm: Stream, T: number, k: number, a: 
       paramsOf.set(a.permuted, params);
     }
     eng.writeParams(params, new Uint32Array([K, ld, T, k, G, R, slot.word, 0]));
-    eng.encode('moe.layer (input weighting)', (enc) => {
+    eng.computePass('moe input weighting', (pass) => {
       const bg = eng.bindGroup(pipe, [
         ...[params!, a.permuted.buffers[0], a.permuted.buffers[1], a.tokenIndex.buffers[0], a.tokenKs.buffers[0], a.topkWeights.buffers[0]]
           .map((buffer, binding) => ({ binding, resource: { buffer } })),
         { binding: 6, resource: slot.binding },
       ]);
-      const pass = enc.beginComputePass({ label: 'moe input weighting' });
       pass.setPipeline(pipe);
       pass.setBindGroup(0, bg);
       if (R > 0) pass.dispatchWorkgroups(Math.min(R, MAX_ROW_GROUPS));
-      pass.end();
-      eng.keepAlive(bg, pass);
+      eng.keepAlive(bg);
     });
   });
 }

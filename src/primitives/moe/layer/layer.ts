@@ -370,12 +370,17 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
     this.stages = plans.map((s) => {
       const names = argNames(s);
       const rename = (e: unknown): unknown => layerExecuteError(e, s.name, names);
+      const mapError = (e: DnnlError): DnnlError => rename(e) as DnnlError;
+      // The stage's arguments depend only on the layer's: rebuilt only when those change (a decode loop
+      // executes the layer on the same memory every time; the objects cost JS time per stage).
+      const cache = new StageArgsCache();
       return {
         name: s.name,
         implInfo: s.pd.implInfo,
         execute: (strm: Stream, args: LayerArgs<MemoryOf<E>>): void => {
+          const inner = cache.get(args, () => dropUndefined(s.args(args, ws)));
           try {
-            strm.mapErrors((e) => rename(e) as DnnlError, () => s.prim.execute(strm, dropUndefined(s.args(args, ws))));
+            strm.mapErrors(mapError, () => s.prim.execute(strm, inner));
           } catch (e) {
             throw rename(e);
           }
@@ -422,9 +427,43 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
   }
 }
 
+/**
+ * The last arguments a stage built and the layer arguments they came from: `get` returns them again
+ * while the layer arguments hold the same memory objects under the same ids.
+ */
+class StageArgsCache {
+  private keys: string[] = [];
+  private vals: unknown[] = [];
+  private built: Record<number, AnyMemory> | undefined;
+
+  get(args: LayerArgs<AnyMemory>, build: () => Record<number, AnyMemory>): Record<number, AnyMemory> {
+    if (this.built && this.same(args)) return this.built;
+    this.keys = [];
+    this.vals = [];
+    for (const k in args) {
+      this.keys.push(k);
+      this.vals.push(args[k]);
+    }
+    this.built = build();
+    return this.built;
+  }
+
+  private same(args: LayerArgs<AnyMemory>): boolean {
+    let n = 0;
+    for (const k in args) {
+      if (this.keys[n] !== k || this.vals[n] !== args[k]) return false;
+      n++;
+    }
+    return n === this.keys.length;
+  }
+}
+
 /** @internal the arguments a stage was given, without the absent ones. */
 export function dropUndefined<M>(a: Record<number, M | undefined>): Record<number, M> {
   const out: Record<number, M> = {};
-  for (const [k, v] of Object.entries(a)) if (v !== undefined) out[Number(k)] = v;
+  for (const k in a) {
+    const v = a[k];
+    if (v !== undefined) out[k] = v;
+  }
   return out;
 }

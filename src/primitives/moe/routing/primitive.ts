@@ -64,20 +64,20 @@ export class Primitive {
    */
   execute(stream: Stream, args: ExecArgs): void {
     const p = this.pd.problem;
-    check(!this.life.destroyed, `${FN}: primitive used after destroy()`);
-    check(stream.engine === this.pd.engine, `${FN}: stream belongs to another engine`);
+    if (this.life.destroyed) check(false, `${FN}: primitive used after destroy()`);
+    if (stream.engine !== this.pd.engine) check(false, `${FN}: stream belongs to another engine`);
     const a: RoutingArgs<AnyMemory> = {
       src: this.arg(args, ARG.SRC, p.src),
       topkIds: this.arg(args, ARG.MOE_TOPK_IDS, p.topkIds),
       topkWeights: this.arg(args, ARG.MOE_TOPK_WEIGHTS, p.topkWeights),
       correctionBias: p.correctionBias ? this.arg(args, ARG.MOE_CORRECTION_BIAS, p.correctionBias) : undefined,
     };
-    check(p.correctionBias !== undefined || args[ARG.MOE_CORRECTION_BIAS] === undefined, `${FN}: ARG.MOE_CORRECTION_BIAS was given but the pd was created without correctionBias`);
+    if (p.correctionBias === undefined && args[ARG.MOE_CORRECTION_BIAS] !== undefined) check(false, `${FN}: ARG.MOE_CORRECTION_BIAS was given but the pd was created without correctionBias`);
     const inputs: [AnyMemory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.correctionBias, 'ARG.MOE_CORRECTION_BIAS']];
     for (const [out, name] of [[a.topkIds, 'ARG.MOE_TOPK_IDS'], [a.topkWeights, 'ARG.MOE_TOPK_WEIGHTS']] as const) {
-      for (const [m, other] of inputs) check(!m || !overlaps(out, m), `${FN}: ${name} values overlap ${other} values`);
+      for (const [m, other] of inputs) if (m && overlaps(out, m)) check(false, `${FN}: ${name} values overlap ${other} values`);
     }
-    check(!overlaps(a.topkIds, a.topkWeights), `${FN}: ARG.MOE_TOPK_IDS values overlap ARG.MOE_TOPK_WEIGHTS values`);
+    if (overlaps(a.topkIds, a.topkWeights)) check(false, `${FN}: ARG.MOE_TOPK_IDS values overlap ARG.MOE_TOPK_WEIGHTS values`);
     const task = this.executor.task(a);
     if (getVerbose() < 1) {
       stream.enqueue(task);
@@ -96,14 +96,14 @@ export class Primitive {
     const m = args[id];
     const name = argName(id);
     if (m === undefined) throw new DnnlError('invalid_arguments', `${FN}: missing argument ${name}`);
-    check(m instanceof Memory || m instanceof GpuMemory, `${FN}: ${name} must be a Memory object`);
-    check(!m.isFreed, `${FN}: ${name} was freed`);
-    check(m.engine === this.pd.engine, `${FN}: ${name} belongs to another engine`);
+    if (!(m instanceof Memory || m instanceof GpuMemory)) check(false, `${FN}: ${name} must be a Memory object`);
+    if (m.isFreed) check(false, `${FN}: ${name} was freed`);
+    if (m.engine !== this.pd.engine) check(false, `${FN}: ${name} belongs to another engine`);
     // Not `check`: the message renders both descriptors, too slow to build on every call.
     if (!m.desc.equals(md)) throw new DnnlError('invalid_arguments', `${FN}: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
     if (m instanceof GpuMemory) return m;
     const n = m.desc.getSize(0);
-    check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `${FN}: ${name} buffer is no longer a live allocation of the engine`);
+    if (m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) === undefined) check(false, `${FN}: ${name} buffer is no longer a live allocation of the engine`);
     return m;
   }
 }

@@ -34,6 +34,14 @@ class WebgpuRoutingExecutor {
   private readonly params: GPUBuffer;
   private readonly flag: GPUBuffer;
   private readonly scratch: GPUBuffer | undefined;
+  /** Executions whose status slot was not read back yet: any of them may have set the flag. */
+  private unsettled = 0;
+  /** A read-back found an execution's error: its flag is still set. */
+  private flagDirty = false;
+  private readonly settle = (failed: boolean): void => {
+    this.unsettled--;
+    if (failed) this.flagDirty = true;
+  };
 
   constructor(private readonly p: RoutingProblem, private readonly eng: GpuEngine) {
     const c = configOf(p);
@@ -54,16 +62,22 @@ class WebgpuRoutingExecutor {
     const { p, eng } = this;
     eng.checkAlive();
     if (p.T === 0) return;
-    const slot = eng.status.take((code, i, x) => routingDataError(code, i, x));
+    // The flag is written only on a violation (always reported in the slot): cleared only when an earlier
+    // execution may have left it set, i.e. its slot was not read back clean yet.
+    const mayBeSet = this.flagDirty || this.unsettled > 0;
+    this.unsettled++;
+    const slot = eng.status.take((code, i, x) => routingDataError(code, i, x), this.settle);
     const words = new Uint32Array(8);
     const floats = new Float32Array(words.buffer);
     words.set([p.T, p.src.strides[0], p.src.strides[1], slot.word]);
     floats[4] = p.routedScalingFactor;
     floats[5] = p.renormalizeEps;
     eng.writeParams(this.params, words);
-    eng.encode('moe.routing', (enc) => {
-      enc.clearBuffer(this.flag);
-      const pass = enc.beginComputePass({ label: 'moe.routing' });
+    if (mayBeSet) {
+      eng.encode('moe.routing', (enc) => enc.clearBuffer(this.flag));
+      this.flagDirty = false;
+    }
+    eng.computePass('moe.routing', (pass) => {
       const common: GPUBindGroupEntry[] = [
         { binding: 0, resource: { buffer: this.params } },
         { binding: 1, resource: { buffer: a.src.buffers[0] } },
@@ -85,8 +99,7 @@ class WebgpuRoutingExecutor {
       pass.setPipeline(this.route);
       pass.setBindGroup(0, routeBg);
       pass.dispatchWorkgroups(...workgroupGrid(eng, this.perToken ? p.T * ROUTE_WG : p.T, ROUTE_WG));
-      pass.end();
-      eng.keepAlive(pass, checkBg, routeBg);
+      eng.keepAlive(checkBg, routeBg);
     });
   }
 
