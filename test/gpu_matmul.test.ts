@@ -315,6 +315,20 @@ describe('gpu engine: options', () => {
   });
 });
 
+describe('gpu engine: errors outside a recorded batch', () => {
+  it('a WebGPU error no scope catches is a DnnlError at the next wait, then the stream goes on', async () => {
+    const strm = new Stream(eng);
+    // No batch is open: nothing of the engine's scopes wraps this invalid buffer.
+    eng.device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.STORAGE });
+    await eng.device.queue.onSubmittedWorkDone();
+    const err = await strm.wait().then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(DnnlError);
+    expect((err as DnnlError).status).toBe('runtime_error');
+    expect((err as DnnlError).message).toMatch(/outside any recorded batch: .*MapRead/);
+    await strm.wait();
+  });
+});
+
 describe('gpu engine: one submit per batch', () => {
   it('primitives recorded between waits reach the queue in one submit; host writes between them stay in order', async () => {
     const M = 7, K = 13, N = 9;

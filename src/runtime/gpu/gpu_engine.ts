@@ -172,6 +172,13 @@ export class GpuEngine {
     this.lostPromise = device.lost.then((info) => {
       this.lostReason = `${info.reason ?? 'unknown'}: ${info.message}`;
     });
+    // An error outside the batch's validation scope (e.g. out of memory at submit, which no scope wraps)
+    // still reaches the next wait, as a DnnlError, instead of only the console.
+    device.addEventListener('uncapturederror', (ev) => {
+      const e = (ev as GPUUncapturedErrorEvent).error;
+      const oom = e.constructor.name === 'GPUOutOfMemoryError';
+      this.asyncError ??= new DnnlError(oom ? 'out_of_memory' : 'runtime_error', `gpu engine: ${oom ? 'device allocation failed' : 'WebGPU error'} outside any recorded batch: ${e.message}`);
+    });
   }
 
   /** What the kernels may use on this device. */
