@@ -12,6 +12,7 @@
  * Prints a table and writes JSON to $OUT/gpu_bench.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
+import { routedSizes } from './gpu_bench_common.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
@@ -64,21 +65,6 @@ function withOldKernels<T>(make: () => T): T {
   } finally {
     Object.assign(gpuKernelTuning, saved);
   }
-}
-
-/** Top-6 of 64 per token, distinct experts, deterministic (an LCG): the sizes the router would give. */
-function routedSizes(T: number): number[] {
-  const sizes = new Array<number>(E).fill(0);
-  let s = 12345;
-  for (let t = 0; t < T; t++) {
-    const chosen = new Set<number>();
-    while (chosen.size < TOPK) {
-      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
-      chosen.add((s >>> 8) % E);
-    }
-    for (const e of chosen) sizes[e]++;
-  }
-  return sizes;
 }
 
 async function floor(eng: GpuEngine): Promise<number> {
@@ -151,7 +137,7 @@ async function main(): Promise<void> {
   const strm = new Stream(eng);
   const rows: Record<string, unknown>[] = [];
   for (const T of TOKENS) {
-    const sizes = routedSizes(T), M = T * TOPK;
+    const sizes = routedSizes(T, E, TOPK), M = T * TOPK;
     const srcMd = memory.desc.grouped([M, K], dt.f32, E, [RUNTIME_DIM_VAL, K]);
     const dstMd = memory.desc.grouped([M, N], dt.f32, E, [RUNTIME_DIM_VAL, N]);
     const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
@@ -199,7 +185,7 @@ async function main(): Promise<void> {
     const attr = new PrimitiveAttr().setScales(ARG.WEIGHTS, q.mask, q.groups, dt.f32);
     let sc: GpuMemory | undefined;
     for (const T of QTOKENS) {
-      const sizes = routedSizes(T), M = T * TOPK;
+      const sizes = routedSizes(T, E, TOPK), M = T * TOPK;
       const srcMd = memory.desc.grouped([M, K], dt.f32, E, [RUNTIME_DIM_VAL, K]);
       const dstMd = memory.desc.grouped([M, N], dt.f32, E, [RUNTIME_DIM_VAL, N]);
       const pd = new matmul.PrimitiveDesc(eng, srcMd, wq.desc, dstMd, attr);

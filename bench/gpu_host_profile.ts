@@ -6,50 +6,12 @@
  *
  *   npx tsx bench/gpu_host_profile.ts --T=1 --E=64 --k=6 --K=2048 --I=1408 --variant=int4 --reps=200
  */
-import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, tag, type GpuEngine, type GpuMemory } from '../src/index.js';
+import { countDawnCalls } from './gpu_bench_common.js';
+import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, tag, type GpuMemory } from '../src/index.js';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-/** Calls and host time of every Dawn method (device, queue, encoder, pass, buffer prototypes) over `n` runs of `fn`, per run. */
-export async function dawnCallsOf(eng: GpuEngine, n: number, fn: () => Promise<void>): Promise<{ method: string; calls: number; us: number }[]> {
-  const dev = eng.device;
-  const enc = dev.createCommandEncoder();
-  const pass = enc.beginComputePass();
-  pass.end();
-  enc.finish();
-  const buf = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE });
-  const stats = new Map<string, { calls: number; ms: number }>();
-  const undo: (() => void)[] = [];
-  for (const [obj, cls] of [[dev, 'device'], [dev.queue, 'queue'], [enc, 'encoder'], [pass, 'pass'], [buf, 'buffer']] as const) {
-    const proto = Object.getPrototypeOf(obj) as Record<string, unknown>;
-    for (const key of Object.getOwnPropertyNames(proto)) {
-      const d = Object.getOwnPropertyDescriptor(proto, key);
-      if (!d || typeof d.value !== 'function' || key === 'constructor') continue;
-      const f = d.value as (...a: unknown[]) => unknown;
-      proto[key] = function (this: unknown, ...a: unknown[]): unknown {
-        const t0 = performance.now();
-        try {
-          return f.apply(this, a);
-        } finally {
-          const s = stats.get(`${cls}.${key}`) ?? { calls: 0, ms: 0 };
-          s.calls++;
-          s.ms += performance.now() - t0;
-          stats.set(`${cls}.${key}`, s);
-        }
-      };
-      undo.push(() => { proto[key] = f; });
-    }
-  }
-  try {
-    for (let i = 0; i < n; i++) await fn();
-  } finally {
-    for (const u of undo) u();
-    buf.destroy();
-  }
-  return [...stats].map(([method, s]) => ({ method, calls: s.calls / n, us: (s.ms / n) * 1000 })).sort((a, b) => b.us - a.us);
 }
 
 async function main(): Promise<void> {
@@ -98,7 +60,7 @@ async function main(): Promise<void> {
   }
   console.log(`record (all stages) ${(median(totals) * 1000).toFixed(1)} us; wait ${(median(waits) * 1000).toFixed(1)} us`);
   for (const [name, xs] of stageMs) console.log(`  ${name}: ${(median(xs) * 1000).toFixed(1)} us`);
-  const calls = await dawnCallsOf(eng, 50, async () => {
+  const calls = await countDawnCalls(eng, 50, async () => {
     layer.execute(strm, args);
     await strm.wait();
   });

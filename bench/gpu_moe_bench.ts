@@ -11,11 +11,12 @@
  * Writes JSON to $OUT/gpu_moe_bench.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
-import { ARG, Engine, Memory, MemoryDesc, Stream, dt, memory, moe, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
+import { Engine, Stream, dt, moe, type GpuEngine } from '../src/index.js';
 import { MOE_WORKLOADS, moeFlops, type MoeWorkload } from './moe_workloads.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
+import { countDawnCalls, layerMemories, layerPd, variantConfig, type GpuMoeVariant } from './gpu_bench_common.js';
 
-export type GpuMoeVariant = 'f32' | 'int4' | 'int8' | 'w8a8';
+export type { GpuMoeVariant };
 
 /** Qwen3-30B-A3B's MoE layer (hidden 2048, 128 experts, top-8, intermediate 768) at decode and prefill token counts. */
 export function qwen3Workload(T: number): MoeWorkload {
@@ -46,35 +47,6 @@ async function timed(fn: () => Promise<void>, reps: number, warmup = 3): Promise
   return median(t);
 }
 
-/** Deterministic bytes in 64 MiB chunks: f32 values in [-amp, amp], or random codes for the integer types. */
-function fill(m: GpuMemory, t: DataType, amp: number, seed: number): void {
-  const bytes = m.byteSizes[0];
-  const chunk = new Uint8Array(Math.min(bytes, 64 << 20));
-  let s = seed >>> 0;
-  if (t === 'f32') {
-    const f = new Float32Array(chunk.buffer);
-    for (let i = 0; i < f.length; i++) {
-      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-      f[i] = ((s >>> 8) / 16777216 * 2 - 1) * amp;
-    }
-  } else {
-    for (let i = 0; i < chunk.length; i++) {
-      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-      chunk[i] = s >>> 24;
-    }
-  }
-  for (let off = 0; off < bytes; off += chunk.length) m.writeBytes(chunk.subarray(0, Math.min(chunk.length, bytes - off)), 0, off);
-}
-
-/** The layer's config and weight types of a variant; quantized weights with their scales given at execute. */
-function variantConfig(v: GpuMoeVariant): { wdt: DataType; cfg: Partial<moe.layer.LayerConfig>; scales: (dims: readonly number[]) => number[] | undefined } {
-  const blocks = (d: readonly number[]): number[] => [d[0], d[1] / 32, d[2]];
-  if (v === 'int4') return { wdt: dt.s4, cfg: { weightScales: { w13: { mask: 7, groups: [1, 32, 1] }, w2: { mask: 7, groups: [1, 32, 1] } } }, scales: blocks };
-  if (v === 'int8') return { wdt: dt.s8, cfg: { weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, scales: (d) => [d[0], d[2]] };
-  if (v === 'w8a8') return { wdt: dt.s8, cfg: { quant: 'w8a8_dynamic', weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, scales: (d) => [d[0], d[2]] };
-  return { wdt: dt.f32, cfg: {}, scales: () => undefined };
-}
-
 export interface GpuMoeRow {
   workload: string;
   variant: GpuMoeVariant;
@@ -95,48 +67,6 @@ export interface GpuMoeRow {
   dawnCalls?: { method: string; calls: number; us: number }[];
 }
 
-/**
- * Calls and host time of every Dawn method over `n` runs of `fn`, per run: the prototypes of the
- * device, queue, encoder, pass and buffer objects are wrapped for the duration (bench only).
- */
-async function countDawnCalls(eng: GpuEngine, n: number, fn: () => Promise<void>): Promise<{ method: string; calls: number; us: number }[]> {
-  const dev = eng.device;
-  const enc = dev.createCommandEncoder();
-  const pass = enc.beginComputePass();
-  pass.end();
-  enc.finish();
-  const buf = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE });
-  const stats = new Map<string, { calls: number; ms: number }>();
-  const undo: (() => void)[] = [];
-  for (const [obj, cls] of [[dev, 'device'], [dev.queue, 'queue'], [enc, 'encoder'], [pass, 'pass'], [buf, 'buffer']] as const) {
-    const proto = Object.getPrototypeOf(obj) as Record<string, unknown>;
-    for (const k of Object.getOwnPropertyNames(proto)) {
-      const d = Object.getOwnPropertyDescriptor(proto, k);
-      if (!d || typeof d.value !== 'function' || k === 'constructor') continue;
-      const f = d.value as (...a: unknown[]) => unknown;
-      proto[k] = function (this: unknown, ...a: unknown[]): unknown {
-        const t0 = performance.now();
-        try {
-          return f.apply(this, a);
-        } finally {
-          const s = stats.get(`${cls}.${k}`) ?? { calls: 0, ms: 0 };
-          s.calls++;
-          s.ms += performance.now() - t0;
-          stats.set(`${cls}.${k}`, s);
-        }
-      };
-      undo.push(() => { proto[k] = f; });
-    }
-  }
-  try {
-    for (let i = 0; i < n; i++) await fn();
-  } finally {
-    for (const u of undo) u();
-    buf.destroy();
-  }
-  return [...stats].map(([method, s]) => ({ method, calls: s.calls / n, us: (s.ms / n) * 1000 })).sort((a, b) => b.us - a.us);
-}
-
 export interface GpuMoeOptions {
   workloads: string[];
   variants: GpuMoeVariant[];
@@ -151,33 +81,11 @@ export interface GpuMoeOptions {
 
 /** One layer, timed whole and stage by stage. */
 async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuMoeOptions): Promise<GpuMoeRow> {
-  const { wdt, cfg, scales } = variantConfig(v);
+  const { wdt } = variantConfig(v);
   const strm = new Stream(eng);
-  const w13Dims = [w.E, w.K, 2 * w.I], w2Dims = [w.E, w.I, w.K];
-  const pd = new moe.layer.PrimitiveDesc(eng, {
-    tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { renormalize: true },
-    weights: { w13: memory.desc(w13Dims, wdt, tag.abc), w2: memory.desc(w2Dims, wdt, tag.abc) }, ...cfg,
-  });
+  const pd = layerPd(eng, w, v);
   const layer = new moe.layer.Primitive(pd);
-  const mem = (md: MemoryDesc | undefined): GpuMemory => Memory.create(md!, eng);
-  const w13 = mem(pd.queryMd('w13')), w2 = mem(pd.queryMd('w2'));
-  // Weights scaled so the activations stay O(1) through both GEMMs.
-  fill(w13, wdt, 0.05, 103);
-  fill(w2, wdt, 0.05, 104);
-  const hidden = mem(pd.queryMd('hidden')), logits = mem(pd.queryMd('logits')), out = mem(pd.queryMd('dst'));
-  fill(hidden, dt.f32, 1, 101);
-  fill(logits, dt.f32, 4, 102);
-  const args: Record<number, GpuMemory> = { [ARG.SRC]: hidden, [ARG.MOE_ROUTER_LOGITS]: logits, [ARG.WEIGHTS]: w13, [ARG.WEIGHTS_1]: w2, [ARG.DST]: out };
-  const owned = [w13, w2, hidden, logits, out];
-  for (const [id, dims] of [[ARG.WEIGHTS, w13Dims], [ARG.WEIGHTS_1, w2Dims]] as const) {
-    const sd = scales(dims);
-    if (!sd) continue;
-    const s = mem(memory.desc(sd, dt.f32, sd.length === 3 ? tag.abc : tag.ab));
-    // |code| <= 127 (int8) or 8 (int4): scales keep |w| around 0.05.
-    s.write(new Float32Array(sd.reduce((a, b) => a * b, 1)).fill(wdt === dt.s4 ? 0.05 / 8 : 0.05 / 128));
-    args[ARG.ATTR_SCALES | id] = s;
-    owned.push(s);
-  }
+  const { args, owned } = layerMemories(eng, pd, w, v);
   await keepGpuBusy(eng, o.spinMs ?? 0);
   const host: number[] = [];
   // 20 warm-up runs: the first executions of a process still run unoptimized JavaScript.

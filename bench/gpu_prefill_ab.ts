@@ -11,10 +11,11 @@
  * Tunings ('+'-joined): base (loop staging, one element per load: the kernel before this work), pf
  * (register prefetch), ch (chunked weights loads), tn64 / tn128 (tile columns), bk32 (K slice 32).
  */
-import { ARG, Engine, Memory, Stream, dt, memory, moe, tag, type DataType, type GpuEngine, type GpuMemory, type MemoryDesc } from '../src/index.js';
+import { Engine, Stream, moe, type GpuEngine } from '../src/index.js';
 import { gemmThreadTuning } from '../src/kernels/wgsl/gemm_threads.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { MOE_WORKLOADS, type MoeWorkload } from './moe_workloads.js';
+import { layerMemories, layerPd } from './gpu_bench_common.js';
 
 const cli = new Map<string, string>();
 for (const a of process.argv.slice(2)) {
@@ -35,59 +36,18 @@ function tune(t: string): void {
 }
 
 type Variant = 'f32' | 'int4' | 'int8';
-function variantConfig(v: Variant): { wdt: DataType; cfg: Partial<moe.layer.LayerConfig>; scales: (d: readonly number[]) => number[] | undefined } {
-  if (v === 'int4') return { wdt: dt.s4, cfg: { weightScales: { w13: { mask: 7, groups: [1, 32, 1] }, w2: { mask: 7, groups: [1, 32, 1] } } }, scales: (d) => [d[0], d[1] / 32, d[2]] };
-  if (v === 'int8') return { wdt: dt.s8, cfg: { weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, scales: (d) => [d[0], d[2]] };
-  return { wdt: dt.f32, cfg: {}, scales: () => undefined };
-}
-
-/** Deterministic bytes: f32 values in [-amp, amp] or random codes. */
-function fill(m: GpuMemory, t: DataType, amp: number, seed: number): void {
-  const bytes = m.byteSizes[0];
-  const chunk = new Uint8Array(Math.min(bytes, 64 << 20));
-  let s = seed >>> 0;
-  const f = new Float32Array(chunk.buffer, 0, chunk.length >> 2);
-  for (let i = 0; i < (t === 'f32' ? f.length : chunk.length); i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    if (t === 'f32') f[i] = ((s >>> 8) / 16777216 * 2 - 1) * amp;
-    else chunk[i] = s >>> 24;
-  }
-  for (let off = 0; off < bytes; off += chunk.length) m.writeBytes(chunk.subarray(0, Math.min(chunk.length, bytes - off)), 0, off);
-}
 
 const med = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
 
 async function compare(eng: GpuEngine, w: MoeWorkload, v: Variant, tunings: string[], reps: number): Promise<void> {
-  const { wdt, cfg, scales } = variantConfig(v);
   const strm = new Stream(eng);
-  const w13Dims = [w.E, w.K, 2 * w.I], w2Dims = [w.E, w.I, w.K];
   const layers = tunings.map((t) => {
     tune(t);
-    const pd = new moe.layer.PrimitiveDesc(eng, {
-      tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { renormalize: true },
-      weights: { w13: memory.desc(w13Dims, wdt, tag.abc), w2: memory.desc(w2Dims, wdt, tag.abc) }, ...cfg,
-    });
+    const pd = layerPd(eng, w, v);
     return { t, pd, layer: new moe.layer.Primitive(pd), passes: new Map<string, number[]>() };
   });
   tune('pf+ch');
-  const pd = layers[0].pd;
-  const mem = (md: MemoryDesc | undefined): GpuMemory => Memory.create(md!, eng);
-  const w13 = mem(pd.queryMd('w13')), w2 = mem(pd.queryMd('w2'));
-  fill(w13, wdt, 0.05, 103);
-  fill(w2, wdt, 0.05, 104);
-  const hidden = mem(pd.queryMd('hidden')), logits = mem(pd.queryMd('logits')), out = mem(pd.queryMd('dst'));
-  fill(hidden, dt.f32, 1, 101);
-  fill(logits, dt.f32, 4, 102);
-  const args: Record<number, GpuMemory> = { [ARG.SRC]: hidden, [ARG.MOE_ROUTER_LOGITS]: logits, [ARG.WEIGHTS]: w13, [ARG.WEIGHTS_1]: w2, [ARG.DST]: out };
-  const owned = [w13, w2, hidden, logits, out];
-  for (const [id, dims] of [[ARG.WEIGHTS, w13Dims], [ARG.WEIGHTS_1, w2Dims]] as const) {
-    const sd = scales(dims);
-    if (!sd) continue;
-    const s = mem(memory.desc(sd, dt.f32, sd.length === 3 ? tag.abc : tag.ab));
-    s.write(new Float32Array(sd.reduce((a, b) => a * b, 1)).fill(wdt === dt.s4 ? 0.05 / 8 : 0.05 / 128));
-    args[ARG.ATTR_SCALES | id] = s;
-    owned.push(s);
-  }
+  const { args, out, owned } = layerMemories(eng, layers[0].pd, w, v);
   // The tunings must agree (same weights, same routing): compare outputs with the first.
   let ref: Float32Array | undefined;
   for (const l of layers) {

@@ -8,6 +8,7 @@
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
+import { routedSizes } from './gpu_bench_common.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 
 const arg = (name: string, def: string): string => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
@@ -29,20 +30,6 @@ const SPIN_MS = Number(arg('spin-ms', '1500'));
 // over E * N / 128 groups of 128 columns each, every group taking its expert's rows: same FLOPs, same
 // tile count, the weight access pattern of [E][N / 128][K][128].
 const BLOCKED = arg('layout', 'plain') === 'blocked';
-
-function routedSizes(T: number): number[] {
-  const sizes = new Array<number>(E).fill(0);
-  let s = 12345;
-  for (let t = 0; t < T; t++) {
-    const chosen = new Set<number>();
-    while (chosen.size < TOPK) {
-      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
-      chosen.add((s >>> 8) % E);
-    }
-    for (const e of chosen) sizes[e]++;
-  }
-  return sizes;
-}
 
 function fill(m: GpuMemory, bytes: number): void {
   const chunk = new Float32Array(Math.min(bytes, 64 << 20) / 4);
@@ -67,7 +54,7 @@ async function main(): Promise<void> {
   fill(wei, G * K * NG * 4);
   const owned: { free(): void }[] = [wei];
   for (const T of TOKENS) {
-    const sizes = routedSizes(T).flatMap((m) => new Array<number>(NB).fill(m)), M = T * TOPK * NB;
+    const sizes = routedSizes(T, E, TOPK).flatMap((m) => new Array<number>(NB).fill(m)), M = T * TOPK * NB;
     const srcMd = memory.desc.grouped([M, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
     const dstMd = memory.desc.grouped([M, NG], dt.f32, G, [RUNTIME_DIM_VAL, NG]);
     // --shared-io=1: src / dst allocated once per T (before the first weights), reused by every weights allocation.
