@@ -77,6 +77,20 @@ void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_
     a += 4;                                                                           \
   } while (0)
 
+/*
+ * The constants both decode kernels keep in registers: the swizzles pairing each code byte's nibbles with
+ * the quad activation layout, the low / high nibble masks, and (s4) the xor that biases codes to u4.
+ */
+#define DQ4_CONSTANTS(S4_)                                                                          \
+  v128_t i0 = wasm_i8x16_const(0, 8, 8, 0, 1, 9, 9, 1, 2, 10, 10, 2, 3, 11, 11, 3);                \
+  v128_t i1 = wasm_i8x16_const(4, 12, 12, 4, 5, 13, 13, 5, 6, 14, 14, 6, 7, 15, 15, 7);            \
+  v128_t mlo = wasm_i16x8_splat(0x000f), mhi = wasm_i16x8_splat(0x00f0), xb = wasm_i8x16_splat((int8_t)0x88); \
+  KEEP(i0);                                                                                         \
+  KEEP(i1);                                                                                         \
+  KEEP(mlo);                                                                                        \
+  KEEP(mhi);                                                                                        \
+  if (S4_) KEEP(xb)
+
 INLINE void dq4_row16(const int S4, size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a,
                       const int32_t* restrict xs, const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps,
                       void* restrict c, int acc, int first) {
@@ -84,14 +98,7 @@ INLINE void dq4_row16(const int S4, size_t nc1, size_t nc2, size_t kc, size_t bl
   a = a + z;
   w = w + z;
   const uint8_t* u = w + ps;
-  v128_t i0 = wasm_i8x16_const(0, 8, 8, 0, 1, 9, 9, 1, 2, 10, 10, 2, 3, 11, 11, 3);
-  v128_t i1 = wasm_i8x16_const(4, 12, 12, 4, 5, 13, 13, 5, 6, 14, 14, 6, 7, 15, 15, 7);
-  v128_t mlo = wasm_i16x8_splat(0x000f), mhi = wasm_i16x8_splat(0x00f0), xb = wasm_i8x16_splat((int8_t)0x88);
-  KEEP(i0);
-  KEEP(i1);
-  KEEP(mlo);
-  KEEP(mhi);
-  if (S4) KEEP(xb);
+  DQ4_CONSTANTS(S4);
   const v128_t zero = wasm_i32x4_splat(0);
   v128_t f0 = zero, f1 = zero, f2 = zero, f3 = zero;
   if (sc && !first) {
@@ -172,14 +179,7 @@ INLINE void dq4_rows2(const int S4, size_t nc, size_t kc, const int16_t* restric
   a0 = a0 + z;
   a1 = a1 + z;
   w = w + z;
-  v128_t i0 = wasm_i8x16_const(0, 8, 8, 0, 1, 9, 9, 1, 2, 10, 10, 2, 3, 11, 11, 3);
-  v128_t i1 = wasm_i8x16_const(4, 12, 12, 4, 5, 13, 13, 5, 6, 14, 14, 6, 7, 15, 15, 7);
-  v128_t mlo = wasm_i16x8_splat(0x000f), mhi = wasm_i16x8_splat(0x00f0), xb = wasm_i8x16_splat((int8_t)0x88);
-  KEEP(i0);
-  KEEP(i1);
-  KEEP(mlo);
-  KEEP(mhi);
-  if (S4) KEEP(xb);
+  DQ4_CONSTANTS(S4);
   const v128_t zero = wasm_i32x4_splat(0);
   v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
 #define ROWS2_STEP(LOAD_W)                                                                              \
