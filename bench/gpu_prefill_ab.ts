@@ -9,13 +9,20 @@
  *   --workloads=moe-b,moe-b-4096   --variants=f32,int4,int8   --tunings=base,pf,pf+ch,pf+ch+tn128   --reps=30
  *
  * Tunings ('+'-joined): base (loop staging, one element per load: the kernel before this work), pf
- * (register prefetch), ch (chunked weights loads), tn64 / tn128 (tile columns), bk32 (K slice 32).
+ * (register prefetch), ch (chunked weights loads), tn64 / tn128 (tile columns), bk32 (K slice 32),
+ * sk (K-block weights scales held in registers, known at creation: gpuKernelTuning.staticKBlocks),
+ * mg (integer codes to f32 by the 2^23 mantissa trick), nd (no decode at all: wrong results, times the
+ * rest of the staging). The library's default is pf+ch+sk.
+ * Variants: f32, int4 (s4, K-block 32 scales), int4c (s4, per-column scales), int8 (s8, per-column scales).
+ * Before each variant's timed rounds the GPU is kept busy 1.5 s (`--spin-ms`, bench/gpu_clock_warmup.ts),
+ * and 50 ms before each round, so every tuning runs at the sustained clock.
  */
-import { Engine, Stream, moe, type GpuEngine } from '../src/index.js';
+import { Engine, Stream, dt, memory, moe, tag, type GpuEngine } from '../src/index.js';
 import { gemmThreadTuning } from '../src/kernels/wgsl/gemm_threads.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { MOE_WORKLOADS, type MoeWorkload } from './moe_workloads.js';
 import { layerMemories, layerPd } from './gpu_bench_common.js';
+import { keepGpuBusy } from './gpu_clock_warmup.js';
 
 const cli = new Map<string, string>();
 for (const a of process.argv.slice(2)) {
@@ -33,9 +40,22 @@ function tune(t: string): void {
   gpuKernelTuning.chunk = parts.has('ch');
   gpuKernelTuning.tiledTn = parts.has('tn128') ? 128 : parts.has('tn64') ? 64 : undefined;
   gpuKernelTuning.tiledBk = parts.has('bk32') ? 32 : undefined;
+  gpuKernelTuning.staticKBlocks = parts.has('sk');
+  gemmThreadTuning.magicDecode = parts.has('mg');
+  gemmThreadTuning.skipDecode = parts.has('nd');
 }
 
-type Variant = 'f32' | 'int4' | 'int8';
+type Variant = 'f32' | 'int4' | 'int4c' | 'int8';
+
+/** int4c: s4 weights with per-column (K-constant) scales, to separate the K-block scales' cost from the nibbles'. */
+function variantPd(eng: GpuEngine, w: MoeWorkload, v: Variant): moe.layer.PrimitiveDesc<GpuEngine> {
+  if (v !== 'int4c') return layerPd(eng, w, v);
+  return new moe.layer.PrimitiveDesc(eng, {
+    tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { renormalize: true },
+    weights: { w13: memory.desc([w.E, w.K, 2 * w.I], dt.s4, tag.abc), w2: memory.desc([w.E, w.I, w.K], dt.s4, tag.abc) },
+    weightScales: { w13: { mask: 5 }, w2: { mask: 5 } },
+  });
+}
 
 const med = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
 
@@ -43,14 +63,18 @@ async function compare(eng: GpuEngine, w: MoeWorkload, v: Variant, tunings: stri
   const strm = new Stream(eng);
   const layers = tunings.map((t) => {
     tune(t);
-    const pd = layerPd(eng, w, v);
+    const pd = variantPd(eng, w, v);
     return { t, pd, layer: new moe.layer.Primitive(pd), passes: new Map<string, number[]>() };
   });
-  tune('pf+ch');
-  const { args, out, owned } = layerMemories(eng, layers[0].pd, w, v);
+  tune('pf+ch+sk');
+  // int4c's memories: int8's fill (random bytes) and per-column scale shapes fit s4 weights too.
+  const { args, out, owned } = layerMemories(eng, layers[0].pd, w, v === 'int4c' ? 'int8' : v);
   // The tunings must agree (same weights, same routing): compare outputs with the first.
   let ref: Float32Array | undefined;
+  const outElems = out.byteSizes[0] / 4;
   for (const l of layers) {
+    // A layer that did not run must not pass as bit-identical: out starts as a sentinel each time.
+    out.write(new Float32Array(outElems).fill(12345));
     for (let i = 0; i < 5; i++) { l.layer.execute(strm, args); await strm.wait(); }
     const o = Float32Array.from(await out.read());
     if (!ref) ref = o;
@@ -65,9 +89,11 @@ async function compare(eng: GpuEngine, w: MoeWorkload, v: Variant, tunings: stri
     for (const m of owned) m.free();
     return;
   }
+  await keepGpuBusy(eng, spinMs);
   eng.setProfiling(true);
   try {
     for (let r = 0; r < reps; r++) {
+      await keepGpuBusy(eng, 50);
       for (const l of layers) {
         l.layer.execute(strm, args);
         await strm.wait();
@@ -95,6 +121,7 @@ const workloads = (cli.get('workloads') ?? 'moe-b').split(',');
 const variants = (cli.get('variants') ?? 'f32,int4,int8').split(',') as Variant[];
 const tunings = (cli.get('tunings') ?? 'base,pf,pf+ch,pf+ch+tn128').split(',');
 const reps = Number(cli.get('reps') ?? 30);
+const spinMs = Number(cli.get('spin-ms') ?? 1500);
 const eng = await Engine.create({ kind: 'gpu', powerPreference: 'high-performance' }) as GpuEngine;
 console.log(`gpu: ${eng.adapterInfo}; node ${process.version}`);
 try {

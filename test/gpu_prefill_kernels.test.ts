@@ -6,7 +6,7 @@
  * (gather, scatter) and binding windows it now takes. Each case asserts the kernel that ran and
  * compares with a float64 reference.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, algorithm, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory, type MemoryDesc,
 } from '../src/index.js';
@@ -154,6 +154,60 @@ describe('gemm-tiled staging: weights loaded in chunks of consecutive columns, r
       }
     }
     expectNear(got, want, 'chunked s4 gather in windows');
+  });
+});
+
+describe('gemm-tiled: K-blocked weights scales / zero points held in registers, known at creation (weiKBlocks)', () => {
+  // Each case runs twice: static hoists (the default) and the per-workgroup decision
+  // (gpuKernelTuning.staticKBlocks off); the pipeline keys say which kernel ran (`:kb<wsc>.<wzp>`).
+  const cases: ReadonlyArray<readonly [string, GMCase, string | undefined]> = [
+    ['u4 chunks: scales K-block 32 and u4 zero points K-block 64 (different blocks), swiglu halves, one expert takes every row, N not a multiple of the tile',
+      { G: 3, K: 128, N: 80, sizes: [0, 45, 0], weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(32) } }, zps: { weights: { gran: GM.weights.kBlock(64), dt: dt.u4 } }, glu: { alg: 'glu_swiglu', layout: 'halves' } }, ':kb32.64'],
+    ['s4 chunks: 32 x 8 blocks (blocked along N too: one index per lane), E = 1',
+      { G: 1, K: 64, N: 48, sizes: [27], weiDt: dt.s4, scales: { weights: { gran: GM.weights.block2d(32, 8) } } }, ':kb32.'],
+    ['s4 one element per load (N not a multiple of 8): per-lane static hoists, empty expert',
+      { G: 3, K: 96, N: 36, sizes: [20, 0, 21], weiDt: dt.s4, scales: { weights: { gran: GM.weights.kBlock(32) } } }, ':kb32.'],
+    ['s8 chunks: K-block 16 = BK (a reload every slice), 64-row tiles',
+      { G: 2, K: 48, N: 64, sizes: [70, 60], weiDt: dt.s8, scales: { weights: { gran: GM.weights.kBlock(16) } } }, ':kb16.'],
+    ['u8 chunks: K-block 8 < BK stays per element (no static hoist)',
+      { G: 2, K: 48, N: 64, sizes: [20, 25], weiDt: dt.u8, scales: { weights: { gran: GM.weights.kBlock(8) } } }, undefined],
+  ];
+  it.each(cases)('%s', async (_n, c, key) => {
+    const spy = vi.spyOn(eng, 'pipeline');
+    try {
+      const a = await runGpuGM(eng, strm, c);
+      const gemmKeys = spy.mock.calls.map((k) => k[0]).filter((k) => k.startsWith('gemm-tiled:'));
+      if (key) expect(gemmKeys.some((k) => k.includes(key))).toBe(true);
+      else expect(gemmKeys.some((k) => k.includes(':kb'))).toBe(false);
+      expectClose(a, 2e-5, 1e-5, 'static');
+      spy.mockClear();
+      gpuKernelTuning.staticKBlocks = false;
+      const b = await runGpuGM(eng, strm, c);
+      expect(spy.mock.calls.map((k) => k[0]).filter((k) => k.startsWith('gemm-tiled:')).some((k) => k.includes(':kb'))).toBe(false);
+      expect(Array.from(b.got)).toEqual(Array.from(a.got));
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
+
+describe('gemm-tiled: chunked integer codes to f32 by the 2^23 mantissa trick (bench switch magicDecode)', () => {
+  it('gives the bits of the conversion for s4 / u4 / s8 / u8 codes, with zero points', async () => {
+    for (const weiDt of [dt.s4, dt.u4, dt.s8, dt.u8]) {
+      const c: GMCase = { G: 2, K: 64, N: 64, sizes: [20, 25], weiDt, scales: { weights: { gran: GM.weights.kBlock(32) } }, zps: { weights: { gran: GM.weights.expertCol, dt: weiDt === dt.s4 || weiDt === dt.u4 ? weiDt : dt.s8 } } };
+      const spy = vi.spyOn(eng, 'pipeline');
+      try {
+        gemmThreadTuning.magicDecode = true;
+        const a = await runGpuGM(eng, strm, c);
+        expect(spy.mock.calls.some((k) => k[0].startsWith('gemm-tiled:') && k[0].endsWith(':dmagic')), weiDt).toBe(true);
+        expectClose(a, 2e-5, 1e-5, `${weiDt} magic`);
+        gemmThreadTuning.magicDecode = false;
+        const b = await runGpuGM(eng, strm, c);
+        expect(Array.from(a.got), weiDt).toEqual(Array.from(b.got));
+      } finally {
+        spy.mockRestore();
+      }
+    }
   });
 });
 

@@ -67,11 +67,19 @@ export function hoistedWeightOperands(f: GemmFusion): ('wsc' | 'wzp')[] {
   return (['weiScale', 'weiZp'] as const).filter((k) => f[k] && f[k].terms.dims[1] !== 'u').map((k) => (k === 'weiScale' ? 'wsc' : 'wzp'));
 }
 
+/**
+ * K blocks of hoisted K-blocked weights operands that the host knows at creation to be multiples of
+ * BK with K ranges starting at 0 (dense, grouped M: GemmTiledConfig.weiKBlocks): their hoist is
+ * static (no per-element fallback in the kernel, which the compiler must otherwise keep beside the
+ * hoisted path) and their reload a modulo by a constant.
+ */
+export type WeiKBlocks = Readonly<Partial<Record<'wsc' | 'wzp', number>>>;
+
 /** Per-workgroup flags of the hoisted operands (`k0` and the fusion uniform in scope). */
-export function hoistFlagsWgsl(f: GemmFusion, bk: number): string {
+export function hoistFlagsWgsl(f: GemmFusion, bk: number, kb?: WeiKBlocks): string {
   return hoistedWeightOperands(f).map((b) => {
     const op = fusionOperands(f).find((o) => o.name === b)!;
-    return op.op.terms.dims[1] === '-' ? `let hoist_${b} = true;` : `let hoist_${b} = Q[${op.slot + 1}u].y % ${bk}u == 0u && k0 % ${bk}u == 0u;`;
+    return op.op.terms.dims[1] === '-' || kb?.[b] ? `let hoist_${b} = true;` : `let hoist_${b} = Q[${op.slot + 1}u].y % ${bk}u == 0u && k0 % ${bk}u == 0u;`;
   }).join(' ');
 }
 
@@ -85,38 +93,87 @@ export function hoistDeclWgsl(f: GemmFusion, lane: number | string): string {
  * where they change, at the first slice (`k0`) and, K-blocked, where a block starts (the registers keep
  * them across the slices of a block).
  */
-export function hoistSetWgsl(f: GemmFusion, lane: number | string, col: string, kb: string): string {
+export function hoistSetWgsl(f: GemmFusion, lane: number | string, col: string, kb: string, kBlocks?: WeiKBlocks): string {
   return hoistedWeightOperands(f).map((b) => {
     const o = named(f, b === 'wsc' ? 'weiScale' : 'weiZp')!;
     const op = fusionOperands(f).find((x) => x.name === b)!;
+    const block = kBlocks?.[b];
+    // A static block: k0 = 0 starts a block too.
+    if (block) return `if (${kb} % ${block}u == 0u) { h${b}${lane} = 0.0; if (${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, ${kb}, ${col}`, false)}; } }`;
     const starts = op.op.terms.dims[1] === 'b' ? ` || ${kb} % Q[${op.slot + 1}u].y == 0u` : '';
     return `if (hoist_${b} && (${kb} == k0${starts})) { h${b}${lane} = 0.0; if (${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, ${kb}, ${col}`, false)}; } }`;
   }).join(' ');
 }
 
+/**
+ * Static hoists (staticHoist) of lanes `lanes` at the slice start `kb`: per operand one condition (a
+ * block start: a modulo by the constant block; a K-constant map: the first slice) and one index
+ * computation, without the map function's division by the runtime block. `chunk`: the lanes are the
+ * consecutive columns col0 + i of one chunk, in or out of range as a whole (`guard`), so lane i reads
+ * `index(col0) + i * column stride` where the map is unit along N. Operands not static keep
+ * hoistSetWgsl.
+ */
+export function hoistSetStaticWgsl(f: GemmFusion, lanes: readonly { lane: number | string; col: string }[], kb: string, kBlocks: WeiKBlocks | undefined,
+  chunk?: { guard: string }): string {
+  return hoistedWeightOperands(f).map((b) => {
+    if (!staticHoist(f, b, kBlocks)) return lanes.map((l) => hoistSetWgsl(f, l.lane, l.col, kb, kBlocks)).join(' ');
+    const o = fusionOperands(f).find((x) => x.name === b)!;
+    const { terms } = o.op, slot = o.slot;
+    const block = kBlocks?.[b];
+    const X = b.toUpperCase();
+    const load = wgslType(o.op.dt).load;
+    const ix = (col: string): string => {
+      const t: string[] = [];
+      if (terms.g) t.push(`g * Q[${slot}u].x`);
+      const dim = (d: '-' | 'u' | 'b', i: string, lane: string, blk: string): void => {
+        if (d === 'u') t.push(`(${i}) * Q[${slot}u].${lane}`);
+        else if (d === 'b') t.push(`((${i}) / ${blk}) * Q[${slot}u].${lane}`);
+      };
+      dim(terms.dims[0], 'bW', 'y', `Q[${slot + 1}u].x`);
+      dim(terms.dims[1], kb, 'z', block ? `${block}u` : `Q[${slot + 1}u].y`);
+      dim(terms.dims[2], col, 'w', `Q[${slot + 1}u].z`);
+      return t.length ? t.join(' + ') : '0u';
+    };
+    const cond = block ? `${kb} % ${block}u == 0u` : `${kb} == k0`;
+    const zeros = lanes.map((l) => `h${b}${l.lane} = 0.0;`).join(' ');
+    if (chunk && terms.dims[2] !== 'b') {
+      const step = terms.dims[2] === 'u' ? (i: number): string => (i === 0 ? '' : ` + ${i}u * Q[${slot}u].w`) : (): string => '';
+      return `if (${cond}) { ${zeros} if (${chunk.guard}) { let si_${b} = ${ix(lanes[0].col)};${lanes.map((l, i) => ` h${b}${l.lane} = ${load(X, `si_${b}${step(i)}`)};`).join('')} } }`;
+    }
+    return `if (${cond}) { ${zeros}${lanes.map((l) => ` if (${l.col} < P.N) { h${b}${l.lane} = ${load(X, ix(l.col))}; }`).join('')} }`;
+  }).join(' ');
+}
+
 /** Statements setting `v` to the staged weights element `idx` at (k, col), hoisted operands from lane `lane`. */
 export function fusionLoadBHoisted(f: GemmFusion, c: GemmTiledConfig, idx: string, lane: number): string {
-  return `v = ${wgslType(c.wei).load('B', idx)};${fusionDequantB(f, lane, 'g, bW, k, col')}`;
+  return `v = ${wgslType(c.wei).load('B', idx)};${fusionDequantB(f, lane, 'g, bW, k, col', c.weiKBlocks)}`;
 }
 
 /**
  * Statements turning the weights code in `v` (f32, or i32 for an integer GEMM) into the staged value
  * at map coordinates `coords`: minus the zero point, times the scale; hoisted operands (hoistSetWgsl)
- * from lane `lane` where the slice allows.
+ * from lane `lane` where the slice allows (always where `kBlocks` or the map makes the hoist static).
  */
-export function fusionDequantB(f: GemmFusion, lane: number | string, coords: string): string {
+export function fusionDequantB(f: GemmFusion, lane: number | string, coords: string, kBlocks?: WeiKBlocks): string {
   const zp = named(f, 'weiZp'), sc = named(f, 'weiScale');
   if (f.intAcc) return zp ? ` v -= ${operandLoad(zp, coords, true)};` : '';
   const hoisted = hoistedWeightOperands(f);
   let s = '';
   const apply = (b: 'wsc' | 'wzp', o: { buf: string; op: FusedOperand } | undefined, op: string): void => {
     if (!o) return;
-    if (hoisted.includes(b)) s += ` if (hoist_${b}) { v ${op}= h${b}${lane}; } else { v ${op}= ${operandLoad(o, coords, false)}; }`;
+    if (hoisted.includes(b) && staticHoist(f, b, kBlocks)) s += ` v ${op}= h${b}${lane};`;
+    else if (hoisted.includes(b)) s += ` if (hoist_${b}) { v ${op}= h${b}${lane}; } else { v ${op}= ${operandLoad(o, coords, false)}; }`;
     else s += ` v ${op}= ${operandLoad(o, coords, false)};`;
   };
   apply('wzp', zp, '-');
   apply('wsc', sc, '*');
   return s;
+}
+
+/** Whether hoisted operand `b` is held in registers in every slice, known when the kernel is generated. */
+export function staticHoist(f: GemmFusion, b: 'wsc' | 'wzp', kBlocks?: WeiKBlocks): boolean {
+  const op = fusionOperands(f).find((o) => o.name === b);
+  return op !== undefined && (op.op.terms.dims[1] === '-' || kBlocks?.[b] !== undefined);
 }
 
 function stageLoad(f: GemmFusion, t: ReturnType<typeof wgslType>, idx: string, coords: string,

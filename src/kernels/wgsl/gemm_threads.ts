@@ -34,9 +34,13 @@ export interface GemmThreads {
 /**
  * Benchmark-only switches (bench compares layouts in one process; read when a kernel is generated, so
  * they are part of its key): rows per thread in tiles of up to 32 rows; register prefetch of the next
- * K slice (gemm_tiled_staging.ts) where a thread stages few registers.
+ * K slice (gemm_tiled_staging.ts) where a thread stages few registers; integer codes of chunked
+ * weights converted to f32 with the 2^23 mantissa trick (`magicDecode`) or a conversion; `skipDecode`
+ * (wrong results: times the staging without the decode).
  */
-export const gemmThreadTuning: { smallTileRowsPerThread: number; prefetch: boolean } = { smallTileRowsPerThread: 4, prefetch: true };
+export const gemmThreadTuning: { smallTileRowsPerThread: number; prefetch: boolean; magicDecode: boolean; skipDecode: boolean } = {
+  smallTileRowsPerThread: 4, prefetch: true, magicDecode: false, skipDecode: false,
+};
 
 function vecWidth(n: number): number {
   return n % 4 === 0 ? 4 : n % 2 === 0 ? 2 : 1;

@@ -2,9 +2,9 @@ import type { DataType } from '../../common/data_type.js';
 import { wgslHelpersFor, wgslStore, wgslType } from './wgsl_dtypes.js';
 import { gemmFusionKey, type GemmFusion } from './wgsl_quant.js';
 import {
-  fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB, fusionLoadBHoisted, hoistedWeightOperands, hoistFlagsWgsl,
+  type WeiKBlocks, fusionBindingsWgsl, fusionEpilogueWgsl, fusionLoadA, fusionLoadB, fusionLoadBHoisted, hoistedWeightOperands, hoistFlagsWgsl,
 } from './gemm_fusion.js';
-import { kLoopWgsl, stagingKey, weightsArrayType } from './gemm_tiled_staging.js';
+import { decodeKey, kLoopWgsl, stagingKey, weightsArrayType } from './gemm_tiled_staging.js';
 import { Y_FOLD, ZERO_TILE } from './grouped_schedule.js';
 import { colOfWgsl, gemmThreads, rowOfWgsl, vecOf } from './gemm_threads.js';
 import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, dstIndexWgsl, epilogueRowWgsl, type GemmRows } from './gemm_rows.js';
@@ -51,12 +51,22 @@ export interface GemmTiledConfig {
    * where the strides allow it; absent, one element per load.
    */
   readonly bChunk?: number;
+  /**
+   * K blocks of the weights' K-blocked scales / zero points, given by the host where they are
+   * multiples of BK and K ranges start at 0 (dense, grouped M): the kernel holds them per column in
+   * registers in every slice, with no per-element path (gemm_fusion.ts WeiKBlocks).
+   */
+  readonly weiKBlocks?: WeiKBlocks;
 }
 
 
 export function gemmTiledKey(c: GemmTiledConfig): string {
   const r = c.rows ? `:rows${c.rows.gather ? 'G' : ''}${c.rows.scatter ? 'S' : ''}${c.rows.zeroFill ? 'Z' : ''}${c.rows.counts ? 'C' : ''}` : '';
-  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}t${gemmThreads(c).threads}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}${stagingKey(c)}`;
+  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}t${gemmThreads(c).threads}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}${stagingKey(c)}${kBlocksKey(c.weiKBlocks)}${decodeKey(c)}`;
+}
+
+function kBlocksKey(kb: WeiKBlocks | undefined): string {
+  return kb ? `:kb${kb.wsc ?? ''}.${kb.wzp ?? ''}` : '';
 }
 
 /**
@@ -158,7 +168,7 @@ var<workgroup> Bs: array<${vecOf(T, wb)}, ${(bk * tn) / wb}>;
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   ${tile}
   ${f ? batchIdx : ''}
-  ${f ? hoistFlagsWgsl(f, bk) : ''}
+  ${f ? hoistFlagsWgsl(f, bk, c.weiKBlocks) : ''}
   let n0 = wid.x * ${f?.glu ? tn / 2 : tn}u;
   let tx = li % 16u;
   let ty = li / 16u;

@@ -1,5 +1,6 @@
 import type { DataType } from '../../common/data_type.js';
-import { fusionDequantB, hoistDeclWgsl, hoistSetWgsl } from './gemm_fusion.js';
+import { fusionDequantB, hoistDeclWgsl, hoistSetStaticWgsl, staticHoist } from './gemm_fusion.js';
+import { fusionOperands } from './wgsl_quant.js';
 import { gemmThreadTuning, gemmThreads, vecOf, type GemmThreads } from './gemm_threads.js';
 import type { GemmTiledConfig } from './gemm_tiled.js';
 
@@ -174,7 +175,7 @@ function stageBScalar(s: StagingParts, th: GemmThreads, slots: number, bIters: n
     (hoist && f ? `
   ${Array.from({ length: wb }, (_, e) => hoistDeclWgsl(f, e)).join(' ')}` : '');
   const hoistSet = (KB: string): string => (hoist && f ? `
-      ${Array.from({ length: wb }, (_, e) => hoistSetWgsl(f, e, `col${e}`, KB)).join(' ')}` : '');
+      ${hoistSetStaticWgsl(f, Array.from({ length: wb }, (_, e) => ({ lane: e, col: `col${e}` })), KB, c.weiKBlocks)}` : '');
   const one = (dst: (e: number) => string, guard: string): string => Array.from({ length: wb }, (_, e) => `
           ${dst(e)} = ${zero};
           { let col = col${e};
@@ -195,15 +196,51 @@ function stageBScalar(s: StagingParts, th: GemmThreads, slots: number, bIters: n
   return { consts, regs, load, store, loop };
 }
 
+/**
+ * How a raw chunk becomes values: `magic` (f32 staging of integer codes) ORs each code, offset to
+ * unsigned (s4 / s8: XOR of the sign bits, once per word), into the mantissa of 2^23 and subtracts
+ * 2^23 plus the offset (exact, the same bits as a conversion): a shift, an AND-OR and an FADD instead
+ * of two shifts and an integer-to-float conversion; `int` the conversion (the default: on an H200 the
+ * trick gained nothing, the decode being ~3% of the MoE-B int4 GEMMs, reports/prefill3-h200.md);
+ * `skip` (benchmark only, wrong values) no decode at all, to time the rest.
+ */
+type DecodeMode = 'magic' | 'int' | 'skip';
+
+function decodeMode(c: Pick<GemmTiledConfig, 'wei' | 'bChunk' | 'fusion'>): DecodeMode | undefined {
+  if (!c.bChunk || c.wei === 'f32') return undefined;
+  if (gemmThreadTuning.skipDecode) return 'skip';
+  return c.fusion?.intAcc || !gemmThreadTuning.magicDecode ? 'int' : 'magic';
+}
+
+/** The decode's part of the pipeline key (not of implInfo). */
+export function decodeKey(c: Pick<GemmTiledConfig, 'wei' | 'bChunk' | 'fusion'>): string {
+  const m = decodeMode(c);
+  return m === undefined || m === 'int' ? '' : `:d${m}`;
+}
+
+/** Statements before the values of raw chunk `w` are read (magic signed codes: the offset word). */
+function decodePrelude(c: GemmTiledConfig, w: string): string {
+  return decodeMode(c) === 'magic' && (c.wei === 's4' || c.wei === 's8') ? `let ${w}x = ${w} ^ ${c.wei === 's4' ? '0x88888888u' : '0x80808080u'}; ` : '';
+}
+
 /** Value `i` of a raw chunk `w` as T (codes as integers; f32 lanes as they are). */
-function decodeWgsl(wei: DataType, w: string, i: number, T: string): string {
-  switch (wei) {
+function decodeWgsl(c: GemmTiledConfig, w: string, i: number, T: string): string {
+  const mode = decodeMode(c);
+  if (mode === 'skip') return `bitcast<${T}>(${w})`;
+  if (mode === 'magic') {
+    const bits = c.wei === 's4' || c.wei === 'u4' ? 4 : 8;
+    const signed = c.wei === 's4' || c.wei === 's8';
+    const x = signed ? `${w}x` : w;
+    const field = `${i === 0 ? x : `(${x} >> ${bits * i}u)`} & ${bits === 4 ? 15 : 255}u`;
+    return `(bitcast<f32>((${field}) | 0x4b000000u) - ${8388608 + (signed ? 1 << (bits - 1) : 0)}.0)`;
+  }
+  switch (c.wei) {
     case 'f32': return `${w}[${i}]`;
     case 's4': return `${T}(bitcast<i32>(${w} << ${28 - 4 * i}u) >> 28u)`;
     case 'u4': return `${T}((${w} >> ${4 * i}u) & 15u)`;
     case 's8': return `${T}(bitcast<i32>(${w} << ${24 - 8 * i}u) >> 24u)`;
     case 'u8': return `${T}((${w} >> ${8 * i}u) & 255u)`;
-    default: throw new Error(`gemm-tiled: ${wei} weights have no chunked staging`);
+    default: throw new Error(`gemm-tiled: ${c.wei} weights have no chunked staging`);
   }
 }
 
@@ -223,17 +260,24 @@ function stageBChunks(s: StagingParts, th: GemmThreads, perRow: number, cIters: 
   let bok = bc < P.N;${hoist && f ? `
   ${Array.from({ length: V }, (_, i) => hoistDeclWgsl(f, `c${i}`)).join(' ')}` : ''}`;
   const hoistSet = (KB: string): string => (hoist && f ? `
-      ${Array.from({ length: V }, (_, i) => hoistSetWgsl(f, `c${i}`, `bc + ${i}u`, KB)).join(' ')}` : '');
+      ${hoistSetStaticWgsl(f, Array.from({ length: V }, (_, i) => ({ lane: `c${i}`, col: `bc + ${i}u` })), KB, c.weiKBlocks, { guard: 'bok' })}` : '');
   const guard = bk % rows !== 0 ? `kk < ${bk}u && ` : '';
   const loadOne = (dst: string, KB: string): string =>
     `let k = ${KB} + kk; ${dst} = ${rawZero}; if (${guard}k < k1 && bok) { ${dst} = B[(wBase + k * P.ldwk + bc${R ? ' - P.wOff' : ''}) >> ${shift}u]; }`;
-  // Decoded, dequantized and written as V / wb vectors (zero outside the tile's range).
+  // Decoded, dequantized and written as V / wb vectors (zero outside the tile's range). Where the
+  // dequantization loads nothing per element (no weights operands, or all held in registers), every
+  // value is computed and selected, without branches.
+  const branchless = !f || (!f.intAcc && (['wsc', 'wzp'] as const).every((b) => !fusionOperands(f).some((o) => o.name === b) || staticHoist(f, b, c.weiKBlocks)));
   const storeOne = (w: string, KB: string): string => {
-    const vals = Array.from({ length: V }, (_, i) => `
-        var x${i} = ${zero}; if (ok) { var v = ${decodeWgsl(c.wei, w, i, T)};${f ? fusionDequantB(f, `c${i}`, `g, bW, k, bc + ${i}u`) : ''} x${i} = v; }`).join('');
+    const vals = Array.from({ length: V }, (_, i) => {
+      const deq = f ? fusionDequantB(f, `c${i}`, `g, bW, k, bc + ${i}u`, c.weiKBlocks) : '';
+      return branchless ? `
+        var x${i} = ${zero}; { var v = ${decodeWgsl(c, w, i, T)};${deq} x${i} = select(${zero}, v, ok); }` : `
+        var x${i} = ${zero}; if (ok) { var v = ${decodeWgsl(c, w, i, T)};${deq} x${i} = v; }`;
+    }).join('');
     const vecs = Array.from({ length: V / wb }, (_, j) => `
         Bs[kk * ${slots}u + (li % ${perRow}u) * ${V / wb}u + ${j}u] = ${vecOf(T, wb)}(${Array.from({ length: wb }, (_, e) => `x${j * wb + e}`).join(', ')});`).join('');
-    return `let k = ${KB} + kk; let ok = k < k1 && bok;${vals}${vecs}`;
+    return `let k = ${KB} + kk; let ok = k < k1 && bok; ${decodePrelude(c, w)}${vals}${vecs}`;
   };
   const regs = Array.from({ length: cIters }, (_, i) => `var rw${i} = ${rawZero};`).join(' ');
   const load = (KB: string): string => `${hoistSet(KB)}${Array.from({ length: cIters }, (_, i) => `

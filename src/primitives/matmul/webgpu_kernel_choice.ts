@@ -4,7 +4,8 @@ import { vec4Eligible } from '../../kernels/wgsl/gemm_tiled_vec4.js';
 import { chunkWidth } from '../../kernels/wgsl/gemm_tiled_staging.js';
 import { dot4Eligible } from '../../kernels/wgsl/gemm_tiled_dot4.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
-import type { GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import { mapWords, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import type { WeiKBlocks } from '../../kernels/wgsl/gemm_fusion.js';
 import type { MatmulProblem } from './problem.js';
 import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
 
@@ -26,9 +27,28 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  */
 export const gpuKernelTuning: {
   gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined; tiledTn: number | undefined; tiledBk: number | undefined; chunk: boolean;
+  staticKBlocks: boolean;
 } = {
-  gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true,
+  gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
 };
+
+/**
+ * K blocks of the weights' K-blocked scales / zero points that `gemm-tiled` can hold in registers in
+ * every K slice, known at creation (gemm_fusion.ts WeiKBlocks): blocks that are multiples of the
+ * slice `bk`, K ranges starting at 0 (not grouped K, whose ranges come from the offsets), f32 staging
+ * (an integer GEMM has no K-blocked scales). Undefined: none (the kernel decides per workgroup).
+ */
+export function weiKBlocksOf(p: MatmulProblem, bk: number): WeiKBlocks | undefined {
+  if (!gpuKernelTuning.staticKBlocks || p.kind === 'grouped_k') return undefined;
+  const out: { wsc?: number; wzp?: number } = {};
+  for (const [b, q] of [['wsc', p.fusion.scales.weights], ['wzp', p.fusion.zeroPoints.weights]] as const) {
+    if (!q) continue;
+    // Padded map words (wgsl_quant.ts): dim 1 is K; its stride 0 means no K term, block 1 one value per k.
+    const w = mapWords(q.map);
+    if (w[2] !== 0 && w[5] > 1 && w[5] % bk === 0) out[b] = w[5];
+  }
+  return out.wsc || out.wzp ? out : undefined;
+}
 
 /**
  * Consecutive weights columns `gemm-tiled` stages per load (gemm_tiled_staging.ts), 0 for one element

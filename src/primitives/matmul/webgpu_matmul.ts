@@ -16,7 +16,7 @@ import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
 import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
 import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
-import { bChunkOf, dot4Kernel, gemvPlan, gpuKernelTuning, vec4Tile } from './webgpu_kernel_choice.js';
+import { bChunkOf, dot4Kernel, gemvPlan, gpuKernelTuning, vec4Tile, weiKBlocksOf } from './webgpu_kernel_choice.js';
 import { gemmTiledDot4Key, gemmTiledDot4Wgsl } from '../../kernels/wgsl/gemm_tiled_dot4.js';
 import { WebgpuGemvExecutor } from './webgpu_gemv.js';
 import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
@@ -183,9 +183,10 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const kernel = kernelOf(p, eng);
     // Chunked weights staging changes the thread layout: gemm-tiled only (dot4 and vec4 have their own).
     const bChunk = kernel === 'tiled' ? bChunkOf(p) : 0;
+    const weiKBlocks = kernel === 'tiled' && this.fusion && !this.fusion.intAcc ? weiKBlocksOf(p, t.bk) : undefined;
     this.cfg = {
       mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion,
-      ...(rows ? { rows } : {}), ...(bChunk ? { bChunk } : {}),
+      ...(rows ? { rows } : {}), ...(bChunk ? { bChunk } : {}), ...(weiKBlocks ? { weiKBlocks } : {}),
     };
     this.schedCfg = scheduleOf(p);
     const cfg = this.cfg;
