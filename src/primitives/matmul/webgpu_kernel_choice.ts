@@ -27,9 +27,10 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  */
 export const gpuKernelTuning: {
   gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined; tiledTn: number | undefined; tiledBk: number | undefined; chunk: boolean;
-  staticKBlocks: boolean;
+  staticKBlocks: boolean; dot4Bk: number | undefined;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
+  dot4Bk: undefined,
 };
 
 /**

@@ -45,10 +45,12 @@ function tileOf(p: MatmulProblem, eng?: GpuEngine): { tm: number; tn: number; bk
     while (bk > 8 && bk * (tm + 4 + t) > 4096) bk /= 2;
     return { tm, tn: t, bk };
   };
-  if (rows <= 16) return fit(16, 64);
-  if (rows <= 32) return fit(32, tn32);
-  if (rows <= 256 || p.N < 512) return fit(64, tn);
-  return { tm: 128, tn: 128, bk: 8 };
+  const t = rows <= 16 ? fit(16, 64) : rows <= 32 ? fit(32, tn32) : rows <= 256 || p.N < 512 ? fit(64, tn) : { tm: 128, tn: 128, bk: 8 };
+  // dot4 stages four k per word: a K slice of `dot4Bk` (bench switch, unmeasured yet) takes a quarter of
+  // gemm-tiled's workgroup memory per k, so it fits where (bk / 4) (TM + 4 + TN) words do.
+  const dk = gpuKernelTuning.dot4Bk;
+  if (dk !== undefined && eng !== undefined && dot4Kernel(p, eng) && dk % 16 === 0 && (dk / 4) * (t.tm + 4 + t.tn) <= 4096) return { ...t, bk: dk };
+  return t;
 }
 
 function unitCols(md: MemoryDesc): boolean {
