@@ -2,8 +2,11 @@
  * Decode-latency probe (issues 20 / 21): the same MoE layer and grouped matmul built under several
  * kernel choices, timed execution by execution interleaved (A, B, C, ... A, B, C, ...) in one process,
  * after the GPU was kept busy (sustained clocks, gpu_clock_warmup.ts). Choices:
- *   sched: the grouped-schedule dispatch before gemv-splitk and the routing check pass (the previous path);
- *   new: the defaults (schedule inside gemv-splitk, routing checked in its route kernel);
+ *   sched: the grouped-schedule dispatch before gemv-splitk, the routing check pass, K splits from the
+ *          K iterations per thread alone (the previous path);
+ *   inlold: the schedule inside gemv-splitk, routing checked in its route kernel, the previous K splits;
+ *   new: the defaults (inline schedule, checked routing, K splits for a grid of ~512 workgroups);
+ *   t256 / t1024: new aiming at 256 / 1024 workgroups;
  *   kg1 / kg2 / kg4: new with gemv-splitk's K splits forced (1: no reduce pass).
  *   --workloads=decode-1,decode-4,decode-8,qwen3-decode-1 --variants=int4,f32,int8 --tokens=1,4,8 --reps=30
  *   --choices=sched,new,kg1,kg2,kg4 --spin-ms=1500 --gemm=true
@@ -24,8 +27,11 @@ const SPIN_MS = Number(arg('spin-ms', '1500'));
 
 interface Choice { readonly name: string; readonly kernel: Partial<typeof gpuKernelTuning>; readonly checked: boolean }
 const CHOICES: Record<string, Choice> = {
-  sched: { name: 'sched', kernel: { gemvInline: false }, checked: false },
+  sched: { name: 'sched', kernel: { gemvInline: false, gemvTargetWorkgroups: Infinity }, checked: false },
+  inlold: { name: 'inlold', kernel: { gemvTargetWorkgroups: Infinity }, checked: true },
   new: { name: 'new', kernel: {}, checked: true },
+  t256: { name: 't256', kernel: { gemvTargetWorkgroups: 256 }, checked: true },
+  t1024: { name: 't1024', kernel: { gemvTargetWorkgroups: 1024 }, checked: true },
   kg1: { name: 'kg1', kernel: { gemvKSplit: 1 }, checked: true },
   kg2: { name: 'kg2', kernel: { gemvKSplit: 2 }, checked: true },
   kg4: { name: 'kg4', kernel: { gemvKSplit: 4 }, checked: true },
@@ -72,13 +78,15 @@ function fill(m: GpuMemory, bytes: number): void {
 async function main(): Promise<void> {
   const eng: GpuEngine = await Engine.create({ kind: 'gpu', powerPreference: 'high-performance' });
   console.log(`gpu: ${eng.adapterInfo}; node ${process.version}; maxStorageBuffersPerShaderStage ${eng.device.limits.maxStorageBuffersPerShaderStage}`);
-  const choices = arg('choices', 'sched,new,kg1,kg2,kg4').split(',').map((n) => CHOICES[n]);
+  const choices = arg('choices', 'sched,inlold,new,t256,t1024').split(',').map((n) => CHOICES[n]);
   const strm = new Stream(eng);
   const out: Record<string, unknown>[] = [];
   for (const wname of arg('workloads', 'decode-1,decode-4,decode-8,qwen3-decode-1').split(',').filter((s) => s)) {
     const w = gpuMoeWorkload(wname);
     for (const v of arg('variants', 'int4,f32,int8').split(',').filter((s) => s) as GpuMoeVariant[]) {
       const layers = choices.map((c) => under(c, () => new moe.layer.Primitive(layerPd(eng, w, v))));
+      // implInfo is derived when read: read it under the same choice.
+      const impls = choices.map((c, i) => under(c, () => layers[i].pd.implInfo));
       const { args, owned } = layerMemories(eng, layers[0].pd, w, v);
       await keepGpuBusy(eng, SPIN_MS);
       const wall = await interleaved(layers.map((l) => async () => { l.execute(strm, args); await strm.wait(); }));
@@ -99,7 +107,7 @@ async function main(): Promise<void> {
           gpu.push(median(runs));
         }
       }
-      const row = { kind: 'layer', workload: w.name, variant: v, choices: choices.map((c, i) => ({ choice: c.name, wallMs: wall[i], gpuMs: gpu[i], impl: layers[i].pd.implInfo })) };
+      const row = { kind: 'layer', workload: w.name, variant: v, choices: choices.map((c, i) => ({ choice: c.name, wallMs: wall[i], gpuMs: gpu[i], impl: impls[i] })) };
       out.push(row);
       console.log(`layer ${w.name} ${v}: ${row.choices.map((c) => `${c.choice} ${c.wallMs.toFixed(3)} ms (GPU ${c.gpuMs?.toFixed(3) ?? '-'})`).join(', ')}`);
       console.log(`  impls: ${row.choices.map((c) => `${c.choice}: ${c.impl.replace(/.*matmul\(/, '').slice(0, 160)}`).join(' | ')}`);

@@ -12,7 +12,7 @@ import {
   ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag,
   type DataType, type GpuEngine, type GpuMemory, type MemoryDesc,
 } from '../src/index.js';
-import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { gemvKSplitFor, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { expectBitwise, expectClose, gluExpected, type GluSpec, type Outcome } from './quant_helpers.js';
 import { mulberry32 } from './workloads.js';
@@ -204,5 +204,27 @@ describe('gemv-splitk with the schedule inside the kernel: bad runtime data rais
     expect(inl.msg).toBe(sched.msg);
     expect(inl.untouched).toBe(true);
     expect(sched.untouched).toBe(true);
+  });
+});
+
+describe('gemv-splitk K splits aim at a grid of gpuKernelTuning.gemvTargetWorkgroups (512) workgroups', () => {
+  it('gemvKSplitFor: fewer splits as column tiles x schedule tiles grow, never past the K iterations per thread, at least 1', () => {
+    // MoE-B int4 at T = 1: 11 column tiles x 8 tiles -> 5 splits; T = 4: 30 tiles -> 1.
+    expect(gemvKSplitFor(2048, 8, 11, 8, dt.u4)).toBe(5);
+    expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(1);
+    // Few columns: at most K / (S x 32) for 4-bit weights.
+    expect(gemvKSplitFor(2048, 8, 1, 2, dt.u4)).toBe(8);
+    expect(gemvKSplitFor(64, 8, 1, 2, dt.u4)).toBe(1);
+    gpuKernelTuning.gemvTargetWorkgroups = Infinity;
+    expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(8);
+  });
+  it('a MoE-B shaped int4 decode GEMM names its splits (pd only, nothing allocated)', () => {
+    const pdOf = (T: number): string => {
+      const M = 6 * T;
+      const attr = new PrimitiveAttr().setScales(ARG.WEIGHTS, 7, [1, 32, 1], dt.f32);
+      return new matmul.PrimitiveDesc(eng, groupedMd(M, 2048, 64), plainMd([64, 2048, 2816], dt.u4), groupedMd(M, 2816, 64), attr).implInfo;
+    };
+    expect(pdOf(1)).toBe('webgpu:gemv-splitk-r4-kg5-vec+inline-schedule');
+    expect(pdOf(4)).toBe('webgpu:gemv-splitk-r4-kg1-vec+inline-schedule');
   });
 });

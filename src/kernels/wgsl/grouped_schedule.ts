@@ -344,10 +344,19 @@ export function inlineScheduleBindings(c: InlineScheduleConfig, report: boolean)
  * invocation in uniform control flow. Needs in the pass's `Params P`: G, total, hasOther, hasSizes,
  * zeroFill, experts, topK, tokens; and (row maps) `TI` / `KS` declared by the pass. `report`: this
  * pass declares the status binding and reports (its designated workgroup does).
+ *
+ * Three barriers, since every workgroup of the GEMM runs it (thousands at decode with K splits):
+ * (A) each invocation checks its group's offsets rules, its routed row's maps (row index clamped to
+ * the capacity, so the reads stay in range whatever the offsets say) and counts its group's tiles;
+ * (B) a scatter's duplicates against earlier rows, and the tile counts summed in 16 chunks of 16;
+ * (C) one invocation turns the chunk sums into starts, decides (and on the designated workgroup
+ * reports) the first violation; (D) each group's invocation finds whether tile t is one of its own.
+ * Workgroup memory starts zeroed (WGSL), so the flags need no initialising barrier.
  */
 export function inlineScheduleWgsl(c: InlineScheduleConfig, report: boolean): string {
   const map = c.expertMap, gather = c.rows === 'gather', scatter = c.rows === 'scatter';
   const rowMaps = gather || scatter;
+  const tm = c.tm;
   const decl = [
     `@group(0) @binding(${INLINE_OFFS_BINDING}) var<storage, read> OFFS: array<i32>;`,
     c.other ? `@group(0) @binding(${INLINE_OTHER_BINDING}) var<storage, read> OTHER: array<i32>;` : '',
@@ -377,32 +386,19 @@ fn sc_report_row(b: u32) {
   ${scatter ? `else if (code == 9u) { sc_fail(9u, b, KS[b], select(i32(P.topK), -1, TI[b] < 0)); }
   else { sc_fail(10u, b, TI[b], KS[b]); }` : ''}
 }` : ''}` : '';
-  const rowCheck = rowMaps ? /* wgsl */ `
-  // Row maps of the routed rows [0, offs[G]) (at most 256: one per invocation), the first bad row kept.
-  let rows = u32(OFFS[G]);
-  if (li < rows) {
-    let code = sc_row_code(li);
-    if (code != 0u) { atomicMin(&sc_row, li); }
-    ${scatter ? 'sc_key[li] = select(-1, TI[li] * i32(P.topK) + KS[li], code == 0u && TI[li] >= 0);' : ''}
-  }
-  ${scatter ? `workgroupBarrier();
-  // A scatter's duplicate (token, slot) pairs: the later row of a pair breaks the rule.
-  if (li < rows && sc_key[li] >= 0) {
-    for (var j = 0u; j < li; j++) { if (sc_key[j] == sc_key[li]) { atomicMin(&sc_row, li); break; } }
-  }` : ''}
-  workgroupBarrier();
-  if (li == 0u) { sc_u = atomicLoad(&sc_row); }
-  let badRow = workgroupUniformLoad(&sc_u);
-  if (badRow != 0xffffffffu) {
-    ${report ? 'if (designated && li == 0u) { sc_report_row(badRow); }' : ''}
-    return vec4u(0u);
-  }` : '';
+  const reportIt = report ? `if (designated && !ok) {
+      if (atomicLoad(&sc_bad) != 0u) { sc_report_offsets(); }
+      ${rowMaps ? 'else { sc_report_row(~atomicLoad(&sc_row)); }' : ''}
+    }` : '';
   return /* wgsl */ `
 ${decl}
-var<workgroup> sc_scan: array<u32, 256>;
+var<workgroup> sc_c: array<u32, 256>;
+var<workgroup> sc_chunk: array<u32, 16>;
 var<workgroup> sc_bad: atomic<u32>;
+// ~(first bad routed row), 0: none.
 var<workgroup> sc_row: atomic<u32>;
-var<workgroup> sc_u: u32;
+var<workgroup> sc_ok: u32;
+var<workgroup> sc_n: u32;
 var<workgroup> sc_tile: vec4u;
 ${scatter ? 'var<workgroup> sc_key: array<i32, 256>;' : ''}
 
@@ -422,9 +418,7 @@ ${fail}
 
 fn sched_tile(li: u32, t: u32, designated: bool) -> vec4u {
   let G = P.G;
-  if (li == 0u) { atomicStore(&sc_bad, 0u); atomicStore(&sc_row, 0xffffffffu); sc_tile = vec4u(0u); }
-  workgroupBarrier();
-  // Any rule of the offsets (and expert map) broken? One group per invocation (G <= 256).
+  // (A) The offsets rules (and the expert map), one group per invocation (G <= 256); tiles per group.
   for (var g = li; g <= G; g += 256u) {
     let x = OFFS[g];
     var b = false;
@@ -435,40 +429,57 @@ fn sched_tile(li: u32, t: u32, designated: bool) -> vec4u {
     ${map ? 'if (g < G && (EMAP[g] < 0 || EMAP[g] >= i32(P.experts))) { b = true; }' : ''}
     if (b) { atomicOr(&sc_bad, 1u); }
   }
-  workgroupBarrier();
-  if (li == 0u) { sc_u = atomicLoad(&sc_bad); }
-  if (workgroupUniformLoad(&sc_u) != 0u) {
-    ${report ? 'if (designated && li == 0u) { sc_report_offsets(); }' : ''}
-    return vec4u(0u);
-  }
-  ${rowCheck}
-  // Tiles per group, an inclusive scan over the (at most 256) groups, the group holding tile t.
   var c = 0u;
-  if (li < G) { c = (u32(OFFS[li + 1u] - OFFS[li]) + ${c.tm - 1}u) / ${c.tm}u; }
-  sc_scan[li] = c;
+  if (li < G) { c = (u32(OFFS[li + 1u] - OFFS[li]) + ${tm - 1}u) / ${tm}u; }
+  sc_c[li] = c;
+  ${rowMaps ? `// The row maps of the routed rows [0, offs[G]) (at most 256: one per invocation).
+  let rows = min(u32(max(OFFS[G], 0)), P.total);
+  if (li < rows) {
+    let code = sc_row_code(li);
+    if (code != 0u) { atomicMax(&sc_row, ~li); }
+    ${scatter ? 'sc_key[li] = select(-1, TI[li] * i32(P.topK) + KS[li], code == 0u && TI[li] >= 0);' : ''}
+  }` : ''}
   workgroupBarrier();
-  for (var s = 1u; s < 256u; s <<= 1u) {
-    var v = 0u;
-    if (li >= s) { v = sc_scan[li - s]; }
-    workgroupBarrier();
-    sc_scan[li] += v;
-    workgroupBarrier();
+  // (B) A scatter's duplicate (token, slot) pairs: the later row of a pair breaks the rule; chunk sums.
+  ${scatter ? `if (li < rows && sc_key[li] >= 0) {
+    for (var j = 0u; j < li; j++) { if (sc_key[j] == sc_key[li]) { atomicMax(&sc_row, ~li); break; } }
+  }` : ''}
+  if (li < 16u) {
+    var s = 0u;
+    for (var j = 0u; j < 16u; j++) { s += sc_c[li * 16u + j]; }
+    sc_chunk[li] = s;
   }
-  let start = sc_scan[li] - c;
-  if (li < G && t >= start && t < start + c) {
-    let m0 = u32(OFFS[li]) + (t - start) * ${c.tm}u;
-    sc_tile = vec4u(1u, ${map ? 'u32(EMAP[li])' : 'li'}, m0, min(m0 + ${c.tm}u, u32(OFFS[li + 1u])));
+  workgroupBarrier();
+  // (C) Chunk starts; the verdict (reported by the designated workgroup).
+  if (li == 0u) {
+    var s = 0u;
+    for (var j = 0u; j < 16u; j++) { let x = sc_chunk[j]; sc_chunk[j] = s; s += x; }
+    sc_n = s;
+    let ok = atomicLoad(&sc_bad) == 0u${rowMaps ? ' && atomicLoad(&sc_row) == 0u' : ''};
+    sc_ok = select(0u, 1u, ok);
+    ${reportIt}
   }
-  let n = sc_scan[255];
-  if (P.zeroFill == 1u && li == 0u && t >= n) {
-    // Rows in no group: [0, offs[0]) then [offs[G], total), ZERO_TILE tiles after the groups'.
-    let lead = u32(OFFS[0]);
-    let tail0 = u32(OFFS[G]);
-    let c0 = (lead + ${c.tm - 1}u) / ${c.tm}u;
-    let c1 = (P.total - tail0 + ${c.tm - 1}u) / ${c.tm}u;
-    let j = t - n;
-    if (j < c0) { sc_tile = vec4u(1u, ${ZERO_TILE}u, j * ${c.tm}u, min((j + 1u) * ${c.tm}u, lead)); }
-    else if (j < c0 + c1) { let i = j - c0; sc_tile = vec4u(1u, ${ZERO_TILE}u, tail0 + i * ${c.tm}u, min(tail0 + (i + 1u) * ${c.tm}u, P.total)); }
+  workgroupBarrier();
+  // (D) The group holding tile t (or, past the groups' tiles, a zero-fill tile).
+  if (sc_ok == 1u) {
+    if (li < G) {
+      var start = sc_chunk[li / 16u];
+      for (var j = li & ~15u; j < li; j++) { start += sc_c[j]; }
+      if (t >= start && t < start + c) {
+        let m0 = u32(OFFS[li]) + (t - start) * ${tm}u;
+        sc_tile = vec4u(1u, ${map ? 'u32(EMAP[li])' : 'li'}, m0, min(m0 + ${tm}u, u32(OFFS[li + 1u])));
+      }
+    }
+    if (P.zeroFill == 1u && li == 0u && t >= sc_n) {
+      // Rows in no group: [0, offs[0]) then [offs[G], total), ZERO_TILE tiles after the groups'.
+      let lead = u32(OFFS[0]);
+      let tail0 = u32(OFFS[G]);
+      let c0 = (lead + ${tm - 1}u) / ${tm}u;
+      let c1 = (P.total - tail0 + ${tm - 1}u) / ${tm}u;
+      let j = t - sc_n;
+      if (j < c0) { sc_tile = vec4u(1u, ${ZERO_TILE}u, j * ${tm}u, min((j + 1u) * ${tm}u, lead)); }
+      else if (j < c0 + c1) { let i = j - c0; sc_tile = vec4u(1u, ${ZERO_TILE}u, tail0 + i * ${tm}u, min(tail0 + (i + 1u) * ${tm}u, P.total)); }
+    }
   }
   return workgroupUniformLoad(&sc_tile);
 }

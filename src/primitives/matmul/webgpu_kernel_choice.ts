@@ -1,6 +1,6 @@
 import { eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
 import { gemvBindings, gemvFusionSupported, gemvGeometry, gemvKPerThread, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
-import { INLINE_MAX_GROUPS, INLINE_MAX_ROWS, type InlineScheduleConfig } from '../../kernels/wgsl/grouped_schedule.js';
+import { INLINE_MAX_GROUPS, INLINE_MAX_ROWS, scheduleTileBound, type InlineScheduleConfig } from '../../kernels/wgsl/grouped_schedule.js';
 import { FUSION_BINDING } from '../../kernels/wgsl/wgsl_quant.js';
 import { vec4Eligible } from '../../kernels/wgsl/gemm_tiled_vec4.js';
 import { chunkWidth } from '../../kernels/wgsl/gemm_tiled_staging.js';
@@ -30,10 +30,18 @@ export const gpuKernelTuning: {
   gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined; tiledTn: number | undefined; tiledBk: number | undefined; chunk: boolean;
   /** gemv-splitk finds its tiles itself (no grouped-schedule dispatch) where G and M allow. */
   gemvInline: boolean;
-  /** gemv-splitk's K splits: undefined = the planner's choice. */
+  /** gemv-splitk's K splits: undefined = the planner's choice (gemvKSplitFor). */
   gemvKSplit: number | undefined;
+  /**
+   * Workgroups (column tiles x K splits x schedule tiles) gemvKSplitFor aims at: on an H200 the decode
+   * GEMMs ran fastest with grids of a few hundred workgroups (reports/decode3-h200.md: 4 splits for
+   * int4 at T = 1, none from T = 4; each split past that adds idle workgroups and a reduce pass).
+   * Infinity: the splits that leave each thread gemvKPerThread K iterations (the previous choice).
+   */
+  gemvTargetWorkgroups: number;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, gemvInline: true, gemvKSplit: undefined,
+  gemvTargetWorkgroups: 512,
 };
 
 /**
@@ -64,6 +72,15 @@ export interface GemvPlan {
   readonly cfg: GemvSplitKConfig;
   readonly colTiles: number;
   readonly kChunk: number;
+}
+
+/**
+ * K splits of gemv-splitk: as many as keep the grid within gemvTargetWorkgroups, at most the
+ * splits that leave each thread gemvKPerThread K iterations (at least 1; at most 16).
+ */
+export function gemvKSplitFor(K: number, S: number, colTiles: number, tiles: number, wei: MatmulProblem['weights']['dataType']): number {
+  const most = Math.max(1, Math.min(16, Math.ceil(K / (S * gemvKPerThread(wei)))));
+  return Math.max(1, Math.min(most, Math.floor(gpuKernelTuning.gemvTargetWorkgroups / Math.max(1, colTiles * tiles))));
 }
 
 /** Bytes of scratch for partial sums the split may use at most (beyond it, fewer splits). */
@@ -101,8 +118,10 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   const rows = meanRows <= 4 ? 4 : 8;
   // A GLU column tile holds the gate and up columns of half as many dst columns.
   const colTiles = Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
-  const perThread = gpuKernelTuning.kPerThread ?? gemvKPerThread(p.weights.dataType);
-  let kSplit = gpuKernelTuning.gemvKSplit ?? Math.max(1, Math.min(16, Math.ceil(p.K / (S * perThread))));
+  const kSplit0 = gpuKernelTuning.gemvKSplit ?? (gpuKernelTuning.kPerThread !== undefined
+    ? Math.max(1, Math.min(16, Math.ceil(p.K / (S * gpuKernelTuning.kPerThread))))
+    : gemvKSplitFor(p.K, S, colTiles, scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), rows), p.weights.dataType));
+  let kSplit = kSplit0;
   while (kSplit > 1 && kSplit * p.M * p.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
   if (colTiles * kSplit > 65535) return undefined;
   const kChunk = Math.ceil(p.K / (kSplit * S));
