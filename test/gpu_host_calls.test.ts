@@ -71,9 +71,11 @@ async function counted(targets: readonly [object, readonly string[]][], fn: () =
 }
 
 describe('gpu engine host calls per execution', () => {
-  it('a decode layer executed again records one compute pass of 8 dispatches for its five stages, no clearBuffer, one error scope, nothing created or written; the same bits', async () => {
+  it('a decode layer executed again records one compute pass of 5 dispatches for its five stages, no clearBuffer, one error scope, nothing created or written; the same bits', async () => {
     const L = decodeLayer(1);
-    expect(L.layer.pd.implInfo).toMatch(/gemv-splitk/);
+    // Both GEMMs find their tiles themselves: no grouped-schedule dispatch in front of them.
+    expect(L.layer.pd.implInfo).toMatch(/gemv-splitk-r\d-kg1(-vec)?\+inline-schedule.*gemv-splitk-r\d-kg1(-vec)?\+inline-schedule/);
+    expect(L.layer.pd.implInfo).not.toMatch(/grouped-schedule/);
     const strm = new Stream(gpu);
     for (let r = 0; r < 2; r++) {
       L.layer.execute(strm, L.args);
@@ -98,12 +100,13 @@ describe('gpu engine host calls per execution', () => {
       }
     });
     const per = Object.fromEntries(Object.entries(c).map(([name, n]) => [name, n / runs]));
-    // routing: check + route; dispatch: one (its passes fused at decode sizes); gemm1 and gemm2: schedule + gemv; combine: one (its row_of check fused at decode sizes).
+    // routing: one (its logits checked in the route kernel at decode sizes); dispatch: one (its passes fused at decode sizes); gemm1 and gemm2: one gemv each (the
+    // schedule inside it, K not split); combine: one (its row_of check fused at decode sizes).
     expect(per).toEqual({
       createBindGroup: 0, createBuffer: 0, pushErrorScope: 1, popErrorScope: 1, submit: 1, writeBuffer: 0,
       // The one copy is the status slots' read-back.
       beginComputePass: 1, clearBuffer: 0, copyBufferToBuffer: 1, end: 1,
-      dispatchWorkgroups: 8, dispatchWorkgroupsIndirect: 0, setPipeline: 8, setBindGroup: 8,
+      dispatchWorkgroups: 5, dispatchWorkgroupsIndirect: 0, setPipeline: 5, setBindGroup: 5,
     });
     expect(await L.out.read()).toEqual(first);
     L.layer.destroy();

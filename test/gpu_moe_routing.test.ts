@@ -9,6 +9,7 @@ import {
   ARG, DnnlError, Engine, GpuEngine, GpuMemory, Memory, Stream, memory, moe, tag, type DataType,
 } from '../src/index.js';
 import type { RoutingOptions } from '../src/primitives/moe/routing/index.js';
+import { gpuRoutingTuning } from '../src/primitives/moe/routing/webgpu_routing.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { PARAMETER_CASES, expectMatchesF64, expectWeightsClose, separatedCase, type Case } from './moe_routing_cases.js';
@@ -300,5 +301,64 @@ describe('gpu moe.routing rules', () => {
     prim.execute(strm, full);
     await strm.wait();
     expect(Array.from(await ids.read())).toEqual([0, 1, 0, 1, 0, 1, 0, 1]);
+  });
+});
+
+describe('gpu moe.routing at decode sizes: the route kernel checks the logits itself (one dispatch), same bits and errors as the check pass', () => {
+  /** Runs `fn` with the in-kernel check on, then off (the check pass). */
+  async function both<T>(fn: () => Promise<T>): Promise<[T, T]> {
+    const out: T[] = [];
+    for (const checked of [true, false]) {
+      gpuRoutingTuning.checked = checked;
+      try {
+        out.push(await fn());
+      } finally {
+        gpuRoutingTuning.checked = true;
+      }
+    }
+    return [out[0], out[1]];
+  }
+
+  it('good logits (softmax with a bias, sigmoid grouped; T = 1, 7, 32): the float64 reference, and the check pass\'s bits', async () => {
+    const cases: Case[] = [
+      separatedCase(41, 1, 64, { topK: 6, renormalize: true }),
+      separatedCase(42, 7, 16, { topK: 2, correctionBias: true }, { biasAmplitude: 0.01 }),
+      separatedCase(43, 32, 16, { topK: 4, scoring: 'sigmoid', groupCount: 4, kGroup: 2 }),
+    ];
+    for (const c of cases) {
+      const [a, b] = await both(() => run(gpu, c));
+      expectMatchesF64(a, c, `T ${c.T}`);
+      expect(Array.from(a.ids)).toEqual(Array.from(b.ids));
+      expect(Buffer.from(a.weights.buffer).equals(Buffer.from(b.weights.buffer))).toBe(true);
+    }
+  });
+
+  it('NaN (two bad tokens: the first named), +inf, all -inf, a bad bias, a bad token before a bad bias: the same message, nothing written', async () => {
+    const nan = separatedCase(44, 31, 16, { topK: 2 });
+    const nanLogits = Float64Array.from(nan.logits);
+    nanLogits[29 * 16 + 9] = Number.NaN;
+    nanLogits[12 * 16 + 3] = Number.NaN;
+    const base = new Array<number>(5 * 4).fill(0).map((_, i) => (i % 4) * 0.5);
+    const posInf = [...base];
+    posInf[2 * 4 + 1] = Infinity;
+    posInf[4 * 4 + 0] = Number.NaN;
+    const allNeg = [...base];
+    allNeg.fill(-Infinity, 12, 16);
+    const biased = separatedCase(45, 20, 8, { topK: 2, correctionBias: true }, { biasAmplitude: 0.01 });
+    const badBias = Float64Array.from(biased.bias!);
+    badBias[5] = Infinity;
+    const badTok = Float64Array.from(biased.logits);
+    badTok[19 * 8 + 6] = Number.NaN;
+    const cases: [Case, string][] = [
+      [{ ...nan, logits: nanLogits }, 'token 12: the logit of expert 3 is NaN'],
+      [{ T: 5, E: 4, logits: posInf, options: { topK: 2 } }, 'token 2: the logit of expert 1 is +inf'],
+      [{ T: 5, E: 4, dt: 'f16', logits: allNeg, options: { topK: 2 } }, 'token 3: every logit is -inf'],
+      [{ ...biased, bias: badBias }, 'ARG.MOE_CORRECTION_BIAS[5] is not finite'],
+      [{ ...biased, bias: badBias, logits: badTok }, 'token 19: the logit of expert 6 is NaN'],
+    ];
+    for (const [c, msg] of cases) {
+      const [a, b] = await both(() => runRejected(c, msg));
+      expect(a.message).toBe(b.message);
+    }
   });
 });

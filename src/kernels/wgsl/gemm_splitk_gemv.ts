@@ -1,7 +1,7 @@
 import type { DataType } from '../../common/data_type.js';
 import { wgslHelpersFor, wgslStore, wgslType } from './wgsl_dtypes.js';
 import { FUSION_BINDING, fusionOperands, gemmFusionKey, gluColumnWgsl, gluFnWgsl, mapFnWgsl, type GemmFusion } from './wgsl_quant.js';
-import { Y_FOLD, ZERO_TILE } from './grouped_schedule.js';
+import { inlineScheduleBindings, inlineScheduleKey, inlineScheduleWgsl, Y_FOLD, ZERO_TILE, type InlineScheduleConfig } from './grouped_schedule.js';
 import { fusionChainWgsl } from './gemm_fusion.js';
 import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING } from './gemm_rows.js';
 
@@ -52,6 +52,11 @@ export interface GemvSplitKConfig {
   readonly fusion: GemmFusion | undefined;
   /** MoE row modes (gemm_rows.ts): gathered src rows, scattered dst rows, zero-filled ungrouped rows. */
   readonly moe: GemvRows;
+  /**
+   * The schedule inside the kernel (grouped_schedule.ts inlineScheduleWgsl: every workgroup validates
+   * the runtime data and finds its tile), undefined: the grouped-schedule dispatch's tile table.
+   */
+  readonly inline?: InlineScheduleConfig | undefined;
 }
 
 export interface GemvRows {
@@ -91,28 +96,45 @@ export function gemvFusionSupported(f: GemmFusion): boolean {
 export function gemvSplitKKey(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
   const f = c.fusion;
   const r = `${c.moe.gather ? 'G' : ''}${c.moe.scatter ? 'S' : ''}${c.moe.zeroFill ? 'Z' : ''}`;
-  return `gemv-splitk-${pass}:r${c.rows}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${f ? gemmFusionKey(f) : c.epilogue}`;
+  return `gemv-splitk-${pass}:r${c.rows}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.inline ? inlineScheduleKey(c.inline) : 'sched'}:${f ? gemmFusionKey(f) : c.epilogue}`;
 }
 
 /**
- * Params (uniform, 20 x u32): the 16 words of gemm-tiled (gemm_tiled.ts) with _p0 = column tiles, _p1 =
- * KG, _p2 = K per split (of the KG x S splits), then topK (scatter), DN (dst columns: N / 2 with a GLU).
+ * Params (uniform, 28 x u32): the 16 words of gemm-tiled (gemm_tiled.ts) with _p0 = column tiles, _p1 =
+ * KG, _p2 = K per split (of the KG x S splits), then topK (scatter), DN (dst columns: N / 2 with a GLU);
+ * then what the in-kernel schedule reads (GEMV_SCHED_WORD..): G, total (row capacity), hasOther,
+ * hasSizes, zeroFill, experts (expert map bound), tokens (token id bound), _.
  */
-export const GEMV_PARAMS_WORDS = 20;
+export const GEMV_PARAMS_WORDS = 28;
+export const GEMV_SCHED_WORD = 20;
 
 const HEADER = /* wgsl */ `
-struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, colTiles: u32, kSplit: u32, kChunk: u32, topK: u32, DN: u32, _p0: u32, _p1: u32 }
+struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, colTiles: u32, kSplit: u32, kChunk: u32, topK: u32, DN: u32, _p0: u32, _p1: u32,
+  G: u32, total: u32, hasOther: u32, hasSizes: u32, zeroFill: u32, experts: u32, tokens: u32, _p2: u32 }
 @group(0) @binding(0) var<uniform> P: Params;`;
 
-/** The schedule tile of this workgroup: g, m0, m1 (early return past the last tile: uniform). */
-const TILE = /* wgsl */ `
-  let t = wid.y + wid.z * ${Y_FOLD}u;
-  if (t >= S[3]) { return; }
+/**
+ * The schedule tile of this workgroup: g, m0, m1 (early return past the last tile: uniform), from the
+ * schedule's table or (inline) found by the workgroup itself, which the main pass's workgroup (0, 0, 0)
+ * reports violations for.
+ */
+function tileWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
+  const pick = c.inline
+    ? `let tile = sched_tile(li, t, ${pass === 'main' ? 'wid.x == 0u && t == 0u' : 'false'});
+  if (tile.x == 0u) { return; }
+  let g = tile.y;
+  let m0 = tile.z;
+  let m1 = tile.w;`
+    : `if (t >= S[3]) { return; }
   let g = S[4u + 3u * t];
   let m0 = S[5u + 3u * t];
-  let m1 = S[6u + 3u * t];
+  let m1 = S[6u + 3u * t];`;
+  return `
+  let t = wid.y + wid.z * ${Y_FOLD}u;
+  ${pick}
   let ct = wid.x % P.colTiles;
   let kg = wid.x / P.colTiles;`;
+}
 
 /**
  * Fusion operands read in the K loop: src / weights zero points, and their scales but in the integer
@@ -140,15 +162,19 @@ function passOperands(c: GemvSplitKConfig, pass: 'main' | 'reduce'): ReturnType<
  */
 export function gemvBindings(c: GemvSplitKConfig, pass: 'main' | 'reduce'): number[] {
   const put = putIn(c, pass);
-  const out = [0, 4];
+  const out = [0];
+  if (c.inline) out.push(...inlineScheduleBindings(c.inline, pass === 'main'));
+  else out.push(4);
   if (pass === 'main') out.push(1, 2);
   if (put) out.push(3);
   if (c.kSplit > 1) out.push(GEMV_PARTIALS_BINDING);
   if (put && c.bias) out.push(5);
   const ops = passOperands(c, pass);
   if (ops.length) out.push(FUSION_BINDING, ...ops.map((o) => o.binding));
-  if ((pass === 'main' && c.moe.gather) || (put && putReadsTokens(c))) out.push(TOKEN_INDEX_BINDING);
-  if (put && c.moe.scatter) out.push(TOKEN_KS_BINDING);
+  // The in-kernel schedule checks the row maps in every pass.
+  const rows = c.inline?.rows ?? 'none';
+  if ((pass === 'main' && c.moe.gather) || (put && putReadsTokens(c)) || rows !== 'none') out.push(TOKEN_INDEX_BINDING);
+  if ((put && c.moe.scatter) || rows === 'scatter') out.push(TOKEN_KS_BINDING);
   return out.sort((x, y) => x - y);
 }
 
@@ -161,7 +187,7 @@ function bindingsWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): { decl: str
   if (used.has(1)) decl.push(`@group(0) @binding(1) var<storage, read> A: array<${wgslType(c.src).array}>;`);
   if (used.has(2)) decl.push(`@group(0) @binding(2) var<storage, read> B: array<${weightsArray(c)}>;`);
   if (used.has(3)) decl.push(`@group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;`);
-  decl.push('@group(0) @binding(4) var<storage, read> S: array<u32>;');
+  if (used.has(4)) decl.push('@group(0) @binding(4) var<storage, read> S: array<u32>;');
   if (used.has(5)) { decl.push(`@group(0) @binding(5) var<storage, read> BIAS: array<${wgslType(c.bias!).array}>;`); uses.push('_ = BIAS[0];'); }
   if (used.has(GEMV_PARTIALS_BINDING)) decl.push(`@group(0) @binding(${GEMV_PARTIALS_BINDING}) var<storage, read_write> PART: array<${accOf(c).s}>;`);
   const ops = passOperands(c, pass);
@@ -176,6 +202,7 @@ function bindingsWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): { decl: str
   }
   if (used.has(TOKEN_INDEX_BINDING)) { decl.push(`@group(0) @binding(${TOKEN_INDEX_BINDING}) var<storage, read> TI: array<i32>;`); uses.push('_ = TI[0];'); }
   if (used.has(TOKEN_KS_BINDING)) { decl.push(`@group(0) @binding(${TOKEN_KS_BINDING}) var<storage, read> KS: array<i32>;`); uses.push('_ = KS[0];'); }
+  if (c.inline) decl.push(inlineScheduleWgsl(c.inline, pass === 'main'));
   if (c.fusion?.glu) decl.push(gluColumnWgsl(c.fusion.glu.layout));
   if (c.fusion?.glu && putIn(c, pass)) decl.push(gluFnWgsl(c.fusion.glu));
   return { decl: decl.join('\n'), uses: uses.join(' ') };
@@ -409,7 +436,7 @@ ${putIn(c, 'main') ? putFn(c) : ''}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  ${TILE}
+  ${tileWgsl(c, 'main')}
   ${b.uses}
   ${c.moe.zeroFill ? (c.kSplit === 1 ? zeroTileWgsl(c, map.TD) : `if (g == ${ZERO_TILE}u) { return; }`) : ''}
   let lane = li % ${L}u;
@@ -461,7 +488,7 @@ ${putFn(c)}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  ${TILE}
+  ${tileWgsl(c, 'reduce')}
   if (kg != 0u) { return; }
   ${b.uses}
   ${c.moe.zeroFill ? zeroTileWgsl(c, TD) : ''}

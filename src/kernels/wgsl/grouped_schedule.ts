@@ -292,3 +292,196 @@ fn rowMapsOk(li: u32, rows: u32) -> bool {
   return false;
 }`;
 }
+
+/**
+ * The schedule inside the GEMM at decode sizes (no dispatch of its own): each workgroup of the GEMM
+ * validates the runtime offsets, expert map and row maps itself (the rules, order and codes of the
+ * schedule above; every read clamped to what the rules allow), then finds its (group, rows) tile from
+ * the offsets with a workgroup prefix sum of the per-group tile counts. After a violation no
+ * workgroup touches anything, and the designated workgroup (`report`) writes the status slot. One
+ * chunk of 256 groups and 256 rows (INLINE_MAX_GROUPS / ROWS): the cost per workgroup stays a few
+ * barriers.
+ */
+export const INLINE_MAX_GROUPS = 256;
+export const INLINE_MAX_ROWS = 256;
+
+/** What the in-kernel schedule reads (each adds bindings: part of the pipeline key). */
+export interface InlineScheduleConfig {
+  readonly expertMap: boolean;
+  readonly rows: 'none' | 'gather' | 'scatter';
+  /** A second offsets buffer may have to equal the primary (runtime: P.hasOther). */
+  readonly other: boolean;
+  /** Host-known per-group sizes to check. */
+  readonly sizes: boolean;
+  /** Rows per tile. */
+  readonly tm: number;
+}
+
+/** Bindings of the in-kernel schedule (the row maps use the GEMM's token index / slots bindings). */
+export const INLINE_OFFS_BINDING = 30;
+export const INLINE_OTHER_BINDING = 31;
+export const INLINE_SIZES_BINDING = 32;
+export const INLINE_STATUS_BINDING = 33;
+export const INLINE_MAP_BINDING = 34;
+
+export function inlineScheduleKey(c: InlineScheduleConfig): string {
+  return `isched${c.expertMap ? 'M' : ''}${c.other ? 'O' : ''}${c.sizes ? 'S' : ''}-${c.rows}`;
+}
+
+/** The bindings a pass with the in-kernel schedule adds (`report`: the status slot too). */
+export function inlineScheduleBindings(c: InlineScheduleConfig, report: boolean): number[] {
+  const out = [INLINE_OFFS_BINDING];
+  if (c.other) out.push(INLINE_OTHER_BINDING);
+  if (c.sizes) out.push(INLINE_SIZES_BINDING);
+  if (report) out.push(INLINE_STATUS_BINDING);
+  if (c.expertMap) out.push(INLINE_MAP_BINDING);
+  return out;
+}
+
+/**
+ * WGSL of the in-kernel schedule: `fn sched_tile(li, t, designated) -> vec4u` = (1, group or
+ * ZERO_TILE, m0, m1) for tile t, (0, ..) past the last tile or after a violation. Called by every
+ * invocation in uniform control flow. Needs in the pass's `Params P`: G, total, hasOther, hasSizes,
+ * zeroFill, experts, topK, tokens; and (row maps) `TI` / `KS` declared by the pass. `report`: this
+ * pass declares the status binding and reports (its designated workgroup does).
+ *
+ * Three barriers, since every workgroup of the GEMM runs it (thousands at decode with K splits):
+ * (A) each invocation checks its group's offsets rules, its routed row's maps (row index clamped to
+ * the capacity, so the reads stay in range whatever the offsets say) and counts its group's tiles;
+ * (B) a scatter's duplicates against earlier rows, and the tile counts summed in 16 chunks of 16;
+ * (C) one invocation turns the chunk sums into starts, decides (and on the designated workgroup
+ * reports) the first violation; (D) each group's invocation finds whether tile t is one of its own.
+ * Workgroup memory starts zeroed (WGSL), so the flags need no initialising barrier.
+ */
+export function inlineScheduleWgsl(c: InlineScheduleConfig, report: boolean): string {
+  const map = c.expertMap, gather = c.rows === 'gather', scatter = c.rows === 'scatter';
+  const rowMaps = gather || scatter;
+  const tm = c.tm;
+  const decl = [
+    `@group(0) @binding(${INLINE_OFFS_BINDING}) var<storage, read> OFFS: array<i32>;`,
+    c.other ? `@group(0) @binding(${INLINE_OTHER_BINDING}) var<storage, read> OTHER: array<i32>;` : '',
+    c.sizes ? `@group(0) @binding(${INLINE_SIZES_BINDING}) var<storage, read> SIZES: array<i32>;` : '',
+    report ? `@group(0) @binding(${INLINE_STATUS_BINDING}) var<storage, read_write> STATUS: array<u32>;` : '',
+    map ? `@group(0) @binding(${INLINE_MAP_BINDING}) var<storage, read> EMAP: array<i32>;` : '',
+  ].filter((s) => s).join('\n');
+  const fail = report ? `fn sc_fail(code: u32, i: u32, x: i32, y: i32) {
+  STATUS[0] = code; STATUS[1] = i; STATUS[2] = bitcast<u32>(x); STATUS[3] = bitcast<u32>(y);
+}
+
+// The first violation of the offsets in the cpu engine's rule order, by one invocation (error path only).
+fn sc_report_offsets() {
+  let G = P.G;
+  if (sc_first_bad(OFFS[0])) { sc_fail(1u, 0u, OFFS[0], 0); return; }
+  for (var i = 1u; i <= G; i++) { if (OFFS[i] < OFFS[i - 1u]) { sc_fail(2u, i, OFFS[i], OFFS[i - 1u]); return; } }
+  if (OFFS[G] > i32(P.total)) { sc_fail(3u, G, OFFS[G], i32(P.total)); return; }
+  ${c.sizes ? 'if (P.hasSizes == 1u) { for (var i = 0u; i < G; i++) { if (OFFS[i + 1u] - OFFS[i] != SIZES[i]) { sc_fail(5u, i, OFFS[i + 1u] - OFFS[i], SIZES[i]); return; } } }' : ''}
+  ${c.other ? 'if (P.hasOther == 1u) { for (var i = 0u; i <= G; i++) { if (OTHER[i] != OFFS[i]) { sc_fail(4u, i, OTHER[i], OFFS[i]); return; } } }' : ''}
+  ${map ? 'for (var i = 0u; i < G; i++) { if (EMAP[i] < 0 || EMAP[i] >= i32(P.experts)) { sc_fail(11u, i, EMAP[i], i32(P.experts)); return; } }' : ''}
+}
+${rowMaps ? `
+// Row b is the first bad routed row: its rule (the duplicate when no other).
+fn sc_report_row(b: u32) {
+  let code = sc_row_code(b);
+  if (code == 8u) { sc_fail(8u, b, TI[b], i32(P.tokens)); }
+  ${scatter ? `else if (code == 9u) { sc_fail(9u, b, KS[b], select(i32(P.topK), -1, TI[b] < 0)); }
+  else { sc_fail(10u, b, TI[b], KS[b]); }` : ''}
+}` : ''}` : '';
+  const reportIt = report ? `if (designated && !ok) {
+      if (atomicLoad(&sc_bad) != 0u) { sc_report_offsets(); }
+      ${rowMaps ? 'else { sc_report_row(~atomicLoad(&sc_row)); }' : ''}
+    }` : '';
+  return /* wgsl */ `
+${decl}
+var<workgroup> sc_c: array<u32, 256>;
+var<workgroup> sc_chunk: array<u32, 16>;
+var<workgroup> sc_bad: atomic<u32>;
+// ~(first bad routed row), 0: none.
+var<workgroup> sc_row: atomic<u32>;
+var<workgroup> sc_ok: u32;
+var<workgroup> sc_n: u32;
+var<workgroup> sc_tile: vec4u;
+${scatter ? 'var<workgroup> sc_key: array<i32, 256>;' : ''}
+
+fn sc_first_bad(x: i32) -> bool {
+  return x < 0 || (x != 0 && P.zeroFill == 0u);
+}
+${rowMaps ? `
+// The rule routed row r breaks before the duplicate check (0: none).
+fn sc_row_code(r: u32) -> u32 {
+  let t = TI[r];
+  if (t < -1 || t >= i32(P.tokens)) { return 8u; }
+  ${scatter ? `if (t < 0 && KS[r] != -1) { return 9u; }
+  if (t >= 0 && (KS[r] < 0 || KS[r] >= i32(P.topK))) { return 9u; }` : ''}
+  return 0u;
+}` : ''}
+${fail}
+
+fn sched_tile(li: u32, t: u32, designated: bool) -> vec4u {
+  let G = P.G;
+  // (A) The offsets rules (and the expert map), one group per invocation (G <= 256); tiles per group.
+  for (var g = li; g <= G; g += 256u) {
+    let x = OFFS[g];
+    var b = false;
+    if (g == 0u) { b = sc_first_bad(x); } else { b = x < OFFS[g - 1u]; }
+    if (g == G && x > i32(P.total)) { b = true; }
+    ${c.other ? 'if (P.hasOther == 1u && OTHER[g] != x) { b = true; }' : ''}
+    ${c.sizes ? 'if (P.hasSizes == 1u && g < G && OFFS[g + 1u] - x != SIZES[g]) { b = true; }' : ''}
+    ${map ? 'if (g < G && (EMAP[g] < 0 || EMAP[g] >= i32(P.experts))) { b = true; }' : ''}
+    if (b) { atomicOr(&sc_bad, 1u); }
+  }
+  var c = 0u;
+  if (li < G) { c = (u32(OFFS[li + 1u] - OFFS[li]) + ${tm - 1}u) / ${tm}u; }
+  sc_c[li] = c;
+  ${rowMaps ? `// The row maps of the routed rows [0, offs[G]) (at most 256: one per invocation).
+  let rows = min(u32(max(OFFS[G], 0)), P.total);
+  if (li < rows) {
+    let code = sc_row_code(li);
+    if (code != 0u) { atomicMax(&sc_row, ~li); }
+    ${scatter ? 'sc_key[li] = select(-1, TI[li] * i32(P.topK) + KS[li], code == 0u && TI[li] >= 0);' : ''}
+  }` : ''}
+  workgroupBarrier();
+  // (B) A scatter's duplicate (token, slot) pairs: the later row of a pair breaks the rule; chunk sums.
+  ${scatter ? `if (li < rows && sc_key[li] >= 0) {
+    for (var j = 0u; j < li; j++) { if (sc_key[j] == sc_key[li]) { atomicMax(&sc_row, ~li); break; } }
+  }` : ''}
+  if (li < 16u) {
+    var s = 0u;
+    for (var j = 0u; j < 16u; j++) { s += sc_c[li * 16u + j]; }
+    sc_chunk[li] = s;
+  }
+  workgroupBarrier();
+  // (C) Chunk starts; the verdict (reported by the designated workgroup).
+  if (li == 0u) {
+    var s = 0u;
+    for (var j = 0u; j < 16u; j++) { let x = sc_chunk[j]; sc_chunk[j] = s; s += x; }
+    sc_n = s;
+    let ok = atomicLoad(&sc_bad) == 0u${rowMaps ? ' && atomicLoad(&sc_row) == 0u' : ''};
+    sc_ok = select(0u, 1u, ok);
+    ${reportIt}
+  }
+  workgroupBarrier();
+  // (D) The group holding tile t (or, past the groups' tiles, a zero-fill tile).
+  if (sc_ok == 1u) {
+    if (li < G) {
+      var start = sc_chunk[li / 16u];
+      for (var j = li & ~15u; j < li; j++) { start += sc_c[j]; }
+      if (t >= start && t < start + c) {
+        let m0 = u32(OFFS[li]) + (t - start) * ${tm}u;
+        sc_tile = vec4u(1u, ${map ? 'u32(EMAP[li])' : 'li'}, m0, min(m0 + ${tm}u, u32(OFFS[li + 1u])));
+      }
+    }
+    if (P.zeroFill == 1u && li == 0u && t >= sc_n) {
+      // Rows in no group: [0, offs[0]) then [offs[G], total), ZERO_TILE tiles after the groups'.
+      let lead = u32(OFFS[0]);
+      let tail0 = u32(OFFS[G]);
+      let c0 = (lead + ${tm - 1}u) / ${tm}u;
+      let c1 = (P.total - tail0 + ${tm - 1}u) / ${tm}u;
+      let j = t - sc_n;
+      if (j < c0) { sc_tile = vec4u(1u, ${ZERO_TILE}u, j * ${tm}u, min((j + 1u) * ${tm}u, lead)); }
+      else if (j < c0 + c1) { let i = j - c0; sc_tile = vec4u(1u, ${ZERO_TILE}u, tail0 + i * ${tm}u, min(tail0 + (i + 1u) * ${tm}u, P.total)); }
+    }
+  }
+  return workgroupUniformLoad(&sc_tile);
+}
+`;
+}

@@ -28,7 +28,53 @@ export function routingTokenFits(c: Omit<RoutingKernelConfig, 'scratch'>): boole
   return workgroupBytes(c) <= 8192;
 }
 
-export function routingTokenWgsl(c: RoutingKernelConfig): string {
+/**
+ * At most how many tokens (and logits) the route kernel checks itself (`routingTokenWgsl` with
+ * `checked`): every workgroup checks every logit, so the check pass (and its flag) goes away where
+ * that is a few loads per invocation (decode).
+ */
+export const ROUTE_CHECKED_MAX_T = 32;
+export const ROUTE_CHECKED_MAX_LOGITS = 4096;
+
+/** Whether routing `T` tokens of `E` experts checks the logits inside the route kernel. */
+export function routingCheckedFits(T: number, E: number): boolean {
+  return T <= ROUTE_CHECKED_MAX_T && T * E <= ROUTE_CHECKED_MAX_LOGITS;
+}
+
+/**
+ * The rules of the check pass (routingCheckWgsl: the smallest violating key, a token t or bias entry
+ * T + e) found by each workgroup over all the logits, in parallel: an element is NaN, or +inf under
+ * softmax; a token has no finite logit under softmax (a bit per token, T <= 32); a bias entry is not
+ * finite. `KEYW` is the key, 0xffffffff for none. The report itself (row_error, one invocation) runs
+ * only on the error path.
+ */
+function checkAllWgsl(c: RoutingKernelConfig): string {
+  return /* wgsl */ `
+  if (li == 0u) { atomicStore(&KEYW, 0xffffffffu); atomicStore(&FINW, 0u); }
+  workgroupBarrier();
+  for (var i = li; i < P.T * E; i += WG) {
+    let tt = i / E;
+    let b = logit_bits(tt, i % E);
+    if (is_nan(b) || (SOFTMAX && b == 0x7f800000u)) { atomicMin(&KEYW, tt); }
+    if (b != 0xff800000u) { atomicOr(&FINW, 1u << tt); }
+  }
+  ${c.bias ? 'for (var e = li; e < E; e += WG) { if (((bias[e] >> 23u) & 0xffu) == 0xffu) { atomicMin(&KEYW, P.T + e); } }' : ''}
+  workgroupBarrier();
+  if (SOFTMAX && li < P.T && ((atomicLoad(&FINW) >> li) & 1u) == 0u) { atomicMin(&KEYW, li); }
+  workgroupBarrier();
+  if (li == 0u) { FLAGW = atomicLoad(&KEYW); }
+  let key = workgroupUniformLoad(&FLAGW);
+  if (key != 0xffffffffu) {
+    if (t == 0u && li == 0u) { report(key); }
+    return;
+  }`;
+}
+
+/**
+ * The route kernel; `checked`: it checks every logit itself (routingCheckedFits) instead of reading
+ * the check pass's flag.
+ */
+export function routingTokenWgsl(c: RoutingKernelConfig, checked = false): string {
   const E4 = (c.E + 3) & ~3;
   const sel = c.bias ? 'SELS' : 'SCORE';
   return /* wgsl */ `${routingHeaderWgsl(c)}
@@ -44,6 +90,7 @@ var<workgroup> TOPI: array<u32, ${c.k}>;
 var<workgroup> RED: array<f32, ${ROUTE_WG}>;
 var<workgroup> LANE: array<f32, 4>;
 var<workgroup> FLAGW: u32;
+${checked ? 'var<workgroup> KEYW: atomic<u32>;\nvar<workgroup> FINW: atomic<u32>;' : ''}
 
 fn ninf() -> f32 { return bitcast<f32>(0xff800000u | P.zero); }
 fn fmax(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
@@ -52,12 +99,12 @@ fn fmax(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   // One token per workgroup: t and the flag are uniform, so the early returns keep the barriers uniform.
   let t = wid.y * nwg.x + wid.x;
-  if (li == 0u) { FLAGW = atomicLoad(&flag[0]); }
+  ${checked ? checkAllWgsl(c) : `if (li == 0u) { FLAGW = atomicLoad(&flag[0]); }
   let f = workgroupUniformLoad(&FLAGW);
   if (f != 0u) {
     if (t == 0u && li == 0u) { report(0xffffffffu - f); }
     return;
-  }
+  }`}
   if (t >= P.T) { return; }
   for (var e = li; e < E4; e += WG) {
     if (e < E) { SCORE[e] = bitcast<f32>(logit_bits(t, e)); } else { SCORE[e] = ninf(); }

@@ -1,5 +1,7 @@
 import { eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
-import { gemvFusionSupported, gemvGeometry, gemvKPerThread, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
+import { gemvBindings, gemvFusionSupported, gemvGeometry, gemvKPerThread, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
+import { INLINE_MAX_GROUPS, INLINE_MAX_ROWS, scheduleTileBound, type InlineScheduleConfig } from '../../kernels/wgsl/grouped_schedule.js';
+import { FUSION_BINDING } from '../../kernels/wgsl/wgsl_quant.js';
 import { vec4Eligible } from '../../kernels/wgsl/gemm_tiled_vec4.js';
 import { chunkWidth } from '../../kernels/wgsl/gemm_tiled_staging.js';
 import { dot4Eligible } from '../../kernels/wgsl/gemm_tiled_dot4.js';
@@ -28,9 +30,20 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
 export const gpuKernelTuning: {
   gemv: boolean; vec4: boolean; dot4: boolean; gemvMaxRows: number; kPerThread: number | undefined; tiledTn: number | undefined; tiledBk: number | undefined; chunk: boolean;
   staticKBlocks: boolean; dot4Bk: number | undefined;
+  /** gemv-splitk finds its tiles itself (no grouped-schedule dispatch) where G and M allow. */
+  gemvInline: boolean;
+  /** gemv-splitk's K splits: undefined = the planner's choice (gemvKSplitFor). */
+  gemvKSplit: number | undefined;
+  /**
+   * Workgroups (column tiles x K splits x schedule tiles) gemvKSplitFor aims at: on an H200 the decode
+   * GEMMs ran fastest with grids of a few hundred workgroups (reports/decode3-h200.md: 4 splits for
+   * int4 at T = 1, none from T = 4; each split past that adds idle workgroups and a reduce pass).
+   * Infinity: the splits that leave each thread gemvKPerThread K iterations (the previous choice).
+   */
+  gemvTargetWorkgroups: number;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
-  dot4Bk: undefined,
+  dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
 };
 
 /**
@@ -81,6 +94,15 @@ export interface GemvPlan {
   readonly kChunk: number;
 }
 
+/**
+ * K splits of gemv-splitk: as many as keep the grid within gemvTargetWorkgroups, at most the
+ * splits that leave each thread gemvKPerThread K iterations (at least 1; at most 16).
+ */
+export function gemvKSplitFor(K: number, S: number, colTiles: number, tiles: number, wei: MatmulProblem['weights']['dataType']): number {
+  const most = Math.max(1, Math.min(16, Math.ceil(K / (S * gemvKPerThread(wei)))));
+  return Math.max(1, Math.min(most, Math.floor(gpuKernelTuning.gemvTargetWorkgroups / Math.max(1, colTiles * tiles))));
+}
+
 /** Bytes of scratch for partial sums the split may use at most (beyond it, fewer splits). */
 const MAX_PARTIALS_BYTES = 64 << 20;
 
@@ -116,16 +138,40 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   const rows = meanRows <= 4 ? 4 : 8;
   // A GLU column tile holds the gate and up columns of half as many dst columns.
   const colTiles = Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
-  const perThread = gpuKernelTuning.kPerThread ?? gemvKPerThread(p.weights.dataType);
-  let kSplit = Math.max(1, Math.min(16, Math.ceil(p.K / (S * perThread))));
+  const kSplit0 = gpuKernelTuning.gemvKSplit ?? (gpuKernelTuning.kPerThread !== undefined
+    ? Math.max(1, Math.min(16, Math.ceil(p.K / (S * gpuKernelTuning.kPerThread))))
+    : gemvKSplitFor(p.K, S, colTiles, scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), rows), p.weights.dataType));
+  let kSplit = kSplit0;
   while (kSplit > 1 && kSplit * p.M * p.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
   if (colTiles * kSplit > 65535) return undefined;
   const kChunk = Math.ceil(p.K / (kSplit * S));
   const moe = { gather: p.moe.gather, scatter: p.moe.scatterTopK > 0, zeroFill: p.moe.zeroFill };
-  const cfg: GemvSplitKConfig = {
+  const base: GemvSplitKConfig = {
     rows, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, vec, kSplit, epilogue: chain, fusion, moe,
   };
+  const inline = inlineScheduleOf(p, rows);
+  const cfg = inline && fitsStorage({ ...base, inline }, eng) ? { ...base, inline } : base;
   return { cfg, colTiles, kChunk };
+}
+
+/**
+ * The in-kernel schedule of `p` (decode sizes: at most INLINE_MAX_GROUPS groups and INLINE_MAX_ROWS
+ * rows, so each workgroup's validation and tile search is one chunk), undefined: the
+ * grouped-schedule dispatch.
+ */
+function inlineScheduleOf(p: MatmulProblem, tm: number): InlineScheduleConfig | undefined {
+  if (!gpuKernelTuning.gemvInline || p.G > INLINE_MAX_GROUPS || p.M > INLINE_MAX_ROWS) return undefined;
+  const sizes = (p.src.grouped?.groupSizes ?? p.dst.grouped?.groupSizes ?? p.weights.grouped?.groupSizes) !== undefined;
+  // A grouped dst beside a grouped src may hold offsets of its own (webgpu_matmul.ts deviceGrouping).
+  const other = p.offsetsFrom === 'desc' && p.offsetsArg === 'src' && !p.moe.gather && p.dst.isGrouped;
+  return { expertMap: p.moe.expertMap, rows: p.moe.gather ? 'gather' : p.moe.scatterTopK ? 'scatter' : 'none', other, sizes, tm };
+}
+
+/** Whether both passes of `c` bind at most the device's storage buffers per stage. */
+function fitsStorage(c: GemvSplitKConfig, eng: GpuEngine): boolean {
+  const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+  const storage = (pass: 'main' | 'reduce'): number => gemvBindings(c, pass).filter((b) => b !== 0 && b !== FUSION_BINDING).length;
+  return storage('main') <= limit && (c.kSplit === 1 || storage('reduce') <= limit);
 }
 
 /** M tile of `gemm-tiled-vec4` for `p`, undefined where it does not apply. */

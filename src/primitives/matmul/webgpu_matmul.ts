@@ -18,7 +18,7 @@ import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFu
 import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
 import { bChunkOf, dot4Kernel, gemvPlan, gpuKernelTuning, vec4Tile, weiKBlocksOf } from './webgpu_kernel_choice.js';
 import { gemmTiledDot4Key, gemmTiledDot4Wgsl } from '../../kernels/wgsl/gemm_tiled_dot4.js';
-import { WebgpuGemvExecutor } from './webgpu_gemv.js';
+import { gemvImplName, WebgpuGemvExecutor } from './webgpu_gemv.js';
 import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
 import { GEMM_ROWS_PARAMS_WORDS, TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, type GemmRows } from '../../kernels/wgsl/gemm_rows.js';
 import { ROW_ERR, rowMapsError } from './row_maps.js';
@@ -317,7 +317,7 @@ export const webgpuMatmul: GpuMatmulImpl = {
   name: 'webgpu',
   describe(eng, p) {
     const g = gemvPlan(p, eng);
-    if (g) return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}+grouped-schedule`;
+    if (g) return gemvImplName(g);
     const t = tileOf(p, eng);
     const k = kernelOf(p, eng);
     // gemm-tiled's staging (gemm_tiled_staging.ts): chunked weights loads, register prefetch.

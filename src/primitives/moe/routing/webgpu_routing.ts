@@ -6,10 +6,16 @@ import { fits32 } from '../../../kernels/fused_job.js';
 import {
   ROUTE_WG, ROUTING_PRIVATE_LIMIT, routingCheckWgsl, routingKey, routingPrivateBytes, routingWgsl, type RoutingKernelConfig,
 } from '../../../kernels/wgsl/moe_routing.js';
-import { routingTokenFits, routingTokenWgsl } from '../../../kernels/wgsl/moe_routing_token.js';
+import { routingCheckedFits, routingTokenFits, routingTokenWgsl } from '../../../kernels/wgsl/moe_routing_token.js';
 import type { GpuRoutingImpl, RoutingArgs } from './impl.js';
 import type { RoutingProblem } from './problem.js';
 import { routingDataError } from './runtime_data.js';
+
+/**
+ * Benchmark-only switch (bench/gpu_moe_bench.ts compares both in one process), not public API; read
+ * when a primitive is created: `checked` off keeps the check pass at decode sizes too.
+ */
+export const gpuRoutingTuning = { checked: true };
 
 function configOf(p: RoutingProblem): RoutingKernelConfig {
   const base = {
@@ -24,13 +30,16 @@ function configOf(p: RoutingProblem): RoutingKernelConfig {
  * Two dispatches in one compute pass: a check of every logit and bias entry (the first violation's
  * key kept in a flag word with an integer atomicMax, which does not depend on the order), then one
  * invocation per token routing it, or, after a violation, only the error reported in the status slot
- * (raised by `stream.wait()`; nothing is written).
+ * (raised by `stream.wait()`; nothing is written). At decode sizes (routingCheckedFits) one dispatch:
+ * each route workgroup checks every logit itself, no flag.
  */
 class WebgpuRoutingExecutor {
-  private readonly check: GPUComputePipeline;
+  private readonly check: GPUComputePipeline | undefined;
   private readonly route: GPUComputePipeline;
   /** One workgroup per token (moe_routing_token.ts) rather than one invocation. */
   private readonly perToken: boolean;
+  /** The route kernel checks the logits itself: no check pass, no flag. */
+  private readonly checked: boolean;
   private readonly params: GPUBuffer;
   private readonly flag: GPUBuffer;
   private readonly scratch: GPUBuffer | undefined;
@@ -45,9 +54,11 @@ class WebgpuRoutingExecutor {
 
   constructor(private readonly p: RoutingProblem, private readonly eng: GpuEngine) {
     const c = configOf(p);
-    this.check = eng.pipeline(routingKey(c, 'check'), () => routingCheckWgsl(c));
     this.perToken = !c.scratch && routingTokenFits(c);
-    this.route = this.perToken ? eng.pipeline(`${routingKey(c, 'route')}:wg`, () => routingTokenWgsl(c)) : eng.pipeline(routingKey(c, 'route'), () => routingWgsl(c));
+    this.checked = this.perToken && gpuRoutingTuning.checked && routingCheckedFits(p.T, p.E);
+    if (!this.checked) this.check = eng.pipeline(routingKey(c, 'check'), () => routingCheckWgsl(c));
+    this.route = this.checked ? eng.pipeline(`${routingKey(c, 'route')}:wg:checked`, () => routingTokenWgsl(c, true))
+      : this.perToken ? eng.pipeline(`${routingKey(c, 'route')}:wg`, () => routingTokenWgsl(c)) : eng.pipeline(routingKey(c, 'route'), () => routingWgsl(c));
     this.params = eng.createBuffer(32, 'moe.routing params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     this.flag = eng.createBuffer(16, 'moe.routing flag');
     const E4 = (p.E + 3) & ~3;
@@ -64,7 +75,7 @@ class WebgpuRoutingExecutor {
     if (p.T === 0) return;
     // The flag is written only on a violation (always reported in the slot): cleared only when an earlier
     // execution may have left it set, i.e. its slot was not read back clean yet.
-    const mayBeSet = this.flagDirty || this.unsettled > 0;
+    const mayBeSet = !this.checked && (this.flagDirty || this.unsettled > 0);
     this.unsettled++;
     const slot = eng.status.take((code, i, x) => routingDataError(code, i, x), this.settle);
     const words = new Uint32Array(8);
@@ -81,10 +92,16 @@ class WebgpuRoutingExecutor {
       const common: GPUBindGroupEntry[] = [
         { binding: 0, resource: { buffer: this.params } },
         { binding: 1, resource: { buffer: a.src.buffers[0] } },
-        { binding: 5, resource: { buffer: this.flag } },
       ];
+      if (!this.checked) common.push({ binding: 5, resource: { buffer: this.flag } });
       if (a.correctionBias) common.push({ binding: 2, resource: { buffer: a.correctionBias.buffers[0] } });
-      const checkBg = eng.bindGroup(this.check, common);
+      if (this.check) {
+        const checkBg = eng.bindGroup(this.check, common);
+        pass.setPipeline(this.check);
+        pass.setBindGroup(0, checkBg);
+        pass.dispatchWorkgroups(...workgroupGrid(eng, Math.max(p.T, p.correctionBias ? p.E : 0), ROUTE_WG));
+        eng.keepAlive(checkBg);
+      }
       const routeEntries: GPUBindGroupEntry[] = [
         ...common,
         { binding: 3, resource: { buffer: a.topkIds.buffers[0] } },
@@ -93,13 +110,10 @@ class WebgpuRoutingExecutor {
       ];
       if (this.scratch) routeEntries.push({ binding: 7, resource: { buffer: this.scratch } });
       const routeBg = eng.bindGroup(this.route, routeEntries);
-      pass.setPipeline(this.check);
-      pass.setBindGroup(0, checkBg);
-      pass.dispatchWorkgroups(...workgroupGrid(eng, Math.max(p.T, p.correctionBias ? p.E : 0), ROUTE_WG));
       pass.setPipeline(this.route);
       pass.setBindGroup(0, routeBg);
       pass.dispatchWorkgroups(...workgroupGrid(eng, this.perToken ? p.T * ROUTE_WG : p.T, ROUTE_WG));
-      eng.keepAlive(checkBg, routeBg);
+      eng.keepAlive(routeBg);
     });
   }
 
