@@ -199,10 +199,13 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
 });
 
 describe.each([
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0 },
-  { bk: 16, doubleBuffer: true, smallRowsPerThread: 4 },
-  { bk: 8, doubleBuffer: false, smallRowsPerThread: 4 },
-  { bk: 16, doubleBuffer: false, smallRowsPerThread: 0 },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, wgBytes: 16384 },
+  { bk: 16, doubleBuffer: true, smallRowsPerThread: 4, unroll: false, prefetch: true, wgBytes: 16384 },
+  { bk: 8, doubleBuffer: false, smallRowsPerThread: 4, unroll: false, prefetch: false, wgBytes: 16384 },
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, wgBytes: 16384 },
+  { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384 },
+  { bk: 16, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, wgBytes: 32768 },
+  { bk: 32, doubleBuffer: false, smallRowsPerThread: 4, unroll: true, prefetch: false, wgBytes: 32768 },
 ])('gpu gemm-tiled-vec4 variant %o', (v) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v); });
