@@ -15,11 +15,11 @@ const arg = (name: string, def: string): string => process.argv.find((a) => a.st
 const TOKENS = arg('tokens', '256,4096').split(',').map(Number);
 const REPS = Number(arg('reps', '10'));
 const E = 64, TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
-// bk:db:rows[:unroll[:prefetch]] (unroll default 0, prefetch default 1), or 'tiled' (gemm-tiled: vec4 off).
+// bk:db:rows[:unroll[:prefetch[:bigTile]]] (defaults 0, 1, 128), or 'tiled' (gemm-tiled: vec4 off).
 const VARIANTS = arg('variants', '8:0:8,8:0:8:1,16:0:8:1,8:1:8:1,16:1:8:1').split(',').map((s) => {
-  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, tiled: true };
-  const [bk, db, r, u = 0, pf = 1] = s.split(':').map(Number);
-  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, unroll: u === 1, prefetch: pf === 1, tiled: false };
+  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, bigTile: 128, tiled: true };
+  const [bk, db, r, u = 0, pf = 1, bigTile = 128] = s.split(':').map(Number);
+  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, unroll: u === 1, prefetch: pf === 1, bigTile, tiled: false };
 });
 // --wg-bytes=N: the workgroup memory the variants may use (default: the engine's maxComputeWorkgroupStorageSize).
 const WG_BYTES = Number(arg('wg-bytes', '0'));
@@ -73,7 +73,7 @@ async function main(): Promise<void> {
     const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
     const saved = { ...vec4Tuning };
     const prims = VARIANTS.map((v) => {
-      Object.assign(vec4Tuning, { bk: v.bk, doubleBuffer: v.doubleBuffer, smallRowsPerThread: v.smallRowsPerThread, unroll: v.unroll, prefetch: v.prefetch });
+      Object.assign(vec4Tuning, { bk: v.bk, doubleBuffer: v.doubleBuffer, smallRowsPerThread: v.smallRowsPerThread, unroll: v.unroll, prefetch: v.prefetch, bigTile: v.bigTile });
       gpuKernelTuning.vec4 = !v.tiled;
       const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
       const prim = new matmul.Primitive(pd);
@@ -106,7 +106,7 @@ async function main(): Promise<void> {
       let same = x.bits!.length === ref.length;
       // Different K slices keep one fma chain over k ascending: the same bits as the first variant.
       for (let i = 0; same && i < ref.length; i++) same = x.bits![i] === ref[i];
-      console.log(`${BLOCKED ? 'blocked' : 'plain'} alloc ${alloc} T=${T} rows=${M} bk=${x.v.bk} db=${x.v.doubleBuffer ? 1 : 0} smallRows=${x.v.smallRowsPerThread} unroll=${x.v.unroll ? 1 : 0} prefetch=${x.v.prefetch ? 1 : 0} ${x.info} ${x.key}: GPU ${g.toFixed(3)} ms (${(flops / g / 1e9).toFixed(1)} TFLOP/s), wall ${median(x.wall).toFixed(3)} ms, bits ${same ? 'same' : 'DIFFER'}`);
+      console.log(`${BLOCKED ? 'blocked' : 'plain'} alloc ${alloc} T=${T} rows=${M} bk=${x.v.bk} db=${x.v.doubleBuffer ? 1 : 0} smallRows=${x.v.smallRowsPerThread} unroll=${x.v.unroll ? 1 : 0} prefetch=${x.v.prefetch ? 1 : 0} bigTile=${x.v.bigTile} ${x.info} ${x.key}: GPU ${g.toFixed(3)} ms (${(flops / g / 1e9).toFixed(1)} TFLOP/s), wall ${median(x.wall).toFixed(3)} ms, bits ${same ? 'same' : 'DIFFER'}`);
     }
   }
   if (FREE) {

@@ -30,10 +30,11 @@ export const VEC4_TN = 128;
  * thread's own is a constant, so the bounds clamps WGSL adds stay out of the inner loop), `prefetch`
  * (the next slice is loaded into registers while the current one is multiplied; off: loaded right
  * before it is stored, fewer live registers) and `wgBytes`, the workgroup memory a pipeline may use
- * (the engine's maxComputeWorkgroupStorageSize; a K slice that does not fit is halved).
+ * (the engine's maxComputeWorkgroupStorageSize; a K slice that does not fit is halved), and `bigTile`,
+ * the M tile of groups averaging more than 64 rows (128; 64 or 96 pad less of each group's last tile).
  */
-export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number; unroll: boolean; prefetch: boolean; wgBytes: number } = {
-  bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: true, wgBytes: 16384,
+export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number; unroll: boolean; prefetch: boolean; wgBytes: number; bigTile: number } = {
+  bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: true, wgBytes: 16384, bigTile: 128,
 };
 
 interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean }
@@ -41,7 +42,7 @@ interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: num
 function vec4Shape(tm: number): Vec4Shape {
   let bk = vec4Tuning.bk;
   // Rows per thread: tm / 16 by default (16 x 16 threads); a 32- or 64-row tile may take 4 rows per thread.
-  const rm = tm <= 64 && vec4Tuning.smallRowsPerThread > 0 ? Math.max(tm / 16, vec4Tuning.smallRowsPerThread) : tm / 16;
+  const rm = tm / 16 >= 8 || vec4Tuning.smallRowsPerThread <= 0 ? tm / 16 : Math.max(tm / 16, vec4Tuning.smallRowsPerThread);
   const bytes = (k: number): number => (tm * k + k * VEC4_TN) * 4;
   while (bk > 4 && bytes(bk) > vec4Tuning.wgBytes) bk /= 2;
   const db = vec4Tuning.doubleBuffer && 2 * bytes(bk) <= vec4Tuning.wgBytes;
@@ -127,7 +128,8 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   const stores = Array.from({ length: rm }, (_, r) => `
   { let row = m0 + ${rowOf(r)};
     if (row < m1) {
-      for (var c = 0u; c < 4u; c++) { put(row, n0 + 4u * tx + c, c${r}0[c]); put(row, n0 + 64u + 4u * tx + c, c${r}1[c]); }
+      ${unroll ? [0, 1, 2, 3].map((j) => `put(row, n0 + 4u * tx + ${j}u, c${r}0[${j}]); put(row, n0 + 64u + 4u * tx + ${j}u, c${r}1[${j}]);`).join(' ')
+    : `for (var c = 0u; c < 4u; c++) { put(row, n0 + 4u * tx + c, c${r}0[c]); put(row, n0 + 64u + 4u * tx + c, c${r}1[c]); }`}
     } }`).join('');
   // One slice's products: a loop over the flat arrays, or (unroll) every k written out on slot `s`.
   const multiply = (s?: number): string => {
