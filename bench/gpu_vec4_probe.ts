@@ -15,11 +15,11 @@ const arg = (name: string, def: string): string => process.argv.find((a) => a.st
 const TOKENS = arg('tokens', '256,4096').split(',').map(Number);
 const REPS = Number(arg('reps', '10'));
 const E = 64, TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
-// bk:db:rows[:unroll[:prefetch[:bigTile]]] (defaults 0, 1, 128), or 'tiled' (gemm-tiled: vec4 off).
+// bk:db:rows[:unroll[:prefetch[:bigTile[:aRowsFast]]]] (defaults 0, 1, 128, 0), or 'tiled' (gemm-tiled: vec4 off).
 const VARIANTS = arg('variants', '8:0:8,8:0:8:1,16:0:8:1,8:1:8:1,16:1:8:1').split(',').map((s) => {
-  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, bigTile: 128, tiled: true };
-  const [bk, db, r, u = 0, pf = 1, bigTile = 128] = s.split(':').map(Number);
-  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, unroll: u === 1, prefetch: pf === 1, bigTile, tiled: false };
+  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, bigTile: 128, aRowsFast: false, tiled: true };
+  const [bk, db, r, u = 0, pf = 1, bigTile = 128, rf = 0] = s.split(':').map(Number);
+  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, unroll: u === 1, prefetch: pf === 1, bigTile, aRowsFast: rf === 1, tiled: false };
 });
 // --wg-bytes=N: the workgroup memory the variants may use (default: the engine's maxComputeWorkgroupStorageSize).
 const WG_BYTES = Number(arg('wg-bytes', '0'));
@@ -73,7 +73,7 @@ async function main(): Promise<void> {
     const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
     const saved = { ...vec4Tuning };
     const prims = VARIANTS.map((v) => {
-      Object.assign(vec4Tuning, { bk: v.bk, doubleBuffer: v.doubleBuffer, smallRowsPerThread: v.smallRowsPerThread, unroll: v.unroll, prefetch: v.prefetch, bigTile: v.bigTile });
+      Object.assign(vec4Tuning, { bk: v.bk, doubleBuffer: v.doubleBuffer, smallRowsPerThread: v.smallRowsPerThread, unroll: v.unroll, prefetch: v.prefetch, bigTile: v.bigTile, aRowsFast: v.aRowsFast });
       gpuKernelTuning.vec4 = !v.tiled;
       const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
       const prim = new matmul.Primitive(pd);

@@ -206,8 +206,8 @@ describe.each([
   { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384 },
   { bk: 16, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, wgBytes: 32768 },
   { bk: 32, doubleBuffer: false, smallRowsPerThread: 4, unroll: true, prefetch: false, wgBytes: 32768 },
-  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 96 },
-  { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 64 },
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 96, aRowsFast: true },
+  { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 64, aRowsFast: true },
 ])('gpu gemm-tiled-vec4 variant %o', (v) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v); });

@@ -31,13 +31,14 @@ export const VEC4_TN = 128;
  * (the next slice is loaded into registers while the current one is multiplied; off: loaded right
  * before it is stored, fewer live registers) and `wgBytes`, the workgroup memory a pipeline may use
  * (the engine's maxComputeWorkgroupStorageSize; a K slice that does not fit is halved), and `bigTile`,
- * the M tile of groups averaging more than 64 rows (128; 64 or 96 pad less of each group's last tile).
+ * the M tile of groups averaging more than 64 rows (128; 64 or 96 pad less of each group's last tile);
+ * `aRowsFast`: consecutive threads load consecutive rows of A (bank-conflict-free transposed stores).
  */
-export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number; unroll: boolean; prefetch: boolean; wgBytes: number; bigTile: number } = {
-  bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: true, wgBytes: 16384, bigTile: 128,
+export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number; unroll: boolean; prefetch: boolean; wgBytes: number; bigTile: number; aRowsFast: boolean } = {
+  bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: true, wgBytes: 16384, bigTile: 128, aRowsFast: false,
 };
 
-interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean }
+interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean; readonly aRowsFast: boolean }
 
 function vec4Shape(tm: number): Vec4Shape {
   let bk = vec4Tuning.bk;
@@ -46,13 +47,13 @@ function vec4Shape(tm: number): Vec4Shape {
   const bytes = (k: number): number => (tm * k + k * VEC4_TN) * 4;
   while (bk > 4 && bytes(bk) > vec4Tuning.wgBytes) bk /= 2;
   const db = vec4Tuning.doubleBuffer && 2 * bytes(bk) <= vec4Tuning.wgBytes;
-  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: vec4Tuning.unroll, prefetch: vec4Tuning.prefetch || db };
+  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: vec4Tuning.unroll, prefetch: vec4Tuning.prefetch || db, aRowsFast: vec4Tuning.aRowsFast };
 }
 
 /** The kernel shape a TM-row tile gets under the current tuning, e.g. `128x128x8r8u` (keys, benches). */
 export function vec4ShapeTag(tm: number): string {
   const s = vec4Shape(tm);
-  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}`;
+  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}`;
 }
 
 export function gemmTiledVec4Key(c: GemmTiledConfig): string {
@@ -76,7 +77,7 @@ export function vec4Eligible(c: Pick<GemmTiledConfig, 'mode' | 'src' | 'wei' | '
 }
 
 export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
-  const { tm, bk, rm, nt: NT, db, unroll, prefetch } = vec4Shape(c.tm);
+  const { tm, bk, rm, nt: NT, db, unroll, prefetch, aRowsFast } = vec4Shape(c.tm);
   if (tm % 16 !== 0 || tm > 128 || !Number.isInteger(tm / rm) || (rm !== 2 && rm % 4 !== 0 && rm !== 1) || bk % 4 !== 0) {
     throw new Error(`gemm-tiled-vec4: TM ${tm} (${rm} rows per thread, BK ${bk}) does not fit the thread layout`);
   }
@@ -101,10 +102,13 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   let g = wid.z;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
   let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db;`;
+  // Which row and K quad the thread's q-th A vec4 is: K quads fastest (a warp reads whole row pieces),
+  // or (aRowsFast) rows fastest, so that a warp's transposed stores hit 32 consecutive words of As.
+  const aIdx = aRowsFast ? `let m = q % ${tm}u; let kq = (q / ${tm}u) * 4u;` : `let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;`;
   const decl = (n: number, what: string): string => Array.from({ length: n }, (_, i) => `var ${what}${i} = vec4f(0.0);`).join(' ');
   // Global -> registers for the K slice at kb (zeros past the rows, K or N).
   const load = Array.from({ length: aLoads }, (_, i) => `
-    { let q = li + ${NT * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u; let r = m0 + m;
+    { let q = li + ${NT * i}u; ${aIdx} let r = m0 + m;
       ra${i} = vec4f(0.0); if (q < ${aVecs}u && r < m1 && kb + kq < P.K) { ra${i} = A[(aBase + r * P.lda + kb + kq) / 4u]; } }`).join('') +
     Array.from({ length: bLoads }, (_, i) => `
     { let q = li + ${NT * i}u; let kk = q / ${VEC4_TN / 4}u; let nq = (q % ${VEC4_TN / 4}u) * 4u; let k = kb + kk; let col = n0 + nq;
@@ -112,7 +116,7 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   // Registers -> a workgroup slot (A transposed: k-major, rows contiguous). Flat arrays: the slot at
   // word offsets aS / bS; 2D arrays (unroll): slot `s` (a constant) starts at K row s * bk.
   const store = (s?: number): string => Array.from({ length: aLoads }, (_, i) => `
-    { let q = li + ${NT * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;
+    { let q = li + ${NT * i}u; ${aIdx}
       ${aGuard}{ ${[0, 1, 2, 3].map((j) => {
     if (s !== undefined) return vecRows ? `As[kq + ${s * bk + j}u][m / 4u][m % 4u] = ra${i}[${j}];` : `As[kq + ${s * bk + j}u][m] = ra${i}[${j}];`;
     return vecRows ? `As[aS + (kq + ${j}u) * ${tm / 4}u + m / 4u][m % 4u] = ra${i}[${j}];` : `As[aS + (kq + ${j}u) * ${tm}u + m] = ra${i}[${j}];`;
