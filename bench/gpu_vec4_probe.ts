@@ -6,7 +6,7 @@
  *   node gpu_vec4_probe.mjs --tokens=256,4096 --reps=10
  */
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory } from '../src/index.js';
-import { vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
+import { vec4ShapeTag, vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { routedSizes } from './gpu_bench_common.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
@@ -15,12 +15,14 @@ const arg = (name: string, def: string): string => process.argv.find((a) => a.st
 const TOKENS = arg('tokens', '256,4096').split(',').map(Number);
 const REPS = Number(arg('reps', '10'));
 const E = 64, TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
-// bk:db:rows, or 'tiled' (gemm-tiled: vec4 off).
-const VARIANTS = arg('variants', '16:0:0,8:1:0,16:1:0,8:0:0,16:0:4,8:1:4,16:0:8').split(',').map((s) => {
-  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, tiled: true };
-  const [bk, db, r] = s.split(':').map(Number);
-  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, tiled: false };
+// bk:db:rows[:unroll[:prefetch[:bigTile[:aRowsFast]]]] (defaults 0, 1, 128, 0), or 'tiled' (gemm-tiled: vec4 off).
+const VARIANTS = arg('variants', '8:0:8,8:0:8:1,16:0:8:1,8:1:8:1,16:1:8:1').split(',').map((s) => {
+  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, bigTile: 128, aRowsFast: false, tiled: true };
+  const [bk, db, r, u = 0, pf = 1, bigTile = 128, rf = 0] = s.split(':').map(Number);
+  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, unroll: u === 1, prefetch: pf === 1, bigTile, aRowsFast: rf === 1, tiled: false };
 });
+// --wg-bytes=N: the workgroup memory the variants may use (default: the engine's maxComputeWorkgroupStorageSize).
+const WG_BYTES = Number(arg('wg-bytes', '0'));
 const ALLOCS = Number(arg('allocs', '1'));
 const FREE = arg('free', '0') === '1';
 const SHARED_IO = arg('shared-io', '0') === '1';
@@ -42,7 +44,8 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length
 
 async function main(): Promise<void> {
   const eng = (await Engine.create({ kind: 'gpu', powerPreference: 'high-performance' })) as GpuEngine;
-  console.log(JSON.stringify({ adapter: eng.adapterInfo, node: process.version }));
+  console.log(JSON.stringify({ adapter: eng.adapterInfo, node: process.version, caps: eng.caps, invocations: eng.device.limits.maxComputeInvocationsPerWorkgroup }));
+  vec4Tuning.wgBytes = WG_BYTES || eng.caps.maxComputeWorkgroupStorageSize;
   eng.setProfiling(true);
   const NB = BLOCKED ? Math.ceil(N / 128) : 1, G = E * NB, NG = BLOCKED ? 128 : N;
   const weiMd = memory.desc([G, K, NG], dt.f32, tag.abc);
@@ -70,14 +73,16 @@ async function main(): Promise<void> {
     const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
     const saved = { ...vec4Tuning };
     const prims = VARIANTS.map((v) => {
-      Object.assign(vec4Tuning, v);
+      Object.assign(vec4Tuning, { bk: v.bk, doubleBuffer: v.doubleBuffer, smallRowsPerThread: v.smallRowsPerThread, unroll: v.unroll, prefetch: v.prefetch, bigTile: v.bigTile, aRowsFast: v.aRowsFast });
       gpuKernelTuning.vec4 = !v.tiled;
       const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
       const prim = new matmul.Primitive(pd);
       const info = pd.implInfo;
+      const tm = /vec4-(\d+)x/.exec(info)?.[1];
+      const key = tm ? vec4ShapeTag(Number(tm)) : '';
       Object.assign(vec4Tuning, saved);
       gpuKernelTuning.vec4 = true;
-      return { v, prim, info, gpu: [] as number[], wall: [] as number[], bits: undefined as Uint8Array | undefined };
+      return { v, prim, info, key, gpu: [] as number[], wall: [] as number[], bits: undefined as Uint8Array | undefined };
     });
     console.log(`[${new Date().toISOString()}] alloc ${alloc} T=${T}: timing`);
     await keepGpuBusy(eng, SPIN_MS);
@@ -101,7 +106,7 @@ async function main(): Promise<void> {
       let same = x.bits!.length === ref.length;
       // Different K slices keep one fma chain over k ascending: the same bits as the first variant.
       for (let i = 0; same && i < ref.length; i++) same = x.bits![i] === ref[i];
-      console.log(`${BLOCKED ? 'blocked' : 'plain'} alloc ${alloc} T=${T} rows=${M} bk=${x.v.bk} db=${x.v.doubleBuffer ? 1 : 0} smallRows=${x.v.smallRowsPerThread} ${x.info}: GPU ${g.toFixed(3)} ms (${(flops / g / 1e9).toFixed(1)} TFLOP/s), wall ${median(x.wall).toFixed(3)} ms, bits ${same ? 'same' : 'DIFFER'}`);
+      console.log(`${BLOCKED ? 'blocked' : 'plain'} alloc ${alloc} T=${T} rows=${M} bk=${x.v.bk} db=${x.v.doubleBuffer ? 1 : 0} smallRows=${x.v.smallRowsPerThread} unroll=${x.v.unroll ? 1 : 0} prefetch=${x.v.prefetch ? 1 : 0} bigTile=${x.v.bigTile} ${x.info} ${x.key}: GPU ${g.toFixed(3)} ms (${(flops / g / 1e9).toFixed(1)} TFLOP/s), wall ${median(x.wall).toFixed(3)} ms, bits ${same ? 'same' : 'DIFFER'}`);
     }
   }
   if (FREE) {

@@ -199,10 +199,15 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
 });
 
 describe.each([
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0 },
-  { bk: 16, doubleBuffer: true, smallRowsPerThread: 4 },
-  { bk: 8, doubleBuffer: false, smallRowsPerThread: 4 },
-  { bk: 16, doubleBuffer: false, smallRowsPerThread: 0 },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, wgBytes: 16384 },
+  { bk: 16, doubleBuffer: true, smallRowsPerThread: 4, unroll: false, prefetch: true, wgBytes: 16384 },
+  { bk: 8, doubleBuffer: false, smallRowsPerThread: 4, unroll: false, prefetch: false, wgBytes: 16384 },
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, wgBytes: 16384 },
+  { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384 },
+  { bk: 16, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, wgBytes: 32768 },
+  { bk: 32, doubleBuffer: false, smallRowsPerThread: 4, unroll: true, prefetch: false, wgBytes: 32768 },
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 96, aRowsFast: true },
+  { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 64, aRowsFast: true },
 ])('gpu gemm-tiled-vec4 variant %o', (v) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v); });
@@ -210,7 +215,7 @@ describe.each([
   it('32-, 64- and 128-row tiles: empty experts, K and N not multiples of the slice or tile, E = 1, all rows in one expert', async () => {
     await runGM({ sizes: [20, 0, 31, 45], K: 36, N: 140, bias: true, postOps: [{ kind: 'relu', alpha: 0 }] }, /gemm-tiled-vec4-32x128/);
     await runGM({ sizes: [50], K: 20, N: 132 }, /gemm-tiled-vec4-64x128/);
-    await runGM({ sizes: [0, 300, 0], K: 44, N: 68, totalM: 310 }, /gemm-tiled-vec4-128x128/);
+    await runGM({ sizes: [0, 300, 0], K: 44, N: 68, totalM: 310 }, new RegExp(`gemm-tiled-vec4-${v.bigTile ?? 128}x128`));
   });
 });
 

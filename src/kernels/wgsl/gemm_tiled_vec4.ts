@@ -24,27 +24,40 @@ export const VEC4_TN = 128;
 /**
  * Benchmark-only switches (bench/gpu_vec4_probe.ts compares them in one process), read when a pipeline
  * is built: the K slice, whether the staged slice is double-buffered in workgroup memory (the next
- * slice is stored while the current one is multiplied: one barrier per slice instead of two), and the
- * rows per thread of 32- and 64-row tiles (fewer threads per workgroup, more FMAs per workgroup read).
+ * slice is stored while the current one is multiplied: one barrier per slice instead of two), the
+ * rows per thread of 32- and 64-row tiles (fewer threads per workgroup, more FMAs per workgroup read),
+ * `unroll` (the K slice's loop written out with 2D workgroup arrays: every workgroup index but the
+ * thread's own is a constant, so the bounds clamps WGSL adds stay out of the inner loop), `prefetch`
+ * (the next slice is loaded into registers while the current one is multiplied; off: loaded right
+ * before it is stored, fewer live registers) and `wgBytes`, the workgroup memory a pipeline may use
+ * (the engine's maxComputeWorkgroupStorageSize; a K slice that does not fit is halved), and `bigTile`,
+ * the M tile of groups averaging more than 64 rows (128; 64 or 96 pad less of each group's last tile);
+ * `aRowsFast`: consecutive threads load consecutive rows of A (bank-conflict-free transposed stores).
  */
-export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number } = { bk: 8, doubleBuffer: false, smallRowsPerThread: 8 };
+export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number; unroll: boolean; prefetch: boolean; wgBytes: number; bigTile: number; aRowsFast: boolean } = {
+  bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: true, wgBytes: 16384, bigTile: 128, aRowsFast: false,
+};
 
-/** The workgroup-memory bytes WebGPU guarantees (maxComputeWorkgroupStorageSize's default). */
-const WG_BYTES = 16384;
-
-interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean }
+interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean; readonly aRowsFast: boolean }
 
 function vec4Shape(tm: number): Vec4Shape {
-  const bk = vec4Tuning.bk;
+  let bk = vec4Tuning.bk;
   // Rows per thread: tm / 16 by default (16 x 16 threads); a 32- or 64-row tile may take 4 rows per thread.
-  const rm = tm <= 64 && vec4Tuning.smallRowsPerThread > 0 ? Math.max(tm / 16, vec4Tuning.smallRowsPerThread) : tm / 16;
-  const bytes = (tm * bk + bk * VEC4_TN) * 4;
-  return { tm, bk, rm, nt: 16 * (tm / rm), db: vec4Tuning.doubleBuffer && 2 * bytes <= WG_BYTES };
+  const rm = tm / 16 >= 8 || vec4Tuning.smallRowsPerThread <= 0 ? tm / 16 : Math.max(tm / 16, vec4Tuning.smallRowsPerThread);
+  const bytes = (k: number): number => (tm * k + k * VEC4_TN) * 4;
+  while (bk > 4 && bytes(bk) > vec4Tuning.wgBytes) bk /= 2;
+  const db = vec4Tuning.doubleBuffer && 2 * bytes(bk) <= vec4Tuning.wgBytes;
+  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: vec4Tuning.unroll, prefetch: vec4Tuning.prefetch || db, aRowsFast: vec4Tuning.aRowsFast };
+}
+
+/** The kernel shape a TM-row tile gets under the current tuning, e.g. `128x128x8r8u` (keys, benches). */
+export function vec4ShapeTag(tm: number): string {
+  const s = vec4Shape(tm);
+  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}`;
 }
 
 export function gemmTiledVec4Key(c: GemmTiledConfig): string {
-  const s = vec4Shape(c.tm);
-  return `gemm-tiled-vec4:${c.mode}:${c.tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}:${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}`;
+  return `gemm-tiled-vec4:${c.mode}:${vec4ShapeTag(c.tm)}:${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}`;
 }
 
 export interface Vec4Strides {
@@ -64,7 +77,7 @@ export function vec4Eligible(c: Pick<GemmTiledConfig, 'mode' | 'src' | 'wei' | '
 }
 
 export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
-  const { tm, bk, rm, nt: NT, db } = vec4Shape(c.tm);
+  const { tm, bk, rm, nt: NT, db, unroll, prefetch, aRowsFast } = vec4Shape(c.tm);
   if (tm % 16 !== 0 || tm > 128 || !Number.isInteger(tm / rm) || (rm !== 2 && rm % 4 !== 0 && rm !== 1) || bk % 4 !== 0) {
     throw new Error(`gemm-tiled-vec4: TM ${tm} (${rm} rows per thread, BK ${bk}) does not fit the thread layout`);
   }
@@ -78,6 +91,7 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   const bGuard = bVecs % NT === 0 ? '' : `if (q < ${bVecs}u) `;
   // Words of one staged slice (double buffering: slice s at s % 2 * this).
   const aSlot = vecRows ? (bk * tm) / 4 : bk * tm, bSlot = bVecs;
+  const slots = db ? 2 : 1;
   const tile = c.mode === 'grouped_m' ? `
   let t = wid.y + wid.z * ${Y_FOLD}u;
   if (t >= S[3]) { return; }
@@ -88,46 +102,87 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   let g = wid.z;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
   let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db;`;
+  // Which row and K quad the thread's q-th A vec4 is: K quads fastest (a warp reads whole row pieces),
+  // or (aRowsFast) rows fastest, so that a warp's transposed stores hit 32 consecutive words of As.
+  const aIdx = aRowsFast ? `let m = q % ${tm}u; let kq = (q / ${tm}u) * 4u;` : `let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;`;
   const decl = (n: number, what: string): string => Array.from({ length: n }, (_, i) => `var ${what}${i} = vec4f(0.0);`).join(' ');
   // Global -> registers for the K slice at kb (zeros past the rows, K or N).
   const load = Array.from({ length: aLoads }, (_, i) => `
-    { let q = li + ${NT * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u; let r = m0 + m;
+    { let q = li + ${NT * i}u; ${aIdx} let r = m0 + m;
       ra${i} = vec4f(0.0); if (q < ${aVecs}u && r < m1 && kb + kq < P.K) { ra${i} = A[(aBase + r * P.lda + kb + kq) / 4u]; } }`).join('') +
     Array.from({ length: bLoads }, (_, i) => `
     { let q = li + ${NT * i}u; let kk = q / ${VEC4_TN / 4}u; let nq = (q % ${VEC4_TN / 4}u) * 4u; let k = kb + kk; let col = n0 + nq;
       rb${i} = vec4f(0.0); if (q < ${bVecs}u && k < P.K && col < P.N) { rb${i} = B[(wBase + k * P.ldwk + col) / 4u]; } }`).join('');
-  // Registers -> the workgroup slot at word offsets aS / bS (A transposed: k-major, rows contiguous).
-  const store = Array.from({ length: aLoads }, (_, i) => `
-    { let q = li + ${NT * i}u; let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;
-      ${aGuard}{ ${[0, 1, 2, 3].map((j) => (vecRows ? `As[aS + (kq + ${j}u) * ${tm / 4}u + m / 4u][m % 4u] = ra${i}[${j}];` : `As[aS + (kq + ${j}u) * ${tm}u + m] = ra${i}[${j}];`)).join(' ')} } }`).join('') +
+  // Registers -> a workgroup slot (A transposed: k-major, rows contiguous). Flat arrays: the slot at
+  // word offsets aS / bS; 2D arrays (unroll): slot `s` (a constant) starts at K row s * bk.
+  const store = (s?: number): string => Array.from({ length: aLoads }, (_, i) => `
+    { let q = li + ${NT * i}u; ${aIdx}
+      ${aGuard}{ ${[0, 1, 2, 3].map((j) => {
+    if (s !== undefined) return vecRows ? `As[kq + ${s * bk + j}u][m / 4u][m % 4u] = ra${i}[${j}];` : `As[kq + ${s * bk + j}u][m] = ra${i}[${j}];`;
+    return vecRows ? `As[aS + (kq + ${j}u) * ${tm / 4}u + m / 4u][m % 4u] = ra${i}[${j}];` : `As[aS + (kq + ${j}u) * ${tm}u + m] = ra${i}[${j}];`;
+  }).join(' ')} } }`).join('') +
     Array.from({ length: bLoads }, (_, i) => `
-    { let q = li + ${NT * i}u; ${bGuard}{ Bs[bS + q] = rb${i}; } }`).join('');
+    { let q = li + ${NT * i}u; ${bGuard}{ ${s !== undefined ? `Bs[q / ${VEC4_TN / 4}u + ${s * bk}u][q % ${VEC4_TN / 4}u]` : 'Bs[bS + q]'} = rb${i}; } }`).join('');
   const accDecl = Array.from({ length: rm }, (_, r) => `var c${r}0 = vec4f(0.0); var c${r}1 = vec4f(0.0);`).join('\n  ');
   // rm a multiple of 4: a thread's rows are contiguous (ty * rm + r), one vec4 read of As per 4 rows;
   // else rows ty + TY r.
   const rowOf = (r: number): string => (vecRows ? `ty * ${rm}u + ${r}u` : `ty + ${TY * r}u`);
-  const aOf = (r: number): string => (vecRows ? `av${r >> 2}[${r & 3}]` : `As[aR + kk * ${tm}u + ty + ${TY * r}u]`);
-  const aVec = vecRows ? Array.from({ length: rm / 4 }, (_, h) => `
-      let av${h} = As[aR + kk * ${tm / 4}u + ty * ${rm / 4}u + ${h}u];`).join('') : '';
-  const fmas = aVec + Array.from({ length: rm }, (_, r) => `
+  const fmaRows = (aOf: (r: number) => string): string => Array.from({ length: rm }, (_, r) => `
       { let a = vec4f(${aOf(r)}); c${r}0 = fma(a, b0, c${r}0); c${r}1 = fma(a, b1, c${r}1); }`).join('');
   const stores = Array.from({ length: rm }, (_, r) => `
   { let row = m0 + ${rowOf(r)};
     if (row < m1) {
-      for (var c = 0u; c < 4u; c++) { put(row, n0 + 4u * tx + c, c${r}0[c]); put(row, n0 + 64u + 4u * tx + c, c${r}1[c]); }
+      ${unroll ? [0, 1, 2, 3].map((j) => `put(row, n0 + 4u * tx + ${j}u, c${r}0[${j}]); put(row, n0 + 64u + 4u * tx + ${j}u, c${r}1[${j}]);`).join(' ')
+    : `for (var c = 0u; c < 4u; c++) { put(row, n0 + 4u * tx + c, c${r}0[c]); put(row, n0 + 64u + 4u * tx + c, c${r}1[c]); }`}
     } }`).join('');
-  const multiply = `
+  // One slice's products: a loop over the flat arrays, or (unroll) every k written out on slot `s`.
+  const multiply = (s?: number): string => {
+    if (s === undefined) {
+      const aVec = vecRows ? Array.from({ length: rm / 4 }, (_, h) => `
+      let av${h} = As[aR + kk * ${tm / 4}u + ty * ${rm / 4}u + ${h}u];`).join('') : '';
+      return `
     for (var kk = 0u; kk < ${bk}u; kk++) {
       let b0 = Bs[bR + kk * ${VEC4_TN / 4}u + tx];
-      let b1 = Bs[bR + kk * ${VEC4_TN / 4}u + 16u + tx];${fmas}
+      let b1 = Bs[bR + kk * ${VEC4_TN / 4}u + 16u + tx];${aVec}${fmaRows((r) => (vecRows ? `av${r >> 2}[${r & 3}]` : `As[aR + kk * ${tm}u + ty + ${TY * r}u]`))}
     }`;
-  // Double buffering: slice i is multiplied from slot i % 2 while slice i + 1 is stored into the other
-  // slot; the one barrier per slice both publishes slice i + 1 and retires slot i % 2 for slice i + 2.
-  const mainLoop = db ? `
+    }
+    return Array.from({ length: bk }, (_, kk) => {
+      const k = s * bk + kk;
+      const aVec = vecRows ? Array.from({ length: rm / 4 }, (_, h) => `
+      let av${h} = As[${k}u][ar + ${h}u];`).join('') : '';
+      return `
+    {
+      let b0 = Bs[${k}u][tx];
+      let b1 = Bs[${k}u][tx16];${aVec}${fmaRows((r) => (vecRows ? `av${r >> 2}[${r & 3}]` : `As[${k}u][ty + ${TY * r}u]`))}
+    }`;
+    }).join('');
+  };
+  let mainLoop: string;
+  if (unroll && db) {
+    // Two slices per trip, slot 0 then slot 1, so every slot index is a constant (see the flat variant below).
+    const half = (s: number): string => `
+    if (kb >= P.K) { break; }
+    kb += ${bk}u;
+    if (kb < P.K) {${load}
+    }${multiply(s)}
+    if (kb < P.K) {${store(1 - s)}
+    }
+    workgroupBarrier();`;
+    mainLoop = `
+  var kb = 0u;
+  ${load}
+  ${store(0)}
+  workgroupBarrier();
+  loop {${half(0)}${half(1)}
+  }`;
+  } else if (db) {
+    // Double buffering: slice i is multiplied from slot i % 2 while slice i + 1 is stored into the other
+    // slot; the one barrier per slice both publishes slice i + 1 and retires slot i % 2 for slice i + 2.
+    mainLoop = `
   var aS = 0u; var bS = 0u;
   var kb = 0u;
   ${load}
-  ${store}
+  ${store()}
   workgroupBarrier();
   loop {
     if (kb >= P.K) { break; }
@@ -135,24 +190,34 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
     kb += ${bk}u;
     let more = kb < P.K;
     if (more) {${load}
-    }${multiply}
+    }${multiply()}
     aS = ${aSlot}u - aS; bS = ${bSlot}u - bS;
-    if (more) {${store}
+    if (more) {${store()}
     }
     workgroupBarrier();
-  }` : `
-  let aS = 0u; let bS = 0u; let aR = 0u; let bR = 0u;
+  }`;
+  } else {
+    const s = unroll ? 0 : undefined;
+    mainLoop = `
+  ${unroll ? '' : 'let aS = 0u; let bS = 0u; let aR = 0u; let bR = 0u;'}
   var kb = 0u;
-  ${load}
+  ${prefetch ? load : ''}
   loop {
     if (kb >= P.K) { break; }
-    ${store}
+    ${prefetch ? '' : load}
+    ${store(s)}
     workgroupBarrier();
     kb += ${bk}u;
-    if (kb < P.K) {${load}
-    }${multiply}
+    ${prefetch ? `if (kb < P.K) {${load}
+    }` : ''}${multiply(s)}
     workgroupBarrier();
   }`;
+  }
+  const arrays = unroll ? `
+var<workgroup> As: array<array<${vecRows ? `vec4f, ${tm / 4}` : `f32, ${tm}`}>, ${slots * bk}>;
+var<workgroup> Bs: array<array<vec4f, ${VEC4_TN / 4}>, ${slots * bk}>;` : `
+var<workgroup> As: array<${vecRows ? 'vec4f' : 'f32'}, ${slots * aSlot}>;
+var<workgroup> Bs: array<vec4f, ${slots * bSlot}>;`;
   return /* wgsl */ `
 ${wgslHelpersFor([c.dst, c.bias])}
 struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32 }
@@ -162,9 +227,7 @@ struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32,
 @group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;
 ${c.mode !== 'dense' ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
 ${Bi ? `@group(0) @binding(5) var<storage, read> BIAS: array<${Bi.array}>;` : ''}
-
-var<workgroup> As: array<${vecRows ? 'vec4f' : 'f32'}, ${(db ? 2 : 1) * aSlot}>;
-var<workgroup> Bs: array<vec4f, ${(db ? 2 : 1) * bSlot}>;
+${arrays}
 
 fn put(row: u32, col: u32, acc: f32) {
   if (col >= P.N) { return; }
@@ -184,6 +247,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   let n0 = wid.x * ${VEC4_TN}u;
   let tx = li % 16u;
   let ty = li / 16u;
+  ${unroll ? `let tx16 = tx + 16u; ${vecRows ? `let ar = ty * ${rm / 4}u;` : ''}` : ''}
   ${decl(aLoads, 'ra')} ${decl(bLoads, 'rb')}
   ${accDecl}${mainLoop}
   ${stores}

@@ -2,7 +2,7 @@ import { eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
 import { gemvBindings, gemvFusionSupported, gemvGeometry, gemvKPerThread, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
 import { INLINE_MAX_GROUPS, INLINE_MAX_ROWS, scheduleTileBound, type InlineScheduleConfig } from '../../kernels/wgsl/grouped_schedule.js';
 import { FUSION_BINDING } from '../../kernels/wgsl/wgsl_quant.js';
-import { vec4Eligible } from '../../kernels/wgsl/gemm_tiled_vec4.js';
+import { vec4Eligible, vec4Tuning } from '../../kernels/wgsl/gemm_tiled_vec4.js';
 import { chunkWidth } from '../../kernels/wgsl/gemm_tiled_staging.js';
 import { dot4Eligible } from '../../kernels/wgsl/gemm_tiled_dot4.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
@@ -189,5 +189,5 @@ export function vec4Tile(p: MatmulProblem): number | undefined {
   };
   if (!vec4Eligible({ mode: p.kind, src: p.src.dataType, wei: p.weights.dataType, fusion: undefined }, strides)) return undefined;
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
-  return rows <= 32 ? 32 : rows <= 64 ? 64 : 128;
+  return rows <= 32 ? 32 : rows <= 64 ? 64 : vec4Tuning.bigTile;
 }

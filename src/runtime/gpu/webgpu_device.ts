@@ -69,12 +69,16 @@ export async function acquireDevice(powerPreference: 'low-power' | 'high-perform
   const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
   if (!adapter) throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): ${source} returned no adapter; ${HOW_TO}`);
   const l = adapter.limits;
-  // The limits the kernels need above the defaults: MoE weights exceed the 128 MiB binding default, and
-  // a fused matmul binds scales, zero points and binary inputs beside its operands.
+  // The limits the kernels need above the defaults: MoE weights exceed the 128 MiB binding default, a
+  // fused matmul binds scales, zero points and binary inputs beside its operands, and the f32 prefill
+  // GEMM stages larger K slices where the adapter has more workgroup memory than the 16 KiB default.
   const requiredLimits: Record<string, number> = {
     maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
     maxBufferSize: Math.min(l.maxBufferSize, 2 ** 40),
     maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
+    maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
   };
   const requiredFeatures = WANTED.filter((f) => adapter.features.has(f));
   let device: GPUDevice;
