@@ -7,7 +7,9 @@
  * `strict` (the default) stays bitwise what it was: lowp_packed_weights.test.ts and the other tests.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARG, DnnlError, Engine, Memory, PrimitiveAttr, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
+import { ARG, DnnlError, Engine, Memory, PrimitiveAttr, Stream, dt, matmul, memory, moe, reorder, tag, type DataType } from '../src/index.js';
+import { expectDnnlError } from './helpers.js';
+import { refMoeLayer } from './moe_layer_reference.js';
 import { GM, expectBitwise, expectSameBits, runGM, type GMCase, type Outcome } from './quant_helpers.js';
 import { mulberry32 } from './workloads.js';
 
@@ -150,5 +152,80 @@ describe('attr.setAccumulationMode', () => {
     expect(bad).toThrow(DnnlError);
     expect(bad).toThrow(/invalid_arguments: attr.setAccumulationMode: accumulation_mode must be one of .*got 'fast'/);
     expect(() => new PrimitiveAttr().setAccumulationMode('s32')).toThrow(/unimplemented: .*accumulation_mode 's32'/);
+  });
+});
+
+describe('moe.layer accumulationMode: relaxed', () => {
+  const engines: [Engine, Stream][] = [];
+  beforeAll(async () => {
+    for (const threads of [1, 2]) {
+      const e = await Engine.create({ threads });
+      engines.push([e, new Stream(e)]);
+    }
+  });
+  afterAll(() => engines.forEach(([e]) => e.release()));
+
+  // Decode: 3 tokens x top-2 over 5 experts; `skew` sends every token's slots to experts 0 and 1 (one expert
+  // with every row, the others empty); E = 1 with top-1.
+  const T = 3, K = 72, I = 40;
+  async function layer(eng: Engine, strm: Stream, wdt: DataType, E: number, topK: number, blk: number, skew: boolean, mode: 'strict' | 'relaxed') {
+    const rng = mulberry32(99 + E + blk);
+    const lo = wdt === dt.s4 ? -8 : -128, hi = wdt === dt.s4 ? 7 : 127;
+    const codes = (n: number): Float64Array => Float64Array.from({ length: n }, () => lo + Math.floor(rng() * (hi - lo + 1)));
+    const c13 = codes(E * K * 2 * I), c2 = codes(E * I * K);
+    const sc = (n: number): Float64Array => Float64Array.from({ length: n }, () => Math.fround((0.5 + rng()) / (hi * 8)));
+    const nb13 = blk ? K / blk : 1, nb2 = blk ? I / blk : 1;
+    const s13 = sc(E * nb13 * 2 * I), s2 = sc(E * nb2 * K);
+    const hidden = Float64Array.from({ length: T * K }, () => Math.fround(rng() * 2 - 1));
+    const logits = Float64Array.from({ length: T * E }, (_, i) => Math.fround(rng() * 4 + (skew && i % E < 2 ? 50 : 0)));
+    const scales = blk ? { mask: 7, groups: [1, blk, 1] } : { mask: 5 };
+    const pd = new moe.layer.PrimitiveDesc(eng, {
+      tokens: T, hidden: K, intermediate: I, experts: E, topK, routing: { renormalize: true }, glu: { alg: 'glu_swiglu', layout: 'halves' },
+      weights: { w13: memory.desc([E, K, 2 * I], wdt, tag.any), w2: memory.desc([E, I, K], wdt, tag.any) },
+      weightScales: { w13: scales, w2: scales }, accumulationMode: mode,
+    });
+    const plain = (dims: number[], v: ArrayLike<number>, t: DataType = dt.f32): Memory => Memory.create(memory.desc(dims, t, dims.length === 3 ? tag.abc : dims.length === 2 ? tag.ab : tag.a), eng).write(v);
+    const W13 = Memory.create(pd.queryMd('w13')!, eng), W2 = Memory.create(pd.queryMd('w2')!, eng);
+    const sdims = (R: number, C: number): number[] => (blk ? [E, R / blk, C] : [E, C]);
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, K, 2 * I], wdt, tag.abc), W13.desc)).execute(strm, { [ARG.FROM]: plain([E, K, 2 * I], c13, wdt), [ARG.TO]: W13, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(K, 2 * I), s13) });
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, I, K], wdt, tag.abc), W2.desc)).execute(strm, { [ARG.FROM]: plain([E, I, K], c2, wdt), [ARG.TO]: W2, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(I, K), s2) });
+    const out = Memory.create(pd.queryMd('dst')!, eng);
+    const prim = new moe.layer.Primitive(pd);
+    prim.execute(strm, { [ARG.SRC]: plain([T, K], hidden), [ARG.MOE_ROUTER_LOGITS]: plain([T, E], logits), [ARG.WEIGHTS]: W13, [ARG.WEIGHTS_1]: W2, [ARG.DST]: out });
+    await strm.wait();
+    const deq = (c: Float64Array, s: Float64Array, R: number, C: number, b: number): Float64Array => c.map((v, i) => {
+      const e = Math.floor(i / (R * C)), r = Math.floor(i / C) % R, col = i % C;
+      return v * s[(e * (b ? R / b : 1) + (b ? Math.floor(r / b) : 0)) * C + col];
+    });
+    const ref = refMoeLayer({
+      T, K, I, k: topK, hidden, ids: prim.workspace.topkIds.values as Int32Array, weights: prim.workspace.topkWeights.values as Float32Array,
+      w13: deq(c13, s13, K, 2 * I, blk), w2: deq(c2, s2, I, K, blk), glu: { alg: 'glu_swiglu', layout: 'halves' },
+    });
+    return { out: Float32Array.from(out.values as Float32Array), ref, ids: Int32Array.from(prim.workspace.topkIds.values as Int32Array), impl: [pd.gemm1.implInfo, pd.gemm2.implInfo] };
+  }
+
+  for (const [name, wdt, E, topK, blk, skew] of [
+    ['s4 K-blocks of 8, 5 experts', dt.s4, 5, 2, 8, false], ['s8 per column, one expert pair takes every row', dt.s8, 5, 2, 0, true],
+    ['s4 per column, E = 1', dt.s4, 1, 1, 0, false],
+  ] as const) {
+    it(`${name}: float64 reference, 1 and 2 threads the same bits`, async () => {
+      const r1 = await layer(engines[0][0], engines[0][1], wdt, E, topK, blk, skew, 'relaxed');
+      const r2 = await layer(engines[1][0], engines[1][1], wdt, E, topK, blk, skew, 'relaxed');
+      for (const i of r1.impl) expect(i).toMatch(/\+f32-gemm-1x16r-w[48]$/);
+      if (skew) for (let t = 0; t < T; t++) expect([...r1.ids.subarray(t * 2, t * 2 + 2)].sort()).toEqual([0, 1]);
+      let worstErr = 0;
+      for (let i = 0; i < r1.out.length; i++) worstErr = Math.max(worstErr, Math.abs(r1.out[i] - r1.ref.value[i]) / (r1.ref.mag[i] + 1e-30));
+      expect(worstErr).toBeLessThan(2e-5); // moe_layer.test.ts's tolerance
+      expect(Buffer.from(r2.out.buffer).equals(Buffer.from(r1.out.buffer)), '1 vs 2 threads').toBe(true);
+      const strict = await layer(engines[0][0], engines[0][1], wdt, E, topK, blk, skew, 'strict');
+      for (const i of strict.impl) expect(i).not.toContain('1x16r');
+    });
+  }
+
+  it('a bad accumulationMode throws invalid_arguments naming it; s32 is unimplemented', () => {
+    const [e] = engines[0];
+    const base = { tokens: 2, hidden: 16, intermediate: 8, experts: 2, topK: 1 };
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(e, { ...base, accumulationMode: 'loose' as 'strict' }), 'invalid_arguments', 'accumulationMode must be one of');
+    expectDnnlError(() => new moe.layer.PrimitiveDesc(e, { ...base, accumulationMode: 's32' }), 'unimplemented', "accumulationMode 's32'");
   });
 });
