@@ -146,6 +146,9 @@ export async function moeRound(w: MoeWorkload, threads: number, isa: 'auto' | 's
     for (const bits of [8, 4] as const) {
       const r = await lowpLayerTiming(w, eng, bits, minMs);
       rows.push(row(w, `groupdnn:moe.layer:w${bits}`, threads, r.t, moeFlops(w), r.implInfo));
+      // accumulation_mode relaxed (rfcs/0007): the same weights on the reordered decode kernels
+      const x = await lowpLayerTiming(w, eng, bits, minMs, 'relaxed');
+      rows.push(row(w, `groupdnn:moe.layer:w${bits}:relaxed`, threads, x.t, moeFlops(w), x.implInfo));
     }
   }
   eng.release();

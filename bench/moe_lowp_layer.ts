@@ -27,14 +27,14 @@ function quantizeColumns(w: Float32Array, G: number, R: number, C: number, qmax:
 }
 
 /** Times the layer with `bits`-bit weight-only weights on `eng`; returns the timing and the pd's implInfo. */
-export async function lowpLayerTiming(w: MoeWorkload, eng: Engine, bits: 8 | 4, minMs: number): Promise<{ t: Timing; implInfo: string }> {
+export async function lowpLayerTiming(w: MoeWorkload, eng: Engine, bits: 8 | 4, minMs: number, accumulationMode: 'strict' | 'relaxed' = 'strict'): Promise<{ t: Timing; implInfo: string }> {
   const wdt = bits === 8 ? dt.s8 : dt.s4, qmax = bits === 8 ? 127 : 7;
   const strm = new Stream(eng);
   const anyMd = (dims: number[]): MemoryDesc => memory.desc(dims, wdt, tag.any);
   const pd = new moe.layer.PrimitiveDesc(eng, {
     tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { scoring: 'softmax', renormalize: true },
     glu: { alg: 'glu_swiglu', layout: 'interleaved' }, weights: { w13: anyMd([w.E, w.K, 2 * w.I]), w2: anyMd([w.E, w.I, w.K]) },
-    weightScales: { w13: { mask: 5 }, w2: { mask: 5 } },
+    weightScales: { w13: { mask: 5 }, w2: { mask: 5 } }, accumulationMode,
   });
   const layer = new moe.layer.Primitive(pd);
   const owned: Memory[] = [];

@@ -54,6 +54,8 @@ interface Variant {
   readonly dynamic?: boolean;
   /** Runs with the kernels' set_dq_quad(0): the former 3x8 integer decode kernels, for an in-process A/B (issue 19). */
   readonly former?: boolean;
+  /** attr accumulation_mode relaxed (rfcs/0007): the reordered decode kernels on the same packed weights. */
+  readonly relaxed?: boolean;
 }
 
 /** The measured variants; the extra ones (`--variants=`) split the fused cost into its parts. */
@@ -88,6 +90,10 @@ export const VARIANTS: readonly Variant[] = [
   // The same on the former 1-2 row integer decode kernels (set_dq_quad(0); the same bits): in-process A/B.
   { name: 'w4:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true, former: true },
   { name: 'w4k32:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true, former: true },
+  // issue 19: the exact formats with accumulation_mode relaxed (f32_gemm_1x16r decode tiles; the same packed weights).
+  { name: 'w8:relaxed', int8: false, scales: true, fused: false, wei: dt.s8, relaxed: true },
+  { name: 'w4:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, relaxed: true },
+  { name: 'w4k32:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, relaxed: true },
   // The same with the scales at execution on codes-only panels (`-rt`): what tag.any gave before the `+q` layouts.
   { name: 'w8-rt', int8: false, scales: true, fused: false, wei: dt.s8, runtimeScales: true },
   { name: 'w4-rt', int8: false, scales: true, fused: false, wei: dt.s4, runtimeScales: true },
@@ -136,6 +142,7 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
   const userMd = memory.desc([E, K, N], wdt, tag.abc);
   const attr = new PrimitiveAttr();
   if (v.dynamic) attr.setDynamicQuantization(ARG.SRC, dt.s8);
+  if (v.relaxed) attr.setAccumulationMode('relaxed');
   if (v.scales) {
     if (v.int8) attr.setScales(ARG.SRC, 1);
     if (v.kBlock) attr.setScales(ARG.WEIGHTS, 7, [1, v.kBlock.k, 1], v.kBlock.dt);

@@ -22,7 +22,7 @@ export { GpuEngine, type GpuEngineOptions, type GpuCaps } from './runtime/gpu/gp
 export type { GpuPassTime } from './runtime/gpu/pass_profiler.js';
 export { GpuMemory, type GpuReadArray } from './memory/gpu_memory.js';
 export { Stream } from './runtime/stream.js';
-export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr, type DynamicQuantizationAttr } from './attr/primitive_attr.js';
+export { PrimitiveAttr, type QuantAttr, type GroupedOffsetsAttr, type DynamicQuantizationAttr, type AccumulationMode } from './attr/primitive_attr.js';
 export { PostOps, type PostOp, type GluBackwardOptions as GluBackwardPostOpOptions } from './attr/post_ops.js';
 export {
   algorithm, eltwiseAlgorithm, binaryAlgorithm, gluAlgorithm, type Algorithm, type EltwiseAlg, type BinaryAlg, type GluAlg, type GluLayout,

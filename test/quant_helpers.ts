@@ -8,7 +8,7 @@
 import { expect } from 'vitest';
 import {
   ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, reorder, tag,
-  type BinaryAlg, type DataType, type EltwiseAlg, type GluAlg, type GluLayout,
+  type AccumulationMode, type BinaryAlg, type DataType, type EltwiseAlg, type GluAlg, type GluLayout,
 } from '../src/index.js';
 import { cumulative, mulberry32, type Rng } from './workloads.js';
 
@@ -316,6 +316,8 @@ export interface GMCase {
   /** src and weights over the whole s8 / u8 range (tensorValues `full`). */
   readonly fullRange?: boolean;
   readonly seed?: number;
+  /** attr.setAccumulationMode (rfcs/0007). */
+  readonly accumulationMode?: AccumulationMode;
 }
 
 /** Moves the weights' scales / zero points (`ARG.ATTR_* | id`) from the matmul args to the reorder args when `to` embeds them. */
@@ -379,6 +381,7 @@ export async function runGM(eng: Engine, strm: Stream, c: GMCase): Promise<Outco
   const bins = (c.ops ?? []).map((op) => (op.kind === 'binary' ? binaryTensor(op.shape, S, rng, op.dt) : undefined));
   const attr = attrOf(c, bins.map((b) => b?.md));
   if (p2) attr.setGroupedOffsets(ARG.SRC, G);
+  if (c.accumulationMode) attr.setAccumulationMode(c.accumulationMode);
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
   const prim = new matmul.Primitive(pd);
 

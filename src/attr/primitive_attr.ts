@@ -36,6 +36,17 @@ export interface MoeRowsAttr {
   readonly expertMap: boolean;
 }
 
+/**
+ * oneDNN `dnnl::accumulation_mode`: how a primitive may order its accumulation. `strict` (default): the
+ * kernels' fixed order (here: packed weights give the bits of plain ones). `relaxed`: reordered summation
+ * allowed — the weight-only s8 / u8 / s4 / u4 matmul then runs its decode tiles on kernels that sum
+ * code x activation per K block and apply the scale once per block (rfcs/0007). `any`: the library's
+ * choice (here the same as `relaxed`). oneDNN's `s32`, `f32`, `f16` (accumulator data types) are not
+ * implemented.
+ */
+export type AccumulationMode = 'strict' | 'relaxed' | 'any' | 's32' | 'f32' | 'f16';
+const ACCUMULATION_MODES: readonly string[] = ['strict', 'relaxed', 'any', 's32', 'f32', 'f16'];
+
 const NO_MOE_ROWS: MoeRowsAttr = Object.freeze({ gather: false, scatterTopK: 0, batchedCounts: false, zeroFillUngrouped: false, expertMap: false });
 
 /**
@@ -64,6 +75,7 @@ export class PrimitiveAttr {
   private grouped: GroupedOffsetsAttr | undefined;
   private moe: MoeRowsAttr = NO_MOE_ROWS;
   private dynQuant: DynamicQuantizationAttr | undefined;
+  private accMode: AccumulationMode = 'strict';
   private readonly scaleMap = new Map<number, QuantAttr>();
   private readonly zpMap = new Map<number, QuantAttr>();
   /** grouped_gemm: scales of one expert (`${arg}:${expert}`), replacing the every-expert setting for it. */
@@ -212,6 +224,28 @@ export class PrimitiveAttr {
     return this.dynQuant;
   }
 
+  /**
+   * oneDNN `set_accumulation_mode` ({@link AccumulationMode}, rfcs/0007). `relaxed` / `any` allow the
+   * reordered decode kernels of weight-only integer matmuls; results stay within the float64 reference's
+   * tolerance, the same bits at any thread count and from run to run, but are no longer bitwise those of
+   * plain weights. `s32`, `f32`, `f16` throw `unimplemented`; anything else `invalid_arguments`.
+   */
+  setAccumulationMode(mode: AccumulationMode): this {
+    check(ACCUMULATION_MODES.includes(mode as string), `attr.setAccumulationMode: accumulation_mode must be one of ${ACCUMULATION_MODES.join(', ')}, got '${String(mode)}'`);
+    checkImpl(mode === 'strict' || mode === 'relaxed' || mode === 'any', `attr.setAccumulationMode: accumulation_mode '${mode}' (an accumulator data type) is not implemented; use strict, relaxed or any`);
+    this.accMode = mode;
+    return this;
+  }
+
+  get accumulationMode(): AccumulationMode {
+    return this.accMode;
+  }
+
+  /** Whether reordered summation is allowed (`relaxed` or `any`). */
+  get relaxedAccumulation(): boolean {
+    return this.accMode === 'relaxed' || this.accMode === 'any';
+  }
+
   /** `setScales(arg, mask)`: f32 values, no groups (oneDNN `set_scales_mask`). */
   setScalesMask(arg: number, mask: number): this {
     return this.setScales(arg, mask);
@@ -242,7 +276,7 @@ export class PrimitiveAttr {
   }
 
   get isDefault(): boolean {
-    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.expertScaleMap.size === 0 && this.moe === NO_MOE_ROWS && !this.dynQuant;
+    return this.postOps.length === 0 && !this.grouped && this.scaleMap.size === 0 && this.zpMap.size === 0 && this.expertScaleMap.size === 0 && this.moe === NO_MOE_ROWS && !this.dynQuant && this.accMode === 'strict';
   }
 
   /** oneDNN-verbose-like rendering: `attr-scales:src:1:f32+wei:7:e8m0:1x32x1 attr-zero-points:src:0:s32 attr-post-ops:...`. */
@@ -253,6 +287,7 @@ export class PrimitiveAttr {
     if (this.scaleMap.size) parts.push(`attr-scales:${q(this.scaleMap)}`);
     if (this.zpMap.size) parts.push(`attr-zero-points:${q(this.zpMap)}`);
     if (this.dynQuant) parts.push(`attr-dynamic-quantization:src:${this.dynQuant.dataType}`);
+    if (this.accMode !== 'strict') parts.push(`attr-acc-mode:${this.accMode}`);
     if (this.grouped) parts.push(`attr-grouped-offsets:src:g${this.grouped.groupCount}:${this.grouped.offsetsDt}`);
     if (this.moe.gather) parts.push('attr-moe:gather');
     if (this.moe.scatterTopK) parts.push(`attr-moe:scatter:k${this.moe.scatterTopK}`);

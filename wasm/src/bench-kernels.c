@@ -92,6 +92,19 @@ EXPORT(ukernel_lowp16) float ukernel_lowp16(int32_t reps, int32_t kc, int32_t dt
   return c[0];
 }
 
+/* The same shape on the relaxed-order kernels (f32_gemm_1x16r8 / r4, accumulation_mode relaxed); sq: one K block of
+   kc k with 16 scales, or NULL. */
+EXPORT(ukernel_relaxed16) float ukernel_relaxed16(int32_t reps, int32_t kc, int32_t dt, const float* a, const uint8_t* w, int32_t ps,
+                                                  float* c, const float* sq) {
+  const int four = dt == DT_S4 || dt == DT_U4;
+  for (int32_t r = 0; r < reps; r++) {
+    __asm__ volatile("" ::: "memory");
+    if (four) f32_gemm_1x16r4(NR, NR, (size_t)kc, sq ? (size_t)kc : 0, a, w, (size_t)ps, c, r > 0, dt, sq);
+    else f32_gemm_1x16r8(NR, NR, (size_t)kc, sq ? (size_t)kc : 0, a, w, (size_t)ps, c, r > 0, dt, sq);
+  }
+  return c[0];
+}
+
 /* The 1-row integer decode kernels on 4-bit weights, L1-resident (issue 19): reps calls of 1 x 16 x kc;
    w: two x4 panels ps bytes apart. neu = 0: s16_gemm_3x8w4 per panel (a: the 3-row int16 micro-panel);
    1: s16_dq_1x16w4 (a: the quad layout, xs its activation sum). */

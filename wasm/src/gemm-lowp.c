@@ -186,6 +186,66 @@ static const float* stage_scales(const qarg_t* qs, const group_view_t* v, const 
   return sbuf;
 }
 
+/* Whole K blocks per relaxed call at most (their scales staged on the stack). */
+#define RELAXED_BLOCKS 64
+
+/* The strict 1-row kernels over [kk, kk + len) of one or two panels (ps = 0: one). */
+INLINE void strict_row(const group_view_t* v, int np, int32_t ncp, int32_t kk, int32_t len, const float* a, const uint8_t* panel,
+                       float* c, int acc, const float* sq) {
+  const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
+  if (np == 2) {
+    if (x8) f32_gemm_1x16w8(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)len, a, panel + (size_t)kk * NR, v->wps, c, acc, dt, 0, sq);
+    else f32_gemm_1x16w4(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)len, a, panel, v->wps, c, acc, dt, 0, sq);
+  } else if (x8) {
+    f32_gemm_2x8w8(1, (size_t)ncp, (size_t)kk, (size_t)len, a, panel + (size_t)kk * NR, c, 0, acc, dt, 0, sq);
+  } else {
+    f32_gemm_2x8w4(1, (size_t)ncp, (size_t)kk, (size_t)len, a, panel, c, 0, acc, dt, 0, sq);
+  }
+}
+
+/* accumulation_mode relaxed (rfcs/0007): one row of a 1-2 row tile x one or two panels over the A block's
+   [k0, k0 + kc), s8 / u8 / s4 / u4 codes, no zero points. Whole K blocks of scales (per-column scales: the
+   piece rounded down to 4 k) run the reordered f32_gemm_1x16r* kernels; the k before the first whole block
+   and after the last run the strict kernels, adding into the same C. */
+static void relaxed_row(const job_t* j, const group_view_t* v, const void* sb, int np, int32_t nb, int32_t ncp, const uint8_t* panel,
+                        const float* a, int32_t k0, int32_t kc, float* c, int first, float* sbuf) {
+  const qarg_t* qs = &j->q[Q_WEI_SCALE];
+  const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
+  const size_t ps = np == 2 ? v->wps : 0, nc1 = (size_t)MIN(NR, ncp), nc2 = np == 2 ? (size_t)(ncp - NR) : 0;
+  float sall[16 * RELAXED_BLOCKS];
+  for (int32_t y = 0; y < kc;) {
+    const int32_t kk = k0 + y, kabs = v->k0 + kk, acc = !first || y > 0;
+    const uint8_t* pw = panel + (x8 ? (size_t)kk * NR : (size_t)(kk >> 1) * NR);
+    const float* ay = a + (size_t)y * MR;
+    int32_t len = kc - y;
+    const float* sq = 0;
+    if (sb) {
+      const int32_t blk = qs->blk_k, off = kabs % blk;
+      if (off == 0 && len >= blk) { /* whole blocks: their scales staged 16 per block (1.0 past the columns) */
+        const int32_t nblk = MIN(len / blk, RELAXED_BLOCKS);
+        for (int32_t b = 0; b < nblk; b++) {
+          const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, v->wps, nb, np, ncp, sbuf);
+          for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = q < NR * np ? s1[q] : 1.0f;
+        }
+        if (x8) f32_gemm_1x16r8(nc1, nc2, (size_t)(nblk * blk), (size_t)blk, ay, pw, ps, c, acc, dt, sall);
+        else f32_gemm_1x16r4(nc1, nc2, (size_t)(nblk * blk), (size_t)blk, ay, pw, ps, c, acc, dt, sall);
+        y += nblk * blk;
+        continue;
+      }
+      len = MIN(len, blk - off); /* a partial block: strict */
+      sq = stage_scales(qs, v, sb, kabs, panel, v->wps, nb, np, ncp, sbuf);
+    } else if (!(kk & 1) && len >= 4) { /* per-column scales (applied by the epilogue): the piece in 4s */
+      const int32_t l4 = len & ~3;
+      if (x8) f32_gemm_1x16r8(nc1, nc2, (size_t)l4, 0, ay, pw, ps, c, acc, dt, 0);
+      else f32_gemm_1x16r4(nc1, nc2, (size_t)l4, 0, ay, pw, ps, c, acc, dt, 0);
+      y += l4;
+      continue;
+    }
+    strict_row(v, np, ncp, kk, len, ay, panel, c, acc, sq);
+    y += len;
+  }
+}
+
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
                   int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
                   float* block) {
@@ -200,6 +260,19 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   /* 1-row tiles, 4-bit codes, K-varying scales in blocks of a multiple of 4 k (zero points constant along
      K): whole blocks of a piece in one f32_gemm_1x16w4_kb call */
   const int kb_ok = !x8 && mc == 1 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
+  /* accumulation_mode relaxed: 1-2 row tiles of integer codes without zero points, K blocks of a multiple of 4 */
+  const int relaxed = j->accum_mode == ACC_RELAXED && mc <= 2 && !zb && (dt == DT_S8 || dt == DT_U8 || dt == DT_S4 || dt == DT_U4) &&
+                      (!sb || qs->blk_k % 4 == 0);
+  if (relaxed) {
+    for (int32_t p = 0, np; p < npan; p += np) {
+      np = p + 1 < npan ? 2 : 1;
+      const int32_t nb = sn + p * NR, ncp = MIN(NR * np, sw - p * NR);
+      const uint8_t* panel = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * pbytes;
+      for (int32_t r = 0; r < mc; r++)
+        relaxed_row(j, v, sb, np, nb, ncp, panel, a + r, k0, kc, c + p * NR + (size_t)r * (size_t)ldc, first, sbuf);
+    }
+    return;
+  }
   for (int32_t p = 0, np; p < npan; p += np) {
     /* 1-row tiles take two panels per call (f32_gemm_1x16w*: twice the independent chains) */
     np = mc == 1 && p + 1 < npan ? 2 : 1;

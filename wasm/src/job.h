@@ -123,7 +123,13 @@ typedef struct job {
      expert_of (grouped_m, offsets mode): G s32 entries, group g runs expert expert_of[g] (< experts):
      its weights, bias and per-expert scales; 0: group g is expert g. */
   int32_t wcache_k, zero_fill; uint32_t expert_of; int32_t experts;
-  /* 976 */
+  /* 976: accum_mode (attr accumulation_mode, rfcs/0007): ACC_STRICT the kernels' fixed order (packed gives
+     the bits of plain); ACC_RELAXED lets 1-2 row tiles of s8 / u8 / s4 / u4 codes run the reordered
+     f32_gemm_1x16r* kernels (gemm-lowp.c). */
+  int32_t accum_mode, pad_acc0, pad_acc1, pad_acc2;
+  /* 992 */
 } job_t;
 
-_Static_assert(sizeof(job_t) == 976, "job_t layout changed: update job_layout.ts");
+enum { ACC_STRICT = 0, ACC_RELAXED = 1 };
+
+_Static_assert(sizeof(job_t) == 992, "job_t layout changed: update job_layout.ts");

@@ -6,7 +6,7 @@ import {
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { Engine } from '../../runtime/engine.js';
-import { GROUP_MODE, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes, type JobField } from '../../kernels/job_layout.js';
+import { ACC_MODE, GROUP_MODE, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, PATH, PATH_KERNEL, WEI_PACKED, scratchBytes, type JobField } from '../../kernels/job_layout.js';
 import { writeEpilogue } from '../../kernels/epilogue.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
@@ -51,6 +51,22 @@ export function kernelName(plan: FusedPlan | string, weights: MemoryDesc): strin
   return w ? `${path === PATH.int ? PATH_KERNEL[PATH.int] : 'f32-gemm-4x8'}${w}` : PATH_KERNEL[path];
 }
 
+/**
+ * Whether accumulation_mode relaxed (rfcs/0007) changes the kernels of this problem: weight-only s8 / u8 /
+ * s4 / u4 weights in their code panels on the f32 x low-precision path, without zero points and with
+ * per-column scales or K blocks of a multiple of 4. Its 1-2 row tiles then run `f32-gemm-1x16r-w8` /
+ * `-w4`; other problems keep the strict kernels (relaxed allows reordering, it does not require it).
+ */
+export function relaxedDecode(p: MatmulProblem, plan: FusedPlan | string): boolean {
+  if (!p.attr.relaxedAccumulation || typeof plan === 'string' || plan.path !== PATH.f32_fused) return false;
+  if (!['-w8', '-w4'].includes(lowpSuffix(p.weights)) || !['s8', 'u8', 's4', 'u4'].includes(p.weights.dataType)) return false;
+  if (p.fusion.zeroPoints.weights || p.weights.packed?.quant?.zeroPoints) return false;
+  const ws = p.fusion.scales.weights;
+  const kDim = p.weights.ndims - 2;
+  // K blocks of scales (the mask covers K): whole blocks of a multiple of 4 k (the kernels' step)
+  return !ws || !(ws.mask & (1 << kDim)) || ws.groups[kDim] % 4 === 0;
+}
+
 /** The kernels' plan for a problem, or why they cannot run it. */
 function planMatmul(p: MatmulProblem): FusedPlan | string {
   const { roles, binary } = matmulRoles(p);
@@ -70,7 +86,9 @@ function planMatmul(p: MatmulProblem): FusedPlan | string {
 export const wasmMatmul: MatmulImpl = {
   name: 'wasm:f32-gemm-4x8',
   describe(engine, p) {
-    return `wasm:${engine.isa}:${kernelName(planMatmul(p), p.weights)}`;
+    const plan = planMatmul(p);
+    const relaxed = relaxedDecode(p, plan) ? `+f32-gemm-1x16r${lowpSuffix(p.weights)}` : '';
+    return `wasm:${engine.isa}:${kernelName(plan, p.weights)}${relaxed}`;
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
@@ -269,6 +287,7 @@ export class WasmMatmulExecutor implements MatmulExecutor {
     this.set('src_rows', moe.srcRows);
     this.set('dst_rows', moe.dstRows);
     this.set('seen_bytes', seenBytes);
+    this.set('accum_mode', relaxedDecode(p, this.plan) ? ACC_MODE.relaxed : ACC_MODE.strict);
     this.set('sizes', this.sizes);
     if (a.bias && p.bias) {
       const b = p.bias, nd = b.ndims;

@@ -5,6 +5,7 @@ import type { GluAlg, GluLayout } from '../../../attr/eltwise.js';
 import { resolveGlu, type GluOptions } from '../../../attr/glu_options.js';
 import { resolveShared, type ResolvedShared, type SharedExpertConfig } from './shared_expert.js';
 import { MemoryDesc, plainDesc } from '../../../memory/desc.js';
+import type { AccumulationMode } from '../../../attr/primitive_attr.js';
 
 /** Scales of one weight tensor (`attr.setScales(ARG.WEIGHTS, mask, groups, dataType)` of its GEMM). */
 export interface WeightScales {
@@ -67,6 +68,13 @@ export interface LayerConfig {
    */
   readonly dynamicQuantization?: 'none' | 's8';
   /**
+   * oneDNN accumulation_mode of the routed experts' two GEMMs, rfcs/0007: `strict` (default, the
+   * kernels' fixed order), `relaxed` / `any` (reordered summation allowed: weight-only s8 / u8 / s4 / u4
+   * weights then run their decode tiles on the f32_gemm_1x16r kernels). `s32` / `f32` / `f16` are not
+   * implemented.
+   */
+  readonly accumulationMode?: AccumulationMode;
+  /**
    * One shared expert applied to every token (`ARG.MOE_SHARED_W13 [K, 2Is]` or gate / up projections,
    * `ARG.MOE_SHARED_W2 [Is, K]`): descriptors, its own GLU, Qwen2-MoE's sigmoid gate (`SharedExpertConfig`).
    */
@@ -110,7 +118,7 @@ type LayerSharedExpert = NonNullable<LayerConfig['sharedExpert']>;
 export const LAYER_OPTION_KEYS = {
   config: optionKeys<LayerConfig>({
     tokens: true, hidden: true, intermediate: true, experts: true, topK: true, localExperts: true, dataType: true, routing: true, glu: true,
-    weights: true, weightScales: true, bias: true, quant: true, dynamicQuantization: true, sharedExpert: true, gemm1: true, combine: true, propKind: true, routingWeight: true,
+    weights: true, weightScales: true, bias: true, quant: true, dynamicQuantization: true, accumulationMode: true, sharedExpert: true, gemm1: true, combine: true, propKind: true, routingWeight: true,
   }),
   routing: optionKeys<LayerRouting>({ scoring: true, renormalize: true, renormalizeEps: true, routedScalingFactor: true, groupCount: true, kGroup: true, groupSelectMode: true, correctionBias: true }),
   glu: optionKeys<LayerGlu>({ alg: true, layout: true, alpha: true, limit: true }),
@@ -161,6 +169,9 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   check(quant === 'none' || quant === 'w8a8_dynamic', `moe.layer: quant must be 'none' or 'w8a8_dynamic', got ${String(quant)}`);
   const dynamicQuantization = c.dynamicQuantization ?? 'none';
   check(dynamicQuantization === 'none' || dynamicQuantization === 's8', `moe.layer: dynamicQuantization must be 'none' or 's8', got ${String(dynamicQuantization)}`);
+  const accumulationMode = c.accumulationMode ?? 'strict';
+  check(['strict', 'relaxed', 'any', 's32', 'f32', 'f16'].includes(accumulationMode), `moe.layer: accumulationMode must be one of strict, relaxed, any, s32, f32, f16 (oneDNN accumulation_mode), got ${String(accumulationMode)}`);
+  checkImpl(['strict', 'relaxed', 'any'].includes(accumulationMode), `moe.layer: accumulationMode '${accumulationMode}' (an accumulator data type) is not implemented; use strict, relaxed or any`);
   const propKind = c.propKind ?? 'forward_inference';
   check(propKind === 'forward_inference' || propKind === 'forward_training', `moe.layer: propKind must be 'forward_inference' or 'forward_training', got ${String(propKind)}`);
   const training = propKind === 'forward_training';
@@ -204,7 +215,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   return {
     tokens: c.tokens, hidden: K, intermediate: I, experts: c.experts, topK: c.topK, localExperts: G, dataType: dtype,
     routing: c.routing ?? {}, glu: { alg: glu.alg, layout, alpha: glu.alpha, limit: glu.limit }, weights,
-    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, dynamicQuantization, sharedExpert,
+    weightScales: c.weightScales ?? {}, bias: c.bias ?? false, quant, dynamicQuantization, accumulationMode, sharedExpert,
     gemm1: training ? 'permute' : gemm1, combine: training ? 'weight_and_reduce' : combine, propKind, routingWeight,
   };
 }

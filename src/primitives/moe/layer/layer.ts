@@ -156,6 +156,7 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     if (!training) a1.postOps.appendGlu(c.glu.alg, c.glu.layout, c.glu.alpha, c.glu.limit);
     scalesAttr(a1, ARG.WEIGHTS, c.weightScales.w13);
     if (c.dynamicQuantization === 's8') a1.setDynamicQuantization(ARG.SRC, 's8');
+    a1.setAccumulationMode(c.accumulationMode);
     let src1Md: MemoryDesc;
     if (w8a8) {
       this.quantHidden = stagePd('quantize_hidden', 'hidden -> s8', () => new dynamic_quant.PrimitiveDesc(engine, hiddenMd, plainDesc([T, K], 's8', 'ab')));
@@ -176,6 +177,7 @@ export class PrimitiveDesc<E extends Engine | GpuEngine = Engine> {
     const a2 = new PrimitiveAttr();
     scalesAttr(a2, ARG.WEIGHTS, c.weightScales.w2);
     if (c.dynamicQuantization === 's8') a2.setDynamicQuantization(ARG.SRC, 's8');
+    a2.setAccumulationMode(c.accumulationMode);
     if (w8a8) {
       this.quantAct = stagePd('quantize_act', 'act -> s8', () => new dynamic_quant.PrimitiveDesc(engine, actMd, plainDesc([R, I], 's8', 'ab')));
       src2Md = groupedDesc([R, I], 's8', G, [RUNTIME_DIM_VAL, I]);

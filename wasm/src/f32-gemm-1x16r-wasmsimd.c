@@ -1,0 +1,155 @@
+/* Relaxed-order decode kernels (attr accumulation_mode = relaxed, rfcs/0007): 1 row x 2 panels (16
+   columns) of s8 / u8 (x8:p8) or s4 / u4 (x4:p8k2) codes, f32 activations. They give up the strict
+   kernels' order (one chain per column, k in order, the scale on every weight) for fewer operations:
+
+   - no byte shuffles: the 16 bytes of a load are read as 4 i32 lanes, lane j holding 4 columns of one
+     k (x8: [k c0-3][k c4-7][k+1 c0-3][k+1 c4-7]; x4: the same for k-pairs, one nibble per k). Masking
+     byte (nibble) q of every lane and converting (i32 -> f32, exact: at most 8 significant bits) gives
+     code(n) * 2^(8q) for the columns q and 4 + q of two k at once; the activations come as
+     [x_k, x_k, x_k', x_k'], so each FMA adds 4 products to 4 separate sums (split chains);
+   - biased codes (s8 ^ 0x80, s4 ^ 0x8, u8's top byte ^ 0x80) so every mask reads an unsigned value;
+     the bias times the block's activation sum is subtracted once per K block;
+   - FMA on every k in the relaxed-SIMD build (mul + add in SIMD128);
+   - the powers 2^(8q), the bias and the K block's scales are applied once per block to the partial
+     sums, which then add into C (the per-column scale, as on the strict path, waits for the epilogue).
+
+   Deterministic: the order depends only on the call's arguments (tile geometry, not thread count).
+   Caller (gemm-lowp.c relaxed_piece): k0 even, kc a multiple of the block, blocks of bs k (bs a
+   multiple of 4 for x4, of 2 for x8; bs = 0: one block of kc, no scales), no zero points. */
+#include "lowp_gemm.h"
+
+/* [x_k, x_k, x_{k+d}, x_{k+d}] of row 0 of a 4-row micro-panel (a at k). */
+INLINE v128_t xdup(const float* a, size_t k, size_t d) {
+  return wasm_i32x4_shuffle(wasm_v128_load32_splat(a + 4 * k), wasm_v128_load32_splat(a + 4 * (k + d)), 0, 0, 4, 4);
+}
+
+#define CVT(r, m) wasm_f32x4_convert_i32x4(wasm_v128_and((r), (m)))
+
+/* The sums t0..t3 (byte q = 0..3: [c_q, c_4+q, c_q, c_4+q] of two k sets) of one panel as its 8 columns,
+   code sums scaled back (p: 1, 2^-8, 2^-16, 2^-24), minus the bias sums (corr: bias x block's Σx), times
+   the block's scales (sq: 8, or 0), into C (c, nc columns; acc: add to what is there). */
+INLINE void fold8(v128_t t0, v128_t t1, v128_t t2, v128_t t3, v128_t p, v128_t corr, const float* sq, float* c, size_t nc,
+                  int acc) {
+  const v128_t s01 = wasm_f32x4_add(wasm_i32x4_shuffle(t0, t1, 0, 4, 1, 5), wasm_i32x4_shuffle(t0, t1, 2, 6, 3, 7));
+  const v128_t s23 = wasm_f32x4_add(wasm_i32x4_shuffle(t2, t3, 0, 4, 1, 5), wasm_i32x4_shuffle(t2, t3, 2, 6, 3, 7));
+  v128_t lo = wasm_f32x4_sub(wasm_f32x4_mul(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), p), corr);
+  v128_t hi = wasm_f32x4_sub(wasm_f32x4_mul(wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7), p), corr);
+  if (sq) {
+    lo = wasm_f32x4_mul(lo, wasm_v128_load(sq));
+    hi = wasm_f32x4_mul(hi, wasm_v128_load(sq + 4));
+  }
+  if (acc) {
+    v128_t c0, c1;
+    load_row8(c, nc, &c0, &c1);
+    lo = wasm_f32x4_add(c0, lo);
+    hi = wasm_f32x4_add(c1, hi);
+  }
+  store_row8(c, nc, lo, hi);
+}
+
+/* Σ of the 4 lanes of v, halved (each x appears twice). */
+INLINE float half_hsum(v128_t v) {
+  const v128_t s = wasm_f32x4_add(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+  return (wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1)) * 0.5f;
+}
+
+/* x8: XB the bias xor, OFF the column bias per byte q (s8: 128 for q < 3, the top byte read signed; u8: the
+   top byte flipped to signed, -128). */
+INLINE void r8_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a,
+                     const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* sq) {
+  const uint8_t* u = w + ps;
+  const v128_t xb = wasm_i32x4_splat(DT == DT_S8 ? 0x00808080 : (int32_t)0x80000000);
+  const v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000),
+               m3 = wasm_i32x4_splat((int32_t)0xff000000);
+  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t off = DT == DT_S8 ? wasm_f32x4_make(128.0f, 128.0f, 128.0f, 0.0f) : wasm_f32x4_make(0.0f, 0.0f, 0.0f, -128.0f);
+  const size_t blen = bs ? bs : kc;
+  for (size_t b = 0; b < kc; b += blen) {
+    const v128_t zero = wasm_f32x4_splat(0.0f);
+    v128_t t0 = zero, t1 = zero, t2 = zero, t3 = zero, v0 = zero, v1 = zero, v2 = zero, v3 = zero, sx = zero;
+    for (size_t n = blen / 2; n; n--) {
+      const v128_t x = xdup(a, 0, 1);
+      const v128_t r = wasm_v128_xor(wasm_v128_load(w), xb), s = wasm_v128_xor(wasm_v128_load(u), xb);
+      t0 = MADD(x, CVT(r, m0), t0);
+      t1 = MADD(x, CVT(r, m1), t1);
+      t2 = MADD(x, CVT(r, m2), t2);
+      t3 = MADD(x, CVT(r, m3), t3);
+      v0 = MADD(x, CVT(s, m0), v0);
+      v1 = MADD(x, CVT(s, m1), v1);
+      v2 = MADD(x, CVT(s, m2), v2);
+      v3 = MADD(x, CVT(s, m3), v3);
+      sx = wasm_f32x4_add(sx, x);
+      w += 16;
+      u += 16;
+      a += 8;
+    }
+    const v128_t corr = wasm_f32x4_mul(off, wasm_f32x4_splat(half_hsum(sx)));
+    const int acc = accumulate || b > 0;
+    fold8(t0, t1, t2, t3, p, corr, sq, c, nc1, acc);
+    fold8(v0, v1, v2, v3, p, corr, sq ? sq + 8 : 0, c + 8, nc2, acc);
+    if (sq) sq += 16;
+  }
+}
+
+void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* sq) {
+  if (dt == DT_S8) r8_row16(DT_S8, nc1, nc2, kc, bs, a, w, ps, c, accumulate, sq);
+  else r8_row16(DT_U8, nc1, nc2, kc, bs, a, w, ps, c, accumulate, sq);
+}
+
+/* x4: the low nibbles (even k of a pair) masked in place, the high ones after a 4-bit shift of the lanes;
+   s4 codes biased by 8 (xor), every nibble then unsigned. */
+INLINE void r4_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a,
+                     const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* sq) {
+  const uint8_t* u = w + ps;
+  const v128_t xb = wasm_i8x16_splat(DT == DT_S4 ? (int8_t)0x88 : 0);
+  const v128_t m0 = wasm_i32x4_splat(0x0f), m1 = wasm_i32x4_splat(0x0f00), m2 = wasm_i32x4_splat(0x0f0000),
+               m3 = wasm_i32x4_splat(0x0f000000);
+  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t off = wasm_f32x4_splat(DT == DT_S4 ? 8.0f : 0.0f);
+  const size_t blen = bs ? bs : kc;
+  for (size_t b = 0; b < kc; b += blen) {
+    const v128_t zero = wasm_f32x4_splat(0.0f);
+    v128_t t0 = zero, t1 = zero, t2 = zero, t3 = zero, v0 = zero, v1 = zero, v2 = zero, v3 = zero, sx = zero;
+    for (size_t n = blen / 4; n; n--) {
+      const v128_t x0 = xdup(a, 0, 2), x1 = xdup(a, 1, 2);
+      v128_t r = wasm_v128_load(w), s = wasm_v128_load(u);
+      if (DT == DT_S4) {
+        r = wasm_v128_xor(r, xb);
+        s = wasm_v128_xor(s, xb);
+      }
+      const v128_t rh = wasm_u32x4_shr(r, 4), sh = wasm_u32x4_shr(s, 4);
+      t0 = MADD(x0, CVT(r, m0), t0);
+      t1 = MADD(x0, CVT(r, m1), t1);
+      t2 = MADD(x0, CVT(r, m2), t2);
+      t3 = MADD(x0, CVT(r, m3), t3);
+      v0 = MADD(x0, CVT(s, m0), v0);
+      v1 = MADD(x0, CVT(s, m1), v1);
+      v2 = MADD(x0, CVT(s, m2), v2);
+      v3 = MADD(x0, CVT(s, m3), v3);
+      t0 = MADD(x1, CVT(rh, m0), t0);
+      t1 = MADD(x1, CVT(rh, m1), t1);
+      t2 = MADD(x1, CVT(rh, m2), t2);
+      t3 = MADD(x1, CVT(rh, m3), t3);
+      v0 = MADD(x1, CVT(sh, m0), v0);
+      v1 = MADD(x1, CVT(sh, m1), v1);
+      v2 = MADD(x1, CVT(sh, m2), v2);
+      v3 = MADD(x1, CVT(sh, m3), v3);
+      if (DT == DT_S4) sx = wasm_f32x4_add(sx, wasm_f32x4_add(x0, x1));
+      w += 16;
+      u += 16;
+      a += 16;
+    }
+    const v128_t corr = DT == DT_S4 ? wasm_f32x4_mul(off, wasm_f32x4_splat(half_hsum(sx))) : zero;
+    const int acc = accumulate || b > 0;
+    fold8(t0, t1, t2, t3, p, corr, sq, c, nc1, acc);
+    fold8(v0, v1, v2, v3, p, corr, sq ? sq + 8 : 0, c + 8, nc2, acc);
+    if (sq) sq += 16;
+  }
+}
+
+void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w,
+                     size_t ps, float* restrict c, int accumulate, int dt, const float* sq) {
+  if (dt == DT_S4) r4_row16(DT_S4, nc1, nc2, kc, bs, a, w, ps, c, accumulate, sq);
+  else r4_row16(DT_U4, nc1, nc2, kc, bs, a, w, ps, c, accumulate, sq);
+}
