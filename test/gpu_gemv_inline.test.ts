@@ -207,7 +207,7 @@ describe('gemv-splitk with the schedule inside the kernel: bad runtime data rais
   });
 });
 
-describe('gemv-splitk K splits aim at a grid of gpuKernelTuning.gemvTargetWorkgroups (512) workgroups', () => {
+describe('gemv-splitk K splits for 4-bit weights aim at a grid of gpuKernelTuning.gemvTargetWorkgroups (512) workgroups', () => {
   it('gemvKSplitFor: fewer splits as column tiles x schedule tiles grow, never past the K iterations per thread, at least 1', () => {
     // MoE-B int4 at T = 1: 11 column tiles x 8 tiles -> 5 splits; T = 4: 30 tiles -> 1.
     expect(gemvKSplitFor(2048, 8, 11, 8, dt.u4)).toBe(5);
@@ -215,6 +215,8 @@ describe('gemv-splitk K splits aim at a grid of gpuKernelTuning.gemvTargetWorkgr
     // Few columns: at most K / (S x 32) for 4-bit weights.
     expect(gemvKSplitFor(2048, 8, 1, 2, dt.u4)).toBe(8);
     expect(gemvKSplitFor(64, 8, 1, 2, dt.u4)).toBe(1);
+    // 8-bit weights keep K / (S x 64) splits whatever the grid.
+    expect(gemvKSplitFor(2048, 8, 22, 60, dt.s8)).toBe(4);
     gpuKernelTuning.gemvTargetWorkgroups = Infinity;
     expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(8);
   });
