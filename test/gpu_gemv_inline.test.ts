@@ -207,7 +207,48 @@ describe('gemv-splitk with the schedule inside the kernel: bad runtime data rais
   });
 });
 
-describe('gemv-splitk K splits aim at a grid of gpuKernelTuning.gemvTargetWorkgroups (512) workgroups', () => {
+describe('gemv-splitk with the schedule inside the kernel: host-known per-group sizes', () => {
+  it('offsets matching the descriptor\'s per-group dims run (the grouped-schedule path\'s bits); others raise its error, dst untouched', async () => {
+    const K = 12, N = 20, G = 3, sizes = [2, 0, 4];
+    const srcMd = memory.desc.grouped([6, K], dt.f32, G, [2, K, 0, K, 4, K]), dstMd = groupedMd(6, N, G), weiMd = plainMd([G, K, N]);
+    const outcome: { got: number[]; msg: string; untouched: boolean }[] = [];
+    for (const inline of [true, false]) {
+      gpuKernelTuning.gemvInline = inline;
+      const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
+      expect(pd.implInfo).toMatch(inline ? /\+inline-schedule$/ : /\+grouped-schedule$/);
+      const prim = new matmul.Primitive(pd);
+      const src = Memory.create(srcMd, eng).write(Float64Array.from({ length: 6 * K }, (_, i) => (i % 7) - 3)).writeOffsets(offsets.fromSizes(sizes));
+      const wei = Memory.create(weiMd, eng).write(Float64Array.from({ length: G * K * N }, (_, i) => ((i * 5) % 9) / 4 - 1));
+      const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]).write(new Float64Array(6 * N).fill(-1));
+      const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+      prim.execute(strm, args);
+      await strm.wait();
+      const got = Array.from(await dst.read());
+      // Expert 0 rows 0..1, expert 2 rows 2..5.
+      const want = Array.from({ length: 6 * N }, (_, i) => {
+        const r = Math.floor(i / N), n = i % N, e = r < 2 ? 0 : 2;
+        let acc = 0;
+        for (let kk = 0; kk < K; kk++) acc += ((r * K + kk) % 7 - 3) * ((((e * K + kk) * N + n) * 5 % 9) / 4 - 1);
+        return Math.fround(acc);
+      });
+      expect(got).toEqual(want);
+      dst.write(new Float64Array(6 * N).fill(-1));
+      src.writeOffsets([0, 3, 3, 6]);
+      prim.execute(strm, args);
+      const err = await strm.wait().then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(DnnlError);
+      outcome.push({ got, msg: (err as DnnlError).message, untouched: (await dst.read()).every((v) => v === -1) });
+      prim.destroy();
+      [src, wei, dst].forEach((m) => m.free());
+    }
+    expect(outcome[0].msg).toMatch(/src offsets give group 0 3 rows but the descriptor's per-group dims say 2/);
+    expect(outcome[0].msg).toBe(outcome[1].msg);
+    expect(outcome[0].untouched && outcome[1].untouched).toBe(true);
+    expect(outcome[0].got).toEqual(outcome[1].got);
+  });
+});
+
+describe('gemv-splitk K splits for 4-bit weights aim at a grid of gpuKernelTuning.gemvTargetWorkgroups (512) workgroups', () => {
   it('gemvKSplitFor: fewer splits as column tiles x schedule tiles grow, never past the K iterations per thread, at least 1', () => {
     // MoE-B int4 at T = 1: 11 column tiles x 8 tiles -> 5 splits; T = 4: 30 tiles -> 1.
     expect(gemvKSplitFor(2048, 8, 11, 8, dt.u4)).toBe(5);
@@ -215,6 +256,8 @@ describe('gemv-splitk K splits aim at a grid of gpuKernelTuning.gemvTargetWorkgr
     // Few columns: at most K / (S x 32) for 4-bit weights.
     expect(gemvKSplitFor(2048, 8, 1, 2, dt.u4)).toBe(8);
     expect(gemvKSplitFor(64, 8, 1, 2, dt.u4)).toBe(1);
+    // 8-bit weights keep K / (S x 64) splits whatever the grid.
+    expect(gemvKSplitFor(2048, 8, 22, 60, dt.s8)).toBe(4);
     gpuKernelTuning.gemvTargetWorkgroups = Infinity;
     expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(8);
   });

@@ -35,9 +35,9 @@ export const gpuKernelTuning: {
   /** gemv-splitk's K splits: undefined = the planner's choice (gemvKSplitFor). */
   gemvKSplit: number | undefined;
   /**
-   * Workgroups (column tiles x K splits x schedule tiles) gemvKSplitFor aims at: on an H200 the decode
-   * GEMMs ran fastest with grids of a few hundred workgroups (reports/decode3-h200.md: 4 splits for
-   * int4 at T = 1, none from T = 4; each split past that adds idle workgroups and a reduce pass).
+   * Workgroups (column tiles x K splits x schedule tiles) gemvKSplitFor aims at with 4-bit weights: on
+   * an H200 their decode GEMMs ran fastest with grids of a few hundred workgroups (reports/decode3-h200.md:
+   * ~5 splits at T = 1, none from T = 4; each split past that adds idle workgroups and a reduce pass).
    * Infinity: the splits that leave each thread gemvKPerThread K iterations (the previous choice).
    */
   gemvTargetWorkgroups: number;
@@ -95,11 +95,15 @@ export interface GemvPlan {
 }
 
 /**
- * K splits of gemv-splitk: as many as keep the grid within gemvTargetWorkgroups, at most the
- * splits that leave each thread gemvKPerThread K iterations (at least 1; at most 16).
+ * K splits of gemv-splitk: the splits that leave each thread gemvKPerThread K iterations (at least 1,
+ * at most 16); for 4-bit weights (8 columns per thread) no more than keep the grid within
+ * gemvTargetWorkgroups. On an H200 (reports/decode3-h200.md) fewer splits made int4 faster from T = 4
+ * (one split: 0.228 vs 0.264 ms at T = 8) but 8-bit weights slower (s8 T = 8: 0.291 vs 0.224 ms), and
+ * f32 takes one split at these K anyway.
  */
 export function gemvKSplitFor(K: number, S: number, colTiles: number, tiles: number, wei: MatmulProblem['weights']['dataType']): number {
   const most = Math.max(1, Math.min(16, Math.ceil(K / (S * gemvKPerThread(wei)))));
+  if (gemvGeometry(wei).C !== 8) return most;
   return Math.max(1, Math.min(most, Math.floor(gpuKernelTuning.gemvTargetWorkgroups / Math.max(1, colTiles * tiles))));
 }
 
