@@ -163,6 +163,8 @@ describe('gemm-tiled: K-blocked weights scales / zero points held in registers, 
   const cases: ReadonlyArray<readonly [string, GMCase, string | undefined]> = [
     ['u4 chunks: scales K-block 32 and u4 zero points K-block 64 (different blocks), swiglu halves, one expert takes every row, N not a multiple of the tile',
       { G: 3, K: 128, N: 80, sizes: [0, 45, 0], weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(32) } }, zps: { weights: { gran: GM.weights.kBlock(64), dt: dt.u4 } }, glu: { alg: 'glu_swiglu', layout: 'halves' } }, ':kb32.64'],
+    ['u4 chunks: scales K-block 32 held statically, u4 zero points K-block 8 decided per workgroup (per element)',
+      { G: 2, K: 64, N: 64, sizes: [25, 20], weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(32) } }, zps: { weights: { gran: GM.weights.kBlock(8), dt: dt.u4 } } }, ':kb32.'],
     ['s4 chunks: 32 x 8 blocks (blocked along N too: one index per lane), E = 1',
       { G: 1, K: 64, N: 48, sizes: [27], weiDt: dt.s4, scales: { weights: { gran: GM.weights.block2d(32, 8) } } }, ':kb32.'],
     ['s4 one element per load (N not a multiple of 8): per-lane static hoists, empty expert',

@@ -89,34 +89,29 @@ export function hoistDeclWgsl(f: GemmFusion, lane: number | string): string {
 }
 
 /**
- * Assignments of lane `lane`'s hoisted values at the slice start `kb`, column `col` (0 beyond N): only
- * where they change, at the first slice (`k0`) and, K-blocked, where a block starts (the registers keep
- * them across the slices of a block).
+ * Assignment of lane `lane`'s hoisted value of operand `b` at the slice start `kb`, column `col` (0
+ * beyond N), decided per workgroup: only where it changes, at the first slice (`k0`) and, K-blocked,
+ * where a block starts (the registers keep it across the slices of a block).
  */
-export function hoistSetWgsl(f: GemmFusion, lane: number | string, col: string, kb: string, kBlocks?: WeiKBlocks): string {
-  return hoistedWeightOperands(f).map((b) => {
-    const o = named(f, b === 'wsc' ? 'weiScale' : 'weiZp')!;
-    const op = fusionOperands(f).find((x) => x.name === b)!;
-    const block = kBlocks?.[b];
-    // A static block: k0 = 0 starts a block too.
-    if (block) return `if (${kb} % ${block}u == 0u) { h${b}${lane} = 0.0; if (${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, ${kb}, ${col}`, false)}; } }`;
-    const starts = op.op.terms.dims[1] === 'b' ? ` || ${kb} % Q[${op.slot + 1}u].y == 0u` : '';
-    return `if (hoist_${b} && (${kb} == k0${starts})) { h${b}${lane} = 0.0; if (${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, ${kb}, ${col}`, false)}; } }`;
-  }).join(' ');
+function hoistSetRuntimeWgsl(f: GemmFusion, b: 'wsc' | 'wzp', lane: number | string, col: string, kb: string): string {
+  const o = named(f, b === 'wsc' ? 'weiScale' : 'weiZp')!;
+  const op = fusionOperands(f).find((x) => x.name === b)!;
+  const starts = op.op.terms.dims[1] === 'b' ? ` || ${kb} % Q[${op.slot + 1}u].y == 0u` : '';
+  return `if (hoist_${b} && (${kb} == k0${starts})) { h${b}${lane} = 0.0; if (${col} < P.N) { h${b}${lane} = ${operandLoad(o, `g, bW, ${kb}, ${col}`, false)}; } }`;
 }
 
 /**
- * Static hoists (staticHoist) of lanes `lanes` at the slice start `kb`: per operand one condition (a
- * block start: a modulo by the constant block; a K-constant map: the first slice) and one index
- * computation, without the map function's division by the runtime block. `chunk`: the lanes are the
+ * Assignments of the hoisted values of lanes `lanes` at the slice start `kb`. Static hoists
+ * (staticHoist): per operand one condition (a block start: a modulo by the constant block; a
+ * K-constant map: the first slice) and one index computation, without the map function's division by the runtime block. `chunk`: the lanes are the
  * consecutive columns col0 + i of one chunk, in or out of range as a whole (`guard`), so lane i reads
- * `index(col0) + i * column stride` where the map is unit along N. Operands not static keep
- * hoistSetWgsl.
+ * `index(col0) + i * column stride` where the map is unit along N. Operands not static: per lane,
+ * decided per workgroup (hoistSetRuntimeWgsl).
  */
-export function hoistSetStaticWgsl(f: GemmFusion, lanes: readonly { lane: number | string; col: string }[], kb: string, kBlocks: WeiKBlocks | undefined,
+export function hoistSetWgsl(f: GemmFusion, lanes: readonly { lane: number | string; col: string }[], kb: string, kBlocks: WeiKBlocks | undefined,
   chunk?: { guard: string }): string {
   return hoistedWeightOperands(f).map((b) => {
-    if (!staticHoist(f, b, kBlocks)) return lanes.map((l) => hoistSetWgsl(f, l.lane, l.col, kb, kBlocks)).join(' ');
+    if (!staticHoist(f, b, kBlocks)) return lanes.map((l) => hoistSetRuntimeWgsl(f, b, l.lane, l.col, kb)).join(' ');
     const o = fusionOperands(f).find((x) => x.name === b)!;
     const { terms } = o.op, slot = o.slot;
     const block = kBlocks?.[b];

@@ -1,5 +1,5 @@
 import type { DataType } from '../../common/data_type.js';
-import { fusionDequantB, hoistDeclWgsl, hoistSetStaticWgsl, staticHoist } from './gemm_fusion.js';
+import { fusionDequantB, hoistDeclWgsl, hoistSetWgsl, staticHoist } from './gemm_fusion.js';
 import { fusionOperands } from './wgsl_quant.js';
 import { gemmThreadTuning, gemmThreads, vecOf, type GemmThreads } from './gemm_threads.js';
 import type { GemmTiledConfig } from './gemm_tiled.js';
@@ -175,7 +175,7 @@ function stageBScalar(s: StagingParts, th: GemmThreads, slots: number, bIters: n
     (hoist && f ? `
   ${Array.from({ length: wb }, (_, e) => hoistDeclWgsl(f, e)).join(' ')}` : '');
   const hoistSet = (KB: string): string => (hoist && f ? `
-      ${hoistSetStaticWgsl(f, Array.from({ length: wb }, (_, e) => ({ lane: e, col: `col${e}` })), KB, c.weiKBlocks)}` : '');
+      ${hoistSetWgsl(f, Array.from({ length: wb }, (_, e) => ({ lane: e, col: `col${e}` })), KB, c.weiKBlocks)}` : '');
   const one = (dst: (e: number) => string, guard: string): string => Array.from({ length: wb }, (_, e) => `
           ${dst(e)} = ${zero};
           { let col = col${e};
@@ -260,7 +260,7 @@ function stageBChunks(s: StagingParts, th: GemmThreads, perRow: number, cIters: 
   let bok = bc < P.N;${hoist && f ? `
   ${Array.from({ length: V }, (_, i) => hoistDeclWgsl(f, `c${i}`)).join(' ')}` : ''}`;
   const hoistSet = (KB: string): string => (hoist && f ? `
-      ${hoistSetStaticWgsl(f, Array.from({ length: V }, (_, i) => ({ lane: `c${i}`, col: `bc + ${i}u` })), KB, c.weiKBlocks, { guard: 'bok' })}` : '');
+      ${hoistSetWgsl(f, Array.from({ length: V }, (_, i) => ({ lane: `c${i}`, col: `bc + ${i}u` })), KB, c.weiKBlocks, { guard: 'bok' })}` : '');
   const guard = bk % rows !== 0 ? `kk < ${bk}u && ` : '';
   const loadOne = (dst: string, KB: string): string =>
     `let k = ${KB} + kk; ${dst} = ${rawZero}; if (${guard}k < k1 && bok) { ${dst} = B[(wBase + k * P.ldwk + bc${R ? ' - P.wOff' : ''}) >> ${shift}u]; }`;
