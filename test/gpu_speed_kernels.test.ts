@@ -170,6 +170,21 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
   it('each tile takes its default form: unrolled K slices of 8 (rows-fast A loads), 12 and 16', () => {
     expect([32, 64, 128].map(vec4ShapeTag)).toEqual(['32x128x8r8urf', '64x128x12r8u', '128x128x16r8u']);
   });
+  it('a K slice beyond the workgroup memory allowed is halved (to a multiple of 4), double buffering dropped first', () => {
+    const saved = { ...vec4Tuning };
+    try {
+      Object.assign(vec4Tuning, { wgBytes: 8192 });
+      expect(vec4ShapeTag(128)).toBe('128x128x8r8u');
+      Object.assign(vec4Tuning, { bk: 12 });
+      expect(vec4ShapeTag(128)).toBe('128x128x4r8u');
+      Object.assign(vec4Tuning, { bk: 16, doubleBuffer: true, wgBytes: 16384 });
+      expect(vec4ShapeTag(128)).toBe('128x128x16r8u');
+      Object.assign(vec4Tuning, { wgBytes: 32768 });
+      expect(vec4ShapeTag(128)).toBe('128x128x16r8dbu');
+    } finally {
+      Object.assign(vec4Tuning, saved);
+    }
+  });
   it('32-row tiles: mean rows 24, an empty expert, K and N multiples of 4 but not of the tile', async () => {
     await runGM({ sizes: [20, 0, 31, 45], K: 36, N: 140, bias: true, postOps: [{ kind: 'relu', alpha: 0 }] }, /gemm-tiled-vec4-32x128/);
   });
