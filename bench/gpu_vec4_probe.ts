@@ -6,7 +6,7 @@
  *   node gpu_vec4_probe.mjs --tokens=256,4096 --reps=10
  */
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type GpuEngine, type GpuMemory } from '../src/index.js';
-import { vec4ShapeTag, vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
+import { vec4ShapeTag, vec4Tuning, type Vec4Variant } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { routedSizes } from './gpu_bench_common.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
@@ -15,8 +15,11 @@ const arg = (name: string, def: string): string => process.argv.find((a) => a.st
 const TOKENS = arg('tokens', '256,4096').split(',').map(Number);
 const REPS = Number(arg('reps', '10'));
 const E = 64, TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
-// bk:db:rows[:unroll[:prefetch[:bigTile[:aRowsFast]]]] (defaults 0, 1, 128, 0), or 'tiled' (gemm-tiled: vec4 off).
-const VARIANTS = arg('variants', '8:0:8,8:0:8:1,16:0:8:1,8:1:8:1,16:1:8:1').split(',').map((s) => {
+// bk:db:rows[:unroll[:prefetch[:bigTile[:aRowsFast]]]] (defaults 0, 1, 128, 0), 'default' (each tile's
+// VEC4_DEFAULTS), or 'tiled' (gemm-tiled: vec4 off).
+type ProbeVariant = { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { bigTile: number; tiled: boolean };
+const VARIANTS: ProbeVariant[] = arg('variants', 'default,8:0:8,16:0:8:1,8:0:8:1:1:128:1').split(',').map((s) => {
+  if (s === 'default') return { bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, bigTile: 128, aRowsFast: undefined, tiled: false };
   if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, bigTile: 128, aRowsFast: false, tiled: true };
   const [bk, db, r, u = 0, pf = 1, bigTile = 128, rf = 0] = s.split(':').map(Number);
   return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, unroll: u === 1, prefetch: pf === 1, bigTile, aRowsFast: rf === 1, tiled: false };
@@ -106,7 +109,7 @@ async function main(): Promise<void> {
       let same = x.bits!.length === ref.length;
       // Different K slices keep one fma chain over k ascending: the same bits as the first variant.
       for (let i = 0; same && i < ref.length; i++) same = x.bits![i] === ref[i];
-      console.log(`${BLOCKED ? 'blocked' : 'plain'} alloc ${alloc} T=${T} rows=${M} bk=${x.v.bk} db=${x.v.doubleBuffer ? 1 : 0} smallRows=${x.v.smallRowsPerThread} unroll=${x.v.unroll ? 1 : 0} prefetch=${x.v.prefetch ? 1 : 0} bigTile=${x.v.bigTile} ${x.info} ${x.key}: GPU ${g.toFixed(3)} ms (${(flops / g / 1e9).toFixed(1)} TFLOP/s), wall ${median(x.wall).toFixed(3)} ms, bits ${same ? 'same' : 'DIFFER'}`);
+      console.log(`${BLOCKED ? 'blocked' : 'plain'} alloc ${alloc} T=${T} rows=${M} ${x.v.tiled ? 'tiled' : x.key} ${x.info}: GPU ${g.toFixed(3)} ms (${(flops / g / 1e9).toFixed(1)} TFLOP/s), wall ${median(x.wall).toFixed(3)} ms, bits ${same ? 'same' : 'DIFFER'}`);
     }
   }
   if (FREE) {

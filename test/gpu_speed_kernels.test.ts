@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
-import { vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
+import { vec4ShapeTag, vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { attrFor, toleranceFor } from './helpers.js';
 import { assertClose, refDense, refGroupedM, type RefPostOp } from './reference.js';
@@ -167,6 +167,24 @@ describe('gpu gemv-splitk: weight-only quantized weights', () => {
 });
 
 describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
+  it('each tile takes its default form: unrolled K slices of 8 (rows-fast A loads), 12 and 16', () => {
+    expect([32, 64, 128].map(vec4ShapeTag)).toEqual(['32x128x8r8urf', '64x128x12r8u', '128x128x16r8u']);
+  });
+  it('a K slice beyond the workgroup memory allowed is halved (to a multiple of 4), double buffering dropped first', () => {
+    const saved = { ...vec4Tuning };
+    try {
+      Object.assign(vec4Tuning, { wgBytes: 8192 });
+      expect(vec4ShapeTag(128)).toBe('128x128x8r8u');
+      Object.assign(vec4Tuning, { bk: 12 });
+      expect(vec4ShapeTag(128)).toBe('128x128x4r8u');
+      Object.assign(vec4Tuning, { bk: 16, doubleBuffer: true, wgBytes: 16384 });
+      expect(vec4ShapeTag(128)).toBe('128x128x16r8u');
+      Object.assign(vec4Tuning, { wgBytes: 32768 });
+      expect(vec4ShapeTag(128)).toBe('128x128x16r8dbu');
+    } finally {
+      Object.assign(vec4Tuning, saved);
+    }
+  });
   it('32-row tiles: mean rows 24, an empty expert, K and N multiples of 4 but not of the tile', async () => {
     await runGM({ sizes: [20, 0, 31, 45], K: 36, N: 140, bias: true, postOps: [{ kind: 'relu', alpha: 0 }] }, /gemm-tiled-vec4-32x128/);
   });
@@ -198,24 +216,27 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
   });
 });
 
+// Each tile's default (VEC4_DEFAULTS) runs in the cases above; these force the other forms.
 describe.each([
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, wgBytes: 16384 },
-  { bk: 16, doubleBuffer: true, smallRowsPerThread: 4, unroll: false, prefetch: true, wgBytes: 16384 },
-  { bk: 8, doubleBuffer: false, smallRowsPerThread: 4, unroll: false, prefetch: false, wgBytes: 16384 },
-  { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, wgBytes: 16384 },
-  { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384 },
-  { bk: 16, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, wgBytes: 32768 },
-  { bk: 32, doubleBuffer: false, smallRowsPerThread: 4, unroll: true, prefetch: false, wgBytes: 32768 },
-  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 96, aRowsFast: true },
-  { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, wgBytes: 16384, bigTile: 64, aRowsFast: true },
-])('gpu gemm-tiled-vec4 variant %o', (v) => {
+  // The flat K loop, double-buffered; 2 rows per thread of a 32-row tile (scalar A reads).
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, aRowsFast: false, tag: [32, '32x128x8r2db'] },
+  // The flat K loop without register prefetch, rows-fast A loads, 4 rows per thread of a 64-row tile.
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 4, unroll: false, prefetch: false, aRowsFast: true, tag: [64, '64x128x16r4nprf'] },
+  // Unrolled and double-buffered (two slots of constant indices), scalar A reads.
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, aRowsFast: false, tag: [128, '128x128x8r8dbu'] },
+  // A 12-deep slice (partial vec4 loads per thread), a 96-row big tile, rows-fast A loads.
+  { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true, bigTile: 96, tag: [96, '96x128x12r8urf'] },
+] as const)('gpu gemm-tiled-vec4 variant %o', ({ tag, ...v }) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v); });
   afterAll(() => { Object.assign(vec4Tuning, saved); });
+  it('takes the forced form', () => {
+    expect(vec4ShapeTag(tag[0])).toBe(tag[1]);
+  });
   it('32-, 64- and 128-row tiles: empty experts, K and N not multiples of the slice or tile, E = 1, all rows in one expert', async () => {
     await runGM({ sizes: [20, 0, 31, 45], K: 36, N: 140, bias: true, postOps: [{ kind: 'relu', alpha: 0 }] }, /gemm-tiled-vec4-32x128/);
     await runGM({ sizes: [50], K: 20, N: 132 }, /gemm-tiled-vec4-64x128/);
-    await runGM({ sizes: [0, 300, 0], K: 44, N: 68, totalM: 310 }, new RegExp(`gemm-tiled-vec4-${v.bigTile ?? 128}x128`));
+    await runGM({ sizes: [0, 300, 0], K: 44, N: 68, totalM: 310 }, new RegExp(`gemm-tiled-vec4-${'bigTile' in v ? v.bigTile : 128}x128`));
   });
 });
 

@@ -10,10 +10,9 @@ import { Y_FOLD } from './grouped_schedule.js';
  * 16 x TM / rm threads owns an rm x 8 register tile: columns `4 tx .. 4 tx + 3` and
  * `64 + 4 tx .. 64 + 4 tx + 3` (two vec4 reads of workgroup memory per k), rows `ty * rm ..`
  * contiguous when rm is a multiple of 4 (one vec4 read per 4 rows), else `ty + TM / rm * r`.
- * rm = 8 for every tile (TM = 32: 64 threads; 64: 128; 128: 256) and an 8-deep K slice: on an H200
- * the MoE-B P#1 GEMM took 0.87 ms at T = 256 (16 x 16 threads, BK 16: 1.17 ms) and 8.2 ms at T = 4096
- * (BK 16: 9.7 ms), `bench/gpu_vec4_probe.ts`, reports/gpu-vec4-h200-s8.txt.
- *
+ * rm = 8 for every tile (TM = 32: 64 threads; 64: 128; 128: 256); the K slice's depth and loop form
+ * per tile are VEC4_DEFAULTS (measured on an H200, reports/vec4b-h200.md).
+
  * Preconditions (vec4Eligible): f32 src and weights, unit column strides, K, N, lda, ldwk, the weights'
  * group stride and the src batch stride multiples of 4, TN = 128, grouped M or dense (grouped K starts
  * its K range at a runtime offset, not a multiple of 4). No rfcs/0002 fusion: bias and eltwise only.
@@ -21,36 +20,62 @@ import { Y_FOLD } from './grouped_schedule.js';
  */
 export const VEC4_TN = 128;
 
+/** How `gemm-tiled-vec4` stages and multiplies a K slice (see vec4Tuning for each field). */
+export interface Vec4Variant {
+  readonly bk: number;
+  readonly doubleBuffer: boolean;
+  readonly smallRowsPerThread: number;
+  readonly unroll: boolean;
+  readonly prefetch: boolean;
+  readonly aRowsFast: boolean;
+}
+
+/**
+ * The variant each M tile runs, the fastest measured on an H200 (bench/gpu_vec4_probe.ts, MoE-B P#1
+ * f32, reports/vec4b-h200.md): 32-row tiles (T = 256) an unrolled 8-deep slice with rows-fast A loads,
+ * 0.68 ms (flat loop 0.87); 128-row tiles (T = 4096) an unrolled 16-deep slice, 7.65 ms (flat BK 8:
+ * 8.19; BK 32 or double-buffered slices, which need more than 16 KiB, were slower); 64-row tiles the
+ * unrolled 12-deep slice that ran best as the big tile of T = 4096 (7.65 ms).
+ */
+const VEC4_DEFAULTS: Readonly<Record<32 | 64 | 128, Vec4Variant>> = {
+  32: { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true },
+  64: { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false },
+  128: { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false },
+};
+
 /**
  * Benchmark-only switches (bench/gpu_vec4_probe.ts compares them in one process), read when a pipeline
- * is built: the K slice, whether the staged slice is double-buffered in workgroup memory (the next
- * slice is stored while the current one is multiplied: one barrier per slice instead of two), the
- * rows per thread of 32- and 64-row tiles (fewer threads per workgroup, more FMAs per workgroup read),
- * `unroll` (the K slice's loop written out with 2D workgroup arrays: every workgroup index but the
- * thread's own is a constant, so the bounds clamps WGSL adds stay out of the inner loop), `prefetch`
- * (the next slice is loaded into registers while the current one is multiplied; off: loaded right
- * before it is stored, fewer live registers) and `wgBytes`, the workgroup memory a pipeline may use
- * (the engine's maxComputeWorkgroupStorageSize; a K slice that does not fit is halved), and `bigTile`,
- * the M tile of groups averaging more than 64 rows (128; 64 or 96 pad less of each group's last tile);
- * `aRowsFast`: consecutive threads load consecutive rows of A (bank-conflict-free transposed stores).
+ * is built; a field left undefined takes the tile's default (VEC4_DEFAULTS). `bk`: the K slice;
+ * `doubleBuffer`: the staged slice double-buffered in workgroup memory (the next slice is stored while
+ * the current one is multiplied: one barrier per slice instead of two); `smallRowsPerThread`: rows per
+ * thread of 32- and 64-row tiles (fewer threads per workgroup, more FMAs per workgroup read); `unroll`:
+ * the K slice's loop written out on 2D workgroup arrays (every workgroup index but the thread's own is
+ * a constant, so the bounds clamps WGSL adds stay out of the inner loop); `prefetch`: the next slice
+ * loaded into registers while the current one is multiplied (off: right before it is stored, fewer
+ * live registers); `aRowsFast`: consecutive threads load consecutive rows of A (conflict-free
+ * transposed stores). `wgBytes`: the workgroup memory a pipeline may use (a K slice that does not fit
+ * is halved; 16 KiB, WebGPU's default, fits every default); `bigTile`: the M tile of groups averaging
+ * more than 64 rows (128; 64 or 96 pad less of each group's last tile).
  */
-export const vec4Tuning: { bk: number; doubleBuffer: boolean; smallRowsPerThread: number; unroll: boolean; prefetch: boolean; wgBytes: number; bigTile: number; aRowsFast: boolean } = {
-  bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: true, wgBytes: 16384, bigTile: 128, aRowsFast: false,
+export const vec4Tuning: { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { wgBytes: number; bigTile: number } = {
+  bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, aRowsFast: undefined, wgBytes: 16384, bigTile: 128,
 };
 
 interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean; readonly aRowsFast: boolean }
 
 function vec4Shape(tm: number): Vec4Shape {
-  let bk = vec4Tuning.bk;
-  // Rows per thread: tm / 16 by default (16 x 16 threads); a 32- or 64-row tile may take 4 rows per thread.
-  const rm = tm / 16 >= 8 || vec4Tuning.smallRowsPerThread <= 0 ? tm / 16 : Math.max(tm / 16, vec4Tuning.smallRowsPerThread);
+  const d = tm <= 32 ? VEC4_DEFAULTS[32] : tm <= 64 ? VEC4_DEFAULTS[64] : VEC4_DEFAULTS[128];
+  const t = vec4Tuning;
+  let bk = t.bk ?? d.bk;
+  const small = t.smallRowsPerThread ?? d.smallRowsPerThread;
+  // Rows per thread: tm / 16 (16 x 16 threads), at least `small` (8: 8 x 8 outputs per thread) below 128 rows.
+  const rm = tm / 16 >= 8 || small <= 0 ? tm / 16 : Math.max(tm / 16, small);
   const bytes = (k: number): number => (tm * k + k * VEC4_TN) * 4;
-  while (bk > 4 && bytes(bk) > vec4Tuning.wgBytes) bk /= 2;
-  const db = vec4Tuning.doubleBuffer && 2 * bytes(bk) <= vec4Tuning.wgBytes;
-  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: vec4Tuning.unroll, prefetch: vec4Tuning.prefetch || db, aRowsFast: vec4Tuning.aRowsFast };
+  while (bk > 4 && bytes(bk) > t.wgBytes) bk = Math.max(4, Math.floor(bk / 8) * 4);
+  const db = (t.doubleBuffer ?? d.doubleBuffer) && 2 * bytes(bk) <= t.wgBytes;
+  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: t.unroll ?? d.unroll, prefetch: (t.prefetch ?? d.prefetch) || db, aRowsFast: t.aRowsFast ?? d.aRowsFast };
 }
 
-/** The kernel shape a TM-row tile gets under the current tuning, e.g. `128x128x8r8u` (keys, benches). */
 export function vec4ShapeTag(tm: number): string {
   const s = vec4Shape(tm);
   return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}`;
