@@ -92,9 +92,12 @@ const workloads: Workload[] = mode === 'moe' || mode === 'reorder' || mode === '
 const rows: Row[] = [];
 /** The JavaScript runtime of this process: every row names it beside its kernel build. */
 const RUNTIME = `node${process.versions.node}`;
-/** The kernel build a row ran (from its impl name: wasm:simd128:... / wasm:relaxed:...); '-' for peers. */
+/**
+ * The kernel build a row ran (from its impl name: wasm:simd128:... / wasm:relaxed:... / moe.layer:simd128); '-'
+ * for peers. (`moe.layer:w4:relaxed` names accumulation_mode relaxed, not the build.)
+ */
 function kernelBuild(impl: string): string {
-  return /\b(simd128|relaxed)\b/.exec(impl)?.[1] ?? '-';
+  return /(?:wasm|moe\.layer):(simd128|relaxed)\b/.exec(impl)?.[1] ?? '-';
 }
 
 function report(r: Row): void {

@@ -87,7 +87,8 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w8:dq', int8: false, scales: true, fused: false, wei: dt.s8, dynamic: true },
   { name: 'w4:dq', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true },
   { name: 'w4k32:dq', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true },
-  // The same on the former 1-2 row integer decode kernels (set_dq_quad(0); the same bits): in-process A/B.
+  // The same on the former 1-2 row integer decode kernels (set_dq_quad(0): s16_dq_1x16w4 / 2x8w4 / 1x16w8 off; the same bits): in-process A/B.
+  { name: 'w8:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s8, dynamic: true, former: true },
   { name: 'w4:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true, former: true },
   { name: 'w4k32:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true, former: true },
   // issue 19: the exact formats with accumulation_mode relaxed (f32_gemm_1x16r decode tiles; the same packed weights).

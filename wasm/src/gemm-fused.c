@@ -661,6 +661,10 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     const int quad = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
                      (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0)) && kcp <= 32768 &&
                      3 * (size_t)KC + 8 + 2 * qstride + 4 * xstride <= a_room;
+    /* 1 row of 8-bit src x x8 codes: s16_dq_1x16w8 on the micro-panel's row (two panels per call; K blocks folded
+       as above) */
+    const int dq8 = dq_quad_on && is_int && mc == 1 && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
+                    (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || dq_fast) && kcp <= 32768;
     if (fresh) s->a_quad = 0;
     if (quad && !s->a_quad) {
       for (int32_t i = 0; i < mc; i++)
@@ -703,7 +707,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
                          (int32_t*)cseg + p * NR, (size_t)ldc, !first, v->B.dt);
           continue;
         }
-        if (quad) { /* two panels per call; an odd last one against itself, its 8 results through a copy */
+        if (quad || dq8) { /* two panels per call; an odd last one against itself, its 8 results through a copy */
           for (int32_t p = 0; p < npan; p += 2) {
             const int two = p + 1 < npan;
             const int32_t nc1 = MIN(NR, sw - p * NR), nc2 = two ? MIN(NR, sw - (p + 1) * NR) : 0;
@@ -714,8 +718,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             if (!two) for (int32_t q = 0; q < NR; q++) tmp[q] = out[q];
             const float* sp = kvs ? (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) +
                                         (size_t)((v->k0 + k0) / kblk) * NR : 0;
-            s16_dq_1x16w4((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, aq, xs, pw,
-                          two ? pstride : 0, sp, two ? v->wps / 4 : 0, o, !first, first, v->B.dt);
+            if (dq8)
+              s16_dq_1x16w8((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, (const int16_t*)s->a, pw,
+                            two ? pstride : 0, sp, two ? v->wps / 4 : 0, o, !first, first, v->B.dt);
+            else
+              s16_dq_1x16w4((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, aq, xs, pw,
+                            two ? pstride : 0, sp, two ? v->wps / 4 : 0, o, !first, first, v->B.dt);
             if (!two) for (int32_t q = 0; q < NR; q++) out[q] = tmp[q];
           }
           continue;
