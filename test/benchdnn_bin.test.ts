@@ -15,7 +15,9 @@ const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
 beforeAll(() => {
   expect(existsSync('dist/benchdnn.js'), 'dist/ is missing: npm test builds it').toBe(true);
-  execFileSync(npm, ['pack', '--silent', '--pack-destination', dir], { cwd: root, stdio: 'pipe' });
+  // --ignore-scripts: `prepare` would rebuild dist/ (rm -rf first) under the other package tests running
+  // beside this file; npm test has just built it.
+  execFileSync(npm, ['pack', '--silent', '--ignore-scripts', '--pack-destination', dir], { cwd: root, stdio: 'pipe' });
   const tgz = readdirSync(dir).find((f) => f.endsWith('.tgz'))!;
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
   execFileSync(npm, ['install', '--no-audit', '--no-fund', '--offline', `./${tgz}`], { cwd: dir, stdio: 'pipe' });
@@ -25,7 +27,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('groupdnn-benchdnn bin', () => {
   it('is in the package with a node shebang', () => {
-    const listing = execFileSync(npm, ['pack', '--dry-run', '--json'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const listing = execFileSync(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     const files = (JSON.parse(listing) as { files: { path: string }[] }[])[0].files.map((f) => f.path);
     expect(files).toContain('dist/benchdnn.js');
     expect(readFileSync(join(root, 'dist/benchdnn.js'), 'utf8').split('\n')[0]).toBe('#!/usr/bin/env node');
