@@ -12,8 +12,8 @@
  * (register prefetch), ch (chunked weights loads), tn64 / tn128 (tile columns), bk32 (K slice 32),
  * sk (K-block weights scales held in registers, known at creation: gpuKernelTuning.staticKBlocks),
  * mg (integer codes to f32 by the 2^23 mantissa trick), nd (no decode at all: wrong results, times the
- * rest of the staging), dk64 (gemm-tiled-dot4's K slice 64 instead of 16: gpuKernelTuning.dot4Bk). The
- * library's default is pf+ch+sk.
+ * rest of the staging), dk16 / dk32 / dk64 (gemm-tiled-dot4's K slice: gpuKernelTuning.dot4Bk). The
+ * library's default is pf+ch+sk, with dot4 K slices of 64 for tiles of up to 32 rows (16 above).
  * Variants: f32, int4 (s4, K-block 32 scales), int4c (s4, per-column scales), int8 (s8, per-column scales),
  * w8a8 (dynamic s8 activations x s8 weights: gemm-tiled-dot4).
  * Before each variant's timed rounds the GPU is kept busy 1.5 s (`--spin-ms`, bench/gpu_clock_warmup.ts),
@@ -45,7 +45,7 @@ function tune(t: string): void {
   gpuKernelTuning.staticKBlocks = parts.has('sk');
   gemmThreadTuning.magicDecode = parts.has('mg');
   gemmThreadTuning.skipDecode = parts.has('nd');
-  gpuKernelTuning.dot4Bk = parts.has('dk64') ? 64 : parts.has('dk32') ? 32 : undefined;
+  gpuKernelTuning.dot4Bk = parts.has('dk64') ? 64 : parts.has('dk32') ? 32 : parts.has('dk16') ? 16 : undefined;
 }
 
 type Variant = 'f32' | 'int4' | 'int4c' | 'int8' | 'w8a8';

@@ -275,19 +275,22 @@ describe('gemm-tiled-dot4 (W8A8) with row modes and binding windows', () => {
     expectNear(r.got, gatherRef(), 'dot4 gather in windows');
   });
 
-  it('a 64-deep K slice (bench switch dot4Bk), K not a multiple of it: gather, and gather in windows', async () => {
-    gpuKernelTuning.dot4Bk = 64;
-    for (const e of [eng, small]) {
-      const spy = vi.spyOn(e, 'pipeline');
-      try {
-        const r = await gather(e);
-        expect(spy.mock.calls.some((k) => /^gemm-tiled-dot4:gemm-tiled:grouped_m:\d+x\d+x64t/.test(k[0]))).toBe(true);
-        expectNear(r.got, gatherRef(), e === small ? 'dot4 K slice 64 in windows' : 'dot4 K slice 64');
-      } finally {
-        spy.mockRestore();
+  for (const [dk, why] of [[undefined, 'the default for tiles of up to 32 rows'], [16, 'the switch dot4Bk']] as const) {
+    const slice = dk ?? 64;
+    it(`a ${slice}-deep K slice (${why}), K not a multiple of it: gather, and gather in windows`, async () => {
+      gpuKernelTuning.dot4Bk = dk;
+      for (const e of [eng, small]) {
+        const spy = vi.spyOn(e, 'pipeline');
+        try {
+          const r = await gather(e);
+          expect(spy.mock.calls.some((k) => new RegExp(`^gemm-tiled-dot4:gemm-tiled:grouped_m:(16|32)x\\d+x${slice}t`).test(k[0]))).toBe(true);
+          expectNear(r.got, gatherRef(), `dot4 K slice ${slice}${e === small ? ' in windows' : ''}`);
+        } finally {
+          spy.mockRestore();
+        }
       }
-    }
-  });
+    });
+  }
 
   it('scatter with the routing-weight binary_mul: dst row token * topK + slot, padding and unrouted rows untouched', async () => {
     const k = 2, SENT = -7;

@@ -46,9 +46,11 @@ function tileOf(p: MatmulProblem, eng?: GpuEngine): { tm: number; tn: number; bk
     return { tm, tn: t, bk };
   };
   const t = rows <= 16 ? fit(16, 64) : rows <= 32 ? fit(32, tn32) : rows <= 256 || p.N < 512 ? fit(64, tn) : { tm: 128, tn: 128, bk: 8 };
-  // dot4 stages four k per word: a K slice of `dot4Bk` (bench switch, unmeasured yet) takes a quarter of
-  // gemm-tiled's workgroup memory per k, so it fits where (bk / 4) (TM + 4 + TN) words do.
-  const dk = gpuKernelTuning.dot4Bk;
+  // dot4 stages four k per word, so a K slice takes a quarter of gemm-tiled's workgroup memory per k and
+  // fits where (bk / 4) (TM + 4 + TN) words do. Tiles of up to 32 rows take 64 k per slice (a quarter of
+  // the barriers): W8A8 gemm2 at MoE-B T = 256 went 460 -> 369 us on an H200 with the same bits
+  // (reports/dot4-bk-h200-s9.txt). 128-row tiles cannot fit 64 and keep 16; `dot4Bk` overrides.
+  const dk = gpuKernelTuning.dot4Bk ?? (t.tm <= 32 ? 64 : undefined);
   if (dk !== undefined && eng !== undefined && dot4Kernel(p, eng) && dk % 16 === 0 && (dk / 4) * (t.tm + 4 + t.tn) <= 4096) return { ...t, bk: dk };
   return t;
 }
