@@ -385,19 +385,21 @@ describe('gpu moe.dispatch feeds the grouped matmul on the device', () => {
   });
 });
 
-describe('gpu moe.dispatch: each form (one workgroup, two passes, the storage-scratch four passes) against the cpu engine', () => {
+describe('gpu moe.dispatch: each form (one workgroup, one pass over a grid, two passes, the storage-scratch four passes) against the cpu engine', () => {
   /** A case per form and feature; the form is the one formOf picks, checked, so a rule change cannot hide one. */
-  const cases: [string, 'one' | 'two' | 'four', DispatchOptions, number][] = [
+  const cases: [string, 'one' | 'grid' | 'two' | 'four', DispatchOptions, number][] = [
     ['decode, k = 6 of E = 64', 'one', { tokens: 1, topK: 6, experts: 64 }, 1],
     ['256 slots, aligned to 4, skewed', 'one', { tokens: 32, topK: 8, experts: 16, alignBlockSize: 4 }, 2],
     ['E = 1', 'one', { tokens: 5, topK: 1, experts: 1 }, 3],
     ['expert map over 3 of 7 local (E = 300 > n)', 'one', { tokens: 9, topK: 3, experts: 300, localExperts: 7, expertMap: true }, 4],
     ['batched, index-only', 'one', { tokens: 9, topK: 2, experts: 6, format: 'batched', maxTokens: 9 }, 5],
     ['G = 1024, 300 slots', 'two', { tokens: 100, topK: 3, experts: 1024 }, 6],
-    ['several blocks, aligned to 3, skewed', 'two', { tokens: 700, topK: 2, experts: 40, alignBlockSize: 3 }, 7],
-    ['hidden at decode', 'two', { tokens: 2, topK: 2, experts: 8, hidden: memory.desc([2, 5], dt.f32, tag.ab) }, 8],
-    ['expert map, E = 600 > n = 40 (more place workgroups than blocks), hidden', 'two', { tokens: 20, topK: 2, experts: 600, localExperts: 5, expertMap: true, hidden: memory.desc([20, 3], dt.f32, tag.ab) }, 9],
-    ['batched with hidden, several blocks', 'two', { tokens: 300, topK: 2, experts: 4, hidden: memory.desc([300, 3], dt.f32, tag.ab), format: 'batched', maxTokens: 300 }, 10],
+    ['several blocks, aligned to 3, skewed', 'grid', { tokens: 700, topK: 2, experts: 40, alignBlockSize: 3 }, 7],
+    ['hidden at decode', 'grid', { tokens: 2, topK: 2, experts: 8, hidden: memory.desc([2, 5], dt.f32, tag.ab) }, 8],
+    ['expert map, E = 600 > n = 40, hidden', 'grid', { tokens: 20, topK: 2, experts: 600, localExperts: 5, expertMap: true, hidden: memory.desc([20, 3], dt.f32, tag.ab) }, 9],
+    ['expert map, G = 600 of E = 2000 > n = 40 (more place workgroups than blocks), hidden', 'two', { tokens: 20, topK: 2, experts: 2000, localExperts: 600, expertMap: true, hidden: memory.desc([20, 3], dt.f32, tag.ab) }, 12],
+    ['33 blocks, aligned to 2', 'two', { tokens: 4200, topK: 2, experts: 40, alignBlockSize: 2 }, 13],
+    ['batched with hidden, several blocks', 'grid', { tokens: 300, topK: 2, experts: 4, hidden: memory.desc([300, 3], dt.f32, tag.ab), format: 'batched', maxTokens: 300 }, 10],
     ['G = 1025', 'four', { tokens: 7, topK: 4, experts: 1025, alignBlockSize: 2 }, 11],
   ];
   it.each(cases)('%s: form %s', async (_name, form, o, seed) => {
@@ -412,8 +414,8 @@ describe('gpu moe.dispatch: each form (one workgroup, two passes, the storage-sc
     if (!o.format) expectPlacement(r, ids, o.tokens, o.topK, G, o.hidden ? o.hidden.dims[1] : 0, hidden, o.alignBlockSize ?? 1, map);
   });
 
-  it.each([['one', 3], ['two', 400], ['four', 3]] as const)('form %s: the first bad id, a bad map entry, an expert over capacity, each raised at wait with nothing written', async (form, T) => {
-    const E = form === 'four' ? 1100 : 8, k = 2;
+  it.each([['one', 3], ['grid', 400], ['two', 400], ['four', 3]] as const)('form %s: the first bad id, a bad map entry, an expert over capacity, each raised at wait with nothing written', async (form, T) => {
+    const E = form === 'four' ? 1100 : form === 'two' ? 600 : 8, k = 2;
     const ids = randomIds(mulberry32(T), T, E, k);
     const o: DispatchOptions = { tokens: T, topK: k, experts: E };
     expect(formOf(new moe.dispatch.PrimitiveDesc(gpu, o).problem)).toBe(form);

@@ -32,18 +32,17 @@ export function dispatchLocalScratchWords(n: number, G: number, nbp: number): nu
 /** P.nbp is the number of place workgroups (nbp): blocks of slots, or of map entries where E > n. */
 const LAYOUT = /* wgsl */ `
 const NONE = 0xffffffffu;
-const GMAX = ${DISPATCH_LOCAL_MAX_G}u;
 fn ERRW() -> u32 { return 4u; }
 fn BLKW() -> u32 { return 4u + P.nbp; }
 fn LOCW() -> u32 { return BLKW() + P.nb * P.G; }
 fn RANKW() -> u32 { return LOCW() + P.n; }
 `;
 
-const SHARED = /* wgsl */ `
+const shared = (gmax: number): string => /* wgsl */ `
 var<workgroup> loc: array<i32, ${DISPATCH_BLOCK}>;
 var<workgroup> keyW: atomic<u32>;
 var<workgroup> flagW: u32;
-var<workgroup> cntW: array<u32, ${DISPATCH_LOCAL_MAX_G}>;
+var<workgroup> cntW: array<u32, ${gmax}>;
 
 fn fail(key: u32) { atomicMin(&keyW, key); }
 
@@ -94,10 +93,10 @@ fn clear_counts(li: u32) {
 }
 `;
 
-/** Padded exclusive scan of cntW into startW (batched: g * cap), 256 invocations, G <= GMAX; then the report. */
-const SCAN = /* wgsl */ `
+/** Padded exclusive scan of cntW into startW (batched: g * cap), 256 invocations, G <= gmax; then the report. */
+const scan = (gmax: number): string => /* wgsl */ `
 var<workgroup> sh: array<u32, 256>;
-var<workgroup> startW: array<u32, ${DISPATCH_LOCAL_MAX_G + 1}>;
+var<workgroup> startW: array<u32, ${gmax + 1}>;
 
 fn padded(g: u32) -> u32 { return (cntW[g] + P.block - 1u) / P.block * P.block; }
 
@@ -209,6 +208,21 @@ fn key_now(li: u32) -> u32 {
 }
 `;
 
+/** The hidden copy's indirect arguments (moe_dispatch.ts's scan pass writes the same): none after an error. */
+const COPY_ARGS = /* wgsl */ `
+fn copy_args(used: u32, failed: bool) {
+  let count = select(used * P.K, (used * P.K + 1u) / 2u, P.half == 1u);
+  let wg = (count + 255u) / 256u;
+  var x = min(wg, P.maxDim);
+  var y = 0u;
+  if (x > 0u) { y = (wg + x - 1u) / x; }
+  if (failed) { x = 0u; y = 0u; }
+  args[0] = x;
+  args[1] = y;
+  args[2] = 1u;
+}
+`;
+
 /** The whole dispatch in one workgroup: n <= 256 slots, no hidden copy, no scratch. */
 export function dispatchOneWgsl(): string {
   return /* wgsl */ `${DISPATCH_COMMON}
@@ -216,8 +230,8 @@ ${DISPATCH_IDS}
 ${DISPATCH_WRITE_BINDINGS}
 ${DISPATCH_STATUS}
 ${LAYOUT}
-${SHARED}
-${SCAN}
+${shared(DISPATCH_LOCAL_MAX_G)}
+${scan(DISPATCH_LOCAL_MAX_G)}
 
 @compute @workgroup_size(${DISPATCH_BLOCK})
 fn main(@builtin(local_invocation_index) li: u32) {
@@ -247,7 +261,7 @@ export function dispatchLocalPlaceWgsl(): string {
 ${DISPATCH_IDS}
 @group(0) @binding(3) var<storage, read_write> scr: array<u32>;
 ${LAYOUT}
-${SHARED}
+${shared(DISPATCH_LOCAL_MAX_G)}
 
 @compute @workgroup_size(${DISPATCH_BLOCK})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -281,22 +295,11 @@ ${DISPATCH_IDS}
 ${DISPATCH_WRITE_BINDINGS}
 ${DISPATCH_STATUS}
 ${LAYOUT}
-${SHARED}
-${SCAN}
+${shared(DISPATCH_LOCAL_MAX_G)}
+${scan(DISPATCH_LOCAL_MAX_G)}
 var<workgroup> baseW: array<u32, ${DISPATCH_LOCAL_MAX_G}>;
 
-fn copy_args(used: u32, failed: bool) {
-  let count = select(used * P.K, (used * P.K + 1u) / 2u, P.half == 1u);
-  let wg = (count + 255u) / 256u;
-  var x = min(wg, P.maxDim);
-  var y = 0u;
-  if (x > 0u) { y = (wg + x - 1u) / x; }
-  if (failed) { x = 0u; y = 0u; }
-  args[0] = x;
-  args[1] = y;
-  args[2] = 1u;
-}
-
+${COPY_ARGS}
 @compute @workgroup_size(${DISPATCH_BLOCK})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let w = wid.y * nwg.x + wid.x;
@@ -334,6 +337,82 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (l >= 0) { at = baseW[u32(l)] + scr[RANKW() + i]; }
     write_slot(i, l, at);
   }
+  write_row_offs(i);
+}
+`;
+}
+
+/** Local experts and blocks of slots the one-pass grid form takes (its workgroup memory holds two more count arrays). */
+export const DISPATCH_GRID_MAX_G = 512;
+export const DISPATCH_GRID_MAX_BLOCKS = 32;
+
+/**
+ * One pass for several blocks (prefill up to DISPATCH_GRID_MAX_BLOCKS x 256 slots, or hidden at
+ * decode): every workgroup reads every slot itself (n / 256 ids per invocation), counting each expert's
+ * slots and those before its block with workgroup atomic adds (integers: the order cannot show), and
+ * finds every error, so no workgroup waits for another and no scratch links two passes; then its own
+ * block's ranks (a loop over the block's earlier slots), the scan and its 256 slots, rows and offsets
+ * entries. Workgroup 0 writes the copy's arguments and, after an error, the status slot.
+ */
+export function dispatchGridWgsl(): string {
+  const gmax = DISPATCH_GRID_MAX_G;
+  return /* wgsl */ `${DISPATCH_COMMON}
+${DISPATCH_IDS}
+@group(0) @binding(3) var<storage, read_write> scr: array<u32>;
+@group(0) @binding(4) var<storage, read_write> args: array<u32>;
+${DISPATCH_WRITE_BINDINGS}
+${DISPATCH_STATUS}
+${LAYOUT}
+${shared(gmax)}
+${scan(gmax)}
+${COPY_ARGS}
+var<workgroup> cntA: array<atomic<u32>, ${gmax}>;
+var<workgroup> baseA: array<atomic<u32>, ${gmax}>;
+
+@compute @workgroup_size(${DISPATCH_BLOCK})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let w = wid.y * nwg.x + wid.x;
+  let first = w * ${DISPATCH_BLOCK}u;
+  if (li == 0u) { atomicStore(&keyW, NONE); }
+  loc[li] = -1;
+  for (var g = li; g < P.G; g += ${DISPATCH_BLOCK}u) {
+    atomicStore(&cntA[g], 0u);
+    atomicStore(&baseA[g], 0u);
+  }
+  workgroupBarrier();
+  for (var s = li; s < P.n; s += ${DISPATCH_BLOCK}u) {
+    let l = local_of(s);
+    if (l >= 0) {
+      atomicAdd(&cntA[u32(l)], 1u);
+      if (s < first) { atomicAdd(&baseA[u32(l)], 1u); }
+    }
+    if (s >= first && s < first + ${DISPATCH_BLOCK}u) { loc[s - first] = l; }
+  }
+  if (P.hasMap == 1u) { for (var e = li; e < P.E; e += ${DISPATCH_BLOCK}u) { check_map_entry(e); } }
+  workgroupBarrier();
+  for (var g = li; g < P.G; g += ${DISPATCH_BLOCK}u) { cntW[g] = atomicLoad(&cntA[g]); }
+  let l = loc[li];
+  var at = 0u;
+  if (l >= 0) {
+    at = atomicLoad(&baseA[u32(l)]);
+    for (var j = 0u; j < li; j++) { if (loc[j] == l) { at++; } }
+  }
+  workgroupBarrier();
+  scan_starts(li);
+  let key = key_now(li);
+  if (key != NONE) {
+    if (w == 0u && li == 0u) {
+      report(key);
+      copy_args(0u, true);
+    }
+    return;
+  }
+  if (w == 0u && li == 0u) {
+    scr[1] = startW[P.G];
+    copy_args(startW[P.G], false);
+  }
+  let i = first + li;
+  if (i < P.n) { write_slot(i, l, at); }
   write_row_offs(i);
 }
 `;

@@ -6,7 +6,7 @@ import {
   DISPATCH_BLOCK, dispatchCopyWgsl, dispatchPlaceWgsl, dispatchReportWgsl, dispatchScanWgsl, dispatchScratchWords, dispatchWriteWgsl,
 } from '../../../kernels/wgsl/moe_dispatch.js';
 import {
-  DISPATCH_LOCAL_MAX_BLOCKS, DISPATCH_LOCAL_MAX_G, dispatchLocalPlaceWgsl, dispatchLocalScratchWords, dispatchLocalWriteWgsl, dispatchOneWgsl,
+  DISPATCH_GRID_MAX_BLOCKS, DISPATCH_GRID_MAX_G, DISPATCH_LOCAL_MAX_BLOCKS, DISPATCH_LOCAL_MAX_G, dispatchGridWgsl, dispatchLocalPlaceWgsl, dispatchLocalScratchWords, dispatchLocalWriteWgsl, dispatchOneWgsl,
 } from '../../../kernels/wgsl/moe_dispatch_local.js';
 import type { DispatchArgs, GpuDispatchImpl } from './impls.js';
 import { dispatchError } from './impls.js';
@@ -19,16 +19,19 @@ const is16 = (p: DispatchProblem): boolean => p.hidden !== undefined && p.hidden
 
 /**
  * Which kernels place the slots: `one` (moe_dispatch_local.ts, one workgroup: decode without hidden),
- * `two` (moe_dispatch_local.ts, place + write), `four` (moe_dispatch.ts, storage scratch: many local
- * experts or blocks); the hidden copy follows `two` or `four`.
+ * `grid` (one pass, every workgroup counts every slot: up to 32 blocks), `two` (place + write),
+ * `four` (moe_dispatch.ts, storage scratch: many local experts or blocks); the hidden copy follows
+ * all but `one`. H200, MoE-B int4 layer: the previous one-workgroup kernel took 22 us at T = 1, the
+ * four passes 48 us at T = 256; `one` 10 us, `two` 32 us (reports/layer-decode-h200.md).
  */
-export type DispatchForm = 'one' | 'two' | 'four';
+export type DispatchForm = 'one' | 'grid' | 'two' | 'four';
 
 /** @internal the form a problem takes (tests check each one runs). */
 export function formOf(p: DispatchProblem): DispatchForm {
   const n = p.T * p.k;
   if (p.G > DISPATCH_LOCAL_MAX_G || Math.ceil(n / DISPATCH_BLOCK) > DISPATCH_LOCAL_MAX_BLOCKS) return 'four';
-  return !p.hidden && n <= DISPATCH_BLOCK ? 'one' : 'two';
+  if (!p.hidden && n <= DISPATCH_BLOCK) return 'one';
+  return p.G <= DISPATCH_GRID_MAX_G && Math.ceil(n / DISPATCH_BLOCK) <= DISPATCH_GRID_MAX_BLOCKS ? 'grid' : 'two';
 }
 
 /** Place workgroups of the `two` form: blocks of slots, or of map entries where there are more of those. */
@@ -42,7 +45,7 @@ function scratchWords(p: DispatchProblem): number {
 /** The passes of the problem's form in the batch's compute pass; nothing is read back by the host. */
 class WebgpuDispatchExecutor {
   private readonly form: DispatchForm;
-  /** `one`: the kernel; `two`: place, write; `four`: place, scan, write, report. */
+  /** `one`, `grid`: the kernel; `two`: place, write; `four`: place, scan, write, report. */
   private readonly pipelines: GPUComputePipeline[];
   private readonly copy: GPUComputePipeline | undefined;
   private readonly params: GPUBuffer;
@@ -54,6 +57,7 @@ class WebgpuDispatchExecutor {
     this.n = p.T * p.k;
     this.form = formOf(p);
     this.pipelines = this.form === 'one' ? [eng.pipeline('moe-dispatch-one', dispatchOneWgsl)]
+      : this.form === 'grid' ? [eng.pipeline('moe-dispatch-grid', dispatchGridWgsl)]
       : this.form === 'two' ? [eng.pipeline('moe-dispatch-local-place', dispatchLocalPlaceWgsl), eng.pipeline('moe-dispatch-local-write', dispatchLocalWriteWgsl)]
         : [eng.pipeline('moe-dispatch-place', dispatchPlaceWgsl), eng.pipeline('moe-dispatch-scan', dispatchScanWgsl), eng.pipeline('moe-dispatch-write', dispatchWriteWgsl), eng.pipeline('moe-dispatch-report', dispatchReportWgsl)];
     if (p.hidden) this.copy = eng.pipeline(`moe-dispatch-copy-${is16(p) ? 16 : 32}`, () => dispatchCopyWgsl(is16(p)));
@@ -95,6 +99,8 @@ class WebgpuDispatchExecutor {
       const writeGrid = workgroupGrid(eng, Math.max(n, p.R, p.G + 1), WG);
       if (form === 'one') {
         dispatch(0, [P, ids, map, ...outs, status], [1, 1]);
+      } else if (form === 'grid') {
+        dispatch(0, [P, ids, map, scr, args, ...outs, status], writeGrid);
       } else if (form === 'two') {
         dispatch(0, [P, ids, map, scr], workgroupGrid(eng, placeBlocks(p) * DISPATCH_BLOCK, DISPATCH_BLOCK));
         dispatch(1, [P, ids, map, scr, args, ...outs, status], writeGrid);
