@@ -7,15 +7,10 @@ export const COMBINE_Y_FOLD = 32768;
 /** Columns per workgroup of the combine kernel. */
 export const COMBINE_WG = 64;
 /**
- * Up to this many row_of entries (T k) every combine workgroup checks them all itself
- * (`combineWgsl(dt, true)`): no check dispatch before it (~10 us of host time through Dawn on an H200,
- * and a pass of its own: MoE-B T = 256 spent 20 us in check + combine). Each workgroup of that kernel
- * combines COMBINE_TOKENS_PER_WG tokens, so the check's loads (T k / 64 per invocation, cached) stay
- * below its own.
+ * Up to this many row_of entries (T k: decode sizes) every combine workgroup checks them all itself
+ * (`combineWgsl(dt, true)`): no check dispatch before it (~10 us of host time through Dawn on an H200).
  */
-export const COMBINE_FUSED_CHECK = 4096;
-/** Tokens per workgroup of the kernel with the check fused. */
-export const COMBINE_TOKENS_PER_WG = 8;
+export const COMBINE_FUSED_CHECK = 256;
 
 /**
  * Params (uniform, u32 x 12): T, k, N, srcLd, dstLd, rows, scattered, weighted, slot (word of the
@@ -63,8 +58,7 @@ fn main(@builtin(local_invocation_index) li: u32) {
  * uniform zero (`opaque`) so that no compiler can contract the multiply and the add into an FMA (WGSL
  * allows contraction; the cpu rounds the product first). dst f32, or bf16 / f16 converted with
  * integer code (wgsl_exact.ts) and stored into its half of the word with atomics (the other half is
- * another invocation's, or not ours). Grid: (ceil(N / 64), min(T, fold), ceil(T / fold)); with the check fused
- * (ceil(N / 64), ceil(T / COMBINE_TOKENS_PER_WG)).
+ * another invocation's, or not ours). Grid: (ceil(N / 64), min(T, fold), ceil(T / fold)).
  */
 export function combineWgsl(dst: 'f32' | 'bf16' | 'f16', fusedCheck = false): string {
   const store = dst === 'f32'
@@ -84,25 +78,11 @@ fn opaque(p: f32) -> f32 { return bitcast<f32>(bitcast<u32>(p) ^ P.zero); }
 ${fusedCheck ? `var<workgroup> first: atomic<u32>;
 var<workgroup> firstU: u32;` : ''}
 
-fn combine_at(t: u32, n: u32) {
-  var acc = 0.0f;
-  for (var s = 0u; s < P.k; s++) {
-    let i = t * P.k + s;
-    let r = RO[i];
-    // Checked before (status); tested again so that nothing out of range is ever read.
-    if (r < 0 || (P.scattered == 0u && u32(r) >= P.rows)) { continue; }
-    let row = select(u32(r), i, P.scattered == 1u);
-    let y = Y[row * P.srcLd + n];
-    if (P.weighted == 1u) { acc = acc + opaque(W[i] * y); } else { acc = acc + y; }
-  }
-  let di = t * P.dstLd + n;
-  ${store}
-}
-
 @compute @workgroup_size(${COMBINE_WG})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u32) {
+  let t = wg.z * ${COMBINE_Y_FOLD}u + wg.y;
   let n = wg.x * ${COMBINE_WG}u + li;${fusedCheck ? `
-  // The check of moe-combine-check, by every workgroup: the first bad entry skips them all,
+  // The check of moe-combine-check, by every workgroup (few entries): the first bad entry skips them all,
   // workgroup 0 reports it.
   if (li == 0u) { atomicStore(&first, 0xffffffffu); }
   workgroupBarrier();
@@ -119,12 +99,20 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
     }
     return;
   }
-  if (n >= P.N) { return; }
-  let t0 = wg.y * ${COMBINE_TOKENS_PER_WG}u;
-  for (var t = t0; t < min(t0 + ${COMBINE_TOKENS_PER_WG}u, P.T); t++) { combine_at(t, n); }` : `
-  let t = wg.z * ${COMBINE_Y_FOLD}u + wg.y;
-  if (status[P.slot] != 0u || t >= P.T || n >= P.N) { return; }
-  combine_at(t, n);`}
+  if (t >= P.T || n >= P.N) { return; }` : `
+  if (status[P.slot] != 0u || t >= P.T || n >= P.N) { return; }`}
+  var acc = 0.0f;
+  for (var s = 0u; s < P.k; s++) {
+    let i = t * P.k + s;
+    let r = RO[i];
+    // Checked before (status); tested again so that nothing out of range is ever read.
+    if (r < 0 || (P.scattered == 0u && u32(r) >= P.rows)) { continue; }
+    let row = select(u32(r), i, P.scattered == 1u);
+    let y = Y[row * P.srcLd + n];
+    if (P.weighted == 1u) { acc = acc + opaque(W[i] * y); } else { acc = acc + y; }
+  }
+  let di = t * P.dstLd + n;
+  ${store}
 }
 `;
 }

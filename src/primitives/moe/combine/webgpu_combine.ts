@@ -2,7 +2,7 @@ import { DnnlError } from '../../../common/status.js';
 import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import type { Executor } from '../../../runtime/lifetime.js';
-import { COMBINE_ERR_ROW, COMBINE_FUSED_CHECK, COMBINE_TOKENS_PER_WG, COMBINE_WG, COMBINE_Y_FOLD, combineCheckWgsl, combineWgsl } from '../../../kernels/wgsl/moe_combine.js';
+import { COMBINE_ERR_ROW, COMBINE_FUSED_CHECK, COMBINE_WG, COMBINE_Y_FOLD, combineCheckWgsl, combineWgsl } from '../../../kernels/wgsl/moe_combine.js';
 import type { CombineProblem } from './pd.js';
 import { rowError } from './row_error.js';
 
@@ -37,7 +37,7 @@ export const webgpuCombine: GpuCombineImpl = {
   },
   task: (p, eng) => {
     const dt = p.dst.dataType as 'f32' | 'bf16' | 'f16';
-    // Up to T k = COMBINE_FUSED_CHECK the combine workgroups check row_of themselves (one dispatch, not two).
+    // Decode sizes: the combine workgroups check row_of themselves (one dispatch, not two).
     const fused = p.T * p.k <= COMBINE_FUSED_CHECK;
     const check = fused ? undefined : eng.pipeline('moe-combine-check', combineCheckWgsl);
     const combine = eng.pipeline(`moe-combine:${dt}${fused ? ':checked' : ''}`, () => combineWgsl(dt, fused));
@@ -76,9 +76,7 @@ export const webgpuCombine: GpuCombineImpl = {
           if (p.N > 0 || !check) {
             pass.setPipeline(combine);
             pass.setBindGroup(0, kbg);
-            const x = Math.max(1, Math.ceil(p.N / COMBINE_WG));
-            if (check) pass.dispatchWorkgroups(x, Math.min(p.T, COMBINE_Y_FOLD), Math.ceil(p.T / COMBINE_Y_FOLD));
-            else pass.dispatchWorkgroups(x, Math.ceil(p.T / COMBINE_TOKENS_PER_WG));
+            pass.dispatchWorkgroups(Math.max(1, Math.ceil(p.N / COMBINE_WG)), Math.min(p.T, COMBINE_Y_FOLD), Math.ceil(p.T / COMBINE_Y_FOLD));
           }
           eng.keepAlive(cbg, kbg, ...ce, ...ke);
         });
