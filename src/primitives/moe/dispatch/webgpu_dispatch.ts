@@ -21,8 +21,9 @@ const is16 = (p: DispatchProblem): boolean => p.hidden !== undefined && p.hidden
  * Which kernels place the slots: `one` (moe_dispatch_local.ts, one workgroup: decode without hidden),
  * `grid` (one pass, every workgroup counts every slot: up to 32 blocks), `two` (place + write),
  * `four` (moe_dispatch.ts, storage scratch: many local experts or blocks); the hidden copy follows
- * all but `one`. H200, MoE-B int4 layer: the previous one-workgroup kernel took 22 us at T = 1, the
- * four passes 48 us at T = 256; `one` 10 us, `two` 32 us (reports/layer-decode-h200.md).
+ * all but `one`. H200, MoE-B int4 layer: the previous one-workgroup kernel took 22 us at T = 1 (41 at
+ * T = 4), the four passes 48 us at T = 256; `one` 10 us (14), `grid` 26 us, `two` 32 us
+ * (reports/layer-decode-h200.md).
  */
 export type DispatchForm = 'one' | 'grid' | 'two' | 'four';
 
