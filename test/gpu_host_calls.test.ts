@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, GpuEngine, GpuMemory, Memory, Stream, dt, memory, moe, tag } from '../src/index.js';
+import { formOf } from '../src/primitives/moe/dispatch/webgpu_dispatch.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { expectDnnlReject } from './helpers.js';
 import { randomIds, refPlace } from './moe_dispatch_cases.js';
@@ -100,7 +101,7 @@ describe('gpu engine host calls per execution', () => {
       }
     });
     const per = Object.fromEntries(Object.entries(c).map(([name, n]) => [name, n / runs]));
-    // routing: one (its logits checked in the route kernel at decode sizes); dispatch: one (its passes fused at decode sizes); gemm1 and gemm2: one gemv each (the
+    // routing: one (its logits checked in the route kernel at decode sizes); dispatch: one (one workgroup at decode sizes); gemm1 and gemm2: one gemv each (the
     // schedule inside it, K not split); combine: one (its row_of check fused at decode sizes).
     expect(per).toEqual({
       createBindGroup: 0, createBuffer: 0, pushErrorScope: 1, popErrorScope: 1, submit: 1, writeBuffer: 0,
@@ -164,9 +165,10 @@ describe('gpu engine host calls per execution', () => {
     L.layer.destroy();
   });
 
-  it.each([[300, 'several blocks of slots: five passes'], [100, 'one block: the fused pass']])('one dispatch primitive, T = %i (%s): bad ids, then good ids, then twice in one submit: the placement every time (nothing left in the scratch)', async (Tn) => {
-    const En = 5, kn = 2;
+  it.each([[300, 5, 'grid'], [100, 5, 'one'], [300, 600, 'two'], [300, 1100, 'four']] as const)('one dispatch primitive, T = %i, E = %i (form %s): bad ids, then good ids, then twice in one submit: the placement every time (nothing left in the scratch)', async (Tn, En, form) => {
+    const kn = 2;
     const pd = new moe.dispatch.PrimitiveDesc(gpu, { tokens: Tn, topK: kn, experts: En });
+    expect(formOf(pd.problem)).toBe(form);
     const prim = new moe.dispatch.Primitive(pd);
     const q = (what: Parameters<moe.dispatch.PrimitiveDesc['queryMd']>[0]): GpuMemory => Memory.create(pd.queryMd(what)!, gpu);
     const ids = q('topk_ids'), dst = q('dst'), tokenIndex = q('token_index'), tokenKs = q('token_ks'), rowOf = q('row_of');
@@ -187,8 +189,8 @@ describe('gpu engine host calls per execution', () => {
       expect(Array.from(await tokenKs.read())).toEqual(ksWant);
     };
     const a = randomIds(mulberry32(7), Tn, En, kn);
-    // Expert 4 absent: the place pass writes no count for it, so a count left by the run before (which
-    // had it in every block) would shift the rows.
+    // The last expert absent: the four-pass place writes no count for it, so a count left by the run
+    // before (which had it in every block) would shift the rows.
     const b = Int32Array.from({ length: Tn * kn }, (_, i) => i % (En - 1));
     const bad = Int32Array.from(a);
     bad[Tn + 1] = En;

@@ -162,6 +162,8 @@ const CASES: readonly Case[] = [
   { name: 'dst bf16', T: 6, k: 2, N: 21, src: 'grouped', dst: dt.bf16 },
   { name: 'dst f16, odd N (halves of a word in two rows)', T: 6, k: 3, N: 31, src: 'plain', dst: dt.f16 },
   { name: 'N = 1', T: 7, k: 2, N: 1, src: 'grouped', E: 2 },
+  { name: 'T k = 609 > 256: the check pass before the combine', T: 203, k: 3, N: 70, src: 'grouped', E: 5, absentEvery: 7 },
+  { name: 'dst bf16, T = 21', T: 21, k: 2, N: 21, src: 'grouped', dst: dt.bf16 },
 ];
 
 describe('moe.combine on the gpu engine', () => {
@@ -197,8 +199,8 @@ describe('moe.combine on the gpu engine', () => {
     }
   });
 
-  it('row_of out of [-1, rows) is raised at wait() with the cpu message; dst untouched; a good run after it works', async () => {
-    const c: Case = { name: 'bad', T: 13, k: 3, N: 37, src: 'plain' };
+  it.each([13, 1400])('row_of out of [-1, rows) is raised at wait() with the cpu message; dst untouched; a good run after it works (T = %i, k = 3: check fused / check pass)', async (T) => {
+    const c: Case = { name: 'bad', T, k: 3, N: 37, src: 'plain' };
     const d = makeData(c, mulberry32(5));
     const rows = d.srcMd.dims[0];
     const pd = pdOf(gpu, c, d);
@@ -210,6 +212,7 @@ describe('moe.combine on the gpu engine', () => {
     for (const [i, v, msg] of [
       [7, rows, `ARG.MOE_ROW_OF[2, 1] = ${rows} is out of range [-1, rows = ${rows})`],
       [38, -2, 'ARG.MOE_ROW_OF[12, 2] = -2 is out of range'],
+      [3 * T - 1, -2, `ARG.MOE_ROW_OF[${T - 1}, 2] = -2 is out of range`],
     ] as const) {
       const bad = Int32Array.from(d.rowOf);
       bad[i] = v;

@@ -11,6 +11,7 @@ import {
   ARG, Engine, GpuEngine, GpuMemory, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, tag, type DataType,
 } from '../src/index.js';
 import type { DispatchOptions } from '../src/primitives/moe/dispatch/index.js';
+import { formOf } from '../src/primitives/moe/dispatch/webgpu_dispatch.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { randomIds, refPlace } from './moe_dispatch_cases.js';
@@ -381,5 +382,52 @@ describe('gpu moe.dispatch feeds the grouped matmul on the device', () => {
     const sizes = ref.offs.slice(1).map((v, g) => v - ref.offs[g]);
     const got = (await out.read()) as Float32Array;
     assertClose(got.subarray(0, ref.offs[E] * N), refGroupedM(x, w, sizes, K, N), TOL_F32, 'GEMM after the gpu dispatch');
+  });
+});
+
+describe('gpu moe.dispatch: each form (one workgroup, one pass over a grid, two passes, the storage-scratch four passes) against the cpu engine', () => {
+  /** A case per form and feature; the form is the one formOf picks, checked, so a rule change cannot hide one. */
+  const cases: [string, 'one' | 'grid' | 'two' | 'four', DispatchOptions, number][] = [
+    ['decode, k = 6 of E = 64', 'one', { tokens: 1, topK: 6, experts: 64 }, 1],
+    ['256 slots, aligned to 4, skewed', 'one', { tokens: 32, topK: 8, experts: 16, alignBlockSize: 4 }, 2],
+    ['E = 1', 'one', { tokens: 5, topK: 1, experts: 1 }, 3],
+    ['expert map over 3 of 7 local (E = 300 > n)', 'one', { tokens: 9, topK: 3, experts: 300, localExperts: 7, expertMap: true }, 4],
+    ['batched, index-only', 'one', { tokens: 9, topK: 2, experts: 6, format: 'batched', maxTokens: 9 }, 5],
+    ['G = 1024, 300 slots', 'two', { tokens: 100, topK: 3, experts: 1024 }, 6],
+    ['several blocks, aligned to 3, skewed', 'grid', { tokens: 700, topK: 2, experts: 40, alignBlockSize: 3 }, 7],
+    ['hidden at decode', 'grid', { tokens: 2, topK: 2, experts: 8, hidden: memory.desc([2, 5], dt.f32, tag.ab) }, 8],
+    ['expert map, E = 600 > n = 40, hidden', 'grid', { tokens: 20, topK: 2, experts: 600, localExperts: 5, expertMap: true, hidden: memory.desc([20, 3], dt.f32, tag.ab) }, 9],
+    ['expert map, G = 600 of E = 2000 > n = 40 (more place workgroups than blocks), hidden', 'two', { tokens: 20, topK: 2, experts: 2000, localExperts: 600, expertMap: true, hidden: memory.desc([20, 3], dt.f32, tag.ab) }, 12],
+    ['33 blocks, aligned to 2', 'two', { tokens: 4200, topK: 2, experts: 40, alignBlockSize: 2 }, 13],
+    ['batched with hidden, several blocks', 'grid', { tokens: 300, topK: 2, experts: 4, hidden: memory.desc([300, 3], dt.f32, tag.ab), format: 'batched', maxTokens: 300 }, 10],
+    ['G = 1025', 'four', { tokens: 7, topK: 4, experts: 1025, alignBlockSize: 2 }, 11],
+  ];
+  it.each(cases)('%s: form %s', async (_name, form, o, seed) => {
+    const pd = new moe.dispatch.PrimitiveDesc(gpu, o);
+    expect(formOf(pd.problem)).toBe(form);
+    const E = o.experts, G = o.localExperts ?? E;
+    const rng = mulberry32(seed);
+    const ids = randomIds(rng, o.tokens, E, o.topK, seed % 2 === 0 ? 0 : undefined);
+    const map = o.expertMap ? Int32Array.from({ length: E }, (_, e) => (e % 3 === 0 ? (e / 3) % G : -1)) : undefined;
+    const hidden = o.hidden ? randomF32(mulberry32(seed + 50), o.hidden.dims[0] * o.hidden.dims[1]) : undefined;
+    const r = await expectSameAsCpu(o, { ids, map, hidden });
+    if (!o.format) expectPlacement(r, ids, o.tokens, o.topK, G, o.hidden ? o.hidden.dims[1] : 0, hidden, o.alignBlockSize ?? 1, map);
+  });
+
+  it.each([['one', 3], ['grid', 400], ['two', 400], ['four', 3]] as const)('form %s: the first bad id, a bad map entry, an expert over capacity, each raised at wait with nothing written', async (form, T) => {
+    const E = form === 'four' ? 1100 : form === 'two' ? 600 : 8, k = 2;
+    const ids = randomIds(mulberry32(T), T, E, k);
+    const o: DispatchOptions = { tokens: T, topK: k, experts: E };
+    expect(formOf(new moe.dispatch.PrimitiveDesc(gpu, o).problem)).toBe(form);
+    const bad = Int32Array.from(ids);
+    bad[2 * T - 1] = -4;
+    bad[2 * T - 3] = E;
+    await expectRejected(o, { ids: bad }, `ARG.MOE_TOPK_IDS[${T - 2}, 1] = ${E} is out of range [0, experts = ${E})`);
+    const mo: DispatchOptions = { ...o, localExperts: 4, expertMap: true };
+    const map = Int32Array.from({ length: E }, (_, e) => (e < 4 ? e : -1));
+    map[E - 1] = 4;
+    await expectRejected(mo, { ids, map }, `ARG.MOE_EXPERT_MAP[${E - 1}] = 4 is out of range [-1, local experts = 4)`);
+    const skew = randomIds(mulberry32(T + 1), T, E, k, 1);
+    await expectRejected({ ...o, format: 'batched', maxTokens: T - 1 }, { ids: skew }, `expert 1 receives ${T} rows, more than maxTokens = ${T - 1}`);
   });
 });

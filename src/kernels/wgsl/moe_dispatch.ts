@@ -18,8 +18,9 @@
  *    the flag and block counts zeroed, as the next execution's place pass needs them (the scan rewrites
  *    the counts and starts in full), so no clear of the scratch precedes an execution.
  *
- * At decode sizes (one block of slots, no hidden copy) passes 1, 2, 3 and 5 run as one single-workgroup
- * dispatch (`dispatchFusedWgsl`).
+ * This storage-scratch form runs where the workgroup-memory forms of moe_dispatch_local.ts do not fit
+ * (more than DISPATCH_LOCAL_MAX_G local experts or DISPATCH_LOCAL_MAX_BLOCKS blocks of slots); its
+ * hidden copy (pass 4) serves both.
  *
  * Errors are ranked by a key (slot i: i; map entry e: n + e; expert g over capacity: n + E + g) and the
  * smallest is kept in scratch word 0 by an integer atomicMax of its complement (0: none); passes 3 and 4
@@ -39,10 +40,10 @@ export function dispatchScratchWords(n: number, G: number): number {
 /**
  * Params (uniform, u32): n = T k, k, E, G, R (routed-row capacity), cap (batched), block (alignment),
  * batched, nb (blocks), slot (status word), K, hld (hidden row stride), hasMap, maxDim (workgroups per
- * grid dimension), half (16-bit hidden), pad.
+ * grid dimension), half (16-bit hidden), nbp (place workgroups of moe_dispatch_local.ts's two-pass form).
  */
-const COMMON = /* wgsl */ `
-struct Params { n: u32, k: u32, E: u32, G: u32, R: u32, cap: u32, block: u32, batched: u32, nb: u32, slot: u32, K: u32, hld: u32, hasMap: u32, maxDim: u32, half: u32, _p: u32 }
+export const DISPATCH_COMMON = /* wgsl */ `
+struct Params { n: u32, k: u32, E: u32, G: u32, R: u32, cap: u32, block: u32, batched: u32, nb: u32, slot: u32, K: u32, hld: u32, hasMap: u32, maxDim: u32, half: u32, nbp: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 fn CNT() -> u32 { return 4u; }
 fn START() -> u32 { return 4u + P.G; }
@@ -52,7 +53,7 @@ fn RANK() -> u32 { return LOC() + P.n; }
 `;
 
 const SCRATCH_RW = '@group(0) @binding(3) var<storage, read_write> scr: array<atomic<u32>>;';
-const IDS = '@group(0) @binding(1) var<storage, read> ids: array<i32>;\n@group(0) @binding(2) var<storage, read> emap: array<i32>;';
+export const DISPATCH_IDS = '@group(0) @binding(1) var<storage, read> ids: array<i32>;\n@group(0) @binding(2) var<storage, read> emap: array<i32>;';
 const FAIL = 'fn fail_key(key: u32) { atomicMax(&scr[0], 0xffffffffu - key); }';
 const GID = '(wid.y * nwg.x + wid.x) * 256u + li';
 const BUILTINS = '@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32';
@@ -106,8 +107,8 @@ fn check_map_entry(e: u32) {
 `;
 
 export function dispatchPlaceWgsl(): string {
-  return /* wgsl */ `${COMMON}
-${IDS}
+  return /* wgsl */ `${DISPATCH_COMMON}
+${DISPATCH_IDS}
 ${SCRATCH_RW}
 ${FAIL}
 ${PLACE_FN}
@@ -173,7 +174,7 @@ fn scan(li: u32) {
 `;
 
 export function dispatchScanWgsl(): string {
-  return /* wgsl */ `${COMMON}
+  return /* wgsl */ `${DISPATCH_COMMON}
 ${SCRATCH_RW}
 @group(0) @binding(4) var<storage, read_write> args: array<u32>;
 ${FAIL}
@@ -197,7 +198,7 @@ fn main(@builtin(local_invocation_index) li: u32) {
 `;
 }
 
-const WRITE_BINDINGS = /* wgsl */ `
+export const DISPATCH_WRITE_BINDINGS = /* wgsl */ `
 @group(0) @binding(5) var<storage, read_write> rowOf: array<i32>;
 @group(0) @binding(6) var<storage, read_write> ti: array<i32>;
 @group(0) @binding(7) var<storage, read_write> ks: array<i32>;
@@ -252,9 +253,9 @@ fn write_at(i: u32) {
 `;
 
 export function dispatchWriteWgsl(): string {
-  return /* wgsl */ `${COMMON}
+  return /* wgsl */ `${DISPATCH_COMMON}
 ${SCRATCH_RW}
-${WRITE_BINDINGS}
+${DISPATCH_WRITE_BINDINGS}
 ${WRITE_FN}
 @compute @workgroup_size(256)
 fn main(${BUILTINS}) {
@@ -298,7 +299,7 @@ export function dispatchCopyWgsl(half: boolean): string {
   let c = j - r * P.K;
   let t = ti[r];
   if (t >= 0) { dst[j] = hid[u32(t) * P.hld + c]; } else if (P.batched == 0u) { dst[j] = 0u; }`;
-  return /* wgsl */ `${COMMON}
+  return /* wgsl */ `${DISPATCH_COMMON}
 @group(0) @binding(3) var<storage, read> scr: array<u32>;
 @group(0) @binding(6) var<storage, read> ti: array<i32>;
 @group(0) @binding(9) var<storage, read> hid: array<u32>;
@@ -312,7 +313,7 @@ fn main(${BUILTINS}) {
 `;
 }
 
-const STATUS_BINDING = '@group(0) @binding(11) var<storage, read_write> status: array<u32>;';
+export const DISPATCH_STATUS = '@group(0) @binding(11) var<storage, read_write> status: array<u32>;';
 
 /** `report(f)`: the violation of flag value f (its key inverted) written to the status slot, with its words. */
 const REPORT_FN = /* wgsl */ `
@@ -362,10 +363,10 @@ const RESET = /* wgsl */ `
   }`;
 
 export function dispatchReportWgsl(): string {
-  return /* wgsl */ `${COMMON}
-${IDS}
+  return /* wgsl */ `${DISPATCH_COMMON}
+${DISPATCH_IDS}
 ${SCRATCH_RW}
-${STATUS_BINDING}
+${DISPATCH_STATUS}
 ${REPORT_FN}
 var<workgroup> flagW: u32;
 
@@ -373,45 +374,6 @@ var<workgroup> flagW: u32;
 fn main(@builtin(local_invocation_index) li: u32) {
   if (li == 0u) { flagW = atomicLoad(&scr[0]); }
   let f = workgroupUniformLoad(&flagW);
-${RESET}
-}
-`;
-}
-
-/**
- * place, scan, write and report in one workgroup, for at most one block of slots (decode sizes) without
- * a hidden copy: one dispatch instead of four (each costs ~10 us of host time through Dawn on an H200).
- * The same functions as the four passes, separated by barriers; the same outputs and errors.
- */
-export function dispatchFusedWgsl(): string {
-  return /* wgsl */ `${COMMON}
-${IDS}
-${SCRATCH_RW}
-${WRITE_BINDINGS}
-${STATUS_BINDING}
-${FAIL}
-${PLACE_FN}
-${SCAN_FN}
-${WRITE_FN}
-${REPORT_FN}
-var<workgroup> flagW: u32;
-
-@compute @workgroup_size(${DISPATCH_BLOCK})
-fn main(@builtin(local_invocation_index) li: u32) {
-  place(0u, li);
-  if (P.hasMap == 1u) { for (var e = li; e < P.E; e += ${DISPATCH_BLOCK}u) { check_map_entry(e); } }
-  storageBarrier();
-  workgroupBarrier();
-  scan(li);
-  storageBarrier();
-  workgroupBarrier();
-  if (li == 0u) { flagW = atomicLoad(&scr[0]); }
-  let f = workgroupUniformLoad(&flagW);
-  if (f == 0u) {
-    for (var i = li; i < max(max(P.n, P.R), P.G + 1u); i += ${DISPATCH_BLOCK}u) { write_at(i); }
-  }
-  storageBarrier();
-  workgroupBarrier();
 ${RESET}
 }
 `;
