@@ -41,9 +41,20 @@ export const gpuKernelTuning: {
    * Infinity: the splits that leave each thread gemvKPerThread K iterations (the previous choice).
    */
   gemvTargetWorkgroups: number;
+  /** gemv-splitk's lanes per workgroup (S = 256 / lanes K slices in it), undefined: gemvGeometry's default. */
+  gemvLanes: number | undefined;
+  /** gemv-splitk's weight loads in flight per thread (4, 8, 16). */
+  gemvUnroll: number;
+  /** gemv-splitk applies weight scales with K blocks to the block's partial sums (GemvSplitKConfig.blockScale). */
+  gemvBlockScale: boolean;
+  /** gemv-splitk's rows per tile, undefined: the planner's choice. */
+  gemvRows: number | undefined;
+  /** gemv-splitk's K per slice rounded up to the weights' scale K block (whole blocks per slice) and to the unroll. */
+  gemvAlignK: boolean;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
+  gemvLanes: undefined, gemvUnroll: 4, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
 };
 
 /**
@@ -134,12 +145,13 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   }
   const chain = fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries);
   if (chain === undefined) return undefined;
-  const { C, L, S } = gemvGeometry(p.weights.dataType);
+  const lanes = gpuKernelTuning.gemvLanes;
+  const { C, L, S } = gemvGeometry(p.weights.dataType, lanes);
   const w = p.weights.strides;
   // GLU halves: the up columns start N / 2 after the gate ones, aligned for vector loads only when C divides it.
   const halves = fusion?.glu?.layout === 'halves';
   const vec = w[2] === 1 && w[1] % C === 0 && w[0] % C === 0 && (!halves || (p.N / 2) % C === 0);
-  const rows = meanRows <= 4 ? 4 : 8;
+  const rows = gpuKernelTuning.gemvRows ?? (meanRows <= 4 ? 4 : 8);
   // A GLU column tile holds the gate and up columns of half as many dst columns.
   const colTiles = Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
   const kSplit0 = gpuKernelTuning.gemvKSplit ?? (gpuKernelTuning.kPerThread !== undefined
@@ -148,14 +160,29 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   let kSplit = kSplit0;
   while (kSplit > 1 && kSplit * p.M * p.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
   if (colTiles * kSplit > 65535) return undefined;
-  const kChunk = Math.ceil(p.K / (kSplit * S));
+  const unroll = gpuKernelTuning.gemvUnroll;
+  const kChunk = alignedKChunk(Math.ceil(p.K / (kSplit * S)), p, unroll);
   const moe = { gather: p.moe.gather, scatter: p.moe.scatterTopK > 0, zeroFill: p.moe.zeroFill };
   const base: GemvSplitKConfig = {
     rows, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, vec, kSplit, epilogue: chain, fusion, moe,
+    lanes, unroll, blockScale: gpuKernelTuning.gemvBlockScale,
   };
   const inline = inlineScheduleOf(p, rows);
   const cfg = inline && fitsStorage({ ...base, inline }, eng) ? { ...base, inline } : base;
   return { cfg, colTiles, kChunk };
+}
+
+/**
+ * K per slice (gpuKernelTuning.gemvAlignK): whole K blocks of the weights' scales / zero points where
+ * a slice holds one or more (a slice starting inside a block runs its head one load at a time), else a
+ * multiple of the unroll. The last slices may get less K, or none.
+ */
+function alignedKChunk(kChunk: number, p: MatmulProblem, unroll: number): number {
+  if (!gpuKernelTuning.gemvAlignK) return kChunk;
+  const kb = weiKBlocksOf(p, 1);
+  const block = Math.max(kb?.wsc ?? 0, kb?.wzp ?? 0);
+  const a = block > 0 && block <= kChunk && block % 4 === 0 ? block : Math.min(unroll, kChunk);
+  return Math.ceil(kChunk / a) * a;
 }
 
 /**
