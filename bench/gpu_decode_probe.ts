@@ -15,7 +15,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
-import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { GEMV_PREVIOUS_TUNING, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { gpuRoutingTuning } from '../src/primitives/moe/routing/webgpu_routing.js';
 import { countDawnCalls, layerMemories, layerPd, routedSizes, type GpuMoeVariant } from './gpu_bench_common.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
@@ -26,10 +26,7 @@ const REPS = Number(arg('reps', '30'));
 const SPIN_MS = Number(arg('spin-ms', '1500'));
 
 interface Choice { readonly name: string; readonly kernel: Partial<typeof gpuKernelTuning>; readonly checked: boolean }
-/** The gemv tuning before session 10 (gemv5), spelled out so that `old` stays the previous kernel whatever the defaults. */
-const GEMV_PREVIOUS: Partial<typeof gpuKernelTuning> = {
-  gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512, gemvLanes: undefined, gemvUnroll: 4, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
-};
+const GEMV_PREVIOUS = GEMV_PREVIOUS_TUNING;
 const CHOICES: Record<string, Choice> = {
   sched: { name: 'sched', kernel: { ...GEMV_PREVIOUS, gemvInline: false, gemvTargetWorkgroups: Infinity }, checked: false },
   inlold: { name: 'inlold', kernel: { ...GEMV_PREVIOUS, gemvTargetWorkgroups: Infinity }, checked: true },
@@ -177,12 +174,21 @@ async function floors(eng: GpuEngine, strm: Stream): Promise<Record<string, numb
     });
     await strm.wait();
   };
+  const engineRecord = (): void => {
+    const slot = eng.status.take(() => undefined);
+    eng.computePass('probe.floor', (pass) => {
+      pass.setPipeline(p);
+      pass.setBindGroup(0, eng.bindGroup(p, [{ binding: 0, resource: slot.binding }]));
+      pass.dispatchWorkgroups(1);
+    });
+  };
   await keepGpuBusy(eng, SPIN_MS);
   const [rawDone, rawMap, eng1] = await interleaved([raw(false), raw(true), engine], 50);
+  const [split] = await interleavedSplit([{ exec: engineRecord, wait: () => strm.wait() }], 50);
   const gpu = await passTimes(eng, 10, engine);
   read.destroy();
   buf.destroy();
-  return { rawDone, rawMap, engine: eng1, gpu: gpu.total };
+  return { rawDone, rawMap, engine: eng1, engineExec: split.exec, engineWait: split.wait, gpu: gpu.total };
 }
 
 /** GB/s of a WGSL kernel reading `bytes` once (vec4 loads, grid-stride), wait included (gpu_bench.ts readRate). */
@@ -222,7 +228,7 @@ async function readRate(eng: GpuEngine, bytes: number): Promise<number> {
 async function gemmRows(eng: GpuEngine, strm: Stream, choices: readonly Choice[], out: Record<string, unknown>[]): Promise<void> {
   const fl = await floors(eng, strm);
   const gbs = await readRate(eng, Number(arg('read-mib', '512')) << 20);
-  console.log(`floor (1 dispatch + wait): raw onSubmittedWorkDone ${(fl.rawDone * 1000).toFixed(1)} us, raw map read-back ${(fl.rawMap * 1000).toFixed(1)} us, engine (status slot, stream.wait) ${(fl.engine * 1000).toFixed(1)} us; its GPU pass ${(fl.gpu * 1000).toFixed(1)} us; read kernel ${gbs.toFixed(0)} GB/s`);
+  console.log(`floor (1 dispatch + wait): raw onSubmittedWorkDone ${(fl.rawDone * 1000).toFixed(1)} us, raw map read-back ${(fl.rawMap * 1000).toFixed(1)} us, engine (status slot, stream.wait) ${(fl.engine * 1000).toFixed(1)} us (record ${(fl.engineExec * 1000).toFixed(1)} + wait ${(fl.engineWait * 1000).toFixed(1)}); its GPU pass ${(fl.gpu * 1000).toFixed(1)} us; read kernel ${gbs.toFixed(0)} GB/s`);
   out.push({ kind: 'floors', ...fl, readGBs: gbs });
   // --gemm-shape=E,K,N: a small shape for a smoke run on SwiftShader.
   const [E, K, N] = arg('gemm-shape', '64,2048,2816').split(',').map(Number), TOPK = 6;
@@ -255,6 +261,8 @@ async function gemmRows(eng: GpuEngine, strm: Stream, choices: readonly Choice[]
       const bytes = touched * (wq.desc.getSize() + (sc?.desc.getSize() ?? 0)) / E;
       const bound = fl.rawDone + 2 * bytes / (gbs * 1e6);
       const fns = pds.map((x) => ({ exec: () => x.prim.execute(strm, args), wait: () => strm.wait() }));
+      // node --expose-gc: no collection of the previous row's garbage inside the timed loop.
+      (globalThis as { gc?: () => void }).gc?.();
       await keepGpuBusy(eng, SPIN_MS);
       const split = await interleavedSplit(fns);
       const gpu: { total: number; byLabel: Record<string, number> }[] = [];

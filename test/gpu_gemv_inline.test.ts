@@ -12,7 +12,7 @@ import {
   ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag,
   type DataType, type GpuEngine, type GpuMemory, type MemoryDesc,
 } from '../src/index.js';
-import { gemvKSplitFor, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { GEMV_PREVIOUS_TUNING, gemvKSplitFor, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { expectBitwise, expectClose, gluExpected, type GluSpec, type Outcome } from './quant_helpers.js';
 import { mulberry32 } from './workloads.js';
@@ -278,8 +278,18 @@ describe('gemv-splitk with the schedule inside the kernel: host-known per-group 
   });
 });
 
-describe('gemv-splitk K splits for 4-bit weights aim at a grid of gpuKernelTuning.gemvTargetWorkgroups (512) workgroups', () => {
-  it('gemvKSplitFor: fewer splits as column tiles x schedule tiles grow, never past the K iterations per thread, at least 1', () => {
+describe('gemv-splitk K splits: below gpuKernelTuning.gemvMinWorkgroups (128) workgroups only; the previous rule on request', () => {
+  it('gemvKSplitFor: splits only to bring the grid to 128 workgroups, never past the K iterations per thread, at least 1', () => {
+    // MoE-B int4 at T = 1 with 16 lanes: 22 column tiles x 8 tiles = 176 workgroups -> no split.
+    expect(gemvKSplitFor(2048, 16, 22, 8, dt.u4)).toBe(1);
+    // 88 workgroups -> 2 splits; one workgroup -> as many as K / (S x 32) allows.
+    expect(gemvKSplitFor(2048, 16, 11, 8, dt.u4)).toBe(2);
+    expect(gemvKSplitFor(2048, 16, 1, 1, dt.u4)).toBe(4);
+    expect(gemvKSplitFor(2048, 32, 1, 1, dt.s8)).toBe(1);
+    expect(gemvKSplitFor(64, 8, 1, 2, dt.u4)).toBe(1);
+  });
+  it('the previous rule (gemvMinWorkgroups unset): 4-bit weights aim at gemvTargetWorkgroups (512), the others K / (S x 64)', () => {
+    gpuKernelTuning.gemvMinWorkgroups = undefined;
     // MoE-B int4 at T = 1: 11 column tiles x 8 tiles -> 5 splits; T = 4: 30 tiles -> 1.
     expect(gemvKSplitFor(2048, 8, 11, 8, dt.u4)).toBe(5);
     expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(1);
@@ -291,12 +301,17 @@ describe('gemv-splitk K splits for 4-bit weights aim at a grid of gpuKernelTunin
     gpuKernelTuning.gemvTargetWorkgroups = Infinity;
     expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(8);
   });
-  it('a MoE-B shaped int4 decode GEMM names its splits (pd only, nothing allocated)', () => {
+  it('a MoE-B shaped int4 decode GEMM names its rows per tile and splits (pd only, nothing allocated)', () => {
     const pdOf = (T: number): string => {
       const M = 6 * T;
       const attr = new PrimitiveAttr().setScales(ARG.WEIGHTS, 7, [1, 32, 1], dt.f32);
       return new matmul.PrimitiveDesc(eng, groupedMd(M, 2048, 64), plainMd([64, 2048, 2816], dt.u4), groupedMd(M, 2816, 64), attr).implInfo;
     };
+    // M <= G: one row per tile, no K split.
+    expect(pdOf(1)).toBe('webgpu:gemv-splitk-r1-kg1-vec+inline-schedule');
+    expect(pdOf(8)).toBe('webgpu:gemv-splitk-r1-kg1-vec+inline-schedule');
+    expect(pdOf(16)).toBe('webgpu:gemv-splitk-r4-kg1-vec+inline-schedule');
+    Object.assign(gpuKernelTuning, GEMV_PREVIOUS_TUNING);
     expect(pdOf(1)).toBe('webgpu:gemv-splitk-r4-kg5-vec+inline-schedule');
     expect(pdOf(4)).toBe('webgpu:gemv-splitk-r4-kg1-vec+inline-schedule');
   });

@@ -361,12 +361,14 @@ function dequantizes(c: GemvSplitKConfig): boolean {
 
 /**
  * Whether the weights' scale multiplies each K block's partial sums (cfg.blockScale) instead of every
- * weight: a float GEMM whose weight scale is constant over K blocks (or over K), not one per k.
+ * weight: a float GEMM whose weight scale has K blocks.
  */
 export function hoistsScale(c: GemvSplitKConfig): boolean {
   const f = c.fusion;
   if (!c.blockScale || !f?.weiScale || f.intAcc) return false;
-  return fusionOperands(f).find((o) => o.name === 'wsc')?.op.terms.dims[1] !== 'u';
+  // K blocks only: per-column scales (no K term) measured no faster hoisted on an H200
+  // (reports/gemv5-h200.md), and a scale per k gains nothing.
+  return fusionOperands(f).find((o) => o.name === 'wsc')?.op.terms.dims[1] === 'b';
 }
 
 /**
