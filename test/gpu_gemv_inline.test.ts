@@ -165,6 +165,7 @@ describe('gemv-splitk with the schedule inside the kernel: the float64 expectati
  */
 describe('gemv-splitk tunings: the float64 expectation under every geometry', () => {
   const TUNINGS: ReadonlyArray<readonly [string, Partial<typeof gpuKernelTuning>]> = [
+    ['the defaults (8 loads in flight: the long K slices run that loop)', {}],
     ['8 lanes, 16 loads in flight, block scales, aligned K, 1 row per tile', { gemvLanes: 8, gemvUnroll: 16, gemvBlockScale: true, gemvAlignK: true, gemvRows: 1 }],
     ['4 lanes, 8 loads in flight, 2 rows per tile, 3 K splits, block scales', { gemvLanes: 4, gemvUnroll: 8, gemvRows: 2, gemvKSplit: 3, gemvBlockScale: true }],
     ['64 lanes, 16 loads in flight, aligned K, 2 K splits', { gemvLanes: 64, gemvUnroll: 16, gemvAlignK: true, gemvKSplit: 2 }],
