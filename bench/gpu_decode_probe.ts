@@ -3,21 +3,27 @@
  * kernel choices, timed execution by execution interleaved (A, B, C, ... A, B, C, ...) in one process,
  * after the GPU was kept busy (sustained clocks, gpu_clock_warmup.ts). Choices:
  *   sched: the grouped-schedule dispatch before gemv-splitk, the routing check pass, K splits from the
- *          K iterations per thread alone (the previous path);
- *   inlold: the schedule inside gemv-splitk, routing checked in its route kernel, the previous K splits;
- *   new: the defaults (inline schedule, checked routing, K splits for a grid of ~512 workgroups);
- *   t256 / t1024: new aiming at 256 / 1024 workgroups;
- *   kg1 / kg2 / kg4: new with gemv-splitk's K splits forced (1: no reduce pass).
+ *          K iterations per thread alone;
+ *   inlold: the schedule inside gemv-splitk, routing checked in its route kernel, those K splits;
+ *   old: gemv-splitk as before session 10 (GEMV_PREVIOUS_TUNING: 4 rows per tile, 32 / 16 lanes, 4 loads
+ *        in flight, K splits for a grid of ~512 workgroups with 4-bit weights);
+ *   new: the defaults;
+ *   t256 / t1024: new aiming at 256 / 1024 workgroups; kg1 / kg2 / kg4: new with K splits forced;
+ *   a spec over the defaults (choiceOf: L lanes, U loads in flight, K splits, R rows, H block scales,
+ *   A aligned K, T target workgroups; a leading O starts from `old`), e.g. L16U8R1.
  *   --workloads=decode-1,decode-4,decode-8,qwen3-decode-1 --variants=int4,f32,int8 --tokens=1,4,8 --reps=30
- *   --choices=sched,new,kg1,kg2,kg4 --spin-ms=1500 --gemm=true
- * Prints one line per row: wall (execute + wait) median per choice, GPU pass time (timestamp queries) for
- * the layer, the impl names; writes JSON to $OUT/gpu_decode_probe.json when OUT is set.
+ *   --choices=old,new,L8,R4 --spin-ms=1500 --gemm=true --types=f32,u4,s8 --gemm-shape=64,2048,2816
+ * Layer rows: wall (execute + wait) median per choice, GPU pass time (timestamp queries), the impl names.
+ * GEMM rows (the grouped matmul P#1 alone, gemmRows): floors three ways, then per choice the wall split
+ * into host recording (execute) and wait, GPU time per pass, Dawn calls at the first token count,
+ * beside issue 20's bound. Run node with --expose-gc (a collection before each row). Writes JSON to
+ * $OUT/gpu_decode_probe.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { GEMV_PREVIOUS_TUNING, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { gpuRoutingTuning } from '../src/primitives/moe/routing/webgpu_routing.js';
-import { countDawnCalls, layerMemories, layerPd, routedSizes, type GpuMoeVariant } from './gpu_bench_common.js';
+import { countDawnCalls, layerMemories, layerPd, readRate, routedSizes, type GpuMoeVariant } from './gpu_bench_common.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { gpuMoeWorkload } from './gpu_moe_bench.js';
 
@@ -191,33 +197,6 @@ async function floors(eng: GpuEngine, strm: Stream): Promise<Record<string, numb
   return { rawDone, rawMap, engine: eng1, engineExec: split.exec, engineWait: split.wait, gpu: gpu.total };
 }
 
-/** GB/s of a WGSL kernel reading `bytes` once (vec4 loads, grid-stride), wait included (gpu_bench.ts readRate). */
-async function readRate(eng: GpuEngine, bytes: number): Promise<number> {
-  const p = eng.pipeline('probe-read', () => `@group(0) @binding(0) var<storage, read> a: array<vec4f>;
-@group(0) @binding(1) var<storage, read_write> o: array<f32>;
-@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) nw: vec3u) {
-  let n = arrayLength(&a); let stride = nw.x * 256u; var s = vec4f(0.0);
-  for (var i = g.x; i < n; i += stride) { s += a[i]; }
-  if (s.x == 1.2345e-30) { o[g.x] = s.y; }
-}`);
-  const a = eng.createBuffer(bytes, 'read src'), o = eng.createBuffer(4 * 256 * 8192, 'read out');
-  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: a } }, { binding: 1, resource: { buffer: o } }] });
-  await keepGpuBusy(eng, SPIN_MS);
-  const [ms] = await interleaved([async () => {
-    const enc = eng.device.createCommandEncoder();
-    const pass = enc.beginComputePass();
-    pass.setPipeline(p);
-    pass.setBindGroup(0, bg);
-    pass.dispatchWorkgroups(8192);
-    pass.end();
-    eng.device.queue.submit([enc.finish()]);
-    await eng.device.queue.onSubmittedWorkDone();
-  }], 10, 3);
-  a.destroy();
-  o.destroy();
-  return bytes / ms / 1e6;
-}
-
 /**
  * The grouped matmul P#1 alone (MoE-B: E = 64, top-6, K = 2048, N = 2816) for f32 / u4 K-block 32 / s8
  * per column at the --tokens counts, under each choice: wall (execute + wait) split into the host's
@@ -227,7 +206,8 @@ async function readRate(eng: GpuEngine, bytes: number): Promise<number> {
  */
 async function gemmRows(eng: GpuEngine, strm: Stream, choices: readonly Choice[], out: Record<string, unknown>[]): Promise<void> {
   const fl = await floors(eng, strm);
-  const gbs = await readRate(eng, Number(arg('read-mib', '512')) << 20);
+  await keepGpuBusy(eng, SPIN_MS);
+  const gbs = (await readRate(eng, Number(arg('read-mib', '512')) << 20)).gbs;
   console.log(`floor (1 dispatch + wait): raw onSubmittedWorkDone ${(fl.rawDone * 1000).toFixed(1)} us, raw map read-back ${(fl.rawMap * 1000).toFixed(1)} us, engine (status slot, stream.wait) ${(fl.engine * 1000).toFixed(1)} us (record ${(fl.engineExec * 1000).toFixed(1)} + wait ${(fl.engineWait * 1000).toFixed(1)}); its GPU pass ${(fl.gpu * 1000).toFixed(1)} us; read kernel ${gbs.toFixed(0)} GB/s`);
   out.push({ kind: 'floors', ...fl, readGBs: gbs });
   // --gemm-shape=E,K,N: a small shape for a smoke run on SwiftShader.

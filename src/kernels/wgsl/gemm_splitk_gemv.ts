@@ -11,7 +11,7 @@ import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING } from './gemm_rows.js';
  * workgroups: along N into column tiles of L lanes x C columns, and along K twice, into S slices
  * inside the workgroup and KG splits across workgroups. Each thread streams C consecutive weight
  * columns of its K slice with one vector load per k (vec4f for f32, two u32 for 16-bit, one u32
- * for 8-bit and 4-bit codes, decoded in registers), unrolled by 4 so four loads are in flight, and
+ * for 8-bit and 4-bit codes, decoded in registers), unrolled by U (`unroll`) so U loads are in flight, and
  * keeps R x C accumulators (rows past the tile's end read its last row and are never stored).
  *
  * Reduction in a fixed order, no atomics: the S slices of a workgroup are summed through workgroup
