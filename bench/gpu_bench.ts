@@ -12,7 +12,7 @@
  * Prints a table and writes JSON to $OUT/gpu_bench.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
-import { routedSizes } from './gpu_bench_common.js';
+import { readRate, routedSizes } from './gpu_bench_common.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
@@ -83,33 +83,6 @@ async function floor(eng: GpuEngine): Promise<number> {
   }, 50, 5);
 }
 
-/** GB/s of a WGSL kernel that reads `bytes` once (vec4 loads, grid-stride), wait included. */
-async function readRate(eng: GpuEngine, bytes: number): Promise<{ ms: number; gbs: number }> {
-  const wgsl = `@group(0) @binding(0) var<storage, read> a: array<vec4f>;
-@group(0) @binding(1) var<storage, read_write> o: array<f32>;
-@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) nw: vec3u) {
-  let n = arrayLength(&a); let stride = nw.x * 256u; var s = vec4f(0.0);
-  for (var i = g.x; i < n; i += stride) { s += a[i]; }
-  if (s.x == 1.2345e-30) { o[g.x] = s.y; }
-}`;
-  const p = eng.pipeline('bench-read', () => wgsl);
-  const a = eng.createBuffer(bytes, 'read src'), o = eng.createBuffer(4 * 256 * 8192, 'read out');
-  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: a } }, { binding: 1, resource: { buffer: o } }] });
-  const ms = await timed(async () => {
-    const enc = eng.device.createCommandEncoder();
-    const pass = enc.beginComputePass();
-    pass.setPipeline(p);
-    pass.setBindGroup(0, bg);
-    pass.dispatchWorkgroups(8192);
-    pass.end();
-    eng.device.queue.submit([enc.finish()]);
-    await eng.device.queue.onSubmittedWorkDone();
-  });
-  a.destroy();
-  o.destroy();
-  return { ms, gbs: bytes / ms / 1e6 };
-}
-
 /** Fills a device buffer with small values in 64 MiB chunks (the values do not matter for speed; finite ones do). */
 function fill(m: GpuMemory, bytes: number): void {
   const chunk = new Float32Array(Math.min(bytes, 64 << 20) / 4);
@@ -129,7 +102,7 @@ async function main(): Promise<void> {
   const info = { adapter: eng.adapterInfo, caps: eng.caps, node: process.version };
   console.log(JSON.stringify(info));
   const floorMs = await floor(eng);
-  const bw = await readRate(eng, Number(arg('read-mib', '1024')) << 20);
+  const bw = await readRate(eng, Number(arg('read-mib', '1024')) << 20, REPS);
   console.log(`floor (1 dispatch + wait): ${(floorMs * 1000).toFixed(1)} us; read kernel: ${bw.gbs.toFixed(0)} GB/s (${arg("read-mib", "1024")} MiB in ${bw.ms.toFixed(3)} ms)`);
   const weiMd = memory.desc([E, K, N], dt.f32, tag.abc);
   const wei = Memory.create(weiMd, eng);

@@ -128,3 +128,37 @@ export async function countDawnCalls(eng: GpuEngine, n: number, fn: () => Promis
   }
   return [...stats].map(([method, s]) => ({ method, calls: s.calls / n, us: (s.ms / n) * 1000 })).sort((a, b) => b.us - a.us);
 }
+
+/**
+ * The GPU's streaming read rate: a WGSL kernel that reads `bytes` once (vec4 loads, grid-stride, 8192
+ * workgroups), wait included; median of `reps` after 3 warm-ups. Issue 20's bound reads touched bytes at it.
+ */
+export async function readRate(eng: GpuEngine, bytes: number, reps = 10): Promise<{ ms: number; gbs: number }> {
+  const p = eng.pipeline('bench-read', () => `@group(0) @binding(0) var<storage, read> a: array<vec4f>;
+@group(0) @binding(1) var<storage, read_write> o: array<f32>;
+@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) nw: vec3u) {
+  let n = arrayLength(&a); let stride = nw.x * 256u; var s = vec4f(0.0);
+  for (var i = g.x; i < n; i += stride) { s += a[i]; }
+  if (s.x == 1.2345e-30) { o[g.x] = s.y; }
+}`);
+  const a = eng.createBuffer(bytes, 'read src'), o = eng.createBuffer(4 * 256 * 8192, 'read out');
+  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: a } }, { binding: 1, resource: { buffer: o } }] });
+  const t: number[] = [];
+  for (let i = 0; i < reps + 3; i++) {
+    const t0 = performance.now();
+    const enc = eng.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(p);
+    pass.setBindGroup(0, bg);
+    pass.dispatchWorkgroups(8192);
+    pass.end();
+    eng.device.queue.submit([enc.finish()]);
+    await eng.device.queue.onSubmittedWorkDone();
+    if (i >= 3) t.push(performance.now() - t0);
+  }
+  a.destroy();
+  o.destroy();
+  t.sort((x, y) => x - y);
+  const ms = t.length % 2 ? t[(t.length - 1) / 2] : (t[t.length / 2 - 1] + t[t.length / 2]) / 2;
+  return { ms, gbs: bytes / ms / 1e6 };
+}

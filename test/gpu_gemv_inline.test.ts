@@ -12,7 +12,7 @@ import {
   ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag,
   type DataType, type GpuEngine, type GpuMemory, type MemoryDesc,
 } from '../src/index.js';
-import { gemvKSplitFor, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { GEMV_PREVIOUS_TUNING, gemvKSplitFor, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { expectBitwise, expectClose, gluExpected, type GluSpec, type Outcome } from './quant_helpers.js';
 import { mulberry32 } from './workloads.js';
@@ -50,7 +50,8 @@ const plainMd = (dims: number[], t: DataType = dt.f32): MemoryDesc => memory.des
 const groupedMd = (rows: number, cols: number, G: number): MemoryDesc => memory.desc.grouped([rows, cols], dt.f32, G, [RUNTIME_DIM_VAL, cols]);
 
 /** One run of `c` with the in-kernel schedule on or off; dst over all its rows (rows never written: their previous value). */
-async function runCase(c: Case, inline: boolean): Promise<Outcome> {
+async function runCase(c: Case, inline: boolean, tuning: Partial<typeof gpuKernelTuning> = {}): Promise<Outcome> {
+  Object.assign(gpuKernelTuning, tuning);
   gpuKernelTuning.gemvInline = inline;
   if (c.kPerThread) gpuKernelTuning.kPerThread = c.kPerThread;
   const rng = mulberry32(11);
@@ -124,17 +125,19 @@ async function runCase(c: Case, inline: boolean): Promise<Outcome> {
   }
 }
 
+const CASES: ReadonlyArray<readonly [string, Case]> = [
+  ['plain grouped rows: empty experts, K and N not multiples of the tile', { mode: 'plain', K: 37, N: 70, sizes: [3, 0, 5, 0, 1] }],
+  ['plain grouped rows: one expert of four takes every row (several tiles), split K', { mode: 'plain', K: 90, N: 36, sizes: [0, 0, 11, 0], kPerThread: 2 }],
+  ['E = 1', { mode: 'plain', K: 20, N: 44, sizes: [7] }],
+  ['gather (gemm1), an expert map with repeats, empty groups', { mode: 'gather', T: 3, K: 24, N: 40, sizes: [2, 0, 3, 1], map: [2, 0, 2, 1] }],
+  ['gather, int4 K-block 16 scales, GLU halves, split K (the layer\'s gemm1)', { mode: 'gather', T: 2, K: 64, N: 48, sizes: [1, 0, 2, 1], int4: true, glu: { alg: 'glu_swiglu', layout: 'halves' }, kPerThread: 2 }],
+  ['scatter (gemm2): one expert takes every row, K split', { mode: 'scatter', T: 3, K: 50, N: 24, sizes: [0, 6, 0], kPerThread: 2 }],
+  ['scatter, an expert map, odd N (scalar loads)', { mode: 'scatter', T: 4, K: 16, N: 30, sizes: [3, 2, 3], map: [1, 0, 0] }],
+  ['zero-filled ungrouped rows before and after the groups, split K', { mode: 'zero_fill', K: 40, N: 32, sizes: [2, 0, 3], lead: 3, tail: 6, kPerThread: 2 }],
+];
+
 describe('gemv-splitk with the schedule inside the kernel: the float64 expectation, the grouped-schedule path\'s bits', () => {
-  const cases: ReadonlyArray<readonly [string, Case]> = [
-    ['plain grouped rows: empty experts, K and N not multiples of the tile', { mode: 'plain', K: 37, N: 70, sizes: [3, 0, 5, 0, 1] }],
-    ['plain grouped rows: one expert of four takes every row (several tiles), split K', { mode: 'plain', K: 90, N: 36, sizes: [0, 0, 11, 0], kPerThread: 2 }],
-    ['E = 1', { mode: 'plain', K: 20, N: 44, sizes: [7] }],
-    ['gather (gemm1), an expert map with repeats, empty groups', { mode: 'gather', T: 3, K: 24, N: 40, sizes: [2, 0, 3, 1], map: [2, 0, 2, 1] }],
-    ['gather, int4 K-block 16 scales, GLU halves, split K (the layer\'s gemm1)', { mode: 'gather', T: 2, K: 64, N: 48, sizes: [1, 0, 2, 1], int4: true, glu: { alg: 'glu_swiglu', layout: 'halves' }, kPerThread: 2 }],
-    ['scatter (gemm2): one expert takes every row, K split', { mode: 'scatter', T: 3, K: 50, N: 24, sizes: [0, 6, 0], kPerThread: 2 }],
-    ['scatter, an expert map, odd N (scalar loads)', { mode: 'scatter', T: 4, K: 16, N: 30, sizes: [3, 2, 3], map: [1, 0, 0] }],
-    ['zero-filled ungrouped rows before and after the groups, split K', { mode: 'zero_fill', K: 40, N: 32, sizes: [2, 0, 3], lead: 3, tail: 6, kPerThread: 2 }],
-  ];
+  const cases = CASES;
   it.each(cases)('%s', async (_n, c) => {
     const a = await runCase(c, true);
     if (c.glu) expectClose(a);
@@ -151,6 +154,34 @@ describe('gemv-splitk with the schedule inside the kernel: the float64 expectati
     expect(pdOf(256, 256)).toMatch(/\+inline-schedule$/);
     expect(pdOf(257, 257)).toMatch(/\+grouped-schedule$/);
     expect(pdOf(257, 64)).toMatch(/\+grouped-schedule$/);
+  });
+});
+
+/**
+ * The decode kernel's tunings (gpuKernelTuning: lanes per workgroup and so K slices in it, loads in
+ * flight per thread, weight scales applied per K block, K slices aligned to the scale blocks, rows
+ * per tile, K splits): exact arithmetic, so every one gives the float64 expectation's bits (a GLU:
+ * within its bound), the same bits on a second run.
+ */
+describe('gemv-splitk tunings: the float64 expectation under every geometry', () => {
+  const TUNINGS: ReadonlyArray<readonly [string, Partial<typeof gpuKernelTuning>]> = [
+    ['the defaults (8 loads in flight: the long K slices run that loop)', {}],
+    ['8 lanes, 16 loads in flight, block scales, aligned K, 1 row per tile', { gemvLanes: 8, gemvUnroll: 16, gemvBlockScale: true, gemvAlignK: true, gemvRows: 1 }],
+    ['4 lanes, 8 loads in flight, 2 rows per tile, 3 K splits, block scales', { gemvLanes: 4, gemvUnroll: 8, gemvRows: 2, gemvKSplit: 3, gemvBlockScale: true }],
+    ['64 lanes, 16 loads in flight, aligned K, 2 K splits', { gemvLanes: 64, gemvUnroll: 16, gemvAlignK: true, gemvKSplit: 2 }],
+  ];
+  const picks: ReadonlyArray<readonly [string, Case]> = [
+    ...CASES.filter(([n]) => /^(plain grouped rows: empty|E = 1|gather, int4|scatter \(gemm2\)|zero-filled)/.test(n)),
+    // K slices long enough for the 16-load loop, its 4-load and 1-load tails, several scale blocks per slice.
+    ['long K slices: plain grouped rows, K = 300', { mode: 'plain', K: 300, N: 40, sizes: [2, 0, 3] }],
+    ['long K slices: gather, int4 K-block 16 scales, K = 272', { mode: 'gather', T: 2, K: 272, N: 48, sizes: [1, 0, 2, 1], int4: true }],
+  ];
+  it.each(TUNINGS.flatMap(([t, tune]) => picks.map(([n, c]) => [`${t}: ${n}`, c, tune] as const)))('%s', async (_n, c, tune) => {
+    const a = await runCase(c, true, tune);
+    if (c.glu) expectClose(a);
+    else expectBitwise(a);
+    const again = await runCase(c, true, tune);
+    expect(Buffer.from(a.got.buffer).equals(Buffer.from(again.got.buffer))).toBe(true);
   });
 });
 
@@ -248,8 +279,18 @@ describe('gemv-splitk with the schedule inside the kernel: host-known per-group 
   });
 });
 
-describe('gemv-splitk K splits for 4-bit weights aim at a grid of gpuKernelTuning.gemvTargetWorkgroups (512) workgroups', () => {
-  it('gemvKSplitFor: fewer splits as column tiles x schedule tiles grow, never past the K iterations per thread, at least 1', () => {
+describe('gemv-splitk K splits: below gpuKernelTuning.gemvMinWorkgroups (128) workgroups only; the previous rule on request', () => {
+  it('gemvKSplitFor: splits only to bring the grid to 128 workgroups, never past the K iterations per thread, at least 1', () => {
+    // MoE-B int4 at T = 1 with 16 lanes: 22 column tiles x 8 tiles = 176 workgroups -> no split.
+    expect(gemvKSplitFor(2048, 16, 22, 8, dt.u4)).toBe(1);
+    // 88 workgroups -> 2 splits; one workgroup -> as many as K / (S x 32) allows.
+    expect(gemvKSplitFor(2048, 16, 11, 8, dt.u4)).toBe(2);
+    expect(gemvKSplitFor(2048, 16, 1, 1, dt.u4)).toBe(4);
+    expect(gemvKSplitFor(2048, 32, 1, 1, dt.s8)).toBe(1);
+    expect(gemvKSplitFor(64, 8, 1, 2, dt.u4)).toBe(1);
+  });
+  it('the previous rule (gemvMinWorkgroups unset): 4-bit weights aim at gemvTargetWorkgroups (512), the others K / (S x 64)', () => {
+    gpuKernelTuning.gemvMinWorkgroups = undefined;
     // MoE-B int4 at T = 1: 11 column tiles x 8 tiles -> 5 splits; T = 4: 30 tiles -> 1.
     expect(gemvKSplitFor(2048, 8, 11, 8, dt.u4)).toBe(5);
     expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(1);
@@ -261,12 +302,17 @@ describe('gemv-splitk K splits for 4-bit weights aim at a grid of gpuKernelTunin
     gpuKernelTuning.gemvTargetWorkgroups = Infinity;
     expect(gemvKSplitFor(2048, 8, 11, 30, dt.u4)).toBe(8);
   });
-  it('a MoE-B shaped int4 decode GEMM names its splits (pd only, nothing allocated)', () => {
+  it('a MoE-B shaped int4 decode GEMM names its rows per tile and splits (pd only, nothing allocated)', () => {
     const pdOf = (T: number): string => {
       const M = 6 * T;
       const attr = new PrimitiveAttr().setScales(ARG.WEIGHTS, 7, [1, 32, 1], dt.f32);
       return new matmul.PrimitiveDesc(eng, groupedMd(M, 2048, 64), plainMd([64, 2048, 2816], dt.u4), groupedMd(M, 2816, 64), attr).implInfo;
     };
+    // M <= G: one row per tile, no K split.
+    expect(pdOf(1)).toBe('webgpu:gemv-splitk-r1-kg1-vec+inline-schedule');
+    expect(pdOf(8)).toBe('webgpu:gemv-splitk-r1-kg1-vec+inline-schedule');
+    expect(pdOf(16)).toBe('webgpu:gemv-splitk-r4-kg1-vec+inline-schedule');
+    Object.assign(gpuKernelTuning, GEMV_PREVIOUS_TUNING);
     expect(pdOf(1)).toBe('webgpu:gemv-splitk-r4-kg5-vec+inline-schedule');
     expect(pdOf(4)).toBe('webgpu:gemv-splitk-r4-kg1-vec+inline-schedule');
   });

@@ -4,9 +4,9 @@
  * workgroups with a second pass, weight-only quantized types) and `gemm-tiled-vec4` (f32 prefill).
  * Each case asserts which kernel ran, so a choice change cannot silently skip the path under test.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
-import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { GEMV_PREVIOUS_TUNING, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { vec4ShapeTag, vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { attrFor, toleranceFor } from './helpers.js';
@@ -84,6 +84,9 @@ async function runGM(c: Case, kernel: RegExp): Promise<Float32Array> {
 }
 
 describe('gpu gemv-splitk (decode: few rows per group)', () => {
+  // The kernel names below pin the previous geometry (4 / 8 rows per tile, its K splits); the
+  // defaults run the same shapes in test/gpu_gemv_moe.test.ts and gpu_gemv_inline.test.ts.
+  beforeEach(() => Object.assign(gpuKernelTuning, GEMV_PREVIOUS_TUNING));
   it('vector loads, empty experts, rows left past the end', async () => {
     await runGM({ sizes: [1, 0, 2, 1, 0, 3], K: 40, N: 72, totalM: 10 }, /gemv-splitk-r4-kg1-vec/);
   });

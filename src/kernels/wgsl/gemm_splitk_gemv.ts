@@ -11,7 +11,7 @@ import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING } from './gemm_rows.js';
  * workgroups: along N into column tiles of L lanes x C columns, and along K twice, into S slices
  * inside the workgroup and KG splits across workgroups. Each thread streams C consecutive weight
  * columns of its K slice with one vector load per k (vec4f for f32, two u32 for 16-bit, one u32
- * for 8-bit and 4-bit codes, decoded in registers), unrolled by 4 so four loads are in flight, and
+ * for 8-bit and 4-bit codes, decoded in registers), unrolled by U (`unroll`) so U loads are in flight, and
  * keeps R x C accumulators (rows past the tile's end read its last row and are never stored).
  *
  * Reduction in a fixed order, no atomics: the S slices of a workgroup are summed through workgroup
@@ -57,6 +57,15 @@ export interface GemvSplitKConfig {
    * the runtime data and finds its tile), undefined: the grouped-schedule dispatch's tile table.
    */
   readonly inline?: InlineScheduleConfig | undefined;
+  /** Lanes (column groups) per workgroup, S = 256 / lanes K slices; undefined: gemvGeometry's default for the type. */
+  readonly lanes?: number | undefined;
+  /** Weight loads in flight per thread in the K loop (4, 8 or 16; undefined: 4). */
+  readonly unroll?: number | undefined;
+  /**
+   * Weight scales applied per K block to the block's partial sums rather than to every weight (one
+   * multiply per block instead of per element); only where the scale has K blocks (not per k).
+   */
+  readonly blockScale?: boolean | undefined;
 }
 
 export interface GemvRows {
@@ -70,10 +79,13 @@ export const GEMV_NO_ROWS: GemvRows = { gather: false, scatter: false, zeroFill:
 /** Binding of the partial sums (KG > 1). */
 export const GEMV_PARTIALS_BINDING = 20;
 
-/** Columns per thread and lanes per workgroup for a weights type (256 threads = L lanes x S slices). */
-export function gemvGeometry(wei: DataType): { C: number; L: number; S: number } {
+/**
+ * Columns per thread and lanes per workgroup for a weights type (256 threads = L lanes x S slices);
+ * `lanes` overrides the type's default L (a power of two from 4 to 64).
+ */
+export function gemvGeometry(wei: DataType, lanes?: number): { C: number; L: number; S: number } {
   const C = wei === 's4' || wei === 'u4' || wei === 'f4_e2m1' ? 8 : 4;
-  const L = wei === 'f32' ? 16 : 32;
+  const L = lanes ?? (wei === 'f32' ? 16 : 32);
   return { C, L, S: 256 / L };
 }
 
@@ -96,7 +108,7 @@ export function gemvFusionSupported(f: GemmFusion): boolean {
 export function gemvSplitKKey(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
   const f = c.fusion;
   const r = `${c.moe.gather ? 'G' : ''}${c.moe.scatter ? 'S' : ''}${c.moe.zeroFill ? 'Z' : ''}`;
-  return `gemv-splitk-${pass}:r${c.rows}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.inline ? inlineScheduleKey(c.inline) : 'sched'}:${f ? gemmFusionKey(f) : c.epilogue}`;
+  return `gemv-splitk-${pass}:r${c.rows}:L${gemvGeometry(c.wei, c.lanes).L}u${c.unroll ?? 4}${hoistsScale(c) ? 'h' : ''}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.inline ? inlineScheduleKey(c.inline) : 'sched'}:${f ? gemmFusionKey(f) : c.epilogue}`;
 }
 
 /**
@@ -330,18 +342,33 @@ function blockQuant(f: GemmFusion | undefined, C: number): string {
   return s;
 }
 
-function dequant(f: GemmFusion | undefined, C: number, sfx: string): string {
-  if (!dequantizes(f)) return '';
+function dequant(c: GemvSplitKConfig, C: number, sfx: string): string {
+  if (!dequantizes(c)) return '';
+  const f = c.fusion!;
+  const scale = f.weiScale && !f.intAcc && !hoistsScale(c);
   let s = '';
   for (let h = 0; h < C / 4; h++) {
-    s += ` let d${h}${sfx} = ${f!.weiZp ? `(w${h}${sfx} - wzp${h})` : `w${h}${sfx}`}${f!.weiScale && !f!.intAcc ? ` * wsc${h}` : ''};`;
+    s += ` let d${h}${sfx} = ${f.weiZp ? `(w${h}${sfx} - wzp${h})` : `w${h}${sfx}`}${scale ? ` * wsc${h}` : ''};`;
   }
   return s;
 }
 
-/** Whether the loop transforms the raw weights (zero point, or a scale outside the integer GEMM). */
-function dequantizes(f: GemmFusion | undefined): boolean {
-  return f?.weiZp !== undefined || (f?.weiScale !== undefined && !f.intAcc);
+/** Whether the loop transforms the raw weights (zero point, or a scale outside the integer GEMM not applied per block). */
+function dequantizes(c: GemvSplitKConfig): boolean {
+  const f = c.fusion;
+  return f?.weiZp !== undefined || (f?.weiScale !== undefined && !f.intAcc && !hoistsScale(c));
+}
+
+/**
+ * Whether the weights' scale multiplies each K block's partial sums (cfg.blockScale) instead of every
+ * weight: a float GEMM whose weight scale has K blocks.
+ */
+export function hoistsScale(c: GemvSplitKConfig): boolean {
+  const f = c.fusion;
+  if (!c.blockScale || !f?.weiScale || f.intAcc) return false;
+  // K blocks only: per-column scales (no K term) measured no faster hoisted on an H200
+  // (reports/gemv5-h200.md), and a scale per k gains nothing.
+  return fusionOperands(f).find((o) => o.name === 'wsc')?.op.terms.dims[1] === 'b';
 }
 
 /**
@@ -369,15 +396,17 @@ function columnMap(c: GemvSplitKConfig, L: number, C: number): { TD: number; wgs
 }
 
 export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
-  const { C, L, S: SL } = gemvGeometry(c.wei);
+  const { C, L, S: SL } = gemvGeometry(c.wei, c.lanes);
   const R = c.rows, CV = C / 4;
+  const U = c.unroll ?? 4;
   const f = c.fusion;
   const glu = f?.glu !== undefined;
   const map = columnMap(c, L, C);
   const b = bindingsWgsl(c, 'main');
   const int = f?.intAcc === true;
   const acc = accOf(c);
-  const wv = (h: number, sfx: string): string => (dequantizes(f) ? `d${h}${sfx}` : `w${h}${sfx}`);
+  const hoist = hoistsScale(c);
+  const wv = (h: number, sfx: string): string => (dequantizes(c) ? `d${h}${sfx}` : `w${h}${sfx}`);
   // The src element of row r at k, dequantized (src zero point, then scale) at the row it was read
   // from; the integer GEMM: the code minus the zero point.
   const srcAt = (r: number, k: string): string => {
@@ -388,18 +417,29 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
     return e;
   };
   const mac = (a: string, w: string, cc: string): string => (int ? `${cc} += ${a} * ${w};` : `${cc} = fma(${a}, ${w}, ${cc});`);
+  // With the scale per K block the loop sums into the block's accumulators (b), scaled into c after the block.
+  const into = hoist ? 'b' : 'c';
   const fmas = (sfx: string, k: string): string => Array.from({ length: R }, (_, r) =>
-    `{ let a = ${acc.v}(${srcAt(r, k)});${Array.from({ length: CV }, (_, h) => ` ${mac('a', wv(h, sfx), `c${r}_${h}`)}`).join('')} }`).join(' ');
-  const step = `${weightLoad(c, C, 'k', '')}${dequant(f, C, '')}\n        ${fmas('', 'k')}`;
-  const accDecl = Array.from({ length: R }, (_, r) => Array.from({ length: CV }, (_, h) => `var c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')).join('\n  ');
+    `{ let a = ${acc.v}(${srcAt(r, k)});${Array.from({ length: CV }, (_, h) => ` ${mac('a', wv(h, sfx), `${into}${r}_${h}`)}`).join('')} }`).join(' ');
+  const step = `${weightLoad(c, C, 'k', '')}${dequant(c, C, '')}\n        ${fmas('', 'k')}`;
+  const accs = (p: string): string => Array.from({ length: R }, (_, r) => Array.from({ length: CV }, (_, h) => `var ${p}${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')).join('\n  ');
+  const accDecl = accs('c');
+  const blockDecl = hoist ? `\n      ${accs('b')}` : '';
+  const blockApply = hoist ? `\n      ${Array.from({ length: R }, (_, r) => Array.from({ length: CV }, (_, h) => `c${r}_${h} = fma(b${r}_${h}, wsc${h}, c${r}_${h});`).join(' ')).join(' ')}` : '';
   // A gather reads src row TI[routed row] (-1: a padding row, its sums zeroed after the loop).
   const rowDecl = Array.from({ length: R }, (_, r) => (c.moe.gather
     ? `let t${r} = TI[min(m0 + ${r}u, m1 - 1u)]; let sr${r} = u32(max(t${r}, 0));`
     : `let sr${r} = min(m0 + ${r}u, m1 - 1u);`) + ` let ar${r} = sr${r} * P.lda;`).join('\n  ');
   const padZero = c.moe.gather ? Array.from({ length: R }, (_, r) => `if (t${r} < 0) { ${Array.from({ length: CV }, (_, h) => `c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')} }`).join('\n  ') : '';
-  // Loads of the four k first, then their FMAs: four loads in flight per thread.
-  const unrolled = `${[0, 1, 2, 3].map((u) => weightLoad(c, C, `k + ${u}u`, `_${u}`) + dequant(f, C, `_${u}`)).join('\n        ')}
-        ${[0, 1, 2, 3].map((u) => fmas(`_${u}`, `k + ${u}u`)).join('\n        ')}`;
+  // Loads of n consecutive k first, then their FMAs: n loads in flight per thread; U at a time, then 4, then 1.
+  const unrolled = (n: number): string => `${Array.from({ length: n }, (_, u) => weightLoad(c, C, `k + ${u}u`, `_${u}`) + dequant(c, C, `_${u}`)).join('\n        ')}
+        ${Array.from({ length: n }, (_, u) => fmas(`_${u}`, `k + ${u}u`)).join('\n        ')}`;
+  const loops = [...new Set([U, 4])].map((n) => `
+      loop {
+        if (k + ${n}u > kc) { break; }
+        ${unrolled(n)}
+        k += ${n}u;
+      }`).join('');
   // Per row: the S slices summed in slice order through `red`; then K-split partial sums (by GEMM
   // column), the epilogue per GEMM column, or (GLU) the column totals through `tot` and the epilogue
   // per dst column from its gate and up totals.
@@ -452,17 +492,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   if (live) {
     loop {
       if (k >= ke) { break; }
-      let kc = ${blockEnd(f)};${blockQuant(f, C)}
-      loop {
-        if (k + 4u > kc) { break; }
-        ${unrolled}
-        k += 4u;
-      }
+      let kc = ${blockEnd(f)};${blockQuant(f, C)}${blockDecl}${loops}
       loop {
         if (k >= kc) { break; }
         ${step}
         k += 1u;
-      }
+      }${blockApply}
     }
   }
   ${padZero}
@@ -473,7 +508,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
 
 /** The second pass (KG > 1): partial sums added in split order, then the epilogue per dst column. */
 export function gemvSplitKReduceWgsl(c: GemvSplitKConfig): string {
-  const { C, L } = gemvGeometry(c.wei);
+  const { C, L } = gemvGeometry(c.wei, c.lanes);
   const R = c.rows;
   const { TD } = columnMap(c, L, C);
   const b = bindingsWgsl(c, 'reduce');

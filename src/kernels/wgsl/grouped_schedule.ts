@@ -1,3 +1,5 @@
+import { rowMapRulesWgsl } from './gemm_rows.js';
+
 /**
  * `grouped-schedule`: one workgroup that reads the runtime offsets on the device, validates them with
  * the rules (and the error codes, OFFS_ERR) of the cpu engine, and writes the tile schedule of the GEMM
@@ -254,15 +256,7 @@ function rowMapsWgsl(scatter: boolean): string {
   return /* wgsl */ `
 var<workgroup> badRow: atomic<u32>;
 var<workgroup> badRowU: u32;
-
-// The rule row r breaks before the duplicate check (0: none).
-fn rowCode(r: u32) -> u32 {
-  let t = tix[r];
-  if (t < -1 || t >= i32(P.tokens)) { return 8u; }
-  ${scatter ? `if (t < 0 && tks[r] != -1) { return 9u; }
-  if (t >= 0 && (tks[r] < 0 || tks[r] >= i32(P.topK))) { return 9u; }` : ''}
-  return 0u;
-}
+${rowMapRulesWgsl({ prefix: '', ti: 'tix', ks: 'tks', scatter, fail: 'fail' })}
 
 fn rowMapsOk(li: u32, rows: u32) -> bool {
   if (li == 0u) { atomicStore(&badRow, 0xffffffffu); }
@@ -270,13 +264,13 @@ fn rowMapsOk(li: u32, rows: u32) -> bool {
   storageBarrier();
   workgroupBarrier();
   for (var r = li; r < rows; r += 256u) {
-    if (rowCode(r) != 0u) { atomicMin(&badRow, r); }
+    if (row_code(r) != 0u) { atomicMin(&badRow, r); }
     ${scatter ? 'else if (tix[r] >= 0) { atomicMax(&first[u32(tix[r]) * P.topK + u32(tks[r])], ~r); }' : ''}
   }
   storageBarrier();
   workgroupBarrier();
   ${scatter ? `for (var r = li; r < rows; r += 256u) {
-    if (rowCode(r) == 0u && tix[r] >= 0 && ~atomicLoad(&first[u32(tix[r]) * P.topK + u32(tks[r])]) < r) { atomicMin(&badRow, r); }
+    if (row_code(r) == 0u && tix[r] >= 0 && ~atomicLoad(&first[u32(tix[r]) * P.topK + u32(tks[r])]) < r) { atomicMin(&badRow, r); }
   }
   workgroupBarrier();` : ''}
   if (li == 0u) { badRowU = atomicLoad(&badRow); }
@@ -284,10 +278,7 @@ fn rowMapsOk(li: u32, rows: u32) -> bool {
   if (b == 0xffffffffu) { return true; }
   if (li == 0u) {
     sched[0] = 0u; sched[1] = 0u; sched[2] = 0u; sched[3] = 0u;
-    let code = rowCode(b);
-    if (code == 8u) { fail(8u, b, tix[b], i32(P.tokens)); }
-    ${scatter ? `else if (code == 9u) { fail(9u, b, tks[b], select(i32(P.topK), -1, tix[b] < 0)); }
-    else { fail(10u, b, tix[b], tks[b]); }` : ''}
+    report_row(b);
   }
   return false;
 }`;
@@ -378,14 +369,7 @@ fn sc_report_offsets() {
   ${c.other ? 'if (P.hasOther == 1u) { for (var i = 0u; i <= G; i++) { if (OTHER[i] != OFFS[i]) { sc_fail(4u, i, OTHER[i], OFFS[i]); return; } } }' : ''}
   ${map ? 'for (var i = 0u; i < G; i++) { if (EMAP[i] < 0 || EMAP[i] >= i32(P.experts)) { sc_fail(11u, i, EMAP[i], i32(P.experts)); return; } }' : ''}
 }
-${rowMaps ? `
-// Row b is the first bad routed row: its rule (the duplicate when no other).
-fn sc_report_row(b: u32) {
-  let code = sc_row_code(b);
-  if (code == 8u) { sc_fail(8u, b, TI[b], i32(P.tokens)); }
-  ${scatter ? `else if (code == 9u) { sc_fail(9u, b, KS[b], select(i32(P.topK), -1, TI[b] < 0)); }
-  else { sc_fail(10u, b, TI[b], KS[b]); }` : ''}
-}` : ''}` : '';
+` : '';
   const reportIt = report ? `if (designated && !ok) {
       if (atomicLoad(&sc_bad) != 0u) { sc_report_offsets(); }
       ${rowMaps ? 'else { sc_report_row(~atomicLoad(&sc_row)); }' : ''}
@@ -405,16 +389,8 @@ ${scatter ? 'var<workgroup> sc_key: array<i32, 256>;' : ''}
 fn sc_first_bad(x: i32) -> bool {
   return x < 0 || (x != 0 && P.zeroFill == 0u);
 }
-${rowMaps ? `
-// The rule routed row r breaks before the duplicate check (0: none).
-fn sc_row_code(r: u32) -> u32 {
-  let t = TI[r];
-  if (t < -1 || t >= i32(P.tokens)) { return 8u; }
-  ${scatter ? `if (t < 0 && KS[r] != -1) { return 9u; }
-  if (t >= 0 && (KS[r] < 0 || KS[r] >= i32(P.topK))) { return 9u; }` : ''}
-  return 0u;
-}` : ''}
 ${fail}
+${rowMaps ? rowMapRulesWgsl({ prefix: 'sc_', ti: 'TI', ks: 'KS', scatter, fail: report ? 'sc_fail' : undefined }) : ''}
 
 fn sched_tile(li: u32, t: u32, designated: bool) -> vec4u {
   let G = P.G;

@@ -111,10 +111,14 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
         m.zeroFill ? 1 : 0, m.experts, m.scatterTopK, tokens, m.scatterTopK ? m.dstRows : 0]);
       eng.writeParams(this.schedParams!, sp);
     }
-    eng.computePass('matmul', (pass) => this.encode(pass, a, grouping, slot.binding));
+    let all: Map<number, GPUBindGroupEntry> | undefined;
+    eng.computePass('matmul', (pass) => { all = this.encode(pass, a, grouping, slot.binding); });
+    // The reduce records into the same shared pass; while profiling it is timed as a pass of its own.
+    if (this.reduce) eng.computePass('matmul.reduce', (pass) => this.encodeReduce(pass, all!));
   }
 
-  private encode(pass: PassRecorder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBufferBinding): void {
+  /** The schedule (if any) and the main pass; returns every binding either pass may use. */
+  private encode(pass: PassRecorder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBufferBinding): Map<number, GPUBindGroupEntry> {
     const { p, eng, plan } = this;
     const cfg = plan.cfg;
     const sc = this.schedCfg;
@@ -154,27 +158,34 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     put(TOKEN_INDEX_BINDING, a.tokenIndex?.buffers[0]);
     put(TOKEN_KS_BINDING, a.tokenKs?.buffers[0]);
     if (cfg.fusion) for (const e of fusionEntries(p, cfg.fusion, this.fusionParams!, a)) all.set(e.binding, e);
-    const entriesOf = (which: 'main' | 'reduce'): GPUBindGroupEntry[] => gemvBindings(cfg, which).map((b) => all.get(b)!);
-    const mainEntries = entriesOf('main');
+    const mainEntries = gemvBindings(cfg, 'main').map((b) => all.get(b)!);
     const mbg = eng.bindGroup(this.main, mainEntries);
     pass.setPipeline(this.main);
     pass.setBindGroup(0, mbg);
     // Direct dispatches bounded by the schedule's tile count (scheduleGrid says why not indirect).
     // The in-kernel schedule needs a workgroup even without tiles: its designated one validates and reports.
-    const tiles = Math.max(cfg.inline ? 1 : 0, scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), cfg.rows));
-    const main = scheduleGrid(plan.colTiles * cfg.kSplit, tiles);
+    const main = scheduleGrid(plan.colTiles * cfg.kSplit, this.tiles());
     if (main[0] && main[1]) pass.dispatchWorkgroups(...main);
     eng.keepAlive(mbg, grouping, ...mainEntries);
-    if (this.reduce) {
-      const rEntries = entriesOf('reduce');
-      const rbg = eng.bindGroup(this.reduce, rEntries);
-      pass.setPipeline(this.reduce);
-      pass.setBindGroup(0, rbg);
-      // The reduce runs on the kg = 0 column of workgroups only.
-      const red = scheduleGrid(plan.colTiles, tiles);
-      if (red[0] && red[1]) pass.dispatchWorkgroups(...red);
-      eng.keepAlive(rbg, ...rEntries);
-    }
+    return all;
+  }
+
+  /** The split-K reduce pass, on the kg = 0 column of workgroups only. */
+  private encodeReduce(pass: PassRecorder, all: Map<number, GPUBindGroupEntry>): void {
+    const { eng, plan } = this;
+    const rEntries = gemvBindings(plan.cfg, 'reduce').map((b) => all.get(b)!);
+    const rbg = eng.bindGroup(this.reduce!, rEntries);
+    pass.setPipeline(this.reduce!);
+    pass.setBindGroup(0, rbg);
+    const red = scheduleGrid(plan.colTiles, this.tiles());
+    if (red[0] && red[1]) pass.dispatchWorkgroups(...red);
+    eng.keepAlive(rbg, ...rEntries);
+  }
+
+  /** Schedule tiles the grid covers (at least one with the in-kernel schedule: its designated workgroup reports). */
+  private tiles(): number {
+    const { p, plan } = this;
+    return Math.max(plan.cfg.inline ? 1 : 0, scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), plan.cfg.rows));
   }
 
   destroy(): void {

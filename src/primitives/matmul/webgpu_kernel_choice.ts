@@ -41,10 +41,60 @@ export const gpuKernelTuning: {
    * Infinity: the splits that leave each thread gemvKPerThread K iterations (the previous choice).
    */
   gemvTargetWorkgroups: number;
+  /**
+   * Workgroups (column tiles x schedule tiles) below which gemv-splitk splits K across workgroups (as
+   * many splits as bring the grid to it, never past the K iterations per thread); undefined: the
+   * previous rule (gemvTargetWorkgroups for 4-bit weights, gemvKPerThread for the others). On an H200
+   * (reports/gemv5-h200.md) every K split measured slower at MoE-B decode, whose grids are >= 176 workgroups
+   * with the geometry below: the reduce pass costs ~10 us and the split threads stream less each.
+   */
+  gemvMinWorkgroups: number | undefined;
+  /**
+   * gemv-splitk's lanes per workgroup (S = 256 / lanes K slices in it): more slices fill the GPU
+   * without a K split's reduce pass. Undefined: gemvDecodeLanes.
+   */
+  gemvLanes: number | undefined;
+  /**
+   * gemv-splitk's weight loads in flight per thread (4, 8, 16): 8 (the previous 4 streamed int4 at
+   * T = 4 ~25% slower on an H200; 16 measured within 2% of 8).
+   */
+  gemvUnroll: number;
+  /**
+   * gemv-splitk applies K-blocked weight scales to each block's partial sums (GemvSplitKConfig.blockScale):
+   * off, since it measured slower on an H200 with one row per tile (int4 T = 8: 145 vs 100 us).
+   */
+  gemvBlockScale: boolean;
+  /**
+   * gemv-splitk's rows per tile, undefined: 1 where the rows are at most the groups (M <= G: decode,
+   * most experts hold one row, so wider tiles only repeat their row's arithmetic), else 4 up to 4 rows
+   * per group on average, else 8.
+   */
+  gemvRows: number | undefined;
+  /** gemv-splitk's K per slice rounded up to the weights' scale K block (whole blocks per slice) and to the unroll. */
+  gemvAlignK: boolean;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
+  gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: true,
 };
+
+/** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
+export const GEMV_PREVIOUS_TUNING: Partial<typeof gpuKernelTuning> = {
+  gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512, gemvMinWorkgroups: undefined, gemvLanes: 0, gemvUnroll: 4,
+  gemvBlockScale: false, gemvRows: 0, gemvAlignK: false,
+};
+
+/**
+ * Lanes per workgroup of gemv-splitk by weights type (gpuKernelTuning.gemvLanes unset; 0: the type's
+ * previous default, gemvGeometry): 8 for f32 (32 K slices per workgroup), 16 for 8-bit and 4-bit
+ * weights. Measured on an H200 at MoE-B decode, one row per tile (reports/gemv5-h200.md): f32 T = 1
+ * 51 us with 8 lanes vs 56 with 16; s8 T = 4 69 us with 16 vs 108 with 8 and 91 with 32.
+ */
+export function gemvDecodeLanes(wei: MatmulProblem['weights']['dataType']): number | undefined {
+  const t = gpuKernelTuning.gemvLanes;
+  if (t === 0) return undefined;
+  return t ?? (wei === 'f32' ? 8 : 16);
+}
 
 /**
  * K blocks of the weights' K-blocked scales / zero points that `gemm-tiled` can hold in registers in
@@ -103,8 +153,11 @@ export interface GemvPlan {
  */
 export function gemvKSplitFor(K: number, S: number, colTiles: number, tiles: number, wei: MatmulProblem['weights']['dataType']): number {
   const most = Math.max(1, Math.min(16, Math.ceil(K / (S * gemvKPerThread(wei)))));
+  const grid = Math.max(1, colTiles * tiles);
+  const min = gpuKernelTuning.gemvMinWorkgroups;
+  if (min !== undefined) return Math.max(1, Math.min(most, Math.ceil(min / grid)));
   if (gemvGeometry(wei).C !== 8) return most;
-  return Math.max(1, Math.min(most, Math.floor(gpuKernelTuning.gemvTargetWorkgroups / Math.max(1, colTiles * tiles))));
+  return Math.max(1, Math.min(most, Math.floor(gpuKernelTuning.gemvTargetWorkgroups / grid)));
 }
 
 /** Bytes of scratch for partial sums the split may use at most (beyond it, fewer splits). */
@@ -134,12 +187,14 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   }
   const chain = fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries);
   if (chain === undefined) return undefined;
-  const { C, L, S } = gemvGeometry(p.weights.dataType);
+  const lanes = gemvDecodeLanes(p.weights.dataType);
+  const { C, L, S } = gemvGeometry(p.weights.dataType, lanes);
   const w = p.weights.strides;
   // GLU halves: the up columns start N / 2 after the gate ones, aligned for vector loads only when C divides it.
   const halves = fusion?.glu?.layout === 'halves';
   const vec = w[2] === 1 && w[1] % C === 0 && w[0] % C === 0 && (!halves || (p.N / 2) % C === 0);
-  const rows = meanRows <= 4 ? 4 : 8;
+  const tr = gpuKernelTuning.gemvRows;
+  const rows = tr || (tr === undefined && p.M <= p.G ? 1 : meanRows <= 4 ? 4 : 8);
   // A GLU column tile holds the gate and up columns of half as many dst columns.
   const colTiles = Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
   const kSplit0 = gpuKernelTuning.gemvKSplit ?? (gpuKernelTuning.kPerThread !== undefined
@@ -148,14 +203,29 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   let kSplit = kSplit0;
   while (kSplit > 1 && kSplit * p.M * p.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
   if (colTiles * kSplit > 65535) return undefined;
-  const kChunk = Math.ceil(p.K / (kSplit * S));
+  const unroll = gpuKernelTuning.gemvUnroll;
+  const kChunk = alignedKChunk(Math.ceil(p.K / (kSplit * S)), p, unroll);
   const moe = { gather: p.moe.gather, scatter: p.moe.scatterTopK > 0, zeroFill: p.moe.zeroFill };
   const base: GemvSplitKConfig = {
     rows, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, vec, kSplit, epilogue: chain, fusion, moe,
+    lanes, unroll, blockScale: gpuKernelTuning.gemvBlockScale,
   };
   const inline = inlineScheduleOf(p, rows);
   const cfg = inline && fitsStorage({ ...base, inline }, eng) ? { ...base, inline } : base;
   return { cfg, colTiles, kChunk };
+}
+
+/**
+ * K per slice (gpuKernelTuning.gemvAlignK): whole K blocks of the weights' scales / zero points where
+ * a slice holds one or more (a slice starting inside a block runs its head one load at a time), else a
+ * multiple of the unroll. The last slices may get less K, or none.
+ */
+function alignedKChunk(kChunk: number, p: MatmulProblem, unroll: number): number {
+  if (!gpuKernelTuning.gemvAlignK) return kChunk;
+  const kb = weiKBlocksOf(p, 1);
+  const block = Math.max(kb?.wsc ?? 0, kb?.wzp ?? 0);
+  const a = block > 0 && block <= kChunk && block % 4 === 0 ? block : Math.min(unroll, kChunk);
+  return Math.ceil(kChunk / a) * a;
 }
 
 /**
