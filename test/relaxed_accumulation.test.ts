@@ -12,6 +12,7 @@ import { expectDnnlError } from './helpers.js';
 import { refMoeLayer } from './moe_layer_reference.js';
 import { GM, expectBitwise, expectSameBits, runGM, type GMCase, type Outcome } from './quant_helpers.js';
 import { mulberry32 } from './workloads.js';
+import { runQuantLayer } from './moe_layer_quant_helpers.js';
 
 const INTS: readonly DataType[] = [dt.s8, dt.u8, dt.s4, dt.u4];
 const SUFFIX = (t: DataType): string => (t === dt.s4 || t === dt.u4 ? '-w4' : '-w8');
@@ -178,30 +179,16 @@ describe('moe.layer accumulationMode: relaxed', () => {
     const s13 = sc(E * nb13 * 2 * I), s2 = sc(E * nb2 * K);
     const hidden = Float64Array.from({ length: T * K }, () => Math.fround(rng() * 2 - 1));
     const logits = Float64Array.from({ length: T * E }, (_, i) => Math.fround(rng() * 4 + (skew && i % E < 2 ? 50 : 0)));
-    const scales = blk ? { mask: 7, groups: [1, blk, 1] } : { mask: 5 };
-    const pd = new moe.layer.PrimitiveDesc(eng, {
-      tokens: T, hidden: K, intermediate: I, experts: E, topK, routing: { renormalize: true }, glu: { alg: 'glu_swiglu', layout: 'halves' },
-      weights: { w13: memory.desc([E, K, 2 * I], wdt, tag.any), w2: memory.desc([E, I, K], wdt, tag.any) },
-      weightScales: { w13: scales, w2: scales }, accumulationMode: mode,
-    });
-    const plain = (dims: number[], v: ArrayLike<number>, t: DataType = dt.f32): Memory => Memory.create(memory.desc(dims, t, dims.length === 3 ? tag.abc : dims.length === 2 ? tag.ab : tag.a), eng).write(v);
-    const W13 = Memory.create(pd.queryMd('w13')!, eng), W2 = Memory.create(pd.queryMd('w2')!, eng);
-    const sdims = (R: number, C: number): number[] => (blk ? [E, R / blk, C] : [E, C]);
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, K, 2 * I], wdt, tag.abc), W13.desc)).execute(strm, { [ARG.FROM]: plain([E, K, 2 * I], c13, wdt), [ARG.TO]: W13, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(K, 2 * I), s13) });
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, I, K], wdt, tag.abc), W2.desc)).execute(strm, { [ARG.FROM]: plain([E, I, K], c2, wdt), [ARG.TO]: W2, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(I, K), s2) });
-    const out = Memory.create(pd.queryMd('dst')!, eng);
-    const prim = new moe.layer.Primitive(pd);
-    prim.execute(strm, { [ARG.SRC]: plain([T, K], hidden), [ARG.MOE_ROUTER_LOGITS]: plain([T, E], logits), [ARG.WEIGHTS]: W13, [ARG.WEIGHTS_1]: W2, [ARG.DST]: out });
-    await strm.wait();
+    const r = await runQuantLayer(eng, strm, { T, K, I, E, topK, wdt, blk, c13, c2, s13, s2, hidden, logits, options: { accumulationMode: mode } });
     const deq = (c: Float64Array, s: Float64Array, R: number, C: number, b: number): Float64Array => c.map((v, i) => {
       const e = Math.floor(i / (R * C)), r = Math.floor(i / C) % R, col = i % C;
       return v * s[(e * (b ? R / b : 1) + (b ? Math.floor(r / b) : 0)) * C + col];
     });
     const ref = refMoeLayer({
-      T, K, I, k: topK, hidden, ids: prim.workspace.topkIds.values as Int32Array, weights: prim.workspace.topkWeights.values as Float32Array,
+      T, K, I, k: topK, hidden, ids: r.ids, weights: r.weights,
       w13: deq(c13, s13, K, 2 * I, blk), w2: deq(c2, s2, I, K, blk), glu: { alg: 'glu_swiglu', layout: 'halves' },
     });
-    return { out: Float32Array.from(out.values as Float32Array), ref, ids: Int32Array.from(prim.workspace.topkIds.values as Int32Array), impl: [pd.gemm1.implInfo, pd.gemm2.implInfo] };
+    return { out: r.out, ref, ids: r.ids, impl: r.impl };
   }
 
   for (const [name, wdt, E, topK, blk, skew] of [
