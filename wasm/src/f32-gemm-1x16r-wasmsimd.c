@@ -178,3 +178,121 @@ void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
   if (dt == DT_S4) r4_row16(DT_S4, nc1, nc2, kc, bs, xd, xs, w, ps, c, accumulate, sq);
   else r4_row16(DT_U4, nc1, nc2, kc, bs, xd, xs, w, ps, c, accumulate, sq);
 }
+
+/* Two rows (C rows c, c + ldc) x one panel of nc columns: each code converted once for both rows. Per row the
+   same chains in the same order as the 1-row kernels above, so a row's bits do not depend on the tile height.
+   sq: block b's 8 scales at sq + 16 b (the 1-row kernels' staging), or 0; xs0 / xs1: the rows' block sums. */
+INLINE void r8_rows2(const int DT, size_t nc, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xs0,
+                     const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, float* restrict c, size_t ldc,
+                     int accumulate, const float* sq) {
+  v128_t xb = wasm_i32x4_splat(DT == DT_S8 ? 0x00808080 : (int32_t)0x80000000);
+  v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000),
+         m3 = wasm_i32x4_splat((int32_t)0xff000000);
+  KEEP(xb);
+  KEEP(m0);
+  KEEP(m1);
+  KEEP(m2);
+  KEEP(m3);
+  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t off = DT == DT_S8 ? wasm_f32x4_make(128.0f, 128.0f, 128.0f, 0.0f) : wasm_f32x4_make(0.0f, 0.0f, 0.0f, -128.0f);
+  for (size_t b = 0; b < kc; b += blen) {
+    ZERO8;
+    for (size_t n = blen / 2; n; n--) {
+      const v128_t x = LDV(xd0, 0), y = LDV(xd1, 0);
+      const v128_t r = wasm_v128_xor(wasm_v128_load(w), xb);
+      v128_t q = CVT(r, m0);
+      t0 = MADD(x, q, t0);
+      v0 = MADD(y, q, v0);
+      q = CVT(r, m1);
+      t1 = MADD(x, q, t1);
+      v1 = MADD(y, q, v1);
+      q = CVT(r, m2);
+      t2 = MADD(x, q, t2);
+      v2 = MADD(y, q, v2);
+      q = CVT(r, m3);
+      t3 = MADD(x, q, t3);
+      v3 = MADD(y, q, v3);
+      w += 16;
+      xd0 += 4;
+      xd1 += 4;
+    }
+    const int acc = accumulate || b > 0;
+    fold8(t0, t1, t2, t3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs0++)), sq, c, nc, acc);
+    fold8(v0, v1, v2, v3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs1++)), sq, c + ldc, nc, acc);
+    if (sq) sq += 16;
+  }
+}
+
+INLINE void r4_rows2(const int DT, size_t nc, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xs0,
+                     const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, float* restrict c, size_t ldc,
+                     int accumulate, const float* sq) {
+  v128_t xb = wasm_i8x16_splat(DT == DT_S4 ? (int8_t)0x88 : 0);
+  v128_t m0 = wasm_i32x4_splat(0x0f), m1 = wasm_i32x4_splat(0x0f00), m2 = wasm_i32x4_splat(0x0f0000),
+         m3 = wasm_i32x4_splat(0x0f000000);
+  if (DT == DT_S4) KEEP(xb);
+  KEEP(m0);
+  KEEP(m1);
+  KEEP(m2);
+  KEEP(m3);
+  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t off = wasm_f32x4_splat(DT == DT_S4 ? 8.0f : 0.0f);
+  for (size_t b = 0; b < kc; b += blen) {
+    ZERO8;
+    for (size_t n = blen / 4; n; n--) {
+      v128_t r = wasm_v128_load(w);
+      if (DT == DT_S4) r = wasm_v128_xor(r, xb);
+      const v128_t rh = wasm_u32x4_shr(r, 4);
+      const v128_t x0 = LDV(xd0, 0), y0 = LDV(xd1, 0);
+      v128_t q = CVT(r, m0);
+      t0 = MADD(x0, q, t0);
+      v0 = MADD(y0, q, v0);
+      q = CVT(r, m1);
+      t1 = MADD(x0, q, t1);
+      v1 = MADD(y0, q, v1);
+      q = CVT(r, m2);
+      t2 = MADD(x0, q, t2);
+      v2 = MADD(y0, q, v2);
+      q = CVT(r, m3);
+      t3 = MADD(x0, q, t3);
+      v3 = MADD(y0, q, v3);
+      const v128_t x1 = LDV(xd0, 16), y1 = LDV(xd1, 16);
+      q = CVT(rh, m0);
+      t0 = MADD(x1, q, t0);
+      v0 = MADD(y1, q, v0);
+      q = CVT(rh, m1);
+      t1 = MADD(x1, q, t1);
+      v1 = MADD(y1, q, v1);
+      q = CVT(rh, m2);
+      t2 = MADD(x1, q, t2);
+      v2 = MADD(y1, q, v2);
+      q = CVT(rh, m3);
+      t3 = MADD(x1, q, t3);
+      v3 = MADD(y1, q, v3);
+      w += 16;
+      xd0 += 8;
+      xd1 += 8;
+    }
+    const int acc = accumulate || b > 0;
+    fold8(t0, t1, t2, t3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs0++)), sq, c, nc, acc);
+    fold8(v0, v1, v2, v3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs1++)), sq, c + ldc, nc, acc);
+    if (sq) sq += 16;
+  }
+}
+
+void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xs0,
+                    const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, size_t ps, float* restrict c,
+                    size_t ldc, int accumulate, int dt, const float* sq) {
+  const size_t blen = bs ? bs : kc;
+  for (int panel = 0; panel < (nc2 ? 2 : 1); panel++) {
+    const uint8_t* wp = w + (size_t)panel * ps;
+    float* cp = c + 8 * panel;
+    const float* sp = sq ? sq + 8 * panel : 0;
+    const size_t nc = panel ? nc2 : nc1;
+    switch (dt) {
+      case DT_S8: r8_rows2(DT_S8, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
+      case DT_U8: r8_rows2(DT_U8, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
+      case DT_S4: r4_rows2(DT_S4, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
+      default: r4_rows2(DT_U4, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
+    }
+  }
+}

@@ -254,6 +254,10 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
         const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, v->wps, nb, np, ncp, sbuf);
         for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = q < NR * np ? s1[q] : 1.0f;
       }
+      if (mc == 2) { /* both rows from one conversion of the codes */
+        f32_gemm_2x16r(nc1, nc2, (size_t)len, (size_t)blk, xd[0], xs[0], xd[1], xs[1], pw, ps, cp, (size_t)ldc, acc, dt, sb ? sall : 0);
+        continue;
+      }
       for (int32_t r = 0; r < mc; r++) {
         float* cr = cp + (size_t)r * ldc;
         if (x8) f32_gemm_1x16r8(nc1, nc2, (size_t)len, (size_t)blk, xd[r], xs[r], pw, ps, cr, acc, dt, sb ? sall : 0);

@@ -84,6 +84,11 @@ void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
 void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
+/* The same for two rows (C rows c, c + ldc; xd0 / xs0 and xd1 / xs1 their activations), any of the four types:
+   each code converted once for both rows, each row's bits those of the 1-row kernels. */
+void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xs0,
+                    const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, size_t ps, float* restrict c,
+                    size_t ldc, int accumulate, int dt, const float* sq);
 /* One row of a 4-row f32 micro-panel (a at k, element k at a[4k]) over kc k (a multiple of 4) in the layout the
    relaxed kernels load whole: per 4 k, x4: [x0 x0 x2 x2 x1 x1 x3 x3], x8: [x0 x0 x1 x1 x2 x2 x3 x3] (8 floats at
    xd); xs[b] = Σ x over block b of blen k (blen a multiple of 4 dividing kc). */
