@@ -123,6 +123,19 @@ EXPORT(ukernel_dq4) int32_t ukernel_dq4(int32_t reps, int32_t kc, int32_t dt, in
   }
   return c[0];
 }
+/* The relaxed 1x16 kernels walking npan x4 (x8) panels of kc k two at a time from memory, as the decode workload
+   streams one expert's weights. xd / xs: relaxed_xdup's layout. */
+EXPORT(stream_relaxed16) int32_t stream_relaxed16(int32_t npan, int32_t kc, int32_t dt, const float* xd, const float* xs, const uint8_t* w,
+                                                  float* c) {
+  const int four = dt == DT_S4 || dt == DT_U4;
+  const size_t ps = (four ? 4 : 8) * (size_t)kc;
+  for (int32_t p = 0; p + 1 < npan; p += 2) {
+    const uint8_t* pw = w + (size_t)p * ps;
+    if (four) f32_gemm_1x16r4(NR, NR, (size_t)kc, 0, xd, xs, pw, ps, c + p * NR, 0, dt, 0);
+    else f32_gemm_1x16r8(NR, NR, (size_t)kc, 0, xd, xs, pw, ps, c + p * NR, 0, dt, 0);
+  }
+  return (int32_t)c[0];
+}
 /* s16_quad_row for the kernel benchmark and the tests of the quad layout. */
 EXPORT(quad_row) void quad_row(const int16_t* a, int16_t* out, int32_t kcp, int32_t blk, int32_t* sums) { s16_quad_row(a, out, (size_t)kcp, (size_t)blk, sums); }
 /* The same walking npan panels of kc k (x4, ps = 4 kc bytes each, consecutive) two at a time, as the decode
