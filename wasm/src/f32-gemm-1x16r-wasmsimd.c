@@ -81,19 +81,18 @@ INLINE void fold8(v128_t t0, v128_t t1, v128_t t2, v128_t t3, v128_t p, v128_t c
   v128_t t0 = zero, t1 = zero, t2 = zero, t3 = zero, v0 = zero, v1 = zero, v2 = zero, v3 = zero
 
 /* x8: XB the bias xor, OFF the column bias per byte q (s8: 128 for q < 3, the top byte read signed; u8: the
-   top byte flipped to signed, -128). xd: relaxed_xdup's x8 layout, 4 floats per k-pair. */
+   top byte flipped to signed, -128). The top byte by an arithmetic shift (no mask register, no 2^-24 power;
+   1.05-1.1x on the bare kernel). xd: relaxed_xdup's x8 layout, 4 floats per k-pair. */
 INLINE void r8_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* sq) {
   const uint8_t* u = w + ps;
   v128_t xb = wasm_i32x4_splat(DT == DT_S8 ? 0x00808080 : (int32_t)0x80000000);
-  v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000),
-         m3 = wasm_i32x4_splat((int32_t)0xff000000);
+  v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000);
   KEEP(xb);
   KEEP(m0);
   KEEP(m1);
   KEEP(m2);
-  KEEP(m3);
-  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 1.0f);
   const v128_t off = DT == DT_S8 ? wasm_f32x4_make(128.0f, 128.0f, 128.0f, 0.0f) : wasm_f32x4_make(0.0f, 0.0f, 0.0f, -128.0f);
   const size_t blen = bs ? bs : kc;
   for (size_t b = 0; b < kc; b += blen) {
@@ -104,11 +103,11 @@ INLINE void r8_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs,
       t0 = MADD(x, CVT(r, m0), t0);
       t1 = MADD(x, CVT(r, m1), t1);
       t2 = MADD(x, CVT(r, m2), t2);
-      t3 = MADD(x, CVT(r, m3), t3);
+      t3 = MADD(x, wasm_f32x4_convert_i32x4(wasm_i32x4_shr(r, 24)), t3);
       v0 = MADD(x, CVT(s, m0), v0);
       v1 = MADD(x, CVT(s, m1), v1);
       v2 = MADD(x, CVT(s, m2), v2);
-      v3 = MADD(x, CVT(s, m3), v3);
+      v3 = MADD(x, wasm_f32x4_convert_i32x4(wasm_i32x4_shr(s, 24)), v3);
       w += 16;
       u += 16;
       xd += 4;
@@ -186,14 +185,12 @@ INLINE void r8_rows2(const int DT, size_t nc, size_t kc, size_t blen, const floa
                      const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, float* restrict c, size_t ldc,
                      int accumulate, const float* sq) {
   v128_t xb = wasm_i32x4_splat(DT == DT_S8 ? 0x00808080 : (int32_t)0x80000000);
-  v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000),
-         m3 = wasm_i32x4_splat((int32_t)0xff000000);
+  v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000);
   KEEP(xb);
   KEEP(m0);
   KEEP(m1);
   KEEP(m2);
-  KEEP(m3);
-  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 1.0f);
   const v128_t off = DT == DT_S8 ? wasm_f32x4_make(128.0f, 128.0f, 128.0f, 0.0f) : wasm_f32x4_make(0.0f, 0.0f, 0.0f, -128.0f);
   for (size_t b = 0; b < kc; b += blen) {
     ZERO8;
@@ -209,7 +206,7 @@ INLINE void r8_rows2(const int DT, size_t nc, size_t kc, size_t blen, const floa
       q = CVT(r, m2);
       t2 = MADD(x, q, t2);
       v2 = MADD(y, q, v2);
-      q = CVT(r, m3);
+      q = wasm_f32x4_convert_i32x4(wasm_i32x4_shr(r, 24));
       t3 = MADD(x, q, t3);
       v3 = MADD(y, q, v3);
       w += 16;
