@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { ARG, Engine, Memory, Stream, memory, moe, reorder, tag, dt } from '../src/index.js';
 import { fillRandom, timeIt, timingOf, type Timing } from './timing.js';
 import { MOE_SEEDS, MOE_WEIGHT_SCALE, MOE_WORKLOADS, moeFlops, type MoeWorkload } from './moe_workloads.js';
-import { lowpLayerTiming } from './moe_lowp_layer.js';
+import { lowpLayerTiming, type RunnableLayer } from './moe_lowp_layer.js';
 
 export interface MoeRow {
   workload: string;
@@ -181,4 +181,20 @@ export function moeWorkloads(names: string | undefined): MoeWorkload[] {
     if (!w) throw new Error(`unknown moe workload ${n}; built-in: ${Object.keys(MOE_WORKLOADS).join(', ')}`);
     return w;
   });
+}
+
+/** f32 layers (gemm1 gather) of workloads of the same E, K, I on `eng`, on one copy of the packed weights (the
+    first layer's: free them all together). */
+export async function f32Layers(ws: readonly MoeWorkload[], eng: Engine): Promise<RunnableLayer[]> {
+  const first = await build(ws[0], eng, 'gather');
+  const built = [first];
+  for (const w of ws.slice(1)) built.push(await build(w, eng, 'gather', first.weights));
+  return built.map((b) => ({
+    run: async () => {
+      b.layer.execute(b.strm, b.args);
+      await b.strm.wait();
+    },
+    implInfo: b.layer.pd.implInfo,
+    free: b.free, // the first frees the shared weights too: free them all together
+  }));
 }

@@ -28,15 +28,35 @@ function quantizeColumns(w: Float32Array, G: number, R: number, C: number, qmax:
 
 /** Times the layer with `bits`-bit weight-only weights on `eng`; returns the timing and the pd's implInfo. */
 export async function lowpLayerTiming(w: MoeWorkload, eng: Engine, bits: 8 | 4, minMs: number, accumulationMode: 'strict' | 'relaxed' = 'strict'): Promise<{ t: Timing; implInfo: string }> {
+  const [l] = await lowpLayers(eng, bits, [{ w, mode: accumulationMode }]);
+  const t = await timeIt(l.run, { minMs });
+  l.free();
+  return { t, implInfo: l.implInfo };
+}
+
+export interface RunnableLayer {
+  /** One execution and its wait. */
+  run: () => Promise<void>;
+  implInfo: string;
+  /** Frees the layer (the last one freed also frees the shared weights and buffers). */
+  free: () => void;
+}
+
+/** Layers with `bits`-bit weight-only weights on `eng`, one per case (workloads of the same E, K, I: decode-1 and
+    decode-4; accumulation modes), all on one copy of the packed weights (quantizing MoE-B's takes a minute or more). */
+export async function lowpLayers(eng: Engine, bits: 8 | 4, cases: readonly { w: MoeWorkload; mode: 'strict' | 'relaxed' }[]): Promise<RunnableLayer[]> {
   const wdt = bits === 8 ? dt.s8 : dt.s4, qmax = bits === 8 ? 127 : 7;
   const strm = new Stream(eng);
   const anyMd = (dims: number[]): MemoryDesc => memory.desc(dims, wdt, tag.any);
-  const pd = new moe.layer.PrimitiveDesc(eng, {
+  const pds = cases.map(({ w, mode }) => new moe.layer.PrimitiveDesc(eng, {
     tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { scoring: 'softmax', renormalize: true },
     glu: { alg: 'glu_swiglu', layout: 'interleaved' }, weights: { w13: anyMd([w.E, w.K, 2 * w.I]), w2: anyMd([w.E, w.I, w.K]) },
-    weightScales: { w13: { mask: 5 }, w2: { mask: 5 } }, accumulationMode,
-  });
-  const layer = new moe.layer.Primitive(pd);
+    weightScales: { w13: { mask: 5 }, w2: { mask: 5 } }, accumulationMode: mode,
+  }));
+  const pd = pds[0], w = cases[0].w;
+  for (const p of pds)
+    for (const name of ['w13', 'w2'])
+      if (p.queryMd(name)!.toString() !== pd.queryMd(name)!.toString()) throw new Error(`lowpLayers: the cases pack ${name} differently`);
   const owned: Memory[] = [];
   const weights: Memory[] = [], scales: Memory[] = [];
   for (const [name, dims, seed] of [['w13', [w.E, w.K, 2 * w.I], MOE_SEEDS.w13], ['w2', [w.E, w.I, w.K], MOE_SEEDS.w2]] as const) {
@@ -64,17 +84,24 @@ export async function lowpLayerTiming(w: MoeWorkload, eng: Engine, bits: 8 | 4, 
     owned.push(m);
     return m;
   };
-  const args = {
-    [ARG.SRC]: mem(pd.queryMd('hidden')!, MOE_SEEDS.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(pd.queryMd('logits')!, MOE_SEEDS.logits, 4),
-    [ARG.WEIGHTS]: weights[0], [ARG.WEIGHTS_1]: weights[1], [ARG.DST]: mem(pd.queryMd('dst')!),
-    ...(weights[0].desc.packed?.quant ? {} : { [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales[0], [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: scales[1] }),
-  };
-  const t = await timeIt(async () => {
-    layer.execute(strm, args);
-    await strm.wait();
-  }, { minMs });
-  const implInfo = pd.implInfo;
-  layer.destroy();
-  for (const m of owned) m.free();
-  return { t, implInfo };
+  let live = pds.length;
+  return pds.map((p) => {
+    const args = {
+      [ARG.SRC]: mem(p.queryMd('hidden')!, MOE_SEEDS.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(p.queryMd('logits')!, MOE_SEEDS.logits, 4),
+      [ARG.WEIGHTS]: weights[0], [ARG.WEIGHTS_1]: weights[1], [ARG.DST]: mem(p.queryMd('dst')!),
+      ...(weights[0].desc.packed?.quant ? {} : { [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales[0], [ARG.ATTR_SCALES | ARG.WEIGHTS_1]: scales[1] }),
+    };
+    const layer = new moe.layer.Primitive(p);
+    return {
+      run: async () => {
+        layer.execute(strm, args);
+        await strm.wait();
+      },
+      implInfo: p.implInfo,
+      free: () => {
+        layer.destroy();
+        if (--live === 0) for (const m of owned) m.free();
+      },
+    };
+  });
 }

@@ -10,7 +10,7 @@ const { instance } = await WebAssembly.instantiate(fs.readFileSync(new URL(`../w
 const ex = instance.exports;
 ex.__stack_pointer.value = 65536;
 const base = (ex.__heap_base.value + 4095) & ~4095;
-const a = base, w = base + 65536, c = base + 3 * 65536, sq = c + 1024;
+const a = base, w = base + 65536, c = base + 3 * 65536, sq = c + 1024, xd = base + 4 * 65536;
 const f = new Float32Array(memory.buffer);
 for (let i = 0; i < 4 * kc; i++) f[a / 4 + i] = Math.sin(i);
 const u8 = new Uint8Array(memory.buffer);
@@ -22,7 +22,7 @@ for (let round = 0; round < 15; round++)
   for (const dt of [3, 5, 6]) for (const sc of [0, 1]) for (const which of ['strict', 'relaxed']) {
     const ps = dt === 5 || dt === 6 ? 4 * kc : 8 * kc;
     const c0 = process.cpuUsage();
-    (which === 'strict' ? ex.ukernel_lowp16 : ex.ukernel_relaxed16)(reps, kc, dt, a, w, ps, c, sc ? sq : 0);
+    (which === 'strict' ? ex.ukernel_lowp16 : ex.ukernel_relaxed16)(reps, kc, dt, a, w, ps, c, sc ? sq : 0, xd);
     const cu = process.cpuUsage(c0);
     ((res[`${names[dt]}${sc ? '+s' : ''}`] ??= { strict: [], relaxed: [] })[which]).push((cu.user + cu.system) / 1000);
   }

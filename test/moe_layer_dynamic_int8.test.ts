@@ -6,8 +6,9 @@
  * quantization model in dynamic_int8_matmul.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, Stream, dt, memory, moe, reorder, tag, type DataType } from '../src/index.js';
+import { Engine, Stream, dt, moe, type DataType } from '../src/index.js';
 import { expectDnnlError } from './helpers.js';
+import { runQuantLayer } from './moe_layer_quant_helpers.js';
 
 const T = 6, K = 96, I = 64, E = 4, topK = 2;
 const rnd = (n: number, seed: number): Float32Array => Float32Array.from({ length: n }, (_, i) => ((i * 7919 + seed * 104729) % 1000) / 500 - 1);
@@ -39,22 +40,8 @@ describe('moe.layer dynamicQuantization: s8', () => {
     const qmax = wdt === dt.s4 ? 7 : 127;
     const w13 = rnd(E * K * 2 * I, 3).map((v) => v / 8), w2 = rnd(E * I * K, 4).map((v) => v / 8);
     const q13 = quantize(w13, K, 2 * I, blk || K, qmax), q2 = quantize(w2, I, K, blk || I, qmax);
-    const scales = (b: number): { mask: number; groups?: number[] } => (b ? { mask: 7, groups: [1, b, 1] } : { mask: 5 });
-    const pd = new moe.layer.PrimitiveDesc(eng, {
-      tokens: T, hidden: K, intermediate: I, experts: E, topK, routing: { renormalize: true }, glu: { alg: 'glu_swiglu', layout: 'halves' },
-      weights: { w13: memory.desc([E, K, 2 * I], wdt, tag.any), w2: memory.desc([E, I, K], wdt, tag.any) },
-      weightScales: { w13: scales(blk), w2: scales(blk) },
-      ...(dynamic ? { dynamicQuantization: 's8' as const } : {}),
-    });
-    const plain = (dims: number[], v: ArrayLike<number>, t: DataType = dt.f32): Memory => Memory.create(memory.desc(dims, t, dims.length === 3 ? tag.abc : tag.ab), eng).write(v);
-    const W13 = Memory.create(pd.queryMd('w13')!, eng), W2 = Memory.create(pd.queryMd('w2')!, eng);
-    const sdims = (R: number, C: number): number[] => (blk ? [E, R / blk, C] : [E, C]);
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, K, 2 * I], wdt, tag.abc), W13.desc)).execute(strm, { [ARG.FROM]: plain([E, K, 2 * I], q13.codes, wdt), [ARG.TO]: W13, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(K, 2 * I), q13.scales) });
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, I, K], wdt, tag.abc), W2.desc)).execute(strm, { [ARG.FROM]: plain([E, I, K], q2.codes, wdt), [ARG.TO]: W2, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(I, K), q2.scales) });
-    const out = Memory.create(pd.queryMd('dst')!, eng);
-    new moe.layer.Primitive(pd).execute(strm, { [ARG.SRC]: plain([T, K], rnd(T * K, 1)), [ARG.MOE_ROUTER_LOGITS]: plain([T, E], rnd(T * E, 2)), [ARG.WEIGHTS]: W13, [ARG.WEIGHTS_1]: W2, [ARG.DST]: out });
-    await strm.wait();
-    return { out: out.read() as Float32Array, impl: [pd.gemm1.implInfo, pd.gemm2.implInfo], w13: pd.queryMd('w13')!.toString() };
+    const r = await runQuantLayer(eng, strm, { T, K, I, E, topK, wdt, blk, c13: q13.codes, c2: q2.codes, s13: q13.scales, s2: q2.scales, hidden: rnd(T * K, 1), logits: rnd(T * E, 2), options: dynamic ? { dynamicQuantization: 's8' } : {} });
+    return { out: r.out, impl: r.impl, w13: r.w13 };
   }
 
   for (const [wdt, blk] of [[dt.s8, 0], [dt.s4, 32], [dt.u8, 0]] as const) {

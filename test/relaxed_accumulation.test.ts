@@ -12,6 +12,7 @@ import { expectDnnlError } from './helpers.js';
 import { refMoeLayer } from './moe_layer_reference.js';
 import { GM, expectBitwise, expectSameBits, runGM, type GMCase, type Outcome } from './quant_helpers.js';
 import { mulberry32 } from './workloads.js';
+import { runQuantLayer } from './moe_layer_quant_helpers.js';
 
 const INTS: readonly DataType[] = [dt.s8, dt.u8, dt.s4, dt.u4];
 const SUFFIX = (t: DataType): string => (t === dt.s4 || t === dt.u4 ? '-w4' : '-w8');
@@ -61,13 +62,15 @@ describe('accumulation_mode relaxed: weight-only integer decode kernels', () => 
 });
 
 /** Random f32 activations x random codes x random f32 scales, dense 2D (M rows, a 1-2 row tile). */
-async function runRandom(e: Engine, s: Stream, wdt: DataType, M: number, K: number, N: number, kBlock: number, mode: 'strict' | 'relaxed'): Promise<{ got: Float32Array; want: Float64Array; mag: Float64Array; implInfo: string }> {
+interface RandomRun { got: Float32Array; want: Float64Array; mag: Float64Array; implInfo: string; x: Float64Array; w: Float64Array; sc: Float64Array }
+async function runRandom(e: Engine, s: Stream, wdt: DataType, M: number, K: number, N: number, kBlock: number, mode: 'strict' | 'relaxed',
+  given?: { x: Float64Array; w: Float64Array; sc: Float64Array }): Promise<RandomRun> {
   const rng = mulberry32(1234 + K + N + M);
-  const x = Float64Array.from({ length: M * K }, () => Math.fround(rng() * 2 - 1));
+  const x = given?.x ?? Float64Array.from({ length: M * K }, () => Math.fround(rng() * 2 - 1));
   const lo = wdt === dt.s8 ? -128 : wdt === dt.s4 ? -8 : 0, hi = wdt === dt.s8 ? 127 : wdt === dt.u8 ? 255 : wdt === dt.s4 ? 7 : 15;
-  const w = Float64Array.from({ length: K * N }, () => lo + Math.floor(rng() * (hi - lo + 1)));
+  const w = given?.w ?? Float64Array.from({ length: K * N }, () => lo + Math.floor(rng() * (hi - lo + 1)));
   const nb = kBlock ? K / kBlock : 1;
-  const sc = Float64Array.from({ length: nb * N }, () => Math.fround(0.01 + 0.02 * rng()));
+  const sc = given?.sc ?? Float64Array.from({ length: nb * N }, () => Math.fround(0.01 + 0.02 * rng()));
   const attr = new PrimitiveAttr().setScales(ARG.WEIGHTS, kBlock ? 3 : 2, kBlock ? [kBlock, 1] : []).setAccumulationMode(mode);
   const pd = new matmul.PrimitiveDesc(e, memory.desc([M, K], dt.f32, tag.ab), memory.desc([K, N], wdt, tag.any), memory.desc([M, N], dt.f32, tag.ab), attr);
   const mems: Memory[] = [];
@@ -93,7 +96,7 @@ async function runRandom(e: Engine, s: Stream, wdt: DataType, M: number, K: numb
           want[m * N + n] += t;
           mag[m * N + n] += Math.abs(t);
         }
-    return { got: Float32Array.from(dst.read()), want, mag, implInfo: pd.implInfo };
+    return { got: Float32Array.from(dst.read()), want, mag, implInfo: pd.implInfo, x, w, sc };
   } finally {
     mems.forEach((m) => m.free());
   }
@@ -116,7 +119,8 @@ describe('accumulation_mode relaxed on random f32 activations: within the float6
   });
   afterAll(() => engines.forEach(([e]) => e.release()));
 
-  const SHAPES = [[1, 1002, 40, 0], [2, 1024, 24, 32], [1, 2048, 16, 64], [2, 130, 21, 0]] as const;
+  // K = 2560 in blocks of 1280: blocks longer than a relaxed piece (1024 k) run the strict kernels inside.
+  const SHAPES = [[1, 1002, 40, 0], [2, 1024, 24, 32], [1, 2048, 16, 64], [2, 130, 21, 0], [2, 2560, 16, 1280]] as const;
   for (const wdt of INTS) {
     it.each(SHAPES)(`${wdt}: M = %i, K = %i, N = %i, K block %i`, async (M, K, N, kb) => {
       for (const [e, s] of engines) {
@@ -131,6 +135,32 @@ describe('accumulation_mode relaxed on random f32 activations: within the float6
       // thread count never changes the relaxed bits
       const [a, b] = [await runRandom(engines[1][0], engines[1][1], wdt, M, K, N, kb, 'relaxed'), await runRandom(engines[2][0], engines[2][1], wdt, M, K, N, kb, 'relaxed')];
       expect(Array.from(a.got)).toEqual(Array.from(b.got));
+    });
+  }
+});
+
+describe('accumulation_mode relaxed: the 2-row tile', () => {
+  const engines: [Engine, Stream][] = [];
+  beforeAll(async () => {
+    for (const kernels of ['simd128', 'relaxed'] as const) {
+      const e = await Engine.create({ threads: 1, kernels });
+      engines.push([e, new Stream(e)]);
+    }
+  });
+  afterAll(() => engines.forEach(([e]) => e.release()));
+
+  // f32_gemm_2x16r converts each code once for both rows; each row must keep the bits the 1-row kernels give it.
+  const SHAPES = [[2048, 24, 64], [1100, 21, 0], [96, 16, 12]] as const;
+  for (const wdt of INTS) {
+    it.each(SHAPES)(`${wdt}: K = %i, N = %i, K block %i: each row of a 2-row tile has the bits of that row alone`, async (K, N, kb) => {
+      for (const [e, s] of engines) {
+        const two = await runRandom(e, s, wdt, 2, K, N, kb, 'relaxed');
+        expect(worst(two), `${e.isa}`).toBeLessThan(5e-7);
+        for (let m = 0; m < 2; m++) {
+          const one = await runRandom(e, s, wdt, 1, K, N, kb, 'relaxed', { x: two.x.slice(m * K, (m + 1) * K), w: two.w, sc: two.sc });
+          expect(Buffer.from(one.got.buffer).equals(Buffer.from(two.got.slice(m * N, (m + 1) * N).buffer)), `${e.isa} row ${m}`).toBe(true);
+        }
+      }
     });
   }
 });
@@ -178,30 +208,16 @@ describe('moe.layer accumulationMode: relaxed', () => {
     const s13 = sc(E * nb13 * 2 * I), s2 = sc(E * nb2 * K);
     const hidden = Float64Array.from({ length: T * K }, () => Math.fround(rng() * 2 - 1));
     const logits = Float64Array.from({ length: T * E }, (_, i) => Math.fround(rng() * 4 + (skew && i % E < 2 ? 50 : 0)));
-    const scales = blk ? { mask: 7, groups: [1, blk, 1] } : { mask: 5 };
-    const pd = new moe.layer.PrimitiveDesc(eng, {
-      tokens: T, hidden: K, intermediate: I, experts: E, topK, routing: { renormalize: true }, glu: { alg: 'glu_swiglu', layout: 'halves' },
-      weights: { w13: memory.desc([E, K, 2 * I], wdt, tag.any), w2: memory.desc([E, I, K], wdt, tag.any) },
-      weightScales: { w13: scales, w2: scales }, accumulationMode: mode,
-    });
-    const plain = (dims: number[], v: ArrayLike<number>, t: DataType = dt.f32): Memory => Memory.create(memory.desc(dims, t, dims.length === 3 ? tag.abc : dims.length === 2 ? tag.ab : tag.a), eng).write(v);
-    const W13 = Memory.create(pd.queryMd('w13')!, eng), W2 = Memory.create(pd.queryMd('w2')!, eng);
-    const sdims = (R: number, C: number): number[] => (blk ? [E, R / blk, C] : [E, C]);
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, K, 2 * I], wdt, tag.abc), W13.desc)).execute(strm, { [ARG.FROM]: plain([E, K, 2 * I], c13, wdt), [ARG.TO]: W13, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(K, 2 * I), s13) });
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, memory.desc([E, I, K], wdt, tag.abc), W2.desc)).execute(strm, { [ARG.FROM]: plain([E, I, K], c2, wdt), [ARG.TO]: W2, [ARG.ATTR_SCALES | ARG.WEIGHTS]: plain(sdims(I, K), s2) });
-    const out = Memory.create(pd.queryMd('dst')!, eng);
-    const prim = new moe.layer.Primitive(pd);
-    prim.execute(strm, { [ARG.SRC]: plain([T, K], hidden), [ARG.MOE_ROUTER_LOGITS]: plain([T, E], logits), [ARG.WEIGHTS]: W13, [ARG.WEIGHTS_1]: W2, [ARG.DST]: out });
-    await strm.wait();
+    const r = await runQuantLayer(eng, strm, { T, K, I, E, topK, wdt, blk, c13, c2, s13, s2, hidden, logits, options: { accumulationMode: mode } });
     const deq = (c: Float64Array, s: Float64Array, R: number, C: number, b: number): Float64Array => c.map((v, i) => {
       const e = Math.floor(i / (R * C)), r = Math.floor(i / C) % R, col = i % C;
       return v * s[(e * (b ? R / b : 1) + (b ? Math.floor(r / b) : 0)) * C + col];
     });
     const ref = refMoeLayer({
-      T, K, I, k: topK, hidden, ids: prim.workspace.topkIds.values as Int32Array, weights: prim.workspace.topkWeights.values as Float32Array,
+      T, K, I, k: topK, hidden, ids: r.ids, weights: r.weights,
       w13: deq(c13, s13, K, 2 * I, blk), w2: deq(c2, s2, I, K, blk), glu: { alg: 'glu_swiglu', layout: 'halves' },
     });
-    return { out: Float32Array.from(out.values as Float32Array), ref, ids: Int32Array.from(prim.workspace.topkIds.values as Int32Array), impl: [pd.gemm1.implInfo, pd.gemm2.implInfo] };
+    return { out: r.out, ref, ids: r.ids, impl: r.impl };
   }
 
   for (const [name, wdt, E, topK, blk, skew] of [

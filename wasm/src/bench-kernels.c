@@ -93,14 +93,17 @@ EXPORT(ukernel_lowp16) float ukernel_lowp16(int32_t reps, int32_t kc, int32_t dt
 }
 
 /* The same shape on the relaxed-order kernels (f32_gemm_1x16r8 / r4, accumulation_mode relaxed); sq: one K block of
-   kc k with 16 scales, or NULL. */
+   kc k with 16 scales, or NULL. The activations are laid out once (relaxed_xdup) into xd (2 kc floats), as the
+   driver does once per row and piece. */
 EXPORT(ukernel_relaxed16) float ukernel_relaxed16(int32_t reps, int32_t kc, int32_t dt, const float* a, const uint8_t* w, int32_t ps,
-                                                  float* c, const float* sq) {
+                                                  float* c, const float* sq, float* xd) {
   const int four = dt == DT_S4 || dt == DT_U4;
+  float xs[1];
+  relaxed_xdup(a, (size_t)kc, (size_t)kc, four, xd, xs);
   for (int32_t r = 0; r < reps; r++) {
     __asm__ volatile("" ::: "memory");
-    if (four) f32_gemm_1x16r4(NR, NR, (size_t)kc, sq ? (size_t)kc : 0, a, w, (size_t)ps, c, r > 0, dt, sq);
-    else f32_gemm_1x16r8(NR, NR, (size_t)kc, sq ? (size_t)kc : 0, a, w, (size_t)ps, c, r > 0, dt, sq);
+    if (four) f32_gemm_1x16r4(NR, NR, (size_t)kc, sq ? (size_t)kc : 0, xd, xs, w, (size_t)ps, c, r > 0, dt, sq);
+    else f32_gemm_1x16r8(NR, NR, (size_t)kc, sq ? (size_t)kc : 0, xd, xs, w, (size_t)ps, c, r > 0, dt, sq);
   }
   return c[0];
 }
@@ -119,6 +122,19 @@ EXPORT(ukernel_dq4) int32_t ukernel_dq4(int32_t reps, int32_t kc, int32_t dt, in
     }
   }
   return c[0];
+}
+/* The relaxed 1x16 kernels walking npan x4 (x8) panels of kc k two at a time from memory, as the decode workload
+   streams one expert's weights. xd / xs: relaxed_xdup's layout. */
+EXPORT(stream_relaxed16) int32_t stream_relaxed16(int32_t npan, int32_t kc, int32_t dt, const float* xd, const float* xs, const uint8_t* w,
+                                                  float* c) {
+  const int four = dt == DT_S4 || dt == DT_U4;
+  const size_t ps = (four ? 4 : 8) * (size_t)kc;
+  for (int32_t p = 0; p + 1 < npan; p += 2) {
+    const uint8_t* pw = w + (size_t)p * ps;
+    if (four) f32_gemm_1x16r4(NR, NR, (size_t)kc, 0, xd, xs, pw, ps, c + p * NR, 0, dt, 0);
+    else f32_gemm_1x16r8(NR, NR, (size_t)kc, 0, xd, xs, pw, ps, c + p * NR, 0, dt, 0);
+  }
+  return (int32_t)c[0];
 }
 /* s16_quad_row for the kernel benchmark and the tests of the quad layout. */
 EXPORT(quad_row) void quad_row(const int16_t* a, int16_t* out, int32_t kcp, int32_t blk, int32_t* sums) { s16_quad_row(a, out, (size_t)kcp, (size_t)blk, sums); }

@@ -186,6 +186,9 @@ static const float* stage_scales(const qarg_t* qs, const group_view_t* v, const 
   return sbuf;
 }
 
+/* accumulation_mode relaxed: pieces of at most this many k (multiples of the K block) per relaxed call; the
+   rows' activations of a piece are laid out once (relaxed_xdup) on the stack, 2 rows x 2 floats per k. */
+#define RELAXED_PIECE 1024
 /* Whole K blocks per relaxed call at most (their scales staged on the stack). */
 #define RELAXED_BLOCKS 64
 
@@ -203,45 +206,64 @@ INLINE void strict_row(const group_view_t* v, int np, int32_t ncp, int32_t kk, i
   }
 }
 
-/* accumulation_mode relaxed (rfcs/0007): one row of a 1-2 row tile x one or two panels over the A block's
-   [k0, k0 + kc), s8 / u8 / s4 / u4 codes, no zero points. Whole K blocks of scales (per-column scales: the
-   piece rounded down to 4 k) run the reordered f32_gemm_1x16r* kernels; the k before the first whole block
-   and after the last run the strict kernels, adding into the same C. */
-static void relaxed_row(const job_t* j, const group_view_t* v, const void* sb, int np, int32_t nb, int32_t ncp, const uint8_t* panel,
-                        const float* a, int32_t k0, int32_t kc, float* c, int first, float* sbuf) {
+/* accumulation_mode relaxed (rfcs/0007): a 1-2 row tile x its panels (two per call) over the A block's
+   [k0, k0 + kc), s8 / u8 / s4 / u4 codes, no zero points. The K range is cut the same way for every panel and
+   row (so the order depends on the geometry only): whole K blocks of scales, at most RELAXED_PIECE k and
+   RELAXED_BLOCKS blocks at a time (per-column scales: pieces in multiples of 4 k from an even k), run the
+   reordered f32_gemm_1x16r* kernels on the rows laid out once per piece; the k before the first whole block,
+   blocks longer than a piece and the last < 4 k run the strict kernels, adding into the same C. */
+static void relaxed_segment(const job_t* j, const group_view_t* v, const void* sb, int32_t sn, int32_t sw, const float* a, int32_t k0,
+                            int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* sbuf) {
   const qarg_t* qs = &j->q[Q_WEI_SCALE];
   const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
-  const size_t ps = np == 2 ? v->wps : 0, nc1 = (size_t)MIN(NR, ncp), nc2 = np == 2 ? (size_t)(ncp - NR) : 0;
+  const int32_t npan = cdiv(sw, NR);
+  float xd[2][2 * RELAXED_PIECE], xs[2][RELAXED_PIECE / 4];
   float sall[16 * RELAXED_BLOCKS];
   for (int32_t y = 0; y < kc;) {
     const int32_t kk = k0 + y, kabs = v->k0 + kk, acc = !first || y > 0;
-    const uint8_t* pw = panel + (x8 ? (size_t)kk * NR : (size_t)(kk >> 1) * NR);
-    const float* ay = a + (size_t)y * MR;
-    int32_t len = kc - y;
-    const float* sq = 0;
+    int32_t len = kc - y, blk = 0, nblk = 0, rel = 0;
     if (sb) {
-      const int32_t blk = qs->blk_k, off = kabs % blk;
-      if (off == 0 && len >= blk) { /* whole blocks: their scales staged 16 per block (1.0 past the columns) */
-        const int32_t nblk = MIN(len / blk, RELAXED_BLOCKS);
-        for (int32_t b = 0; b < nblk; b++) {
-          const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, v->wps, nb, np, ncp, sbuf);
-          for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = q < NR * np ? s1[q] : 1.0f;
-        }
-        if (x8) f32_gemm_1x16r8(nc1, nc2, (size_t)(nblk * blk), (size_t)blk, ay, pw, ps, c, acc, dt, sall);
-        else f32_gemm_1x16r4(nc1, nc2, (size_t)(nblk * blk), (size_t)blk, ay, pw, ps, c, acc, dt, sall);
-        y += nblk * blk;
+      blk = qs->blk_k;
+      const int32_t off = kabs % blk;
+      if (off == 0 && len >= blk && blk <= RELAXED_PIECE) { /* whole blocks */
+        nblk = MIN(MIN(len / blk, RELAXED_BLOCKS), RELAXED_PIECE / blk);
+        len = nblk * blk;
+        rel = 1;
+      } else {
+        len = MIN(len, blk - off); /* a partial (or over-long) block: strict */
+      }
+    } else if (!(kk & 1) && len >= 4) { /* per-column scales (applied by the epilogue): the piece in 4s */
+      len = MIN(len & ~3, RELAXED_PIECE);
+      rel = 1;
+    }
+    if (rel)
+      for (int32_t r = 0; r < mc; r++) relaxed_xdup(a + r + (size_t)y * MR, (size_t)len, (size_t)(blk ? blk : len), !x8, xd[r], xs[r]);
+    for (int32_t p = 0, np; p < npan; p += np) {
+      np = p + 1 < npan ? 2 : 1;
+      const int32_t nb = sn + p * NR, ncp = MIN(NR * np, sw - p * NR);
+      const uint8_t* panel = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * v->wps;
+      float* cp = c + p * NR;
+      if (!rel) {
+        const float* sq = sb ? stage_scales(qs, v, sb, kabs, panel, v->wps, nb, np, ncp, sbuf) : 0;
+        for (int32_t r = 0; r < mc; r++) strict_row(v, np, ncp, kk, len, a + r + (size_t)y * MR, panel, cp + (size_t)r * ldc, acc, sq);
         continue;
       }
-      len = MIN(len, blk - off); /* a partial block: strict */
-      sq = stage_scales(qs, v, sb, kabs, panel, v->wps, nb, np, ncp, sbuf);
-    } else if (!(kk & 1) && len >= 4) { /* per-column scales (applied by the epilogue): the piece in 4s */
-      const int32_t l4 = len & ~3;
-      if (x8) f32_gemm_1x16r8(nc1, nc2, (size_t)l4, 0, ay, pw, ps, c, acc, dt, 0);
-      else f32_gemm_1x16r4(nc1, nc2, (size_t)l4, 0, ay, pw, ps, c, acc, dt, 0);
-      y += l4;
-      continue;
+      const size_t ps = np == 2 ? v->wps : 0, nc1 = (size_t)MIN(NR, ncp), nc2 = np == 2 ? (size_t)(ncp - NR) : 0;
+      const uint8_t* pw = panel + (x8 ? (size_t)kk * NR : (size_t)(kk >> 1) * NR);
+      for (int32_t b = 0; b < nblk; b++) { /* the blocks' scales, 16 per block (1.0 past the columns) */
+        const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, v->wps, nb, np, ncp, sbuf);
+        for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = q < NR * np ? s1[q] : 1.0f;
+      }
+      if (mc == 2) { /* both rows from one conversion of the codes */
+        f32_gemm_2x16r(nc1, nc2, (size_t)len, (size_t)blk, xd[0], xs[0], xd[1], xs[1], pw, ps, cp, (size_t)ldc, acc, dt, sb ? sall : 0);
+        continue;
+      }
+      for (int32_t r = 0; r < mc; r++) {
+        float* cr = cp + (size_t)r * ldc;
+        if (x8) f32_gemm_1x16r8(nc1, nc2, (size_t)len, (size_t)blk, xd[r], xs[r], pw, ps, cr, acc, dt, sb ? sall : 0);
+        else f32_gemm_1x16r4(nc1, nc2, (size_t)len, (size_t)blk, xd[r], xs[r], pw, ps, cr, acc, dt, sb ? sall : 0);
+      }
     }
-    strict_row(v, np, ncp, kk, len, ay, panel, c, acc, sq);
     y += len;
   }
 }
@@ -264,13 +286,7 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   const int relaxed = j->accum_mode == ACC_RELAXED && mc <= 2 && !zb && (dt == DT_S8 || dt == DT_U8 || dt == DT_S4 || dt == DT_U4) &&
                       (!sb || qs->blk_k % 4 == 0);
   if (relaxed) {
-    for (int32_t p = 0, np; p < npan; p += np) {
-      np = p + 1 < npan ? 2 : 1;
-      const int32_t nb = sn + p * NR, ncp = MIN(NR * np, sw - p * NR);
-      const uint8_t* panel = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * pbytes;
-      for (int32_t r = 0; r < mc; r++)
-        relaxed_row(j, v, sb, np, nb, ncp, panel, a + r, k0, kc, c + p * NR + (size_t)r * (size_t)ldc, first, sbuf);
-    }
+    relaxed_segment(j, v, sb, sn, sw, a, k0, kc, c, ldc, first, mc, sbuf);
     return;
   }
   for (int32_t p = 0, np; p < npan; p += np) {

@@ -13,6 +13,7 @@
 #include "common.h"
 #include "ukernel.h"
 #include "tile_io.h"
+#include "dq_row16.h"
 
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
 #define KEEP(v) __asm__("" : "+r"(v))
@@ -36,14 +37,7 @@ INLINE void dq8_row16(const int S8, size_t nc1, size_t nc2, size_t kc, size_t bl
     KEEP(xb);
     KEEP(ones);
   }
-  const v128_t zero = wasm_i32x4_splat(0);
-  v128_t f0 = zero, f1 = zero, f2 = zero, f3 = zero;
-  if (sc && !first) {
-    f0 = wasm_v128_load(c);
-    f1 = wasm_v128_load((const float*)c + 4);
-    f2 = wasm_v128_load((const float*)c + 8);
-    f3 = wasm_v128_load((const float*)c + 12);
-  }
+  DQ16_F_INIT
   for (size_t k = 0; k < kc; k += blk) {
     const size_t len = kc - k < blk ? kc - k : blk;
     v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero, sx = zero;
@@ -70,40 +64,9 @@ INLINE void dq8_row16(const int S8, size_t nc1, size_t nc2, size_t kc, size_t bl
       v2 = wasm_i32x4_sub(v2, bias);
       v3 = wasm_i32x4_sub(v3, bias);
     }
-    if (!sc) {
-      if (acc) {
-        v0 = wasm_i32x4_add(v0, wasm_v128_load(c));
-        v1 = wasm_i32x4_add(v1, wasm_v128_load((const int32_t*)c + 4));
-        v2 = wasm_i32x4_add(v2, wasm_v128_load((const int32_t*)c + 8));
-        v3 = wasm_i32x4_add(v3, wasm_v128_load((const int32_t*)c + 12));
-      }
-      store_row8(c, nc1, v0, v1);
-      store_row8((int32_t*)c + 8, nc2, v2, v3);
-      return;
-    }
-    const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v0), wasm_v128_load(sc));
-    const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v1), wasm_v128_load(sc + 4));
-    const v128_t p2 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v2), wasm_v128_load(sc + sps));
-    const v128_t p3 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v3), wasm_v128_load(sc + sps + 4));
-    sc += NR;
-    if (first && k == 0) {
-      f0 = p0;
-      f1 = p1;
-      f2 = p2;
-      f3 = p3;
-    } else {
-      f0 = wasm_f32x4_add(f0, p0);
-      f1 = wasm_f32x4_add(f1, p1);
-      f2 = wasm_f32x4_add(f2, p2);
-      f3 = wasm_f32x4_add(f3, p3);
-    }
+    DQ16_BLOCK_END;
   }
-  if (sc) {
-    wasm_v128_store(c, f0);
-    wasm_v128_store((float*)c + 4, f1);
-    wasm_v128_store((float*)c + 8, f2);
-    wasm_v128_store((float*)c + 12, f3);
-  }
+  DQ16_F_STORE
 }
 
 void s16_dq_1x16w8(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, size_t ps,

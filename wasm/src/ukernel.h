@@ -77,12 +77,22 @@ void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
                      size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq);
 /* accumulation_mode relaxed (f32-gemm-1x16r-wasmsimd.c): 1 row x two panels (w, w + ps; ps = 0 reads one panel
    twice, nc2 = 0 then) of s8 / u8 (x8:p8, w at k0) or s4 / u4 (x4:p8k2, w at k-pair k0 / 2, k0 even) codes, in
-   blocks of bs k (0: one block of kc; block b's 16 scales at sq + 16 b, or sq = 0): C (+)= per block
-   (Σ code x) x scale, in a reordered sum (FMA, split chains, scale per block). No zero points. */
-void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w,
-                     size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
-void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w,
-                     size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
+   blocks of bs k (0: one block of kc; kc and bs multiples of 4; block b's 16 scales at sq + 16 b, or sq = 0):
+   C (+)= per block (Σ code x) x scale, in a reordered sum (FMA, split chains, scale per block). No zero points.
+   xd / xs: the row's activations as relaxed_xdup lays them out, and their block sums. */
+void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
+                     const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
+void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
+                     const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
+/* The same for two rows (C rows c, c + ldc; xd0 / xs0 and xd1 / xs1 their activations), any of the four types:
+   each code converted once for both rows, each row's bits those of the 1-row kernels. */
+void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xs0,
+                    const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, size_t ps, float* restrict c,
+                    size_t ldc, int accumulate, int dt, const float* sq);
+/* One row of a 4-row f32 micro-panel (a at k, element k at a[4k]) over kc k (a multiple of 4) in the layout the
+   relaxed kernels load whole: per 4 k, x4: [x0 x0 x2 x2 x1 x1 x3 x3], x8: [x0 x0 x1 x1 x2 x2 x3 x3] (8 floats at
+   xd); xs[b] = Σ x over block b of blen k (blen a multiple of 4 dividing kc). */
+void relaxed_xdup(const float* a, size_t kc, size_t blen, int x4, float* restrict xd, float* restrict xs);
 /* The weights of kc k (from w + 8k, or from k0 of a 4-bit panel) decoded (and (w - z) * s) into out [kc][8]. */
 void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out);
 void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* zq, const float* sq, float* out);
