@@ -40,6 +40,7 @@ export interface Vec4Variant {
   readonly unroll: boolean;
   readonly prefetch: boolean;
   readonly aRowsFast: boolean;
+  readonly skipRows: boolean;
 }
 
 /**
@@ -50,9 +51,9 @@ export interface Vec4Variant {
  * unrolled 12-deep slice that ran best as the big tile of T = 4096 (7.65 ms).
  */
 const VEC4_DEFAULTS: Readonly<Record<32 | 64 | 128, Vec4Variant>> = {
-  32: { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true },
-  64: { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false },
-  128: { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false },
+  32: { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true, skipRows: false },
+  64: { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: false },
+  128: { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: false },
 };
 
 /**
@@ -64,16 +65,18 @@ const VEC4_DEFAULTS: Readonly<Record<32 | 64 | 128, Vec4Variant>> = {
  * the K slice's loop written out on 2D workgroup arrays (every workgroup index but the thread's own is
  * a constant, so the bounds clamps WGSL adds stay out of the inner loop); `prefetch`: the next slice
  * loaded into registers while the current one is multiplied (off: right before it is stored, fewer
- * live registers); `aRowsFast`: consecutive threads load consecutive rows of A (conflict-free
+ * live registers); `skipRows`: a thread whose rows all lie past the tile's last row skips the
+ * products (a warp past it, e.g. in each group's last tile, issues no FMAs: the SM's other warps get
+ * its issue slots); `aRowsFast`: consecutive threads load consecutive rows of A (conflict-free
  * transposed stores). `wgBytes`: the workgroup memory a pipeline may use (a K slice that does not fit
  * is halved; 16 KiB, WebGPU's default, fits every default); `bigTile`: the M tile of groups averaging
  * more than 64 rows (128; 64 or 96 pad less of each group's last tile).
  */
 export const vec4Tuning: { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { wgBytes: number; bigTile: number } = {
-  bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, aRowsFast: undefined, wgBytes: 16384, bigTile: 128,
+  bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, aRowsFast: undefined, skipRows: undefined, wgBytes: 16384, bigTile: 128,
 };
 
-interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean; readonly aRowsFast: boolean }
+interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean; readonly aRowsFast: boolean; readonly skipRows: boolean }
 
 function vec4Shape(tm: number): Vec4Shape {
   const d = tm <= 32 ? VEC4_DEFAULTS[32] : tm <= 64 ? VEC4_DEFAULTS[64] : VEC4_DEFAULTS[128];
@@ -85,12 +88,12 @@ function vec4Shape(tm: number): Vec4Shape {
   const bytes = (k: number): number => (tm * k + k * VEC4_TN) * 4;
   while (bk > 4 && bytes(bk) > t.wgBytes) bk = Math.max(4, Math.floor(bk / 8) * 4);
   const db = (t.doubleBuffer ?? d.doubleBuffer) && 2 * bytes(bk) <= t.wgBytes;
-  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: t.unroll ?? d.unroll, prefetch: (t.prefetch ?? d.prefetch) || db, aRowsFast: t.aRowsFast ?? d.aRowsFast };
+  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: t.unroll ?? d.unroll, prefetch: (t.prefetch ?? d.prefetch) || db, aRowsFast: t.aRowsFast ?? d.aRowsFast, skipRows: t.skipRows ?? d.skipRows };
 }
 
 export function vec4ShapeTag(tm: number): string {
   const s = vec4Shape(tm);
-  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}`;
+  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}${s.skipRows ? 'sr' : ''}`;
 }
 
 /** The row modes' part of the key (gemm_tiled.ts spells it the same way). */
@@ -179,7 +182,7 @@ function putFnWgsl(c: GemmTiledConfig): string {
 }
 
 export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
-  const { tm, bk, rm, nt: NT, db, unroll, prefetch, aRowsFast } = vec4Shape(c.tm);
+  const { tm, bk, rm, nt: NT, db, unroll, prefetch, aRowsFast, skipRows } = vec4Shape(c.tm);
   if (tm % 16 !== 0 || tm > 128 || !Number.isInteger(tm / rm) || (rm !== 2 && rm % 4 !== 0 && rm !== 1) || bk % 4 !== 0) {
     throw new Error(`gemm-tiled-vec4: TM ${tm} (${rm} rows per thread, BK ${bk}) does not fit the thread layout`);
   }
@@ -253,7 +256,10 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
     return;
   }` : '';
   // One slice's products: a loop over the flat arrays, or (unroll) every k written out on slot `s`.
-  const multiply = (s?: number): string => {
+  const multiply = (s?: number): string => (skipRows ? `
+    if (live) {${products(s)}
+    }` : products(s));
+  const products = (s?: number): string => {
     if (s === undefined) {
       const aVec = vecRows ? Array.from({ length: rm / 4 }, (_, h) => `
       let av${h} = As[aR + kk * ${tm / 4}u + ty * ${rm / 4}u + ${h}u];`).join('') : '';
@@ -356,7 +362,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   let n0 = wid.x * ${glu ? VEC4_TN / 2 : VEC4_TN}u;
   let tx = li % 16u;
   let ty = li / 16u;${zeroTile}
-  ${unroll ? `let tx16 = tx + 16u; ${vecRows ? `let ar = ty * ${rm / 4}u;` : ''}` : ''}${consts}
+  ${unroll ? `let tx16 = tx + 16u; ${vecRows ? `let ar = ty * ${rm / 4}u;` : ''}` : ''}${consts}${skipRows ? `
+  // The thread's first row (no barrier inside the branch: threads past the tile only skip products).
+  let live = m0 + ${rowOf(0)} < m1;` : ''}
   ${decl(aLoads, 'ra')} ${decl(bLoads, 'rb')}
   ${accDecl}${mainLoop}
   ${stores}
