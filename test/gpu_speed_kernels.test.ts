@@ -226,6 +226,9 @@ describe.each([
   { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, aRowsFast: false, tag: [128, '128x128x8r8dbu'] },
   // A 12-deep slice (partial vec4 loads per thread), a 96-row big tile, rows-fast A loads.
   { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true, bigTile: 96, tag: [96, '96x128x12r8urf'] },
+  // Threads past the tile's last row skip the products (unrolled, then flat double-buffered slices).
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true, tag: [128, '128x128x16r8usr'] },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 4, unroll: false, prefetch: true, aRowsFast: false, skipRows: true, tag: [64, '64x128x8r4dbsr'] },
 ] as const)('gpu gemm-tiled-vec4 variant %o', ({ tag, ...v }) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v); });

@@ -285,9 +285,9 @@ describe('gemm-tiled-vec4: zero-filled ungrouped rows, plain rows, batched count
 // The cases above run each tile's default form (unrolled K slices); these force the flat loop (its
 // own B store: the interleaved GLU's split) and double-buffered slices.
 describe.each([
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, aRowsFast: false, tag: '32x128x8r2db' },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, aRowsFast: false, skipRows: true, tag: '32x128x8r2dbsr' },
   { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: false, aRowsFast: true, tag: '32x128x16r8nprf' },
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, tag: '32x128x8r8dbu' },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true, tag: '32x128x8r8dbusr' },
 ] as const)('gemm-tiled-vec4 variant %o: row modes and fusions', ({ tag: t, ...v }) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v, { wgBytes: 32768 }); });

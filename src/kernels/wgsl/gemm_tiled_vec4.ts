@@ -51,9 +51,9 @@ export interface Vec4Variant {
  * unrolled 12-deep slice that ran best as the big tile of T = 4096 (7.65 ms).
  */
 const VEC4_DEFAULTS: Readonly<Record<32 | 64 | 128, Vec4Variant>> = {
-  32: { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true, skipRows: false },
-  64: { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: false },
-  128: { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: false },
+  32: { bk: 8, doubleBuffer: false, smallRowsPerThread: 4, unroll: true, prefetch: true, aRowsFast: true, skipRows: false },
+  64: { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true },
+  128: { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true },
 };
 
 /**
@@ -70,10 +70,12 @@ const VEC4_DEFAULTS: Readonly<Record<32 | 64 | 128, Vec4Variant>> = {
  * its issue slots); `aRowsFast`: consecutive threads load consecutive rows of A (conflict-free
  * transposed stores). `wgBytes`: the workgroup memory a pipeline may use (a K slice that does not fit
  * is halved; 16 KiB, WebGPU's default, fits every default); `bigTile`: the M tile of groups averaging
- * more than 64 rows (128; 64 or 96 pad less of each group's last tile).
+ * more than 64 rows (128; 64 or 96 pad less of each group's last tile); `hoistA` / `hoistB`: the rows
+ * (a gather's token index read) and range checks of a thread's A loads / the columns and range check
+ * of its B loads worked out once as thread constants, or again in every slice.
  */
-export const vec4Tuning: { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { wgBytes: number; bigTile: number } = {
-  bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, aRowsFast: undefined, skipRows: undefined, wgBytes: 16384, bigTile: 128,
+export const vec4Tuning: { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { wgBytes: number; bigTile: number; hoistA: boolean; hoistB: boolean } = {
+  bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, aRowsFast: undefined, skipRows: undefined, wgBytes: 16384, bigTile: 128, hoistA: true, hoistB: true,
 };
 
 interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean; readonly aRowsFast: boolean; readonly skipRows: boolean }
@@ -93,7 +95,7 @@ function vec4Shape(tm: number): Vec4Shape {
 
 export function vec4ShapeTag(tm: number): string {
   const s = vec4Shape(tm);
-  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}${s.skipRows ? 'sr' : ''}`;
+  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}${s.skipRows ? 'sr' : ''}${vec4Tuning.hoistA ? '' : 'xa'}${vec4Tuning.hoistB ? '' : 'xb'}`;
 }
 
 /** The row modes' part of the key (gemm_tiled.ts spells it the same way). */
@@ -136,18 +138,18 @@ export function vec4Eligible(c: Pick<GemmTiledConfig, 'mode' | 'src' | 'wei' | '
 }
 
 /**
- * Where thread constant `i` of the B staging reads (`bc<i>`: the GEMM column of its vec4, `bo<i>`: in
- * range; `p`: its vec4 slot of a staged k row). A GLU tile holds the gate columns of 64 dst columns in
- * tile columns 0..63 and their up columns in 64..127 (so thread tx has gate and up of dst columns
- * n0 + 4 tx .. + 3 in its two accumulators): `halves` / `blocks32` map a quad of dst columns to four
- * consecutive GEMM columns; `interleaved` loads GEMM columns 2 n0 + 4 p .. (gate, up, gate, up of dst
- * columns n0 + 2 p, + 1), split when stored (bStoreWgsl).
+ * Where the thread's B loads read (`bc`: the GEMM column of its vec4, `bo`: in range; `p`: its vec4
+ * slot of a staged k row, the same for every load since the thread count is a multiple of 32). A GLU
+ * tile holds the gate columns of 64 dst columns in tile columns 0..63 and their up columns in 64..127
+ * (so thread tx has gate and up of dst columns n0 + 4 tx .. + 3 in its two accumulators): `halves` /
+ * `blocks32` map a quad of dst columns to four consecutive GEMM columns; `interleaved` loads GEMM
+ * columns 2 n0 + 4 p .. (gate, up, gate, up of dst columns n0 + 2 p, + 1), split when stored (bStoreWgsl).
  */
-function bColWgsl(c: GemmTiledConfig, i: number, inRange: string): string {
+function bColWgsl(c: GemmTiledConfig): { col: string; ok: string } {
   const glu = c.fusion?.glu;
-  if (!glu) return `bc${i} = n0 + 4u * p; bo${i} = ${inRange}bc${i} < P.N;`;
-  if (glu.layout === 'interleaved') return `bc${i} = 2u * n0 + 4u * p; bo${i} = ${inRange}bc${i} < P.N;`;
-  return `let cn = n0 + 4u * (p % 16u); bc${i} = glu_col(cn, p / 16u); bo${i} = ${inRange}cn < Q[0].x;`;
+  if (!glu) return { col: 'n0 + 4u * p', ok: 'n0 + 4u * p < P.N' };
+  if (glu.layout === 'interleaved') return { col: '2u * n0 + 4u * p', ok: '2u * n0 + 4u * p < P.N' };
+  return { col: 'glu_col(n0 + 4u * (p % 16u), p / 16u)', ok: 'n0 + 4u * (p % 16u) < Q[0].x' };
 }
 
 /** Statements storing register `v` (the vec4 of slot p = q % 32 of k row kk) into the workgroup slice (`at(kk, slot)`: the vec4f there). */
@@ -183,12 +185,14 @@ function putFnWgsl(c: GemmTiledConfig): string {
 
 export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   const { tm, bk, rm, nt: NT, db, unroll, prefetch, aRowsFast, skipRows } = vec4Shape(c.tm);
+  const { hoistA, hoistB } = vec4Tuning;
   if (tm % 16 !== 0 || tm > 128 || !Number.isInteger(tm / rm) || (rm !== 2 && rm % 4 !== 0 && rm !== 1) || bk % 4 !== 0) {
     throw new Error(`gemm-tiled-vec4: TM ${tm} (${rm} rows per thread, BK ${bk}) does not fit the thread layout`);
   }
   if (!vec4FusionOk(c.fusion)) throw new Error('gemm-tiled-vec4: src / weights scales, zero points and integer GEMMs stage on gemm-tiled');
   const f = c.fusion, glu = f?.glu, R = c.rows;
   const TY = tm / rm;
+  if ((16 * TY) % (VEC4_TN / 4) !== 0) throw new Error(`gemm-tiled-vec4: ${16 * TY} threads do not stage whole k rows of B`);
   const vecRows = rm % 4 === 0;
   const D = wgslType(c.dst);
   // vec4 loads per thread per K slice: A is tm x bk (bk / 4 vec4 per row), B is bk x 128.
@@ -204,19 +208,28 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
   const aIdx = aRowsFast ? `let m = q % ${tm}u; let kq = (q / ${tm}u) * 4u;` : `let m = q / ${bk / 4}u; let kq = (q % ${bk / 4}u) * 4u;`;
   const decl = (n: number, what: string): string => Array.from({ length: n }, (_, i) => `var ${what}${i} = vec4f(0.0);`).join(' ');
   // Thread constants, the same in every slice: each A load's src row (a gather's: the token of the
-  // routed row, -1 reading zeros), K quad and range check; each B load's k row, GEMM column and range check.
-  const consts = Array.from({ length: aLoads }, (_, i) => `
+  // routed row, -1 reading zeros), K quad and range check; the B loads' first k row, GEMM column and
+  // range check (load i reads k row bkk + i NT / 32).
+  const bCol = bColWgsl(c);
+  const aConsts = Array.from({ length: aLoads }, (_, i) => `
   var arow${i} = 0u; var aok${i} = false; var akq${i} = 0u;
   { let q = li + ${NT * i}u; ${aIdx} akq${i} = kq; let rr = m0 + m;
-    if (q < ${aVecs}u && rr < m1) { ${R?.gather ? `let t = TI[rr]; arow${i} = u32(max(t, 0)); aok${i} = t >= 0;` : `arow${i} = rr; aok${i} = true;`} } }`).join('') +
-    Array.from({ length: bLoads }, (_, i) => `
-  var bkk${i} = 0u; var bc${i} = 0u; var bo${i} = false;
-  { let q = li + ${NT * i}u; bkk${i} = q / ${VEC4_TN / 4}u; let p = q % ${VEC4_TN / 4}u; ${bColWgsl(c, i, bVecs % NT === 0 ? '' : `q < ${bVecs}u && `)} }`).join('');
-  // Global -> registers for the K slice at kb (zeros past the rows, K or N).
-  const load = Array.from({ length: aLoads }, (_, i) => `
-    ra${i} = vec4f(0.0); if (aok${i} && kb + akq${i} < P.K) { ra${i} = A[(aBase + arow${i} * P.lda + kb + akq${i}${off('aOff')}) / 4u]; }`).join('') +
-    Array.from({ length: bLoads }, (_, i) => `
-    rb${i} = vec4f(0.0); if (bo${i} && kb + bkk${i} < P.K) { rb${i} = B[(wBase + (kb + bkk${i}) * P.ldwk + bc${i}${off('wOff')}) / 4u]; }`).join('');
+    if (q < ${aVecs}u && rr < m1) { ${R?.gather ? `let t = TI[rr]; arow${i} = u32(max(t, 0)); aok${i} = t >= 0;` : `arow${i} = rr; aok${i} = true;`} } }`).join('');
+  const bConsts = `
+  let bkk = li / ${VEC4_TN / 4}u;
+  let bc = ${bCol.col.replace(/\bp\b/g, 'bp')}; let bo = ${bCol.ok.replace(/\bp\b/g, 'bp')};`;
+  const consts = (hoistA ? aConsts : '') + (hoistB ? `
+  let bp = li % ${VEC4_TN / 4}u;${bConsts}` : '');
+  // Global -> registers for the K slice at kb (zeros past the rows, K or N); rows and columns from the
+  // thread constants, or (benchmark switch) worked out again in every slice.
+  const load = Array.from({ length: aLoads }, (_, i) => (hoistA ? `
+    ra${i} = vec4f(0.0); if (aok${i} && kb + akq${i} < P.K) { ra${i} = A[(aBase + arow${i} * P.lda + kb + akq${i}${off('aOff')}) / 4u]; }` : `
+    { let q = li + ${NT * i}u; ${aIdx} let rr = m0 + m;
+      ra${i} = vec4f(0.0); if (q < ${aVecs}u && rr < m1 && kb + kq < P.K) { ${R?.gather ? `let t = TI[rr]; if (t >= 0) { ra${i} = A[(aBase + u32(t) * P.lda + kb + kq${off('aOff')}) / 4u]; }` : `ra${i} = A[(aBase + rr * P.lda + kb + kq${off('aOff')}) / 4u];`} } }`)).join('') +
+    Array.from({ length: bLoads }, (_, i) => (hoistB ? `
+    rb${i} = vec4f(0.0); { let k = kb + bkk + ${(NT / (VEC4_TN / 4)) * i}u; if (${bVecs % NT === 0 || i < bLoads - 1 ? '' : `bkk < ${bk - (NT / (VEC4_TN / 4)) * i}u && `}bo && k < P.K) { rb${i} = B[(wBase + k * P.ldwk + bc${off('wOff')}) / 4u]; } }` : `
+    { let q = li + ${NT * i}u; let k = kb + q / ${VEC4_TN / 4}u; let p = q % ${VEC4_TN / 4}u;
+      rb${i} = vec4f(0.0); if (q < ${bVecs}u && k < P.K && ${bCol.ok}) { rb${i} = B[(wBase + k * P.ldwk + ${bCol.col}${off('wOff')}) / 4u]; } }`)).join('');
   // Registers -> a workgroup slot (A transposed: k-major, rows contiguous). Flat arrays: the slot at
   // word offsets aS / bS; 2D arrays (unroll): slot `s` (a constant) starts at K row s * bk.
   const store = (s?: number): string => Array.from({ length: aLoads }, (_, i) => `
