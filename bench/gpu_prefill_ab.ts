@@ -15,10 +15,10 @@
  * rest of the staging), dk64 (gemm-tiled-dot4's K slice 64 instead of 16: gpuKernelTuning.dot4Bk), v4 (f32
  * GEMMs on gemm-tiled-vec4, row modes and GLU included; without it they run gemm-tiled, as before
  * session 10), sr (vec4: threads past the tile's last row skip the products: vec4Tuning.skipRows; nsr:
- * force it off), bt64 (vec4: 64-row tiles where groups average more than 64 rows), vbk8 / vbk12 / vbk16
+ * force it off), bt64 / bt128 (vec4: 64- / 128-row tiles where groups average more than 64 rows), vbk8 / vbk12 / vbk16
  * (vec4's K slice for every tile), r8 / r4 / r2 (vec4: 8, 4 or 2 rows per thread in 32- and 64-row tiles), rf /
  * nrf (vec4: rows-fast A loads on / off), vnp (vec4: no register prefetch), xa / xb (vec4: A rows / B
- * columns worked out in every slice instead of once: vec4Tuning.hoistA / hoistB). The library's
+ * columns worked out in every slice instead of once: vec4Tuning.hoistA / hoistB; ha / hb: once). The library's
  * default is pf+ch+sk+v4.
  * Variants: f32, int4 (s4, K-block 32 scales), int4c (s4, per-column scales), int8 (s8, per-column scales),
  * w8a8 (dynamic s8 activations x s8 weights: gemm-tiled-dot4).
@@ -56,14 +56,14 @@ function tune(t: string): void {
   gpuKernelTuning.dot4Bk = parts.has('dk64') ? 64 : parts.has('dk32') ? 32 : undefined;
   gpuKernelTuning.vec4 = parts.has('v4');
   vec4Tuning.skipRows = parts.has('sr') ? true : parts.has('nsr') ? false : undefined;
-  vec4Tuning.bigTile = parts.has('bt64') ? 64 : 128;
+  vec4Tuning.bigTile = parts.has('bt64') ? 64 : parts.has('bt128') ? 128 : undefined;
   const vbk = [...parts].find((x) => /^vbk\d+$/.test(x));
   vec4Tuning.bk = vbk ? Number(vbk.slice(3)) : undefined;
   vec4Tuning.smallRowsPerThread = parts.has('r4') ? 4 : parts.has('r8') ? 8 : parts.has('r2') ? 0 : undefined;
   vec4Tuning.aRowsFast = parts.has('rf') ? true : parts.has('nrf') ? false : undefined;
   vec4Tuning.prefetch = parts.has('vnp') ? false : undefined;
-  vec4Tuning.hoistA = !parts.has('xa');
-  vec4Tuning.hoistB = !parts.has('xb');
+  vec4Tuning.hoistA = parts.has('xa') ? false : parts.has('ha') ? true : undefined;
+  vec4Tuning.hoistB = parts.has('xb') ? false : parts.has('hb') ? true : undefined;
 }
 
 type Variant = 'f32' | 'int4' | 'int4c' | 'int8' | 'w8a8';

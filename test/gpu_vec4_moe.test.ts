@@ -285,9 +285,9 @@ describe('gemm-tiled-vec4: zero-filled ungrouped rows, plain rows, batched count
 // The cases above run each tile's default form (unrolled K slices); these force the flat loop (its
 // own B store: the interleaved GLU's split) and double-buffered slices.
 describe.each([
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, aRowsFast: false, skipRows: true, tag: '32x128x8r2dbsr' },
-  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: false, aRowsFast: true, tag: '32x128x16r8nprf' },
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true, tag: '32x128x8r8dbusr' },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, aRowsFast: false, skipRows: true, tag: '32x128x8r2dbsrxb' },
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: false, prefetch: false, aRowsFast: true, tag: '32x128x16r8nprfxb' },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true, hoistA: false, hoistB: false, tag: '32x128x8r8dbusrxaxb' },
 ] as const)('gemm-tiled-vec4 variant %o: row modes and fusions', ({ tag: t, ...v }) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v, { wgBytes: 32768 }); });
@@ -295,18 +295,14 @@ describe.each([
   it('takes the forced form', () => {
     expect(vec4ShapeTag(32)).toBe(t);
   });
-  it('gather + GLU interleaved + bias, scatter + routing weights + zero fill of a GLU', async () => {
-    const cases: Case[] = [
-      { mode: 'gather', T: 10, G: 3, k: 2, K: 44, N: 136, bias: true, pads: [1], glu: { alg: 'glu_swiglu', layout: 'interleaved' } },
-      { mode: 'gather', T: 10, G: 3, k: 2, K: 44, N: 136, glu: { alg: 'glu_swiglu', layout: 'halves' } },
-      { mode: 'scatter', T: 12, G: 5, k: 2, K: 36, N: 72, bias: true, ops: ['mul_row'], pads: [2] },
-      { mode: 'zero_fill', T: 20, G: 2, k: 2, K: 52, N: 40, lead: 5, tail: 1, glu: { alg: 'glu_swiglu', layout: 'blocks32' }, seed: 3 },
-    ];
-    for (const c of cases) {
-      const o = await runCase(c.glu?.layout === 'blocks32' ? { ...c, N: 128 } : c);
-      expect(o.pd.implInfo).toMatch(V32);
-      check(c, o);
-    }
+  it.each([
+    ['gather + GLU interleaved + bias, padding rows', { mode: 'gather', T: 10, G: 3, k: 2, K: 44, N: 136, bias: true, pads: [1], glu: { alg: 'glu_swiglu', layout: 'interleaved' } }],
+    ['scatter + routing weights + bias, padding rows', { mode: 'scatter', T: 12, G: 5, k: 2, K: 36, N: 72, bias: true, ops: ['mul_row'], pads: [2] }],
+    ['zero fill of a GLU (blocks32)', { mode: 'zero_fill', T: 20, G: 2, k: 2, K: 52, N: 128, lead: 5, tail: 1, glu: { alg: 'glu_swiglu', layout: 'blocks32' }, seed: 3 }],
+  ] as const)('%s', async (_n, c) => {
+    const o = await runCase(c);
+    expect(o.pd.implInfo).toMatch(V32);
+    check(c, o);
   });
 });
 

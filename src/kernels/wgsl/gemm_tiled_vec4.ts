@@ -14,12 +14,13 @@ import type { GemmRows } from './gemm_rows.js';
  * 16 x TM / rm threads owns an rm x 8 register tile: columns `4 tx .. 4 tx + 3` and
  * `64 + 4 tx .. 64 + 4 tx + 3` (two vec4 reads of workgroup memory per k), rows `ty * rm ..`
  * contiguous when rm is a multiple of 4 (one vec4 read per 4 rows), else `ty + TM / rm * r`.
- * rm = 8 for every tile (TM = 32: 64 threads; 64: 128; 128: 256); the K slice's depth and loop form
- * per tile are VEC4_DEFAULTS (measured on an H200, reports/vec4b-h200.md).
+ * rm = 8 (TM = 32: 64 threads; 64: 128; 128: 256; a 32-row tile with a GLU: rm = 4, 128 threads);
+ * the K slice's depth and loop form per tile are VEC4_DEFAULTS (measured on an H200,
+ * reports/vec4b-h200.md, reports/vec4-layer-h200.md).
  *
  * The MoE row modes (gemm_rows.ts) and the epilogue fusions are the generic kernel's: a gather's A
  * rows are read through the token index (a thread's rows are the same in every slice, so the index is
- * read once), a scatter writes dst row token * topK + slot, zero tiles store zeros, batched counts
+ * read once, hoistA), a scatter writes dst row token * topK + slot, zero tiles store zeros, batched counts
  * bound each batch's rows (gemm_tiled.ts gemmTileWgsl); an expert map lives in the schedule. The GLU
  * (every alg and layout), binary / sum / eltwise post-ops and dst scales run in the epilogue with
  * gemm_fusion.ts's WGSL; src / weights scales and zero points (dequantized while staging) do not.
@@ -41,19 +42,28 @@ export interface Vec4Variant {
   readonly prefetch: boolean;
   readonly aRowsFast: boolean;
   readonly skipRows: boolean;
+  readonly hoistA: boolean;
+  readonly hoistB: boolean;
 }
 
 /**
- * The variant each M tile runs, the fastest measured on an H200 (bench/gpu_vec4_probe.ts, MoE-B P#1
- * f32, reports/vec4b-h200.md): 32-row tiles (T = 256) an unrolled 8-deep slice with rows-fast A loads,
- * 0.68 ms (flat loop 0.87); 128-row tiles (T = 4096) an unrolled 16-deep slice, 7.65 ms (flat BK 8:
- * 8.19; BK 32 or double-buffered slices, which need more than 16 KiB, were slower); 64-row tiles the
- * unrolled 12-deep slice that ran best as the big tile of T = 4096 (7.65 ms).
+ * The variant each M tile runs, the fastest measured on an H200 (bench/gpu_vec4_probe.ts on MoE-B P#1
+ * f32 and bench/gpu_prefill_ab.ts on the MoE-B / Qwen3 layers, each variant interleaved in one process:
+ * reports/vec4b-h200.md, reports/vec4-layer-h200.md). The NVIDIA compiler's outcome for 32-row tiles
+ * hangs on small differences, so these are measured forms, not derived ones:
+ *  - 32-row tiles (T = 256): an unrolled 8-deep slice with rows-fast A loads; without a GLU 8 rows per
+ *    thread and the B columns worked out in every slice (P#1 0.68 ms; B columns as thread constants
+ *    0.89, 4 rows per thread 1.0-1.1); with a GLU (the layer's gemm1) 4 rows per thread and thread
+ *    constants (MoE-B gemm1 0.76 ms vs 0.90 with 8 rows; Qwen3 0.80 vs 0.90);
+ *  - 64- and 128-row tiles (T = 4096): unrolled 12- and 16-deep slices, threads past the tile's last
+ *    row skipping the products (128 rows: P#1 7.33 vs 7.52 ms, MoE-B gemm1 7.22 vs 7.79 ms; 64 rows:
+ *    P#1 6.89 ms = 41 TFLOP/s).
  */
-const VEC4_DEFAULTS: Readonly<Record<32 | 64 | 128, Vec4Variant>> = {
-  32: { bk: 8, doubleBuffer: false, smallRowsPerThread: 4, unroll: true, prefetch: true, aRowsFast: true, skipRows: false },
-  64: { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true },
-  128: { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true },
+const VEC4_DEFAULTS: Readonly<Record<'32' | '32glu' | '64' | '128', Vec4Variant>> = {
+  32: { bk: 8, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true, skipRows: false, hoistA: true, hoistB: false },
+  '32glu': { bk: 8, doubleBuffer: false, smallRowsPerThread: 4, unroll: true, prefetch: true, aRowsFast: true, skipRows: false, hoistA: true, hoistB: true },
+  64: { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true, hoistA: true, hoistB: true },
+  128: { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true, hoistA: true, hoistB: true },
 };
 
 /**
@@ -68,20 +78,27 @@ const VEC4_DEFAULTS: Readonly<Record<32 | 64 | 128, Vec4Variant>> = {
  * live registers); `skipRows`: a thread whose rows all lie past the tile's last row skips the
  * products (a warp past it, e.g. in each group's last tile, issues no FMAs: the SM's other warps get
  * its issue slots); `aRowsFast`: consecutive threads load consecutive rows of A (conflict-free
- * transposed stores). `wgBytes`: the workgroup memory a pipeline may use (a K slice that does not fit
- * is halved; 16 KiB, WebGPU's default, fits every default); `bigTile`: the M tile of groups averaging
- * more than 64 rows (128; 64 or 96 pad less of each group's last tile); `hoistA` / `hoistB`: the rows
- * (a gather's token index read) and range checks of a thread's A loads / the columns and range check
- * of its B loads worked out once as thread constants, or again in every slice.
+ * transposed stores); `hoistA` / `hoistB`: the rows (a gather's token index read) and range checks of
+ * a thread's A loads / the columns and range check of its B loads worked out once as thread
+ * constants, or again in every slice. `wgBytes`: the workgroup memory a pipeline may use (a K slice
+ * that does not fit is halved; 16 KiB, WebGPU's default, fits every default); `bigTile`: the M tile of
+ * groups averaging more than 64 rows; undefined: 64 for grouped rows read and written in place (P#1 at
+ * T = 4096: 6.89 vs 7.33 ms with 128), 128 for a gather or scatter and for dense (the MoE-B layer's
+ * gemm1 / gemm2 at T = 4096: 7.22 / 3.89 ms vs 7.66 / 4.00 with 64).
  */
-export const vec4Tuning: { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { wgBytes: number; bigTile: number; hoistA: boolean; hoistB: boolean } = {
-  bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, aRowsFast: undefined, skipRows: undefined, wgBytes: 16384, bigTile: 128, hoistA: true, hoistB: true,
+export const vec4Tuning: { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { wgBytes: number; bigTile: number | undefined } = {
+  bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, aRowsFast: undefined, skipRows: undefined,
+  hoistA: undefined, hoistB: undefined, wgBytes: 16384, bigTile: undefined,
 };
 
-interface Vec4Shape { readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean; readonly aRowsFast: boolean; readonly skipRows: boolean }
+interface Vec4Shape {
+  readonly tm: number; readonly bk: number; readonly rm: number; readonly nt: number; readonly db: boolean; readonly unroll: boolean; readonly prefetch: boolean;
+  readonly aRowsFast: boolean; readonly skipRows: boolean; readonly hoistA: boolean; readonly hoistB: boolean;
+}
 
-function vec4Shape(tm: number): Vec4Shape {
-  const d = tm <= 32 ? VEC4_DEFAULTS[32] : tm <= 64 ? VEC4_DEFAULTS[64] : VEC4_DEFAULTS[128];
+/** The form of an M tile of `tm` rows (`glu`: the kernel fuses a GLU). */
+function vec4Shape(tm: number, glu: boolean): Vec4Shape {
+  const d = tm <= 32 ? VEC4_DEFAULTS[glu ? '32glu' : '32'] : tm <= 64 ? VEC4_DEFAULTS[64] : VEC4_DEFAULTS[128];
   const t = vec4Tuning;
   let bk = t.bk ?? d.bk;
   const small = t.smallRowsPerThread ?? d.smallRowsPerThread;
@@ -90,12 +107,16 @@ function vec4Shape(tm: number): Vec4Shape {
   const bytes = (k: number): number => (tm * k + k * VEC4_TN) * 4;
   while (bk > 4 && bytes(bk) > t.wgBytes) bk = Math.max(4, Math.floor(bk / 8) * 4);
   const db = (t.doubleBuffer ?? d.doubleBuffer) && 2 * bytes(bk) <= t.wgBytes;
-  return { tm, bk, rm, nt: 16 * (tm / rm), db, unroll: t.unroll ?? d.unroll, prefetch: (t.prefetch ?? d.prefetch) || db, aRowsFast: t.aRowsFast ?? d.aRowsFast, skipRows: t.skipRows ?? d.skipRows };
+  return {
+    tm, bk, rm, nt: 16 * (tm / rm), db, unroll: t.unroll ?? d.unroll, prefetch: (t.prefetch ?? d.prefetch) || db, aRowsFast: t.aRowsFast ?? d.aRowsFast,
+    skipRows: t.skipRows ?? d.skipRows, hoistA: t.hoistA ?? d.hoistA, hoistB: t.hoistB ?? d.hoistB,
+  };
 }
 
-export function vec4ShapeTag(tm: number): string {
-  const s = vec4Shape(tm);
-  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}${s.skipRows ? 'sr' : ''}${vec4Tuning.hoistA ? '' : 'xa'}${vec4Tuning.hoistB ? '' : 'xb'}`;
+/** The tile form's name (part of the pipeline key): `32x128x8r8urfxb` = TM x TN x BK, rows per thread, then the switches on. */
+export function vec4ShapeTag(tm: number, glu = false): string {
+  const s = vec4Shape(tm, glu);
+  return `${tm}x${VEC4_TN}x${s.bk}r${s.rm}${s.db ? 'db' : ''}${s.unroll ? 'u' : ''}${s.prefetch ? '' : 'np'}${s.aRowsFast ? 'rf' : ''}${s.skipRows ? 'sr' : ''}${s.hoistA ? '' : 'xa'}${s.hoistB ? '' : 'xb'}`;
 }
 
 /** The row modes' part of the key (gemm_tiled.ts spells it the same way). */
@@ -104,7 +125,7 @@ function rowsKey(r: GemmRows | undefined): string {
 }
 
 export function gemmTiledVec4Key(c: GemmTiledConfig): string {
-  return `gemm-tiled-vec4:${c.mode}:${vec4ShapeTag(c.tm)}:${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${rowsKey(c.rows)}`;
+  return `gemm-tiled-vec4:${c.mode}:${vec4ShapeTag(c.tm, c.fusion?.glu !== undefined)}:${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${rowsKey(c.rows)}`;
 }
 
 export interface Vec4Strides {
@@ -184,8 +205,7 @@ function putFnWgsl(c: GemmTiledConfig): string {
 }
 
 export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
-  const { tm, bk, rm, nt: NT, db, unroll, prefetch, aRowsFast, skipRows } = vec4Shape(c.tm);
-  const { hoistA, hoistB } = vec4Tuning;
+  const { tm, bk, rm, nt: NT, db, unroll, prefetch, aRowsFast, skipRows, hoistA, hoistB } = vec4Shape(c.tm, c.fusion?.glu !== undefined);
   if (tm % 16 !== 0 || tm > 128 || !Number.isInteger(tm / rm) || (rm !== 2 && rm % 4 !== 0 && rm !== 1) || bk % 4 !== 0) {
     throw new Error(`gemm-tiled-vec4: TM ${tm} (${rm} rows per thread, BK ${bk}) does not fit the thread layout`);
   }

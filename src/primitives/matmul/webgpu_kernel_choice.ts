@@ -198,5 +198,7 @@ export function vec4Tile(p: MatmulProblem): number | undefined {
   };
   if (!vec4Eligible({ mode: p.kind, src: p.src.dataType, wei: p.weights.dataType, fusion }, strides)) return undefined;
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
-  return rows <= 32 ? 32 : rows <= 64 ? 64 : vec4Tuning.bigTile;
+  // The big tile (vec4Tuning): 64 rows for grouped rows in place (P#1), 128 with a gather / scatter or dense.
+  const big = vec4Tuning.bigTile ?? (p.kind === 'grouped_m' && !p.moe.gather && !p.moe.scatterTopK ? 64 : 128);
+  return rows <= 32 ? 32 : rows <= 64 ? 64 : big;
 }
