@@ -12,8 +12,14 @@
  * (register prefetch), ch (chunked weights loads), tn64 / tn128 (tile columns), bk32 (K slice 32),
  * sk (K-block weights scales held in registers, known at creation: gpuKernelTuning.staticKBlocks),
  * mg (integer codes to f32 by the 2^23 mantissa trick), nd (no decode at all: wrong results, times the
- * rest of the staging), dk16 / dk32 / dk64 (gemm-tiled-dot4's K slice: gpuKernelTuning.dot4Bk). The
- * library's default is pf+ch+sk, with dot4 K slices of 64 for tiles of up to 32 rows (16 above).
+ * rest of the staging), dk16 / dk32 / dk64 (gemm-tiled-dot4's K slice: gpuKernelTuning.dot4Bk; default 64 for tiles of up to 32 rows, 16 above), v4 (f32
+ * GEMMs on gemm-tiled-vec4, row modes and GLU included; without it they run gemm-tiled, as before
+ * session 10), sr (vec4: threads past the tile's last row skip the products: vec4Tuning.skipRows; nsr:
+ * force it off), bt64 / bt128 (vec4: 64- / 128-row tiles where groups average more than 64 rows), vbk8 / vbk12 / vbk16
+ * (vec4's K slice for every tile), r8 / r4 / r2 (vec4: 8, 4 or 2 rows per thread in 32- and 64-row tiles), rf /
+ * nrf (vec4: rows-fast A loads on / off), vnp (vec4: no register prefetch), xa / xb (vec4: A rows / B
+ * columns worked out in every slice instead of once: vec4Tuning.hoistA / hoistB; ha / hb: once). The library's
+ * default is pf+ch+sk+v4.
  * Variants: f32, int4 (s4, K-block 32 scales), int4c (s4, per-column scales), int8 (s8, per-column scales),
  * w8a8 (dynamic s8 activations x s8 weights: gemm-tiled-dot4).
  * Before each variant's timed rounds the GPU is kept busy 1.5 s (`--spin-ms`, bench/gpu_clock_warmup.ts),
@@ -22,6 +28,7 @@
 import { Engine, Stream, dt, memory, moe, tag, type GpuEngine } from '../src/index.js';
 import { gemmThreadTuning } from '../src/kernels/wgsl/gemm_threads.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
+import { vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { MOE_WORKLOADS, type MoeWorkload } from './moe_workloads.js';
 import { layerMemories, layerPd } from './gpu_bench_common.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
@@ -32,6 +39,7 @@ for (const a of process.argv.slice(2)) {
   if (m) cli.set(m[1], m[2] ?? 'true');
 }
 const WORKLOADS: Record<string, MoeWorkload> = { ...MOE_WORKLOADS, 'moe-b-4096': { ...MOE_WORKLOADS['moe-b'], name: 'moe-b-4096', T: 4096, description: 'MoE-B at T=4096' },
+  'qwen3-prefill-256': { name: 'qwen3-prefill-256', T: 256, E: 128, k: 8, K: 2048, I: 768, description: 'Qwen3-30B-A3B MoE layer, T=256' },
   // A smoke test on a CPU WebGPU (no timestamps there: outputs compared only).
   tiny: { name: 'tiny', T: 64, E: 4, k: 2, K: 64, I: 64, description: 'smoke test' },
 };
@@ -46,6 +54,16 @@ function tune(t: string): void {
   gemmThreadTuning.magicDecode = parts.has('mg');
   gemmThreadTuning.skipDecode = parts.has('nd');
   gpuKernelTuning.dot4Bk = parts.has('dk64') ? 64 : parts.has('dk32') ? 32 : parts.has('dk16') ? 16 : undefined;
+  gpuKernelTuning.vec4 = parts.has('v4');
+  vec4Tuning.skipRows = parts.has('sr') ? true : parts.has('nsr') ? false : undefined;
+  vec4Tuning.bigTile = parts.has('bt64') ? 64 : parts.has('bt128') ? 128 : undefined;
+  const vbk = [...parts].find((x) => /^vbk\d+$/.test(x));
+  vec4Tuning.bk = vbk ? Number(vbk.slice(3)) : undefined;
+  vec4Tuning.smallRowsPerThread = parts.has('r4') ? 4 : parts.has('r8') ? 8 : parts.has('r2') ? 0 : undefined;
+  vec4Tuning.aRowsFast = parts.has('rf') ? true : parts.has('nrf') ? false : undefined;
+  vec4Tuning.prefetch = parts.has('vnp') ? false : undefined;
+  vec4Tuning.hoistA = parts.has('xa') ? false : parts.has('ha') ? true : undefined;
+  vec4Tuning.hoistB = parts.has('xb') ? false : parts.has('hb') ? true : undefined;
 }
 
 type Variant = 'f32' | 'int4' | 'int4c' | 'int8' | 'w8a8';
@@ -69,7 +87,7 @@ async function compare(eng: GpuEngine, w: MoeWorkload, v: Variant, tunings: stri
     const pd = variantPd(eng, w, v);
     return { t, pd, layer: new moe.layer.Primitive(pd), passes: new Map<string, number[]>() };
   });
-  tune('pf+ch+sk');
+  tune('pf+ch+sk+v4');
   // int4c's memories: int8's fill (random bytes) and per-column scale shapes fit s4 weights too.
   const { args, out, owned } = layerMemories(eng, layers[0].pd, w, v === 'int4c' ? 'int8' : v);
   // The tunings must agree (same weights, same routing): compare outputs with the first.

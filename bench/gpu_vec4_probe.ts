@@ -15,14 +15,18 @@ const arg = (name: string, def: string): string => process.argv.find((a) => a.st
 const TOKENS = arg('tokens', '256,4096').split(',').map(Number);
 const REPS = Number(arg('reps', '10'));
 const E = 64, TOPK = 6, K = Number(arg('k', '2048')), N = Number(arg('n', '2816'));
-// bk:db:rows[:unroll[:prefetch[:bigTile[:aRowsFast]]]] (defaults 0, 1, 128, 0), 'default' (each tile's
-// VEC4_DEFAULTS), or 'tiled' (gemm-tiled: vec4 off).
-type ProbeVariant = { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { bigTile: number; tiled: boolean };
+// bk:db:rows[:unroll[:prefetch[:bigTile[:aRowsFast[:skipRows[:hoistA[:hoistB]]]]]]] (unroll, aRowsFast, skipRows
+// default 0, prefetch 1; bigTile 0 or absent: vec4Tile's choice; hoistA / hoistB absent: the tile's default),
+// 'default' (each tile's VEC4_DEFAULTS; 'default+sr' / 'default-sr': with skipRows on / off), or 'tiled'
+// (gemm-tiled: vec4 off).
+type ProbeVariant = { -readonly [F in keyof Vec4Variant]: Vec4Variant[F] | undefined } & { bigTile: number | undefined; tiled: boolean };
 const VARIANTS: ProbeVariant[] = arg('variants', 'default,8:0:8,16:0:8:1,8:0:8:1:1:128:1').split(',').map((s) => {
-  if (s === 'default') return { bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, bigTile: 128, aRowsFast: undefined, tiled: false };
-  if (s === 'tiled') return { bk: 16, doubleBuffer: false, smallRowsPerThread: 0, unroll: false, prefetch: true, bigTile: 128, aRowsFast: false, tiled: true };
-  const [bk, db, r, u = 0, pf = 1, bigTile = 128, rf = 0] = s.split(':').map(Number);
-  return { bk, doubleBuffer: db === 1, smallRowsPerThread: r, unroll: u === 1, prefetch: pf === 1, bigTile, aRowsFast: rf === 1, tiled: false };
+  const none = { bk: undefined, doubleBuffer: undefined, smallRowsPerThread: undefined, unroll: undefined, prefetch: undefined, bigTile: undefined, aRowsFast: undefined, skipRows: undefined, hoistA: undefined, hoistB: undefined, tiled: false };
+  if (s.startsWith('default')) return { ...none, skipRows: s === 'default+sr' ? true : s === 'default-sr' ? false : undefined };
+  if (s === 'tiled') return { ...none, tiled: true };
+  const f = s.split(':').map(Number);
+  const flag = (i: number): boolean | undefined => (f[i] === undefined ? undefined : f[i] === 1);
+  return { ...none, bk: f[0], doubleBuffer: f[1] === 1, smallRowsPerThread: f[2], unroll: f[3] === 1, prefetch: (f[4] ?? 1) === 1, bigTile: f[5] || undefined, aRowsFast: f[6] === 1, skipRows: f[7] === 1, hoistA: flag(8), hoistB: flag(9) };
 });
 // --wg-bytes=N: the workgroup memory the variants may use (default: the engine's maxComputeWorkgroupStorageSize).
 const WG_BYTES = Number(arg('wg-bytes', '0'));
@@ -76,7 +80,7 @@ async function main(): Promise<void> {
     const args = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
     const saved = { ...vec4Tuning };
     const prims = VARIANTS.map((v) => {
-      Object.assign(vec4Tuning, { bk: v.bk, doubleBuffer: v.doubleBuffer, smallRowsPerThread: v.smallRowsPerThread, unroll: v.unroll, prefetch: v.prefetch, bigTile: v.bigTile, aRowsFast: v.aRowsFast });
+      Object.assign(vec4Tuning, { bk: v.bk, doubleBuffer: v.doubleBuffer, smallRowsPerThread: v.smallRowsPerThread, unroll: v.unroll, prefetch: v.prefetch, bigTile: v.bigTile, aRowsFast: v.aRowsFast, skipRows: v.skipRows, hoistA: v.hoistA, hoistB: v.hoistB });
       gpuKernelTuning.vec4 = !v.tiled;
       const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
       const prim = new matmul.Primitive(pd);

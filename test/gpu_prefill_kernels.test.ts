@@ -98,6 +98,8 @@ describe('gemm-tiled staging: weights loaded in chunks of consecutive columns, r
   // staging only (CI time on SwiftShader).
   const loopToo = /^(f32 weights|s4 words \(8|s8 src)/;
   it.each(cases)('%s', async (name, c, withPrefetch, without) => {
+    // f32 x f32 runs gemm-tiled-vec4 by default (row modes and GLU included): off, to test gemm-tiled's staging.
+    gpuKernelTuning.vec4 = false;
     for (const prefetch of loopToo.test(name) ? [true, false] : [true]) {
       gemmThreadTuning.prefetch = prefetch;
       const o = await runGpuGM(eng, strm, c);

@@ -170,20 +170,21 @@ describe('gpu gemv-splitk: weight-only quantized weights', () => {
 });
 
 describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
-  it('each tile takes its default form: unrolled K slices of 8 (rows-fast A loads), 12 and 16', () => {
-    expect([32, 64, 128].map(vec4ShapeTag)).toEqual(['32x128x8r8urf', '64x128x12r8u', '128x128x16r8u']);
+  it('each tile takes its default form: unrolled K slices of 8 (rows-fast A loads; 4 rows per thread with a GLU), 12 and 16 (rows past the tile skipped)', () => {
+    expect([32, 64, 128].map((tm) => vec4ShapeTag(tm))).toEqual(['32x128x8r8urfxb', '64x128x12r8usr', '128x128x16r8usr']);
+    expect(vec4ShapeTag(32, true)).toBe('32x128x8r4urf');
   });
   it('a K slice beyond the workgroup memory allowed is halved (to a multiple of 4), double buffering dropped first', () => {
     const saved = { ...vec4Tuning };
     try {
       Object.assign(vec4Tuning, { wgBytes: 8192 });
-      expect(vec4ShapeTag(128)).toBe('128x128x8r8u');
+      expect(vec4ShapeTag(128)).toBe('128x128x8r8usr');
       Object.assign(vec4Tuning, { bk: 12 });
-      expect(vec4ShapeTag(128)).toBe('128x128x4r8u');
+      expect(vec4ShapeTag(128)).toBe('128x128x4r8usr');
       Object.assign(vec4Tuning, { bk: 16, doubleBuffer: true, wgBytes: 16384 });
-      expect(vec4ShapeTag(128)).toBe('128x128x16r8u');
+      expect(vec4ShapeTag(128)).toBe('128x128x16r8usr');
       Object.assign(vec4Tuning, { wgBytes: 32768 });
-      expect(vec4ShapeTag(128)).toBe('128x128x16r8dbu');
+      expect(vec4ShapeTag(128)).toBe('128x128x16r8dbusr');
     } finally {
       Object.assign(vec4Tuning, saved);
     }
@@ -194,8 +195,15 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
   it('64-row tiles, E = 1', async () => {
     await runGM({ sizes: [50], K: 20, N: 132 }, /gemm-tiled-vec4-64x128/);
   });
-  it('128-row tiles, one expert takes every row, rows left past the end', async () => {
-    await runGM({ sizes: [0, 300, 0], K: 40, N: 68, totalM: 310 }, /gemm-tiled-vec4-128x128/);
+  it('groups averaging more than 64 rows take 64-row tiles (128 with a gather / scatter or dense): one expert takes every row, rows left past the end', async () => {
+    await runGM({ sizes: [0, 300, 0], K: 40, N: 68, totalM: 310 }, /gemm-tiled-vec4-64x128/);
+    const saved = vec4Tuning.bigTile;
+    try {
+      vec4Tuning.bigTile = 128;
+      await runGM({ sizes: [0, 300, 0], K: 40, N: 68, totalM: 310 }, /gemm-tiled-vec4-128x128/);
+    } finally {
+      vec4Tuning.bigTile = saved;
+    }
   });
   it('K or N not a multiple of 4: the scalar tiled kernel', async () => {
     await runGM({ sizes: [30, 40], K: 37, N: 64 }, /gemm-tiled-64x64/);
@@ -222,13 +230,16 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
 // Each tile's default (VEC4_DEFAULTS) runs in the cases above; these force the other forms.
 describe.each([
   // The flat K loop, double-buffered; 2 rows per thread of a 32-row tile (scalar A reads).
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, aRowsFast: false, tag: [32, '32x128x8r2db'] },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: false, prefetch: true, aRowsFast: false, tag: [32, '32x128x8r2dbxb'] },
   // The flat K loop without register prefetch, rows-fast A loads, 4 rows per thread of a 64-row tile.
-  { bk: 16, doubleBuffer: false, smallRowsPerThread: 4, unroll: false, prefetch: false, aRowsFast: true, tag: [64, '64x128x16r4nprf'] },
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 4, unroll: false, prefetch: false, aRowsFast: true, tag: [64, '64x128x16r4nprfsr'] },
   // Unrolled and double-buffered (two slots of constant indices), scalar A reads.
-  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, aRowsFast: false, tag: [128, '128x128x8r8dbu'] },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 0, unroll: true, prefetch: true, aRowsFast: false, bigTile: 128, tag: [128, '128x128x8r8dbusr'] },
   // A 12-deep slice (partial vec4 loads per thread), a 96-row big tile, rows-fast A loads.
-  { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true, bigTile: 96, tag: [96, '96x128x12r8urf'] },
+  { bk: 12, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: true, bigTile: 96, tag: [96, '96x128x12r8urfsr'] },
+  // Threads past the tile's last row skip the products (unrolled, then flat double-buffered slices).
+  { bk: 16, doubleBuffer: false, smallRowsPerThread: 8, unroll: true, prefetch: true, aRowsFast: false, skipRows: true, hoistB: false, bigTile: 128, tag: [128, '128x128x16r8usrxb'] },
+  { bk: 8, doubleBuffer: true, smallRowsPerThread: 4, unroll: false, prefetch: true, aRowsFast: false, skipRows: true, tag: [64, '64x128x8r4dbsr'] },
 ] as const)('gpu gemm-tiled-vec4 variant %o', ({ tag, ...v }) => {
   const saved = { ...vec4Tuning };
   beforeAll(() => { Object.assign(vec4Tuning, v); });
@@ -239,7 +250,7 @@ describe.each([
   it('32-, 64- and 128-row tiles: empty experts, K and N not multiples of the slice or tile, E = 1, all rows in one expert', async () => {
     await runGM({ sizes: [20, 0, 31, 45], K: 36, N: 140, bias: true, postOps: [{ kind: 'relu', alpha: 0 }] }, /gemm-tiled-vec4-32x128/);
     await runGM({ sizes: [50], K: 20, N: 132 }, /gemm-tiled-vec4-64x128/);
-    await runGM({ sizes: [0, 300, 0], K: 44, N: 68, totalM: 310 }, new RegExp(`gemm-tiled-vec4-${'bigTile' in v ? v.bigTile : 128}x128`));
+    await runGM({ sizes: [0, 300, 0], K: 44, N: 68, totalM: 310 }, new RegExp(`gemm-tiled-vec4-${'bigTile' in v ? v.bigTile : 64}x128`));
   });
 });
 

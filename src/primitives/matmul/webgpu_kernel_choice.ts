@@ -16,7 +16,8 @@ import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
  * capacity; never the runtime group sizes):
  *  - `gemv-splitk` (gemm_splitk_gemv.ts) for grouped M with few rows per group on average (decode),
  *    float or 8-bit integer src, every fusion, the MoE gather / scatter / expert map / zero fill;
- *  - `gemm-tiled-vec4` (gemm_tiled_vec4.ts) for f32 prefill with vector-aligned strides;
+ *  - `gemm-tiled-vec4` (gemm_tiled_vec4.ts) for f32 prefill with vector-aligned strides, row modes
+ *    and epilogue fusions (GLU, binary) included;
  *  - `gemm-tiled-dot4` (gemm_tiled_dot4.ts) for W8A8 (s8 x s8, u8 x u8, no zero points) where WGSL
  *    has `packed_4x8_integer_dot_product`, row modes (gather, scatter, expert map, zero fill, batched
  *    counts) and binding windows included;
@@ -248,11 +249,15 @@ function fitsStorage(c: GemvSplitKConfig, eng: GpuEngine): boolean {
   return storage('main') <= limit && (c.kSplit === 1 || storage('reduce') <= limit);
 }
 
-/** M tile of `gemm-tiled-vec4` for `p`, undefined where it does not apply. */
+/**
+ * M tile of `gemm-tiled-vec4` for `p`, undefined where it does not apply. Every MoE row mode (gather,
+ * scatter, zero fill, expert map, batched counts) and the epilogue fusions (GLU, binary, sum, dst
+ * scales: vec4FusionOk) run there; binding windows stay on gemm-tiled (the executor's choice).
+ */
 export function vec4Tile(p: MatmulProblem): number | undefined {
   if (!gpuKernelTuning.vec4 || p.kind === 'grouped_k') return undefined;
-  if (p.moe.gather || p.moe.scatterTopK || p.moe.zeroFill || p.moe.expertMap || p.moe.batchedCounts) return undefined;
-  if (needsFusion(p) || eltwiseChainWgsl(p.attr.postOps.entries) === undefined) return undefined;
+  const fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
+  if (!fusion && eltwiseChainWgsl(p.attr.postOps.entries) === undefined) return undefined;
   if (p.kind === 'dense' && p.batch.length > 1) return undefined;
   const s = p.src.strides, w = p.weights.strides, nd = p.weights.ndims;
   const batched = p.kind === 'grouped_m' || nd === 3;
@@ -261,7 +266,9 @@ export function vec4Tile(p: MatmulProblem): number | undefined {
     wg: batched && p.weights.dims[0] !== 1 ? w[0] : 0,
     sb: p.kind === 'dense' && p.src.ndims === 3 && p.src.dims[0] !== 1 ? s[0] : 0,
   };
-  if (!vec4Eligible({ mode: p.kind, src: p.src.dataType, wei: p.weights.dataType, fusion: undefined }, strides)) return undefined;
+  if (!vec4Eligible({ mode: p.kind, src: p.src.dataType, wei: p.weights.dataType, fusion }, strides)) return undefined;
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
-  return rows <= 32 ? 32 : rows <= 64 ? 64 : vec4Tuning.bigTile;
+  // The big tile (vec4Tuning): 64 rows for grouped rows in place (P#1), 128 with a gather / scatter or dense.
+  const big = vec4Tuning.bigTile ?? (p.kind === 'grouped_m' && !p.moe.gather && !p.moe.scatterTopK ? 64 : 128);
+  return rows <= 32 ? 32 : rows <= 64 ? 64 : big;
 }

@@ -27,7 +27,7 @@ import { planWindows, rangeBinding, type BindingWindow } from './binding_windows
 /** Tile shape from the mean rows per group (the host knows the capacity, never the runtime sizes). */
 function tileOf(p: MatmulProblem, eng?: GpuEngine): { tm: number; tn: number; bk: number } {
   const v = vec4Tile(p);
-  // The K slice gemm-tiled takes when row modes or binding windows rule the vec4 kernel out (it uses
+  // The K slice gemm-tiled takes when binding windows rule the vec4 kernel out (it uses
   // its own): 16, 8 for 128 x 128 tiles (16 KiB of workgroup memory).
   if (v !== undefined) return { tm: v, tn: VEC4_TN, bk: v === 128 ? 8 : 16 };
   const rows = p.kind === 'grouped_m' ? p.M / Math.max(1, p.G) : p.M;
@@ -83,11 +83,11 @@ function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
 
 /**
  * The tiled family member for `p` (webgpu_kernel_choice.ts): `dot4` for W8A8 (row modes and binding
- * windows included); `vec4` only for plain rows and whole-buffer bindings; else `gemm-tiled`.
+ * windows included); `vec4` for f32 with whole-buffer bindings (row modes included); else `gemm-tiled`.
  */
 function kernelOf(p: MatmulProblem, eng: GpuEngine): 'vec4' | 'dot4' | 'tiled' {
   if (dot4Kernel(p, eng)) return 'dot4';
-  if (rowsOf(p) || planWindows(p, tileOf(p, eng).tm, eng.caps) !== undefined) return 'tiled';
+  if (planWindows(p, tileOf(p, eng).tm, eng.caps) !== undefined) return 'tiled';
   return vec4Tile(p) !== undefined ? 'vec4' : 'tiled';
 }
 
