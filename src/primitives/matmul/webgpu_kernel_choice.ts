@@ -71,12 +71,16 @@ export const gpuKernelTuning: {
    * per group on average, else 8.
    */
   gemvRows: number | undefined;
-  /** gemv-splitk's K per slice rounded up to the weights' scale K block (whole blocks per slice) and to the unroll. */
+  /**
+   * gemv-splitk's K per slice rounded up to the weights' scale K block (whole blocks per slice) and to the unroll.
+   * Off by default: no gain measured at MoE-B, and with per-expert column scales at K = 20 (test/gpu_quant's
+   * E = 1 case) the kernel never finished on SwiftShader (found at the end of session 10, not yet explained).
+   */
   gemvAlignK: boolean;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
-  gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: true,
+  gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
