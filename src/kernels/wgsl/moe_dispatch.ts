@@ -315,10 +315,14 @@ fn main(${BUILTINS}) {
 
 export const DISPATCH_STATUS = '@group(0) @binding(11) var<storage, read_write> status: array<u32>;';
 
-/** `report(f)`: the violation of flag value f (its key inverted) written to the status slot, with its words. */
-const REPORT_FN = /* wgsl */ `
-fn report(f: u32) {
-  let key = 0xffffffffu - f;
+/**
+ * WGSL `report`: the violation of dispatch error `key` (a slot id, then an expert map entry, then an
+ * expert over capacity: its count read by `count`, an i32 expression of i) written to the status slot
+ * with its words. `head` opens the function and defines `key`. Shared by every dispatch form.
+ */
+export function reportFnWgsl(head: string, count: string): string {
+  return /* wgsl */ `
+${head}
   var code = 0u;
   var i = 0u;
   var a = 0;
@@ -344,7 +348,7 @@ fn report(f: u32) {
   } else {
     code = 123u;
     i = key - P.n - P.E;
-    a = i32(atomicLoad(&scr[CNT() + i]));
+    a = ${count};
     b = i32(P.cap);
   }
   status[P.slot] = code;
@@ -353,6 +357,10 @@ fn report(f: u32) {
   status[P.slot + 3u] = bitcast<u32>(b);
 }
 `;
+}
+
+/** `report(f)`: the violation of flag value f (its key inverted) written to the status slot, with its words. */
+const REPORT_FN = reportFnWgsl('fn report(f: u32) {\n  let key = 0xffffffffu - f;', 'i32(atomicLoad(&scr[CNT() + i]))');
 
 /** The flag and block counts zeroed for the next execution (after everything of this one read them). */
 const RESET = /* wgsl */ `

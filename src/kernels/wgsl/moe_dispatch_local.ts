@@ -16,7 +16,7 @@
  * Error keys as moe_dispatch.ts: slot i: i; map entry e: n + e; expert g over capacity: n + E + g; the
  * smallest is reported (workgroup atomicMin: the order of the invocations cannot show).
  */
-import { DISPATCH_BLOCK, DISPATCH_COMMON, DISPATCH_IDS, DISPATCH_STATUS, DISPATCH_WRITE_BINDINGS } from './moe_dispatch.js';
+import { DISPATCH_BLOCK, DISPATCH_COMMON, DISPATCH_IDS, DISPATCH_STATUS, DISPATCH_WRITE_BINDINGS, reportFnWgsl } from './moe_dispatch.js';
 
 /** Local experts the workgroup-memory forms hold (counts, bases and starts: 12 KiB). */
 export const DISPATCH_LOCAL_MAX_G = 1024;
@@ -166,42 +166,7 @@ fn write_slot(i: u32, l: i32, at: u32) {
   }
 }
 
-/** The violation of key (moe_dispatch.ts's report, counts from cntW) written to the status slot. */
-fn report(key: u32) {
-  var code = 0u;
-  var i = 0u;
-  var a = 0;
-  var b = 0;
-  if (key < P.n) {
-    i = key;
-    let e = ids[key];
-    a = e;
-    if (e < 0 || e >= i32(P.E)) {
-      code = 120u;
-      b = i32(P.E);
-    } else {
-      code = 121u;
-      for (var s = key - key % P.k; s < key; s++) {
-        if (ids[s] == e) { b = i32(s % P.k); break; }
-      }
-    }
-  } else if (key < P.n + P.E) {
-    code = 122u;
-    i = key - P.n;
-    a = emap[i];
-    b = i32(P.G);
-  } else {
-    code = 123u;
-    i = key - P.n - P.E;
-    a = i32(cntW[i]);
-    b = i32(P.cap);
-  }
-  status[P.slot] = code;
-  status[P.slot + 1u] = i;
-  status[P.slot + 2u] = bitcast<u32>(a);
-  status[P.slot + 3u] = bitcast<u32>(b);
-}
-
+${reportFnWgsl('/** The violation of key (counts from cntW) written to the status slot. */\nfn report(key: u32) {', 'i32(cntW[i])').slice(1)}
 fn key_now(li: u32) -> u32 {
   if (li == 0u) { flagW = atomicLoad(&keyW); }
   return workgroupUniformLoad(&flagW);
