@@ -164,6 +164,9 @@ const CASES: readonly Case[] = [
   { name: 'N = 1', T: 7, k: 2, N: 1, src: 'grouped', E: 2 },
   { name: 'T k = 609 > 256: the check pass before the combine', T: 203, k: 3, N: 70, src: 'grouped', E: 5, absentEvery: 7 },
   { name: 'dst bf16, T = 21', T: 21, k: 2, N: 21, src: 'grouped', dst: dt.bf16 },
+  { name: 'k = 6 (four slots at a time, then a tail), absent slots, N = 44 (four columns per invocation)', T: 9, k: 6, N: 44, src: 'grouped', E: 5, absentEvery: 5 },
+  { name: 'k = 8 unweighted plain src, absent slots', T: 5, k: 8, N: 70, src: 'plain', weighted: false, absentEvery: 3 },
+  { name: 'k = 8 weighted, N = 260 (four columns per invocation, a partial workgroup)', T: 6, k: 8, N: 260, src: 'grouped', E: 7, absentEvery: 6 },
 ];
 
 describe('moe.combine on the gpu engine', () => {
@@ -199,8 +202,8 @@ describe('moe.combine on the gpu engine', () => {
     }
   });
 
-  it.each([13, 1400])('row_of out of [-1, rows) is raised at wait() with the cpu message; dst untouched; a good run after it works (T = %i, k = 3: check fused / check pass)', async (T) => {
-    const c: Case = { name: 'bad', T, k: 3, N: 37, src: 'plain' };
+  it.each([[13, 37], [1400, 37], [13, 36], [1400, 36]])('row_of out of [-1, rows) is raised at wait() with the cpu message; dst untouched; a good run after it works (T = %i, k = 3: check fused / check pass; N = %i: a column per invocation / four)', async (T, N) => {
+    const c: Case = { name: 'bad', T, k: 3, N, src: 'plain' };
     const d = makeData(c, mulberry32(5));
     const rows = d.srcMd.dims[0];
     const pd = pdOf(gpu, c, d);

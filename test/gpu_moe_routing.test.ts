@@ -241,6 +241,18 @@ describe('gpu moe.routing runtime data errors (found on the device, nothing writ
     await runRejected({ ...c, bias, logits }, 'token 19: the logit of expert 6 is NaN');
   });
 
+  it('the check pass (T > 32) with E > its workgroup: a bad bias past expert 64, then an all -inf token and a NaN past expert 64 ranking before it', async () => {
+    const c = separatedCase(35, 40, 100, { topK: 3, correctionBias: true }, { biasAmplitude: 0.01 });
+    const bias = Float64Array.from(c.bias!);
+    bias[90] = Infinity;
+    await runRejected({ ...c, bias }, 'moe.routing: ARG.MOE_CORRECTION_BIAS[90] is not finite');
+    const logits = Float64Array.from(c.logits);
+    logits.fill(-Infinity, 37 * 100, 38 * 100);
+    await runRejected({ ...c, bias, logits }, 'token 37: every logit is -inf');
+    logits[33 * 100 + 77] = Number.NaN;
+    await runRejected({ ...c, bias, logits }, 'token 33: the logit of expert 77 is NaN');
+  });
+
   it('two executions in one submit: each has its own status slot; the bad one writes nothing, the good one writes', async () => {
     const good = separatedCase(33, 40, 16, { topK: 2 });
     const g = prepare(gpu, good), b = prepare(gpu, nanCase('f32'));

@@ -87,15 +87,30 @@ fn fail_key(key: u32) { atomicMax(&flag[0], 0xffffffffu - key); }
 
 /**
  * Pass 1: every token's logits and every bias entry checked, the first violation's key in the flag.
- * Grid: max(T, E) invocations.
+ * One workgroup per token, its invocations reading the row together (a row read by one invocation,
+ * E dependent loads long, took most of the routing's time at T = 256 on an H200); workgroup 0 also
+ * checks the bias. The rules are row_error's (the report, on the error path only, re-derives the code).
+ * Grid: T workgroups of ROUTE_WG.
  */
 export function routingCheckWgsl(c: RoutingKernelConfig): string {
   return /* wgsl */ `${routingHeaderWgsl(c)}
+var<workgroup> BAD: atomic<u32>;
+var<workgroup> FIN: atomic<u32>;
 @compute @workgroup_size(${ROUTE_WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let i = (wid.y * nwg.x + wid.x) * ${ROUTE_WG}u + li;
-  if (i < P.T && row_error(i).x != 0u) { fail_key(i); }
-  ${c.bias ? `if (i < E && ((bias[i] >> 23u) & 0xffu) == 0xffu) { fail_key(P.T + i); }` : ''}
+  let t = wid.y * nwg.x + wid.x;
+  if (li == 0u) { atomicStore(&BAD, 0u); atomicStore(&FIN, 0u); }
+  workgroupBarrier();
+  if (t < P.T) {
+    for (var e = li; e < E; e += ${ROUTE_WG}u) {
+      let b = logit_bits(t, e);
+      if (is_nan(b) || (SOFTMAX && b == 0x7f800000u)) { atomicOr(&BAD, 1u); }
+      if (b != 0xff800000u) { atomicOr(&FIN, 1u); }
+    }
+  }
+  workgroupBarrier();
+  if (li == 0u && t < P.T && (atomicLoad(&BAD) != 0u || (SOFTMAX && atomicLoad(&FIN) == 0u))) { fail_key(t); }
+  ${c.bias ? `if (t == 0u) { for (var e = li; e < E; e += ${ROUTE_WG}u) { if (((bias[e] >> 23u) & 0xffu) == 0xffu) { fail_key(P.T + e); } } }` : ''}
 }
 `;
 }

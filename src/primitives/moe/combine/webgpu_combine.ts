@@ -2,7 +2,7 @@ import { DnnlError } from '../../../common/status.js';
 import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import type { Executor } from '../../../runtime/lifetime.js';
-import { COMBINE_ERR_ROW, COMBINE_FUSED_CHECK, COMBINE_WG, COMBINE_Y_FOLD, combineCheckWgsl, combineWgsl } from '../../../kernels/wgsl/moe_combine.js';
+import { COMBINE_ERR_ROW, COMBINE_FUSED_CHECK, COMBINE_WG, COMBINE_Y_FOLD, combineCheckWgsl, combineVec4Fits, combineWgsl } from '../../../kernels/wgsl/moe_combine.js';
 import type { CombineProblem } from './pd.js';
 import { rowError } from './row_error.js';
 
@@ -40,7 +40,9 @@ export const webgpuCombine: GpuCombineImpl = {
     // Decode sizes: the combine workgroups check row_of themselves (one dispatch, not two).
     const fused = p.T * p.k <= COMBINE_FUSED_CHECK;
     const check = fused ? undefined : eng.pipeline('moe-combine-check', combineCheckWgsl);
-    const combine = eng.pipeline(`moe-combine:${dt}${fused ? ':checked' : ''}`, () => combineWgsl(dt, fused));
+    const vec4 = combineVec4Fits(dt, p.N, p.srcLd, p.dst.strides[0]);
+    const combine = eng.pipeline(`moe-combine:${dt}${fused ? ':checked' : ''}${vec4 ? ':vec4' : ''}`, () => combineWgsl(dt, fused, vec4));
+    const colsPerGroup = COMBINE_WG * (vec4 ? 4 : 1);
     const params = eng.createBuffer(48, 'moe.combine params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     return {
       destroy: () => eng.retire(params),
@@ -76,7 +78,7 @@ export const webgpuCombine: GpuCombineImpl = {
           if (p.N > 0 || !check) {
             pass.setPipeline(combine);
             pass.setBindGroup(0, kbg);
-            pass.dispatchWorkgroups(Math.max(1, Math.ceil(p.N / COMBINE_WG)), Math.min(p.T, COMBINE_Y_FOLD), Math.ceil(p.T / COMBINE_Y_FOLD));
+            pass.dispatchWorkgroups(Math.max(1, Math.ceil(p.N / colsPerGroup)), Math.min(p.T, COMBINE_Y_FOLD), Math.ceil(p.T / COMBINE_Y_FOLD));
           }
           eng.keepAlive(cbg, kbg, ...ce, ...ke);
         });

@@ -27,8 +27,8 @@ function configOf(p: RoutingProblem): RoutingKernelConfig {
 
 
 /**
- * Two dispatches in one compute pass: a check of every logit and bias entry (the first violation's
- * key kept in a flag word with an integer atomicMax, which does not depend on the order), then one
+ * Two dispatches in one compute pass: a check of every logit and bias entry (a workgroup per token; the
+ * first violation's key kept in a flag word with an integer atomicMax, which does not depend on the order), then one
  * invocation per token routing it, or, after a violation, only the error reported in the status slot
  * (raised by `stream.wait()`; nothing is written). At decode sizes (routingCheckedFits) one dispatch:
  * each route workgroup checks every logit itself, no flag.
@@ -99,7 +99,7 @@ class WebgpuRoutingExecutor {
         const checkBg = eng.bindGroup(this.check, common);
         pass.setPipeline(this.check);
         pass.setBindGroup(0, checkBg);
-        pass.dispatchWorkgroups(...workgroupGrid(eng, Math.max(p.T, p.correctionBias ? p.E : 0), ROUTE_WG));
+        pass.dispatchWorkgroups(...workgroupGrid(eng, p.T * ROUTE_WG, ROUTE_WG));
         eng.keepAlive(checkBg);
       }
       const routeEntries: GPUBindGroupEntry[] = [
