@@ -30,7 +30,9 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
-async function timed(fn: () => Promise<void>, reps = REPS, warmup = 3): Promise<number> {
+// 20 warm-up runs, as gpu_moe_bench's: the first executions of a process run unoptimized JavaScript, and
+// the first row (T = 1) is host-bound (session 10 read 0.33 ms there, bench/gpu_decode_probe.ts 0.17 ms).
+async function timed(fn: () => Promise<void>, reps = REPS, warmup = 20): Promise<number> {
   for (let i = 0; i < warmup; i++) await fn();
   const t: number[] = [];
   for (let i = 0; i < reps; i++) {
@@ -42,7 +44,7 @@ async function timed(fn: () => Promise<void>, reps = REPS, warmup = 3): Promise<
 }
 
 /** Medians of two functions timed alternately (A, B, A, B, ...) after their warm-ups. */
-async function timedPair(a: () => Promise<void>, b: () => Promise<void>, reps = REPS, warmup = 3): Promise<[number, number]> {
+async function timedPair(a: () => Promise<void>, b: () => Promise<void>, reps = REPS, warmup = 20): Promise<[number, number]> {
   for (let i = 0; i < warmup; i++) { await a(); await b(); }
   const ta: number[] = [], tb: number[] = [];
   for (let i = 0; i < reps; i++) {
