@@ -73,8 +73,8 @@ export const gpuKernelTuning: {
   gemvRows: number | undefined;
   /**
    * gemv-splitk's K per slice rounded up to the weights' scale K block (whole blocks per slice) and to the unroll.
-   * Off by default: no gain measured at MoE-B, and with per-expert column scales at K = 20 (test/gpu_quant's
-   * E = 1 case) the kernel never finished on SwiftShader (found at the end of session 10, not yet explained).
+   * Off by default: no gain measured at MoE-B. (Session 10 saw test/gpu_quant's E = 1 case hang with it on; that
+   * case's kernel and K per slice are the same either way: the hang was the next case's fp8 pipeline, see below.)
    */
   gemvAlignK: boolean;
 } = {
