@@ -7,7 +7,7 @@
  * expert maps raise the grouped-schedule path's message at wait() with dst untouched; above the caps
  * the grouped-schedule path runs.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag,
   type DataType, type GpuEngine, type GpuMemory, type MemoryDesc,
@@ -280,8 +280,10 @@ describe('gemv-splitk with the schedule inside the kernel: host-known per-group 
 });
 
 describe('gemv-splitk K splits: below gpuKernelTuning.gemvMinWorkgroups (128) workgroups only; the previous rule on request', () => {
-  // Session 10's decode geometry, now an option (the defaults went back: see webgpu_kernel_choice.ts).
-  beforeEach(() => { Object.assign(gpuKernelTuning, { gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvRows: undefined }); });
+  it('the defaults are session 10\'s decode geometry (reports/gemv5-h200.md); GEMV_PREVIOUS_TUNING the one before', () => {
+    expect(gpuKernelTuning).toMatchObject({ gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvRows: undefined, gemvBlockScale: false, gemvAlignK: false });
+    expect(GEMV_PREVIOUS_TUNING).toMatchObject({ gemvMinWorkgroups: undefined, gemvLanes: 0, gemvUnroll: 4, gemvRows: 0 });
+  });
   it('gemvKSplitFor: splits only to bring the grid to 128 workgroups, never past the K iterations per thread, at least 1', () => {
     // MoE-B int4 at T = 1 with 16 lanes: 22 column tiles x 8 tiles = 176 workgroups -> no split.
     expect(gemvKSplitFor(2048, 16, 22, 8, dt.u4)).toBe(1);

@@ -208,8 +208,8 @@ const LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];
 
 /**
  * Every case runs under two geometries: the previous one (32 lanes / 16 for f32, 4 rows per tile,
- * the previous K splits), whose kernel names the cases pin, and the defaults (gemvDecodeLanes, rows
- * per tile 1 where M <= G, more loads in flight, block scales, aligned K slices): the same
+ * the previous K splits), whose kernel names the cases pin, and the defaults (session 10's: gemvDecodeLanes,
+ * rows per tile 1 where M <= G, 8 loads in flight, K splits only below 128 workgroups): the same
  * expectations, gemv-splitk named.
  */
 for (const [geometry, tuning, pin] of [['previous geometry', GEMV_PREVIOUS_TUNING, true], ['default geometry', {}, false]] as const) {

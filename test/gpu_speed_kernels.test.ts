@@ -157,10 +157,40 @@ describe('gpu gemv-splitk: weight-only quantized weights', () => {
     expectBitwise(o);
   });
   it('split K across workgroups: u4 K-block 32, a block straddling two splits', async () => {
+    // 16 lanes (16 K slices): K / (16 x 5) -> 2 splits of 48 (slices of 3): the block 32..63 straddles them.
     gpuKernelTuning.kPerThread = 5;
     const o = await runGpuGM(eng, strm, { ...SHAPE, weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(32) } }, zps: { weights: { gran: GM.weights.kBlock(32), dt: dt.u4 } } });
-    expect(o.pd.implInfo).toMatch(/gemv-splitk-r4-kg3-vec/);
+    expect(o.pd.implInfo).toMatch(/gemv-splitk-r4-kg2-vec/);
     expectBitwise(o);
+  });
+  it('every f8_e4m3 code (NaN S.1111.111, subnormals, +-0, +-448) decoded through the loop unrolled by 8 (branch-free decoder)', async () => {
+    // One row, K = 128: 16 K slices of 8, so each thread runs the unrolled loop once. Weights row k0 holds
+    // the 256 codes (column n: code n), every other row code 0 (+0); src is one-hot at k0, so dst[n] is
+    // the decoded code n exactly (no other NaN in its column).
+    const K = 128, N = 256, k0 = 77;
+    const pd = new matmul.PrimitiveDesc(eng, memory.desc.grouped([1, K], dt.f32, 1, [RUNTIME_DIM_VAL, K]), memory.desc([1, K, N], dt.f8_e4m3, tag.abc),
+      memory.desc.grouped([1, N], dt.f32, 1, [RUNTIME_DIM_VAL, N]));
+    expect(pd.implInfo).toBe('webgpu:gemv-splitk-r1-kg1-vec+inline-schedule');
+    const prim = new matmul.Primitive(pd);
+    const codes = new Uint8Array(K * N);
+    for (let n = 0; n < N; n++) codes[k0 * N + n] = n;
+    const src = Memory.create(pd.queryMd('src')!, eng).write(Float64Array.from({ length: K }, (_, k) => (k === k0 ? 1 : 0))).writeOffsets([0, 1]);
+    const wei = Memory.create(pd.queryMd('weights')!, eng).writeBytes(codes);
+    const dst = Memory.create(pd.queryMd('dst')!, eng, [undefined, src.handles[1]]);
+    prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    await strm.wait();
+    const got = await dst.read();
+    // OFP8 E4M3 (E4M3FN): bias 7, subnormals m / 8 * 2^-6, no infinities, S.1111.111 NaN.
+    const e4m3 = (c: number): number => {
+      const e = (c >> 3) & 15, m = c & 7, sign = c & 128 ? -1 : 1;
+      if (e === 15 && m === 7) return NaN;
+      return sign * (e === 0 ? (m / 8) * 2 ** -6 : (1 + m / 8) * 2 ** (e - 7));
+    };
+    const bad = Array.from({ length: N }, (_, n) => n).filter((n) => !(Number.isNaN(e4m3(n)) ? Number.isNaN(got[n]) : got[n] === e4m3(n)));
+    expect(bad.map((n) => `0x${n.toString(16)}: ${got[n]} (want ${e4m3(n)})`)).toEqual([]);
+    expect([0x7f, 0xff].every((n) => Number.isNaN(got[n])) && got[0x7e] === 448 && got[0xfe] === -448 && got[1] === 2 ** -9).toBe(true);
+    prim.destroy();
+    [src, wei, dst].forEach((m) => m.free());
   });
   it('with the fused GLU the decode kernel runs too (gpu_gemv_moe.test.ts covers its algs, layouts and row modes)', async () => {
     const o = await runGpuGM(eng, strm, { ...SHAPE, weiDt: dt.s8, scales: { weights: { gran: GM.weights.expertCol } }, glu: { alg: 'glu_swiglu', layout: 'halves' } });

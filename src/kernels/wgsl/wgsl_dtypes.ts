@@ -60,6 +60,9 @@ fn to_f16(x: f32) -> u32 { return pack2x16float(vec2f(x, 0.0)) & 0xffffu; }
  * Decoders of the 8- and 4-bit codes (common/low_precision.ts semantics): s8/u8/s4/u4 integers,
  * OFP8 E4M3 (bias 7, no Inf, NaN = S.1111.111) and E5M2 (the upper byte of an f16), OCP MX E2M1 and
  * E8M0 (2^(c - 127), 0xFF NaN). NaNs are built from the code so they are never constant-expressions.
+ * No control flow in the decoders (select, no `if` / `&&`): kernels inline one call per weight in
+ * unrolled K loops (gemv-splitk: 13 loads x 4 columns at unroll 8), and SwiftShader's compile time
+ * explodes with branches there (dec_e4m3 with an `if`: 3 s at unroll 4, no end in 300 s at unroll 8).
  */
 export const WGSL_LOWP_HELPERS = /* wgsl */ `
 fn byte_of(w: u32, lane: u32) -> u32 { return (w >> (lane * 8u)) & 0xffu; }
@@ -70,14 +73,13 @@ fn ldi_s4(w: u32, lane: u32) -> i32 { return bitcast<i32>(nib_of(w, lane) << 28u
 fn ldi_u4(w: u32, lane: u32) -> i32 { return i32(nib_of(w, lane)); }
 fn dec_e4m3(c: u32) -> f32 {
   let e = (c >> 3u) & 0xfu; let m = c & 7u;
-  if (e == 15u && m == 7u) { return bitcast<f32>(0x7fc00000u | ((c & 0x80u) << 24u)); }
   let a = select(ldexp(1.0 + f32(m) * 0.125, i32(e) - 7), f32(m) * 0.001953125, e == 0u);
-  return select(a, -a, (c & 0x80u) != 0u);
+  let v = select(a, -a, (c & 0x80u) != 0u);
+  return select(v, bitcast<f32>(0x7fc00000u | ((c & 0x80u) << 24u)), (c & 0x7fu) == 0x7fu);
 }
 fn dec_e5m2(c: u32) -> f32 { return unpack2x16float(c << 8u).x; }
 fn dec_e8m0(c: u32) -> f32 {
-  if (c == 255u) { return bitcast<f32>(0x7fc00000u | (c & 0u)); }
-  return ldexp(1.0, i32(c) - 127);
+  return select(ldexp(1.0, i32(c) - 127), bitcast<f32>(0x7fc00000u | (c & 0u)), c == 255u);
 }
 fn dec_e2m1(c: u32) -> f32 {
   let e = (c >> 1u) & 3u; let m = c & 1u;

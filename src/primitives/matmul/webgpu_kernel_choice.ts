@@ -73,17 +73,17 @@ export const gpuKernelTuning: {
   gemvRows: number | undefined;
   /**
    * gemv-splitk's K per slice rounded up to the weights' scale K block (whole blocks per slice) and to the unroll.
-   * Off by default: no gain measured at MoE-B, and with per-expert column scales at K = 20 (test/gpu_quant's
-   * E = 1 case) the kernel never finished on SwiftShader (found at the end of session 10, not yet explained).
+   * Off by default: no gain measured at MoE-B. (Session 10 saw test/gpu_quant's E = 1 case hang with it on; that
+   * case's kernel and K per slice are the same either way: the hang was the next case's fp8 pipeline, see below.)
    */
   gemvAlignK: boolean;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
-  // Session 10's measured decode geometry (gemvMinWorkgroups 128, lanes by type, unroll 8, one row per tile:
-  // reports/gemv5-h200.md) is kept as options only: with it test/gpu_quant.test.ts's E = 1 case never
-  // finished on SwiftShader after the file's earlier cases. Back to the previous geometry until that is found.
-  gemvMinWorkgroups: undefined, gemvLanes: 0, gemvUnroll: 4, gemvBlockScale: false, gemvRows: 0, gemvAlignK: false,
+  // Session 10's measured decode geometry (reports/gemv5-h200.md): K splits only below 128 workgroups, lanes
+  // by type, 8 loads in flight, one row per tile where M <= G. (Its SwiftShader hang was the fp8 E4M3
+  // decoder's branch inlined 52 times at unroll 8: wgsl_dtypes.ts WGSL_LOWP_HELPERS, now branch-free.)
+  gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
