@@ -14,8 +14,13 @@
    - FMA on every k in the relaxed-SIMD build (mul + add in SIMD128);
    - the powers 2^(8q), the bias and the K block's scales are applied once per block to the partial
      sums, which then add into C (the per-column scale, as on the strict path, waits for the epilogue);
-   - the masks are kept in locals (KEEP): a v128.const inside the loop costs V8 three instructions per
-     use (measured 1.1x on the bare kernels, Node 24).
+   - the masks are never v128.const inside the loop (V8 re-materializes one with three instructions per
+     use): x8 KEEPs them (reloaded from the stack at each use); x4 builds them from a volatile seed, so
+     they are locals that V8 keeps in registers;
+   - x4 runs one panel at a time (4 sums; session 11): both panels at once needed 8 sums + 4 masks + 2
+     activation vectors + 2 code vectors, more than V8's 15 registers, and it kept two sums in memory (a
+     store-to-load wait in their chains every iteration). Every loop runs on its weights pointer (V8 kept a
+     separate counter in memory). Both changes keep each sum's order: the same bits, 1.1-1.2x.
 
    Deterministic: the order depends only on the call's arguments (tile geometry, not thread count).
    Caller (gemm-lowp.c relaxed_segment): kc and blocks of bs k multiples of 4 (bs = 0: one block of kc, no
