@@ -96,8 +96,8 @@ INLINE void dq4_row16(const int S4, size_t nc1, size_t nc2, size_t kc, size_t bl
   for (size_t k = 0; k < kc; k += blk) {
     const size_t len = kc - k < blk ? kc - k : blk;
     v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
-    /* One panel at a time: one sequential stream of weights, not two interleaved ones (from memory 1.05-1.09x
-       on Node 24, 0.99-1.05x on Node 20: reports/issue19-decode-runtimes-packing.md, session 11); integer sums,
+    /* One panel at a time: one sequential stream of weights, not two interleaved ones (from memory 1.02x
+       on Node 24, 1.09x on Node 20: reports/issue19-s11-kernel-ab.txt); integer sums,
        so the same bits. */
     const int16_t* a0 = a;
     for (const uint8_t* const we = w + 16 * (len / 4); w != we;) PANEL_STEP(w, wasm_v128_load(w), v0, v1);
