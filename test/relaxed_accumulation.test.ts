@@ -119,8 +119,9 @@ describe('accumulation_mode relaxed on random f32 activations: within the float6
   });
   afterAll(() => engines.forEach(([e]) => e.release()));
 
-  // K = 2560 in blocks of 1280: blocks longer than a relaxed piece (1024 k) run the strict kernels inside.
-  const SHAPES = [[1, 1002, 40, 0], [2, 1024, 24, 32], [1, 2048, 16, 64], [2, 130, 21, 0], [2, 2560, 16, 1280]] as const;
+  // K = 2560 in blocks of 1280: the block across the A blocks' boundary (2048) runs the strict kernels; in blocks of
+  // 2560: longer than a relaxed piece (2048 k), strict inside.
+  const SHAPES = [[1, 1002, 40, 0], [2, 1024, 24, 32], [1, 2048, 16, 64], [2, 130, 21, 0], [2, 2560, 16, 1280], [1, 2560, 16, 2560]] as const;
   for (const wdt of INTS) {
     it.each(SHAPES)(`${wdt}: M = %i, K = %i, N = %i, K block %i`, async (M, K, N, kb) => {
       for (const [e, s] of engines) {
