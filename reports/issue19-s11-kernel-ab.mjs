@@ -14,16 +14,21 @@ const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1
 const med = (v) => { const x = [...v].sort((p, q) => p - q); return x[x.length >> 1]; };
 const name = (f) => f.split('/').slice(-4).join('/');
 const ratio = (a, b) => med(a.map((p, j) => p / b[j])).toFixed(2);
+// A build in a memory of its own (the modules' data segments sit at the same addresses), its stack set, and the
+// first page-aligned byte past its heap base.
+async function instantiate(f) {
+  const memory = new WebAssembly.Memory({ initial: 512, maximum: 65536, shared: true });
+  const { instance } = await WebAssembly.instantiate(fs.readFileSync(f), { env: { memory } });
+  const ex = instance.exports;
+  ex.__stack_pointer.value = 65536;
+  return { ex, memory, base: (ex.__heap_base.value + 4095) & ~4095 };
+}
 
 if (mode === 'l1') {
   const kc = 256, reps = Number(process.env.REPS ?? 2000);
   const mods = [];
   for (const f of files) {
-    const memory = new WebAssembly.Memory({ initial: 512, maximum: 65536, shared: true });
-    const { instance } = await WebAssembly.instantiate(fs.readFileSync(f), { env: { memory } });
-    const ex = instance.exports;
-    ex.__stack_pointer.value = 65536;
-    const base = (ex.__heap_base.value + 4095) & ~4095;
+    const { ex, memory, base } = await instantiate(f);
     const m = { ex, a: base, w: base + 65536, c: base + 3 * 65536, xd: base + 4 * 65536, f: new Float32Array(memory.buffer) };
     const u8 = new Uint8Array(memory.buffer);
     for (let i = 0; i < 4 * kc; i++) m.f[m.a / 4 + i] = Math.sin(i);
@@ -49,14 +54,9 @@ if (mode === 'l1') {
   const kc = 2048, npan = 176, experts = 24, bpk = s8 ? 8 : 4;
   const ebytes = npan * bpk * kc, total = ebytes * experts;
   const bigBytes = 256 << 20; // the eviction pass
-  // one memory per build: the modules' data segments sit at the same addresses
   const mods = [];
   for (const f of files) {
-    const memory = new WebAssembly.Memory({ initial: 512, maximum: 65536, shared: true });
-    const { instance } = await WebAssembly.instantiate(fs.readFileSync(f), { env: { memory } });
-    const ex = instance.exports;
-    ex.__stack_pointer.value = 65536;
-    const base = (ex.__heap_base.value + 4095) & ~4095;
+    const { ex, memory, base } = await instantiate(f);
     const m = { ex, memory, xd: base, a3: base, aq: base + 65536, c: base + 2 * 65536, w: base + 4 * 65536 };
     m.xs = m.aq + 16384;
     m.big = m.w + total + 4096;
