@@ -47,8 +47,8 @@ const CHOICES: Record<string, Choice> = {
 
 /**
  * A choice by name, or a spec over the current defaults (letters then numbers, in any order): L lanes,
- * U unroll, K K splits, R rows per tile, H block scales (0 / 1), A aligned K slices (0 / 1), T target
- * workgroups, O (the previous tuning first), e.g. `OL8U16K1H1A1`.
+ * U unroll, K K splits, R rows per tile, H block scales (0 / 1), A aligned K slices (0 / 1), W 4-bit small
+ * grid (gemvSmallGrid), T target workgroups, O (the previous tuning first), e.g. `OL8U16K1H1A1`.
  */
 function choiceOf(spec: string): Choice {
   if (CHOICES[spec]) return CHOICES[spec];
@@ -62,6 +62,7 @@ function choiceOf(spec: string): Choice {
       case 'R': kernel.gemvRows = n; break;
       case 'H': kernel.gemvBlockScale = n === 1; break;
       case 'A': kernel.gemvAlignK = n === 1; break;
+      case 'W': kernel.gemvSmallGrid = n; break;
       case 'T': kernel.gemvTargetWorkgroups = n; break;
       default: throw new Error(`gpu_decode_probe: unknown choice letter ${key} in ${spec}`);
     }
@@ -288,26 +289,31 @@ async function main(): Promise<void> {
       const { args, owned } = layerMemories(eng, layers[0].pd, w, v);
       await keepGpuBusy(eng, SPIN_MS);
       const wall = await interleaved(layers.map((l) => async () => { l.execute(strm, args); await strm.wait(); }));
+      // GPU time per pass (in recording order), the choices' runs interleaved: the same clocks for each.
       const gpu: number[] = [];
+      const passes: number[][] = [];
       if (eng.caps.timestampQuery) {
-        for (const l of layers) {
-          eng.setProfiling(true);
-          const runs: number[] = [];
-          try {
-            for (let r = 0; r < 10; r++) {
+        const runs = layers.map(() => [] as { label: string; ms: number }[][]);
+        eng.setProfiling(true);
+        try {
+          for (let r = 0; r < 20; r++) {
+            for (const [i, l] of layers.entries()) {
               l.execute(strm, args);
               await strm.wait();
-              runs.push(eng.takeProfile().reduce((a, x) => a + x.ms, 0));
+              runs[i].push(eng.takeProfile());
             }
-          } finally {
-            eng.setProfiling(false);
           }
-          gpu.push(median(runs));
+        } finally {
+          eng.setProfiling(false);
+        }
+        for (const rs of runs) {
+          gpu.push(median(rs.map((x) => x.reduce((a, y) => a + y.ms, 0))));
+          passes.push(rs[0].map((_, j) => median(rs.map((x) => x[j]?.ms ?? 0))));
         }
       }
-      const row = { kind: 'layer', workload: w.name, variant: v, choices: choices.map((c, i) => ({ choice: c.name, wallMs: wall[i], gpuMs: gpu[i], impl: impls[i] })) };
+      const row = { kind: 'layer', workload: w.name, variant: v, choices: choices.map((c, i) => ({ choice: c.name, wallMs: wall[i], gpuMs: gpu[i], passesUs: passes[i]?.map((x) => x * 1000), impl: impls[i] })) };
       out.push(row);
-      console.log(`layer ${w.name} ${v}: ${row.choices.map((c) => `${c.choice} ${c.wallMs.toFixed(3)} ms (GPU ${c.gpuMs?.toFixed(3) ?? '-'})`).join(', ')}`);
+      console.log(`layer ${w.name} ${v}: ${row.choices.map((c) => `${c.choice} ${c.wallMs.toFixed(3)} ms (GPU ${c.gpuMs?.toFixed(3) ?? '-'} = ${c.passesUs?.map((x) => x.toFixed(1)).join(' + ') ?? '-'} us)`).join(', ')}`);
       console.log(`  impls: ${row.choices.map((c) => `${c.choice}: ${c.impl.replace(/.*matmul\(/, '').slice(0, 160)}`).join(' | ')}`);
       for (const l of layers) l.destroy();
       for (const m of owned) m.free();

@@ -157,8 +157,9 @@ describe('gpu gemv-splitk: weight-only quantized weights', () => {
     expectBitwise(o);
   });
   it('split K across workgroups: u4 K-block 32, a block straddling two splits', async () => {
-    // 16 lanes (16 K slices): K / (16 x 5) -> 2 splits of 48 (slices of 3): the block 32..63 straddles them.
+    // 16 lanes (16 K slices; set: this small grid would take 8): K / (16 x 5) -> 2 splits of 48 (slices of 3): the block 32..63 straddles them.
     gpuKernelTuning.kPerThread = 5;
+    gpuKernelTuning.gemvLanes = 16;
     const o = await runGpuGM(eng, strm, { ...SHAPE, weiDt: dt.u4, scales: { weights: { gran: GM.weights.kBlock(32) } }, zps: { weights: { gran: GM.weights.kBlock(32), dt: dt.u4 } } });
     expect(o.pd.implInfo).toMatch(/gemv-splitk-r4-kg2-vec/);
     expectBitwise(o);

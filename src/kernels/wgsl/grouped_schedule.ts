@@ -34,11 +34,13 @@ export function scheduleWords(rows: number, ranges: number, tm: number): number 
 }
 
 /**
- * At most how many tiles the schedule writes for `rows` rows (capacity) in `ranges` row ranges: one
- * partial tile per range that holds a row, so never more ranges than rows count.
+ * At most how many tiles the schedule writes for `rows` rows (capacity) in `ranges` row ranges: a range
+ * of n rows takes ceil(n / tm) <= (n + tm - 1) / tm tiles, and at most min(ranges, rows) ranges hold a row,
+ * so the tiles sum to at most (rows + min(ranges, rows) (tm - 1)) / tm. With one-row tiles that is `rows`:
+ * a decode grid launches no workgroup that finds no tile.
  */
 export function scheduleTileBound(rows: number, ranges: number, tm: number): number {
-  return Math.ceil(rows / tm) + Math.min(ranges, rows);
+  return Math.floor((rows + Math.min(ranges, rows) * (tm - 1)) / tm);
 }
 
 /**

@@ -77,6 +77,8 @@ export const gpuKernelTuning: {
    * case's kernel and K per slice are the same either way: the hang was the next case's fp8 pipeline, see below.)
    */
   gemvAlignK: boolean;
+  /** Workgroups below which 4-bit weights take 8 lanes instead of 16 (gemvLanesFor); 0: never. */
+  gemvSmallGrid: number;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
@@ -84,12 +86,13 @@ export const gpuKernelTuning: {
   // by type, 8 loads in flight, one row per tile where M <= G. (Its SwiftShader hang was the fp8 E4M3
   // decoder's branch inlined 52 times at unroll 8: wgsl_dtypes.ts WGSL_LOWP_HELPERS, now branch-free.)
   gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
+  gemvSmallGrid: 256,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
 export const GEMV_PREVIOUS_TUNING: Partial<typeof gpuKernelTuning> = {
   gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512, gemvMinWorkgroups: undefined, gemvLanes: 0, gemvUnroll: 4,
-  gemvBlockScale: false, gemvRows: 0, gemvAlignK: false,
+  gemvBlockScale: false, gemvRows: 0, gemvAlignK: false, gemvSmallGrid: 0,
 };
 
 /**
@@ -102,6 +105,22 @@ export function gemvDecodeLanes(wei: MatmulProblem['weights']['dataType']): numb
   const t = gpuKernelTuning.gemvLanes;
   if (t === 0) return undefined;
   return t ?? (wei === 'f32' ? 8 : 16);
+}
+
+/**
+ * gemv-splitk's lanes for `wei` over `tiles` schedule tiles (colTilesOf(L, C): column tiles of a geometry):
+ * gemvDecodeLanes, except 4-bit weights, whose 16 lanes give way to 8 (twice the workgroups, half the K
+ * per thread) where 16 would launch fewer than gpuKernelTuning.gemvSmallGrid workgroups: there the grid
+ * would otherwise fall below gemvMinWorkgroups and take a K split with its ~10 us reduce pass, or leave
+ * SMs idle. On an H200 (reports/gemv-grid-h200-s12.md, MoE-B decode, int4): at T = 1 the layer's GEMMs
+ * took 25.5 + 25.2 us with 8 lanes against 28.0 + 23.2 + a 10.8 us reduce with 16; at T = 4 (grids of
+ * 528 and 384 with 16 lanes) 16 lanes are faster (58.5 + 44.4 us against 62.3 + 56.0).
+ */
+export function gemvLanesFor(wei: MatmulProblem['weights']['dataType'], tiles: number, colTilesOf: (L: number, C: number) => number): number | undefined {
+  const lanes = gemvDecodeLanes(wei);
+  if (gpuKernelTuning.gemvLanes !== undefined || lanes !== 16) return lanes;
+  const { C } = gemvGeometry(wei, lanes);
+  return C === 8 && colTilesOf(16, C) * tiles < gpuKernelTuning.gemvSmallGrid ? 8 : lanes;
 }
 
 /**
@@ -195,19 +214,21 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   }
   const chain = fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries);
   if (chain === undefined) return undefined;
-  const lanes = gemvDecodeLanes(p.weights.dataType);
+  const tr = gpuKernelTuning.gemvRows;
+  const rows = tr || (tr === undefined && p.M <= p.G ? 1 : meanRows <= 4 ? 4 : 8);
+  const tiles = scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), rows);
+  // A GLU column tile holds the gate and up columns of half as many dst columns.
+  const colTilesOf = (L: number, C: number): number => Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
+  const lanes = gemvLanesFor(p.weights.dataType, tiles, colTilesOf);
   const { C, L, S } = gemvGeometry(p.weights.dataType, lanes);
   const w = p.weights.strides;
   // GLU halves: the up columns start N / 2 after the gate ones, aligned for vector loads only when C divides it.
   const halves = fusion?.glu?.layout === 'halves';
   const vec = w[2] === 1 && w[1] % C === 0 && w[0] % C === 0 && (!halves || (p.N / 2) % C === 0);
-  const tr = gpuKernelTuning.gemvRows;
-  const rows = tr || (tr === undefined && p.M <= p.G ? 1 : meanRows <= 4 ? 4 : 8);
-  // A GLU column tile holds the gate and up columns of half as many dst columns.
-  const colTiles = Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
+  const colTiles = colTilesOf(L, C);
   const kSplit0 = gpuKernelTuning.gemvKSplit ?? (gpuKernelTuning.kPerThread !== undefined
     ? Math.max(1, Math.min(16, Math.ceil(p.K / (S * gpuKernelTuning.kPerThread))))
-    : gemvKSplitFor(p.K, S, colTiles, scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), rows), p.weights.dataType));
+    : gemvKSplitFor(p.K, S, colTiles, tiles, p.weights.dataType));
   let kSplit = kSplit0;
   while (kSplit > 1 && kSplit * p.M * p.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
   if (colTiles * kSplit > 65535) return undefined;
