@@ -1,6 +1,6 @@
 /**
  * --mode=reorder (issue 19): reorders into every packed layout against a plain copy of the same bytes
- * (the copy op job, same engine and thread count), interleaved round by round; ratio = median of the
+ * (the copy op job, same engine and thread count; with `+q`, the codes and the scales), interleaved round by round; ratio = median of the
  * per-round time ratios reorder / copy (target <= 2).
  */
 import { ARG, Engine, Memory, Stream, memory, reorder, tag, type DataType } from '../src/index.js';
@@ -28,12 +28,21 @@ const LAYOUTS: readonly { name: string; dt: DataType; to: (d: number[]) => Memor
   { name: 's4 abc -> x4:p8k2+q (k32 f32)', dt: 's4', to: (d) => packedLowpWeightsDesc(d, 's4', kq), quant: kq },
 ];
 
-/** dims [G, K, N]; `only` filters layouts by name prefix (f32, s8, s4). */
-export async function reorderBench(dims: number[], threads: number, isa: 'auto' | 'simd128' | 'relaxed', rounds: number, only?: string[]): Promise<ReorderRow[]> {
+/** Groups of `dt` weights [G', K, N] with the bytes of f32 weights `base` = [G, K, N]. */
+function groupsFor(base: readonly number[], dt: DataType): number {
+  const perF32 = dt === 'f32' ? 1 : dt === 's8' ? 4 : 8;
+  return base[0] * perF32;
+}
+
+/** base [G, K, N]: f32 weights, the other types with as many bytes (groupsFor); `only` filters layouts by name prefix (f32, s8, s4). */
+export async function reorderBench(base: number[], threads: number, isa: 'auto' | 'simd128' | 'relaxed', rounds: number, only?: string[]): Promise<ReorderRow[]> {
   const eng = await Engine.create({ threads, kernels: isa });
   const strm = new Stream(eng);
   const out: ReorderRow[] = [];
   for (const l of LAYOUTS.filter((x) => !only || only.some((o) => x.name.startsWith(o)))) {
+    // As many experts as make the f32 bytes of `dims` (8 MoE-B experts: 92 MB, beyond the L3 of the
+    // machines here): an 11 MB s4 source half fits a 32 MB L3, and its copy then ran 0.5-1.2 ms by the round.
+    const dims = [groupsFor(base, l.dt), base[1], base[2]];
     const src = Memory.create(memory.desc(dims, l.dt, tag.abc), eng);
     src.bytes().fill(0x3c);
     const dst = Memory.create(l.to(dims), eng);
@@ -45,9 +54,17 @@ export async function reorderBench(dims: number[], threads: number, isa: 'auto' 
       args[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales;
     }
     const prim = new reorder.Primitive(new reorder.PrimitiveDesc(eng, src.desc, dst.desc));
-    const bytes = src.desc.getSize(0);
+    // The same bytes the reorder moves: the codes, and with `+q` the scales it places beside the panels.
+    const codeBytes = src.desc.getSize(0);
     const copyDst = Memory.create(memory.desc(dims, l.dt, tag.abc), eng);
-    const copy = packTask(eng, src.handles[0], copyDst.handles[0], { fmt: PACK_FMT.copy, dt: 0, G: 1, K: 1, N: bytes, sg: 0, sk: 0, sn: 0, ps: 0 });
+    const copyTask = (from: number, to: number, n: number) => packTask(eng, from, to, { fmt: PACK_FMT.copy, dt: 0, G: 1, K: 1, N: n, sg: 0, sk: 0, sn: 0, ps: 0 });
+    const copies = [copyTask(src.handles[0], copyDst.handles[0], codeBytes)];
+    let scalesCopy: Memory | undefined;
+    if (scales) {
+      scalesCopy = Memory.create(scales.desc, eng);
+      copies.push(copyTask(scales.handles[0], scalesCopy.handles[0], scales.desc.getSize(0)));
+    }
+    const bytes = codeBytes + (scales?.desc.getSize(0) ?? 0);
     const time = async (f: () => void): Promise<number> => {
       const t0 = performance.now();
       f();
@@ -56,13 +73,13 @@ export async function reorderBench(dims: number[], threads: number, isa: 'auto' 
     };
     const tr: number[] = [], tc: number[] = [];
     for (let r = -1; r < rounds; r++) { // round -1 warms both up
-      const c = await time(() => strm.enqueue(copy));
+      const c = await time(() => copies.forEach((x) => strm.enqueue(x)));
       const t = await time(() => prim.execute(strm, args));
       if (r >= 0) { tc.push(c); tr.push(t); }
     }
     const med = (v: number[]): number => [...v].sort((a, b) => a - b)[v.length >> 1];
     out.push({ layout: l.name, threads, isa: eng.isa ?? 'none', bytes, median_ms: med(tr), copy_ms: med(tc), ratio: med(tr.map((t, i) => t / tc[i])), rounds });
-    [src, dst, scales, copyDst].forEach((m) => m?.free());
+    [src, dst, scales, copyDst, scalesCopy].forEach((m) => m?.free());
   }
   eng.release();
   return out;
