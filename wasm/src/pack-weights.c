@@ -1,14 +1,12 @@
 /* Weights packing as an op job on the workers (issue 19): the reorders into f32:p8 / f32:p8t
    (src/memory/packed_weights.ts: the layouts and their TypeScript packers) and x8:p8 / x4:p8k2, and a
    plain byte copy (the streaming rate the bench compares them with). Tiles are blocks of PB panels x KB
-   k of one group: a tile reads KB rows of PB x 8 columns and writes PB contiguous runs, so source rows
-   are read in whole cache lines and no more than PB store streams are open (176 panels' streams 4 KiB
-   apart, one per panel of a row, thrash L1's sets). Tiles run K block by K block, the panel blocks of
-   a band of rows in a row (the band stays in L2 between them). x8 / x4 tiles of row-major sources store
-   16 bytes at a time (two k of two x8 panels, two k pairs of four x4 panels), not 8: A/B in alternating processes,
-   92 MB sources, 1 thread, Node 20: x8 2.35-2.93x the copy -> 2.11-2.32x, x4 2.39-2.51x -> 2.19-2.42x.
-   Every output byte belongs to one tile, and the
-   bytes are the single-threaded packers' (tests compare them), so the thread count changes nothing. */
+   k of one group (the shapes below): a tile reads KB rows of PB x 8 columns, one panel after the other,
+   and writes one contiguous run. Tiles run K block by K block, the panel blocks of a band of rows in a
+   row (the band stays in L2 between them). x8 / x4 tiles of row-major sources store 16 bytes at a
+   time (two k of two x8 panels, two k pairs of four x4 panels), not 8. Every output byte belongs to one
+   tile, and the bytes are the single-threaded packers' (tests compare them), so the thread count
+   changes nothing. */
 #include "op_job.h"
 #include "common.h"
 #include "lowp.h"
@@ -61,7 +59,15 @@ static void panel_values(const pack_job_t* j, int32_t g, int32_t p, uint8_t* pan
 }
 
 enum { PACK_F32 = 0, PACK_X8 = 1, PACK_X4 = 2, PACK_COPY = 3 };
-enum { PB = 16, KB = 64, COPY_TILE = 65536 };
+/* Tile shapes per format: PB panels are one 64-byte column strip of row-major source rows (2 f32
+   panels of 32 bytes a row, 8 x8 panels of 8, 16 x4 panels of 4), KB k tall. A tile then writes one
+   contiguous run (its panels are adjacent in the output: PB x KB x the panel's row bytes, 64-128 KiB),
+   and every source line it reads belongs to it alone, so two threads never pull the same line into
+   both cores' caches. Measured on 92 MB sources (bench --mode=reorder, 1 / 2 threads, Node 20, AMD EPYC),
+   x the plain copy: 16 panels x 64-128 k tiles gave f32 1.9-2.2 / 1.6-1.7, x8 2.1-2.9 / 1.8-2.3,
+   x4 2.2-2.5 / 2.0-2.4; these f32 1.3-1.5 / 1.2-1.4, x8 1.8 / 1.6, x4 1.6 / 1.6: the writes, not the
+   strided reads, were what cost (the copy writes one stream). */
+enum { PB_F32 = 2, KB_F32 = 2048, PB_X8 = 8, KB_X8 = 1024, PB_X4 = 16, KB_X4 = 1024, COPY_TILE = 65536 };
 
 /* f32 panels (8 columns, K x 8 floats each, panel p of group g at out + (g npan + p) K 8). */
 static void tile_f32(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int32_t k0, int32_t kc) {
@@ -207,13 +213,14 @@ int run_pack_weights(op_head_t* h) {
     return done;
   }
   const int32_t npan = cdiv(j->N, NR), Kp = j->fmt == PACK_F32 ? j->K : (j->K + 1) & ~1;
-  const int32_t kb = j->fmt == PACK_F32 ? KB : 2 * KB; /* even (x4 pairs) */
-  const int32_t pblocks = cdiv(npan, PB), kblocks = MAX(cdiv(Kp, kb), 1), per_g = pblocks * kblocks;
+  const int32_t kb = j->fmt == PACK_F32 ? KB_F32 : j->fmt == PACK_X8 ? KB_X8 : KB_X4; /* even (x4 pairs) */
+  const int32_t pbs = j->fmt == PACK_F32 ? PB_F32 : j->fmt == PACK_X8 ? PB_X8 : PB_X4;
+  const int32_t pblocks = cdiv(npan, pbs), kblocks = MAX(cdiv(Kp, kb), 1), per_g = pblocks * kblocks;
   for (int32_t t; (t = op_next_tile(h)) < j->G * per_g; done++) {
         /* K blocks outer, panel blocks inner: consecutive tiles read the same band of source rows
        (in L2 still), so each source line comes from memory once, not once per panel block. */
     const int32_t g = t / per_g, r = t % per_g, kk = r / pblocks, pb = r % pblocks;
-    const int32_t p0 = pb * PB, np = MIN(PB, npan - p0), k0 = kk * kb, kc = MIN(kb, Kp - k0);
+    const int32_t p0 = pb * pbs, np = MIN(pbs, npan - p0), k0 = kk * kb, kc = MIN(kb, Kp - k0);
     if (j->fmt == PACK_F32) tile_f32(j, g, p0, np, k0, kc);
     else if (j->fmt == PACK_X8) tile_x8(j, g, p0, np, k0, kc);
     else tile_x4(j, g, p0, np, k0, kc);
