@@ -2,11 +2,10 @@
    (src/memory/packed_weights.ts: the layouts and their TypeScript packers) and x8:p8 / x4:p8k2, and a
    plain byte copy (the streaming rate the bench compares them with). Tiles are blocks of PB panels x KB
    k of one group (the shapes below): a tile reads KB rows of PB x 8 columns, one panel after the other,
-   and writes one contiguous run. Tiles run K block by K block, the panel blocks of a band of rows in a
-   row (the band stays in L2 between them). x8 / x4 tiles of row-major sources store 16 bytes at a
-   time (two k of two x8 panels, two k pairs of four x4 panels), not 8. Every output byte belongs to one
-   tile, and the bytes are the single-threaded packers' (tests compare them), so the thread count
-   changes nothing. */
+   and writes one contiguous run; K above KB takes K blocks one after the other, each block's strips in
+   a row. x8 / x4 tiles of row-major sources store 16 bytes at a time (two k of two x8 panels, two k
+   pairs of four x4 panels), not 8. Every output byte belongs to one tile, and the bytes are the
+   single-threaded packers' (tests compare them), so the thread count changes nothing. */
 #include "op_job.h"
 #include "common.h"
 #include "lowp.h"
@@ -146,9 +145,6 @@ static void tile_x8(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int3
   }
 }
 
-/* x4:p8k2 panels: k-pairs of rows k0 .. k0 + kc (k0, kc even); byte q of pair t = code(2t, q) |
-   code(2t + 1, q) << 4. Row-major 4-bit sources (sn = 1, rows on whole bytes) take 4 panels per step:
-   16 bytes of rows k and k + 1 (32 codes each, even n in the low nibbles) give the 4 panels' 32 bytes. */
 /* 16 bytes of rows k (b) and k + 1 (c) of a row-major 4-bit source (32 codes each, even n in the low
    nibbles) as the k pair's bytes of 4 panels: lo = panels 0-1, hi = panels 2-3, 8 bytes each. */
 static inline void x4_pair(v128_t b, v128_t c, v128_t* lo, v128_t* hi) {
@@ -160,6 +156,9 @@ static inline void x4_pair(v128_t b, v128_t c, v128_t* lo, v128_t* hi) {
   *hi = wasm_i8x16_shuffle(e, od, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 }
 
+/* x4:p8k2 panels: k-pairs of rows k0 .. k0 + kc (k0, kc even); byte q of pair t = code(2t, q) |
+   code(2t + 1, q) << 4. Row-major 4-bit sources (sn = 1, rows on whole bytes) take 4 panels per step:
+   16 bytes of rows k and k + 1 (32 codes each, even n in the low nibbles) give the 4 panels' 32 bytes. */
 static void tile_x4(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int32_t k0, int32_t kc) {
   const int32_t npan = cdiv(j->N, NR), K = j->K, N = j->N; /* locals: byte stores may alias the job */
   const size_t ps = (size_t)j->ps, sk = (size_t)j->sk;
@@ -217,8 +216,7 @@ int run_pack_weights(op_head_t* h) {
   const int32_t pbs = j->fmt == PACK_F32 ? PB_F32 : j->fmt == PACK_X8 ? PB_X8 : PB_X4;
   const int32_t pblocks = cdiv(npan, pbs), kblocks = MAX(cdiv(Kp, kb), 1), per_g = pblocks * kblocks;
   for (int32_t t; (t = op_next_tile(h)) < j->G * per_g; done++) {
-        /* K blocks outer, panel blocks inner: consecutive tiles read the same band of source rows
-       (in L2 still), so each source line comes from memory once, not once per panel block. */
+    /* K blocks outer, panel blocks inner (K above KB): consecutive tiles take the strips of one band of rows. */
     const int32_t g = t / per_g, r = t % per_g, kk = r / pblocks, pb = r % pblocks;
     const int32_t p0 = pb * pbs, np = MIN(pbs, npan - p0), k0 = kk * kb, kc = MIN(kb, Kp - k0);
     if (j->fmt == PACK_F32) tile_f32(j, g, p0, np, k0, kc);
