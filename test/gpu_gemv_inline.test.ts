@@ -41,6 +41,8 @@ interface Case {
   readonly tail?: number;
   /** s4 weights with K-block 16 power-of-two scales. */
   readonly int4?: boolean;
+  /** With int4: u4 codes (0..15) instead of s4 (codes masked in place: gemm_splitk_gemv.ts maskedU4). */
+  readonly u4?: boolean;
   readonly glu?: GluSpec;
   readonly kPerThread?: number;
 }
@@ -68,7 +70,7 @@ async function runCase(c: Case, inline: boolean, tuning: Partial<typeof gpuKerne
   const rows = lead + R + tail;
   const srcMd = gather ? plainMd([T, K]) : groupedMd(rows, K, G);
   const dstMd = scatter ? plainMd([T * k, Nd]) : groupedMd(rows, Nd, G);
-  const weiMd = plainMd([E, K, N], c.int4 ? dt.s4 : dt.f32);
+  const weiMd = plainMd([E, K, N], c.int4 ? (c.u4 ? dt.u4 : dt.s4) : dt.f32);
   const attr = new PrimitiveAttr();
   if (gather) attr.setGather();
   if (scatter) attr.setScatter(k);
@@ -84,7 +86,7 @@ async function runCase(c: Case, inline: boolean, tuning: Partial<typeof gpuKerne
   try {
     const half = (n: number): Float64Array => Float64Array.from({ length: n }, () => (Math.floor(rng() * 17) - 8) / 2);
     const xs = half(srcMd.dims[0] * K);
-    const ws = c.int4 ? Float64Array.from({ length: E * K * N }, () => Math.floor(rng() * 16) - 8) : half(E * K * N);
+    const ws = c.int4 ? Float64Array.from({ length: E * K * N }, () => Math.floor(rng() * 16) - (c.u4 ? 0 : 8)) : half(E * K * N);
     const sc = Float64Array.from({ length: E * (K / 16) * N }, () => [0.25, 0.5, 1, 2][Math.floor(rng() * 4)]);
     const prev = half(dstMd.dims[0] * Nd).map((v) => (scatter ? SENTINEL : v));
     const offs = offsets.fromSizes([...c.sizes]).map((o) => o + lead);
@@ -175,6 +177,8 @@ describe('gemv-splitk tunings: the float64 expectation under every geometry', ()
     // K slices long enough for the 16-load loop, its 4-load and 1-load tails, several scale blocks per slice.
     ['long K slices: plain grouped rows, K = 300', { mode: 'plain', K: 300, N: 40, sizes: [2, 0, 3] }],
     ['long K slices: gather, int4 K-block 16 scales, K = 272', { mode: 'gather', T: 2, K: 272, N: 48, sizes: [1, 0, 2, 1], int4: true }],
+    ['u4 K-block 16 scales (codes masked in place), plain grouped rows, K = 96, N = 80', { mode: 'plain', K: 96, N: 80, sizes: [2, 0, 1, 3], int4: true, u4: true }],
+    ['u4 K-block 16 scales, gather, GLU halves, K = 272', { mode: 'gather', T: 2, K: 272, N: 64, sizes: [1, 0, 2, 1], int4: true, u4: true, glu: { alg: 'glu_swiglu', layout: 'halves' } }],
   ];
   it.each(TUNINGS.flatMap(([t, tune]) => picks.map(([n, c]) => [`${t}: ${n}`, c, tune] as const)))('%s', async (_n, c, tune) => {
     const a = await runCase(c, true, tune);

@@ -265,6 +265,21 @@ function zeroTileWgsl(c: GemvSplitKConfig, TD: number): string {
   }`;
 }
 
+/**
+ * u4 codes masked in place, not shifted down: lane j of a word's half holds code x 16^j (exact in f32), and
+ * the weight scales of that lane come divided by 16^j (exact: scales above ~3e-30), so every product
+ * code x scale, and so every sum, is the shifted form's, bit for bit. Eight shifts fewer per u32: u4 T = 4 / 8
+ * 65 -> 59 / 102 -> 93 us on an H100 (reports/gpu-u4-masked-h100-s13.md). Needs weight scales applied per
+ * weight (not per block: hoisted sums would carry the powers) and no zero points.
+ */
+export function maskedU4(c: GemvSplitKConfig): boolean {
+  const f = c.fusion;
+  return c.wei === 'u4' && c.vec && f !== undefined && !f.intAcc && f.weiScale !== undefined && f.weiZp === undefined && !hoistsScale(c);
+}
+
+/** 16^-j for lanes j = 4h .. 4h + 3 of a masked u4 word (maskedU4). */
+const MASKED_U4_POWERS = ['vec4f(1.0, 0.0625, 0.00390625, 0.000244140625)', 'vec4f(1.52587890625e-5, 9.5367431640625e-7, 5.9604644775390625e-8, 3.725290298461914e-9)'];
+
 function weightsArray(c: GemvSplitKConfig): string {
   if (!c.vec) return wgslType(c.wei).array;
   if (c.wei === 'f32') return 'vec4f';
@@ -303,7 +318,9 @@ function weightLoad(c: GemvSplitKConfig, C: number, k: string, sfx: string): str
     case 's8': return `let q${sfx} = vec4i(bitcast<i32>(B[(${e}) / 4u])); let w0${sfx} = vec4f((q${sfx} << vec4u(24u, 16u, 8u, 0u)) >> vec4u(24u));`;
     case 'u8': return `let q${sfx} = vec4u(B[(${e}) / 4u]); let w0${sfx} = vec4f((q${sfx} >> vec4u(0u, 8u, 16u, 24u)) & vec4u(255u));`;
     case 's4': return `let q${sfx} = vec4i(bitcast<i32>(B[(${e}) / 8u])); let w0${sfx} = vec4f((q${sfx} << vec4u(28u, 24u, 20u, 16u)) >> vec4u(28u)); let w1${sfx} = vec4f((q${sfx} << vec4u(12u, 8u, 4u, 0u)) >> vec4u(28u));`;
-    case 'u4': return `let q${sfx} = vec4u(B[(${e}) / 8u]); let w0${sfx} = vec4f((q${sfx} >> vec4u(0u, 4u, 8u, 12u)) & vec4u(15u)); let w1${sfx} = vec4f((q${sfx} >> vec4u(16u, 20u, 24u, 28u)) & vec4u(15u));`;
+    case 'u4': return maskedU4(c)
+      ? `let q${sfx} = vec4u(B[(${e}) / 8u]); let w0${sfx} = vec4f(q${sfx} & vec4u(0xfu, 0xf0u, 0xf00u, 0xf000u)); let w1${sfx} = vec4f(q${sfx} & vec4u(0xf0000u, 0xf00000u, 0xf000000u, 0xf0000000u));`
+      : `let q${sfx} = vec4u(B[(${e}) / 8u]); let w0${sfx} = vec4f((q${sfx} >> vec4u(0u, 4u, 8u, 12u)) & vec4u(15u)); let w1${sfx} = vec4f((q${sfx} >> vec4u(16u, 20u, 24u, 28u)) & vec4u(15u));`;
     case 'f8_e4m3': case 'f8_e5m2': {
       const d = c.wei === 'f8_e4m3' ? 'dec_e4m3' : 'dec_e5m2';
       return `let q${sfx} = B[(${e}) / 4u]; let w0${sfx} = vec4f(${[0, 1, 2, 3].map((j) => `${d}(byte_of(q${sfx}, ${j}u))`).join(', ')});`;
@@ -329,15 +346,17 @@ function blockEnd(f: GemmFusion | undefined): string {
 }
 
 /** The per-block scale / zero-point vectors (sc0, zp0, and sc1 / zp1 when C = 8) at (k, col0 + j). */
-function blockQuant(f: GemmFusion | undefined, C: number): string {
+function blockQuant(c: GemvSplitKConfig, C: number): string {
+  const f = c.fusion;
   if (!f) return '';
+  const masked = maskedU4(c);
   let s = '';
   // The integer GEMM subtracts integer zero points in the loop; its (K-constant) scales wait for the epilogue.
   for (const [o, name] of [[f.intAcc ? undefined : f.weiScale, 'wsc'], [f.weiZp, 'wzp']] as const) {
     if (!o) continue;
     const T = wgslType(o.dt);
     const el = (j: number): string => (f.intAcc ? T.loadInt! : T.load)(name.toUpperCase(), `ix_${name}(g, g, k, min(col0 + ${j}u, P.N - 1u))`);
-    for (let h = 0; h < C / 4; h++) s += `\n      let ${name}${h} = ${f.intAcc ? 'vec4i' : 'vec4f'}(${[0, 1, 2, 3].map((j) => el(4 * h + j)).join(', ')});`;
+    for (let h = 0; h < C / 4; h++) s += `\n      let ${name}${h} = ${f.intAcc ? 'vec4i' : 'vec4f'}(${[0, 1, 2, 3].map((j) => el(4 * h + j)).join(', ')})${masked && name === 'wsc' ? ` * ${MASKED_U4_POWERS[h]}` : ''};`;
   }
   return s;
 }
@@ -492,7 +511,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   if (live) {
     loop {
       if (k >= ke) { break; }
-      let kc = ${blockEnd(f)};${blockQuant(f, C)}${blockDecl}${loops}
+      let kc = ${blockEnd(f)};${blockQuant(c, C)}${blockDecl}${loops}
       loop {
         if (k >= kc) { break; }
         ${step}
