@@ -199,7 +199,7 @@ async function floors(eng: GpuEngine, strm: Stream): Promise<Record<string, numb
 }
 
 /**
- * The grouped matmul P#1 alone (MoE-B: E = 64, top-6, K = 2048, N = 2816) for f32 / u4 K-block 32 / s8
+ * The grouped matmul P#1 alone (MoE-B: E = 64, top-6, K = 2048, N = 2816) for f32 / u4 and s4 K-block 32 / s8
  * per column at the --tokens counts, under each choice: wall (execute + wait) split into the host's
  * recording (execute) and the wait (submit, GPU, map of the status read-back), the GPU time per pass
  * (timestamps: main, split-K reduce), Dawn calls per execution at the first token count; beside the
@@ -216,6 +216,7 @@ async function gemmRows(eng: GpuEngine, strm: Stream, choices: readonly Choice[]
   const all: { name: string; wei: DataType; mask: number; groups: number[] }[] = [
     { name: 'f32', wei: 'f32', mask: 0, groups: [] },
     { name: 'u4 (K-block 32)', wei: 'u4', mask: 7, groups: [1, 32, 1] },
+    { name: 's4 (K-block 32)', wei: 's4', mask: 7, groups: [1, 32, 1] },
     { name: 's8 (per column)', wei: 's8', mask: 5, groups: [] },
   ];
   const types = all.filter((t) => arg('types', 'f32,u4,s8').split(',').includes(t.wei));
