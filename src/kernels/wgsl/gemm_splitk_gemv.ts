@@ -269,8 +269,9 @@ function zeroTileWgsl(c: GemvSplitKConfig, TD: number): string {
  * u4 codes masked in place, not shifted down: lane j of a word's half holds code x 16^j (exact in f32), and
  * the weight scales of that lane come divided by 16^j (exact: scales above ~3e-30), so every product
  * code x scale, and so every sum, is the shifted form's, bit for bit. Eight shifts fewer per u32: u4 T = 4 / 8
- * 65 -> 59 / 102 -> 93 us on an H100 (reports/gpu-u4-masked-h100-s13.md). Needs weight scales applied per
- * weight (not per block: hoisted sums would carry the powers) and no zero points.
+ * 65.4 -> 60.3 / 102.4 -> 97.1 us on an H100 (reports/gpu-u4-masked-h100-s13.md). Needs weight scales applied per
+ * weight (not per block: hoisted sums would carry the powers) and no zero points. Going further, codes put into
+ * the mantissa of 2^23 with no conversion at all, measured no faster (reports/gpu-magic-codes-h100-s14.md).
  */
 export function maskedU4(c: GemvSplitKConfig): boolean {
   const f = c.fusion;
