@@ -40,6 +40,8 @@ export class Memory {
   capacityBytes: number | undefined;
   private valuesView: ValuesView | undefined;
   private offsetsView: Int32Array | undefined;
+  /** Stream tasks enqueued with this memory as an argument and not settled yet (Stream.enqueue). */
+  private streamUses = 0;
 
   private constructor(desc: MemoryDesc, engine: Engine, handles: Handle[], owned: boolean[]) {
     this.desc = desc;
@@ -109,6 +111,16 @@ export class Memory {
     return this.freed;
   }
 
+  /** True while stream work that takes this memory as an argument has been enqueued and has not finished. */
+  get inUse(): boolean {
+    return this.streamUses > 0;
+  }
+
+  /** @internal Stream.enqueue: a task using this memory was enqueued (`+1`) or settled (`-1`). */
+  streamUse(delta: 1 | -1): void {
+    this.streamUses += delta;
+  }
+
   /**
    * Zero-copy view of the values buffer: raw bits for bf16/f16, codes for the 8-bit low-precision
    * types, packed bytes (two elements per byte) for `s4 u4 f4_e2m1`. Use `write`/`read` for logical values.
@@ -168,6 +180,7 @@ export class Memory {
     const t = this.desc.dataType;
     const n = this.elementCount;
     check(data.length === n, `Memory.write: expected ${n} values, got ${data.length}`);
+    this.checkIdle('write');
     if (isSubByteType(t)) (v as Uint8Array).set(encodeArray(t, data));
     else if (t === 'f32') v.set(data);
     else for (let i = 0; i < n; i++) v[i] = toStored(t, data[i]);
@@ -182,6 +195,7 @@ export class Memory {
    */
   read(): HostArray {
     this.checkNotPacked('read', 'its values are panels in the kernels\' order, not elements');
+    this.checkIdle('read');
     const v = this.values;
     const t = this.desc.dataType;
     if (isSubByteType(t)) {
@@ -208,6 +222,14 @@ export class Memory {
 
   private checkNotPacked(what: string, how: string): void {
     check(this.desc.format !== 'packed', `Memory.${what}: ${this.desc} has a packed layout (chosen by a pd for tag.any): ${how}`);
+  }
+
+  /**
+   * A copy in or out while the workers may be writing or reading the buffer would return a half-written
+   * result or change the inputs under the kernels, silently: refused until the stream's `wait()`.
+   */
+  private checkIdle(what: string): void {
+    check(this.streamUses === 0, `Memory.${what}: the memory is an argument of stream work still in flight (executed, not waited for): await stream.wait() first`);
   }
 
   private checkAlive(what: string): void {

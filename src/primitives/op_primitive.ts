@@ -46,7 +46,7 @@ export abstract class OpPrimitive<P extends { readonly engine: Engine | GpuEngin
   protected enqueue(stream: Stream, args: A, verbose?: () => string[]): void {
     const task: StreamTask = this.exec.run(args);
     if (!verbose || getVerbose() < 1) {
-      stream.enqueue(task);
+      stream.enqueue(task, args);
       return;
     }
     stream.enqueue(() => {
@@ -55,6 +55,6 @@ export abstract class OpPrimitive<P extends { readonly engine: Engine | GpuEngin
       const r = task();
       if (r) return r.then(line);
       line();
-    });
+    }, args);
   }
 }

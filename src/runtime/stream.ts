@@ -37,19 +37,29 @@ export class Stream {
     }
   }
 
-  /** @internal used by primitives. The engine counts the work as in flight until it settles. */
-  enqueue(task: StreamTask): void {
+  /**
+   * @internal used by primitives. The engine counts the work as in flight until it settles; so do the
+   * host memories among `uses` (the execute's arguments, searched a few levels deep), whose `read` and
+   * `write` refuse meanwhile.
+   */
+  enqueue(task: StreamTask, uses?: unknown): void {
     const eng = this.engine;
     requireLive(eng); // every execute of every primitive comes through here
     const map = this.errorMap;
+    const held = hostMemoriesIn(uses);
     eng.beginWork();
+    for (const m of held) m.streamUse(1);
+    const settle = (): void => {
+      for (const m of held) m.streamUse(-1);
+      eng.endWork();
+    };
     const run = (): Promise<void> | undefined => {
       const r = this.runGuarded(task, map);
       if (!r) {
-        eng.endWork();
+        settle();
         return undefined;
       }
-      return r.finally(() => eng.endWork());
+      return r.finally(settle);
     };
     if (this.tail === undefined) {
       const r = run();
@@ -115,4 +125,26 @@ export class Stream {
     const err = e instanceof DnnlError ? e : new DnnlError('runtime_error', `stream: ${e instanceof Error ? e.message : String(e)}`);
     this.firstError ??= map ? map(err) : err;
   }
+}
+
+/** What Stream.enqueue holds while a task is in flight: a host (cpu engine) memory object. */
+interface HostMemoryUse {
+  streamUse(delta: 1 | -1): void;
+}
+
+/**
+ * The cpu memory objects in an execute's arguments: a record of memories, or an implementation's
+ * argument struct (memories, plain records and arrays of them, nested a few levels).
+ */
+function hostMemoriesIn(x: unknown, out = new Set<HostMemoryUse>(), depth = 0): Set<HostMemoryUse> {
+  if (typeof x !== 'object' || x === null || ArrayBuffer.isView(x)) return out;
+  if (typeof (x as Partial<HostMemoryUse>).streamUse === 'function') {
+    out.add(x as HostMemoryUse);
+    return out;
+  }
+  // Into plain records and arrays only (not engines, descriptors, gpu memories...).
+  const proto: unknown = Object.getPrototypeOf(x);
+  if (depth >= 3 || !(Array.isArray(x) || proto === Object.prototype || proto === null)) return out;
+  for (const v of Array.isArray(x) ? x : Object.values(x)) hostMemoriesIn(v, out, depth + 1);
+  return out;
 }

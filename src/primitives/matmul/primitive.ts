@@ -110,7 +110,7 @@ export class Primitive {
     }
     const task = this.executor.task(a);
     if (getVerbose() < 1) {
-      stream.enqueue(task);
+      stream.enqueue(task, args);
       return;
     }
     stream.enqueue(() => {
@@ -124,7 +124,7 @@ export class Primitive {
       const r = task();
       if (r) return r.then(line);
       line();
-    });
+    }, args);
   }
 
   /** The extra arguments of a glu_backward post-op (rfcs/0002 section 10). */

@@ -71,7 +71,7 @@ export class Primitive {
         const r = task();
         if (!r) return line();
         return r.then(line);
-      });
+      }, args);
       return;
     }
     this.executeCpu(stream, from as Memory, to as Memory, args as Readonly<Record<number, Memory | undefined>>);
@@ -91,14 +91,14 @@ export class Primitive {
       stream.enqueue(packTask(this.cpuEngine, from.handles[0], to.handles[0], geo, () => {
         t0 = now();
         this.writePanelQuant(to, { scales: geo.values ? undefined : quant.scales, zeroPoints: quant.zeroPoints });
-      }, verbose));
+      }, verbose), args);
       return;
     }
     stream.enqueue(() => {
       t0 = now();
       this.run(from, to, quant);
       verbose();
-    });
+    }, args);
   }
 
   /** The packing job's geometry: f32:p8t is f32:p8 of the transposed view (last two dims and strides swapped). */

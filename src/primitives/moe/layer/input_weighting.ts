@@ -33,5 +33,5 @@ export function enqueueInputWeighting(strm: Stream, T: number, k: number, a: Inp
       const wr = t >= 0 && t < T && s >= 0 && s < k ? w[t * k + s] : 0;
       for (let c = 0; c < K; c++) write(r * ld + c, Math.fround(read(r * ld + c) * wr));
     }
-  });
+  }, a);
 }

@@ -80,7 +80,7 @@ export class Primitive {
     if (overlaps(a.topkIds, a.topkWeights)) check(false, `${FN}: ARG.MOE_TOPK_IDS values overlap ARG.MOE_TOPK_WEIGHTS values`);
     const task = this.executor.task(a);
     if (getVerbose() < 1) {
-      stream.enqueue(task);
+      stream.enqueue(task, args);
       return;
     }
     stream.enqueue(() => {
@@ -89,7 +89,7 @@ export class Primitive {
       const r = task();
       if (r) return r.then(line);
       line();
-    });
+    }, args);
   }
 
   private arg(args: ExecArgs, id: number, md: MemoryDesc): AnyMemory {
