@@ -455,7 +455,7 @@ describe.each(PROPOSAL_CONFIGS)('Proposal #3: grouped_gemm [%s]', (_engine, opts
     });
 
     it('a memory object of another engine', async () => {
-      const foreign = Memory.create(memory.desc([2], dt.s32, tag.x), other);
+      const foreign = Memory.create(memory.desc([64], dt.s32, tag.x), other);
       await rejectArgs((f) => f.args({ [ARG.RUNTIME_DIMS]: Memory.create(f.dims.desc, other, foreign.handles[0]) }), 'grouped_gemm.execute: ARG.RUNTIME_DIMS belongs to another engine');
       foreign.free();
     });

@@ -15,6 +15,8 @@ export class Heap {
   /** Free blocks sorted by address: [start, size]. */
   private free: Array<[number, number]> = [];
   private live = new Map<number, number>();
+  /** Bytes asked for per live block (its size is that rounded up to HEAP_ALIGN). */
+  private asked = new Map<number, number>();
   private liveSorted: number[] | undefined;
   private top: number;
 
@@ -43,7 +45,7 @@ export class Heap {
       if (fsize >= size) {
         if (fsize === size) this.free.splice(i, 1);
         else this.free[i] = [start + size, fsize - size];
-        return this.track(start, size);
+        return this.track(start, size, bytes);
       }
     }
     const start = this.top;
@@ -61,7 +63,7 @@ export class Heap {
       }
     }
     this.top = end;
-    return this.track(start, size);
+    return this.track(start, size, bytes);
   }
 
   /** Releases a block returned by `alloc`; freeing twice or a foreign pointer is an error. */
@@ -69,6 +71,7 @@ export class Heap {
     const size = this.live.get(ptr);
     if (size === undefined) throw new DnnlError('invalid_arguments', `free: 0x${ptr.toString(16)} is not a live allocation of this engine`);
     this.live.delete(ptr);
+    this.asked.delete(ptr);
     this.liveSorted = undefined;
     if (ptr + size === this.top) {
       this.top = ptr;
@@ -98,7 +101,10 @@ export class Heap {
     return this.live.has(ptr);
   }
 
-  /** The live block containing [ptr, ptr + bytes), or undefined. */
+  /**
+   * The live block containing [ptr, ptr + bytes), or undefined; `size` is the bytes its `alloc` asked
+   * for, not the aligned size: the padding after them belongs to no memory object.
+   */
   owningBlock(ptr: number, bytes: number): { start: number; size: number } | undefined {
     if (!this.liveSorted) this.liveSorted = [...this.live.keys()].sort((a, b) => a - b);
     const s = this.liveSorted;
@@ -114,12 +120,13 @@ export class Heap {
     }
     if (found < 0) return undefined;
     const start = s[found];
-    const size = this.live.get(start) as number;
+    const size = this.asked.get(start) as number;
     return ptr + bytes <= start + size ? { start, size } : undefined;
   }
 
-  private track(start: number, size: number): number {
+  private track(start: number, size: number, bytes: number): number {
     this.live.set(start, size);
+    this.asked.set(start, bytes);
     this.liveSorted = undefined;
     return start;
   }

@@ -53,7 +53,16 @@ fn to_bf16(x: f32) -> u32 {
   if ((b & 0x7fffffffu) > 0x7f800000u) { return (b >> 16u) | 0x40u; }
   return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
 }
-fn to_f16(x: f32) -> u32 { return pack2x16float(vec2f(x, 0.0)) & 0xffffu; }
+// pack2x16float is indeterminate outside f16's finite range: |x| past 65504 is rounded here (RNE: below 65520
+// to 65504, from it to Inf), NaN kept quiet with its top payload bits (wasm/src/common.h f32_to_f16), branch-free.
+fn to_f16(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let a = b & 0x7fffffffu;
+  let inr = pack2x16float(vec2f(bitcast<f32>(min(a, 0x477fe000u)), 0.0)) & 0x7fffu;
+  let big = select(0x7bffu, 0x7c00u, a >= 0x477ff000u);
+  let nan = 0x7e00u | ((a >> 13u) & 0x3ffu);
+  return ((b >> 16u) & 0x8000u) | select(select(inr, big, a > 0x477fe000u), nan, a > 0x7f800000u);
+}
 `;
 
 /**
