@@ -27,6 +27,7 @@ typedef struct scratch {
   /* Which A block `a` holds (a_block_cached): consecutive tiles of a group share it, so packing is
      skipped. Reset per run_job call: the job's operands may have changed since the last one. */
   const char* a_base;
+  const int32_t* a_rows;
   size_t a_off;
   int32_t a_g, a_m0, a_mc, a_k0, a_kc, a_ld;
   /* Whether the A block's row also sits in s16_dq_1x16w4's quad layout past its micro-panel (gemm-fused.c). */
@@ -213,13 +214,16 @@ INLINE size_t emb_index(const qarg_t* q, const group_view_t* v, int32_t k, int32
 
 /* Whether s->a already holds this A block (the worker's previous tile packed it); records it if not,
    assuming the caller packs it next. The group is part of the key: groups may share src rows (P#3
-   experts given the same memory) but fold different scales or zero points into the packed block. */
-INLINE int a_block_cached(scratch_t* s, int32_t g, const char* base, size_t off, int32_t m0, int32_t mc, int32_t k0,
-                          int32_t kc, int32_t ld) {
-  if (s->a_base == base && s->a_g == g && s->a_off == off && s->a_m0 == m0 && s->a_mc == mc && s->a_k0 == k0 &&
-      s->a_kc == kc && s->a_ld == ld)
+   experts given the same memory) but fold different scales or zero points into the packed block. So
+   is the group's row map (v->tix, from its first row): gathered groups share base and offset, and with
+   an expert map two groups of one expert share g too (their rows once came from the first's block). */
+INLINE int a_block_cached(scratch_t* s, int32_t g, const int32_t* rows, const char* base, size_t off, int32_t m0,
+                          int32_t mc, int32_t k0, int32_t kc, int32_t ld) {
+  if (s->a_base == base && s->a_g == g && s->a_rows == rows && s->a_off == off && s->a_m0 == m0 && s->a_mc == mc &&
+      s->a_k0 == k0 && s->a_kc == kc && s->a_ld == ld)
     return 1;
   s->a_base = base;
+  s->a_rows = rows;
   s->a_g = g;
   s->a_off = off;
   s->a_m0 = m0;

@@ -141,7 +141,7 @@ static void load_a_block(const job_t* j, scratch_t* s, const group_view_t* v, in
                          int32_t kc, size_t lda) {
   const operand_t A = v->A;
   const int32_t g = v->g;
-  if (a_block_cached(s, g, A.base, A.off, m0, mc, k0, kc, (int32_t)lda)) {
+  if (a_block_cached(s, g, v->tix, A.base, A.off, m0, mc, k0, kc, (int32_t)lda)) {
     /* the previous tile of this worker left exactly this block in s->a */
   } else if (A.dt == DT_F32 && A.s1 == 1) {
 #define AROW(i) (a_row_elem(j, v, m0 + (i)) == SIZE_MAX ? (const uint32_t*)zero_row \

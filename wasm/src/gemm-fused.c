@@ -637,7 +637,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     if (is_int && wzb) {
       s->a_base = 0;
       pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 1);
-    } else if (!a_block_cached(s, g, v->A.base, v->A.off, m0, mc, k0, kc, KC)) {
+    } else if (!a_block_cached(s, g, v->tix, v->A.base, v->A.off, m0, mc, k0, kc, KC)) {
       if (is_int) pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 0);
       else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
     } else fresh = 0;
