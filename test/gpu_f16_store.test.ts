@@ -31,18 +31,28 @@ async function run(eng: Engine | GpuEngine, rows: number, G: number): Promise<{ 
   const weiMd = memory.desc([G, 1, N], dt.f32, tag.abc);
   const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
   const prim = new matmul.Primitive(pd);
-  const src = Memory.create(srcMd, eng).write(Array.from({ length: rows }, (_, r) => EDGE[r % EDGE.length]));
-  const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
-  const wei = Memory.create(weiMd, eng).write(Array.from({ length: G }, () => W).flat());
+  const xs = Array.from({ length: rows }, (_, r) => EDGE[r % EDGE.length]);
+  const ws = Array.from({ length: G }, () => W).flat();
   const offs = Array.from({ length: G + 1 }, (_, g) => Math.round((g * rows) / G));
-  if (src instanceof Memory) src.offsets.set(offs);
-  else src.writeOffsets(offs);
   const strm = new Stream(eng);
-  prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
-  await strm.wait();
-  const got = Array.from(await dst.read());
+  let got: number[];
+  if (eng.kind === 'gpu') {
+    const src = Memory.create(srcMd, eng).write(xs).writeOffsets(offs);
+    const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]), wei = Memory.create(weiMd, eng).write(ws);
+    prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    await strm.wait();
+    got = Array.from(await dst.read());
+    for (const m of [src, dst, wei]) m.free();
+  } else {
+    const src = Memory.create(srcMd, eng).write(xs);
+    src.offsets.set(offs);
+    const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]), wei = Memory.create(weiMd, eng).write(ws);
+    prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    await strm.wait();
+    got = Array.from(dst.read());
+    for (const m of [src, dst, wei]) m.free();
+  }
   prim.destroy();
-  for (const m of [src, dst, wei]) m.free();
   return { got, impl: pd.implInfo };
 }
 

@@ -211,4 +211,12 @@ it('moe.layer backward: rules', async () => {
   };
   expectDnnlError(() => bwd.execute(strm, args), 'invalid_arguments', 'missing argument ARG.DIFF_WEIGHTS_1');
   expectDnnlError(() => bwd.execute(strm, { ...args, [ARG.DIFF_WEIGHTS_1]: m(bpd.queryMd('diff_w13')!) }), 'invalid_arguments', 'ARG.DIFF_WEIGHTS_1 descriptor');
+  // Before the forward ran, its workspace holds no routing (with topK = 1 the backward once returned zeros).
+  const full: Record<number, Memory> = { ...args, [ARG.DIFF_WEIGHTS_1]: m(bpd.queryMd('diff_w2')!) };
+  expectDnnlError(() => bwd.execute(strm, full), 'invalid_arguments', 'the forward moe.layer.Primitive has not been executed');
+  const logits = full[ARG.MOE_ROUTER_LOGITS];
+  logits.write(Float32Array.from({ length: logits.elementCount }, (_, i) => Math.sin(i)));
+  fwd.execute(strm, { [ARG.SRC]: m(pd.queryMd('hidden')!), [ARG.MOE_ROUTER_LOGITS]: logits, [ARG.WEIGHTS]: full[ARG.WEIGHTS], [ARG.WEIGHTS_1]: full[ARG.WEIGHTS_1], [ARG.DST]: m(pd.queryMd('dst')!) });
+  bwd.execute(strm, full);
+  await strm.wait();
 });

@@ -59,7 +59,8 @@ export function checkNoOverlap(fn: string, outs: readonly [AnyMemory | undefined
   for (const [o, oid] of outs) {
     if (!o) continue;
     for (const [m, id] of all) {
-      if (!m || m === o) continue;
+      // The same argument is no overlap; the same object under two ids is (an output bound as an input too).
+      if (!m || id === oid) continue;
       if (overlap(o, m)) check(false, `${fn}: ${argName(oid)} values overlap ${argName(id)} values`);
     }
   }

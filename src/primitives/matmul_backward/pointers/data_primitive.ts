@@ -1,5 +1,6 @@
 import type { Memory } from '../../../memory/memory.js';
 import type { Stream } from '../../../runtime/stream.js';
+import { check } from '../../../common/status.js';
 import { ARG } from '../../args.js';
 import { BwdPrimitiveBase, type ExecArgs } from '../primitive_base.js';
 import type { P3DataArgs } from './data_impls.js';
@@ -33,6 +34,10 @@ export class Primitive extends BwdPrimitiveBase<PrimitiveDesc, P3DataArgs> {
     const ins = [...diffDst.map((m, i): [Memory, number] => [m, ARG.MULTIPLE_DST + i]), ...weights.map((m, i): [Memory, number] => [m, ARG.MULTIPLE_WEIGHTS + i]), [runtimeDims, ARG.RUNTIME_DIMS] as [Memory, number]];
     // diff_src_i have runtime rows (no host-known size): the fixed-size weights and runtime dims are checked against their start addresses.
     BwdPrimitiveBase.noOverlap(FN, ins.slice(diffDst.length), diffSrc.map((m, i): [Memory, number] => [m, ARG.MULTIPLE_SRC + i]));
+    // diff_src_i and diff_dst_j both have runtime rows: the same start is an overlap whatever the rows (one object given twice included).
+    diffSrc.forEach((s, i) => diffDst.forEach((d, j) => {
+      if (s.handles[0] === d.handles[0]) check(false, `${FN}: ARG.MULTIPLE_SRC + ${i} values overlap ARG.MULTIPLE_DST + ${j} values`);
+    }));
     this.enqueue(stream, { diffDst, weights, diffSrc, runtimeDims }, () => ['grouped_gemm_backward_data', pd.implInfo, 'undef', pd.mdsString(), '', `rows:${Array.from(runtimeDims.values as Int32Array).join('+')}`, `g${p.G}`]);
   }
 }

@@ -208,6 +208,8 @@ export class BackwardPrimitive {
     if (md.diff_w13_bias) expect.push([ARG.DIFF_BIAS, md.diff_w13_bias], [ARG.MOE_DIFF_W2_BIAS, md.diff_w2_bias]);
     // Not `check(cond, msg)`: the message renders two descriptors, too slow to build on every call.
     for (const [id, d] of expect) if (!args[id]!.desc.equals(d)) check(false, `moe.layer.backward.execute: ${argName(id)} descriptor ${args[id]!.desc} does not match the primitive's ${d}`);
+    // Before any forward the workspace holds no routing (zeros: every token on expert 0, gradients of nothing).
+    check(this.forward.forwardRan, 'moe.layer.backward.execute: the forward moe.layer.Primitive has not been executed: execute it (forward_training) on these inputs first, its workspace is what the backward differentiates');
     for (const s of this.stages) s.execute(strm, args);
   }
 

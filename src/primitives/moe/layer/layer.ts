@@ -254,6 +254,8 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
   readonly stages: readonly Stage<MemoryOf<E>>[];
   private readonly owned: AnyMemory[] = [];
   private readonly life: Lifetime;
+  /** The stages executed at least once (the backward needs the workspace every one of them writes). */
+  private readonly ran = new Set<StageName>();
 
   constructor(pd: PrimitiveDesc<E>) {
     created('primitive', pd.engine);
@@ -386,6 +388,7 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
           } catch (e) {
             throw rename(e);
           }
+          this.ran.add(s.name);
         },
       };
     });
@@ -410,6 +413,11 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
         if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: ${argName(id)} must not be given: the packed ${argName(wei)} (${gemm.queryMd('weights')?.packed?.name}+q) store their scales / zero points, filled by the reorder`);
     }
     for (const s of this.stages) s.execute(strm, args);
+  }
+
+  /** @internal every stage has been executed at least once (moe.layer.BackwardPrimitive's precondition). */
+  get forwardRan(): boolean {
+    return this.ran.size === this.stages.length;
   }
 
   /** The stage called `name` (throws if the layer has none). */
