@@ -7,24 +7,17 @@
  * past the last one untouched), NaN / infinite rows and bad offsets raised at wait(); a second run
  * gives the same bits.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ARG, Engine, GpuEngine, Memory, RUNTIME_DIM_VAL, Stream, dt, dynamic_quant, memory, quant, tag, type DataType, type MemoryDesc,
 } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_helpers.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
-beforeAll(async () => {
-  gpu = await gpuEngine();
-  cpu = await Engine.create({ threads: 1 });
-});
-afterAll(() => {
-  gpu?.release();
-  cpu?.release();
-});
+useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
 /** Independent float64 model of symmetric per-row int8 quantization (the cpu tests' model). */
 function refQuant(x: ArrayLike<number>, rows: number, K: number): { q: number[]; s: number[] } {

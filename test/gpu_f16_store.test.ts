@@ -5,23 +5,16 @@
  * for 90000 on SwiftShader), so the store rounds those itself. The decode kernel (gemv-splitk) and the
  * tiled one, which share the store.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, tag, type GpuEngine } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_helpers.js';
 
 const EDGE = [90000, -70000, 65504, 65519, 65520, -65520, 65536, 2049, 2050, 2 ** -20, 3 * 2 ** -26, 1e-9, -0, Infinity, -Infinity, Number.NaN, 1.5, -3.25];
 const W = [1, -1, 0.5];
 
 let gpu: GpuEngine;
 let cpu: Engine;
-beforeAll(async () => {
-  gpu = await gpuEngine();
-  cpu = await Engine.create({ threads: 1 });
-});
-afterAll(() => {
-  gpu?.release();
-  cpu?.release();
-});
+useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
 /** dst = src x W (K = 1) over `rows` rows cycling through EDGE, in G equal groups; the dst values and the impl. */
 async function run(eng: Engine | GpuEngine, rows: number, G: number): Promise<{ got: number[]; impl: string }> {

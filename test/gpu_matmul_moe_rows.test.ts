@@ -4,26 +4,19 @@
  * the float64 reference and the cpu engine on the same inputs; every runtime rule is found on the
  * device and raised at wait() with the cpu's message, with nothing written.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, algorithm, dt, matmul, memory, offsets, tag,
   type MemoryDesc,
 } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_helpers.js';
 import { expectDnnlReject } from './helpers.js';
 import { assertClose, refGroupedM, TOL_F32, type RefOut } from './reference.js';
 import { mulberry32, randomF32, type Rng } from './workloads.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
-beforeAll(async () => {
-  gpu = await gpuEngine();
-  cpu = await Engine.create({ threads: 1 });
-});
-afterAll(() => {
-  gpu?.release();
-  cpu?.release();
-});
+useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
 type AnyEngine = Engine | GpuEngine;
 type AnyMemory = Memory | GpuMemory;

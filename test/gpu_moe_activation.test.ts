@@ -6,25 +6,18 @@
  * a multiple of the 64-wide workgroup, bad offsets raised at wait() with nothing written, the same bits
  * on a second run.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ARG, Engine, GpuEngine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, tag, type GluAlg, type GluLayout, type GluOptions,
 } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_helpers.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { gluExpected } from './quant_helpers.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
-beforeAll(async () => {
-  gpu = await gpuEngine();
-  cpu = await Engine.create({ threads: 1 });
-});
-afterAll(() => {
-  gpu?.release();
-  cpu?.release();
-});
+useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
 const ALGS: readonly GluAlg[] = ['glu_swiglu', 'glu_geglu_erf', 'glu_geglu_tanh', 'glu_swiglu_oai'];
 const LAYOUTS: readonly GluLayout[] = ['halves', 'interleaved', 'blocks32'];

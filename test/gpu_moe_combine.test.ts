@@ -5,24 +5,17 @@
  * experts), every slot on one expert, N not a multiple of the 64-column workgroup; bad row_of raised
  * at wait() with dst untouched; a second run gives the same bits.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ARG, Engine, GpuEngine, GpuMemory, Memory, RUNTIME_DIM_VAL, Stream, dt, memory, moe, tag, type DataType, type MemoryDesc,
 } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_helpers.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { mulberry32, randomF32, type Rng } from './workloads.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
-beforeAll(async () => {
-  gpu = await gpuEngine();
-  cpu = await Engine.create({ threads: 1 });
-});
-afterAll(() => {
-  gpu?.release();
-  cpu?.release();
-});
+useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
 type SrcKind = 'plain' | 'grouped' | 'batched' | 'scattered';
 

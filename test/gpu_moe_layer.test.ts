@@ -3,23 +3,16 @@
  * same routing as the cpu engine (ids exactly), the output against the float64 layer reference given
  * that routing, and against the cpu layer for the quantized variants.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Engine, GpuEngine, GpuMemory, Memory, Stream, dt, memory, moe, tag, type DataType } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_helpers.js';
 import { data, refMoeLayer, type Data, type Shape } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 import { runQwen3Layer } from '../examples/moe_layer_gpu.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
-beforeAll(async () => {
-  gpu = await gpuEngine();
-  cpu = await Engine.create({ threads: 1 });
-});
-afterAll(() => {
-  gpu?.release();
-  cpu?.release();
-});
+useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
 
 type AnyEngine = Engine | GpuEngine;

@@ -7,8 +7,8 @@
  */
 import { expect } from 'vitest';
 import {
-  ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, reorder, tag,
-  type AccumulationMode, type BinaryAlg, type DataType, type EltwiseAlg, type GluAlg, type GluLayout,
+  ARG, Engine, GpuMemory, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, reorder, tag,
+  type AccumulationMode, type BinaryAlg, type DataType, type EltwiseAlg, type GluAlg, type GluLayout, type GpuEngine,
 } from '../src/index.js';
 import { cumulative, mulberry32, type Rng } from './workloads.js';
 
@@ -567,7 +567,15 @@ export interface P3QCase {
 
 const P3_ID = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST } as const;
 
-export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Outcome> {
+type AnyMemory = Memory | GpuMemory;
+
+/** A memory on either engine kind, over `handle` (a cpu heap address or a GPUBuffer) when given. */
+function createOn(md: MemoryDesc, eng: Engine | GpuEngine, handle?: number | GPUBuffer): AnyMemory {
+  return eng.kind === 'gpu' ? Memory.create(md, eng, handle as GPUBuffer | undefined) : Memory.create(md, eng, handle as number | undefined);
+}
+
+/** Proposal #3 with rfcs/0002 fusions on either engine kind (packed weights: cpu only). */
+export async function runP3Q(eng: Engine | GpuEngine, strm: Stream, c: P3QCase): Promise<Outcome> {
   const rng = mulberry32(c.seed ?? 5);
   const E = c.experts.length;
   const srcDt = c.srcDt ?? dt.f32, weiDt = c.weiDt ?? dt.f32, dstDt = c.dstDt ?? dt.f32;
@@ -596,23 +604,24 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
   const srcMds = c.experts.map((e) => memory.desc([RT, e.K], srcDt, tag.ab));
   const dstMds = c.experts.map((e) => memory.desc([RT, nd(e.N)], dstDt, tag.ab));
   const plainWeiMds = c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.ab));
-  const codesOnly = (K: number, N: number): MemoryDesc => new matmul.PrimitiveDesc(eng, memory.desc([1, K], dt.f32, tag.ab), memory.desc([K, N], weiDt, tag.any), memory.desc([1, N], dt.f32, tag.ab)).queryMd('weights')!;
+  const cpu = (): Engine => { if (eng.kind === 'gpu') throw new Error('runP3Q: packed weights are a cpu engine case'); return eng; };
+  const codesOnly = (K: number, N: number): MemoryDesc => new matmul.PrimitiveDesc(cpu(), memory.desc([1, K], dt.f32, tag.ab), memory.desc([K, N], weiDt, tag.any), memory.desc([1, N], dt.f32, tag.ab)).queryMd('weights')!;
   const weiMds = c.packed === 'runtime' ? c.experts.map((e) => codesOnly(e.K, e.N)) : c.packed ? c.experts.map((e) => memory.desc([e.K, e.N], weiDt, tag.any)) : plainWeiMds;
   const dimsMd = memory.desc([E], dt.s32, tag.x);
   const pd = new grouped_gemm.PrimitiveDesc(eng, srcMds, weiMds, dstMds, dimsMd, attr);
   const prim = new grouped_gemm.Primitive(pd);
-  const mems: Memory[] = [];
-  const mk = (md: MemoryDesc, h?: number): Memory => { const m = Memory.create(md, eng, h); mems.push(m); return m; };
+  const mems: AnyMemory[] = [];
+  const mk = (md: MemoryDesc, h?: number | GPUBuffer): AnyMemory => { const m = createOn(md, eng, h); mems.push(m); return m; };
   /** A runtime-rows memory over a fresh plain allocation of `cap` rows. */
-  const rowsMem = (md: MemoryDesc, cap: number, values: Float64Array): Memory => {
+  const rowsMem = (md: MemoryDesc, cap: number, values: Float64Array): AnyMemory => {
     const plain = mk(memory.desc(md.ndims === 2 ? [cap, md.dims[1]] : [cap], md.dataType, md.ndims === 2 ? tag.ab : tag.a)).write(values);
     return mk(md, plain.handles[0]);
   };
   try {
-    const args: Record<number, Memory> = {};
+    const args: Record<number, AnyMemory> = {};
     const exps: Expectation[] = [];
     const prevs: Float64Array[] = [];
-    const dstPlain: Memory[] = [];
+    const dstPlain: AnyMemory[] = [];
     /** Values of the shared (`[1, 1|N]`) src1 tensors, by op index: written once, read by every expert. */
     const sharedVals: (Float64Array | undefined)[] = [];
     let x0: Float64Array = new Float64Array(0);
@@ -627,7 +636,7 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
       dstPlain.push(dp);
       prevs.push(prev);
       args[ARG.MULTIPLE_DST + i] = mk(dstMds[i], dp.handles[0]);
-      let plainW: Memory | undefined;
+      let plainW: AnyMemory | undefined;
       if (c.packed) {
         plainW = mk(plainWeiMds[i]).write(w);
         const pw = mk(pd.queryMd('weights', i)!);
@@ -653,7 +662,7 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
       if (zS) put('zs', ARG.ATTR_ZERO_POINTS, 'src', memory.desc([1], zS.dt ?? dt.s32, tag.a), zpValues(zS.dt ?? dt.s32, rng, 1), () => 0, false);
       if (zW?.kind === 'tensor') put('zw', ARG.ATTR_ZERO_POINTS, 'weights', memory.desc([1], zW.dt ?? dt.s32, tag.a), zpValues(zW.dt ?? dt.s32, rng, 1), () => 0, false);
       if (zW?.kind === 'col') put('zw', ARG.ATTR_ZERO_POINTS, 'weights', memory.desc([e.N], zW.dt ?? dt.s32, tag.a), zpValues(zW.dt ?? dt.s32, rng, e.N), (_k, n) => n, false);
-      if (plainW) reorderInto(eng, strm, plainW, args[ARG.MULTIPLE_WEIGHTS + i], args, ARG.MULTIPLE_WEIGHTS + i);
+      if (plainW) reorderInto(cpu(), strm, plainW as Memory, args[ARG.MULTIPLE_WEIGHTS + i] as Memory, args as Record<number, Memory>, ARG.MULTIPLE_WEIGHTS + i);
       const ops = (c.ops ?? []).map((op, j) => {
         if (op.kind !== 'binary') return op;
         const pos = j + (c.glu ? 1 : 0);
@@ -675,25 +684,24 @@ export async function runP3Q(eng: Engine, strm: Stream, c: P3QCase): Promise<Out
         ops, prev: (r, n) => prev[r * Nd + n],
       });
     });
-    const dims = mk(dimsMd);
-    (dims.values as Int32Array).set(c.experts.map((e) => e.rows));
-    args[ARG.RUNTIME_DIMS] = dims;
+    args[ARG.RUNTIME_DIMS] = mk(dimsMd).write(c.experts.map((e) => e.rows));
     prim.execute(strm, args);
     await strm.wait();
     const got: number[] = [], want: number[] = [];
-    c.experts.forEach((e, i) => {
+    for (const [i, e] of c.experts.entries()) {
       const Nd = nd(e.N);
-      const all = dstPlain[i].read();
+      const all = await dstPlain[i].read();
       const ks = Array.from({ length: e.K }, (_, k) => k);
       for (let r = 0; r < e.rows; r++) for (let n = 0; n < Nd; n++) {
         got.push(all[r * Nd + n]);
         want.push(expectElement(exps[i], 0, r, n, ks));
       }
       for (let j = e.rows * Nd; j < all.length; j++) expect(Object.is(all[j], convert(dstDt, prevs[i][j])), `expert ${i} row past M written`).toBe(true);
-    });
+    }
     return { got: Float64Array.from(got), want: Float64Array.from(want), pd };
   } finally {
     mems.forEach((m) => m.free());
+    prim.destroy();
   }
 }
 

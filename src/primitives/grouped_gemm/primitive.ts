@@ -101,10 +101,16 @@ export class Primitive {
         return p.experts.map((e, i) => get(id | (ARG.MULTIPLE_SRC + i), e.fusion.binary[j].md));
       }),
     };
-    // gpu: one GPUBuffer cannot be bound for reading and writing in one dispatch (expert i binds its own three).
+    // gpu: one GPUBuffer cannot be bound for reading and writing in one dispatch (expert i binds its
+    // src, weights, dst and its fusion operands).
     a.dst.forEach((d, i) => {
       if (!(d instanceof GpuMemory)) return;
-      for (const [m, name] of [[a.src[i], argName(ARG.MULTIPLE_SRC + i)], [a.weights[i], argName(ARG.MULTIPLE_WEIGHTS + i)]] as const) {
+      const reads: [AnyMemory, string][] = [[a.src[i], argName(ARG.MULTIPLE_SRC + i)], [a.weights[i], argName(ARG.MULTIPLE_WEIGHTS + i)]];
+      for (const [base, kind] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
+        for (const arg of QUANT_ARGS) { const m = kind[arg]?.[i]; if (m) reads.push([m, argName(base | (QUANT_ARG_ID[arg] + i))]); }
+      }
+      a.binary.forEach((list, j) => reads.push([list[i], `binary post-op ${p.experts[i].fusion.binary[j].position} src1`]));
+      for (const [m, name] of reads) {
         check(d.buffers[0] !== m.handles[0], `grouped_gemm.execute: ${argName(ARG.MULTIPLE_DST + i)} and ${name} share a GPUBuffer (in-place grouped_gemm is not supported)`);
       }
     });

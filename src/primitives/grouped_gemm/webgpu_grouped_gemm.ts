@@ -1,19 +1,19 @@
-import type { DataType } from '../../common/data_type.js';
 import { DnnlError } from '../../common/status.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../runtime/stream.js';
-import { NO_FUSION } from '../../attr/fusion.js';
+import type { QuantArg } from '../../attr/fusion.js';
 import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels/wgsl/gemm_tiled.js';
 import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
+import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
+import { fusionEntries, fusionUniform, gemmFusionOf, needsFusion, subjectRejectReason, type FusionArgs, type FusionSubject } from '../matmul/webgpu_fusion.js';
 import { DIMS_ERR_TILES, EXPERT_ARGS_WORDS, EXPERT_INFO_WORDS, expertDimsWgsl } from '../../kernels/wgsl/expert_dims.js';
 import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
 import { gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
 
-const GPU_TYPES: readonly DataType[] = ['f32', 'f16', 'bf16'];
 /** Bytes between experts' GEMM params in the params buffer: minUniformBufferOffsetAlignment's default and maximum. */
 const PARAMS_STRIDE = 256;
 const PARAMS_BYTES = 64;
@@ -34,18 +34,43 @@ function tileFor(cap: number, N: number, maxY: number): Tile {
   return Math.ceil(cap / t.tm) > maxY ? { tm: 128, tn: 128, bk: 8 } : t;
 }
 
+/** Expert i as the fusion helpers see it: its own descriptors and fusion, the primitive's attr. */
+function subjectOf(p: GroupedGemmProblem, i: number): FusionSubject {
+  return { ...p.experts[i], attr: p.attr };
+}
+
+/** Expert i's gemm-tiled fusion (scales, zero points, binary, sum, GLU, non-float types), undefined for a plain float GEMM. */
+function expertFusion(p: GroupedGemmProblem, i: number): GemmFusion | undefined {
+  const s = subjectOf(p, i);
+  return needsFusion(s) ? gemmFusionOf(s) : undefined;
+}
+
 function rejectReason(p: GroupedGemmProblem, eng: GpuEngine): string | undefined {
-  const e0 = p.experts[0];
   if (p.experts.some((e) => e.weights.format === 'packed')) return 'packed weights layouts are not implemented on the gpu engine yet (use plain ab / ba weights)';
-  if (p.experts.some((e) => e.fusion !== NO_FUSION)) return 'scales, zero points, binary post-ops and the fused GLU are not implemented on the gpu engine yet';
-  if (eltwiseChainWgsl(p.attr.postOps.entries) === undefined) return 'post-ops other than eltwise (sum, binary) are not implemented on the gpu engine yet';
-  for (const [name, t] of [['src', e0.src.dataType], ['weights', e0.weights.dataType], ['dst', e0.dst.dataType]] as const) {
-    if (!GPU_TYPES.includes(t)) return `${name} data type ${t} is not implemented on the gpu engine yet (f32, f16, bf16)`;
+  const why = subjectRejectReason(subjectOf(p, 0));
+  if (why) return why;
+  const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+  for (let i = 0; i < p.G; i++) {
+    const f = expertFusion(p, i);
+    const used = 3 + (f ? fusionStorageCount(f) : 0);
+    if (used > limit) return `expert ${i}'s GEMM needs ${used} storage buffers (scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
   }
   const maxX = eng.caps.maxComputeWorkgroupsPerDimension;
   const wide = p.experts.findIndex((e) => Math.ceil(e.N / 64) > maxX);
   if (wide >= 0) return `expert ${wide}'s N = ${p.experts[wide].N} needs more than ${maxX} column tiles in one dispatch`;
   return undefined;
+}
+
+/** Column tiles of expert e: a GLU tile holds the gate and up columns of tn / 2 dst columns. */
+function tilesN(e: Expert, t: Tile, f: GemmFusion | undefined): number {
+  return f?.glu ? Math.ceil(e.dstN / (t.tn / 2)) : Math.ceil(e.N / t.tn);
+}
+
+/** Expert i's fusion operands of one execution (rfcs/0002 per-expert memories; shared binary src1 as given for every expert). */
+function expertFusionArgs(a: GroupedGemmArgs<GpuMemory>, i: number): FusionArgs {
+  const pick = (r: Readonly<Partial<Record<QuantArg, readonly GpuMemory[]>>>): Partial<Record<QuantArg, GpuMemory>> =>
+    Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v?.[i]]));
+  return { scales: pick(a.scales), zeroPoints: pick(a.zeroPoints), binary: a.binary.map((b) => b[i]) };
 }
 
 /** Expert e's 16 gemm-tiled params (dense mode, one batch); M (word 0) is written on the device per execution. */
@@ -62,6 +87,12 @@ function sameBuffers(a: readonly GPUBuffer[], b: readonly GPUBuffer[] | undefine
 
 class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly epilogue: string;
+  /** Each expert's fusion (undefined: a plain float GEMM with the eltwise epilogue). */
+  private readonly fusions: (GemmFusion | undefined)[];
+  /** Each expert's fusion uniform (wgsl_quant.ts), `fusionStride` bytes apart, and their sizes. */
+  private readonly fusionParams: GPUBuffer | undefined;
+  private readonly fusionStride: number;
+  private readonly fusionBytes: number[];
   private readonly dimsPipe: GPUComputePipeline;
   /** Per-expert gemm-tiled params, PARAMS_STRIDE bytes apart; word 0 (M) written by the expert-dims pass. */
   private readonly params: GPUBuffer;
@@ -81,6 +112,16 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
 
   constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
     this.epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
+    this.fusions = p.experts.map((_, i) => expertFusion(p, i));
+    const words = this.fusions.map((f, i) => (f ? fusionUniform(subjectOf(p, i), f) : new Uint32Array(0)));
+    this.fusionBytes = words.map((w) => w.byteLength);
+    this.fusionStride = Math.ceil(Math.max(...this.fusionBytes) / PARAMS_STRIDE) * PARAMS_STRIDE;
+    if (this.fusionStride > 0) {
+      const all = new Uint32Array((p.G * this.fusionStride) / 4);
+      words.forEach((w, i) => all.set(w, (i * this.fusionStride) / 4));
+      this.fusionParams = eng.createBuffer(all.byteLength, 'grouped_gemm fusion params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      eng.write(this.fusionParams, 0, all);
+    }
     this.dimsPipe = eng.pipeline('expert-dims', expertDimsWgsl);
     const G = p.G;
     const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
@@ -99,9 +140,10 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     return () => this.encode(a);
   }
 
-  private gemmPipeline(t: Tile): GPUComputePipeline {
+  private gemmPipeline(t: Tile, i: number): GPUComputePipeline {
     const e0 = this.p.experts[0];
-    const cfg: GemmTiledConfig = { mode: 'dense', ...t, src: e0.src.dataType, wei: e0.weights.dataType, dst: e0.dst.dataType, bias: undefined, epilogue: this.epilogue };
+    const fusion = this.fusions[i];
+    const cfg: GemmTiledConfig = { mode: 'dense', ...t, src: e0.src.dataType, wei: e0.weights.dataType, dst: e0.dst.dataType, bias: undefined, epilogue: fusion ? '' : this.epilogue, fusion };
     return this.eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
   }
 
@@ -115,7 +157,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     const tiles = p.experts.map((e, i) => {
       const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
       const t = tileFor(cap, e.N, maxY);
-      info.set([cap, t.tm, Math.ceil(e.N / t.tn), maxY], i * EXPERT_INFO_WORDS);
+      info.set([cap, t.tm, tilesN(e, t, this.fusions[i]), maxY], i * EXPERT_INFO_WORDS);
       return t;
     });
     if (!this.lastInfo || !this.lastInfo.every((x, i) => x === info[i])) {
@@ -134,7 +176,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       pass.dispatchWorkgroups(1);
       // One indirect dispatch per expert: WGSL cannot index an array of buffers, so each expert binds its own.
       for (let i = 0; i < G; i++) {
-        pass.setPipeline(this.gemmPipeline(tiles[i]));
+        pass.setPipeline(this.gemmPipeline(tiles[i], i));
         pass.setBindGroup(0, groups.gemm[i]);
         pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
       }
@@ -145,7 +187,8 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   /** Bind groups of this set of buffers and tiles: reused while the execution's memories and status block stay the same. */
   private bindGroups(a: GroupedGemmArgs<GpuMemory>, tiles: Tile[], status: GPUBufferBinding): { gemm: GPUBindGroup[]; dims: GPUBindGroup } {
     const nonEmpty = (b: GPUBuffer, out = false): GPUBuffer => (b.size > 0 ? b : out ? this.emptyOut : this.emptyIn);
-    const key = [a.runtimeDims.buffers[0], ...a.src.map((m) => m.buffers[0]), ...a.weights.map((m) => m.buffers[0]), ...a.dst.map((m) => m.buffers[0])];
+    const fusionMems = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].flatMap((list) => list ?? []);
+    const key = [a.runtimeDims.buffers[0], ...[...a.src, ...a.weights, ...a.dst, ...fusionMems].map((m) => m.buffers[0])];
     // The status slot's range changes with the execution's place after the wait: the engine's cache.
     const dims = this.eng.bindGroup(this.dimsPipe, [
       { binding: 0, resource: { buffer: this.dimsParams } },
@@ -158,30 +201,37 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     const c = this.cache;
     if (c && sameBuffers(key, c.key) && c.tiles.every((t, i) => t.tm === tiles[i].tm && t.tn === tiles[i].tn && t.bk === tiles[i].bk)) return { gemm: c.gemm, dims };
     const dev = this.eng.device;
-    const gemm = tiles.map((t, i) => dev.createBindGroup({
-      label: `grouped_gemm expert ${i}`,
-      layout: this.gemmPipeline(t).getBindGroupLayout(0),
-      entries: [
-        { binding: 0, resource: { buffer: this.params, offset: i * PARAMS_STRIDE, size: PARAMS_BYTES } },
-        { binding: 1, resource: { buffer: nonEmpty(a.src[i].buffers[0]) } },
-        { binding: 2, resource: { buffer: nonEmpty(a.weights[i].buffers[0]) } },
-        { binding: 3, resource: { buffer: nonEmpty(a.dst[i].buffers[0], true) } },
-      ],
-    }));
+    const gemm = tiles.map((t, i) => {
+      const f = this.fusions[i];
+      const fusion = f ? fusionEntries(subjectOf(this.p, i), f, { buffer: this.fusionParams!, offset: i * this.fusionStride, size: this.fusionBytes[i] },
+        expertFusionArgs(a, i), (m) => nonEmpty(m.buffers[0])) : [];
+      return dev.createBindGroup({
+        label: `grouped_gemm expert ${i}`,
+        layout: this.gemmPipeline(t, i).getBindGroupLayout(0),
+        entries: [
+          { binding: 0, resource: { buffer: this.params, offset: i * PARAMS_STRIDE, size: PARAMS_BYTES } },
+          { binding: 1, resource: { buffer: nonEmpty(a.src[i].buffers[0]) } },
+          { binding: 2, resource: { buffer: nonEmpty(a.weights[i].buffers[0]) } },
+          { binding: 3, resource: { buffer: nonEmpty(a.dst[i].buffers[0], true) } },
+          ...fusion,
+        ],
+      });
+    });
     this.cache = { key, tiles, gemm };
     return { gemm, dims };
   }
 
   destroy(): void {
     this.cache = undefined;
-    this.eng.retire(this.params, this.args, this.info, this.dimsParams, this.emptyIn, this.emptyOut);
+    this.eng.retire(this.params, this.args, this.info, this.dimsParams, this.emptyIn, this.emptyOut, this.fusionParams);
   }
 }
 
 /**
  * Proposal #3 on the gpu engine: an `expert-dims` pass validates the runtime rows on the device and
  * writes each expert's M and dispatch arguments, then one indirect `gemm-tiled` (dense mode) dispatch
- * per expert, each with its own bind group (WGSL has no pointer tables).
+ * per expert, each with its own bind group (WGSL has no pointer tables): the expert's tensors and its
+ * own fusion operands (scales, zero points, per-row binary src1) and fusion uniform.
  */
 export const webgpuGroupedGemm: GpuGroupedGemmImpl = {
   name: 'webgpu',

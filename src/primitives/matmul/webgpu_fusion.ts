@@ -1,4 +1,5 @@
 import type { DataType } from '../../common/data_type.js';
+import type { MemoryDesc } from '../../memory/desc.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
 import { NO_FUSION, type QuantParam } from '../../attr/fusion.js';
@@ -28,12 +29,20 @@ const SLOT_OF: Record<QuantSlot, Which> = {
   dstScale: { arg: 'dst', kind: 'scales' }, dstZp: { arg: 'dst', kind: 'zeroPoints' },
 };
 
-function param(p: MatmulProblem, w: Which): QuantParam | undefined {
+/**
+ * What the fusion helpers read of a problem: a matmul's, or one expert's of a grouped_gemm (its own
+ * descriptors and fusion, the primitive's attr).
+ */
+export type FusionSubject = Pick<MatmulProblem, 'fusion' | 'attr' | 'src' | 'weights' | 'dst' | 'dstN'>;
+/** The fusion operands of one execution (a matmul's, or one expert's of a grouped_gemm). */
+export type FusionArgs = Pick<MatmulArgs<GpuMemory>, 'scales' | 'zeroPoints' | 'binary'>;
+
+function param(p: FusionSubject, w: Which): QuantParam | undefined {
   return p.fusion[w.kind][w.arg];
 }
 
 /** Does the problem need the fusion path (anything beyond float types, bias and eltwise post-ops)? */
-export function needsFusion(p: MatmulProblem): boolean {
+export function needsFusion(p: FusionSubject): boolean {
   return p.fusion !== NO_FUSION || p.attr.postOps.entries.some((o) => o.kind !== 'eltwise') ||
     [p.src.dataType, p.weights.dataType, p.dst.dataType].some((t) => !FLOATS.includes(t));
 }
@@ -42,7 +51,7 @@ export function needsFusion(p: MatmulProblem): boolean {
 const kStride = (q: QuantParam | undefined, dim: number): number => (q ? mapWords(q.map)[1 + dim] : 0);
 
 /** The kernel's fusion structure for `p`. */
-export function gemmFusionOf(p: MatmulProblem): GemmFusion {
+export function gemmFusionOf(p: FusionSubject): GemmFusion {
   const f = p.fusion;
   const operand = (q: QuantParam | undefined): FusedOperand | undefined => (q ? { dt: q.dataType, terms: mapTerms(q.map) } : undefined);
   const chain: ChainStep[] = [];
@@ -67,7 +76,7 @@ export function gemmFusionOf(p: MatmulProblem): GemmFusion {
 }
 
 /** The fusion uniform: `[dstN, 0, 0, 0]` then each operand's 8 map words (wgsl_quant.ts). */
-export function fusionUniform(p: MatmulProblem, f: GemmFusion): Uint32Array {
+export function fusionUniform(p: FusionSubject, f: GemmFusion): Uint32Array {
   const ops = fusionOperands(f);
   const words = new Uint32Array(4 * (1 + 2 * ops.length));
   words[0] = p.dstN;
@@ -77,7 +86,7 @@ export function fusionUniform(p: MatmulProblem, f: GemmFusion): Uint32Array {
 }
 
 /** Bind-group entries of the fusion operands (the uniform at FUSION_BINDING, values at theirs). */
-export function fusionEntries(p: MatmulProblem, f: GemmFusion, uniform: GPUBuffer, a: MatmulArgs<GpuMemory>): GPUBindGroupEntry[] {
+export function fusionEntries(p: FusionSubject, f: GemmFusion, uniform: GPUBufferBinding, a: FusionArgs, bufferOf: (m: GpuMemory) => GPUBuffer = (m) => m.buffers[0]): GPUBindGroupEntry[] {
   const mems: GpuMemory[] = [];
   for (const s of QUANT_SLOTS) {
     const w = SLOT_OF[s];
@@ -88,25 +97,28 @@ export function fusionEntries(p: MatmulProblem, f: GemmFusion, uniform: GPUBuffe
   }
   mems.push(...a.binary);
   const ops = fusionOperands(f);
-  return [{ binding: FUSION_BINDING, resource: { buffer: uniform } }, ...ops.map((o, i) => ({ binding: o.binding, resource: { buffer: mems[i].buffers[0] } }))];
+  return [{ binding: FUSION_BINDING, resource: uniform }, ...ops.map((o, i) => ({ binding: o.binding, resource: { buffer: bufferOf(mems[i]) } }))];
 }
 
 /** Why the gpu kernels cannot run this problem's data types / fusion, undefined when they can. */
 export function fusionRejectReason(p: MatmulProblem, eng: GpuEngine | undefined): string | undefined {
+  const why = subjectRejectReason(p);
+  if (why || !eng || !needsFusion(p)) return why;
+  const used = 3 + (p.kind === 'dense' ? 0 : 1) + (p.bias ? 1 : 0) + fusionStorageCount(gemmFusionOf(p));
+  const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+  if (used > limit) return `the matmul needs ${used} storage buffers (scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
+  return undefined;
+}
+
+/** Why the gpu kernels cannot run a subject's data types / fusion (storage limits aside), undefined when they can. */
+export function subjectRejectReason(p: FusionSubject & { bias?: MemoryDesc }): string | undefined {
   if (p.fusion.gluBackward) return 'the glu_backward post-op is not implemented on the gpu engine yet';
   if (!GPU_SRC_TYPES.includes(p.src.dataType)) return `src data type ${p.src.dataType} is not implemented on the gpu engine yet (${GPU_SRC_TYPES.join(', ')})`;
   if (!GPU_WEI_TYPES.includes(p.weights.dataType)) return `weights data type ${p.weights.dataType} is not implemented on the gpu engine yet (${GPU_WEI_TYPES.join(', ')})`;
   if (!GPU_DST_TYPES.includes(p.dst.dataType)) return `dst data type ${p.dst.dataType} is not implemented on the gpu engine yet (${GPU_DST_TYPES.join(', ')})`;
   if (p.bias && !FLOATS.includes(p.bias.dataType)) return `bias data type ${p.bias.dataType} is not implemented on the gpu engine yet (f32, f16, bf16)`;
-  if (!needsFusion(p)) return undefined;
-  const f = gemmFusionOf(p);
   for (const q of [...Object.values(p.fusion.scales), ...Object.values(p.fusion.zeroPoints)]) {
     if (q.map.strides.length > 3) return `${q.kind} of ${q.arg} over more than three dims are not implemented on the gpu engine`;
-  }
-  if (eng) {
-    const used = 3 + (p.kind === 'dense' ? 0 : 1) + (p.bias ? 1 : 0) + fusionStorageCount(f);
-    const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
-    if (used > limit) return `the matmul needs ${used} storage buffers (scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
   }
   return undefined;
 }

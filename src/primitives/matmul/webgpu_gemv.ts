@@ -157,7 +157,7 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     put(GEMV_PARTIALS_BINDING, this.partials);
     put(TOKEN_INDEX_BINDING, a.tokenIndex?.buffers[0]);
     put(TOKEN_KS_BINDING, a.tokenKs?.buffers[0]);
-    if (cfg.fusion) for (const e of fusionEntries(p, cfg.fusion, this.fusionParams!, a)) all.set(e.binding, e);
+    if (cfg.fusion) for (const e of fusionEntries(p, cfg.fusion, { buffer: this.fusionParams! }, a)) all.set(e.binding, e);
     const mainEntries = gemvBindings(cfg, 'main').map((b) => all.get(b)!);
     const mbg = eng.bindGroup(this.main, mainEntries);
     pass.setPipeline(this.main);

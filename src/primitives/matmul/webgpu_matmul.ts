@@ -260,7 +260,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const { p, eng } = this;
     const common: GPUBindGroupEntry[] = [];
     if (a.bias) common.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
-    if (this.fusion) common.push(...fusionEntries(p, this.fusion, this.fusionParams!, a));
+    if (this.fusion) common.push(...fusionEntries(p, this.fusion, { buffer: this.fusionParams! }, a));
     if (a.tokenIndex) common.push({ binding: TOKEN_INDEX_BINDING, resource: { buffer: a.tokenIndex.buffers[0] } });
     if (a.tokenKs) common.push({ binding: TOKEN_KS_BINDING, resource: { buffer: a.tokenKs.buffers[0] } });
     const bufs = [a.src.buffers[0], a.weights.buffers[0], a.dst.buffers[0]];

@@ -1,0 +1,103 @@
+/**
+ * Proposal #3 (`grouped_gemm`) with rfcs/0002 fusions on the gpu engine (SwiftShader in CI): per-expert
+ * scales and zero points, integer / fp8 / fp4 weights and activations, binary post-ops (shared and
+ * per-expert src1), sum and the fused GLU, against quant_helpers.ts's independent float64 expectation,
+ * bit for bit where the inputs make every intermediate exact. The same cases as quant_fusion.test.ts's
+ * cpu P#3 section, plus empty experts, one expert taking every row, E = 1 and K / N past one tile.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GluAlg, type GluLayout, type GpuEngine } from '../src/index.js';
+import { gpuEngine } from './gpu_helpers.js';
+import { expectDnnlError } from './helpers.js';
+import { expectBitwise, expectClose, runP3Q, type P3QCase } from './quant_helpers.js';
+
+let eng: GpuEngine;
+let strm: Stream;
+beforeAll(async () => {
+  eng = await gpuEngine();
+  strm = new Stream(eng);
+});
+afterAll(() => eng?.release());
+
+/** Expert 1 holds no rows and no buffer rows (zero-size bindings); rows past M_i keep their values. */
+const EXPERTS = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 4, N: 6, rows: 0, cap: 0 }, { K: 16, N: 6, rows: 2 }] as const;
+
+async function run(c: P3QCase): Promise<ReturnType<typeof runP3Q>> {
+  const o = await runP3Q(eng, strm, c);
+  expect(o.pd.implInfo).toMatch(/^webgpu:gemm-tiled/);
+  return o;
+}
+
+describe('gpu grouped_gemm: scales and zero points', () => {
+  it.each([
+    ['src per tensor, weights per tensor, dst per tensor', { scales: { src: { kind: 'tensor' }, weights: { kind: 'tensor' }, dst: { kind: 'tensor' } } }],
+    ['src per row (runtime [M_i] memories), weights per column', { scales: { src: { kind: 'row' }, weights: { kind: 'col' } } }],
+    ['weights K-blocks of 4 ([K_i/4, N_i])', { scales: { weights: { kind: 4 } } }],
+    ['e8m0 / f8_e4m3 / bf16 scale types', { scales: { src: { kind: 'row', dt: dt.e8m0 }, weights: { kind: 'col', dt: dt.f8_e4m3 }, dst: { kind: 'tensor', dt: dt.bf16 } } }],
+  ] as const)('f32: %s', async (_n, c) => {
+    expectBitwise(await run({ experts: EXPERTS, ...c }));
+  });
+
+  it.each([
+    ['s8 x s8 -> s32 with src / weights zero points', { srcDt: dt.s8, weiDt: dt.s8, dstDt: dt.s32, zps: { src: { kind: 'tensor', dt: dt.s8 }, weights: { kind: 'col' } } }],
+    ['u8 x s4 -> s8 with per-row / per-column scales and a dst scale', { srcDt: dt.u8, weiDt: dt.s4, dstDt: dt.s8, scales: { src: { kind: 'row' }, weights: { kind: 'col' }, dst: { kind: 'tensor' } }, zps: { weights: { kind: 'tensor', dt: dt.s4 } } }],
+    ['f16 x u4 -> f32 weight-only, K-block f16 scales, u4 zero points', { srcDt: dt.f16, weiDt: dt.u4, scales: { weights: { kind: 4, dt: dt.f16 } }, zps: { weights: { kind: 'col', dt: dt.u4 } } }],
+    ['f32 x s8 -> bf16 weight-only per column', { weiDt: dt.s8, dstDt: dt.bf16, scales: { weights: { kind: 'col' } } }],
+    ['f8_e4m3 x f8_e4m3 -> bf16', { srcDt: dt.f8_e4m3, weiDt: dt.f8_e4m3, dstDt: dt.bf16, scales: { src: { kind: 'tensor', dt: dt.e8m0 }, weights: { kind: 'col', dt: dt.e8m0 } } }],
+    ['f4_e2m1 x f4_e2m1 -> f32 (NVFP4-style f8_e4m3 K-block scales)', { srcDt: dt.f4_e2m1, weiDt: dt.f4_e2m1, scales: { weights: { kind: 4, dt: dt.f8_e4m3 }, dst: { kind: 'tensor' } } }],
+  ] as const)('%s', async (_n, c) => {
+    expectBitwise(await run({ experts: EXPERTS, ...c }));
+  });
+
+  it('s8 x s8 -> s32 over the full code range, the same src memory for every expert', async () => {
+    const same = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 8, N: 6, rows: 3, cap: 4 }, { K: 8, N: 6, rows: 2, cap: 4 }];
+    expectBitwise(await run({ experts: same, sharedSrc: true, srcDt: dt.s8, weiDt: dt.s8, dstDt: dt.s32, zps: { src: { kind: 'tensor', dt: dt.s8 } }, fullRange: true }));
+  });
+
+  it('shapes: K and N past one tile, an expert of more than 16 rows, E = 1, one expert taking every row', async () => {
+    const q = { weiDt: dt.u4, scales: { weights: { kind: 8 } }, zps: { weights: { kind: 'col', dt: dt.u4 } } } as const;
+    expectBitwise(await run({ experts: [{ K: 40, N: 70, rows: 19, cap: 21 }, { K: 24, N: 130, rows: 5 }], ...q }));
+    expectBitwise(await run({ experts: [{ K: 16, N: 66, rows: 33, cap: 40 }], ...q }));
+    expectBitwise(await run({ experts: [{ K: 8, N: 6, rows: 0, cap: 2 }, { K: 8, N: 6, rows: 7 }, { K: 8, N: 6, rows: 0 }], ...q }));
+  });
+});
+
+describe('gpu grouped_gemm: binary, sum and the fused GLU', () => {
+  it.each([dt.bf16, dt.f16, dt.s8, dt.u8, dt.s32])('binary src1 %s: shared [1, N] mul, per-row [RT, N] add', async (t) => {
+    expectBitwise(await run({ experts: EXPERTS, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'shared_n', dt: t }, { kind: 'binary', alg: 'binary_add', shape: 'row_n', dt: t }] }));
+  });
+
+  it.each(['shared_1', 'shared_n', 'row_1', 'row_n'] as const)('binary src1 %s, then sum', async (shape) => {
+    expectBitwise(await run({ experts: EXPERTS, ops: [{ kind: 'binary', alg: 'binary_mul', shape }, { kind: 'binary', alg: 'binary_add', shape }, { kind: 'sum', scale: 0.5 }] }));
+  });
+
+  const GLU: readonly (readonly [GluLayout, GluAlg])[] = [
+    ['halves', 'glu_swiglu'], ['interleaved', 'glu_swiglu'], ['blocks32', 'glu_swiglu'],
+    ['interleaved', 'glu_geglu_erf'], ['halves', 'glu_geglu_tanh'], ['blocks32', 'glu_swiglu_oai'],
+  ];
+  it.each(GLU)('GLU layout %s, %s, with per-column weight scales and a per-row binary', async (layout, alg) => {
+    const N = layout === 'blocks32' ? 64 : 6;
+    expectClose(await run({ experts: [{ K: 8, N, rows: 3 }, { K: 4, N, rows: 1, cap: 3 }, { K: 4, N, rows: 0, cap: 0 }], glu: { alg, layout }, scales: { weights: { kind: 'col' } }, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'row_1' }] }));
+  });
+
+  it('GLU over u4 weights, N past one tile', async () => {
+    expectClose(await run({ experts: [{ K: 16, N: 140, rows: 5 }, { K: 16, N: 140, rows: 18, cap: 20 }], weiDt: dt.u4, glu: { alg: 'glu_swiglu', layout: 'interleaved' }, scales: { weights: { kind: 'col' } } }));
+  });
+
+  it('a second run gives the same bits', async () => {
+    const c: P3QCase = { experts: EXPERTS, weiDt: dt.s4, scales: { weights: { kind: 4 } }, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'row_n' }] };
+    const a = await run(c), b = await run(c);
+    expect(Array.from(a.got)).toEqual(Array.from(b.got));
+  });
+});
+
+describe('gpu grouped_gemm: fusion rules', () => {
+  it('more fusion operands than the device binds per stage is unimplemented, naming the limit', () => {
+    const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+    const attr = new PrimitiveAttr();
+    // src, weights and dst take 3 storage bindings: one more binary src1 than fits.
+    for (let i = 0; i < limit - 2; i++) attr.postOps.appendBinary('binary_add', memory.desc([RUNTIME_DIM_VAL, 4], dt.f32, tag.ab));
+    expectDnnlError(() => new grouped_gemm.PrimitiveDesc(eng, [memory.desc([RUNTIME_DIM_VAL, 4], dt.f32, tag.ab)], [memory.desc([4, 4], dt.f32, tag.ab)],
+      [memory.desc([RUNTIME_DIM_VAL, 4], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.x), attr), 'unimplemented', `beyond the device's maxStorageBuffersPerShaderStage ${limit}`);
+  });
+});
