@@ -262,6 +262,11 @@ describe('moe.layer determinism and expert parallel', () => {
     expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, quant: 'w8a8_dynamic' }), 'invalid_arguments', 'w8a8_dynamic needs weightScales');
     const layer = new moe.layer.Primitive(new moe.layer.PrimitiveDesc(eng, base));
     expectDnnlError(() => layer.execute(new Stream(eng), {}), 'invalid_arguments', 'missing argument ARG.SRC');
+    const m = (what: string): Memory => Memory.create(layer.pd.queryMd(what)!, eng);
+    const all = { [ARG.SRC]: m('hidden'), [ARG.MOE_ROUTER_LOGITS]: m('logits'), [ARG.WEIGHTS]: m('w13'), [ARG.WEIGHTS_1]: m('w2'), [ARG.DST]: m('dst') };
+    expect(layer.pd.queryMd('expert_map')).toBeUndefined();
+    expectDnnlError(() => layer.execute(new Stream(eng), { ...all, [ARG.MOE_EXPERT_MAP]: Memory.create(memory.desc([4], dt.s32, tag.a), eng) }), 'invalid_arguments',
+      'moe.layer.execute: ARG.MOE_EXPERT_MAP must not be given: the layer holds all 4 experts (a map is taken when config.localExperts < experts)');
     expectDnnlError(() => layer.stage('shared_gemm1'), 'invalid_arguments', "no stage 'shared_gemm1'");
   });
 

@@ -405,6 +405,10 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
     if (this.pd.shared1 && this.pd.sharedGateProj) need.push(ARG.MOE_SHARED_UP_PROJ);
     if (this.pd.sharedGate) need.push(ARG.MOE_SHARED_EXPERT_GATE);
     for (const id of need) if (args[id] === undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: missing argument ${argName(id)}`);
+    // Said here: the dispatch stage would name its own pd option (expertMap), which the layer does not have.
+    if (this.pd.config.localExperts === this.pd.config.experts && args[ARG.MOE_EXPERT_MAP] !== undefined) {
+      throw new DnnlError('invalid_arguments', `moe.layer.execute: ARG.MOE_EXPERT_MAP must not be given: the layer holds all ${this.pd.config.experts} experts (a map is taken when config.localExperts < experts)`);
+    }
     // Weights whose packed layout stores their scales / zero points (`+q`, filled by the reorder) take
     // none at execution; named here with the layer's argument (the GEMM's would say WEIGHTS for w2 too).
     for (const [wei, gemm] of [[ARG.WEIGHTS, this.pd.gemm1], [ARG.WEIGHTS_1, this.pd.gemm2]] as const) {
