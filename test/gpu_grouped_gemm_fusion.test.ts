@@ -6,9 +6,9 @@
  * cpu P#3 section, plus empty experts, one expert taking every row, E = 1 and K / N past one tile.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GluAlg, type GluLayout, type GpuEngine } from '../src/index.js';
+import { ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GluAlg, type GluLayout, type GpuEngine, type GpuMemory, type MemoryDesc } from '../src/index.js';
 import { gpuEngine } from './gpu_helpers.js';
-import { expectDnnlError } from './helpers.js';
+import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { expectBitwise, expectClose, runP3Q, type P3QCase } from './quant_helpers.js';
 
 let eng: GpuEngine;
@@ -99,5 +99,57 @@ describe('gpu grouped_gemm: fusion rules', () => {
     for (let i = 0; i < limit - 2; i++) attr.postOps.appendBinary('binary_add', memory.desc([RUNTIME_DIM_VAL, 4], dt.f32, tag.ab));
     expectDnnlError(() => new grouped_gemm.PrimitiveDesc(eng, [memory.desc([RUNTIME_DIM_VAL, 4], dt.f32, tag.ab)], [memory.desc([4, 4], dt.f32, tag.ab)],
       [memory.desc([RUNTIME_DIM_VAL, 4], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.x), attr), 'unimplemented', `beyond the device's maxStorageBuffersPerShaderStage ${limit}`);
+  });
+
+  it('per-row scales and binary src1 holding fewer rows than M_i: DnnlError at wait naming the memory (the cpu engine\'s message), nothing written', async () => {
+    const attr = new PrimitiveAttr().setScales(ARG.MULTIPLE_SRC, 1, [], dt.f32);
+    attr.postOps.appendBinary('binary_add', memory.desc([RUNTIME_DIM_VAL, 1], dt.f32, tag.ab));
+    const rows = (cols: number): MemoryDesc => memory.desc([RUNTIME_DIM_VAL, cols], dt.f32, tag.ab);
+    const pd = new grouped_gemm.PrimitiveDesc(eng, [rows(4), rows(4)], [memory.desc([4, 2], dt.f32, tag.ab), memory.desc([4, 2], dt.f32, tag.ab)], [rows(2), rows(2)], memory.desc([2], dt.s32, tag.x), attr);
+    const prim = new grouped_gemm.Primitive(pd);
+    const mems: GpuMemory[] = [];
+    const buffers: GPUBuffer[] = [];
+    /** The f32 values of a caller's buffer (a runtime-rows memory has no host-known element count). */
+    const valuesOf = async (m: GpuMemory): Promise<number[]> => Array.from(new Float32Array((await m.readBytes(0)).slice().buffer));
+    /** A memory of `md` over a caller's f32 buffer of exactly `dims` (the capacity the device checks), filled with `fill`. */
+    const over = (md: MemoryDesc, dims: number[], fill: number): GpuMemory => {
+      const vals = new Float32Array(dims.reduce((a, b) => a * b, 1)).fill(fill);
+      const b = eng.device.createBuffer({ size: vals.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+      eng.device.queue.writeBuffer(b, 0, vals);
+      const m = Memory.create(md, eng, b);
+      buffers.push(b);
+      mems.push(m);
+      return m;
+    };
+    const args: Record<number, GpuMemory> = {};
+    for (let i = 0; i < 2; i++) {
+      args[ARG.MULTIPLE_SRC + i] = over(rows(4), [3, 4], 1);
+      args[ARG.MULTIPLE_DST + i] = over(rows(2), [3, 2], -7);
+      args[ARG.MULTIPLE_WEIGHTS + i] = over(memory.desc([4, 2], dt.f32, tag.ab), [4, 2], 1);
+      args[ARG.ATTR_MULTIPLE_POST_OP(0) | (ARG.MULTIPLE_SRC + i)] = over(pd.queryMd('binary:0', i)!, [i === 1 ? 1 : 3, 1], 0.5);
+      args[ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i)] = over(pd.queryMd('scales:src', i)!, [i === 1 ? 2 : 3], 2);
+    }
+    const dims = Memory.create(memory.desc([2], dt.s32, tag.x), eng);
+    mems.push(dims);
+    try {
+      dims.write([3, 3]);
+      prim.execute(strm, { ...args, [ARG.RUNTIME_DIMS]: dims });
+      await expectDnnlReject(strm.wait(), 'invalid_arguments', 'ARG.RUNTIME_DIMS[1] = 3 rows do not fit ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + 1) (2 rows fit)');
+      expect(await valuesOf(args[ARG.MULTIPLE_DST])).toEqual(new Array<number>(6).fill(-7));
+      await expect(args[ARG.MULTIPLE_DST].read()).rejects.toThrow('Memory.read: size depends on runtime dims');
+      dims.write([3, 2]);
+      prim.execute(strm, { ...args, [ARG.RUNTIME_DIMS]: dims });
+      await expectDnnlReject(strm.wait(), 'invalid_arguments', 'ARG.RUNTIME_DIMS[1] = 2 rows do not fit ARG.ATTR_MULTIPLE_POST_OP(0) | (ARG.MULTIPLE_SRC + 1) (1 rows fit)');
+      dims.write([3, 1]);
+      prim.execute(strm, { ...args, [ARG.RUNTIME_DIMS]: dims });
+      await strm.wait();
+      // 4 x (1 x 1) x 2 (src scale) + 0.5
+      expect(await valuesOf(args[ARG.MULTIPLE_DST])).toEqual(new Array<number>(6).fill(8.5));
+      expect(await valuesOf(args[ARG.MULTIPLE_DST + 1])).toEqual([8.5, 8.5, -7, -7, -7, -7]);
+    } finally {
+      prim.destroy();
+      mems.forEach((m) => m.free());
+      buffers.forEach((b) => b.destroy());
+    }
   });
 });

@@ -8,11 +8,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ARG, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, algorithm, dt, matmul, memory, offsets, tag,
+  ARG, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, algorithm, dt, grouped_gemm, matmul, memory, offsets, tag,
   type DataType, type MemoryDesc,
 } from '../src/index.js';
 import { gpuEngine } from './gpu_helpers.js';
-import { expectDnnlError, toleranceFor } from './helpers.js';
+import { expectDnnlError, expectDnnlReject, toleranceFor } from './helpers.js';
+import { expectBitwise, expectClose, expectSameBits, runP3Q, type P3QCase } from './quant_helpers.js';
 import { assertClose, refDense, refGroupedM, TOL_F32 } from './reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 
@@ -208,5 +209,66 @@ describe('gpu matmul: tensors larger than one storage binding (16 KiB test bound
     expectDnnlError(() => new matmul.PrimitiveDesc(small, grouped(8, 80, 2), plain([2, 80, 80]), grouped(8, 80, 2)), 'unimplemented', /does not fit one storage binding \(maxStorageBufferBindingSize 16384 bytes\)/);
     // The whole-buffer engine runs it.
     expect(new matmul.PrimitiveDesc(whole, grouped(8, 80, 2), plain([2, 80, 80]), grouped(8, 80, 2)).implInfo).toMatch(/^webgpu:/);
+  });
+});
+
+describe('gpu grouped_gemm (P#3): an expert larger than one storage binding (16 KiB test bound)', () => {
+  /** Runs the case on both engines: the split one binds ranges no larger than the limit and gives the whole-buffer engine's bits. */
+  async function bothP3(c: P3QCase): Promise<Awaited<ReturnType<typeof runP3Q>>> {
+    const ref = await runP3Q(whole, new Stream(whole), c);
+    seen.largest = 0;
+    seen.ranges = 0;
+    const got = await runP3Q(small, new Stream(small), c);
+    expect(seen.ranges, 'the split engine bound buffer ranges').toBeGreaterThan(0);
+    expect(seen.largest, 'no binding larger than the limit').toBeLessThanOrEqual(LIMIT);
+    expectSameBits(got, ref, 'split == whole');
+    return got;
+  }
+
+  it('f32 src / dst split into row windows beside experts that fit; per-row src scales, per-column weight scales, an empty expert', async () => {
+    // Expert 0: src 100 x 64 f32 = 25600 bytes and dst 100 x 48 = 19200 bytes, past the 16 KiB binding.
+    const o = await bothP3({
+      experts: [{ K: 64, N: 48, rows: 97, cap: 100 }, { K: 8, N: 6, rows: 3, cap: 5 }, { K: 64, N: 48, rows: 0, cap: 70 }],
+      scales: { src: { kind: 'row' }, weights: { kind: 'col' } },
+    });
+    expectBitwise(o);
+  });
+
+  it('u4 weights with K-block scales, bf16 dst (two values a word), a shared binary and sum: windows of 64-row tiles', async () => {
+    expectBitwise(await bothP3({
+      experts: [{ K: 48, N: 96, rows: 150, cap: 160 }, { K: 32, N: 96, rows: 7 }],
+      weiDt: dt.u4, dstDt: dt.bf16, scales: { weights: { kind: 16 } }, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'shared_n' }, { kind: 'sum', scale: 0.5 }],
+    }));
+  });
+
+  it('the fused GLU over split rows', async () => {
+    expectClose(await bothP3({ experts: [{ K: 32, N: 96, rows: 90, cap: 99 }], glu: { alg: 'glu_swiglu', layout: 'interleaved' }, scales: { weights: { kind: 'col' } } }));
+  });
+
+  const rowsMd = (cols: number, t: DataType = dt.f32): MemoryDesc => memory.desc([RUNTIME_DIM_VAL, cols], t, tag.ab);
+  /** A runtime-rows memory over a fresh buffer of `rows` rows. */
+  const rowsOf = (eng: GpuEngine, cols: number, rows: number, md = rowsMd(cols)): GpuMemory =>
+    Memory.create(md, eng, Memory.create(cols === 1 && md.ndims === 1 ? plain([rows]) : plain([rows, cols]), eng).handles[0]);
+
+  it('runtime rows past a split expert\'s capacity are still found on the device', async () => {
+    const pd = new grouped_gemm.PrimitiveDesc(small, [rowsMd(64)], [plain([64, 48])], [rowsMd(48)], memory.desc([1], dt.s32, tag.x));
+    const prim = new grouped_gemm.Primitive(pd);
+    const strm = new Stream(small);
+    prim.execute(strm, { [ARG.MULTIPLE_SRC]: rowsOf(small, 64, 100), [ARG.MULTIPLE_WEIGHTS]: Memory.create(plain([64, 48]), small), [ARG.MULTIPLE_DST]: rowsOf(small, 48, 100), [ARG.RUNTIME_DIMS]: s32(small, [101]) });
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', "ARG.RUNTIME_DIMS[0] = 101 rows do not fit expert 0's src/dst allocations (100 rows fit)");
+    prim.destroy();
+  });
+
+  it('what cannot be split is refused: weights past one binding at pd creation, a per-row binary src1 past one binding at execute', () => {
+    expectDnnlError(() => new grouped_gemm.PrimitiveDesc(small, [rowsMd(80)], [plain([80, 80])], [rowsMd(80)], memory.desc([1], dt.s32, tag.x)), 'unimplemented',
+      "expert 0's weights (25600 bytes) do not fit one storage binding (maxStorageBufferBindingSize 16384 bytes)");
+    const attr = new PrimitiveAttr();
+    attr.postOps.appendBinary(algorithm.binary_add, rowsMd(48));
+    const prim = new grouped_gemm.Primitive(new grouped_gemm.PrimitiveDesc(small, [rowsMd(64)], [plain([64, 48])], [rowsMd(48)], memory.desc([1], dt.s32, tag.x), attr));
+    expectDnnlError(() => prim.execute(new Stream(small), {
+      [ARG.MULTIPLE_SRC]: rowsOf(small, 64, 100), [ARG.MULTIPLE_WEIGHTS]: Memory.create(plain([64, 48]), small), [ARG.MULTIPLE_DST]: rowsOf(small, 48, 100), [ARG.RUNTIME_DIMS]: s32(small, [90]),
+      [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.MULTIPLE_SRC]: rowsOf(small, 48, 100),
+    }), 'unimplemented', 'grouped_gemm: expert 0: a scales, zero points or binary src1 buffer of 19200 bytes is larger than one storage binding (maxStorageBufferBindingSize 16384 bytes)');
+    prim.destroy();
   });
 });

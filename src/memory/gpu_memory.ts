@@ -5,6 +5,9 @@ import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
 import { countObject } from '../common/census.js';
 
+/** A runtime-dims memory has no host-known element count (as the cpu engine's `Memory.values` says). */
+const RUNTIME_VALUES = (op: string): string => `Memory.${op}: size depends on runtime dims; ${op} the plain memory (or GPUBuffer) the view was made over`;
+
 /** What `GpuMemory.read()` returns: the natural array of the data type (decoded floats for 16-bit, 8-bit and 4-bit float/int codes). */
 export type GpuReadArray = Float32Array | Int32Array | Int8Array | Uint8Array;
 
@@ -96,6 +99,7 @@ export class GpuMemory {
   write(data: ArrayLike<number>): this {
     this.checkAlive('write');
     check(this.desc.format !== 'packed', `Memory.write: ${this.desc.packed?.name ?? 'packed'} is a packed layout: fill it with reorder`);
+    check(this.desc.getSize(0) !== RUNTIME_SIZE_VAL, RUNTIME_VALUES('write'));
     const t = this.desc.dataType, n = this.elementCount;
     check(data.length === n, `Memory.write: expected ${n} values, got ${data.length}`);
     const bytes = new ArrayBuffer(round4(dtBytes(t, n)));
@@ -156,6 +160,7 @@ export class GpuMemory {
   /** The values as their natural array (f32, s32, s8, u8 as stored; every other type decoded to f32), after the work queued so far. */
   async read(): Promise<GpuReadArray> {
     check(this.desc.format !== 'packed', 'Memory.read: a packed layout has no logical values; reorder it into a plain memory first');
+    check(this.desc.getSize(0) !== RUNTIME_SIZE_VAL, RUNTIME_VALUES('read'));
     const t = this.desc.dataType, n = this.elementCount;
     const bytes = await this.readBytes(0);
     if (isSubByteType(t) || t === 'f8_e4m3' || t === 'f8_e5m2' || t === 'e8m0') return decodeArray(t, bytes, n);

@@ -2,8 +2,9 @@
  * `expert-dims`: the runtime-dims pass of Proposal #3 (grouped_gemm) on the gpu engine. One workgroup
  * reads the rows of every expert (`ARG.RUNTIME_DIMS`, s32) on the device, checks each against its
  * expert's row capacity with the cpu engine's rules and codes (runtime_dims.ts DIMS_ERR), and writes,
- * per expert, the M word of that expert's GEMM params (a uniform the `gemm-tiled` dense kernel reads
- * as P.M) and its indirect dispatch arguments. Any violation writes the status slot and zero rows and
+ * per expert, the M word of each of that expert's GEMM params slots (a uniform the `gemm-tiled` dense
+ * kernel reads as P.M; one slot, or one per row window of an expert larger than one binding,
+ * expert_windows.ts) and its indirect dispatch arguments. Any violation writes the status slot and zero rows and
  * zero workgroups for every expert, so nothing is computed and nothing is written. The host never
  * reads the rows.
  *
@@ -11,8 +12,11 @@
  * its own `dispatchWorkgroupsIndirect`, which is why the pass writes one argument triple per expert.
  */
 
-/** Words per expert in `info` (written by the host per execution): capacity, tm, N tiles, max y tiles. */
-export const EXPERT_INFO_WORDS = 4;
+/**
+ * Words per expert in `info` (written by the host per execution): capacity, tm, N tiles, max y tiles,
+ * first params slot, params slots.
+ */
+export const EXPERT_INFO_WORDS = 6;
 /** Words per expert in the indirect arguments buffer (x, y, z, pad: 16 bytes apart). */
 export const EXPERT_ARGS_WORDS = 4;
 /** Status code for rows that need more M tiles than one dispatch dimension allows (gpu engine only). */
@@ -61,7 +65,8 @@ fn main(@builtin(local_invocation_index) li: u32) {
       y = (m + tm - 1u) / tm;
       x = select(0u, info[${EXPERT_INFO_WORDS}u * e + 2u], y > 0u);
     }
-    params[e * P.pStride] = m;
+    let first = info[${EXPERT_INFO_WORDS}u * e + 4u];
+    for (var j = 0u; j < info[${EXPERT_INFO_WORDS}u * e + 5u]; j++) { params[(first + j) * P.pStride] = m; }
     let a = ${EXPERT_ARGS_WORDS}u * e;
     args[a] = x; args[a + 1u] = y; args[a + 2u] = select(0u, 1u, x > 0u && y > 0u);
   }

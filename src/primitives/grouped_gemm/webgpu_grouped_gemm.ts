@@ -12,11 +12,15 @@ import { fusionEntries, fusionUniform, gemmFusionOf, needsFusion, subjectRejectR
 import { DIMS_ERR_TILES, EXPERT_ARGS_WORDS, EXPERT_INFO_WORDS, expertDimsWgsl } from '../../kernels/wgsl/expert_dims.js';
 import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
-import { gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
+import { DIMS_ERR, gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
+import { planExpertWindows, type ExpertRowWindow } from './expert_windows.js';
+import { GEMM_ROWS_PARAMS_WORDS } from '../../kernels/wgsl/gemm_rows.js';
+import { ARG, argName } from '../args.js';
 
 /** Bytes between experts' GEMM params in the params buffer: minUniformBufferOffsetAlignment's default and maximum. */
 const PARAMS_STRIDE = 256;
-const PARAMS_BYTES = 64;
+const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
+const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 
 interface Tile {
   readonly tm: number;
@@ -55,6 +59,9 @@ function rejectReason(p: GroupedGemmProblem, eng: GpuEngine): string | undefined
     const used = 3 + (f ? fusionStorageCount(f) : 0);
     if (used > limit) return `expert ${i}'s GEMM needs ${used} storage buffers (scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
   }
+  const max = eng.caps.maxStorageBufferBindingSize;
+  const big = p.experts.findIndex((e) => e.weights.getSize(0) > max);
+  if (big >= 0) return `expert ${big}'s weights (${p.experts[big].weights.getSize(0)} bytes) do not fit one storage binding (maxStorageBufferBindingSize ${max} bytes): not implemented on the gpu engine yet`;
   const maxX = eng.caps.maxComputeWorkgroupsPerDimension;
   const wide = p.experts.findIndex((e) => Math.ceil(e.N / 64) > maxX);
   if (wide >= 0) return `expert ${wide}'s N = ${p.experts[wide].N} needs more than ${maxX} column tiles in one dispatch`;
@@ -73,16 +80,42 @@ function expertFusionArgs(a: GroupedGemmArgs<GpuMemory>, i: number): FusionArgs 
   return { scales: pick(a.scales), zeroPoints: pick(a.zeroPoints), binary: a.binary.map((b) => b[i]) };
 }
 
-/** Expert e's 16 gemm-tiled params (dense mode, one batch); M (word 0) is written on the device per execution. */
-function expertParams(e: Expert): Uint32Array {
-  const P = new Uint32Array(PARAMS_BYTES / 4);
+/** Expert e's gemm-tiled params (dense mode, one batch); M (word 0) is written on the device per execution. */
+function expertParams(e: Expert, w?: ExpertRowWindow): Uint32Array {
+  const P = new Uint32Array(w ? GEMM_ROWS_PARAMS_WORDS : 16);
   P.set([0, e.K, e.N, e.src.strides[0], e.weights.strides[0], e.weights.strides[1], 0, e.dst.strides[0]]);
+  // A row window: topK, aOff, wOff, dOff, eLo, eHi, rLo, rHi (gemm_rows.ts): its tiles only, indices from its bindings.
+  if (w) P.set([0, w.src.elemOffset, 0, w.dst.elemOffset, 0, 1, w.rLo, w.rHi], 16);
   return P;
 }
 
 /** The buffers an execution binds, compared by identity for the bind-group cache. */
 function sameBuffers(a: readonly GPUBuffer[], b: readonly GPUBuffer[] | undefined): boolean {
   return b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** How expert i runs in one execution: its row capacity, tile, params slots and, past one binding, its row windows. */
+interface ExpertRun {
+  readonly cap: number;
+  readonly tile: Tile;
+  readonly slot: number;
+  readonly windows: readonly ExpertRowWindow[] | undefined;
+}
+
+/** The name and row capacity of each of expert i's tensors with runtime rows, in the cpu engine's checking order after src / dst. */
+function perRowOperands(p: GroupedGemmProblem, a: GroupedGemmArgs<GpuMemory>, i: number): { name: string; cap: number }[] {
+  const out: { name: string; cap: number }[] = [];
+  for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
+    for (const arg of QUANT_ARGS) {
+      const m = tbl[arg]?.[i];
+      if (m?.desc.hasRuntimeDims) out.push({ name: argName(base | (QUANT_ARG_ID[arg] + i)), cap: gpuRowCapacity(m) });
+    }
+  }
+  a.binary.forEach((list, j) => {
+    const m = list[i];
+    if (m.desc.hasRuntimeDims) out.push({ name: argName(ARG.ATTR_MULTIPLE_POST_OP(p.experts[i].fusion.binary[j].position) | (ARG.MULTIPLE_SRC + i)), cap: gpuRowCapacity(m) });
+  });
+  return out;
 }
 
 class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
@@ -94,11 +127,15 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly fusionStride: number;
   private readonly fusionBytes: number[];
   private readonly dimsPipe: GPUComputePipeline;
-  /** Per-expert gemm-tiled params, PARAMS_STRIDE bytes apart; word 0 (M) written by the expert-dims pass. */
-  private readonly params: GPUBuffer;
+  /**
+   * The gemm-tiled params slots, PARAMS_STRIDE bytes apart: one per expert, or one per row window of an
+   * expert past one binding; word 0 (M) written by the expert-dims pass. Grows with the windows.
+   */
+  private params: GPUBuffer;
+  private paramSlots: number;
   /** Per-expert indirect dispatch args (EXPERT_ARGS_WORDS words each), written by the expert-dims pass. */
   private readonly args: GPUBuffer;
-  /** Per-expert capacity, tm, N tiles, max y tiles (EXPERT_INFO_WORDS words each), written by the host per execution. */
+  /** Per-expert capacity, tm, N tiles, max y tiles, first slot, slots (EXPERT_INFO_WORDS words each), written by the host when they change. */
   private readonly info: GPUBuffer;
   private readonly dimsParams: GPUBuffer;
   /**
@@ -107,8 +144,9 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
    */
   private readonly emptyIn: GPUBuffer;
   private readonly emptyOut: GPUBuffer;
-  private lastInfo: Uint32Array | undefined;
-  private cache: { key: GPUBuffer[]; tiles: Tile[]; gemm: GPUBindGroup[] } | undefined;
+  /** The info and window words last written (the params slots follow from them). */
+  private lastPlan: Uint32Array | undefined;
+  private cache: { key: GPUBuffer[]; plan: Uint32Array; gemm: GPUBindGroup[][] } | undefined;
 
   constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
     this.epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
@@ -125,67 +163,116 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     this.dimsPipe = eng.pipeline('expert-dims', expertDimsWgsl);
     const G = p.G;
     const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+    this.paramSlots = G;
     this.params = eng.createBuffer(G * PARAMS_STRIDE, 'grouped_gemm params', GPUBufferUsage.UNIFORM | storage);
     this.args = eng.createBuffer(G * EXPERT_ARGS_WORDS * 4, 'grouped_gemm dispatch args', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
     this.info = eng.createBuffer(G * EXPERT_INFO_WORDS * 4, 'grouped_gemm expert info', storage);
     this.dimsParams = eng.createBuffer(16, 'grouped_gemm dims params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     this.emptyIn = eng.createBuffer(16, 'grouped_gemm empty input binding');
     this.emptyOut = eng.createBuffer(16, 'grouped_gemm empty dst binding');
-    const all = new Uint32Array((G * PARAMS_STRIDE) / 4);
-    p.experts.forEach((e, i) => all.set(expertParams(e), (i * PARAMS_STRIDE) / 4));
-    eng.write(this.params, 0, all);
   }
 
   task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
-    return () => this.encode(a);
+    // Planned at execute (buffer sizes are host facts): what no window can bind throws there.
+    const perRow = this.p.experts.map((_, i) => perRowOperands(this.p, a, i));
+    const runs = this.plan(a, perRow);
+    return () => this.encode(a, perRow, runs);
   }
 
-  private gemmPipeline(t: Tile, i: number): GPUComputePipeline {
+  private gemmPipeline(t: Tile, i: number, windowed: boolean): GPUComputePipeline {
     const e0 = this.p.experts[0];
     const fusion = this.fusions[i];
-    const cfg: GemmTiledConfig = { mode: 'dense', ...t, src: e0.src.dataType, wei: e0.weights.dataType, dst: e0.dst.dataType, bias: undefined, epilogue: fusion ? '' : this.epilogue, fusion };
+    const cfg: GemmTiledConfig = {
+      mode: 'dense', ...t, src: e0.src.dataType, wei: e0.weights.dataType, dst: e0.dst.dataType, bias: undefined, epilogue: fusion ? '' : this.epilogue, fusion,
+      ...(windowed ? { rows: { gather: false, scatter: false, zeroFill: false, counts: false } } : {}),
+    };
     return this.eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
   }
 
-  private encode(a: GroupedGemmArgs<GpuMemory>): void {
+  /** Each expert's capacity (its row tensors' buffers), tile and, past one binding, row windows; throws what no window can bind. */
+  private plan(a: GroupedGemmArgs<GpuMemory>, perRow: readonly { name: string; cap: number }[][]): ExpertRun[] {
+    const { p, eng } = this;
+    const maxY = eng.caps.maxComputeWorkgroupsPerDimension, max = eng.caps.maxStorageBufferBindingSize;
+    let slot = 0;
+    return p.experts.map((e, i) => {
+      const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]), ...perRow[i].map((o) => o.cap));
+      const tile = tileFor(cap, e.N, maxY);
+      const windows = planExpertWindows({ md: e.src, bytes: a.src[i].buffers[0].size }, { md: e.dst, bytes: a.dst[i].buffers[0].size }, cap, tile.tm, eng.caps);
+      if (typeof windows === 'string') throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: ${windows}`);
+      const f = expertFusionArgs(a, i);
+      const big = [...Object.values(f.scales), ...Object.values(f.zeroPoints), ...f.binary].find((m) => m !== undefined && m.buffers[0].size > max);
+      if (big) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: a scales, zero points or binary src1 buffer of ${big.buffers[0].size} bytes is larger than one storage binding (maxStorageBufferBindingSize ${max} bytes): not implemented on the gpu engine yet`);
+      const run = { cap, tile, slot, windows };
+      slot += windows?.length ?? 1;
+      return run;
+    });
+  }
+
+  private encode(a: GroupedGemmArgs<GpuMemory>, perRow: readonly { name: string; cap: number }[][], runs: readonly ExpertRun[]): void {
     const { p, eng } = this;
     eng.checkAlive();
     const G = p.G;
     const maxY = eng.caps.maxComputeWorkgroupsPerDimension;
-    // Host-known per execution: each expert's capacity (from its buffers' sizes) and the tile it takes.
+    // Host-known per execution: capacities, tiles and slots (info), then each window's rows and offsets.
     const info = new Uint32Array(G * EXPERT_INFO_WORDS);
-    const tiles = p.experts.map((e, i) => {
-      const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
-      const t = tileFor(cap, e.N, maxY);
-      info.set([cap, t.tm, tilesN(e, t, this.fusions[i]), maxY], i * EXPERT_INFO_WORDS);
-      return t;
+    const winWords: number[] = [];
+    runs.forEach((r, i) => {
+      info.set([r.cap, r.tile.tm, tilesN(p.experts[i], r.tile, this.fusions[i]), maxY, r.slot, r.windows?.length ?? 1], i * EXPERT_INFO_WORDS);
+      for (const w of r.windows ?? []) winWords.push(w.rLo, w.rHi, w.src.offset, w.src.size, w.dst.offset, w.dst.size);
     });
-    if (!this.lastInfo || !this.lastInfo.every((x, i) => x === info[i])) {
-      eng.write(this.info, 0, info);
-      this.lastInfo = info;
-    }
-    const slot = eng.status.take((code, i, x, y) => code === DIMS_ERR_TILES
-      ? new DnnlError('runtime_error', `grouped_gemm: ARG.RUNTIME_DIMS[${i}] = ${x} rows need more than ${maxY} row tiles of ${tiles[i]?.tm ?? 0} in one dispatch on this gpu engine`)
-      : runtimeDimsError(code, i, x, y));
+    const plan = new Uint32Array([...info, ...winWords]);
+    if (!this.lastPlan || this.lastPlan.length !== plan.length || !this.lastPlan.every((x, j) => x === plan[j])) this.writePlan(runs, info, plan);
+    const slot = eng.status.take((code, i, x, y) => {
+      if (code === DIMS_ERR_TILES) return new DnnlError('runtime_error', `grouped_gemm: ARG.RUNTIME_DIMS[${i}] = ${x} rows need more than ${maxY} row tiles of ${runs[i]?.tile.tm ?? 0} in one dispatch on this gpu engine`);
+      // The device knows one capacity per expert: name the tensor that holds too few rows, as the cpu engine does.
+      const sd = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
+      const short = code === DIMS_ERR.capacity && x <= sd ? perRow[i]?.find((o) => o.cap < x) : undefined;
+      return short ? new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} rows do not fit ${short.name} (${short.cap} rows fit)`) : runtimeDimsError(code, i, x, code === DIMS_ERR.capacity ? sd : y);
+    });
     eng.writeParams(this.dimsParams, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, 0]));
-    const groups = this.bindGroups(a, tiles, slot.binding);
+    // The plan written last (equal to this one): its identity keys the bind-group cache.
+    const groups = this.bindGroups(a, runs, this.lastPlan!, slot.binding);
     eng.encode('grouped_gemm', (enc) => {
       const pass = enc.beginComputePass({ label: 'grouped_gemm' });
       pass.setPipeline(this.dimsPipe);
       pass.setBindGroup(0, groups.dims);
       pass.dispatchWorkgroups(1);
-      // One indirect dispatch per expert: WGSL cannot index an array of buffers, so each expert binds its own.
+      // One indirect dispatch per expert (per row window past one binding): WGSL cannot index an array
+      // of buffers, so each expert binds its own. A window's dispatch covers the expert's whole grid; the
+      // tiles of other windows return at once.
       for (let i = 0; i < G; i++) {
-        pass.setPipeline(this.gemmPipeline(tiles[i], i));
-        pass.setBindGroup(0, groups.gemm[i]);
-        pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
+        pass.setPipeline(this.gemmPipeline(runs[i].tile, i, runs[i].windows !== undefined));
+        for (const bg of groups.gemm[i]) {
+          pass.setBindGroup(0, bg);
+          pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
+        }
       }
       pass.end();
     });
   }
 
-  /** Bind groups of this set of buffers and tiles: reused while the execution's memories and status block stay the same. */
-  private bindGroups(a: GroupedGemmArgs<GpuMemory>, tiles: Tile[], status: GPUBufferBinding): { gemm: GPUBindGroup[]; dims: GPUBindGroup } {
+  /** Writes the info and every params slot (static words; M comes from the expert-dims pass), growing the params buffer for windows. */
+  private writePlan(runs: readonly ExpertRun[], info: Uint32Array<ArrayBuffer>, plan: Uint32Array): void {
+    const slots = runs.reduce((n, r) => n + (r.windows?.length ?? 1), 0);
+    if (slots > this.paramSlots) {
+      this.eng.retire(this.params);
+      this.params = this.eng.createBuffer(slots * PARAMS_STRIDE, 'grouped_gemm params', GPUBufferUsage.UNIFORM | GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST);
+      this.paramSlots = slots;
+      this.cache = undefined;
+    }
+    const all = new Uint32Array((slots * PARAMS_STRIDE) / 4);
+    runs.forEach((r, i) => {
+      const e = this.p.experts[i];
+      if (!r.windows) all.set(expertParams(e), (r.slot * PARAMS_STRIDE) / 4);
+      r.windows?.forEach((w, j) => all.set(expertParams(e, w), ((r.slot + j) * PARAMS_STRIDE) / 4));
+    });
+    this.eng.write(this.params, 0, all);
+    this.eng.write(this.info, 0, info);
+    this.lastPlan = plan;
+  }
+
+  /** Bind groups of this set of buffers and plan: reused while the execution's memories, plan and status block stay the same. */
+  private bindGroups(a: GroupedGemmArgs<GpuMemory>, runs: readonly ExpertRun[], plan: Uint32Array, status: GPUBufferBinding): { gemm: GPUBindGroup[][]; dims: GPUBindGroup } {
     const nonEmpty = (b: GPUBuffer, out = false): GPUBuffer => (b.size > 0 ? b : out ? this.emptyOut : this.emptyIn);
     const fusionMems = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].flatMap((list) => list ?? []);
     const key = [a.runtimeDims.buffers[0], ...[...a.src, ...a.weights, ...a.dst, ...fusionMems].map((m) => m.buffers[0])];
@@ -199,25 +286,26 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       { binding: 5, resource: status },
     ]);
     const c = this.cache;
-    if (c && sameBuffers(key, c.key) && c.tiles.every((t, i) => t.tm === tiles[i].tm && t.tn === tiles[i].tn && t.bk === tiles[i].bk)) return { gemm: c.gemm, dims };
+    if (c && sameBuffers(key, c.key) && c.plan === plan) return { gemm: c.gemm, dims };
     const dev = this.eng.device;
-    const gemm = tiles.map((t, i) => {
+    const gemm = runs.map((r, i) => {
       const f = this.fusions[i];
       const fusion = f ? fusionEntries(subjectOf(this.p, i), f, { buffer: this.fusionParams!, offset: i * this.fusionStride, size: this.fusionBytes[i] },
         expertFusionArgs(a, i), (m) => nonEmpty(m.buffers[0])) : [];
-      return dev.createBindGroup({
-        label: `grouped_gemm expert ${i}`,
-        layout: this.gemmPipeline(t, i).getBindGroupLayout(0),
-        entries: [
-          { binding: 0, resource: { buffer: this.params, offset: i * PARAMS_STRIDE, size: PARAMS_BYTES } },
-          { binding: 1, resource: { buffer: nonEmpty(a.src[i].buffers[0]) } },
-          { binding: 2, resource: { buffer: nonEmpty(a.weights[i].buffers[0]) } },
-          { binding: 3, resource: { buffer: nonEmpty(a.dst[i].buffers[0], true) } },
-          ...fusion,
-        ],
-      });
+      const layout = this.gemmPipeline(r.tile, i, r.windows !== undefined).getBindGroupLayout(0);
+      const src = a.src[i].buffers[0], wei = a.weights[i].buffers[0], dst = a.dst[i].buffers[0];
+      const entries = (slot: number, w?: ExpertRowWindow): GPUBindGroupEntry[] => [
+        { binding: 0, resource: { buffer: this.params, offset: slot * PARAMS_STRIDE, size: w ? GEMM_ROWS_PARAMS_WORDS * 4 : 64 } },
+        { binding: 1, resource: w ? { buffer: src, offset: w.src.offset, size: w.src.size } : { buffer: nonEmpty(src) } },
+        { binding: 2, resource: { buffer: nonEmpty(wei) } },
+        { binding: 3, resource: w ? { buffer: dst, offset: w.dst.offset, size: w.dst.size } : { buffer: nonEmpty(dst, true) } },
+        ...fusion,
+      ];
+      const label = `grouped_gemm expert ${i}`;
+      return r.windows ? r.windows.map((w, j) => dev.createBindGroup({ label: `${label} rows ${w.rLo}+`, layout, entries: entries(r.slot + j, w) }))
+        : [dev.createBindGroup({ label, layout, entries: entries(r.slot) })];
     });
-    this.cache = { key, tiles, gemm };
+    this.cache = { key, plan, gemm };
     return { gemm, dims };
   }
 
