@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import {
   ARG, Engine, GpuEngine, Memory, RUNTIME_DIM_VAL, Stream, dt, dynamic_quant, memory, quant, tag, type DataType, type MemoryDesc,
 } from '../src/index.js';
-import { useGpuAndCpuEngines } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { mulberry32, randomF32 } from './workloads.js';
 

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, tag, type GpuEngine } from '../src/index.js';
-import { useGpuAndCpuEngines } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 
 const EDGE = [90000, -70000, 65504, 65519, 65520, -65520, 65536, 2049, 2050, 2 ** -20, 3 * 2 ** -26, 1e-9, -0, Infinity, -Infinity, Number.NaN, 1.5, -3.25];
 const W = [1, -1, 0.5];

@@ -1,4 +1,3 @@
-import { afterAll, beforeAll } from 'vitest';
 import { existsSync } from 'node:fs';
 import { Engine, GpuEngine } from '../src/index.js';
 
@@ -14,19 +13,3 @@ export async function gpuEngine(): Promise<GpuEngine> {
   return Engine.create({ kind: 'gpu' });
 }
 
-/**
- * A gpu engine and a one-thread cpu engine for the tests of one file, created before its tests and
- * released after them: the cpu engine gives the bits the gpu engine's results are compared with.
- * `set` receives both once created (vitest hooks cannot return values into the file's scope).
- */
-export function useGpuAndCpuEngines(set: (gpu: GpuEngine, cpu: Engine) => void): void {
-  let pair: [GpuEngine, Engine] | undefined;
-  beforeAll(async () => {
-    pair = [await gpuEngine(), await Engine.create({ threads: 1 })];
-    set(...pair);
-  });
-  afterAll(() => {
-    pair?.[0].release();
-    pair?.[1].release();
-  });
-}

@@ -9,7 +9,7 @@ import {
   ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, algorithm, dt, matmul, memory, offsets, tag,
   type MemoryDesc,
 } from '../src/index.js';
-import { useGpuAndCpuEngines } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { expectDnnlReject } from './helpers.js';
 import { assertClose, refGroupedM, TOL_F32, type RefOut } from './reference.js';
 import { mulberry32, randomF32, type Rng } from './workloads.js';

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import {
   ARG, Engine, GpuEngine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, tag, type GluAlg, type GluLayout, type GluOptions,
 } from '../src/index.js';
-import { useGpuAndCpuEngines } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { gluExpected } from './quant_helpers.js';
 import { mulberry32, randomF32 } from './workloads.js';

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import {
   ARG, Engine, GpuEngine, GpuMemory, Memory, RUNTIME_DIM_VAL, Stream, dt, memory, moe, tag, type DataType, type MemoryDesc,
 } from '../src/index.js';
-import { useGpuAndCpuEngines } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { mulberry32, randomF32, type Rng } from './workloads.js';
 

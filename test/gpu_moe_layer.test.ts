@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Engine, GpuEngine, GpuMemory, Memory, Stream, dt, memory, moe, tag, type DataType } from '../src/index.js';
-import { useGpuAndCpuEngines } from './gpu_helpers.js';
+import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { data, refMoeLayer, type Data, type Shape } from './moe_layer_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
 import { runQwen3Layer } from '../examples/moe_layer_gpu.js';

@@ -25,7 +25,7 @@ function mem(eng: Engine, dims: number[], v: ArrayLike<number>, t: DataType = dt
   return m;
 }
 
-type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert' | 'routingWeight'> & { packed?: boolean };
+type Variant = Pick<moe.layer.LayerConfig, 'gemm1' | 'combine' | 'bias' | 'sharedExpert' | 'routingWeight' | 'dataType'> & { packed?: boolean };
 
 /** `ids`: run the route stage, then replace its top-k ids (e.g. with repeated experts) before the other stages. */
 async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}, ids?: Int32Array): Promise<{ out: Float32Array; ids: Int32Array; w: Float32Array; layer: moe.layer.Primitive }> {
@@ -44,7 +44,7 @@ async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}, ids?: I
   }
   const out = Memory.create(pd.queryMd('dst')!, eng);
   const args: Record<number, Memory> = {
-    [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits), [ARG.WEIGHTS]: w13, [ARG.WEIGHTS_1]: w2, [ARG.DST]: out,
+    [ARG.SRC]: mem(eng, [s.T, s.K], d.hidden, v.dataType), [ARG.MOE_ROUTER_LOGITS]: mem(eng, [s.T, s.E], d.logits, v.dataType), [ARG.WEIGHTS]: w13, [ARG.WEIGHTS_1]: w2, [ARG.DST]: out,
   };
   if (v.bias) {
     args[ARG.BIAS] = mem(eng, [s.E, 2 * s.I], d.b13);
@@ -62,7 +62,7 @@ async function runLayer(eng: Engine, s: Shape, d: Data, v: Variant = {}, ids?: I
     for (const st of layer.stages.slice(1)) st.execute(strm, args);
   } else layer.execute(strm, args);
   await strm.wait();
-  return { out: Float32Array.from(out.values as Float32Array), ids: Int32Array.from(layer.workspace.topkIds.values as Int32Array), w: Float32Array.from(layer.workspace.topkWeights.values as Float32Array), layer };
+  return { out: Float32Array.from(out.read()), ids: Int32Array.from(layer.workspace.topkIds.values as Int32Array), w: Float32Array.from(layer.workspace.topkWeights.values as Float32Array), layer };
 }
 
 function checkRef(s: Shape, d: Data, r: { out: Float32Array; ids: Int32Array; w: Float32Array }, v: Variant = {}, repeats = false): void {
@@ -204,11 +204,11 @@ describe('moe.layer determinism and expert parallel', () => {
     expect(Buffer.from(outs[2].buffer).equals(Buffer.from(outs[0].buffer))).toBe(true);
   });
 
-  for (const P of [2, 4]) {
-    it(`${P} simulated ranks (one engine each, JS all-to-all) equal one rank bit for bit`, async () => {
-      const s = { T: 24, E: 8, k: 2, K: 48, I: 40 };
+  for (const [P, adt] of [[2, dt.f32], [4, dt.f32], [2, dt.bf16], [3, dt.f16]] as const) {
+    it(`${P} simulated ranks (one engine each, JS all-to-all, ${adt} hidden / dst) equal one rank bit for bit`, async () => {
+      const s = { T: 24, E: 12, k: 2, K: 48, I: 40 };
       const d = data(s, 41);
-      const single = await runLayer(await engine({ threads: 1, kernels: 'simd128' }), s, d, { packed: false });
+      const single = await runLayer(await engine({ threads: 1, kernels: 'simd128' }), s, d, { packed: false, dataType: adt });
       // Tokens split over the ranks; each rank holds E / P experts.
       const G = s.E / P, Tr = s.T / P;
       const mailbox: Uint8Array[][][] = []; // [exchange][to][from]
@@ -220,7 +220,8 @@ describe('moe.layer determinism and expert parallel', () => {
           const ex = mine++;
           mailbox[ex] ??= Array.from({ length: P }, () => new Array<Uint8Array>(P));
           pending[ex] ??= [];
-          send.forEach((b, to) => { mailbox[ex][to][rank] = b.slice(); });
+          // Framed at an odd offset, as a transport may deliver it: the rank must not assume alignment.
+          send.forEach((b, to) => { const f = new Uint8Array(b.byteLength + 1); f.set(b, 1); mailbox[ex][to][rank] = f.subarray(1); });
           return new Promise((resolve) => {
             pending[ex][rank] = resolve;
             if (pending[ex].filter(Boolean).length === P) {
@@ -234,16 +235,16 @@ describe('moe.layer determinism and expert parallel', () => {
       await Promise.all(Array.from({ length: P }, async (_, rank) => {
         const eng = await engine({ threads: 1, kernels: 'simd128' });
         const strm = new Stream(eng);
-        const ep = new moe.ExpertParallelRank(eng, { rank, worldSize: P, tokens: Tr, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true } }, makeA2A(rank));
-        const out = mem(eng, [Tr, s.K], new Float64Array(Tr * s.K));
+        const ep = new moe.ExpertParallelRank(eng, { rank, worldSize: P, tokens: Tr, hidden: s.K, intermediate: s.I, experts: s.E, topK: s.k, routing: { renormalize: true }, dataType: adt }, makeA2A(rank));
+        const out = mem(eng, [Tr, s.K], new Float64Array(Tr * s.K), adt);
         await ep.forward(strm, {
-          [ARG.SRC]: mem(eng, [Tr, s.K], d.hidden.subarray(rank * Tr * s.K, (rank + 1) * Tr * s.K)),
-          [ARG.MOE_ROUTER_LOGITS]: mem(eng, [Tr, s.E], d.logits.subarray(rank * Tr * s.E, (rank + 1) * Tr * s.E)),
+          [ARG.SRC]: mem(eng, [Tr, s.K], d.hidden.subarray(rank * Tr * s.K, (rank + 1) * Tr * s.K), adt),
+          [ARG.MOE_ROUTER_LOGITS]: mem(eng, [Tr, s.E], d.logits.subarray(rank * Tr * s.E, (rank + 1) * Tr * s.E), adt),
           [ARG.WEIGHTS]: mem(eng, [G, s.K, 2 * s.I], d.w13.subarray(rank * G * s.K * 2 * s.I, (rank + 1) * G * s.K * 2 * s.I)),
           [ARG.WEIGHTS_1]: mem(eng, [G, s.I, s.K], d.w2.subarray(rank * G * s.I * s.K, (rank + 1) * G * s.I * s.K)),
           [ARG.DST]: out,
         });
-        outs[rank] = Float32Array.from(out.values as Float32Array);
+        outs[rank] = Float32Array.from(out.read());
       }));
       const joined = new Float32Array(s.T * s.K);
       outs.forEach((o, r) => joined.set(o, r * Tr * s.K));
@@ -251,6 +252,21 @@ describe('moe.layer determinism and expert parallel', () => {
       expect(Buffer.from(joined.buffer).equals(Buffer.from(single.out.buffer))).toBe(true);
     });
   }
+
+  it('expert parallel: what a rank cannot run is refused at construction, a wrong argument before the first exchange', async () => {
+    const eng = await engine({ threads: 1, kernels: 'simd128' });
+    const base = { rank: 0, worldSize: 2, tokens: 2, hidden: 8, intermediate: 4, experts: 4, topK: 2 };
+    let exchanges = 0;
+    const a2a: moe.AllToAll = async (send) => { exchanges++; return send.map((b) => b.slice()); };
+    expectDnnlError(() => new moe.ExpertParallelRank(eng, { ...base, sharedExpert: { intermediate: 4 } }, a2a), 'unimplemented', 'moe.ExpertParallelRank: a shared expert is not implemented here');
+    expectDnnlError(() => new moe.ExpertParallelRank(eng, { ...base, dynamicQuantization: 's8' }, a2a), 'unimplemented', "moe.ExpertParallelRank: dynamicQuantization 's8' is not implemented here");
+    const ep = new moe.ExpertParallelRank(eng, { ...base, worldSize: 1 }, a2a);
+    const hidden = Memory.create(memory.desc([2, 8], dt.f32, [16, 1]), eng);
+    const logits = mem(eng, [2, 4], new Float64Array(8)), dst = mem(eng, [2, 8], new Float64Array(16));
+    await expect(ep.forward(new Stream(eng), { [ARG.SRC]: hidden, [ARG.MOE_ROUTER_LOGITS]: logits, [ARG.DST]: dst })).rejects.toThrow('moe.ExpertParallelRank.forward: ARG.SRC descriptor');
+    await expect(ep.forward(new Stream(eng), { [ARG.SRC]: mem(eng, [1, 8], new Float64Array(8)), [ARG.MOE_ROUTER_LOGITS]: logits, [ARG.DST]: dst })).rejects.toThrow('does not match the rank');
+    expect(exchanges).toBe(0);
+  });
 
   it('configuration and argument errors name the rule', async () => {
     const eng = await engine({ threads: 1, kernels: 'simd128' });

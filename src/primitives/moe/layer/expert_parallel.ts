@@ -1,4 +1,4 @@
-import { DnnlError, check } from '../../../common/status.js';
+import { DnnlError, check, checkImpl } from '../../../common/status.js';
 import { plainDesc } from '../../../memory/desc.js';
 import { Memory } from '../../../memory/memory.js';
 import type { Engine } from '../../../runtime/engine.js';
@@ -38,9 +38,12 @@ const META_INTS = 4;
  * 4. finalize: results go back to their source rank (all-to-all) and land at row token * topK + slot;
  * 5. combine: the slots of each token are summed in slot order (moe.combine, scattered input).
  * Each (token, slot) row is computed exactly as on one rank (a row's GEMM result does not depend on
- * its group's other rows) and the slots are reduced in the same order, so the output equals the
- * single-rank layer's bit for bit. Steps 2 and 4 are the hooks a deployment replaces with its
- * communication library (rfcs/0004-moe-layer.md).
+ * its group's other rows), travels back in f32 as the single-rank layer keeps it (its `expertOut`),
+ * and the slots are reduced in the same order, so the output equals the single-rank layer's bit for
+ * bit, whatever `dataType`. Steps 2 and 4 are the hooks a deployment replaces with its communication
+ * library (rfcs/0004-moe-layer.md). Not here: a shared expert (it belongs to a token's own rank, once,
+ * not to the ranks of its routed experts) and `dynamicQuantization` (its s8 weights; the local weights
+ * are plain f32, or s8 with `quant: 'w8a8_dynamic'`).
  */
 export class ExpertParallelRank {
   readonly engine: Engine;
@@ -66,6 +69,8 @@ export class ExpertParallelRank {
     check(Number.isSafeInteger(rank) && rank >= 0 && rank < worldSize, `moe.ExpertParallelRank: rank must be in [0, ${worldSize}), got ${rank}`);
     check(E % worldSize === 0, `moe.ExpertParallelRank: experts ${E} must be divisible by worldSize ${worldSize}`);
     check(typeof allToAll === 'function', 'moe.ExpertParallelRank: allToAll must be a function (send by rank) => Promise<received by rank>');
+    checkImpl(config.sharedExpert === undefined, 'moe.ExpertParallelRank: a shared expert is not implemented here (the ranks of a token\'s routed experts would each add it); run it on the token\'s own rank beside forward()');
+    checkImpl((config.dynamicQuantization ?? 'none') === 'none', `moe.ExpertParallelRank: dynamicQuantization '${String(config.dynamicQuantization)}' is not implemented here (it needs s8 weights; the local weights are plain f32, or s8 with quant: 'w8a8_dynamic')`);
     this.engine = engine;
     this.config = config;
     this.localExperts = E / worldSize;
@@ -80,19 +85,29 @@ export class ExpertParallelRank {
     (this.rowOf.values as Int32Array).forEach((_, i, a) => { a[i] = i; });
     const cpd = new combine.PrimitiveDesc(engine, { tokens: T, topK: k, input: 'scattered', src: this.slots.desc, dst: plainDesc([T, K], adt, 'ab'), weighted: false });
     this.reduce = new combine.Primitive(cpd);
+    // The local layer's configuration errors belong here, not inside forward() between two collectives
+    // (a rank throwing there leaves the others waiting in the next exchange).
+    this.localLayer(1);
   }
 
   /**
    * Runs the layer on this rank: `ARG.SRC` hidden `[T, K]`, `ARG.MOE_ROUTER_LOGITS` `[T, E]`, this
-   * rank's `ARG.WEIGHTS` w13 `[G, K, 2I]` and `ARG.WEIGHTS_1` w2 `[G, I, K]` (plain f32 or packed as
-   * `localLayerWeights()` says), optional biases / scales as for `moe.layer`, `ARG.DST` `[T, K]`.
+   * rank's `ARG.WEIGHTS` w13 `[G, K, 2I]` and `ARG.WEIGHTS_1` w2 `[G, I, K]` (plain `abc`: f32, or s8
+   * with `quant: 'w8a8_dynamic'`), optional biases / scales as for `moe.layer`, `ARG.DST` `[T, K]`.
    * Resolves when this rank's output is written; every rank must call it (the all-to-alls are collective).
+   * Argument errors throw before the first exchange.
    */
   async forward(strm: Stream, args: LayerArgs): Promise<void> {
-    const { worldSize: P, topK: k, tokens: T, hidden: K } = this.config;
+    const { worldSize: P, topK: k, tokens: T, hidden: K, experts: E } = this.config;
     const G = this.localExperts;
     const hidden = args[ARG.SRC], dst = args[ARG.DST];
     if (!hidden || !dst || !args[ARG.MOE_ROUTER_LOGITS]) throw new DnnlError('invalid_arguments', 'moe.ExpertParallelRank.forward: ARG.SRC, ARG.MOE_ROUTER_LOGITS and ARG.DST are required');
+    const adt = this.config.dataType ?? 'f32';
+    for (const [id, name, md] of [[ARG.SRC, 'ARG.SRC', plainDesc([T, K], adt, 'ab')], [ARG.MOE_ROUTER_LOGITS, 'ARG.MOE_ROUTER_LOGITS', plainDesc([T, E], adt, 'ab')], [ARG.DST, 'ARG.DST', plainDesc([T, K], adt, 'ab')]] as const) {
+      const m = args[id];
+      check(m instanceof Memory && !m.isFreed && m.engine === this.engine, `moe.ExpertParallelRank.forward: ${name} must be a live Memory of the rank's engine`);
+      check(m.desc.equals(md), `moe.ExpertParallelRank.forward: ${name} descriptor ${m.desc} does not match the rank's ${md}`);
+    }
     this.routingPrim.execute(strm, { [ARG.SRC]: args[ARG.MOE_ROUTER_LOGITS]!, [ARG.MOE_TOPK_IDS]: this.ids, [ARG.MOE_TOPK_WEIGHTS]: this.weights, ...(args[ARG.MOE_CORRECTION_BIAS] ? { [ARG.MOE_CORRECTION_BIAS]: args[ARG.MOE_CORRECTION_BIAS] } : {}) });
     await strm.wait();
     // prepare: rows by destination rank, in (token, slot) order.
@@ -114,9 +129,11 @@ export class ExpertParallelRank {
       });
       return new Uint8Array(buf);
     });
-    const recv = await this.allToAll(send);
+    // Byte views at any offset (a framed message): the row values are read as f32 / s32 words.
+    const recv = (await this.allToAll(send)).map(aligned);
     // experts: received rows as single-slot tokens of a local layer.
     const counts = recv.map((b) => b.byteLength / (META_INTS * 4 + K * 4));
+    check(recv.length === P && counts.every(Number.isInteger), `moe.ExpertParallelRank.forward: allToAll must return ${P} buffers of whole rows (${META_INTS * 4 + K * 4} bytes each), got ${recv.length} of ${recv.map((b) => b.byteLength).join(', ')} bytes`);
     const R = counts.reduce((a, b) => a + b, 0);
     const back = new Float32Array(R * K);
     if (R > 0) {
@@ -136,14 +153,14 @@ export class ExpertParallelRank {
         r0 += n;
       });
       const lh = Memory.create(layer.pd.queryMd('hidden')!, this.engine);
-      const lo = Memory.create(layer.pd.queryMd('dst')!, this.engine);
       lh.write(lx);
-      const largs: Record<number, Memory | undefined> = { ...args, [ARG.SRC]: lh, [ARG.DST]: lo };
-      for (const s of layer.stages) if (s.name !== 'route') s.execute(strm, dropUndef(largs));
+      const largs: Record<number, Memory | undefined> = { ...args, [ARG.SRC]: lh, [ARG.DST]: undefined };
+      // Up to gemm2: its f32 rows (weighted, one slot each) are what the single-rank layer reduces; the
+      // local combine would round them to dataType first.
+      for (const s of layer.stages) if (s.name !== 'route' && s.name !== 'combine') s.execute(strm, dropUndef(largs));
       await strm.wait();
-      back.set(Float32Array.from(lo.read()));
+      back.set((layer.workspace.expertOut.values as Float32Array).subarray(0, R * K));
       lh.free();
-      lo.free();
     }
     // finalize: results back to their source ranks, placed at token * topK + slot, then reduced.
     let r0 = 0;
@@ -154,7 +171,7 @@ export class ExpertParallelRank {
       r0 += n;
       return out;
     });
-    const results = await this.allToAll(reply);
+    const results = (await this.allToAll(reply)).map(aligned);
     const slots = this.slots.values as Float32Array;
     perRank.forEach((rows, q) => {
       const v = new Float32Array(results[q].buffer.slice(results[q].byteOffset, results[q].byteOffset + results[q].byteLength));
@@ -174,11 +191,18 @@ export class ExpertParallelRank {
       void _r; void _w;
       const w13 = plainDesc([G, c.hidden, 2 * c.intermediate], c.quant === 'w8a8_dynamic' ? 's8' : 'f32', 'abc');
       const w2 = plainDesc([G, c.intermediate, c.hidden], c.quant === 'w8a8_dynamic' ? 's8' : 'f32', 'abc');
-      l = new Primitive(new PrimitiveDesc(this.engine, { ...rest, tokens: R, topK: 1, experts: G, routing: {}, weights: { w13, w2 } }));
+      // fused_scatter: gemm2 writes each row's weighted f32 result in row order (workspace.expertOut).
+      l = new Primitive(new PrimitiveDesc(this.engine, { ...rest, tokens: R, topK: 1, experts: G, routing: {}, weights: { w13, w2 }, combine: 'fused_scatter' }));
       this.local.set(R, l);
     }
     return l;
   }
+}
+
+/** `b` itself when its offset is a multiple of 4 bytes, else a copy that is. */
+function aligned(b: Uint8Array): Uint8Array {
+  check(b instanceof Uint8Array, 'moe.ExpertParallelRank: allToAll must resolve to one Uint8Array per rank');
+  return b.byteOffset % 4 === 0 ? b : b.slice();
 }
 
 function dropUndef(a: Record<number, Memory | undefined>): Record<number, Memory> {
