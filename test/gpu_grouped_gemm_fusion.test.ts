@@ -62,6 +62,14 @@ describe('gpu grouped_gemm: scales and zero points', () => {
   });
 });
 
+describe('gpu grouped_gemm: dispatch grids', () => {
+  it('an expert of large capacity takes the indirect grid of its runtime rows, small ones the direct grid of their capacity', async () => {
+    // 600000 rows of capacity: 9375 tiles of 64, past the direct bound; 70 rows run.
+    const o = await run({ experts: [{ K: 1, N: 1, rows: 70, cap: 600000 }, { K: 8, N: 6, rows: 3, cap: 200 }, { K: 4, N: 6, rows: 0, cap: 9 }], weiDt: dt.s8, scales: { weights: { kind: 'col' } } });
+    expectBitwise(o);
+  });
+});
+
 describe('gpu grouped_gemm: binary, sum and the fused GLU', () => {
   it.each([dt.bf16, dt.f16, dt.s8, dt.u8, dt.s32])('binary src1 %s: shared [1, N] mul, per-row [RT, N] add', async (t) => {
     expectBitwise(await run({ experts: EXPERTS, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'shared_n', dt: t }, { kind: 'binary', alg: 'binary_add', shape: 'row_n', dt: t }] }));

@@ -19,6 +19,13 @@ import { ARG, argName } from '../args.js';
 
 /** Bytes between experts' GEMM params in the params buffer: minUniformBufferOffsetAlignment's default and maximum. */
 const PARAMS_STRIDE = 256;
+/**
+ * The largest grid an expert is dispatched over directly (its capacity's tiles, those past M_i
+ * returning at once); larger ones take the expert-dims pass's indirect arguments. An empty workgroup
+ * costs nanoseconds on a GPU, a validated indirect dispatch ~0.2 ms (Dawn, H200); on a CPU WebGPU
+ * (SwiftShader) the empty workgroups cost more, so the bound stays modest.
+ */
+const DIRECT_MAX_WORKGROUPS = 8192;
 const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
 const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 
@@ -80,12 +87,19 @@ function expertFusionArgs(a: GroupedGemmArgs<GpuMemory>, i: number): FusionArgs 
   return { scales: pick(a.scales), zeroPoints: pick(a.zeroPoints), binary: a.binary.map((b) => b[i]) };
 }
 
-/** Expert e's gemm-tiled params (dense mode, one batch); M (word 0) is written on the device per execution. */
-function expertParams(e: Expert, w?: ExpertRowWindow): Uint32Array {
-  const P = new Uint32Array(w ? GEMM_ROWS_PARAMS_WORDS : 16);
+/** The rows of an expert bound whole: one window of every tile, no element offsets. */
+const WHOLE = { rLo: 0, rHi: 0xffffffff, aOff: 0, dOff: 0 };
+
+/**
+ * Expert e's gemm-tiled params (dense mode with row windows, gemm_rows.ts); M (word 0) is written on
+ * the device per execution. The row-window words (topK, aOff, wOff, dOff, eLo, eHi, rLo, rHi) give
+ * every tile at or past M_i an early return, and a window's tiles its bindings' element offsets.
+ */
+function expertParams(e: Expert, w: ExpertRowWindow | undefined): Uint32Array {
+  const P = new Uint32Array(GEMM_ROWS_PARAMS_WORDS);
+  const r = w ? { rLo: w.rLo, rHi: w.rHi, aOff: w.src.elemOffset, dOff: w.dst.elemOffset } : WHOLE;
   P.set([0, e.K, e.N, e.src.strides[0], e.weights.strides[0], e.weights.strides[1], 0, e.dst.strides[0]]);
-  // A row window: topK, aOff, wOff, dOff, eLo, eHi, rLo, rHi (gemm_rows.ts): its tiles only, indices from its bindings.
-  if (w) P.set([0, w.src.elemOffset, 0, w.dst.elemOffset, 0, 1, w.rLo, w.rHi], 16);
+  P.set([0, r.aOff, 0, r.dOff, 0, 1, r.rLo, r.rHi], 16);
   return P;
 }
 
@@ -179,12 +193,13 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     return () => this.encode(a, perRow, runs);
   }
 
-  private gemmPipeline(t: Tile, i: number, windowed: boolean): GPUComputePipeline {
+  private gemmPipeline(t: Tile, i: number): GPUComputePipeline {
     const e0 = this.p.experts[0];
     const fusion = this.fusions[i];
+    // Row windows (no row maps): the early return of tiles past M_i, and a split expert's offsets.
     const cfg: GemmTiledConfig = {
       mode: 'dense', ...t, src: e0.src.dataType, wei: e0.weights.dataType, dst: e0.dst.dataType, bias: undefined, epilogue: fusion ? '' : this.epilogue, fusion,
-      ...(windowed ? { rows: { gather: false, scatter: false, zeroFill: false, counts: false } } : {}),
+      rows: { gather: false, scatter: false, zeroFill: false, counts: false },
     };
     return this.eng.pipeline(gemmTiledKey(cfg), () => WGSL_ELTWISE_HELPERS + gemmTiledWgsl(cfg));
   }
@@ -237,14 +252,19 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       pass.setPipeline(this.dimsPipe);
       pass.setBindGroup(0, groups.dims);
       pass.dispatchWorkgroups(1);
-      // One indirect dispatch per expert (per row window past one binding): WGSL cannot index an array
-      // of buffers, so each expert binds its own. A window's dispatch covers the expert's whole grid; the
-      // tiles of other windows return at once.
+      // One dispatch per expert (per row window past one binding): WGSL cannot index an array of
+      // buffers, so each expert binds its own. A small grid covers the expert's capacity (host-known):
+      // tiles at or past M_i (device-known) and those of other windows return at once; a larger one is
+      // the indirect grid of M_i's tiles.
       for (let i = 0; i < G; i++) {
-        pass.setPipeline(this.gemmPipeline(runs[i].tile, i, runs[i].windows !== undefined));
+        const r = runs[i];
+        if (r.cap === 0) continue;
+        pass.setPipeline(this.gemmPipeline(r.tile, i));
+        const x = tilesN(p.experts[i], r.tile, this.fusions[i]), y = Math.min(maxY, Math.ceil(r.cap / r.tile.tm));
         for (const bg of groups.gemm[i]) {
           pass.setBindGroup(0, bg);
-          pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
+          if (x * y <= DIRECT_MAX_WORKGROUPS) pass.dispatchWorkgroups(x, y, 1);
+          else pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
         }
       }
       pass.end();
@@ -263,7 +283,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     const all = new Uint32Array((slots * PARAMS_STRIDE) / 4);
     runs.forEach((r, i) => {
       const e = this.p.experts[i];
-      if (!r.windows) all.set(expertParams(e), (r.slot * PARAMS_STRIDE) / 4);
+      if (!r.windows) all.set(expertParams(e, undefined), (r.slot * PARAMS_STRIDE) / 4);
       r.windows?.forEach((w, j) => all.set(expertParams(e, w), ((r.slot + j) * PARAMS_STRIDE) / 4));
     });
     this.eng.write(this.params, 0, all);
@@ -292,10 +312,10 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       const f = this.fusions[i];
       const fusion = f ? fusionEntries(subjectOf(this.p, i), f, { buffer: this.fusionParams!, offset: i * this.fusionStride, size: this.fusionBytes[i] },
         expertFusionArgs(a, i), (m) => nonEmpty(m.buffers[0])) : [];
-      const layout = this.gemmPipeline(r.tile, i, r.windows !== undefined).getBindGroupLayout(0);
+      const layout = this.gemmPipeline(r.tile, i).getBindGroupLayout(0);
       const src = a.src[i].buffers[0], wei = a.weights[i].buffers[0], dst = a.dst[i].buffers[0];
       const entries = (slot: number, w?: ExpertRowWindow): GPUBindGroupEntry[] => [
-        { binding: 0, resource: { buffer: this.params, offset: slot * PARAMS_STRIDE, size: w ? GEMM_ROWS_PARAMS_WORDS * 4 : 64 } },
+        { binding: 0, resource: { buffer: this.params, offset: slot * PARAMS_STRIDE, size: GEMM_ROWS_PARAMS_WORDS * 4 } },
         { binding: 1, resource: w ? { buffer: src, offset: w.src.offset, size: w.src.size } : { buffer: nonEmpty(src) } },
         { binding: 2, resource: { buffer: nonEmpty(wei) } },
         { binding: 3, resource: w ? { buffer: dst, offset: w.dst.offset, size: w.dst.size } : { buffer: nonEmpty(dst, true) } },
@@ -317,9 +337,9 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
 
 /**
  * Proposal #3 on the gpu engine: an `expert-dims` pass validates the runtime rows on the device and
- * writes each expert's M and dispatch arguments, then one indirect `gemm-tiled` (dense mode) dispatch
- * per expert, each with its own bind group (WGSL has no pointer tables): the expert's tensors and its
- * own fusion operands (scales, zero points, per-row binary src1) and fusion uniform.
+ * writes each expert's M (and indirect arguments), then one `gemm-tiled` (dense mode) dispatch per
+ * expert, over its capacity's tiles where they are few, each with its own bind group (WGSL has no pointer tables): the expert's tensors and its own
+ * fusion operands (scales, zero points, per-row binary src1) and fusion uniform.
  */
 export const webgpuGroupedGemm: GpuGroupedGemmImpl = {
   name: 'webgpu',
