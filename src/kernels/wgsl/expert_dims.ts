@@ -11,8 +11,8 @@
  * WGSL has no arrays of buffer bindings (no pointer tables): each expert keeps its own bind group and
  * its own dispatch. An expert whose capacity makes a small grid is dispatched directly over it (tiles
  * at or past M_i return at once); a larger one takes the indirect arguments written here, since Dawn
- * validates each `dispatchWorkgroupsIndirect` with a compute pass of its own (~0.2 ms of GPU time per
- * expert on an H200).
+ * validates each `dispatchWorkgroupsIndirect` with a compute pass of its own (0.7-1.1 ms per expert on an
+ * H100, reports/compare-gpu-h100-s15*.md).
  */
 
 /**

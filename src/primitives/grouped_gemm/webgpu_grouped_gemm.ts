@@ -22,7 +22,7 @@ const PARAMS_STRIDE = 256;
 /**
  * The largest grid an expert is dispatched over directly (its capacity's tiles, those past M_i
  * returning at once); larger ones take the expert-dims pass's indirect arguments. An empty workgroup
- * costs nanoseconds on a GPU, a validated indirect dispatch ~0.2 ms (Dawn, H200); on a CPU WebGPU
+ * costs nanoseconds on a GPU, a validated indirect dispatch 0.7-1.1 ms (Dawn, H100); on a CPU WebGPU
  * (SwiftShader) the empty workgroups cost more, so the bound stays modest.
  */
 const DIRECT_MAX_WORKGROUPS = 8192;
