@@ -309,6 +309,18 @@ describe('gpu moe.dispatch runtime errors (found on the device, nothing written)
     await expectRejected(ho, { ids: bad, hidden }, 'ARG.MOE_TOPK_IDS[277, 1] = 4 is out of range');
     expectPlacement(await run(gpu, ho, { ids, hidden }), ids, T, k, E, K, hidden, 2);
   });
+
+  it('with hidden, the storage-scratch form (its scan counts the rows even after an error): nothing of dst written', async () => {
+    const T = 5, E = 1100, k = 2, K = 3;
+    const ids = randomIds(mulberry32(7), T, E, k);
+    const hidden = randomF32(mulberry32(8), T * K);
+    const ho: DispatchOptions = { tokens: T, topK: k, experts: E, hidden: memory.desc([T, K], dt.f32, tag.ab) };
+    expect(formOf(new moe.dispatch.PrimitiveDesc(gpu, ho).problem)).toBe('four');
+    const bad = Int32Array.from(ids);
+    bad[9] = E;
+    await expectRejected(ho, { ids: bad, hidden }, `ARG.MOE_TOPK_IDS[4, 1] = ${E} is out of range`);
+    expectPlacement(await run(gpu, ho, { ids, hidden }), ids, T, k, E, K, hidden, 1);
+  });
 });
 
 describe('gpu moe.dispatch: T = 0 and rules', () => {

@@ -265,7 +265,12 @@ fn main(${BUILTINS}) {
 `;
 }
 
-/** The hidden copy: f32 one element per invocation (bits copied), 16-bit one u32 word (two halves) per invocation. */
+/**
+ * The hidden copy: f32 one element per invocation (bits copied), 16-bit one u32 word (two halves) per
+ * invocation. Dispatched over the rows' capacity (invocations past the used rows return) or, for a
+ * large capacity, indirectly over the used rows; either way it copies nothing when the grid the
+ * placing pass wrote (`cargs`, zero after an error) is empty.
+ */
 export function dispatchCopyWgsl(half: boolean): string {
   const body = half ? /* wgsl */ `
   let total = used * P.K;
@@ -301,12 +306,14 @@ export function dispatchCopyWgsl(half: boolean): string {
   if (t >= 0) { dst[j] = hid[u32(t) * P.hld + c]; } else if (P.batched == 0u) { dst[j] = 0u; }`;
   return /* wgsl */ `${DISPATCH_COMMON}
 @group(0) @binding(3) var<storage, read> scr: array<u32>;
+@group(0) @binding(4) var<storage, read> cargs: array<u32>;
 @group(0) @binding(6) var<storage, read> ti: array<i32>;
 @group(0) @binding(9) var<storage, read> hid: array<u32>;
 @group(0) @binding(10) var<storage, read_write> dst: array<u32>;
 
 @compute @workgroup_size(256)
 fn main(${BUILTINS}) {
+  if (cargs[0] == 0u) { return; }
   let j = ${GID};
   let used = scr[1];${body}
 }

@@ -14,6 +14,8 @@ import type { DispatchProblem } from './pd.js';
 
 /** Invocations per workgroup of the write pass (the place pass has DISPATCH_BLOCK). */
 const WG = 256;
+/** The largest capacity grid the hidden copy is dispatched over directly (its empty workgroups return at once). */
+const COPY_DIRECT_MAX_WORKGROUPS = 65536;
 
 const is16 = (p: DispatchProblem): boolean => p.hidden !== undefined && p.hidden.dataType !== 'f32';
 
@@ -111,10 +113,16 @@ class WebgpuDispatchExecutor {
         dispatch(2, [P, scr, ...outs], writeGrid);
       }
       if (this.copy && a.hidden && a.dst) {
-        const copyGroup = group(this.copy, [P, scr, buf(6, a.tokenIndex.buffers[0]), buf(9, a.hidden.buffers[0]), buf(10, a.dst.buffers[0])]);
+        const copyGroup = group(this.copy, [P, scr, args, buf(6, a.tokenIndex.buffers[0]), buf(9, a.hidden.buffers[0]), buf(10, a.dst.buffers[0])]);
         pass.setPipeline(this.copy);
         pass.setBindGroup(0, copyGroup);
-        pass.dispatchWorkgroupsIndirect(this.args, 0);
+        // Over the rows' capacity (host-known) where that is a modest grid: Dawn validates an indirect
+        // dispatch with a compute pass of its own (0.7-1.1 ms each on an H100, reports/compare-gpu-h100-s15*.md).
+        const words = is16(p) ? Math.ceil((p.R * p.K) / 2) : p.R * p.K;
+        const [x, y] = workgroupGrid(eng, words, WG);
+        if (x * y <= COPY_DIRECT_MAX_WORKGROUPS) {
+          if (x > 0) pass.dispatchWorkgroups(x, y);
+        } else pass.dispatchWorkgroupsIndirect(this.args, 0);
         eng.keepAlive(copyGroup);
       }
       // Also zeroes the scratch words the next execution's place pass adds to (moe_dispatch.ts).
