@@ -6,7 +6,8 @@
 import { ARG, Memory, dt, memory, moe, tag, type DataType, type GpuEngine, type GpuMemory, type MemoryDesc } from '../src/index.js';
 import type { MoeWorkload } from './moe_workloads.js';
 
-export type GpuMoeVariant = 'f32' | 'int4' | 'int8' | 'w8a8';
+/** A weight type, optionally `:permute` (gemm1 over permuted rows: dispatch copies the hidden rows first). */
+export type GpuMoeVariant = 'f32' | 'int4' | 'int8' | 'w8a8' | `${'f32' | 'int4' | 'int8' | 'w8a8'}:permute`;
 
 /** Deterministic bytes in 64 MiB chunks: f32 values in [-amp, amp], or random codes for the integer types. */
 export function fillDeterministic(m: GpuMemory, t: DataType, amp: number, seed: number): void {
@@ -30,6 +31,10 @@ export function fillDeterministic(m: GpuMemory, t: DataType, amp: number, seed: 
 
 /** The layer's config and weight types of a variant; quantized weights with their scales given at execute. */
 export function variantConfig(v: GpuMoeVariant): { wdt: DataType; cfg: Partial<moe.layer.LayerConfig>; scales: (dims: readonly number[]) => number[] | undefined } {
+  if (v.endsWith(':permute')) {
+    const base = variantConfig(v.slice(0, -':permute'.length) as GpuMoeVariant);
+    return { ...base, cfg: { ...base.cfg, gemm1: 'permute' } };
+  }
   const blocks = (d: readonly number[]): number[] => [d[0], d[1] / 32, d[2]];
   if (v === 'int4') return { wdt: dt.s4, cfg: { weightScales: { w13: { mask: 7, groups: [1, 32, 1] }, w2: { mask: 7, groups: [1, 32, 1] } } }, scales: blocks };
   if (v === 'int8') return { wdt: dt.s8, cfg: { weightScales: { w13: { mask: 5 }, w2: { mask: 5 } } }, scales: (d) => [d[0], d[2]] };
