@@ -244,9 +244,16 @@ describe('gpu engine: dense and grouped-K matmul', () => {
     const strm = new Stream(eng);
     const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
     expect(pd.implInfo).toMatch(/^webgpu:/);
-    new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    const prim = new matmul.Primitive(pd);
+    prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
     await strm.wait();
     assertClose(await dst.read(), refGroupedK(x, w, sizes, M, N), toleranceFor('f32'), 'grouped K');
+    // Bad offsets after that good run (its K ranges still in the schedule): an error at wait, nothing written.
+    dst.write(new Float64Array(G * M * N).fill(SENTINEL));
+    src.writeOffsets([0, 9, 4, 17]);
+    prim.execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+    await expect(strm.wait()).rejects.toThrow('offsets must be non-decreasing');
+    expect(Array.from(await dst.read()).every((v) => v === SENTINEL)).toBe(true);
   });
 });
 

@@ -440,6 +440,14 @@ describe('gpu matmul: runtime rules of the row modes, found on the device: DnnlE
     prim.execute(strm, { ...a, [ARG.MOE_EXPERT_NUM_TOKENS]: s32(gpu, [-1, 2]) });
     await expectDnnlReject(strm.wait(), 'invalid_arguments', 'ARG.MOE_EXPERT_NUM_TOKENS[0] = -1 must be >= 0');
     expect((await read(dst)).every((v) => v === -1)).toBe(true);
+    // After a good run (its counts still in the schedule), a bad one computes nothing either.
+    prim.execute(strm, { ...a, [ARG.MOE_EXPERT_NUM_TOKENS]: s32(gpu, [4, 4]) });
+    await strm.wait();
+    expect((await read(dst)).every((v) => v === 8)).toBe(true);
+    dst.write(new Float64Array(64).fill(-1));
+    prim.execute(strm, { ...a, [ARG.MOE_EXPERT_NUM_TOKENS]: s32(gpu, [4, 9]) });
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', 'ARG.MOE_EXPERT_NUM_TOKENS[1] = 9 exceeds the batch capacity dims[1] = 4');
+    expect((await read(dst)).every((v) => v === -1)).toBe(true);
   });
   it('an expert map entry outside [0, E), after the offsets rules', async () => {
     const strm = new Stream(gpu);

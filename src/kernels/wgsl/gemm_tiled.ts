@@ -88,10 +88,14 @@ export function gemmTileWgsl(c: GemmTiledConfig): string {
   if (select(g < P.eLo || g >= P.eHi, P.eLo != 0u, g == ${ZERO_TILE}u)) { return; }
   if (m0 < P.rLo || m0 >= P.rHi) { return; }` : ''}` :
     c.mode === 'grouped_k' ? `
+  // Dispatched over every (N, M, group) tile: nothing runs after the schedule found an error.
+  if (S[3] == 0u) { return; }
   let g = wid.z;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
   let aBase = 0u; let wBase = 0u; let dBase = g * P.db; let k0 = S[4u + g]; let k1 = S[5u + g];` : `
-  let g = wid.z;
+${R?.counts ? `  // Dispatched over every batch's capacity: nothing runs after the schedule found an error.
+  if (S[3] == 0u) { return; }
+` : ''}  let g = wid.z;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, ${R?.counts ? 'min(P.M, S[4u + g])' : 'P.M'});${R ? `
   if (m0 >= m1 || g < P.eLo || g >= P.eHi || m0 < P.rLo || m0 >= P.rHi) { return; }` : ''}
   let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db; let k0 = 0u; let k1 = P.K;`);

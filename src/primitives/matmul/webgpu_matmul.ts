@@ -290,8 +290,9 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       common.push({ binding: 4, resource: { buffer: this.schedBuf! } });
     }
     pass.setPipeline(this.gemm);
-    // grouped_m: the schedule's tile table bounds the grid (direct dispatch); grouped K and batched counts
-    // take the schedule's indirect arguments.
+    // grouped_m: the schedule's tile table bounds the grid; grouped K and batched counts run every
+    // (N, M, group) tile, returning at once after a schedule error. All direct: Dawn validates an
+    // indirect dispatch with a compute pass of its own (0.7-1.1 ms each on an H100).
     const tableTiles = p.kind === 'grouped_m' && !p.moe.batchedCounts ? scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), this.cfg.tm) : undefined;
     for (const own of dispatches) {
       const entries = [...own, ...common];
@@ -301,8 +302,10 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       if (grouping && slot && tableTiles !== undefined) {
         const [x, y, z] = scheduleGrid(this.tilesN, tableTiles);
         if (x && y) pass.dispatchWorkgroups(x, y, z);
-      } else if (grouping && slot) pass.dispatchWorkgroupsIndirect(this.schedBuf!, 0);
-      else {
+      } else if (grouping && slot) {
+        const groups = p.moe.batchedCounts ? p.batch[0] : p.G;
+        if (this.tilesN && this.tilesM && groups) pass.dispatchWorkgroups(this.tilesN, this.tilesM, groups);
+      } else {
         const batch = p.batch.length ? p.batch[0] : 1;
         if (this.tilesN && this.tilesM && batch) pass.dispatchWorkgroups(this.tilesN, this.tilesM, batch);
       }
