@@ -62,6 +62,39 @@ describe('gpu grouped_gemm: scales and zero points', () => {
   });
 });
 
+describe('gpu grouped_gemm: attr.setExpertScales', () => {
+  it('scales on some experts only (no every-expert setting): the others take none', async () => {
+    const K = 5, N = 3, rows = [2, 3, 1], G = 3;
+    const rt = (c: number): MemoryDesc => memory.desc([RUNTIME_DIM_VAL, c], dt.f32, tag.ab);
+    const attr = new PrimitiveAttr().setExpertScales(ARG.MULTIPLE_WEIGHTS, 1, 0).setExpertScales(ARG.MULTIPLE_SRC, 2, 1);
+    const pd = new grouped_gemm.PrimitiveDesc(eng, rows.map(() => rt(K)), rows.map(() => memory.desc([K, N], dt.f32, tag.ab)), rows.map(() => rt(N)), memory.desc([G], dt.s32, tag.x), attr);
+    const prim = new grouped_gemm.Primitive(pd);
+    const mems: GpuMemory[] = [];
+    const mk = (md: MemoryDesc, b?: GPUBuffer): GpuMemory => { const m = Memory.create(md, eng, b); mems.push(m); return m; };
+    const args: Record<number, GpuMemory> = { [ARG.RUNTIME_DIMS]: mk(memory.desc([G], dt.s32, tag.x)).write(rows) };
+    const dsts: GpuMemory[] = [];
+    try {
+      for (let i = 0; i < G; i++) {
+        args[ARG.MULTIPLE_SRC + i] = mk(rt(K), mk(memory.desc([rows[i], K], dt.f32, tag.ab)).write(new Array<number>(rows[i] * K).fill(1)).buffers[0]);
+        const d = mk(memory.desc([rows[i], N], dt.f32, tag.ab));
+        dsts.push(d);
+        args[ARG.MULTIPLE_DST + i] = mk(rt(N), d.buffers[0]);
+        args[ARG.MULTIPLE_WEIGHTS + i] = mk(memory.desc([K, N], dt.f32, tag.ab)).write(new Array<number>(K * N).fill(1));
+      }
+      args[ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + 1)] = mk(pd.queryMd('scales:weights', 1)!).write([4]);
+      args[ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + 2)] = mk(pd.queryMd('scales:src', 2)!, mk(memory.desc([1], dt.f32, tag.a)).write([0.5]).buffers[0]);
+      prim.execute(strm, args);
+      await strm.wait();
+      expect(Array.from(await dsts[0].read())).toEqual(new Array<number>(2 * N).fill(K));
+      expect(Array.from(await dsts[1].read())).toEqual(new Array<number>(3 * N).fill(4 * K));
+      expect(Array.from(await dsts[2].read())).toEqual(new Array<number>(N).fill(0.5 * K));
+    } finally {
+      prim.destroy();
+      mems.forEach((m) => m.free());
+    }
+  });
+});
+
 describe('gpu grouped_gemm: dispatch grids', () => {
   it('an expert of large capacity takes the indirect grid of its runtime rows, small ones the direct grid of their capacity', async () => {
     // 600000 rows of capacity: 9375 tiles of 64, past the direct bound; 70 rows run.

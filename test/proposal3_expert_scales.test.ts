@@ -69,6 +69,35 @@ describe.each(PROPOSAL_CONFIGS)('grouped_gemm: per-expert scale granularity [%s]
     mems.forEach((m) => { if (!m.isFreed) m.free(); });
   });
 
+  it('scales on some experts only (no every-expert setting): the others take none', async () => {
+    const K = 5, N = 3, rows = [2, 3, 1], G = 3;
+    const attr = new PrimitiveAttr().setExpertScales(ARG.MULTIPLE_WEIGHTS, 1, 0).setExpertScales(ARG.MULTIPLE_SRC, 2, 1);
+    const pd = new grouped_gemm.PrimitiveDesc(eng, rows.map(() => runtimeRows(K, dt.f32)), rows.map(() => memory.desc([K, N], dt.f32, tag.ab)), rows.map(() => runtimeRows(N, dt.f32)), memory.desc([G], dt.s32, tag.x), attr);
+    expect(pd.queryMd('scales:weights', 0)).toBeUndefined();
+    expect(pd.queryMd('scales:weights', 1)!.dims).toEqual([1]);
+    expect(pd.queryMd('scales:src', 2)!.dims[0]).toBeLessThan(0);
+    const mems: Memory[] = [];
+    const mk = (md: Parameters<typeof Memory.create>[0], h?: number): Memory => { const m = Memory.create(md, eng, h); mems.push(m); return m; };
+    const args: Record<number, Memory> = { [ARG.RUNTIME_DIMS]: mk(memory.desc([G], dt.s32, tag.x)).write(rows) };
+    const dsts: Memory[] = [];
+    for (let i = 0; i < G; i++) {
+      args[ARG.MULTIPLE_SRC + i] = mk(runtimeRows(K, dt.f32), mk(memory.desc([rows[i], K], dt.f32, tag.ab)).write(new Array(rows[i] * K).fill(1)).handles[0]);
+      const d = mk(memory.desc([rows[i], N], dt.f32, tag.ab));
+      dsts.push(d);
+      args[ARG.MULTIPLE_DST + i] = mk(runtimeRows(N, dt.f32), d.handles[0]);
+      args[ARG.MULTIPLE_WEIGHTS + i] = mk(memory.desc([K, N], dt.f32, tag.ab)).write(new Array(K * N).fill(1));
+    }
+    args[ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + 1)] = mk(pd.queryMd('scales:weights', 1)!).write([4]);
+    // Per row of expert 2's runtime rows: a view over one value.
+    args[ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + 2)] = mk(pd.queryMd('scales:src', 2)!, mk(memory.desc([1], dt.f32, tag.a)).write([0.5]).handles[0]);
+    new grouped_gemm.Primitive(pd).execute(strm, args);
+    await strm.wait();
+    expect(Array.from(dsts[0].read())).toEqual(new Array(2 * N).fill(K));
+    expect(Array.from(dsts[1].read())).toEqual(new Array(3 * N).fill(4 * K));
+    expect(Array.from(dsts[2].read())).toEqual(new Array(N).fill(0.5 * K));
+    mems.reverse().forEach((m) => { if (!m.isFreed) m.free(); });
+  });
+
   it('rules: the expert must exist, the arg must be a MULTIPLE_* id, matmul refuses it', () => {
     const pdOf = (attr: PrimitiveAttr): unknown => new grouped_gemm.PrimitiveDesc(eng, [runtimeRows(4, dt.f32)], [memory.desc([4, 3], dt.s8, tag.ab)], [runtimeRows(3, dt.f32)], memory.desc([1], dt.s32, tag.x), attr);
     expectDnnlError(() => pdOf(new PrimitiveAttr().setExpertScales(ARG.MULTIPLE_WEIGHTS, 1, 2)), 'invalid_arguments', 'attr.setExpertScales names expert 1, but there are 1 experts');

@@ -15,9 +15,12 @@ export interface GroupedGemmArgs<M = Memory> {
   readonly weights: readonly M[];
   readonly dst: readonly M[];
   readonly runtimeDims: M;
-  /** Per expert: `ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i)` (and `_WEIGHTS`, `_DST`) for each arg with scales. */
-  readonly scales: Readonly<Partial<Record<QuantArg, readonly M[]>>>;
-  readonly zeroPoints: Readonly<Partial<Record<QuantArg, readonly M[]>>>;
+  /**
+   * Per expert: `ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i)` (and `_WEIGHTS`, `_DST`) for each arg some
+   * expert has scales of; undefined for an expert without (attr.setExpertScales on some experts only).
+   */
+  readonly scales: Readonly<Partial<Record<QuantArg, readonly (M | undefined)[]>>>;
+  readonly zeroPoints: Readonly<Partial<Record<QuantArg, readonly (M | undefined)[]>>>;
   /**
    * `binary[j][i]`: src1 of binary post-op j (`experts[i].fusion.binary[j]`) for expert i: the shared
    * `ARG.ATTR_MULTIPLE_POST_OP(pos) | ARG.SRC_1` memory, or the per-expert

@@ -69,10 +69,11 @@ export class Primitive {
       checkPackedFilled('grouped_gemm.execute', name, m);
       return m;
     };
-    const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, AnyMemory[]>> => {
-      const out: Partial<Record<QuantArg, AnyMemory[]>> = {};
+    const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, (AnyMemory | undefined)[]>> => {
+      const out: Partial<Record<QuantArg, (AnyMemory | undefined)[]>> = {};
       for (const arg of QUANT_ARGS) {
-        if (!p.experts[0].fusion[kind][arg]) continue;
+        // attr.setExpertScales may give some experts scales of an argument and not others.
+        if (!p.experts.some((e) => e.fusion[kind][arg])) continue;
         if (arg === 'weights' && p.experts[0].weights.packed?.quant?.[kind]) {
           // Stored in the experts' packed weights (x8 / x4 +q): a second copy would be ignored, so refuse it.
           p.experts.forEach((_e, i) => {
@@ -81,7 +82,7 @@ export class Primitive {
           });
           continue;
         }
-        out[arg] = p.experts.map((e, i) => get(base | (QUANT_ARG_ID[arg] + i), e.fusion[kind][arg]!.md));
+        out[arg] = p.experts.map((e, i) => { const q = e.fusion[kind][arg]; return q ? get(base | (QUANT_ARG_ID[arg] + i), q.md) : undefined; });
       }
       return out;
     };

@@ -32,7 +32,7 @@ function checkRowValues(a: GroupedGemmArgs, M: Int32Array, binaryPositions: read
     if (M[i] > cap) throw new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${M[i]} rows do not fit ${name} (${cap} rows fit)`);
   };
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
-    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly Memory[]][]) mems.forEach((m, i) => check(m, argName(base | (QUANT_ARG_ID[arg] + i)), i));
+    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly (Memory | undefined)[]][]) mems.forEach((m, i) => m && check(m, argName(base | (QUANT_ARG_ID[arg] + i)), i));
   }
   a.binary.forEach((mems, j) => mems.forEach((m, i) => check(m, argName(ARG.ATTR_MULTIPLE_POST_OP(binaryPositions[j]) | (ARG.MULTIPLE_SRC + i)), i)));
 }
@@ -60,12 +60,14 @@ export const refGroupedGemm: GroupedGemmImpl = {
           const wei = elementReader(e.weights.dataType, a.weights[i].values);
           const dv = rowsView(a.dst[i], rows);
           const dstR = elementReader(e.dst.dataType, dv), dstW = elementWriter(e.dst.dataType, dv);
-          const vals = (arg: QuantArg): { scale?: ValuesView; zp?: ValuesView } => ({
-            scale: a.scales[arg] && valuesOf(a.scales[arg][i], rows),
-            zp: a.zeroPoints[arg] && valuesOf(a.zeroPoints[arg][i], rows),
-          });
-          const qs = (arg: QuantArg): Partial<Record<QuantArg, Memory>> => (a.scales[arg] ? { [arg]: a.scales[arg][i] } : {});
-          const qz = (arg: QuantArg): Partial<Record<QuantArg, Memory>> => (a.zeroPoints[arg] ? { [arg]: a.zeroPoints[arg][i] } : {});
+          // This expert's own memories (attr.setExpertScales may give other experts scales it has not).
+          const sOf = (arg: QuantArg): Memory | undefined => a.scales[arg]?.[i], zOf = (arg: QuantArg): Memory | undefined => a.zeroPoints[arg]?.[i];
+          const vals = (arg: QuantArg): { scale?: ValuesView; zp?: ValuesView } => {
+            const s = sOf(arg), z = zOf(arg);
+            return { scale: s && valuesOf(s, rows), zp: z && valuesOf(z, rows) };
+          };
+          const qs = (arg: QuantArg): Partial<Record<QuantArg, Memory>> => { const s = sOf(arg); return s ? { [arg]: s } : {}; };
+          const qz = (arg: QuantArg): Partial<Record<QuantArg, Memory>> => { const z = zOf(arg); return z ? { [arg]: z } : {}; };
           const deqSrc = quantViews(f, qs('src'), qz('src'), 'src', vals('src'));
           const deqWei = quantViews(f, qs('weights'), qz('weights'), 'weights', vals('weights'));
           const dv2 = vals('dst');

@@ -90,7 +90,7 @@ function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[]):
     if (M[i] > cap) throw new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${M[i]} rows do not fit ${name} (${cap} rows fit)`);
   };
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
-    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly Memory[]][]) mems.forEach((m, i) => check(m, argName(base | (QUANT_ARG_ID[arg] + i)), i));
+    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly (Memory | undefined)[]][]) mems.forEach((m, i) => m && check(m, argName(base | (QUANT_ARG_ID[arg] + i)), i));
   }
   a.binary.forEach((mems, j) => mems.forEach((m, i) => check(m, argName(ARG.ATTR_MULTIPLE_POST_OP(binaryPositions[j]) | (ARG.MULTIPLE_SRC + i)), i)));
 }
@@ -131,7 +131,7 @@ class Executor {
     // Per-row values memories (scales, zero points, binary src1 with runtime rows) must hold M_i rows:
     // the kernel only knows src/dst capacities, so all runtime dims are checked on the host first
     // (same rules, order and messages as the reference).
-    const perRow = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].some((ms) => ms!.some((m) => m.desc.hasRuntimeDims));
+    const perRow = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].some((ms) => ms!.some((m) => m?.desc.hasRuntimeDims));
     const pre = (): void => {
       if (perRow) checkRowValues(a, this.p.experts[0].fusion.binary.map((b) => b.position));
     };
@@ -182,7 +182,8 @@ class Executor {
     writeFused(i32, this.f32, this.plan, e0.fusion, undefined,
       (kind, arg) => {
         const s = slot(arg, kind), mems = a[kind][arg]!;
-        for (let g = 0; g < G; g++) this.p32[s * G + g] = mems[g].handles[0];
+        // planExperts took one layout for every expert: each has this operand.
+        for (let g = 0; g < G; g++) this.p32[s * G + g] = mems[g]!.handles[0];
         return { ptr: this.ptrs + s * G * 4, table: true };
       },
       (i) => {

@@ -82,7 +82,7 @@ function tilesN(e: Expert, t: Tile, f: GemmFusion | undefined): number {
 
 /** Expert i's fusion operands of one execution (rfcs/0002 per-expert memories; shared binary src1 as given for every expert). */
 function expertFusionArgs(a: GroupedGemmArgs<GpuMemory>, i: number): FusionArgs {
-  const pick = (r: Readonly<Partial<Record<QuantArg, readonly GpuMemory[]>>>): Partial<Record<QuantArg, GpuMemory>> =>
+  const pick = (r: Readonly<Partial<Record<QuantArg, readonly (GpuMemory | undefined)[]>>>): Partial<Record<QuantArg, GpuMemory>> =>
     Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v?.[i]]));
   return { scales: pick(a.scales), zeroPoints: pick(a.zeroPoints), binary: a.binary.map((b) => b[i]) };
 }
@@ -294,7 +294,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   /** Bind groups of this set of buffers and plan: reused while the execution's memories, plan and status block stay the same. */
   private bindGroups(a: GroupedGemmArgs<GpuMemory>, runs: readonly ExpertRun[], plan: Uint32Array, status: GPUBufferBinding): { gemm: GPUBindGroup[][]; dims: GPUBindGroup } {
     const nonEmpty = (b: GPUBuffer, out = false): GPUBuffer => (b.size > 0 ? b : out ? this.emptyOut : this.emptyIn);
-    const fusionMems = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].flatMap((list) => list ?? []);
+    const fusionMems = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].flatMap((list) => (list ?? []).filter((m) => m !== undefined));
     const key = [a.runtimeDims.buffers[0], ...[...a.src, ...a.weights, ...a.dst, ...fusionMems].map((m) => m.buffers[0])];
     // The status slot's range changes with the execution's place after the wait: the engine's cache.
     const dims = this.eng.bindGroup(this.dimsPipe, [
