@@ -5,9 +5,9 @@
  * vector math. Bounds are relative errors where the truth is a normal f32; the composites inherit the
  * f32 rounding of their inner argument (see the cpu table), WGSL's exp adds its 3 + 2|x| ulp.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ARG, Memory, PrimitiveAttr, Stream, dt, matmul, memory, tag, type EltwiseAlg, type GpuEngine } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuEngine } from './gpu_test_engines.js';
 import { mulberry32 } from './workloads.js';
 
 function erfcD(a: number): number {
@@ -61,11 +61,7 @@ const CASES: ReadonlyArray<readonly [string, EltwiseAlg, number, number, (x: num
 
 let eng: GpuEngine;
 let strm: Stream;
-beforeAll(async () => {
-  eng = await gpuEngine();
-  strm = new Stream(eng);
-});
-afterAll(() => eng?.release());
+useGpuEngine((e, s) => { eng = e; strm = s; });
 
 /** alg(x) for each x, through the gpu matmul's epilogue. */
 async function throughEpilogue(alg: EltwiseAlg, alpha: number, beta: number, xs: Float32Array): Promise<Float32Array> {

@@ -7,23 +7,19 @@
  * expert maps raise the grouped-schedule path's message at wait() with dst untouched; above the caps
  * the grouped-schedule path runs.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag,
   type DataType, type GpuEngine, type GpuMemory, type MemoryDesc,
 } from '../src/index.js';
 import { GEMV_PREVIOUS_TUNING, gemvKSplitFor, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuEngine } from './gpu_test_engines.js';
 import { expectBitwise, expectClose, gluExpected, type GluSpec, type Outcome } from './quant_helpers.js';
 import { mulberry32 } from './workloads.js';
 
 let eng: GpuEngine;
 let strm: Stream;
-beforeAll(async () => {
-  eng = await gpuEngine();
-  strm = new Stream(eng);
-});
-afterAll(() => eng?.release());
+useGpuEngine((e, s) => { eng = e; strm = s; });
 const DEFAULT_TUNING = { ...gpuKernelTuning };
 afterEach(() => Object.assign(gpuKernelTuning, DEFAULT_TUNING));
 

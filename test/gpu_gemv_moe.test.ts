@@ -6,24 +6,20 @@
  * scales (float src), weight scales, K split across workgroups. Each case asserts that gemv-splitk
  * ran; bad runtime data raises the same DnnlError as gemm-tiled, with nothing written.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   ARG, DnnlError, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag,
   type DataType, type GluAlg, type GluLayout, type GpuEngine, type GpuMemory, type MemoryDesc,
 } from '../src/index.js';
 import { GEMV_PREVIOUS_TUNING, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuEngine } from './gpu_test_engines.js';
 import { GM, ELTWISE, expectBitwise, expectClose, gluExpected, type GluSpec, type Outcome } from './quant_helpers.js';
 import { runGpuGM } from './gpu_quant_helpers.js';
 import { mulberry32, type Rng } from './workloads.js';
 
 let eng: GpuEngine;
 let strm: Stream;
-beforeAll(async () => {
-  eng = await gpuEngine();
-  strm = new Stream(eng);
-});
-afterAll(() => eng?.release());
+useGpuEngine((e, s) => { eng = e; strm = s; });
 const DEFAULT_TUNING = { ...gpuKernelTuning };
 afterEach(() => Object.assign(gpuKernelTuning, DEFAULT_TUNING));
 

@@ -5,19 +5,15 @@
  * bit for bit where the inputs make every intermediate exact. The same cases as quant_fusion.test.ts's
  * cpu P#3 section, plus empty experts, one expert taking every row, E = 1 and K / N past one tile.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GluAlg, type GluLayout, type GpuEngine, type GpuMemory, type MemoryDesc } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuEngine } from './gpu_test_engines.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
-import { expectBitwise, expectClose, runP3Q, type P3QCase } from './quant_helpers.js';
+import { expectBitwise, expectClose, P3_F32_SCALE_CASES, runP3Q, type P3QCase } from './quant_helpers.js';
 
 let eng: GpuEngine;
 let strm: Stream;
-beforeAll(async () => {
-  eng = await gpuEngine();
-  strm = new Stream(eng);
-});
-afterAll(() => eng?.release());
+useGpuEngine((e, s) => { eng = e; strm = s; });
 
 /** Expert 1 holds no rows and no buffer rows (zero-size bindings); rows past M_i keep their values. */
 const EXPERTS = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 4, N: 6, rows: 0, cap: 0 }, { K: 16, N: 6, rows: 2 }] as const;
@@ -29,12 +25,7 @@ async function run(c: P3QCase): Promise<ReturnType<typeof runP3Q>> {
 }
 
 describe('gpu grouped_gemm: scales and zero points', () => {
-  it.each([
-    ['src per tensor, weights per tensor, dst per tensor', { scales: { src: { kind: 'tensor' }, weights: { kind: 'tensor' }, dst: { kind: 'tensor' } } }],
-    ['src per row (runtime [M_i] memories), weights per column', { scales: { src: { kind: 'row' }, weights: { kind: 'col' } } }],
-    ['weights K-blocks of 4 ([K_i/4, N_i])', { scales: { weights: { kind: 4 } } }],
-    ['e8m0 / f8_e4m3 / bf16 scale types', { scales: { src: { kind: 'row', dt: dt.e8m0 }, weights: { kind: 'col', dt: dt.f8_e4m3 }, dst: { kind: 'tensor', dt: dt.bf16 } } }],
-  ] as const)('f32: %s', async (_n, c) => {
+  it.each(P3_F32_SCALE_CASES)('f32: %s', async (_n, c) => {
     expectBitwise(await run({ experts: EXPERTS, ...c }));
   });
 

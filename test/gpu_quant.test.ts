@@ -4,9 +4,9 @@
  * NVFP4 block scales, src and dst scales, W8A8 int8. Same cases and the same independent float64
  * expectation as quant_matmul.test.ts (quant_helpers.ts): exact inputs, compared bit for bit.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ARG, Memory, Stream, dt, matmul, memory, tag, type GpuEngine } from '../src/index.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuEngine } from './gpu_test_engines.js';
 import { DENSE, GM, expectBitwise, type GMCase } from './quant_helpers.js';
 import { runGpuDense, runGpuGM } from './gpu_quant_helpers.js';
 
@@ -15,11 +15,7 @@ const SHAPE = { G: 3, K: 20, N: 70, sizes: [5, 0, 1], totalM: 7 } as const;
 
 let eng: GpuEngine;
 let strm: Stream;
-beforeAll(async () => {
-  eng = await gpuEngine();
-  strm = new Stream(eng);
-});
-afterAll(() => eng?.release());
+useGpuEngine((e, s) => { eng = e; strm = s; });
 
 const run = async (c: GMCase): Promise<void> => expectBitwise(await runGpuGM(eng, strm, c));
 

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { ARG, DnnlError, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { GEMV_PREVIOUS_TUNING, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { vec4ShapeTag, vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuEngine } from './gpu_test_engines.js';
 import { attrFor, toleranceFor } from './helpers.js';
 import { assertClose, refDense, refGroupedM, type RefPostOp } from './reference.js';
 import { GM, expectBitwise, expectClose, type GMCase } from './quant_helpers.js';
@@ -27,11 +27,7 @@ function values(n: number, seed: number): Float64Array {
 const SENTINEL = 7.5;
 let eng: GpuEngine;
 let strm: Stream;
-beforeAll(async () => {
-  eng = await gpuEngine();
-  strm = new Stream(eng);
-});
-afterAll(() => eng?.release());
+useGpuEngine((e, s) => { eng = e; strm = s; });
 const DEFAULT_TUNING = { ...gpuKernelTuning };
 afterEach(() => Object.assign(gpuKernelTuning, DEFAULT_TUNING));
 

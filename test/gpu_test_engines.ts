@@ -1,6 +1,6 @@
 // Vitest hooks: test files only (gpu_helpers.ts stays importable from the benches).
 import { afterAll, beforeAll } from 'vitest';
-import { Engine, type GpuEngine } from '../src/index.js';
+import { Engine, Stream, type GpuEngine } from '../src/index.js';
 import { gpuEngine } from './gpu_helpers.js';
 
 /**
@@ -18,4 +18,14 @@ export function useGpuAndCpuEngines(set: (gpu: GpuEngine, cpu: Engine) => void):
     pair?.[0].release();
     pair?.[1].release();
   });
+}
+
+/** A gpu engine and a stream on it for the tests of one file (`set` receives both once created), released after them. */
+export function useGpuEngine(set: (eng: GpuEngine, strm: Stream) => void): void {
+  let eng: GpuEngine | undefined;
+  beforeAll(async () => {
+    eng = await gpuEngine();
+    set(eng, new Stream(eng));
+  });
+  afterAll(() => eng?.release());
 }

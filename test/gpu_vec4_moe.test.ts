@@ -13,17 +13,13 @@ import {
 } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { vec4ShapeTag, vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
-import { gpuEngine } from './gpu_helpers.js';
+import { useGpuEngine } from './gpu_test_engines.js';
 import { ELTWISE, expectBitwise, expectClose, gluExpected, type GluSpec, type Outcome } from './quant_helpers.js';
 import { mulberry32, type Rng } from './workloads.js';
 
 let eng: GpuEngine;
 let strm: Stream;
-beforeAll(async () => {
-  eng = await gpuEngine();
-  strm = new Stream(eng);
-});
-afterAll(() => eng?.release());
+useGpuEngine((e, s) => { eng = e; strm = s; });
 const DEFAULT_TUNING = { ...gpuKernelTuning };
 beforeEach(() => { gpuKernelTuning.gemv = false; });
 afterEach(() => Object.assign(gpuKernelTuning, DEFAULT_TUNING));

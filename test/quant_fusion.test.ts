@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { Engine, Stream, dt, type GluAlg, type GluLayout } from '../src/index.js';
 import {
-  GM, QUANT_ENGINES, expectBitwise, expectClose, runDense, runGM, runP3Q, type BinaryShape, type GMCase, type GluSpec,
+  GM, QUANT_ENGINES, expectBitwise, expectClose, runDense, runGM, P3_F32_SCALE_CASES, runP3Q, type BinaryShape, type GMCase, type GluSpec,
 } from './quant_helpers.js';
 
 const SHAPE = { G: 3, K: 8, N: 6, sizes: [2, 0, 3], totalM: 6 } as const;
@@ -101,12 +101,7 @@ describe.each(QUANT_ENGINES)('fused post-ops [%s]', (_name, opts) => {
   describe('Proposal #3 (grouped_gemm)', () => {
     const experts = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 4, N: 6, rows: 0, cap: 2 }, { K: 16, N: 6, rows: 2 }] as const;
 
-    it.each([
-      ['src per tensor, weights per tensor, dst per tensor', { scales: { src: { kind: 'tensor' }, weights: { kind: 'tensor' }, dst: { kind: 'tensor' } } }],
-      ['src per row (runtime [M_i] memories), weights per column', { scales: { src: { kind: 'row' }, weights: { kind: 'col' } } }],
-      ['weights K-blocks of 4 ([K_i/4, N_i])', { scales: { weights: { kind: 4 } } }],
-      ['e8m0 / f8_e4m3 / bf16 scale types', { scales: { src: { kind: 'row', dt: dt.e8m0 }, weights: { kind: 'col', dt: dt.f8_e4m3 }, dst: { kind: 'tensor', dt: dt.bf16 } } }],
-    ] as const)('f32: %s', async (_n, c) => {
+    it.each(P3_F32_SCALE_CASES)('f32: %s', async (_n, c) => {
       expectBitwise(await runP3Q(eng, strm, { experts, ...c }));
     });
 

@@ -565,6 +565,14 @@ export interface P3QCase {
   readonly seed?: number;
 }
 
+/** f32 P#3 scale settings every engine's P#3 tests run (name, the case's scales). */
+export const P3_F32_SCALE_CASES = [
+  ['src per tensor, weights per tensor, dst per tensor', { scales: { src: { kind: 'tensor' }, weights: { kind: 'tensor' }, dst: { kind: 'tensor' } } }],
+  ['src per row (runtime [M_i] memories), weights per column', { scales: { src: { kind: 'row' }, weights: { kind: 'col' } } }],
+  ['weights K-blocks of 4 ([K_i/4, N_i])', { scales: { weights: { kind: 4 } } }],
+  ['e8m0 / f8_e4m3 / bf16 scale types', { scales: { src: { kind: 'row', dt: dt.e8m0 }, weights: { kind: 'col', dt: dt.f8_e4m3 }, dst: { kind: 'tensor', dt: dt.bf16 } } }],
+] as const satisfies readonly (readonly [string, Pick<P3QCase, 'scales'>])[];
+
 const P3_ID = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST } as const;
 
 type AnyMemory = Memory | GpuMemory;
