@@ -194,6 +194,7 @@ it('moe.layer backward: rules', async () => {
   expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, propKind: 'forward_training', gemm1: 'gather' }), 'invalid_arguments', "leave gemm1 unset or 'permute'");
   expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, propKind: 'forward_training', combine: 'fused_scatter' }), 'invalid_arguments', "leave combine unset or 'weight_and_reduce'");
   expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, propKind: 'forward_training', sharedExpert: { intermediate: 4 } }), 'unimplemented', 'shared expert');
+  expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, propKind: 'forward_training', quant: 'w8a8_dynamic' }), 'unimplemented', 'moe.layer: forward_training does not support quant');
   expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, propKind: 'forward_training', weights: { w13: memory.desc([4, 8, 8], dt.f32, tag.any), w2: memory.desc([4, 4, 8], dt.f32, tag.any) } }), 'unimplemented', 'needs plain f32 abc w13');
   expectDnnlError(() => new moe.layer.PrimitiveDesc(eng, { ...base, propKind: 'backward' as 'forward_training' }), 'invalid_arguments', 'propKind must be');
   const pd = new moe.layer.PrimitiveDesc(eng, { ...base, propKind: 'forward_training' });

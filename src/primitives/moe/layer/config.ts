@@ -175,6 +175,8 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   const propKind = c.propKind ?? 'forward_inference';
   check(propKind === 'forward_inference' || propKind === 'forward_training', `moe.layer: propKind must be 'forward_inference' or 'forward_training', got ${String(propKind)}`);
   const training = propKind === 'forward_training';
+  // Before the quantization rules: their messages would name weights a training layer cannot take.
+  checkImpl(!training || (quant === 'none' && dynamicQuantization === 'none'), 'moe.layer: forward_training does not support quant (no gradient through quantization here)');
   const wdt: DataType = quant === 'w8a8_dynamic' ? 's8' : 'f32';
   const K = c.hidden, I = c.intermediate;
   const defaultWeights = (dims: number[]): MemoryDesc => (training ? plainDesc(dims, 'f32', 'abc') : anyDesc(dims, wdt));
