@@ -178,6 +178,15 @@ describe('gpu grouped_gemm: fusion rules', () => {
       // 4 x (1 x 1) x 2 (src scale) + 0.5
       expect(await valuesOf(args[ARG.MULTIPLE_DST])).toEqual(new Array<number>(6).fill(8.5));
       expect(await valuesOf(args[ARG.MULTIPLE_DST + 1])).toEqual([8.5, 8.5, -7, -7, -7, -7]);
+      // A view over the engine's own [2] memory holds 2 rows, not the 4 of its 16-byte buffer.
+      const two = Memory.create(memory.desc([2], dt.f32, tag.a), eng).write([2, 2]);
+      mems.push(two);
+      const view = Memory.create(pd.queryMd('scales:src', 1)!, eng, two.buffers[0]);
+      mems.push(view);
+      args[ARG.ATTR_MULTIPLE_POST_OP(0) | (ARG.MULTIPLE_SRC + 1)] = over(pd.queryMd('binary:0', 1)!, [3, 1], 0.5);
+      dims.write([3, 3]);
+      prim.execute(strm, { ...args, [ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + 1)]: view, [ARG.RUNTIME_DIMS]: dims });
+      await expectDnnlReject(strm.wait(), 'invalid_arguments', 'ARG.RUNTIME_DIMS[1] = 3 rows do not fit ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + 1) (2 rows fit)');
     } finally {
       prim.destroy();
       mems.forEach((m) => m.free());

@@ -64,10 +64,10 @@ export class GpuMemory {
         }
         check(typeof (b as Partial<GPUBuffer>).getMappedRange === 'function', `${fn}: buffer ${i} must be a GPUBuffer of the engine's device`);
         check((b.usage & GPUBufferUsage.STORAGE) !== 0, `${fn}: buffer ${i} needs GPUBufferUsage.STORAGE`);
-        const need = bytes === RUNTIME_SIZE_VAL ? 0 : bytes;
-        check(b.size >= need, `${fn}: buffer ${i} has ${b.size} bytes, the descriptor needs ${need}`);
+        const need = bytes === RUNTIME_SIZE_VAL ? 0 : bytes, has = engine.bytesOf(b);
+        check(has >= need, `${fn}: buffer ${i} has ${has} bytes, the descriptor needs ${need}`);
         out.push(b);
-        sizes.push(bytes === RUNTIME_SIZE_VAL ? b.size : bytes);
+        sizes.push(bytes === RUNTIME_SIZE_VAL ? has : bytes);
         owned.push(false);
       }
     } catch (e) {

@@ -119,6 +119,8 @@ export class GpuEngine {
   /** @internal runtime-error slots read back at `stream.wait()`. */
   readonly status: StatusSlots;
   private readonly pipelines = new Map<string, GPUComputePipeline>();
+  /** Bytes asked of createBuffer, by buffer (bytesOf). */
+  private readonly asked = new WeakMap<GPUBuffer, number>();
   /**
    * Bind groups by pipeline and resources: a primitive executed again on the same memory reuses its bind
    * groups (creating one costs ~20 us of host time through Dawn on an H200; a MoE layer needs a dozen).
@@ -242,7 +244,18 @@ export class GpuEngine {
     check(Number.isSafeInteger(bytes) && bytes >= 0, `${what}: buffer size must be a non-negative integer, got ${bytes}`);
     const size = Math.max(16, Math.ceil(bytes / 16) * 16);
     if (size > this.caps.maxBufferSize) throw new DnnlError('out_of_memory', `${what}: ${size} bytes exceed the device's maxBufferSize ${this.caps.maxBufferSize}`);
-    return this.guarded(what, () => this.device.createBuffer({ label: what, size, usage }));
+    const b = this.guarded(what, () => this.device.createBuffer({ label: what, size, usage }));
+    this.asked.set(b, bytes);
+    return b;
+  }
+
+  /**
+   * @internal the bytes a buffer holds for a memory wrapped over it: what was asked of createBuffer for
+   * the engine's own (not its 16-byte padding: a runtime-rows view over a [1] memory holds one row, as
+   * on the cpu engine), the whole buffer for a caller's.
+   */
+  bytesOf(b: GPUBuffer): number {
+    return this.asked.get(b) ?? b.size;
   }
 
   /**
