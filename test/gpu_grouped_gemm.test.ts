@@ -183,7 +183,7 @@ describe('Proposal #3: grouped_gemm on the gpu engine', () => {
 
   it('names the webgpu kernel; the reference never runs on a gpu engine', () => {
     const f = setup(eng, { experts: same([2], 3, 4) });
-    expect(f.pd.implInfo).toBe('webgpu:gemm-tiled+expert-dims');
+    expect(f.pd.implInfo).toBe('webgpu:gemm-tiled|gemv-splitk+expert-dims');
     f.free();
   });
 

@@ -5,9 +5,10 @@
  * bit for bit where the inputs make every intermediate exact. The same cases as quant_fusion.test.ts's
  * cpu P#3 section, plus empty experts, one expert taking every row, E = 1 and K / N past one tile.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GluAlg, type GluLayout, type GpuEngine, type GpuMemory, type MemoryDesc } from '../src/index.js';
 import { useGpuEngine } from './gpu_test_engines.js';
+import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { expectBitwise, expectClose, P3_F32_SCALE_CASES, runP3Q, type P3QCase } from './quant_helpers.js';
 
@@ -18,13 +19,39 @@ useGpuEngine((e, s) => { eng = e; strm = s; });
 /** Expert 1 holds no rows and no buffer rows (zero-size bindings); rows past M_i keep their values. */
 const EXPERTS = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 4, N: 6, rows: 0, cap: 0 }, { K: 16, N: 6, rows: 2 }] as const;
 
+/**
+ * Runs a case and checks which kernel each expert took: gemv-splitk for a capacity of 1 to
+ * gemvMaxRows rows (decode), gemm-tiled otherwise or with the decode kernel off (the pipelines the
+ * primitive asks the engine for; the engine caches them, the calls still come).
+ */
 async function run(c: P3QCase): Promise<ReturnType<typeof runP3Q>> {
-  const o = await runP3Q(eng, strm, c);
-  expect(o.pd.implInfo).toMatch(/^webgpu:gemm-tiled/);
-  return o;
+  const spy = vi.spyOn(eng, 'pipeline');
+  try {
+    const o = await runP3Q(eng, strm, c);
+    expect(o.pd.implInfo).toBe('webgpu:gemm-tiled|gemv-splitk+expert-dims');
+    const keys = spy.mock.calls.map((a) => a[0]);
+    const caps = c.experts.map((e) => e.cap ?? e.rows);
+    // The GEMV reads float or 8-bit integer src (fp8 / fp4 src take gemm-tiled).
+    const small = (n: number): boolean => gpuKernelTuning.gemv && ['f32', 'f16', 'bf16', 's8', 'u8'].includes(c.srcDt ?? 'f32') && n <= gpuKernelTuning.gemvMaxRows;
+    const gemv = caps.some((n) => n >= 1 && small(n));
+    const tiled = caps.some((n) => n >= 1 && !small(n));
+    expect(keys.some((k) => k.startsWith('gemv-splitk-main'))).toBe(gemv);
+    expect(keys.some((k) => k.startsWith('gemm-tiled'))).toBe(tiled);
+    return o;
+  } finally {
+    spy.mockRestore();
+  }
 }
 
-describe('gpu grouped_gemm: scales and zero points', () => {
+/** Each kernel an expert of few rows can take: the decode GEMV (the default), and gemm-tiled with it off. */
+const KERNELS = [['gemv-splitk for small capacities', true], ['gemm-tiled for every expert', false]] as const;
+const useKernel = (gemv: boolean): void => {
+  beforeAll(() => { gpuKernelTuning.gemv = gemv; });
+  afterAll(() => { gpuKernelTuning.gemv = true; });
+};
+
+describe.each(KERNELS)('gpu grouped_gemm: scales and zero points (%s)', (_k, gemv) => {
+  useKernel(gemv);
   it.each(P3_F32_SCALE_CASES)('f32: %s', async (_n, c) => {
     expectBitwise(await run({ experts: EXPERTS, ...c }));
   });
@@ -94,7 +121,8 @@ describe('gpu grouped_gemm: dispatch grids', () => {
   });
 });
 
-describe('gpu grouped_gemm: binary, sum and the fused GLU', () => {
+describe.each(KERNELS)('gpu grouped_gemm: binary, sum and the fused GLU (%s)', (_k, gemv) => {
+  useKernel(gemv);
   it.each([dt.bf16, dt.f16, dt.s8, dt.u8, dt.s32])('binary src1 %s: shared [1, N] mul, per-row [RT, N] add', async (t) => {
     expectBitwise(await run({ experts: EXPERTS, ops: [{ kind: 'binary', alg: 'binary_mul', shape: 'shared_n', dt: t }, { kind: 'binary', alg: 'binary_add', shape: 'row_n', dt: t }] }));
   });

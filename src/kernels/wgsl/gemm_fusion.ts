@@ -200,7 +200,7 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale');
   const colValue = (x: string, col: string): string => {
     let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, `g, bS, ${srcRow}, 0u`, false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
-    if (Bi) e += ` + ${Bi.load('BIAS', `g * P.bg + (${col}) * P.bn`)}`;
+    if (Bi) e += ` + ${Bi.load('BIAS', `g * P.bg + row * P.bm + (${col}) * P.bn`)}`;
     return e;
   };
   return /* wgsl */ `

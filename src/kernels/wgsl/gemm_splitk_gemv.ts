@@ -57,6 +57,12 @@ export interface GemvSplitKConfig {
    * the runtime data and finds its tile), undefined: the grouped-schedule dispatch's tile table.
    */
   readonly inline?: InlineScheduleConfig | undefined;
+  /**
+   * One dense GEMM, no groups and no schedule (a dense matmul of few rows, one expert of a Proposal #3
+   * grouped_gemm): tile t is rows [t R, min((t + 1) R, P.M)) of group 0, P.M being the rows (for
+   * grouped_gemm written on the device by its expert-dims pass). Tiles at or past P.M return at once.
+   */
+  readonly dense?: boolean | undefined;
   /** Lanes (column groups) per workgroup, S = 256 / lanes K slices; undefined: gemvGeometry's default for the type. */
   readonly lanes?: number | undefined;
   /** Weight loads in flight per thread in the K loop (4, 8 or 16; undefined: 4). */
@@ -108,7 +114,7 @@ export function gemvFusionSupported(f: GemmFusion): boolean {
 export function gemvSplitKKey(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
   const f = c.fusion;
   const r = `${c.moe.gather ? 'G' : ''}${c.moe.scatter ? 'S' : ''}${c.moe.zeroFill ? 'Z' : ''}`;
-  return `gemv-splitk-${pass}:r${c.rows}:L${gemvGeometry(c.wei, c.lanes).L}u${c.unroll ?? 4}${hoistsScale(c) ? 'h' : ''}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.inline ? inlineScheduleKey(c.inline) : 'sched'}:${f ? gemmFusionKey(f) : c.epilogue}`;
+  return `gemv-splitk-${pass}:r${c.rows}:L${gemvGeometry(c.wei, c.lanes).L}u${c.unroll ?? 4}${hoistsScale(c) ? 'h' : ''}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.dense ? 'dense' : c.inline ? inlineScheduleKey(c.inline) : 'sched'}:${f ? gemmFusionKey(f) : c.epilogue}`;
 }
 
 /**
@@ -131,7 +137,12 @@ struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32,
  * reports violations for.
  */
 function tileWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
-  const pick = c.inline
+  const pick = c.dense
+    ? `let g = 0u;
+  let m0 = t * ${c.rows}u;
+  if (m0 >= P.M) { return; }
+  let m1 = min(m0 + ${c.rows}u, P.M);`
+    : c.inline
     ? `let tile = sched_tile(li, t, ${pass === 'main' ? 'wid.x == 0u && t == 0u' : 'false'});
   if (tile.x == 0u) { return; }
   let g = tile.y;
@@ -176,7 +187,7 @@ export function gemvBindings(c: GemvSplitKConfig, pass: 'main' | 'reduce'): numb
   const put = putIn(c, pass);
   const out = [0];
   if (c.inline) out.push(...inlineScheduleBindings(c.inline, pass === 'main'));
-  else out.push(4);
+  else if (!c.dense) out.push(4);
   if (pass === 'main') out.push(1, 2);
   if (put) out.push(3);
   if (c.kSplit > 1) out.push(GEMV_PARTIALS_BINDING);

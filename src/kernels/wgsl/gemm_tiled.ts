@@ -104,7 +104,7 @@ ${R?.counts ? `  // Dispatched over every batch's capacity: nothing runs after t
 /** The params struct (16 plain words, the row-mode words with row modes) and the storage bindings of the schedule and row maps. */
 export function gemmParamsWgsl(c: GemmTiledConfig): string {
   const R = c.rows;
-  return `struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, _p0: u32, _p1: u32, _p2: u32${R ? ', topK: u32, aOff: u32, wOff: u32, dOff: u32, eLo: u32, eHi: u32, rLo: u32, rHi: u32' : ''} }
+  return `struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, bm: u32, _p1: u32, _p2: u32${R ? ', topK: u32, aOff: u32, wOff: u32, dOff: u32, eLo: u32, eHi: u32, rLo: u32, rHi: u32' : ''} }
 @group(0) @binding(0) var<uniform> P: Params;
 ${c.mode !== 'dense' || R?.counts ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
 ${R?.gather || R?.scatter ? `@group(0) @binding(${TOKEN_INDEX_BINDING}) var<storage, read> TI: array<i32>;` : ''}
@@ -205,7 +205,7 @@ function plainEpilogueWgsl(c: GemmTiledConfig): string {
       let col = n0 + ${colOfWgsl(th, 'j')};
       if (col >= P.N) { continue; }
       var v = acc[r][j];
-      ${Bi ? `v += ${Bi.load('BIAS', 'g * P.bg + col * P.bn')};` : ''}
+      ${Bi ? `v += ${Bi.load('BIAS', 'g * P.bg + row * P.bm + col * P.bn')};` : ''}
       ${c.epilogue}
       ${wgslStore(c.dst, 'D', dstIndexWgsl(c, 'col'), 'v')}
     }

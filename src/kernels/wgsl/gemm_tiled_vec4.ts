@@ -193,7 +193,7 @@ function epilogueTypes(c: GemmTiledConfig): (DataType | undefined)[] {
 function putFnWgsl(c: GemmTiledConfig): string {
   const f = c.fusion, glu = f?.glu, R = c.rows;
   const Bi = c.bias ? wgslType(c.bias) : undefined;
-  const bias = (col: string): string => (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + (${col}) * P.bn`)}` : '');
+  const bias = (col: string): string => (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + row * P.bm + (${col}) * P.bn`)}` : '');
   return `fn put(g: u32, dBase: u32, row: u32, cn: u32, x: f32${glu ? ', y: f32' : ''}) {
   if (cn >= ${f ? 'Q[0].x' : 'P.N'}) { return; }
   ${glu ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);

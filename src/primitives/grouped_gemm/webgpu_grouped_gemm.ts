@@ -15,6 +15,8 @@ import type { Expert, GroupedGemmProblem } from './problem.js';
 import { DIMS_ERR, gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
 import { planExpertWindows, type ExpertRowWindow } from './expert_windows.js';
 import { GEMM_ROWS_PARAMS_WORDS } from '../../kernels/wgsl/gemm_rows.js';
+import { GEMV_PARAMS_WORDS, GEMV_SCHED_WORD, gemvBindings, gemvSplitKKey, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
+import { expertGemvPlan, type GemvPlan } from '../matmul/webgpu_kernel_choice.js';
 import { ARG, argName } from '../args.js';
 
 /** Bytes between experts' GEMM params in the params buffer: minUniformBufferOffsetAlignment's default and maximum. */
@@ -108,12 +110,38 @@ function sameBuffers(a: readonly GPUBuffer[], b: readonly GPUBuffer[] | undefine
   return b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** How expert i runs in one execution: its row capacity, tile, params slots and, past one binding, its row windows. */
+/**
+ * Expert i's kernel for a row capacity: `gemv-splitk` (dense form, one tile of all its rows: decode)
+ * where the capacity is at most gpuKernelTuning.gemvMaxRows and its types / fusion allow, else
+ * `gemm-tiled` with `tile`. Cached per expert and capacity: building a pipeline key or a plan costs
+ * microseconds, and an execution of E experts would pay it E times.
+ */
+interface ExpertKernel {
+  readonly tile: Tile;
+  readonly gemv: GemvPlan | undefined;
+  /** Undefined for an expert of no rows of capacity: it is never dispatched. */
+  readonly pipeline: GPUComputePipeline | undefined;
+}
+
+/** How expert i runs in one execution: its row capacity, kernel, params slots and, past one binding, its row windows. */
 interface ExpertRun {
   readonly cap: number;
   readonly tile: Tile;
+  readonly kernel: ExpertKernel;
   readonly slot: number;
   readonly windows: readonly ExpertRowWindow[] | undefined;
+}
+
+/**
+ * Expert e's gemv-splitk params (gemm_splitk_gemv.ts GEMV_PARAMS_WORDS, dense form); M (word 0) is
+ * written on the device per execution, `cap` bounds the rows.
+ */
+function expertGemvParams(e: Expert, g: GemvPlan, cap: number): Uint32Array {
+  const P = new Uint32Array(GEMV_PARAMS_WORDS);
+  P.set([0, e.K, e.N, e.src.strides[0], e.weights.strides[0], e.weights.strides[1], 0, e.dst.strides[0]]);
+  P.set([g.colTiles, g.cfg.kSplit, g.kChunk, 0, e.dstN], 13);
+  P.set([1, cap, 0, 0, 0, 1, 0], GEMV_SCHED_WORD);
+  return P;
 }
 
 /** The name and row capacity of each of expert i's tensors with runtime rows, in the cpu engine's checking order after src / dst. */
@@ -161,10 +189,13 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   /** The info and window words last written (the params slots follow from them). */
   private lastPlan: Uint32Array | undefined;
   private cache: { key: GPUBuffer[]; plan: Uint32Array; gemm: GPUBindGroup[][] } | undefined;
+  /** Each expert's kernel by row capacity (ExpertKernel). */
+  private readonly kernels: Map<number, ExpertKernel>[];
 
   constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
     this.epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
     this.fusions = p.experts.map((_, i) => expertFusion(p, i));
+    this.kernels = p.experts.map(() => new Map());
     const words = this.fusions.map((f, i) => (f ? fusionUniform(subjectOf(p, i), f) : new Uint32Array(0)));
     this.fusionBytes = words.map((w) => w.byteLength);
     this.fusionStride = Math.ceil(Math.max(...this.fusionBytes) / PARAMS_STRIDE) * PARAMS_STRIDE;
@@ -193,6 +224,22 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     return () => this.encode(a, perRow, runs);
   }
 
+  /** Expert i's kernel for capacity `cap` (windows: the tiled kernel, whose row windows split it). */
+  private kernelFor(i: number, cap: number, windowed: boolean): ExpertKernel {
+    const key = windowed ? -1 - cap : cap;
+    let k = this.kernels[i].get(key);
+    if (k) return k;
+    const { eng } = this;
+    const e = this.p.experts[i];
+    const tile = tileFor(cap, e.N, eng.caps.maxComputeWorkgroupsPerDimension);
+    if (cap === 0) return { tile, gemv: undefined, pipeline: undefined };
+    const gemv = windowed ? undefined : expertGemvPlan({ ...subjectOf(this.p, i), K: e.K, N: e.N }, cap, eng);
+    const pipeline = gemv ? eng.pipeline(gemvSplitKKey(gemv.cfg, 'main'), () => WGSL_ELTWISE_HELPERS + gemvSplitKWgsl(gemv.cfg)) : this.gemmPipeline(tile, i);
+    k = { tile, gemv, pipeline };
+    this.kernels[i].set(key, k);
+    return k;
+  }
+
   private gemmPipeline(t: Tile, i: number): GPUComputePipeline {
     const e0 = this.p.experts[0];
     const fusion = this.fusions[i];
@@ -211,13 +258,16 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     let slot = 0;
     return p.experts.map((e, i) => {
       const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]), ...perRow[i].map((o) => o.cap));
-      const tile = tileFor(cap, e.N, maxY);
-      const windows = planExpertWindows({ md: e.src, bytes: a.src[i].buffers[0].size }, { md: e.dst, bytes: a.dst[i].buffers[0].size }, cap, tile.tm, eng.caps);
+      const tiled = tileFor(cap, e.N, maxY);
+      const windows = planExpertWindows({ md: e.src, bytes: a.src[i].buffers[0].size }, { md: e.dst, bytes: a.dst[i].buffers[0].size }, cap, tiled.tm, eng.caps);
       if (typeof windows === 'string') throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: ${windows}`);
+      const kernel = this.kernelFor(i, cap, windows !== undefined);
+      // The gemv's tile holds every row: one y tile for the expert-dims pass's checks.
+      const tile = kernel.gemv ? { ...tiled, tm: kernel.gemv.cfg.rows } : tiled;
       const f = expertFusionArgs(a, i);
       const big = [...Object.values(f.scales), ...Object.values(f.zeroPoints), ...f.binary].find((m) => m !== undefined && m.buffers[0].size > max);
       if (big) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: a scales, zero points or binary src1 buffer of ${big.buffers[0].size} bytes is larger than one storage binding (maxStorageBufferBindingSize ${max} bytes): not implemented on the gpu engine yet`);
-      const run = { cap, tile, slot, windows };
+      const run = { cap, tile, kernel, slot, windows };
       slot += windows?.length ?? 1;
       return run;
     });
@@ -232,7 +282,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     const info = new Uint32Array(G * EXPERT_INFO_WORDS);
     const winWords: number[] = [];
     runs.forEach((r, i) => {
-      info.set([r.cap, r.tile.tm, tilesN(p.experts[i], r.tile, this.fusions[i]), maxY, r.slot, r.windows?.length ?? 1], i * EXPERT_INFO_WORDS);
+      info.set([r.cap, r.tile.tm, this.gridX(i, r), maxY, r.slot, r.windows?.length ?? 1], i * EXPERT_INFO_WORDS);
       for (const w of r.windows ?? []) winWords.push(w.rLo, w.rHi, w.src.offset, w.src.size, w.dst.offset, w.dst.size);
     });
     const plan = new Uint32Array([...info, ...winWords]);
@@ -259,8 +309,8 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       for (let i = 0; i < G; i++) {
         const r = runs[i];
         if (r.cap === 0) continue;
-        pass.setPipeline(this.gemmPipeline(r.tile, i));
-        const x = tilesN(p.experts[i], r.tile, this.fusions[i]), y = Math.min(maxY, Math.ceil(r.cap / r.tile.tm));
+        pass.setPipeline(r.kernel.pipeline!);
+        const x = this.gridX(i, r), y = Math.min(maxY, Math.ceil(r.cap / r.tile.tm));
         for (const bg of groups.gemm[i]) {
           pass.setBindGroup(0, bg);
           if (x * y <= DIRECT_MAX_WORKGROUPS) pass.dispatchWorkgroups(x, y, 1);
@@ -283,7 +333,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     const all = new Uint32Array((slots * PARAMS_STRIDE) / 4);
     runs.forEach((r, i) => {
       const e = this.p.experts[i];
-      if (!r.windows) all.set(expertParams(e, undefined), (r.slot * PARAMS_STRIDE) / 4);
+      if (!r.windows) all.set(r.kernel.gemv ? expertGemvParams(e, r.kernel.gemv, r.cap) : expertParams(e, undefined), (r.slot * PARAMS_STRIDE) / 4);
       r.windows?.forEach((w, j) => all.set(expertParams(e, w), ((r.slot + j) * PARAMS_STRIDE) / 4));
     });
     this.eng.write(this.params, 0, all);
@@ -309,11 +359,23 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     if (c && sameBuffers(key, c.key) && c.plan === plan) return { gemm: c.gemm, dims };
     const dev = this.eng.device;
     const gemm = runs.map((r, i) => {
+      // An expert of no capacity is never dispatched.
+      if (!r.kernel.pipeline) return [];
       const f = this.fusions[i];
       const fusion = f ? fusionEntries(subjectOf(this.p, i), f, { buffer: this.fusionParams!, offset: i * this.fusionStride, size: this.fusionBytes[i] },
         expertFusionArgs(a, i), (m) => nonEmpty(m.buffers[0])) : [];
-      const layout = this.gemmPipeline(r.tile, i).getBindGroupLayout(0);
+      const layout = r.kernel.pipeline.getBindGroupLayout(0);
       const src = a.src[i].buffers[0], wei = a.weights[i].buffers[0], dst = a.dst[i].buffers[0];
+      const g = r.kernel.gemv;
+      if (g) {
+        // gemv-splitk binds exactly gemvBindings (its auto layout): params, src, weights, dst, the fusion.
+        const all = new Map<number, GPUBindGroupEntry>([
+          [0, { binding: 0, resource: { buffer: this.params, offset: r.slot * PARAMS_STRIDE, size: GEMV_PARAMS_WORDS * 4 } }],
+          [1, { binding: 1, resource: { buffer: nonEmpty(src) } }], [2, { binding: 2, resource: { buffer: nonEmpty(wei) } }], [3, { binding: 3, resource: { buffer: nonEmpty(dst, true) } }],
+          ...fusion.map((f): [number, GPUBindGroupEntry] => [f.binding, f]),
+        ]);
+        return [dev.createBindGroup({ label: `grouped_gemm expert ${i} (gemv)`, layout, entries: gemvBindings(g.cfg, 'main').map((b) => all.get(b)!) })];
+      }
       const entries = (slot: number, w?: ExpertRowWindow): GPUBindGroupEntry[] => [
         { binding: 0, resource: { buffer: this.params, offset: slot * PARAMS_STRIDE, size: GEMM_ROWS_PARAMS_WORDS * 4 } },
         { binding: 1, resource: w ? { buffer: src, offset: w.src.offset, size: w.src.size } : { buffer: nonEmpty(src) } },
@@ -327,6 +389,11 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     });
     this.cache = { key, plan, gemm };
     return { gemm, dims };
+  }
+
+  /** Expert i's workgroups along x: the gemv's column tiles, or gemm-tiled's N tiles. */
+  private gridX(i: number, r: ExpertRun): number {
+    return r.kernel.gemv ? r.kernel.gemv.colTiles : tilesN(this.p.experts[i], r.tile, this.fusions[i]);
   }
 
   destroy(): void {
@@ -344,7 +411,8 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
 export const webgpuGroupedGemm: GpuGroupedGemmImpl = {
   name: 'webgpu',
   describe() {
-    return 'webgpu:gemm-tiled+expert-dims';
+    // The kernel of each expert is chosen at execute from its row capacity (its buffers' sizes).
+    return 'webgpu:gemm-tiled|gemv-splitk+expert-dims';
   },
   reject(p, eng) {
     return rejectReason(p, eng);

@@ -18,16 +18,17 @@ import { ROW_ERR, rowMapsError } from './row_maps.js';
 /** Where a grouped execution's offsets live on the device (webgpu_matmul.ts deviceGrouping). */
 export type DeviceGrouping = { primary: GPUBuffer; other: GPUBuffer | undefined; names: Grouping };
 
-/** `pd.implInfo` of the decode kernel: `+inline-schedule` where the GEMM finds its tiles itself. */
+/** `pd.implInfo` of the decode kernel: `+inline-schedule` where the GEMM finds its tiles itself, no suffix for a dense GEMM. */
 export function gemvImplName(g: GemvPlan): string {
-  return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}+${g.cfg.inline ? 'inline' : 'grouped'}-schedule`;
+  return `webgpu:gemv-splitk-r${g.cfg.rows}-kg${g.cfg.kSplit}${g.cfg.vec ? '-vec' : ''}${g.cfg.dense ? '' : `+${g.cfg.inline ? 'inline' : 'grouped'}-schedule`}`;
 }
 
 /**
- * The decode executor of the gpu matmul (grouped M, few rows per group): `gemv-splitk`, and with K
- * split across workgroups its reduce pass, all in the engine's shared compute pass. At decode sizes
- * (plan.cfg.inline) each workgroup validates the runtime data and finds its tile itself; above them
- * the device schedule (grouped_schedule.ts, TM = the plan's rows) runs first as a dispatch of its own.
+ * The decode executor of the gpu matmul (grouped M, few rows per group; or a dense GEMM of few rows):
+ * `gemv-splitk`, and with K split across workgroups its reduce pass, all in the engine's shared compute
+ * pass. At decode sizes (plan.cfg.inline) each workgroup validates the runtime data and finds its tile
+ * itself; above them the device schedule (grouped_schedule.ts, TM = the plan's rows) runs first as a
+ * dispatch of its own. A dense GEMM (plan.cfg.dense) has neither: its rows are the params' M.
  */
 export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
   private readonly main: GPUComputePipeline;
@@ -38,7 +39,7 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
   private readonly paramWords: Uint32Array<ArrayBuffer>;
   private readonly schedParams: GPUBuffer | undefined;
   private readonly schedBuf: GPUBuffer | undefined;
-  private readonly sizesBuf: GPUBuffer;
+  private readonly sizesBuf: GPUBuffer | undefined;
   private readonly partials: GPUBuffer | undefined;
   private readonly fusionParams: GPUBuffer | undefined;
   private readonly sizes: readonly number[] | undefined;
@@ -52,7 +53,8 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     private readonly plan: GemvPlan,
     /** The 16 gemm-tiled params of `p` (webgpu_matmul.ts gemmParams); words 13..15 are set here. */
     params: Uint32Array,
-    private readonly grouping: (a: MatmulArgs<GpuMemory>) => DeviceGrouping,
+    /** Where the offsets live; undefined for a dense GEMM (cfg.dense: the rows are P.M). */
+    private readonly grouping: ((a: MatmulArgs<GpuMemory>) => DeviceGrouping) | undefined,
   ) {
     const cfg = plan.cfg;
     this.main = eng.pipeline(gemvSplitKKey(cfg, 'main'), () => WGSL_ELTWISE_HELPERS + gemvSplitKWgsl(cfg));
@@ -79,14 +81,14 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     // The schedule validates the row maps / expert map and writes the tiles (expert, rows), ZERO_TILE ones too.
     const sc: ScheduleConfig = { expertMap: p.moe.expertMap, rows: cfg.moe.gather ? 'gather' : cfg.moe.scatter ? 'scatter' : 'none', counts: false };
     this.schedCfg = sc;
-    if (!cfg.inline) {
+    if (!cfg.inline && !cfg.dense) {
       this.sched = eng.pipeline(groupedScheduleKey(sc), () => groupedScheduleWgsl(sc));
       this.schedParams = eng.createBuffer(SCHED_PARAMS_BYTES, 'matmul schedule params', uni);
       this.schedBuf = eng.createBuffer(scheduleWords(p.M, p.G + (cfg.moe.zeroFill ? 2 : 0), cfg.rows) * 4, 'matmul schedule', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
       if (cfg.moe.scatter) this.firstBuf = eng.createBuffer(4 * p.moe.dstRows, 'matmul scatter first-row table');
     }
-    this.sizesBuf = eng.createBuffer(4 * (this.sizes?.length ?? 1), 'matmul group sizes');
-    if (this.sizes) eng.write(this.sizesBuf, 0, Int32Array.from(this.sizes));
+    if (!cfg.dense) this.sizesBuf = eng.createBuffer(4 * (this.sizes?.length ?? 1), 'matmul group sizes');
+    if (this.sizes && this.sizesBuf) eng.write(this.sizesBuf, 0, Int32Array.from(this.sizes));
   }
 
   task(a: MatmulArgs<GpuMemory>): StreamTask {
@@ -96,10 +98,12 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
   private record(a: MatmulArgs<GpuMemory>): void {
     const { p, eng } = this;
     eng.checkAlive();
-    const grouping = this.grouping(a);
-    const slot = eng.status.take((code, i, x, y) => code >= ROW_ERR.countNegative && code <= ROW_ERR.expertMap ? rowMapsError(p, code, i, x, y) :
+    const grouping = this.grouping?.(a);
+    const slot = grouping && eng.status.take((code, i, x, y) => code >= ROW_ERR.countNegative && code <= ROW_ERR.expertMap ? rowMapsError(p, code, i, x, y) :
       offsetsError(grouping.names, code, i, x, y, grouping.names.others[0]?.name));
-    if (this.plan.cfg.inline) {
+    if (!grouping || !slot) {
+      // Dense: the params (P.M the rows) were written at creation; nothing runtime to validate.
+    } else if (this.plan.cfg.inline) {
       this.paramWords[GEMV_SCHED_WORD + 2] = grouping.other ? 1 : 0;
       eng.writeParams(this.params, this.paramWords);
     } else {
@@ -112,22 +116,22 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
       eng.writeParams(this.schedParams!, sp);
     }
     let all: Map<number, GPUBindGroupEntry> | undefined;
-    eng.computePass('matmul', (pass) => { all = this.encode(pass, a, grouping, slot.binding); });
+    eng.computePass('matmul', (pass) => { all = this.encode(pass, a, grouping, slot?.binding); });
     // The reduce records into the same shared pass; while profiling it is timed as a pass of its own.
     if (this.reduce) eng.computePass('matmul.reduce', (pass) => this.encodeReduce(pass, all!));
   }
 
   /** The schedule (if any) and the main pass; returns every binding either pass may use. */
-  private encode(pass: PassRecorder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping, status: GPUBufferBinding): Map<number, GPUBindGroupEntry> {
+  private encode(pass: PassRecorder, a: MatmulArgs<GpuMemory>, grouping: DeviceGrouping | undefined, status: GPUBufferBinding | undefined): Map<number, GPUBindGroupEntry> {
     const { p, eng, plan } = this;
     const cfg = plan.cfg;
     const sc = this.schedCfg;
-    if (this.sched) {
+    if (this.sched && grouping && status) {
       const sEntries: GPUBindGroupEntry[] = [
         { binding: 0, resource: { buffer: this.schedParams! } },
         { binding: 1, resource: { buffer: grouping.primary } },
         { binding: 2, resource: { buffer: grouping.other ?? grouping.primary } },
-        { binding: 3, resource: { buffer: this.sizesBuf } },
+        { binding: 3, resource: { buffer: this.sizesBuf! } },
         { binding: 4, resource: { buffer: this.schedBuf! } },
         { binding: 5, resource: status },
       ];
@@ -148,10 +152,10 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
     put(2, a.weights.buffers[0]);
     put(3, a.dst.buffers[0]);
     put(4, this.schedBuf);
-    put(INLINE_OFFS_BINDING, grouping.primary);
-    put(INLINE_OTHER_BINDING, grouping.other ?? grouping.primary);
+    put(INLINE_OFFS_BINDING, grouping?.primary);
+    put(INLINE_OTHER_BINDING, grouping && (grouping.other ?? grouping.primary));
     put(INLINE_SIZES_BINDING, this.sizesBuf);
-    all.set(INLINE_STATUS_BINDING, { binding: INLINE_STATUS_BINDING, resource: status });
+    if (status) all.set(INLINE_STATUS_BINDING, { binding: INLINE_STATUS_BINDING, resource: status });
     put(INLINE_MAP_BINDING, a.expertMap?.buffers[0]);
     put(5, a.bias?.buffers[0]);
     put(GEMV_PARTIALS_BINDING, this.partials);
@@ -185,6 +189,7 @@ export class WebgpuGemvExecutor implements MatmulExecutor<GpuMemory> {
   /** Schedule tiles the grid covers (at least one with the in-kernel schedule: its designated workgroup reports). */
   private tiles(): number {
     const { p, plan } = this;
+    if (plan.cfg.dense) return Math.ceil(p.M / plan.cfg.rows);
     return Math.max(plan.cfg.inline ? 1 : 0, scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), plan.cfg.rows));
   }
 

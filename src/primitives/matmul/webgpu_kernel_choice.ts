@@ -1,5 +1,5 @@
 import { eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
-import { gemvBindings, gemvFusionSupported, gemvGeometry, gemvKPerThread, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
+import { GEMV_NO_ROWS, gemvBindings, gemvFusionSupported, gemvGeometry, gemvKPerThread, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
 import { INLINE_MAX_GROUPS, INLINE_MAX_ROWS, scheduleTileBound, type InlineScheduleConfig } from '../../kernels/wgsl/grouped_schedule.js';
 import { FUSION_BINDING } from '../../kernels/wgsl/wgsl_quant.js';
 import { vec4Eligible, vec4Tuning } from '../../kernels/wgsl/gemm_tiled_vec4.js';
@@ -9,7 +9,8 @@ import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import { mapWords, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
 import type { WeiKBlocks } from '../../kernels/wgsl/gemm_fusion.js';
 import type { MatmulProblem } from './problem.js';
-import { gemmFusionOf, needsFusion } from './webgpu_fusion.js';
+import { gemmFusionOf, needsFusion, type FusionSubject } from './webgpu_fusion.js';
+import type { MemoryDesc } from '../../memory/desc.js';
 
 /**
  * Which WGSL GEMM runs a gpu matmul, from what the host knows (shapes, strides, types, the row
@@ -129,7 +130,7 @@ export function gemvLanesFor(wei: MatmulProblem['weights']['dataType'], tiles: n
  * slice `bk`, K ranges starting at 0 (not grouped K, whose ranges come from the offsets), f32 staging
  * (an integer GEMM has no K-blocked scales). Undefined: none (the kernel decides per workgroup).
  */
-export function weiKBlocksOf(p: MatmulProblem, bk: number): WeiKBlocks | undefined {
+export function weiKBlocksOf(p: Pick<MatmulProblem, 'fusion'> & { readonly kind?: MatmulProblem['kind'] }, bk: number): WeiKBlocks | undefined {
   if (!gpuKernelTuning.staticKBlocks || p.kind === 'grouped_k') return undefined;
   const out: { wsc?: number; wzp?: number } = {};
   for (const [b, q] of [['wsc', p.fusion.scales.weights], ['wzp', p.fusion.zeroPoints.weights]] as const) {
@@ -191,56 +192,118 @@ export function gemvKSplitFor(K: number, S: number, colTiles: number, tiles: num
 const MAX_PARTIALS_BYTES = 64 << 20;
 
 /**
+ * What gemv-splitk reads of a GEMM besides its rows: a matmul problem, or one expert of a Proposal #3
+ * grouped_gemm (its own descriptors and fusion, the primitive's attr; no bias).
+ */
+export type GemvSubject = FusionSubject & Pick<MatmulProblem, 'K' | 'N'> & { readonly bias?: MemoryDesc | undefined; readonly kind?: MatmulProblem['kind'] };
+
+/** How the rows of a gemv-splitk GEMM are found: rows per tile, the tiles a grid covers, the row capacity (partial sums). */
+interface GemvRowsPlan {
+  readonly rows: number;
+  readonly tiles: number;
+  readonly capacity: number;
+  readonly moe: GemvSplitKConfig['moe'];
+  /** The in-kernel schedule for this tile height (grouped), undefined: none. */
+  readonly inline: InlineScheduleConfig | undefined;
+  /** One dense GEMM (GemvSplitKConfig.dense). */
+  readonly dense: boolean;
+  /** At most this many K splits (1: no reduce pass, no partial sums). */
+  readonly maxKSplit: number;
+}
+
+/**
  * The decode kernel's plan for `p` on `eng`, undefined where it does not apply. MoE row modes: gather,
  * scatter, expert map and zero-filled ungrouped rows run here; batched token counts (3D dense with
- * per-batch counts, another schedule) stay on gemm-tiled.
+ * per-batch counts, another schedule) stay on gemm-tiled. A dense 2D matmul of few rows runs here too
+ * (denseGemvPlan).
  */
 export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined {
+  if (p.kind === 'dense') return denseGemvPlan(p, eng);
   if (!gpuKernelTuning.gemv || p.kind !== 'grouped_m' || p.offsetsFrom === undefined) return undefined;
   // The offsets live in src, or (gather: src is the plain tokens) in dst.
   if (p.offsetsArg !== 'src' && !p.moe.gather) return undefined;
   // It binds whole buffers: tensors beyond one storage binding take gemm-tiled's windows.
   const max = eng.caps.maxStorageBufferBindingSize;
   if ([p.src, p.weights, p.dst].some((md) => md.getSize(0) > max)) return undefined;
-  if (p.moe.batchedCounts) return undefined;
-  // Float src, or s8 / u8 (W8A8: the integer GEMM, or codes dequantized in the loop).
-  if (!['f32', 'f16', 'bf16', 's8', 'u8'].includes(p.src.dataType) || p.G < 1 || p.N < 1) return undefined;
+  if (p.moe.batchedCounts || p.G < 1) return undefined;
   const meanRows = p.M / p.G;
   if (meanRows > gpuKernelTuning.gemvMaxRows) return undefined;
-  let fusion: GemmFusion | undefined;
-  if (needsFusion(p)) {
-    fusion = gemmFusionOf(p);
-    if (!gemvFusionSupported(fusion)) return undefined;
-  }
-  const chain = fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries);
-  if (chain === undefined) return undefined;
   const tr = gpuKernelTuning.gemvRows;
   const rows = tr || (tr === undefined && p.M <= p.G ? 1 : meanRows <= 4 ? 4 : 8);
-  const tiles = scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), rows);
+  return gemvPlanOf(p, eng, {
+    rows, tiles: scheduleTileBound(p.M, p.G + (p.moe.zeroFill ? 2 : 0), rows), capacity: p.M,
+    moe: { gather: p.moe.gather, scatter: p.moe.scatterTopK > 0, zeroFill: p.moe.zeroFill }, inline: inlineScheduleOf(p, rows), dense: false, maxKSplit: 16,
+  });
+}
+
+/** Rows per tile of a dense gemv over at most `rows` rows: the next power of two (one tile holds them all). */
+function denseTileRows(rows: number): number {
+  let r = 1;
+  while (r < rows) r *= 2;
+  return r;
+}
+
+/**
+ * gemv-splitk for a dense 2D matmul of at most gemvMaxRows rows (one tile of all of them: each weight
+ * is read once), undefined where it does not apply: a bias that changes along M (the kernel's bias
+ * has no row term), tensors past one storage binding.
+ */
+export function denseGemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined {
+  if (!gpuKernelTuning.gemv || p.kind !== 'dense' || p.batch.length > 0 || p.moe.batchedCounts) return undefined;
+  if (p.M < 1 || p.M > gpuKernelTuning.gemvMaxRows) return undefined;
+  if (p.bias && p.bias.dims[0] !== 1 && p.M > 1) return undefined;
+  const max = eng.caps.maxStorageBufferBindingSize;
+  if ([p.src, p.weights, p.dst].some((md) => md.getSize(0) > max)) return undefined;
+  return gemvPlanOf(p, eng, { rows: denseTileRows(p.M), tiles: 1, capacity: p.M, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: 16 });
+}
+
+/**
+ * gemv-splitk for one expert of a Proposal #3 grouped_gemm whose src / dst hold at most gemvMaxRows
+ * rows (`capacity`; M_i comes on the device): one tile of them all, no K split (each expert is a
+ * dispatch of its own; a reduce pass would double them). Undefined where it does not apply.
+ */
+export function expertGemvPlan(e: GemvSubject, capacity: number, eng: GpuEngine): GemvPlan | undefined {
+  if (!gpuKernelTuning.gemv || capacity < 1 || capacity > gpuKernelTuning.gemvMaxRows) return undefined;
+  return gemvPlanOf(e, eng, { rows: denseTileRows(capacity), tiles: 1, capacity, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: 1 });
+}
+
+/** The plan of a subject whose rows are planned (`r`): types, fusion, lanes, K splits, vector loads. */
+function gemvPlanOf(s: GemvSubject, eng: GpuEngine, r: GemvRowsPlan): GemvPlan | undefined {
+  // Float src, or s8 / u8 (W8A8: the integer GEMM, or codes dequantized in the loop).
+  if (!['f32', 'f16', 'bf16', 's8', 'u8'].includes(s.src.dataType) || s.N < 1) return undefined;
+  let fusion: GemmFusion | undefined;
+  if (needsFusion(s)) {
+    fusion = gemmFusionOf(s);
+    if (!gemvFusionSupported(fusion)) return undefined;
+  }
+  const chain = fusion ? '' : eltwiseChainWgsl(s.attr.postOps.entries);
+  if (chain === undefined) return undefined;
   // A GLU column tile holds the gate and up columns of half as many dst columns.
-  const colTilesOf = (L: number, C: number): number => Math.ceil(p.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
-  const lanes = gemvLanesFor(p.weights.dataType, tiles, colTilesOf);
-  const { C, L, S } = gemvGeometry(p.weights.dataType, lanes);
-  const w = p.weights.strides;
+  const colTilesOf = (L: number, C: number): number => Math.ceil(s.dstN / (fusion?.glu ? (L * C) / 2 : L * C));
+  const lanes = gemvLanesFor(s.weights.dataType, r.tiles, colTilesOf);
+  const { C, L, S } = gemvGeometry(s.weights.dataType, lanes);
+  // Weights strides: group (0 for one matrix), K, N.
+  const w = s.weights.strides;
+  const [wg, ldwk, ldwn] = s.weights.ndims === 3 ? w : [0, w[0], w[1]];
   // GLU halves: the up columns start N / 2 after the gate ones, aligned for vector loads only when C divides it.
   const halves = fusion?.glu?.layout === 'halves';
-  const vec = w[2] === 1 && w[1] % C === 0 && w[0] % C === 0 && (!halves || (p.N / 2) % C === 0);
+  const vec = ldwn === 1 && ldwk % C === 0 && wg % C === 0 && (!halves || (s.N / 2) % C === 0);
   const colTiles = colTilesOf(L, C);
   const kSplit0 = gpuKernelTuning.gemvKSplit ?? (gpuKernelTuning.kPerThread !== undefined
-    ? Math.max(1, Math.min(16, Math.ceil(p.K / (S * gpuKernelTuning.kPerThread))))
-    : gemvKSplitFor(p.K, S, colTiles, tiles, p.weights.dataType));
-  let kSplit = kSplit0;
-  while (kSplit > 1 && kSplit * p.M * p.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
+    ? Math.max(1, Math.min(16, Math.ceil(s.K / (S * gpuKernelTuning.kPerThread))))
+    : gemvKSplitFor(s.K, S, colTiles, r.tiles, s.weights.dataType));
+  let kSplit = Math.min(r.maxKSplit, kSplit0);
+  while (kSplit > 1 && kSplit * r.capacity * s.N * 4 > MAX_PARTIALS_BYTES) kSplit--;
   if (colTiles * kSplit > 65535) return undefined;
   const unroll = gpuKernelTuning.gemvUnroll;
-  const kChunk = alignedKChunk(Math.ceil(p.K / (kSplit * S)), p, unroll);
-  const moe = { gather: p.moe.gather, scatter: p.moe.scatterTopK > 0, zeroFill: p.moe.zeroFill };
+  const kChunk = alignedKChunk(Math.ceil(s.K / (kSplit * S)), s, unroll);
   const base: GemvSplitKConfig = {
-    rows, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, vec, kSplit, epilogue: chain, fusion, moe,
-    lanes, unroll, blockScale: gpuKernelTuning.gemvBlockScale,
+    rows: r.rows, src: s.src.dataType, wei: s.weights.dataType, dst: s.dst.dataType, bias: s.bias?.dataType, vec, kSplit, epilogue: chain, fusion, moe: r.moe,
+    lanes, unroll, blockScale: gpuKernelTuning.gemvBlockScale, ...(r.dense ? { dense: true } : {}),
   };
-  const inline = inlineScheduleOf(p, rows);
-  const cfg = inline && fitsStorage({ ...base, inline }, eng) ? { ...base, inline } : base;
+  const cfg = r.inline && fitsStorage({ ...base, inline: r.inline }, eng) ? { ...base, inline: r.inline } : base;
+  // A dense plan must fit the storage limit here (a grouped one falls back to the schedule dispatch above).
+  if (r.dense && !fitsStorage(cfg, eng)) return undefined;
   return { cfg, colTiles, kChunk };
 }
 
@@ -249,7 +312,7 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
  * a slice holds one or more (a slice starting inside a block runs its head one load at a time), else a
  * multiple of the unroll. The last slices may get less K, or none.
  */
-function alignedKChunk(kChunk: number, p: MatmulProblem, unroll: number): number {
+function alignedKChunk(kChunk: number, p: GemvSubject, unroll: number): number {
   if (!gpuKernelTuning.gemvAlignK) return kChunk;
   const kb = weiKBlocksOf(p, 1);
   const block = Math.max(kb?.wsc ?? 0, kb?.wzp ?? 0);

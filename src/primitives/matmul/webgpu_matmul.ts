@@ -116,7 +116,7 @@ function windowBindings(p: MatmulProblem, win: BindingWindow, align: number, buf
   return [rangeBinding(p.src, win.src, align, bufs[0].size), rangeBinding(p.weights, win.weights, align, bufs[1].size), rangeBinding(p.dst, win.dst, align, bufs[2].size)];
 }
 
-/** The tiled kernel's 16 u32 params for this problem (gemm_tiled.ts). */
+/** The tiled kernel's 16 u32 params for this problem (gemm_tiled.ts); bias strides are 0 along its broadcast dims, word 13 (bm) its row stride. */
 function gemmParams(p: MatmulProblem, tilesN: number): Uint32Array {
   const s = p.src.strides, w = p.weights.strides, d = p.dst.strides;
   const b = p.bias;
@@ -126,11 +126,11 @@ function gemmParams(p: MatmulProblem, tilesN: number): Uint32Array {
   if (p.kind === 'dense') {
     const nd = p.dst.ndims, batched = nd === 3;
     P.set([p.M, p.K, p.N, s[nd - 2], w[nd - 2], w[nd - 1], batched && p.weights.dims[0] !== 1 ? w[0] : 0, d[nd - 2],
-      batched && p.src.dims[0] !== 1 ? s[0] : 0, batched ? d[0] : 0, batched && b ? bdim(0) : 0, b ? b.strides[nb - 1] : 0, tilesN, b ? bdim(nb - 2) : 0]);
+      batched && p.src.dims[0] !== 1 ? s[0] : 0, batched ? d[0] : 0, batched && b ? bdim(0) : 0, b ? bdim(nb - 1) : 0, tilesN, b ? bdim(nb - 2) : 0]);
   } else if (p.kind === 'grouped_m') {
-    P.set([p.M, p.K, p.N, s[0], w[1], w[2], w[0], d[0], 0, 0, b ? bdim(0) : 0, b ? b.strides[1] : 0, tilesN, 0]);
+    P.set([p.M, p.K, p.N, s[0], w[1], w[2], w[0], d[0], 0, 0, b ? bdim(0) : 0, b ? bdim(1) : 0, tilesN, 0]);
   } else {
-    P.set([p.M, p.K, p.N, s[0], w[0], w[1], 0, d[1], 0, d[0], b ? bdim(0) : 0, b ? b.strides[nb - 1] : 0, tilesN, b ? bdim(nb - 2) : 0]);
+    P.set([p.M, p.K, p.N, s[0], w[0], w[1], 0, d[1], 0, d[0], b ? bdim(0) : 0, b ? bdim(nb - 1) : 0, tilesN, b ? bdim(nb - 2) : 0]);
   }
   return P;
 }
@@ -338,7 +338,7 @@ export const webgpuMatmul: GpuMatmulImpl = {
   },
   createExecutor(p, eng) {
     const g = gemvPlan(p, eng);
-    if (g) return new WebgpuGemvExecutor(p, eng, g, gemmParams(p, 0), (a) => deviceGrouping(p, a));
+    if (g) return new WebgpuGemvExecutor(p, eng, g, gemmParams(p, 0), g.cfg.dense ? undefined : (a) => deviceGrouping(p, a));
     return new WebgpuMatmulExecutor(p, eng);
   },
 };
