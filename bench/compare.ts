@@ -4,7 +4,7 @@
  * primitive-descriptor creation, per-step host work and step time (medians), extra heap memory,
  * objects created and lines of user code (from examples/), and writes reports/compare.md,
  * reports/compare.html and rfcs/proposal-comparison.md.
- *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b] [--engine=cpu|gpu]
+ *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b] [--engine=cpu|gpu] [--spin-ms=1500] [--step-spin-ms=25]
  * `--engine=gpu` runs the same workloads on the gpu engine (bench/compare_gpu.ts) with a host-read-back
  * baseline, and writes reports/compare-gpu.md / .json instead.
  */
@@ -144,7 +144,7 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
 
 if (engineKind === 'gpu') {
   const { compareGpu } = await import('./compare_gpu.js');
-  await compareGpu(WORKLOADS.filter((x) => chosen.includes(x.name)), steps);
+  await compareGpu(WORKLOADS.filter((x) => chosen.includes(x.name)), steps, { spinMs: Number(args.get('spin-ms') ?? 1500), stepSpinMs: Number(args.get('step-spin-ms') ?? 25) });
 } else {
   await compareCpu();
 }

@@ -9,6 +9,10 @@
  * what each API then costs: P#1 / P#2 / P#3 execute and `stream.wait()`; the baseline reads the sizes
  * back (`GpuMemory.readOffsets()`), executes one matmul per active expert and waits. Steps run all
  * four round-robin; medians. Writes reports/compare-gpu.md and reports/compare-gpu.json.
+ *
+ * Clocks: the GPU is kept busy `spinMs` before each workload's timed steps and `stepSpinMs` before each
+ * step (after its uploads), bench/gpu_clock_warmup.ts: an H200 drops its SM clock within a second of
+ * idling, so without it a workload ran up to 2x slower after a faster one had left the GPU idle more.
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import {
@@ -16,6 +20,13 @@ import {
 } from '../src/index.js';
 import { fillRandom } from './timing.js';
 import { routeZipf } from './workloads.js';
+import { keepGpuBusy } from './gpu_clock_warmup.js';
+
+/** Milliseconds of sustained GPU work before each workload's timed steps, and before each step. */
+export interface GpuCompareClocks {
+  readonly spinMs: number;
+  readonly stepSpinMs: number;
+}
 
 export interface GpuCompareWorkload {
   readonly name: string;
@@ -57,7 +68,7 @@ function buffer(eng: GpuEngine, rows: number, cols: number): GPUBuffer {
   return eng.device.createBuffer({ size: Math.max(16, Math.ceil((rows * cols * 4) / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
 }
 
-async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number): Promise<GpuCompareResult[]> {
+async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number, clocks: GpuCompareClocks): Promise<GpuCompareResult[]> {
   const { E, K, N } = w;
   const strm = new Stream(eng);
   const cap = w.tokens * w.topk;
@@ -150,6 +161,9 @@ async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number)
     offs2.write(offs);
     dims.write(sizes);
     await strm.wait();
+    // After the warm-up steps (pipelines compiled), sustained clocks for the timed ones.
+    if (s === 2) await keepGpuBusy(eng, clocks.spinMs);
+    if (s >= 2) await keepGpuBusy(eng, clocks.stepSpinMs);
     for (let i = 0; i < stepFns.length; i++) {
       const a = performance.now();
       const n = await stepFns[i]();
@@ -223,7 +237,7 @@ function markdown(rs: GpuCompareResult[], workloads: readonly GpuCompareWorkload
 }
 
 /** Runs the chosen workloads on a gpu engine and writes reports/compare-gpu.md / .json. */
-export async function compareGpu(workloads: readonly GpuCompareWorkload[], steps: number): Promise<GpuCompareResult[]> {
+export async function compareGpu(workloads: readonly GpuCompareWorkload[], steps: number, clocks: GpuCompareClocks = { spinMs: 1500, stepSpinMs: 25 }): Promise<GpuCompareResult[]> {
   // Without a GPU driver Dawn runs on SwiftShader (Debian's chromium ships it), as in the tests.
   if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
   const eng = await Engine.create({ kind: 'gpu' });
@@ -234,7 +248,7 @@ export async function compareGpu(workloads: readonly GpuCompareWorkload[], steps
     for (const w of workloads) {
       console.log(`\n${w.name}: ${w.description}`);
       console.log(`  ${'proposal'.padEnd(24)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'dispatches'.padStart(10)}  vs P1`);
-      for (const r of await runWorkload(eng, w, steps)) {
+      for (const r of await runWorkload(eng, w, steps, clocks)) {
         all.push(r);
         console.log(`  ${r.proposal.padEnd(24)} ${r.step_ms.toFixed(3).padStart(9)} ${r.host_ms.toFixed(3).padStart(9)} ${r.dispatches.toFixed(1).padStart(10)}  ${agreement(r)}`);
       }

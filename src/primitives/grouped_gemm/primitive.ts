@@ -56,14 +56,15 @@ export class Primitive {
     const p = this.pd.problem;
     check(!this.life.destroyed, 'grouped_gemm.execute: primitive used after destroy()');
     check(stream.engine === this.pd.engine, 'grouped_gemm.execute: stream belongs to another engine');
+    // Per argument of every expert, each execution: the argument's name is built only for a message.
     const get = (id: number, md: MemoryDesc): AnyMemory => {
       const m = args[id];
-      const name = argName(id);
-      if (m === undefined) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: missing argument ${name}`);
-      check((m instanceof Memory || m instanceof GpuMemory) && !m.isFreed, `grouped_gemm.execute: ${name} must be a live Memory object`);
-      check(m.engine === this.pd.engine, `grouped_gemm.execute: ${name} belongs to another engine`);
-      if (!m.desc.equals(md)) check(false, `grouped_gemm.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}`);
+      if (m === undefined) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: missing argument ${argName(id)}`);
+      if (!((m instanceof Memory || m instanceof GpuMemory) && !m.isFreed)) check(false, `grouped_gemm.execute: ${argName(id)} must be a live Memory object`);
+      if (m.engine !== this.pd.engine) check(false, `grouped_gemm.execute: ${argName(id)} belongs to another engine`);
+      if (m.desc !== md && !m.desc.equals(md)) check(false, `grouped_gemm.execute: ${argName(id)} descriptor ${m.desc} does not match the primitive's ${md}`);
       if (m instanceof GpuMemory) return m;
+      const name = argName(id);
       const n = m.desc.getSize(0);
       check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
       checkPackedFilled('grouped_gemm.execute', name, m);
@@ -106,14 +107,16 @@ export class Primitive {
     // src, weights, dst and its fusion operands).
     a.dst.forEach((d, i) => {
       if (!(d instanceof GpuMemory)) return;
-      const reads: [AnyMemory, string][] = [[a.src[i], argName(ARG.MULTIPLE_SRC + i)], [a.weights[i], argName(ARG.MULTIPLE_WEIGHTS + i)]];
+      const out = d.buffers[0];
+      const clash = (m: AnyMemory | undefined, name: () => string): void => {
+        if (m?.handles[0] === out) check(false, `grouped_gemm.execute: ${argName(ARG.MULTIPLE_DST + i)} and ${name()} share a GPUBuffer (in-place grouped_gemm is not supported)`);
+      };
+      clash(a.src[i], () => argName(ARG.MULTIPLE_SRC + i));
+      clash(a.weights[i], () => argName(ARG.MULTIPLE_WEIGHTS + i));
       for (const [base, kind] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
-        for (const arg of QUANT_ARGS) { const m = kind[arg]?.[i]; if (m) reads.push([m, argName(base | (QUANT_ARG_ID[arg] + i))]); }
+        for (const arg of QUANT_ARGS) clash(kind[arg]?.[i], () => argName(base | (QUANT_ARG_ID[arg] + i)));
       }
-      a.binary.forEach((list, j) => reads.push([list[i], `binary post-op ${p.experts[i].fusion.binary[j].position} src1`]));
-      for (const [m, name] of reads) {
-        check(d.buffers[0] !== m.handles[0], `grouped_gemm.execute: ${argName(ARG.MULTIPLE_DST + i)} and ${name} share a GPUBuffer (in-place grouped_gemm is not supported)`);
-      }
+      a.binary.forEach((list, j) => clash(list[i], () => `binary post-op ${p.experts[i].fusion.binary[j].position} src1`));
     });
     const task = this.executor.task(a);
     if (getVerbose() < 1) {

@@ -145,6 +145,8 @@ function expertGemvParams(e: Expert, g: GemvPlan, cap: number): Uint32Array {
 }
 
 /** The name and row capacity of each of expert i's tensors with runtime rows, in the cpu engine's checking order after src / dst. */
+const NO_OPERANDS: readonly { name: string; cap: number }[] = [];
+
 function perRowOperands(p: GroupedGemmProblem, a: GroupedGemmArgs<GpuMemory>, i: number): { name: string; cap: number }[] {
   const out: { name: string; cap: number }[] = [];
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
@@ -219,7 +221,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
 
   task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
     // Planned at execute (buffer sizes are host facts): what no window can bind throws there.
-    const perRow = this.p.experts.map((_, i) => perRowOperands(this.p, a, i));
+    const perRow = this.p.experts.map((_, i) => (this.fusions[i] ? perRowOperands(this.p, a, i) : NO_OPERANDS));
     const runs = this.plan(a, perRow);
     return () => this.encode(a, perRow, runs);
   }
@@ -252,7 +254,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   }
 
   /** Each expert's capacity (its row tensors' buffers), tile and, past one binding, row windows; throws what no window can bind. */
-  private plan(a: GroupedGemmArgs<GpuMemory>, perRow: readonly { name: string; cap: number }[][]): ExpertRun[] {
+  private plan(a: GroupedGemmArgs<GpuMemory>, perRow: readonly (readonly { name: string; cap: number }[])[]): ExpertRun[] {
     const { p, eng } = this;
     const maxY = eng.caps.maxComputeWorkgroupsPerDimension, max = eng.caps.maxStorageBufferBindingSize;
     let slot = 0;
@@ -264,8 +266,8 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       const kernel = this.kernelFor(i, cap, windows !== undefined);
       // The gemv's tile holds every row: one y tile for the expert-dims pass's checks.
       const tile = kernel.gemv ? { ...tiled, tm: kernel.gemv.cfg.rows } : tiled;
-      const f = expertFusionArgs(a, i);
-      const big = [...Object.values(f.scales), ...Object.values(f.zeroPoints), ...f.binary].find((m) => m !== undefined && m.buffers[0].size > max);
+      const f = this.fusions[i] ? expertFusionArgs(a, i) : undefined;
+      const big = f && [...Object.values(f.scales), ...Object.values(f.zeroPoints), ...f.binary].find((m) => m !== undefined && m.buffers[0].size > max);
       if (big) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: a scales, zero points or binary src1 buffer of ${big.buffers[0].size} bytes is larger than one storage binding (maxStorageBufferBindingSize ${max} bytes): not implemented on the gpu engine yet`);
       const run = { cap, tile, kernel, slot, windows };
       slot += windows?.length ?? 1;
@@ -273,20 +275,29 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     });
   }
 
-  private encode(a: GroupedGemmArgs<GpuMemory>, perRow: readonly { name: string; cap: number }[][], runs: readonly ExpertRun[]): void {
+  private encode(a: GroupedGemmArgs<GpuMemory>, perRow: readonly (readonly { name: string; cap: number }[])[], runs: readonly ExpertRun[]): void {
     const { p, eng } = this;
     eng.checkAlive();
     const G = p.G;
     const maxY = eng.caps.maxComputeWorkgroupsPerDimension;
     // Host-known per execution: capacities, tiles and slots (info), then each window's rows and offsets.
-    const info = new Uint32Array(G * EXPERT_INFO_WORDS);
-    const winWords: number[] = [];
-    runs.forEach((r, i) => {
-      info.set([r.cap, r.tile.tm, this.gridX(i, r), maxY, r.slot, r.windows?.length ?? 1], i * EXPERT_INFO_WORDS);
-      for (const w of r.windows ?? []) winWords.push(w.rLo, w.rHi, w.src.offset, w.src.size, w.dst.offset, w.dst.size);
-    });
-    const plan = new Uint32Array([...info, ...winWords]);
-    if (!this.lastPlan || this.lastPlan.length !== plan.length || !this.lastPlan.every((x, j) => x === plan[j])) this.writePlan(runs, info, plan);
+    // The plan words: each expert's info, then each window's rows and byte ranges (plain loops: E experts per execution).
+    let windows = 0;
+    for (const r of runs) windows += r.windows?.length ?? 0;
+    const plan = new Uint32Array(G * EXPERT_INFO_WORDS + 6 * windows);
+    let at = G * EXPERT_INFO_WORDS;
+    for (let i = 0; i < G; i++) {
+      const r = runs[i], o = i * EXPERT_INFO_WORDS;
+      plan[o] = r.cap; plan[o + 1] = r.tile.tm; plan[o + 2] = this.gridX(i, r); plan[o + 3] = maxY; plan[o + 4] = r.slot; plan[o + 5] = r.windows?.length ?? 1;
+      for (const w of r.windows ?? []) {
+        plan.set([w.rLo, w.rHi, w.src.offset, w.src.size, w.dst.offset, w.dst.size], at);
+        at += 6;
+      }
+    }
+    const last = this.lastPlan;
+    let same = last !== undefined && last.length === plan.length;
+    for (let j = 0; same && j < plan.length; j++) same = last![j] === plan[j];
+    if (!same) this.writePlan(runs, plan.slice(0, G * EXPERT_INFO_WORDS), plan);
     const slot = eng.status.take((code, i, x, y) => {
       if (code === DIMS_ERR_TILES) return new DnnlError('runtime_error', `grouped_gemm: ARG.RUNTIME_DIMS[${i}] = ${x} rows need more than ${maxY} row tiles of ${runs[i]?.tile.tm ?? 0} in one dispatch on this gpu engine`);
       // The device knows one capacity per expert: name the tensor that holds too few rows, as the cpu engine does.
@@ -306,10 +317,12 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       // buffers, so each expert binds its own. A small grid covers the expert's capacity (host-known):
       // tiles at or past M_i (device-known) and those of other windows return at once; a larger one is
       // the indirect grid of M_i's tiles.
+      let current: GPUComputePipeline | undefined;
       for (let i = 0; i < G; i++) {
         const r = runs[i];
         if (r.cap === 0) continue;
-        pass.setPipeline(r.kernel.pipeline!);
+        // Experts of one capacity share their pipeline: set it once per run of them (a Dawn call each).
+        if (r.kernel.pipeline !== current) pass.setPipeline((current = r.kernel.pipeline!));
         const x = this.gridX(i, r), y = Math.min(maxY, Math.ceil(r.cap / r.tile.tm));
         for (const bg of groups.gemm[i]) {
           pass.setBindGroup(0, bg);
