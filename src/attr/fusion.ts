@@ -14,6 +14,8 @@ import type { PostOp } from './post_ops.js';
 import type { BinaryAlg } from './eltwise.js';
 
 export type QuantArg = 'src' | 'weights' | 'dst';
+/** The arguments scales and zero points may be set on, in the order the rules check them. */
+export const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 export type QuantKind = 'scales' | 'zero_points';
 
 /**

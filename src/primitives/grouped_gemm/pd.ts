@@ -16,10 +16,10 @@ import {
   BINARY_SRC1_TYPES, NO_FUSION, dataTypeRejection, resolveQuant,
   type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
 } from '../../attr/fusion.js';
+import { EXPERT_QUANT_ARG_ID } from './problem.js';
+import { QUANT_ARGS } from '../../attr/fusion.js';
 
 /** The attribute ids of grouped_gemm scales / zero points: one setting for every expert. */
-const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
-const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 
 /**
  * What `pd.queryMd(what, expert)` answers: the expert's arguments, `runtime_dims`, and the values
@@ -134,9 +134,9 @@ export class PrimitiveDesc {
     const zeroPoints: Partial<Record<QuantArg, QuantParam>> = {};
     for (const arg of QUANT_ARGS) {
       // An expert's own scales (attr.setExpertScales) replace the every-expert setting.
-      const sq = attr.getExpertScales(QUANT_ARG_ID[arg], i) ?? attr.getScales(QUANT_ARG_ID[arg]);
+      const sq = attr.getExpertScales(EXPERT_QUANT_ARG_ID[arg], i) ?? attr.getScales(EXPERT_QUANT_ARG_ID[arg]);
       if (sq) scales[arg] = resolveQuant(`grouped_gemm: scales of ${arg} (expert ${i})`, 'scales', arg, sq, shapes[arg]);
-      const zq = attr.getZeroPoints(QUANT_ARG_ID[arg]);
+      const zq = attr.getZeroPoints(EXPERT_QUANT_ARG_ID[arg]);
       if (zq) zeroPoints[arg] = resolveQuant(`grouped_gemm: zero points of ${arg} (expert ${i})`, 'zero_points', arg, zq, shapes[arg]);
     }
     const binary = ops.flatMap((o, pos) => (o.kind === 'binary' ? [PrimitiveDesc.binaryParam(i, e, o, pos)] : []));

@@ -12,12 +12,12 @@ import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { RUNTIME_SIZE_VAL } from '../../memory/desc.js';
 import type { QuantArg } from '../../attr/fusion.js';
+import { EXPERT_QUANT_ARG_ID } from './problem.js';
+import { QUANT_ARGS } from '../../attr/fusion.js';
 
 /** Memory objects of either engine kind (a cpu pd takes `Memory`, a gpu pd `GpuMemory`). */
 type AnyMemory = Memory | GpuMemory;
 
-const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
-const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 
 /**
  * Proposal #3 primitive. `execute(strm, args)` takes `ARG.MULTIPLE_SRC + i`, `ARG.MULTIPLE_WEIGHTS + i`,
@@ -83,7 +83,7 @@ export class Primitive {
           });
           continue;
         }
-        out[arg] = p.experts.map((e, i) => { const q = e.fusion[kind][arg]; return q ? get(base | (QUANT_ARG_ID[arg] + i), q.md) : undefined; });
+        out[arg] = p.experts.map((e, i) => { const q = e.fusion[kind][arg]; return q ? get(base | (EXPERT_QUANT_ARG_ID[arg] + i), q.md) : undefined; });
       }
       return out;
     };
@@ -114,7 +114,7 @@ export class Primitive {
       clash(a.src[i], () => argName(ARG.MULTIPLE_SRC + i));
       clash(a.weights[i], () => argName(ARG.MULTIPLE_WEIGHTS + i));
       for (const [base, kind] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
-        for (const arg of QUANT_ARGS) clash(kind[arg]?.[i], () => argName(base | (QUANT_ARG_ID[arg] + i)));
+        for (const arg of QUANT_ARGS) clash(kind[arg]?.[i], () => argName(base | (EXPERT_QUANT_ARG_ID[arg] + i)));
       }
       a.binary.forEach((list, j) => clash(list[i], () => `binary post-op ${p.experts[i].fusion.binary[j].position} src1`));
     });

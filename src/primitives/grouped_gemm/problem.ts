@@ -1,6 +1,10 @@
 import type { MemoryDesc } from '../../memory/desc.js';
 import type { PrimitiveAttr } from '../../attr/primitive_attr.js';
-import type { Fusion } from '../../attr/fusion.js';
+import type { Fusion, QuantArg } from '../../attr/fusion.js';
+import { ARG } from '../args.js';
+
+/** Expert 0's argument id of each quantized argument (expert i's: + i), as in ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i). */
+export const EXPERT_QUANT_ARG_ID: Readonly<Record<QuantArg, number>> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
 
 /** Expert i of a pointer-array grouped GEMM: its own descriptors; M comes at execution. */
 export interface Expert {

@@ -8,6 +8,7 @@ import { elementReader, type QuantArg } from '../../attr/fusion.js';
 import { elementWriter, gemmF64, makeEpilogue, quantView, quantViews } from '../matmul/ref_matmul.js';
 import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
 import { checkedRuntimeDims, rowCapacity } from './runtime_dims.js';
+import { EXPERT_QUANT_ARG_ID } from './problem.js';
 
 /** A view of the first `rows` rows of a runtime-M memory (its descriptor alone has no size). */
 function rowsView(m: Memory, rows: number): ValuesView {
@@ -22,7 +23,6 @@ function valuesOf(m: Memory, rows: number): ValuesView {
   return m.desc.hasRuntimeDims ? rowsView(m, rows) : m.values;
 }
 
-const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
 
 /** Per-row values memories must hold M_i rows; checked with the runtime dims, before any row is touched. */
 function checkRowValues(a: GroupedGemmArgs, M: Int32Array, binaryPositions: readonly number[]): void {
@@ -32,7 +32,7 @@ function checkRowValues(a: GroupedGemmArgs, M: Int32Array, binaryPositions: read
     if (M[i] > cap) throw new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${M[i]} rows do not fit ${name} (${cap} rows fit)`);
   };
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
-    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly (Memory | undefined)[]][]) mems.forEach((m, i) => m && check(m, argName(base | (QUANT_ARG_ID[arg] + i)), i));
+    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly (Memory | undefined)[]][]) mems.forEach((m, i) => m && check(m, argName(base | (EXPERT_QUANT_ARG_ID[arg] + i)), i));
   }
   a.binary.forEach((mems, j) => mems.forEach((m, i) => check(m, argName(ARG.ATTR_MULTIPLE_POST_OP(binaryPositions[j]) | (ARG.MULTIPLE_SRC + i)), i)));
 }

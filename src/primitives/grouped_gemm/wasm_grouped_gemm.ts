@@ -15,6 +15,7 @@ import { ARG, argName } from '../args.js';
 import { FLOAT_TYPES, type QuantArg } from '../../attr/fusion.js';
 import { TILE } from '../../kernels/tile_geometry.js';
 import { fits32, panelQuantOf, planFused, samePlan, takesIntPath, writeFused, type FusedPlan, type Roles } from '../../kernels/fused_job.js';
+import { EXPERT_QUANT_ARG_ID } from './problem.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 
@@ -79,7 +80,6 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
   },
 };
 
-const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
 
 /** Runtime dims against src/dst, then per-row values memories against M_i (the reference's checks and messages). */
 function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[]): void {
@@ -90,7 +90,7 @@ function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[]):
     if (M[i] > cap) throw new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${M[i]} rows do not fit ${name} (${cap} rows fit)`);
   };
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
-    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly (Memory | undefined)[]][]) mems.forEach((m, i) => m && check(m, argName(base | (QUANT_ARG_ID[arg] + i)), i));
+    for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly (Memory | undefined)[]][]) mems.forEach((m, i) => m && check(m, argName(base | (EXPERT_QUANT_ARG_ID[arg] + i)), i));
   }
   a.binary.forEach((mems, j) => mems.forEach((m, i) => check(m, argName(ARG.ATTR_MULTIPLE_POST_OP(binaryPositions[j]) | (ARG.MULTIPLE_SRC + i)), i)));
 }

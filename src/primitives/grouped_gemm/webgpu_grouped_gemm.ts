@@ -18,6 +18,8 @@ import { GEMM_ROWS_PARAMS_WORDS } from '../../kernels/wgsl/gemm_rows.js';
 import { GEMV_PARAMS_WORDS, GEMV_SCHED_WORD, gemvBindings, gemvSplitKKey, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
 import { expertGemvPlan, type GemvPlan } from '../matmul/webgpu_kernel_choice.js';
 import { ARG, argName } from '../args.js';
+import { EXPERT_QUANT_ARG_ID } from './problem.js';
+import { QUANT_ARGS } from '../../attr/fusion.js';
 
 /** Bytes between experts' GEMM params in the params buffer: minUniformBufferOffsetAlignment's default and maximum. */
 const PARAMS_STRIDE = 256;
@@ -28,8 +30,6 @@ const PARAMS_STRIDE = 256;
  * (SwiftShader) the empty workgroups cost more, so the bound stays modest.
  */
 const DIRECT_MAX_WORKGROUPS = 8192;
-const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.MULTIPLE_SRC, weights: ARG.MULTIPLE_WEIGHTS, dst: ARG.MULTIPLE_DST };
-const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 
 interface Tile {
   readonly tm: number;
@@ -152,7 +152,7 @@ function perRowOperands(p: GroupedGemmProblem, a: GroupedGemmArgs<GpuMemory>, i:
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
     for (const arg of QUANT_ARGS) {
       const m = tbl[arg]?.[i];
-      if (m?.desc.hasRuntimeDims) out.push({ name: argName(base | (QUANT_ARG_ID[arg] + i)), cap: gpuRowCapacity(m) });
+      if (m?.desc.hasRuntimeDims) out.push({ name: argName(base | (EXPERT_QUANT_ARG_ID[arg] + i)), cap: gpuRowCapacity(m) });
     }
   }
   a.binary.forEach((list, j) => {

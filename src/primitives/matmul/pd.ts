@@ -16,10 +16,10 @@ import {
   BINARY_SRC1_TYPES, FLOAT_TYPES, NO_FUSION, broadcastMap, dataTypeRejection, resolveQuant,
   type BinaryParam, type Fusion, type GluBackwardParam, type QuantArg, type QuantParam, type QuantShape,
 } from '../../attr/fusion.js';
+import { MATMUL_QUANT_ARG_ID } from './problem.js';
+import { QUANT_ARGS } from '../../attr/fusion.js';
 
 /** The ids of the arguments that take scales / zero points. */
-const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };
-const QUANT_ARGS: readonly QuantArg[] = ['src', 'weights', 'dst'];
 
 /**
  * What `pd.queryMd` answers: the arguments, the P#2 offsets, and the values memories of rfcs/0002:
@@ -284,9 +284,9 @@ export class PrimitiveDesc {
     const scales: Partial<Record<QuantArg, QuantParam>> = {};
     const zeroPoints: Partial<Record<QuantArg, QuantParam>> = {};
     for (const arg of QUANT_ARGS) {
-      const sq = attr.getScales(QUANT_ARG_ID[arg]);
+      const sq = attr.getScales(MATMUL_QUANT_ARG_ID[arg]);
       if (sq) scales[arg] = resolveQuant(`matmul: scales of ${arg}`, 'scales', arg, sq, shapes[arg]);
-      const zq = attr.getZeroPoints(QUANT_ARG_ID[arg]);
+      const zq = attr.getZeroPoints(MATMUL_QUANT_ARG_ID[arg]);
       if (zq) zeroPoints[arg] = resolveQuant(`matmul: zero points of ${arg}`, 'zero_points', arg, zq, shapes[arg]);
     }
     const binary = ops.flatMap((o, i) => (o.kind === 'binary' ? [PrimitiveDesc.binaryParam(p, o, i)] : []));

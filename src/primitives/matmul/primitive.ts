@@ -12,8 +12,8 @@ import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { problemString } from './problem.js';
 import type { QuantArg, QuantParam } from '../../attr/fusion.js';
+import { MATMUL_QUANT_ARG_ID } from './problem.js';
 
-const QUANT_ARG_ID: Record<QuantArg, number> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };
 
 /** Memory objects of either engine kind (a cpu pd takes `Memory`, a gpu pd `GpuMemory`). */
 type AnyMemory = Memory | GpuMemory;
@@ -95,7 +95,7 @@ export class Primitive {
     const inputs: [AnyMemory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
       [a.tokenIndex, 'ARG.MOE_TOKEN_INDEX'], [a.tokenKs, 'ARG.MOE_TOKEN_KS'], [a.counts, 'ARG.MOE_EXPERT_NUM_TOKENS'], [a.expertMap, 'ARG.MOE_EXPERT_MAP']];
     for (const [id, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
-      for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | QUANT_ARG_ID[arg as QuantArg])]);
+      for (const [arg, m] of Object.entries(tbl)) inputs.push([m, argName(id | MATMUL_QUANT_ARG_ID[arg as QuantArg])]);
     }
     p.fusion.binary.forEach((b, j) => inputs.push([a.binary[j], argName(ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1)]));
     const gb = a.gluBackward;
@@ -155,7 +155,7 @@ export class Primitive {
         if (args[base | ARG.WEIGHTS] !== undefined) throw new DnnlError('invalid_arguments', `matmul.execute: ${argName(base | ARG.WEIGHTS)} must not be given: the weights' ${q.kind === 'scales' ? 'scales' : 'zero points'} are stored in the packed weights (${this.pd.problem.weights.packed?.name}+q, filled by the reorder); to pass them at execution use plain weights or a packed descriptor without them`);
         continue;
       }
-      out[arg] = this.arg(args, base | QUANT_ARG_ID[arg], q.md, q.altMd);
+      out[arg] = this.arg(args, base | MATMUL_QUANT_ARG_ID[arg], q.md, q.altMd);
     }
     return out;
   }

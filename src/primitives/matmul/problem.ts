@@ -1,6 +1,10 @@
 import type { MemoryDesc } from '../../memory/desc.js';
 import type { PrimitiveAttr } from '../../attr/primitive_attr.js';
-import type { Fusion } from '../../attr/fusion.js';
+import type { Fusion, QuantArg } from '../../attr/fusion.js';
+import { ARG } from '../args.js';
+
+/** The argument id of each quantized argument, as in ARG.ATTR_SCALES | ARG.SRC. */
+export const MATMUL_QUANT_ARG_ID: Readonly<Record<QuantArg, number>> = { src: ARG.SRC, weights: ARG.WEIGHTS, dst: ARG.DST };
 
 /**
  * What a matmul computes, derived once by the pd from the descriptors.
