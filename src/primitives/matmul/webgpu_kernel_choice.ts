@@ -80,6 +80,12 @@ export const gpuKernelTuning: {
   gemvAlignK: boolean;
   /** Workgroups below which 4-bit weights take 8 lanes instead of 16 (gemvLanesFor); 0: never. */
   gemvSmallGrid: number;
+  /**
+   * K splits at most of a dense gemv (denseGemvPlan): 1, since on an H200 ([T, 2048] x [2048, 2816], T = 1..8,
+   * bench/gpu_dense_decode.ts, reports/gpu-dense-decode-h200-s16.txt) the split's reduce pass cost more
+   * wall time than its shorter K loops saved (u4 T = 1: 0.112 vs 0.224 ms; GPU 17.5 vs 21.3 us).
+   */
+  gemvDenseMaxKSplit: number;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
@@ -87,7 +93,7 @@ export const gpuKernelTuning: {
   // by type, 8 loads in flight, one row per tile where M <= G. (Its SwiftShader hang was the fp8 E4M3
   // decoder's branch inlined 52 times at unroll 8: wgsl_dtypes.ts WGSL_LOWP_HELPERS, now branch-free.)
   gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
-  gemvSmallGrid: 256,
+  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
@@ -254,7 +260,7 @@ export function denseGemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | unde
   if (p.bias && p.bias.dims[0] !== 1 && p.M > 1) return undefined;
   const max = eng.caps.maxStorageBufferBindingSize;
   if ([p.src, p.weights, p.dst].some((md) => md.getSize(0) > max)) return undefined;
-  return gemvPlanOf(p, eng, { rows: denseTileRows(p.M), tiles: 1, capacity: p.M, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: 16 });
+  return gemvPlanOf(p, eng, { rows: denseTileRows(p.M), tiles: 1, capacity: p.M, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: gpuKernelTuning.gemvDenseMaxKSplit });
 }
 
 /**
