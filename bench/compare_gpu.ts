@@ -222,8 +222,10 @@ function markdown(rs: GpuCompareResult[], workloads: readonly GpuCompareWorkload
     'step and its sizes are already on the device when a step starts. step ms = execute until `stream.wait()` resolves;',
     'host ms = time before `wait()` (the baseline awaits its read-back there); dispatches = GPU dispatches per step.',
     '`P1 / baseline` < 1 means the device-side offsets are faster than reading the sizes back first. `vs P1`: the',
-    'same bits, or max |difference| / max |P1 output| where a proposal\'s kernel sums K in another order (P1 / P2 at',
-    'decode take the split-K GEMV, P3 and the baseline the tiled GEMM); the run fails beyond ' + AGREE + '.',
+    'same bits, or max |difference| / max |P1 output| where a proposal\'s kernel sums K in another order (at decode',
+    'all four take the GEMV, P3 and the baseline in its dense form; an expert or a matmul of more rows takes the tiled',
+    'GEMM, whose K order can differ); the run fails beyond ' + AGREE + '. The GPU is kept busy before each workload and',
+    'step (sustained clocks, bench/gpu_clock_warmup.ts).',
     '',
   ];
   for (const w of workloads.filter((x) => rs.some((r) => r.workload === x.name))) {
