@@ -12,7 +12,7 @@
  * Prints a table and writes JSON to $OUT/gpu_bench.json when OUT is set.
  */
 import { writeFileSync } from 'node:fs';
-import { readRate, routedSizes } from './gpu_bench_common.js';
+import { readRate, routedSizes, tinyDispatch } from './gpu_bench_common.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, offsets, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
@@ -70,19 +70,8 @@ function withOldKernels<T>(make: () => T): T {
 }
 
 async function floor(eng: GpuEngine): Promise<number> {
-  const p = eng.pipeline('bench-floor', () => '@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3u) { b[i.x] = b[i.x] + 1u; }');
-  const buf = eng.createBuffer(256, 'floor');
-  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }] });
-  return timed(async () => {
-    const enc = eng.device.createCommandEncoder();
-    const pass = enc.beginComputePass();
-    pass.setPipeline(p);
-    pass.setBindGroup(0, bg);
-    pass.dispatchWorkgroups(1);
-    pass.end();
-    eng.device.queue.submit([enc.finish()]);
-    await eng.device.queue.onSubmittedWorkDone();
-  }, 50, 5);
+  const once = tinyDispatch(eng);
+  return timed(async () => { await once(); }, 50, 5);
 }
 
 /** Fills a device buffer with small values in 64 MiB chunks (the values do not matter for speed; finite ones do). */

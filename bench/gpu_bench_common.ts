@@ -135,6 +135,26 @@ export async function countDawnCalls(eng: GpuEngine, n: number, fn: () => Promis
 }
 
 /**
+ * Dawn's one-dispatch floor as a function: each call records one tiny dispatch, submits it and awaits
+ * `onSubmittedWorkDone` (issue 20's floor, outside the library).
+ */
+export function tinyDispatch(eng: GpuEngine): () => Promise<undefined> {
+  const p = eng.pipeline('bench-floor', () => '@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3u) { b[i.x] = b[i.x] + 1u; }');
+  const buf = eng.createBuffer(256, 'floor');
+  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }] });
+  return () => {
+    const enc = eng.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(p);
+    pass.setBindGroup(0, bg);
+    pass.dispatchWorkgroups(1);
+    pass.end();
+    eng.device.queue.submit([enc.finish()]);
+    return eng.device.queue.onSubmittedWorkDone();
+  };
+}
+
+/**
  * The GPU's streaming read rate: a WGSL kernel that reads `bytes` once (vec4 loads, grid-stride, 8192
  * workgroups), wait included; median of `reps` after 3 warm-ups. Issue 20's bound reads touched bytes at it.
  */

@@ -11,7 +11,7 @@
  */
 import { ARG, Engine, Memory, PrimitiveAttr, Stream, dt, matmul, memory, tag, type DataType, type GpuEngine, type GpuMemory } from '../src/index.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
-import { fillDeterministic, readRate } from './gpu_bench_common.js';
+import { fillDeterministic, readRate, tinyDispatch } from './gpu_bench_common.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 
 const arg = (name: string, def: string): string => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
@@ -59,25 +59,6 @@ function build(eng: GpuEngine, M: number, K: number, N: number, t: DataType, ker
   }
 }
 
-/** Dawn's floor: one tiny dispatch, submit and onSubmittedWorkDone, outside the library. */
-async function rawFloor(eng: GpuEngine): Promise<number> {
-  const p = eng.pipeline('bench-floor', () => '@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n@compute @workgroup_size(1) fn main() { o[0] += 1u; }');
-  const buf = eng.createBuffer(16, 'floor');
-  const bg = eng.device.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }] });
-  const t0 = performance.now();
-  const enc = eng.device.createCommandEncoder();
-  const pass = enc.beginComputePass();
-  pass.setPipeline(p);
-  pass.setBindGroup(0, bg);
-  pass.dispatchWorkgroups(1);
-  pass.end();
-  eng.device.queue.submit([enc.finish()]);
-  await eng.device.queue.onSubmittedWorkDone();
-  const ms = performance.now() - t0;
-  buf.destroy();
-  return ms;
-}
-
 async function main(): Promise<void> {
   const tokens = arg('tokens', '1,4,8').split(',').map(Number);
   const [K, N] = arg('shape', '2048,2816').split(',').map(Number);
@@ -89,14 +70,16 @@ async function main(): Promise<void> {
   try {
     // The read rate over 1 GiB (a smaller read is dominated by the submit and the wait).
     const rate = await readRate(eng, Number(arg('read-mb', '1024')) << 20);
+    const tiny = tinyDispatch(eng);
     for (const t of types) {
       for (const T of tokens) {
         const rows = (['gemv', 'gemv-kg2', 'tiled'] as const).map((k) => build(eng, T, K, N, t, k));
         const wall: number[][] = rows.map(() => []), host: number[][] = rows.map(() => []), gpu: number[][] = rows.map(() => []), floor: number[] = [];
         await keepGpuBusy(eng, Number(arg('spin-ms', '1500')));
         for (let r = 0; r < reps + 3; r++) {
-          const f = await rawFloor(eng);
-          if (r >= 3) floor.push(f);
+          const f0 = performance.now();
+          await tiny();
+          if (r >= 3) floor.push(performance.now() - f0);
           // The rows in a rotating order: the first execution after the floor's wait measured up to 80 us slower.
           for (let j = 0; j < rows.length; j++) {
             const i = (j + r) % rows.length;

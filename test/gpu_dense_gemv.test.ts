@@ -10,24 +10,13 @@ import { ARG, Memory, Stream, dt, matmul, memory, tag, type GpuEngine } from '..
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { useGpuEngine } from './gpu_test_engines.js';
 import { assertClose, refDense, type RefPostOp } from './reference.js';
-import { attrFor, toleranceFor } from './helpers.js';
+import { attrFor, toleranceFor, exactValues } from './helpers.js';
 import { DENSE, expectBitwise, expectClose } from './quant_helpers.js';
 import { runGpuDense } from './gpu_quant_helpers.js';
 
 let eng: GpuEngine;
 let strm: Stream;
 useGpuEngine((e, s) => { eng = e; strm = s; });
-
-// Small integers and k/8 values: exact in f32, so every summation order gives the same bits.
-function values(n: number, seed: number): Float64Array {
-  const out = new Float64Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = ((s >>> 24) % 17 - 8) / 8;
-  }
-  return out;
-}
 
 interface F32Case {
   readonly M: number;
@@ -47,7 +36,7 @@ async function runF32(c: F32Case): Promise<string> {
   const biasMd = c.bias ? memory.desc([...c.bias], dt.f32, tag.ab) : undefined;
   const attr = attrFor(c.postOps);
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
-  const x = values(M * K, 3 + M), w = values(K * N, 5 + N), b = c.bias ? values(c.bias[0] * c.bias[1], 7) : undefined;
+  const x = exactValues(M * K, 3 + M), w = exactValues(K * N, 5 + N), b = c.bias ? exactValues(c.bias[0] * c.bias[1], 7) : undefined;
   // Weights written in their storage order: w is [K, N] row-major.
   const wStored = c.transposed ? Float64Array.from({ length: K * N }, (_, i) => w[(i % K) * N + Math.floor(i / K)]) : w;
   const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(wStored), dst = Memory.create(dstMd, eng);

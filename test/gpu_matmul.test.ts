@@ -4,18 +4,7 @@ import {
 } from '../src/index.js';
 import { gpuEngine } from './gpu_helpers.js';
 import { assertClose, refDense, refGroupedK, refGroupedM, type RefPostOp } from './reference.js';
-import { attrFor, toleranceFor } from './helpers.js';
-
-// Small integers and k/8 values: exact in every storage type, so each data type's tolerance is its own rounding.
-function values(n: number, seed: number): Float64Array {
-  const out = new Float64Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = ((s >>> 24) % 17 - 8) / 8;
-  }
-  return out;
-}
+import { attrFor, toleranceFor, exactValues } from './helpers.js';
 
 let eng: GpuEngine;
 beforeAll(async () => {
@@ -58,7 +47,7 @@ async function runGroupedM(c: GroupedCase, via: 'desc' | 'attr' = 'desc'): Promi
   }
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
   const prim = new matmul.Primitive(pd);
-  const x = values(totalM * K, 1), w = values(G * K * N, 2), b = values(G * N, 3);
+  const x = exactValues(totalM * K, 1), w = exactValues(G * K * N, 2), b = exactValues(G * N, 3);
   const src = Memory.create(srcMd, eng), wei = Memory.create(weiMd, eng);
   src.write(x);
   // acb stores [g][n][k]: write the logical [g][k][n] values at their physical places.
@@ -139,8 +128,8 @@ describe('gpu engine: runtime offsets are validated on the device and reported a
     const dstMd = memory.desc.grouped([M, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
     const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
     const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
-    const src = Memory.create(srcMd, eng).write(values(M * K, 4)).writeOffsets(srcOffs);
-    const wei = Memory.create(weiMd, eng).write(values(G * K * N, 5));
+    const src = Memory.create(srcMd, eng).write(exactValues(M * K, 4)).writeOffsets(srcOffs);
+    const wei = Memory.create(weiMd, eng).write(exactValues(G * K * N, 5));
     const dst = dstOffs ? Memory.create(dstMd, eng).writeOffsets(dstOffs) : Memory.create(dstMd, eng, [undefined, src.handles[1]]);
     dst.write(new Float64Array(M * N).fill(SENTINEL));
     const strm = new Stream(eng);
@@ -177,7 +166,7 @@ describe('gpu engine: runtime offsets are validated on the device and reported a
     const dstMd = memory.desc.grouped([rows, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
     const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
     const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
-    const x = values(rows * K, 6), w = values(G * K * N, 7);
+    const x = exactValues(rows * K, 6), w = exactValues(G * K * N, 7);
     const src = Memory.create(srcMd, eng).write(x).writeOffsets([0, 99, -5, 1000]);
     const wei = Memory.create(weiMd, eng).write(w);
     const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
@@ -212,7 +201,7 @@ describe('gpu engine: dense and grouped-K matmul', () => {
     const biasMd = memory.desc([1, N], dt.f32, tag.ab);
     const ops: RefPostOp[] = [{ kind: 'square' }, { kind: 'abs' }];
     const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attrFor(ops));
-    const x = values(M * K, 8), w = values(K * N, 9), b = values(N, 10);
+    const x = exactValues(M * K, 8), w = exactValues(K * N, 9), b = exactValues(N, 10);
     const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w), bias = Memory.create(biasMd, eng).write(b);
     const dst = Memory.create(dstMd, eng);
     const strm = new Stream(eng);
@@ -224,7 +213,7 @@ describe('gpu engine: dense and grouped-K matmul', () => {
   it('dense 3D batched, weights broadcast over the batch', async () => {
     const B = 3, M = 5, K = 17, N = 20;
     const srcMd = memory.desc([B, M, K], dt.f32, tag.abc), weiMd = memory.desc([1, K, N], dt.f32, tag.abc), dstMd = memory.desc([B, M, N], dt.f32, tag.abc);
-    const x = values(B * M * K, 11), w = values(K * N, 12);
+    const x = exactValues(B * M * K, 11), w = exactValues(K * N, 12);
     const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w), dst = Memory.create(dstMd, eng);
     const strm = new Stream(eng);
     new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd)).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
@@ -237,7 +226,7 @@ describe('gpu engine: dense and grouped-K matmul', () => {
     const srcMd = memory.desc.grouped([M, totalK], dt.f32, G, [M, RUNTIME_DIM_VAL]);
     const weiMd = memory.desc.grouped([totalK, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
     const dstMd = memory.desc([G, M, N], dt.f32, tag.abc);
-    const x = values(M * totalK, 13), w = values(totalK * N, 14);
+    const x = exactValues(M * totalK, 13), w = exactValues(totalK * N, 14);
     const src = Memory.create(srcMd, eng).write(x).writeOffsets(offsets.fromSizes(sizes));
     const wei = Memory.create(weiMd, eng, [undefined, src.handles[1]]).write(w);
     const dst = Memory.create(dstMd, eng).write(new Float64Array(G * M * N).fill(SENTINEL));
@@ -288,7 +277,7 @@ describe('gpu engine: pass profiling', () => {
     const M = 7, K = 13, N = 9;
     const srcMd = memory.desc([M, K], dt.f32, tag.ab), weiMd = memory.desc([K, N], dt.f32, tag.ab), dstMd = memory.desc([M, N], dt.f32, tag.ab);
     const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
-    const x = values(M * K, 61), w = values(K * N, 62);
+    const x = exactValues(M * K, 61), w = exactValues(K * N, 62);
     const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w);
     const d1 = Memory.create(dstMd, eng), d2 = Memory.create(dstMd, eng);
     const strm = new Stream(eng);
@@ -341,7 +330,7 @@ describe('gpu engine: one submit per batch', () => {
     const M = 7, K = 13, N = 9;
     const srcMd = memory.desc([M, K], dt.f32, tag.ab), weiMd = memory.desc([K, N], dt.f32, tag.ab), dstMd = memory.desc([M, N], dt.f32, tag.ab);
     const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
-    const x1 = values(M * K, 41), x2 = values(M * K, 42), w = values(K * N, 43);
+    const x1 = exactValues(M * K, 41), x2 = exactValues(M * K, 42), w = exactValues(K * N, 43);
     const src = Memory.create(srcMd, eng), wei = Memory.create(weiMd, eng).write(w);
     const d1 = Memory.create(dstMd, eng), d2 = Memory.create(dstMd, eng);
     const strm = new Stream(eng);
@@ -372,7 +361,7 @@ describe('gpu engine: one submit per batch', () => {
     const dstMd = memory.desc.grouped([M, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
     const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
     const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
-    const x = values(M * K, 51), w = values(G * K * N, 52);
+    const x = exactValues(M * K, 51), w = exactValues(G * K * N, 52);
     const src = Memory.create(srcMd, eng).write(x).writeOffsets(offsets.fromSizes(sizes));
     const wei = Memory.create(weiMd, eng).write(w);
     const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
@@ -420,7 +409,7 @@ describe('gpu engine: one submit per batch', () => {
     const srcMd = memory.desc.grouped([M, K], dt.f32, G, [RUNTIME_DIM_VAL, K]);
     const dstMd = memory.desc.grouped([M, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
     const p1 = new matmul.Primitive(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd));
-    const x = values(M * K, 53), w = values(G * K * N, 54);
+    const x = exactValues(M * K, 53), w = exactValues(G * K * N, 54);
     const wei = Memory.create(weiMd, eng).write(w);
     const s2 = Memory.create(plainSrc, eng).write(x), d2 = Memory.create(plainDst, eng);
     const o2 = Memory.create(pd2.queryMd('grouped_offsets')!, eng).write([0, 4, 4, 12]);

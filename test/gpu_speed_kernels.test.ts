@@ -9,20 +9,10 @@ import { ARG, DnnlError, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, of
 import { GEMV_PREVIOUS_TUNING, gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { vec4ShapeTag, vec4Tuning } from '../src/kernels/wgsl/gemm_tiled_vec4.js';
 import { useGpuEngine } from './gpu_test_engines.js';
-import { attrFor, toleranceFor } from './helpers.js';
+import { attrFor, toleranceFor, exactValues } from './helpers.js';
 import { assertClose, refDense, refGroupedM, type RefPostOp } from './reference.js';
 import { GM, expectBitwise, expectClose, type GMCase } from './quant_helpers.js';
 import { runGpuGM } from './gpu_quant_helpers.js';
-
-function values(n: number, seed: number): Float64Array {
-  const out = new Float64Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = ((s >>> 24) % 17 - 8) / 8;
-  }
-  return out;
-}
 
 const SENTINEL = 7.5;
 let eng: GpuEngine;
@@ -55,7 +45,7 @@ async function runGM(c: Case, kernel: RegExp): Promise<Float32Array> {
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
   expect(pd.implInfo).toMatch(kernel);
   const prim = new matmul.Primitive(pd);
-  const x = values(totalM * K, 11), w = values(G * K * N, 12), b = values(G * N, 13);
+  const x = exactValues(totalM * K, 11), w = exactValues(G * K * N, 12), b = exactValues(G * N, 13);
   const mems: GpuMemory[] = [];
   const src = Memory.create(srcMd, eng).write(x).writeOffsets(offsets.fromSizes(c.sizes));
   const wei = Memory.create(weiMd, eng);
@@ -121,8 +111,8 @@ describe('gpu gemv-splitk (decode: few rows per group)', () => {
     const weiMd = memory.desc([G, K, N], dt.f32, tag.abc);
     const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
     expect(pd.implInfo).toMatch(/gemv-splitk/);
-    const src = Memory.create(srcMd, eng).write(values(M * K, 4)).writeOffsets([0, 4, 2, 6]);
-    const wei = Memory.create(weiMd, eng).write(values(G * K * N, 5));
+    const src = Memory.create(srcMd, eng).write(exactValues(M * K, 4)).writeOffsets([0, 4, 2, 6]);
+    const wei = Memory.create(weiMd, eng).write(exactValues(G * K * N, 5));
     const dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]).write(new Float64Array(M * N).fill(SENTINEL));
     new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
     const err = await strm.wait().then(() => undefined, (e: unknown) => e);
@@ -246,7 +236,7 @@ describe('gpu gemm-tiled-vec4 (f32 prefill)', () => {
     const srcMd = memory.desc([B, M, K], dt.f32, tag.abc), weiMd = memory.desc([1, K, N], dt.f32, tag.abc), dstMd = memory.desc([B, M, N], dt.f32, tag.abc);
     const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
     expect(pd.implInfo).toMatch(/gemm-tiled-vec4-128x128/);
-    const x = values(B * M * K, 21), w = values(K * N, 22);
+    const x = exactValues(B * M * K, 21), w = exactValues(K * N, 22);
     const src = Memory.create(srcMd, eng).write(x), wei = Memory.create(weiMd, eng).write(w), dst = Memory.create(dstMd, eng);
     new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
     await strm.wait();

@@ -99,6 +99,20 @@ function checkError(caught: unknown, status: ErrorStatus, fragment: string | Reg
 }
 
 /** Values of a data type with no rounding on the way in (f32-exact or k/16). */
+/**
+ * Small integers and k/8 values in [-1, 1] (a fixed sequence per seed): exact in every storage type and
+ * in any f32 summation order of a short dot product, so a result's error is its own type's rounding.
+ */
+export function exactValues(n: number, seed: number): Float64Array {
+  const out = new Float64Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = ((s >>> 24) % 17 - 8) / 8;
+  }
+  return out;
+}
+
 export function randomFor(t: DataType, rng: Rng, n: number): Float64Array {
   return t === 'f32' ? randomF32(rng, n) : randomLowPrecisionExact(rng, n);
 }
