@@ -35,6 +35,8 @@ type Kernel = 'gemv' | 'gemv-kg2' | 'tiled';
 
 function build(eng: GpuEngine, M: number, K: number, N: number, t: DataType, kernel: Kernel): Built {
   gpuKernelTuning.gemv = kernel !== 'tiled';
+  // Any T here takes the gemv (tiles of 8 rows past 8), to find where gemm-tiled overtakes it.
+  gpuKernelTuning.gemvDenseMaxRows = 1024;
   gpuKernelTuning.gemvDenseMaxKSplit = kernel === 'gemv-kg2' ? 16 : 1;
   gpuKernelTuning.gemvKSplit = kernel === 'gemv-kg2' ? 2 : undefined;
   try {
@@ -56,6 +58,7 @@ function build(eng: GpuEngine, M: number, K: number, N: number, t: DataType, ker
     gpuKernelTuning.gemv = true;
     gpuKernelTuning.gemvKSplit = undefined;
     gpuKernelTuning.gemvDenseMaxKSplit = 1;
+    gpuKernelTuning.gemvDenseMaxRows = 8;
   }
 }
 

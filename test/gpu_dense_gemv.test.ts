@@ -119,9 +119,24 @@ describe.each([['gemv-splitk (the default for M <= 8)', true], ['gemm-tiled (dec
   });
 });
 
+describe('gpu dense matmul: more rows than one gemv tile (gemvDenseMaxRows raised)', () => {
+  beforeAll(() => { gpuKernelTuning.gemvDenseMaxRows = 64; });
+  afterAll(() => { gpuKernelTuning.gemvDenseMaxRows = 8; });
+
+  it.each([9, 20, 64])('M = %i: tiles of 8 rows', async (M) => {
+    expect(await runF32({ M, K: 37, N: 45, bias: [1, 45], postOps: [{ kind: 'relu', alpha: 0 }] })).toMatch(/^webgpu:gemv-splitk-r8-kg1(-vec)?$/);
+  });
+
+  it('u4 weights, 20 rows', async () => {
+    const o = await runGpuDense(eng, strm, { M: 20, K: 64, N: 70, weiDt: dt.u4, scales: { weights: { gran: DENSE.weights.kBlock(16) } } });
+    expect(o.pd.implInfo).toMatch(/^webgpu:gemv-splitk-r8-kg1(-vec)?$/);
+    expectBitwise(o);
+  });
+});
+
 describe('gpu dense matmul: the rows decide the kernel', () => {
-  it('more rows than gemvMaxRows take gemm-tiled', async () => {
-    expect(await runF32({ M: gpuKernelTuning.gemvMaxRows + 1, K: 20, N: 45 })).toMatch(/^webgpu:gemm-tiled/);
+  it('more rows than gemvDenseMaxRows take gemm-tiled', async () => {
+    expect(await runF32({ M: gpuKernelTuning.gemvDenseMaxRows + 1, K: 20, N: 45 })).toMatch(/^webgpu:gemm-tiled/);
   });
 
   it('a second run gives the same bits (no order-dependent reduction, K split too)', async () => {

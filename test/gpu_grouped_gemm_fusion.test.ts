@@ -21,7 +21,7 @@ const EXPERTS = [{ K: 8, N: 6, rows: 3, cap: 4 }, { K: 4, N: 6, rows: 0, cap: 0 
 
 /**
  * Runs a case and checks which kernel each expert took: gemv-splitk for a capacity of 1 to
- * gemvMaxRows rows (decode), gemm-tiled otherwise or with the decode kernel off (the pipelines the
+ * gemvDenseMaxRows rows (decode), gemm-tiled otherwise or with the decode kernel off (the pipelines the
  * primitive asks the engine for; the engine caches them, the calls still come).
  */
 async function run(c: P3QCase): Promise<ReturnType<typeof runP3Q>> {
@@ -32,7 +32,7 @@ async function run(c: P3QCase): Promise<ReturnType<typeof runP3Q>> {
     const keys = spy.mock.calls.map((a) => a[0]);
     const caps = c.experts.map((e) => e.cap ?? e.rows);
     // The GEMV reads float or 8-bit integer src (fp8 / fp4 src take gemm-tiled).
-    const small = (n: number): boolean => gpuKernelTuning.gemv && ['f32', 'f16', 'bf16', 's8', 'u8'].includes(c.srcDt ?? 'f32') && n <= gpuKernelTuning.gemvMaxRows;
+    const small = (n: number): boolean => gpuKernelTuning.gemv && ['f32', 'f16', 'bf16', 's8', 'u8'].includes(c.srcDt ?? 'f32') && n <= gpuKernelTuning.gemvDenseMaxRows;
     const gemv = caps.some((n) => n >= 1 && small(n));
     const tiled = caps.some((n) => n >= 1 && !small(n));
     expect(keys.some((k) => k.startsWith('gemv-splitk-main'))).toBe(gemv);
@@ -77,6 +77,15 @@ describe.each(KERNELS)('gpu grouped_gemm: scales and zero points (%s)', (_k, gem
     expectBitwise(await run({ experts: [{ K: 40, N: 70, rows: 19, cap: 21 }, { K: 24, N: 130, rows: 5 }], ...q }));
     expectBitwise(await run({ experts: [{ K: 16, N: 66, rows: 33, cap: 40 }], ...q }));
     expectBitwise(await run({ experts: [{ K: 8, N: 6, rows: 0, cap: 2 }, { K: 8, N: 6, rows: 7 }, { K: 8, N: 6, rows: 0 }], ...q }));
+  });
+});
+
+describe('gpu grouped_gemm: experts of more rows than one gemv tile (gemvDenseMaxRows raised)', () => {
+  beforeAll(() => { gpuKernelTuning.gemvDenseMaxRows = 32; });
+  afterAll(() => { gpuKernelTuning.gemvDenseMaxRows = 8; });
+
+  it('capacities 20 and 32, runtime rows 17 and 0, 9 of 10: tiles of 8 rows, those past M_i idle', async () => {
+    expectBitwise(await run({ experts: [{ K: 24, N: 70, rows: 17, cap: 20 }, { K: 24, N: 70, rows: 0, cap: 32 }, { K: 8, N: 70, rows: 9, cap: 10 }], weiDt: dt.s8, scales: { weights: { kind: 'col' } }, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'row_n' }] }));
   });
 });
 

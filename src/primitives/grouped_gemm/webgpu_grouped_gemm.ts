@@ -112,7 +112,7 @@ function sameBuffers(a: readonly GPUBuffer[], b: readonly GPUBuffer[] | undefine
 
 /**
  * Expert i's kernel for a row capacity: `gemv-splitk` (dense form, one tile of all its rows: decode)
- * where the capacity is at most gpuKernelTuning.gemvMaxRows and its types / fusion allow, else
+ * where the capacity is at most gpuKernelTuning.gemvDenseMaxRows and its types / fusion allow, else
  * `gemm-tiled` with `tile`. Cached per expert and capacity: building a pipeline key or a plan costs
  * microseconds, and an execution of E experts would pay it E times.
  */

@@ -86,6 +86,11 @@ export const gpuKernelTuning: {
    * wall time than its shorter K loops saved (u4 T = 1: 0.112 vs 0.224 ms; GPU 17.5 vs 21.3 us).
    */
   gemvDenseMaxKSplit: number;
+  /**
+   * The most rows a dense gemv takes (denseGemvPlan, and a P#3 expert's row capacity: expertGemvPlan);
+   * above 8 rows it runs tiles of 8 rows, each reading the weights again.
+   */
+  gemvDenseMaxRows: number;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
@@ -93,7 +98,7 @@ export const gpuKernelTuning: {
   // by type, 8 loads in flight, one row per tile where M <= G. (Its SwiftShader hang was the fp8 E4M3
   // decoder's branch inlined 52 times at unroll 8: wgsl_dtypes.ts WGSL_LOWP_HELPERS, now branch-free.)
   gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
-  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1,
+  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1, gemvDenseMaxRows: 8,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
@@ -242,35 +247,37 @@ export function gemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined
   });
 }
 
-/** Rows per tile of a dense gemv over at most `rows` rows: the next power of two (one tile holds them all). */
+/** Rows per tile of a dense gemv over `rows` rows: the next power of two up to 8 (one tile holds them all), else 8. */
 function denseTileRows(rows: number): number {
   let r = 1;
-  while (r < rows) r *= 2;
+  while (r < Math.min(rows, 8)) r *= 2;
   return r;
 }
 
 /**
- * gemv-splitk for a dense 2D matmul of at most gemvMaxRows rows (one tile of all of them: each weight
+ * gemv-splitk for a dense 2D matmul of at most gemvDenseMaxRows rows (one tile of all of them up to 8: each weight
  * is read once), undefined where it does not apply: a bias that changes along M (the kernel's bias
  * has no row term), tensors past one storage binding.
  */
 export function denseGemvPlan(p: MatmulProblem, eng: GpuEngine): GemvPlan | undefined {
   if (!gpuKernelTuning.gemv || p.kind !== 'dense' || p.batch.length > 0 || p.moe.batchedCounts) return undefined;
-  if (p.M < 1 || p.M > gpuKernelTuning.gemvMaxRows) return undefined;
+  if (p.M < 1 || p.M > gpuKernelTuning.gemvDenseMaxRows) return undefined;
   if (p.bias && p.bias.dims[0] !== 1 && p.M > 1) return undefined;
   const max = eng.caps.maxStorageBufferBindingSize;
   if ([p.src, p.weights, p.dst].some((md) => md.getSize(0) > max)) return undefined;
-  return gemvPlanOf(p, eng, { rows: denseTileRows(p.M), tiles: 1, capacity: p.M, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: gpuKernelTuning.gemvDenseMaxKSplit });
+  const rows = denseTileRows(p.M);
+  return gemvPlanOf(p, eng, { rows, tiles: Math.ceil(p.M / rows), capacity: p.M, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: gpuKernelTuning.gemvDenseMaxKSplit });
 }
 
 /**
- * gemv-splitk for one expert of a Proposal #3 grouped_gemm whose src / dst hold at most gemvMaxRows
+ * gemv-splitk for one expert of a Proposal #3 grouped_gemm whose src / dst hold at most gemvDenseMaxRows
  * rows (`capacity`; M_i comes on the device): one tile of them all, no K split (each expert is a
  * dispatch of its own; a reduce pass would double them). Undefined where it does not apply.
  */
 export function expertGemvPlan(e: GemvSubject, capacity: number, eng: GpuEngine): GemvPlan | undefined {
-  if (!gpuKernelTuning.gemv || capacity < 1 || capacity > gpuKernelTuning.gemvMaxRows) return undefined;
-  return gemvPlanOf(e, eng, { rows: denseTileRows(capacity), tiles: 1, capacity, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: 1 });
+  if (!gpuKernelTuning.gemv || capacity < 1 || capacity > gpuKernelTuning.gemvDenseMaxRows) return undefined;
+  const rows = denseTileRows(capacity);
+  return gemvPlanOf(e, eng, { rows, tiles: Math.ceil(capacity / rows), capacity, moe: GEMV_NO_ROWS, inline: undefined, dense: true, maxKSplit: 1 });
 }
 
 /** The plan of a subject whose rows are planned (`r`): types, fusion, lanes, K splits, vector loads. */
