@@ -32,6 +32,7 @@ interface Built { readonly prim: matmul.Primitive; readonly args: Record<number,
 
 /** A kernel choice: gemv-splitk (one pass, the default), gemv-splitk with 2 K splits (and its reduce pass), gemm-tiled. */
 type Kernel = 'gemv' | 'gemv-kg2' | 'tiled';
+const DEFAULT_DENSE_MAX_ROWS = gpuKernelTuning.gemvDenseMaxRows;
 
 function build(eng: GpuEngine, M: number, K: number, N: number, t: DataType, kernel: Kernel): Built {
   gpuKernelTuning.gemv = kernel !== 'tiled';
@@ -58,7 +59,7 @@ function build(eng: GpuEngine, M: number, K: number, N: number, t: DataType, ker
     gpuKernelTuning.gemv = true;
     gpuKernelTuning.gemvKSplit = undefined;
     gpuKernelTuning.gemvDenseMaxKSplit = 1;
-    gpuKernelTuning.gemvDenseMaxRows = 8;
+    gpuKernelTuning.gemvDenseMaxRows = DEFAULT_DENSE_MAX_ROWS;
   }
 }
 

@@ -119,9 +119,10 @@ describe.each([['gemv-splitk (the default for M <= 8)', true], ['gemm-tiled (dec
   });
 });
 
-describe('gpu dense matmul: more rows than one gemv tile (gemvDenseMaxRows raised)', () => {
-  beforeAll(() => { gpuKernelTuning.gemvDenseMaxRows = 64; });
-  afterAll(() => { gpuKernelTuning.gemvDenseMaxRows = 8; });
+describe('gpu dense matmul: more rows than one gemv tile (gemvDenseMaxRows 64: tiles of 8 rows)', () => {
+  let saved = 0;
+  beforeAll(() => { saved = gpuKernelTuning.gemvDenseMaxRows; gpuKernelTuning.gemvDenseMaxRows = 64; });
+  afterAll(() => { gpuKernelTuning.gemvDenseMaxRows = saved; });
 
   it.each([9, 20, 64])('M = %i: tiles of 8 rows', async (M) => {
     expect(await runF32({ M, K: 37, N: 45, bias: [1, 45], postOps: [{ kind: 'relu', alpha: 0 }] })).toMatch(/^webgpu:gemv-splitk-r8-kg1(-vec)?$/);

@@ -80,9 +80,10 @@ describe.each(KERNELS)('gpu grouped_gemm: scales and zero points (%s)', (_k, gem
   });
 });
 
-describe('gpu grouped_gemm: experts of more rows than one gemv tile (gemvDenseMaxRows raised)', () => {
-  beforeAll(() => { gpuKernelTuning.gemvDenseMaxRows = 32; });
-  afterAll(() => { gpuKernelTuning.gemvDenseMaxRows = 8; });
+describe('gpu grouped_gemm: experts of more rows than one gemv tile (gemvDenseMaxRows 32: tiles of 8 rows)', () => {
+  let saved = 0;
+  beforeAll(() => { saved = gpuKernelTuning.gemvDenseMaxRows; gpuKernelTuning.gemvDenseMaxRows = 32; });
+  afterAll(() => { gpuKernelTuning.gemvDenseMaxRows = saved; });
 
   it('capacities 20 and 32, runtime rows 17 and 0, 9 of 10: tiles of 8 rows, those past M_i idle', async () => {
     expectBitwise(await run({ experts: [{ K: 24, N: 70, rows: 17, cap: 20 }, { K: 24, N: 70, rows: 0, cap: 32 }, { K: 8, N: 70, rows: 9, cap: 10 }], weiDt: dt.s8, scales: { weights: { kind: 'col' } }, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'row_n' }] }));

@@ -88,7 +88,9 @@ export const gpuKernelTuning: {
   gemvDenseMaxKSplit: number;
   /**
    * The most rows a dense gemv takes (denseGemvPlan, and a P#3 expert's row capacity: expertGemvPlan);
-   * above 8 rows it runs tiles of 8 rows, each reading the weights again.
+   * above 8 rows it runs tiles of 8 rows, each reading the weights again. 64: on an H200 ([T, 2048] x
+   * [2048, 2816], reports/gpu-dense-rows-h200-s16.txt) the gemv's GPU time beat gemm-tiled's up to T = 64
+   * for f32, u4 and s8 (84 / 79 / 62 us vs 254 / 110 / 101 us); at T = 128 u4 and s8 were even.
    */
   gemvDenseMaxRows: number;
 } = {
@@ -98,7 +100,7 @@ export const gpuKernelTuning: {
   // by type, 8 loads in flight, one row per tile where M <= G. (Its SwiftShader hang was the fp8 E4M3
   // decoder's branch inlined 52 times at unroll 8: wgsl_dtypes.ts WGSL_LOWP_HELPERS, now branch-free.)
   gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
-  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1, gemvDenseMaxRows: 8,
+  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1, gemvDenseMaxRows: 64,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
