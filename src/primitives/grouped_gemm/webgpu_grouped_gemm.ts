@@ -111,9 +111,9 @@ function sameBuffers(a: readonly GPUBuffer[], b: readonly GPUBuffer[] | undefine
 }
 
 /**
- * Expert i's kernel for a row capacity: `gemv-splitk` (dense form, one tile of all its rows: decode)
- * where the capacity is at most gpuKernelTuning.gemvDenseMaxRows and its types / fusion allow, else
- * `gemm-tiled` with `tile`. Cached per expert and capacity: building a pipeline key or a plan costs
+ * Expert i's kernel for a row capacity: `gemv-splitk` (dense form: one tile of all its rows up to 8,
+ * tiles of 8 rows beyond) where the capacity is at most gpuKernelTuning.gemvDenseMaxRows and its types /
+ * fusion allow, else `gemm-tiled` with `tile`. Cached per expert and capacity: building a pipeline key or a plan costs
  * microseconds, and an execution of E experts would pay it E times.
  */
 interface ExpertKernel {
@@ -144,9 +144,10 @@ function expertGemvParams(e: Expert, g: GemvPlan, cap: number): Uint32Array {
   return P;
 }
 
-/** The name and row capacity of each of expert i's tensors with runtime rows, in the cpu engine's checking order after src / dst. */
+/** An expert without a fusion has no per-row operands. */
 const NO_OPERANDS: readonly { name: string; cap: number }[] = [];
 
+/** The name and row capacity of each of expert i's tensors with runtime rows, in the cpu engine's checking order after src / dst. */
 function perRowOperands(p: GroupedGemmProblem, a: GroupedGemmArgs<GpuMemory>, i: number): { name: string; cap: number }[] {
   const out: { name: string; cap: number }[] = [];
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
@@ -417,9 +418,11 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
 
 /**
  * Proposal #3 on the gpu engine: an `expert-dims` pass validates the runtime rows on the device and
- * writes each expert's M (and indirect arguments), then one `gemm-tiled` (dense mode) dispatch per
- * expert, over its capacity's tiles where they are few, each with its own bind group (WGSL has no pointer tables): the expert's tensors and its own
- * fusion operands (scales, zero points, per-row binary src1) and fusion uniform.
+ * writes each expert's M (and indirect arguments), then one dispatch per expert (WGSL has no pointer
+ * tables), each with its own bind group: the expert's tensors, its own fusion operands (scales, zero
+ * points, per-row binary src1) and fusion uniform. An expert of at most gemvDenseMaxRows rows of
+ * capacity runs `gemv-splitk` (dense form), a larger one `gemm-tiled` (dense mode), over its capacity's
+ * tiles where they are few (tiles past M_i return at once).
  */
 export const webgpuGroupedGemm: GpuGroupedGemmImpl = {
   name: 'webgpu',
