@@ -5,6 +5,7 @@
  * src / dst buffers; rows past M_i hold a sentinel that must survive.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import {
   ARG, GpuEngine, GpuMemory, Memory, RUNTIME_DIM_VAL, Stream, dt, dtBytes, fromStored, grouped_gemm, matmul, memory, tag, toStored,
   type DataType, type MemoryDesc,
@@ -412,16 +413,34 @@ describe('Proposal #3: grouped_gemm on the gpu engine', () => {
 
         new matmul.Primitive(pd1).execute(strm, { [ARG.SRC]: src1, [ARG.WEIGHTS]: wei, [ARG.DST]: dst1 });
         new matmul.Primitive(pd2).execute(strm, { [ARG.SRC]: src2, [ARG.WEIGHTS]: wei, [ARG.DST]: dst2, [ARG.ATTR_GROUPED_OFFSETS | ARG.SRC]: offs2 });
+        const p3Dst = async (): Promise<Uint8Array> => {
+          const out = new Uint8Array(4 * used * N);
+          for (let g = 0; g < G; g++) out.set((await a3[ARG.MULTIPLE_DST + g].readBytes(0)).subarray(0, 4 * sizes[g] * N), 4 * offs[g] * N);
+          return out;
+        };
+        // P#3's experts of at most gemvDenseMaxRows rows take the decode GEMV, whose K order differs from
+        // gemm-tiled's; with it off they take gemm-tiled, P#1's kernel here, and its bits.
         new grouped_gemm.Primitive(pd3).execute(strm, a3);
         await strm.wait();
+        const p3 = await p3Dst();
+        gpuKernelTuning.gemv = false;
+        try {
+          new grouped_gemm.Primitive(pd3).execute(strm, a3);
+          await strm.wait();
+        } finally {
+          gpuKernelTuning.gemv = true;
+        }
+        const p3Tiled = await p3Dst();
         const p1 = await dst1.readBytes(0), p2 = await dst2.readBytes(0);
-        const p3 = new Uint8Array(4 * used * N);
-        for (let g = 0; g < G; g++) p3.set((await a3[ARG.MULTIPLE_DST + g].readBytes(0)).subarray(0, 4 * sizes[g] * N), 4 * offs[g] * N);
         expect([...p2], 'P1 vs P2').toEqual([...p1]);
-        expect([...p3], 'P1 vs P3').toEqual([...p1.subarray(0, 4 * used * N)]);
+        // P#1 takes gemm-tiled above gemvMaxRows rows per group on average (every case here).
+        if (totalM / G > gpuKernelTuning.gemvMaxRows) expect([...p3Tiled], 'P1 vs P3 (gemm-tiled)').toEqual([...p1.subarray(0, 4 * used * N)]);
         // Not trivially equal: the shared result is the right one, and unrouted rows kept their sentinel.
         const got = decode(dt.f32, p1, totalM * N);
-        assertClose(got.subarray(0, used * N), refGroupedM(x, w, sizes, K, N), toleranceFor(dt.f32));
+        const want = refGroupedM(x, w, sizes, K, N);
+        assertClose(got.subarray(0, used * N), want, toleranceFor(dt.f32));
+        assertClose(decode(dt.f32, p3, used * N), want, toleranceFor(dt.f32), 'P3');
+        assertClose(decode(dt.f32, p3Tiled, used * N), want, toleranceFor(dt.f32), 'P3 gemm-tiled');
         expect([...got.subarray(used * N)]).toEqual([...prev.subarray(used * N)]);
       } finally {
         mems.forEach((m) => m.free());

@@ -6,7 +6,7 @@
  * cpu P#3 section, plus empty experts, one expert taking every row, E = 1 and K / N past one tile.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GluAlg, type GluLayout, type GpuEngine, type GpuMemory, type MemoryDesc } from '../src/index.js';
+import { ARG, DnnlError, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GluAlg, type GluLayout, type GpuEngine, type GpuMemory, type MemoryDesc } from '../src/index.js';
 import { useGpuEngine } from './gpu_test_engines.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
@@ -158,6 +158,65 @@ describe.each(KERNELS)('gpu grouped_gemm: binary, sum and the fused GLU (%s)', (
     const c: P3QCase = { experts: EXPERTS, weiDt: dt.s4, scales: { weights: { kind: 4 } }, ops: [{ kind: 'binary', alg: 'binary_add', shape: 'row_n' }] };
     const a = await run(c), b = await run(c);
     expect(Array.from(a.got)).toEqual(Array.from(b.got));
+  });
+});
+
+describe('gpu grouped_gemm: several rows rules broken at once', () => {
+  /**
+   * Expert e has src / dst of `sd[e]` rows, a per-row src scale of `scale[e]` rows and a per-row binary
+   * src1 of `bin[e]` rows (K = 4, N = 2); returns the error `rows` raise on `engine`.
+   */
+  async function errorOf(engine: Engine | GpuEngine, sd: number[], scale: number[], bin: number[], rows: number[]): Promise<string> {
+    const G = sd.length;
+    const attr = new PrimitiveAttr().setScales(ARG.MULTIPLE_SRC, 1, [], dt.f32);
+    attr.postOps.appendBinary('binary_add', memory.desc([RUNTIME_DIM_VAL, 1], dt.f32, tag.ab));
+    const rt = (c: number): MemoryDesc => memory.desc([RUNTIME_DIM_VAL, c], dt.f32, tag.ab);
+    const pd = new grouped_gemm.PrimitiveDesc(engine as GpuEngine, sd.map(() => rt(4)), sd.map(() => memory.desc([4, 2], dt.f32, tag.ab)), sd.map(() => rt(2)), memory.desc([G], dt.s32, tag.x), attr);
+    const prim = new grouped_gemm.Primitive(pd);
+    const mems: (Memory | GpuMemory)[] = [];
+    const mk = (md: MemoryDesc, over?: Memory | GpuMemory): Memory | GpuMemory => {
+      const m = over ? Memory.create(md, engine as GpuEngine, over.handles[0] as GPUBuffer) : Memory.create(md, engine as GpuEngine);
+      mems.push(m);
+      return m;
+    };
+    // A runtime-rows view over a plain memory of exactly `n` rows (its capacity on either engine).
+    const rowsOf = (md: MemoryDesc, n: number, cols: number): Memory | GpuMemory => mk(md, mk(memory.desc(cols ? [n, cols] : [n], dt.f32, cols ? tag.ab : tag.a)));
+    const args: Record<number, Memory | GpuMemory> = { [ARG.RUNTIME_DIMS]: mk(memory.desc([G], dt.s32, tag.x)) };
+    for (let i = 0; i < G; i++) {
+      args[ARG.MULTIPLE_SRC + i] = rowsOf(rt(4), sd[i], 4);
+      args[ARG.MULTIPLE_DST + i] = rowsOf(rt(2), sd[i], 2);
+      args[ARG.MULTIPLE_WEIGHTS + i] = mk(memory.desc([4, 2], dt.f32, tag.ab));
+      args[ARG.ATTR_SCALES | (ARG.MULTIPLE_SRC + i)] = rowsOf(pd.queryMd('scales:src', i)!, scale[i], 0);
+      args[ARG.ATTR_MULTIPLE_POST_OP(0) | (ARG.MULTIPLE_SRC + i)] = rowsOf(pd.queryMd('binary:0', i)!, bin[i], 1);
+    }
+    const st = new Stream(engine as GpuEngine);
+    try {
+      (args[ARG.RUNTIME_DIMS] as GpuMemory).write(rows);
+      await st.wait();
+      prim.execute(st, args as Record<number, GpuMemory>);
+      await st.wait();
+      return 'no error';
+    } catch (e) {
+      return e instanceof DnnlError ? e.message : String(e);
+    } finally {
+      prim.destroy();
+      mems.forEach((m) => m.free());
+    }
+  }
+
+  let cpu: Engine;
+  beforeAll(async () => { cpu = await Engine.create({ threads: 1 }); });
+  afterAll(() => cpu?.release());
+
+  it.each([
+    ['expert 0 past its scale, expert 1 past its src / dst: src / dst first', [4, 2], [3, 4], [4, 4], [4, 3]],
+    ['expert 1 past its scale and its binary src1: scales before binary', [4, 4], [4, 1], [4, 2], [2, 3]],
+    ['expert 1 past its scale, expert 0 past its binary src1: scales of every expert first', [4, 4], [4, 1], [1, 4], [3, 3]],
+    ['negative rows of expert 1 beside expert 0 past its scale', [4, 4], [1, 4], [4, 4], [3, -1]],
+  ] as const)('%s: the gpu names what the cpu names', async (_n, sd, scale, bin, rows) => {
+    const want = await errorOf(cpu, [...sd], [...scale], [...bin], [...rows]);
+    expect(want).toMatch(/^invalid_arguments: ARG.RUNTIME_DIMS/);
+    expect(await errorOf(eng, [...sd], [...scale], [...bin], [...rows])).toBe(want);
   });
 });
 

@@ -9,10 +9,10 @@ import { gemmTiledKey, gemmTiledWgsl, type GemmTiledConfig } from '../../kernels
 import { WGSL_ELTWISE_HELPERS, eltwiseChainWgsl } from '../../kernels/wgsl/wgsl_eltwise.js';
 import { fusionStorageCount, type GemmFusion } from '../../kernels/wgsl/wgsl_quant.js';
 import { fusionEntries, fusionUniform, gemmFusionOf, needsFusion, subjectRejectReason, type FusionArgs, type FusionSubject } from '../matmul/webgpu_fusion.js';
-import { DIMS_ERR_TILES, EXPERT_ARGS_WORDS, EXPERT_INFO_WORDS, expertDimsWgsl } from '../../kernels/wgsl/expert_dims.js';
+import { DIMS_ERR_OPERAND, DIMS_ERR_TILES, EXPERT_ARGS_WORDS, EXPERT_CHECK_WORDS, EXPERT_INFO_WORDS, expertDimsWgsl } from '../../kernels/wgsl/expert_dims.js';
 import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
-import { DIMS_ERR, gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
+import { gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
 import { planExpertWindows, type ExpertRowWindow } from './expert_windows.js';
 import { GEMM_ROWS_PARAMS_WORDS } from '../../kernels/wgsl/gemm_rows.js';
 import { GEMV_PARAMS_WORDS, GEMV_SCHED_WORD, gemvBindings, gemvSplitKKey, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
@@ -125,7 +125,9 @@ interface ExpertKernel {
 
 /** How expert i runs in one execution: its row capacity, kernel, params slots and, past one binding, its row windows. */
 interface ExpertRun {
+  /** Rows that fit every tensor with runtime rows of the expert, and its src and dst alone. */
   readonly cap: number;
+  readonly sd: number;
   readonly tile: Tile;
   readonly kernel: ExpertKernel;
   readonly slot: number;
@@ -144,23 +146,42 @@ function expertGemvParams(e: Expert, g: GemvPlan, cap: number): Uint32Array {
   return P;
 }
 
-/** An expert without a fusion has no per-row operands. */
-const NO_OPERANDS: readonly { name: string; cap: number }[] = [];
+/** A tensor with runtime rows beside an expert's src / dst (a per-row scale, zero point or binary src1). */
+interface RowOperand {
+  readonly expert: number;
+  /** Its argument's name, built only for a message. */
+  readonly name: () => string;
+  readonly cap: number;
+}
 
-/** The name and row capacity of each of expert i's tensors with runtime rows, in the cpu engine's checking order after src / dst. */
-function perRowOperands(p: GroupedGemmProblem, a: GroupedGemmArgs<GpuMemory>, i: number): { name: string; cap: number }[] {
-  const out: { name: string; cap: number }[] = [];
+/**
+ * Every expert's tensors with runtime rows beside src / dst, in the cpu engine's checking order
+ * (wasm_grouped_gemm.ts checkRowValues: scales then zero points, by argument, by expert; then each
+ * binary src1 by expert), with their row capacities.
+ */
+function rowOperands(p: GroupedGemmProblem, a: GroupedGemmArgs<GpuMemory>): RowOperand[] {
+  const out: RowOperand[] = [];
   for (const [base, tbl] of [[ARG.ATTR_SCALES, a.scales], [ARG.ATTR_ZERO_POINTS, a.zeroPoints]] as const) {
     for (const arg of QUANT_ARGS) {
-      const m = tbl[arg]?.[i];
-      if (m?.desc.hasRuntimeDims) out.push({ name: argName(base | (EXPERT_QUANT_ARG_ID[arg] + i)), cap: gpuRowCapacity(m) });
+      tbl[arg]?.forEach((m, i) => {
+        if (m?.desc.hasRuntimeDims) out.push({ expert: i, name: () => argName(base | (EXPERT_QUANT_ARG_ID[arg] + i)), cap: gpuRowCapacity(m) });
+      });
     }
   }
-  a.binary.forEach((list, j) => {
-    const m = list[i];
-    if (m.desc.hasRuntimeDims) out.push({ name: argName(ARG.ATTR_MULTIPLE_POST_OP(p.experts[i].fusion.binary[j].position) | (ARG.MULTIPLE_SRC + i)), cap: gpuRowCapacity(m) });
-  });
+  a.binary.forEach((list, j) => list.forEach((m, i) => {
+    if (m.desc.hasRuntimeDims) out.push({ expert: i, name: () => argName(ARG.ATTR_MULTIPLE_POST_OP(p.experts[i].fusion.binary[j].position) | (ARG.MULTIPLE_SRC + i)), cap: gpuRowCapacity(m) });
+  }));
   return out;
+}
+
+/** How many row operands `p`'s executions have (rowOperands; the descriptors decide). */
+function rowOperandCount(p: GroupedGemmProblem): number {
+  let n = 0;
+  for (const e of p.experts) {
+    for (const q of [...Object.values(e.fusion.scales), ...Object.values(e.fusion.zeroPoints)]) if (q?.md.hasRuntimeDims) n++;
+    for (const b of e.fusion.binary) if (b.perExpert && b.md.hasRuntimeDims) n++;
+  }
+  return n;
 }
 
 class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
@@ -183,6 +204,8 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   /** Per-expert capacity, tm, N tiles, max y tiles, first slot, slots (EXPERT_INFO_WORDS words each), written by the host when they change. */
   private readonly info: GPUBuffer;
   private readonly dimsParams: GPUBuffer;
+  /** The row operands' (expert, capacity) checks in the cpu's order (EXPERT_CHECK_WORDS each), written with the info. */
+  private readonly checks: GPUBuffer;
   /**
    * Stand in for zero-size caller buffers (WebGPU binds no empty range; such an expert has 0 rows of
    * capacity): one for read bindings, one for dst, since a buffer may not be read and written in one dispatch.
@@ -216,15 +239,16 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     this.args = eng.createBuffer(G * EXPERT_ARGS_WORDS * 4, 'grouped_gemm dispatch args', GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT);
     this.info = eng.createBuffer(G * EXPERT_INFO_WORDS * 4, 'grouped_gemm expert info', storage);
     this.dimsParams = eng.createBuffer(16, 'grouped_gemm dims params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+    this.checks = eng.createBuffer(rowOperandCount(p) * EXPERT_CHECK_WORDS * 4, 'grouped_gemm row operand checks', storage);
     this.emptyIn = eng.createBuffer(16, 'grouped_gemm empty input binding');
     this.emptyOut = eng.createBuffer(16, 'grouped_gemm empty dst binding');
   }
 
   task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
     // Planned at execute (buffer sizes are host facts): what no window can bind throws there.
-    const perRow = this.p.experts.map((_, i) => (this.fusions[i] ? perRowOperands(this.p, a, i) : NO_OPERANDS));
-    const runs = this.plan(a, perRow);
-    return () => this.encode(a, perRow, runs);
+    const ops = this.fusions.some((f) => f) ? rowOperands(this.p, a) : [];
+    const runs = this.plan(a, ops);
+    return () => this.encode(a, ops, runs);
   }
 
   /** Expert i's kernel for capacity `cap` (windows: the tiled kernel, whose row windows split it). */
@@ -255,12 +279,15 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   }
 
   /** Each expert's capacity (its row tensors' buffers), tile and, past one binding, row windows; throws what no window can bind. */
-  private plan(a: GroupedGemmArgs<GpuMemory>, perRow: readonly (readonly { name: string; cap: number }[])[]): ExpertRun[] {
+  private plan(a: GroupedGemmArgs<GpuMemory>, ops: readonly RowOperand[]): ExpertRun[] {
     const { p, eng } = this;
     const maxY = eng.caps.maxComputeWorkgroupsPerDimension, max = eng.caps.maxStorageBufferBindingSize;
+    const opsCap = p.experts.map(() => Infinity);
+    for (const o of ops) opsCap[o.expert] = Math.min(opsCap[o.expert], o.cap);
     let slot = 0;
     return p.experts.map((e, i) => {
-      const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]), ...perRow[i].map((o) => o.cap));
+      const sd = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
+      const cap = Math.min(sd, opsCap[i]);
       const tiled = tileFor(cap, e.N, maxY);
       const windows = planExpertWindows({ md: e.src, bytes: a.src[i].buffers[0].size }, { md: e.dst, bytes: a.dst[i].buffers[0].size }, cap, tiled.tm, eng.caps);
       if (typeof windows === 'string') throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: ${windows}`);
@@ -270,26 +297,30 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       const f = this.fusions[i] ? expertFusionArgs(a, i) : undefined;
       const big = f && [...Object.values(f.scales), ...Object.values(f.zeroPoints), ...f.binary].find((m) => m !== undefined && m.buffers[0].size > max);
       if (big) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: a scales, zero points or binary src1 buffer of ${big.buffers[0].size} bytes is larger than one storage binding (maxStorageBufferBindingSize ${max} bytes): not implemented on the gpu engine yet`);
-      const run = { cap, tile, kernel, slot, windows };
+      const run = { cap, sd, tile, kernel, slot, windows };
       slot += windows?.length ?? 1;
       return run;
     });
   }
 
-  private encode(a: GroupedGemmArgs<GpuMemory>, perRow: readonly (readonly { name: string; cap: number }[])[], runs: readonly ExpertRun[]): void {
+  private encode(a: GroupedGemmArgs<GpuMemory>, ops: readonly RowOperand[], runs: readonly ExpertRun[]): void {
     const { p, eng } = this;
     eng.checkAlive();
     const G = p.G;
     const maxY = eng.caps.maxComputeWorkgroupsPerDimension;
-    // Host-known per execution: capacities, tiles and slots (info), then each window's rows and offsets.
-    // The plan words: each expert's info, then each window's rows and byte ranges (plain loops: E experts per execution).
+    // The plan words: each expert's info, the row operand checks, then each window's rows and byte ranges
+    // (plain loops: E experts per execution).
     let windows = 0;
     for (const r of runs) windows += r.windows?.length ?? 0;
-    const plan = new Uint32Array(G * EXPERT_INFO_WORDS + 6 * windows);
-    let at = G * EXPERT_INFO_WORDS;
+    const nInfo = G * EXPERT_INFO_WORDS, nChecks = ops.length * EXPERT_CHECK_WORDS;
+    const plan = new Uint32Array(nInfo + nChecks + 6 * windows);
     for (let i = 0; i < G; i++) {
       const r = runs[i], o = i * EXPERT_INFO_WORDS;
-      plan[o] = r.cap; plan[o + 1] = r.tile.tm; plan[o + 2] = this.gridX(i, r); plan[o + 3] = maxY; plan[o + 4] = r.slot; plan[o + 5] = r.windows?.length ?? 1;
+      plan[o] = r.cap; plan[o + 1] = r.tile.tm; plan[o + 2] = this.gridX(i, r); plan[o + 3] = maxY; plan[o + 4] = r.slot; plan[o + 5] = r.windows?.length ?? 1; plan[o + 6] = r.sd;
+    }
+    ops.forEach((c, j) => { plan[nInfo + EXPERT_CHECK_WORDS * j] = c.expert; plan[nInfo + EXPERT_CHECK_WORDS * j + 1] = Math.min(c.cap, 0xffffffff); });
+    let at = nInfo + nChecks;
+    for (const r of runs) {
       for (const w of r.windows ?? []) {
         plan.set([w.rLo, w.rHi, w.src.offset, w.src.size, w.dst.offset, w.dst.size], at);
         at += 6;
@@ -298,15 +329,14 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     const last = this.lastPlan;
     let same = last !== undefined && last.length === plan.length;
     for (let j = 0; same && j < plan.length; j++) same = last![j] === plan[j];
-    if (!same) this.writePlan(runs, plan.slice(0, G * EXPERT_INFO_WORDS), plan);
+    if (!same) this.writePlan(runs, plan.slice(0, nInfo), plan.slice(nInfo, nInfo + nChecks), plan);
+    // The device reports the cpu engine's first violation (expert_dims.ts): src / dst, then a row operand (y: its check).
     const slot = eng.status.take((code, i, x, y) => {
       if (code === DIMS_ERR_TILES) return new DnnlError('runtime_error', `grouped_gemm: ARG.RUNTIME_DIMS[${i}] = ${x} rows need more than ${maxY} row tiles of ${runs[i]?.tile.tm ?? 0} in one dispatch on this gpu engine`);
-      // The device knows one capacity per expert: name the tensor that holds too few rows, as the cpu engine does.
-      const sd = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
-      const short = code === DIMS_ERR.capacity && x <= sd ? perRow[i]?.find((o) => o.cap < x) : undefined;
-      return short ? new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} rows do not fit ${short.name} (${short.cap} rows fit)`) : runtimeDimsError(code, i, x, code === DIMS_ERR.capacity ? sd : y);
+      const op = code === DIMS_ERR_OPERAND ? ops[y] : undefined;
+      return op ? new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} rows do not fit ${op.name()} (${op.cap} rows fit)`) : runtimeDimsError(code, i, x, y);
     });
-    eng.writeParams(this.dimsParams, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, 0]));
+    eng.writeParams(this.dimsParams, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, ops.length]));
     // The plan written last (equal to this one): its identity keys the bind-group cache.
     const groups = this.bindGroups(a, runs, this.lastPlan!, slot.binding);
     eng.encode('grouped_gemm', (enc) => {
@@ -336,7 +366,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   }
 
   /** Writes the info and every params slot (static words; M comes from the expert-dims pass), growing the params buffer for windows. */
-  private writePlan(runs: readonly ExpertRun[], info: Uint32Array<ArrayBuffer>, plan: Uint32Array): void {
+  private writePlan(runs: readonly ExpertRun[], info: Uint32Array<ArrayBuffer>, checks: Uint32Array<ArrayBuffer>, plan: Uint32Array): void {
     const slots = runs.reduce((n, r) => n + (r.windows?.length ?? 1), 0);
     if (slots > this.paramSlots) {
       this.eng.retire(this.params);
@@ -352,6 +382,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     });
     this.eng.write(this.params, 0, all);
     this.eng.write(this.info, 0, info);
+    if (checks.length) this.eng.write(this.checks, 0, checks);
     this.lastPlan = plan;
   }
 
@@ -368,6 +399,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
       { binding: 3, resource: { buffer: this.params } },
       { binding: 4, resource: { buffer: this.args } },
       { binding: 5, resource: status },
+      { binding: 6, resource: { buffer: this.checks } },
     ]);
     const c = this.cache;
     if (c && sameBuffers(key, c.key) && c.plan === plan) return { gemm: c.gemm, dims };
@@ -412,7 +444,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
 
   destroy(): void {
     this.cache = undefined;
-    this.eng.retire(this.params, this.args, this.info, this.dimsParams, this.emptyIn, this.emptyOut, this.fusionParams);
+    this.eng.retire(this.params, this.args, this.info, this.dimsParams, this.checks, this.emptyIn, this.emptyOut, this.fusionParams);
   }
 }
 
