@@ -3,11 +3,9 @@
  * correctness mode on SwiftShader's Vulkan (0 failed, the one problem the gpu engine refuses reported
  * UNIMPLEMENTED with the gpu impl's reason), and a wrong gpu result FAILS.
  */
-import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runDriver } from '../bench/benchdnn/driver.js';
-
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+import { useSwiftShaderWithoutDriver } from './swiftshader_env.js';
 
 async function run(args: string[], perturb?: (d: Float64Array) => void): Promise<{ lines: string[]; summary: Awaited<ReturnType<typeof runDriver>> }> {
   const lines: string[] = [];
@@ -16,8 +14,7 @@ async function run(args: string[], perturb?: (d: Float64Array) => void): Promise
 }
 
 beforeAll(() => {
-  // as test/gpu_helpers.ts: no GPU driver in CI, so Dawn runs on SwiftShader
-  if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  useSwiftShaderWithoutDriver(); // no GPU driver in CI: Dawn runs on SwiftShader
 });
 
 describe('benchdnn --engine=gpu', () => {

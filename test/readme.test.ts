@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { root, tsc } from './pack_helpers.js';
+import { useSwiftShaderWithoutDriver } from './swiftshader_env.js';
 
 const run = promisify(execFile);
 const dir = join(root, 'build/readme');
@@ -63,7 +64,9 @@ describe('README', () => {
 
   it.each(blocks.filter((b) => !b.fragment).map((b) => [b.file, b] as const))('%s runs with tsx and exits by itself', async (_name, b) => {
     const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
-    const r = await run(process.execPath, [tsx, join(dir, b.file)], { cwd: dir, encoding: 'utf8', timeout: 60_000 })
+    // The gpu engine's block needs an adapter: SwiftShader where the machine has no GPU driver, as the gpu tests.
+    const env = useSwiftShaderWithoutDriver();
+    const r = await run(process.execPath, [tsx, join(dir, b.file)], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 })
       .catch((e: { code?: number; signal?: string; stdout: string; stderr: string }) => e);
     expect('code' in r || 'signal' in r ? `README.md line ${b.line}: ${JSON.stringify({ code: r.code, signal: r.signal })}\n${r.stderr}` : '').toBe('');
   }, 90_000);
