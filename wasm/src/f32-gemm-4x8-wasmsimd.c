@@ -40,7 +40,7 @@ INLINE v128_t apply_elt(v128_t x, int alg, float alpha, float beta) {
       return wasm_v128_bitselect(x, neg, wasm_f32x4_gt(x, wasm_f32x4_splat(0.0f)));
     }
     case ELT_LINEAR: return wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(alpha)), wasm_f32x4_splat(beta));
-    case ELT_CLIP: return wasm_f32x4_pmin(wasm_f32x4_splat(beta), wasm_f32x4_pmax(wasm_f32x4_splat(alpha), x));
+    case ELT_CLIP: return wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(alpha)), wasm_f32x4_splat(beta)); /* a NaN x stays */
     case ELT_ABS: return wasm_f32x4_abs(x);
     case ELT_SQUARE: return wasm_f32x4_mul(x, x);
     default: return x;

@@ -240,9 +240,9 @@ INLINE v128_t v_pow(v128_t x, float alpha, float beta) {
   return alpha == 1.0f ? r : VMUL(VF(alpha), r);
 }
 
-/* max(0, min(1, alpha x + beta)) */
+/* max(0, min(1, alpha x + beta)); pmin(v, c) / pmax(v, c) return a NaN v, as the formula does */
 INLINE v128_t v_hardsigmoid(v128_t x, float alpha, float beta) {
-  return wasm_f32x4_pmax(VF(0.0f), wasm_f32x4_pmin(VF(1.0f), VADD(VMUL(x, VF(alpha)), VF(beta))));
+  return wasm_f32x4_pmax(wasm_f32x4_pmin(VADD(VMUL(x, VF(alpha)), VF(beta)), VF(1.0f)), VF(0.0f));
 }
 
 /* One eltwise algorithm (oneDNN semantics; see src/attr/eltwise.ts). */
@@ -253,7 +253,7 @@ INLINE v128_t v_eltwise(v128_t x, int alg, float alpha, float beta) {
       return wasm_v128_bitselect(x, neg, wasm_f32x4_gt(x, VF(0.0f)));
     }
     case 2: return VADD(VMUL(x, VF(alpha)), VF(beta));                               /* linear */
-    case 3: return wasm_f32x4_pmin(VF(beta), wasm_f32x4_pmax(VF(alpha), x));         /* clip */
+    case 3: return wasm_f32x4_pmin(wasm_f32x4_pmax(x, VF(alpha)), VF(beta));         /* clip (a NaN x stays) */
     case 4: return wasm_f32x4_abs(x);                                               /* abs */
     case 5: return VMUL(x, x);                                                      /* square */
     case 6: return v_gelu_erf(x);                                                   /* gelu_erf */

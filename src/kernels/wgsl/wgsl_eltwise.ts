@@ -22,10 +22,20 @@ export function f32Literal(x: number): string {
  *   `n = e^x (e^x + 2)`;
  * - log and sqrt give -Inf / NaN outside their domain, as the cpu (WGSL leaves those values
  *   indeterminate), made from the argument's bits (a constant NaN / Inf is a shader-creation error).
+ * - NaN and infinities follow the f32 evaluation of the formulas in attr/eltwise.ts, as on the cpu: WGSL
+ *   leaves builtins of a NaN indeterminate (SwiftShader's exp(NaN) is Inf, our log's frexp of NaN a
+ *   number) and a compiler folds a literal `0.0 * x` to 0, so the tests are integer ones on the bits:
+ *   `gd_keep_nan` returns a NaN argument as the result, `gd_zmul` is `0 * x` with its NaN for an
+ *   infinite x, `gd_clamp01` keeps a NaN. Subnormal results may flush to 0 (GPUs do; WGSL allows it).
  */
 export const WGSL_ELTWISE_HELPERS = /* wgsl */ `
 fn gd_nan(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) | 0x7fc00000u); }
 fn gd_inf(x: f32) -> f32 { return bitcast<f32>((bitcast<u32>(x) & 0x80000000u) | 0x7f800000u); }
+fn gd_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn gd_finite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+fn gd_keep_nan(x: f32, y: f32) -> f32 { return select(y, x, gd_isnan(x)); }
+fn gd_zmul(x: f32) -> f32 { return select(gd_nan(x), bitcast<f32>(bitcast<u32>(x) & 0x80000000u), gd_finite(x)); }
+fn gd_clamp01(x: f32) -> f32 { return select(clamp(x, 0.0, 1.0), x, gd_isnan(x)); }
 fn gd_erf_small(z: f32) -> f32 {
   let s = z * z;
   var p = 7.854026326871433e-05;
@@ -153,30 +163,48 @@ function powWgsl(x: string, beta: number): string {
   return beta < 0 ? `(1.0 / ${acc})` : acc;
 }
 
-/** The WGSL expression of one eltwise algorithm on `x` (semantics of eltwiseScalar, attr/eltwise.ts). */
+/**
+ * The WGSL expression of one eltwise algorithm on `x` (semantics of eltwiseScalar, attr/eltwise.ts,
+ * in f32): a NaN x gives NaN (pow with beta 0 aside: x^0 = 1), and a product by alpha = 0 keeps IEEE's NaN of
+ * `0 * Inf` (see WGSL_ELTWISE_HELPERS). `x` is evaluated more than once: pass a variable.
+ */
 export function eltwiseWgsl(alg: EltwiseAlg, x: string, alpha: number, beta: number): string {
+  // x^0 is 1 for every x, NaN included (IEEE pow, JavaScript's Math.pow, the cpu's chain)
+  if (alg === 'eltwise_pow' && beta === 0) return eltwiseOfNumber(alg, x, alpha, beta);
+  return `gd_keep_nan(${x}, ${eltwiseOfNumber(alg, x, alpha, beta)})`;
+}
+
+/** alpha * y, where a literal 0 would be folded away with the NaN of an infinite y. */
+function timesAlpha(alpha: number, y: string): string {
+  if (alpha !== 0) return `${f32Literal(alpha)} * ${y}`;
+  return Object.is(alpha, -0) ? `(-gd_zmul(${y}))` : `gd_zmul(${y})`;
+}
+
+/** The expression for a number x (eltwiseWgsl adds the NaN rule). */
+function eltwiseOfNumber(alg: EltwiseAlg, x: string, alpha: number, beta: number): string {
   const a = f32Literal(alpha), b = f32Literal(beta);
   switch (alg) {
-    case 'eltwise_relu': return `select(${a} * ${x}, ${x}, ${x} > 0.0)`;
+    case 'eltwise_relu': return `select(${timesAlpha(alpha, x)}, ${x}, ${x} > 0.0)`;
     case 'eltwise_gelu_erf': return `gd_gelu_erf(${x})`;
     case 'eltwise_gelu_tanh': return `0.5 * ${x} * (1.0 + gd_tanh(0.79788456080f * (${x} + 0.044715 * ${x} * ${x} * ${x})))`;
-    case 'eltwise_swish': return `${x} * gd_logistic(${a} * ${x})`;
+    // alpha 0: x * logistic(0 * x), so x / 2, and NaN at +-Inf (logistic of NaN)
+    case 'eltwise_swish': return alpha === 0 ? `select(gd_nan(${x}), 0.5 * ${x}, gd_finite(${x}))` : `${x} * gd_logistic(${a} * ${x})`;
     case 'eltwise_logistic': return `gd_logistic(${x})`;
     case 'eltwise_tanh': return `gd_tanh(${x})`;
-    case 'eltwise_linear': return `${a} * ${x} + ${b}`;
+    case 'eltwise_linear': return `${timesAlpha(alpha, x)} + ${b}`;
     case 'eltwise_clip': case 'eltwise_clip_v2': return `min(${b}, max(${a}, ${x}))`;
     case 'eltwise_abs': return `abs(${x})`;
     case 'eltwise_square': return `${x} * ${x}`;
     case 'eltwise_exp': return `exp(${x})`;
-    case 'eltwise_elu': return `select(${a} * gd_expm1(min(${x}, 0.0)), ${x}, ${x} > 0.0)`;
+    case 'eltwise_elu': return `select(${timesAlpha(alpha, `gd_expm1(min(${x}, 0.0))`)}, ${x}, ${x} > 0.0)`;
     case 'eltwise_sqrt': return `gd_sqrt(${x})`;
-    case 'eltwise_soft_relu': return alpha === 1 ? `gd_softplus(${x})` : `gd_softplus(${a} * ${x}) / ${a}`;
+    case 'eltwise_soft_relu': return alpha === 1 ? `gd_softplus(${x})` : `gd_softplus(${timesAlpha(alpha, x)}) / ${a}`;
     case 'eltwise_log': return `gd_log(${x})`;
-    case 'eltwise_pow': return alpha === 1 ? powWgsl(x, beta) : `${a} * ${powWgsl(x, beta)}`;
+    case 'eltwise_pow': return alpha === 1 ? powWgsl(x, beta) : timesAlpha(alpha, powWgsl(x, beta));
     case 'eltwise_round': return `round(${x})`;
     case 'eltwise_mish': return `gd_mish(${x})`;
-    case 'eltwise_hardswish': return `${x} * clamp(${a} * ${x} + ${b}, 0.0, 1.0)`;
-    case 'eltwise_hardsigmoid': return `clamp(${a} * ${x} + ${b}, 0.0, 1.0)`;
+    case 'eltwise_hardswish': return `${x} * gd_clamp01(${timesAlpha(alpha, x)} + ${b})`;
+    case 'eltwise_hardsigmoid': return `gd_clamp01(${timesAlpha(alpha, x)} + ${b})`;
   }
 }
 
