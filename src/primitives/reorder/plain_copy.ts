@@ -9,8 +9,11 @@ import type { MemoryDesc } from '../../memory/desc.js';
  */
 export function copyPlainElements(src: MemoryDesc, from: ArrayBufferLike, fromByte: number, dst: MemoryDesc, to: ArrayBufferLike, toByte: number): void {
   if (src.nelems === 0) return;
-  const fv = makeView(src.dataType, from, fromByte, src.spanElems);
-  const tv = makeView(dst.dataType, to, toByte, dst.spanElems);
+  // f32 moves as its bits (a JS number would quiet a signaling NaN); bf16 -> f32 is the shift of
+  // oneDNN and PyTorch, which keeps a NaN's bits too, as the gpu kernel does.
+  const f32Bits = src.dataType === 'f32' && dst.dataType === 'f32', widenBf16 = src.dataType === 'bf16' && dst.dataType === 'f32';
+  const fv = makeView(f32Bits ? 's32' : src.dataType, from, fromByte, src.spanElems);
+  const tv = makeView(f32Bits || widenBf16 ? 's32' : dst.dataType, to, toByte, dst.spanElems);
   const nd = src.ndims;
   const idx = new Array<number>(nd).fill(0);
   const same = src.dataType === dst.dataType, nibbles = isSubByteType(src.dataType);
@@ -23,7 +26,7 @@ export function copyPlainElements(src: MemoryDesc, from: ArrayBufferLike, fromBy
     if (nibbles) {
       const code = (fv[so >>> 1] >>> ((so & 1) << 2)) & 0xf, sh = (d & 1) << 2;
       tv[d >>> 1] = (tv[d >>> 1] & ~(0xf << sh)) | (code << sh);
-    } else tv[d] = same ? fv[so] : toStored(dst.dataType, fromStored(src.dataType, fv[so]));
+    } else tv[d] = same ? fv[so] : widenBf16 ? fv[so] << 16 : toStored(dst.dataType, fromStored(src.dataType, fv[so]));
     for (let i = nd - 1; i >= 0 && ++idx[i] === src.dims[i]; i--) idx[i] = 0;
   }
 }

@@ -479,6 +479,8 @@ export class GpuEngine {
    * a lost device, a WebGPU error, or a runtime error a kernel wrote to its status slot.
    */
   async flush(): Promise<void> {
+    // release() destroyed the device it requested: the wait would otherwise report a device loss the caller did not cause
+    check(!this.released, 'engine: used after release()');
     let readback: StatusReadback | undefined;
     if (this.lostReason === undefined) {
       // The slots' read-back goes into the batch after its work: one submit, and its map completes
