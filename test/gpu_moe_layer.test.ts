@@ -201,6 +201,37 @@ describe('moe.layer on the gpu engine', () => {
     layer.destroy();
   });
 
+  it('routingWeight input with bf16 / f16 activations: the in-place weighting of the permuted rows matches the cpu layer', async () => {
+    // The gpu's 16-bit store cleared its lane before reading the value it scaled: every routed row came out 0.
+    const T = 5, K = 12, I = 8, E = 3, k = 2;
+    const rng = mulberry32(77);
+    const hidden = randomF32(rng, T * K), logits = randomF32(rng, T * E), w13 = randomF32(rng, E * K * 2 * I), w2 = randomF32(rng, E * I * K);
+    for (const dataType of [dt.bf16, dt.f16]) {
+      const outs: Float32Array[] = [];
+      for (const eng of [cpu, gpu] as AnyEngine[]) {
+        const pd = new moe.layer.PrimitiveDesc(eng, {
+          tokens: T, hidden: K, intermediate: I, experts: E, topK: k, dataType, routingWeight: 'input', gemm1: 'permute',
+          weights: { w13: memory.desc([E, K, 2 * I], dt.f32, tag.abc), w2: memory.desc([E, I, K], dt.f32, tag.abc) },
+        });
+        const m = (md: ReturnType<typeof memory.desc>, v: Float64Array): AnyMemory => Memory.create(md, eng).write(v);
+        const dst = Memory.create(pd.queryMd('dst')!, eng);
+        const args: Record<number, AnyMemory> = {
+          [ARG.SRC]: m(pd.queryMd('hidden')!, hidden), [ARG.MOE_ROUTER_LOGITS]: m(pd.queryMd('logits')!, logits),
+          [ARG.WEIGHTS]: m(pd.queryMd('w13')!, w13), [ARG.WEIGHTS_1]: m(pd.queryMd('w2')!, w2), [ARG.DST]: dst,
+        };
+        const strm = new Stream(eng);
+        const layer = new moe.layer.Primitive(pd);
+        if (eng.kind === 'gpu') (layer as unknown as moe.layer.Primitive<GpuEngine>).execute(strm, args as Record<number, GpuMemory>);
+        else (layer as unknown as moe.layer.Primitive).execute(strm, args as Record<number, Memory>);
+        await strm.wait();
+        outs.push(Float32Array.from(await dst.read()));
+        layer.destroy();
+      }
+      expect(outs[0].some((v) => Math.abs(v) > 1e-3)).toBe(true);
+      expect(maxRelDiff(outs[1], outs[0]), dataType).toBeLessThan(dataType === dt.bf16 ? 2e-2 : 2e-3);
+    }
+  });
+
   it('a NaN router logit is raised at stream.wait() as a DnnlError naming the layer', async () => {
     const s = SHAPES[1], d = data(s, 3);
     d.logits[2] = NaN;

@@ -120,15 +120,19 @@ export function wgslLoadRw(t: DataType, buf: string, i: string): string {
   throw new Error(`wgslLoadRw: ${t} is not a gpu dst type`);
 }
 
-/** WGSL statements storing f32 `v` at element `i` of the rw buffer `buf` of type `t`. */
+/**
+ * WGSL statements storing f32 `v` at element `i` of the rw buffer `buf` of type `t`. For a sub-word
+ * type the code is computed before its lane is cleared, so `v` may read the element it replaces (an
+ * in-place scaling); the block's own names carry a `st_` prefix so that `i` and `v` may use any name.
+ */
 export function wgslStore(t: DataType, buf: string, i: string, v: string): string {
   if (t === 'f32') return `${buf}[${i}] = ${v};`;
   if (t === 's32') return `${buf}[${i}] = sat_s32(${v});`;
   if (t === 's8' || t === 'u8') {
     // RNE + saturation, then the byte lane of the word (atomics: neighbours are other threads' elements).
-    return `{ let e = ${i}; let sh = (e & 3u) * 8u; atomicAnd(&${buf}[e >> 2u], ~(0xffu << sh)); atomicOr(&${buf}[e >> 2u], sat_${t}(${v}) << sh); }`;
+    return `{ let st_c = sat_${t}(${v}); let st_e = ${i}; let st_sh = (st_e & 3u) * 8u; atomicAnd(&${buf}[st_e >> 2u], ~(0xffu << st_sh)); atomicOr(&${buf}[st_e >> 2u], st_c << st_sh); }`;
   }
   if (t !== 'f16' && t !== 'bf16') throw new Error(`wgslStore: ${t} is not a gpu dst type`);
   const conv = t === 'f16' ? `to_f16(${v})` : `to_bf16(${v})`;
-  return `{ let e = ${i}; let sh = (e & 1u) * 16u; atomicAnd(&${buf}[e >> 1u], ~(0xffffu << sh)); atomicOr(&${buf}[e >> 1u], ${conv} << sh); }`;
+  return `{ let st_c = ${conv}; let st_e = ${i}; let st_sh = (st_e & 1u) * 16u; atomicAnd(&${buf}[st_e >> 1u], ~(0xffffu << st_sh)); atomicOr(&${buf}[st_e >> 1u], st_c << st_sh); }`;
 }
