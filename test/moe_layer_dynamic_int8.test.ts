@@ -36,11 +36,11 @@ describe('moe.layer dynamicQuantization: s8', () => {
   });
   afterAll(() => engines.forEach(([e]) => e.release()));
 
-  async function layer(eng: Engine, strm: Stream, wdt: DataType, blk: number, dynamic: boolean): Promise<{ out: Float32Array; impl: string[]; w13: string }> {
+  async function layer(eng: Engine, strm: Stream, wdt: DataType, blk: number, dynamic: boolean, extra: Partial<moe.layer.LayerConfig> = {}): Promise<{ out: Float32Array; impl: string[]; w13: string }> {
     const qmax = wdt === dt.s4 ? 7 : 127;
     const w13 = rnd(E * K * 2 * I, 3).map((v) => v / 8), w2 = rnd(E * I * K, 4).map((v) => v / 8);
     const q13 = quantize(w13, K, 2 * I, blk || K, qmax), q2 = quantize(w2, I, K, blk || I, qmax);
-    const r = await runQuantLayer(eng, strm, { T, K, I, E, topK, wdt, blk, c13: q13.codes, c2: q2.codes, s13: q13.scales, s2: q2.scales, hidden: rnd(T * K, 1), logits: rnd(T * E, 2), options: dynamic ? { dynamicQuantization: 's8' } : {} });
+    const r = await runQuantLayer(eng, strm, { T, K, I, E, topK, wdt, blk, c13: q13.codes, c2: q2.codes, s13: q13.scales, s2: q2.scales, hidden: rnd(T * K, 1), logits: rnd(T * E, 2), options: dynamic ? { dynamicQuantization: 's8', ...extra } : extra });
     return { out: r.out, impl: r.impl, w13: r.w13 };
   }
 
@@ -63,4 +63,13 @@ describe('moe.layer dynamicQuantization: s8', () => {
       expect(err).toBeLessThan(0.03);
     });
   }
+
+  it("gemm1 'permute': the per-row scales of the permuted (grouped) src share its offsets; the same bits as 'gather'", async () => {
+    // The dynamic-quant matmul gave its scales no offsets: a permuted layer failed at execute with
+    // 'ARG.ATTR_SCALES | workspace.permuted offsets must equal src offsets'.
+    const [e1, s1] = engines[0];
+    const gather = await layer(e1, s1, dt.s8, 0, true);
+    const permute = await layer(e1, s1, dt.s8, 0, true, { gemm1: 'permute' });
+    expect(Array.from(permute.out)).toEqual(Array.from(gather.out));
+  });
 });

@@ -153,7 +153,8 @@ class DynamicQuantExecutor implements MatmulExecutor {
     });
     // The GEMM reads the workspace through views of the caller's memories (offsets and the rest unchanged).
     const view = (m: Memory, h0: number): Memory => Object.create(m, { handles: { value: [h0, ...m.handles.slice(1)] } }) as Memory;
-    const scalesMem = Object.create(a.src, { handles: { value: [this.s] } }) as Memory;
+    // Per-row scales of a grouped src share its offsets (the GEMM checks they are the same buffer).
+    const scalesMem = Object.create(a.src, { handles: { value: [this.s, ...a.src.handles.slice(1)] } }) as Memory;
     const gemm = this.gemm.task({ ...a, src: view(a.src, this.q), scales: { ...a.scales, src: scalesMem } });
     return () => {
       const r = quant();
