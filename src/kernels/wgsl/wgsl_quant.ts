@@ -143,7 +143,12 @@ fn glu_erfc(x: f32) -> f32 {
 }
 `;
 
-/** `act(gate) * up` (attr/eltwise.ts gluScalar) as a WGSL function; needs WGSL_ELTWISE_HELPERS. */
+/**
+ * `act(gate) * up` (attr/eltwise.ts gluScalar) as a WGSL function; needs WGSL_ELTWISE_HELPERS. NaN as
+ * the f32 formula gives it, from integer tests on the bits (WGSL's min / clamp return the bound for a
+ * NaN, and the GPU gave swiglu of an infinite gate an infinity): a NaN gate or up, and a swish of an
+ * infinite gate whose alpha * gate is not +Inf (gate * sigmoid(-Inf) = Inf * 0; alpha 0: sigmoid(NaN)).
+ */
 export function gluFnWgsl(g: GluConfig): string {
   const a = f32Literal(g.alpha), l = f32Literal(g.limit);
   const body =
@@ -151,5 +156,10 @@ export function gluFnWgsl(g: GluConfig): string {
     g.alg === 'glu_geglu_erf' ? 'return 0.5 * gate * glu_erfc(gate * -0.70710678118f) * up;' :
     g.alg === 'glu_geglu_tanh' ? 'return 0.5 * gate * (1.0 + gd_tanh(0.79788456080f * (gate + 0.044715 * gate * gate * gate))) * up;' :
     `let gg = min(gate, ${l}); let uu = clamp(up, -${l}, ${l}); return gg * gd_logistic(${a} * gg) * (uu + 1.0);`;
-  return `${g.alg === 'glu_geglu_erf' ? GLU_ERFC : ''}fn glu_act(gate: f32, up: f32) -> f32 { ${body} }\n`;
+  // The infinite gates at which alpha * gate is not +Inf (swiglu_oai swishes min(gate, limit): only -Inf).
+  const NEG_INF = ' || bitcast<u32>(gate) == 0xff800000u', POS_INF = ' || bitcast<u32>(gate) == 0x7f800000u';
+  const nanGate = g.alg === 'glu_swiglu' ? (g.alpha > 0 ? NEG_INF : g.alpha < 0 ? POS_INF : ' || !gd_finite(gate)')
+    : g.alg === 'glu_swiglu_oai' && g.alpha >= 0 ? NEG_INF : '';
+  return `${g.alg === 'glu_geglu_erf' ? GLU_ERFC : ''}fn glu_formula(gate: f32, up: f32) -> f32 { ${body} }
+fn glu_act(gate: f32, up: f32) -> f32 { return select(glu_formula(gate, up), gd_nan(gate), gd_isnan(gate) || gd_isnan(up)${nanGate}); }\n`;
 }
