@@ -292,6 +292,21 @@ describe.each(ENGINE_CONFIGS)('matmul execute argument rules [%s]', (_engine, op
     f.free();
   });
 
+  it('a bias, scales or zero points the pd was not created with are refused, not ignored (the result would be off by the scale)', async () => {
+    const f = fixture();
+    const before = f.dst.read();
+    const args = { [ARG.SRC]: f.src, [ARG.WEIGHTS]: f.wei, [ARG.DST]: f.dst };
+    const extra = Memory.create(memory.desc([3, 6], f32, tag.ab), eng);
+    expectDnnlError(() => f.prim.execute(strm, { ...args, [ARG.BIAS]: extra }), 'invalid_arguments', 'matmul.execute: ARG.BIAS was given but the pd was created without a bias descriptor');
+    expectDnnlError(() => f.prim.execute(strm, { ...args, [ARG.ATTR_SCALES | ARG.WEIGHTS]: extra }), 'invalid_arguments',
+      'matmul.execute: ARG.ATTR_SCALES | ARG.WEIGHTS was given but the pd has no weights scales (attr.setScales(ARG.WEIGHTS, mask) at pd creation)');
+    expectDnnlError(() => f.prim.execute(strm, { ...args, [ARG.ATTR_ZERO_POINTS | ARG.SRC]: extra }), 'invalid_arguments', 'ARG.ATTR_ZERO_POINTS | ARG.SRC was given but the pd has no src zero points');
+    expectDnnlError(() => f.prim.execute(strm, { ...args, [ARG.ATTR_SCALES | ARG.DST]: extra }), 'invalid_arguments', 'ARG.ATTR_SCALES | ARG.DST was given but the pd has no dst scales');
+    await expectNothingRan(f.dst, before);
+    extra.free();
+    f.free();
+  });
+
   it('an argument must be a Memory object', () => {
     const f = fixture();
     expectDnnlError(() => f.prim.execute(strm, { [ARG.SRC]: { handles: [1] } as unknown as Memory, [ARG.WEIGHTS]: f.wei, [ARG.DST]: f.dst }), 'invalid_arguments', 'matmul.execute: ARG.SRC must be a Memory object');

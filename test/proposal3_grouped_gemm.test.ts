@@ -423,6 +423,13 @@ describe.each(PROPOSAL_CONFIGS)('Proposal #3: grouped_gemm [%s]', (_engine, opts
       }
     }
 
+    it('scales or zero points the pd was not created with are refused, not ignored', async () => {
+      await rejectArgs((f) => ({ ...f.args(), [ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + 1)]: f.args()[ARG.RUNTIME_DIMS] }),
+        'grouped_gemm.execute: ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + 1) was given but the pd has no weights scales for expert 1');
+      await rejectArgs((f) => ({ ...f.args(), [ARG.ATTR_ZERO_POINTS | ARG.MULTIPLE_SRC]: f.args()[ARG.RUNTIME_DIMS] }),
+        'grouped_gemm.execute: ARG.ATTR_ZERO_POINTS | (ARG.MULTIPLE_SRC + 0) was given but the pd has no src zero points for expert 0');
+    });
+
     it('the stream must belong to the engine', async () => {
       const f = setup();
       try {

@@ -73,7 +73,12 @@ export class Primitive {
     const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, (AnyMemory | undefined)[]>> => {
       const out: Partial<Record<QuantArg, (AnyMemory | undefined)[]>> = {};
       for (const arg of QUANT_ARGS) {
-        // attr.setExpertScales may give some experts scales of an argument and not others.
+        // attr.setExpertScales may give some experts scales of an argument and not others. One the pd was
+        // not told of would be ignored (a result off by the scale, silently): refused.
+        p.experts.forEach((e, i) => {
+          const id = base | (EXPERT_QUANT_ARG_ID[arg] + i);
+          if (!e.fusion[kind][arg] && args[id] !== undefined) check(false, `grouped_gemm.execute: ${argName(id)} was given but the pd has no ${arg} ${kind === 'scales' ? 'scales' : 'zero points'} for expert ${i} (attr.${kind === 'scales' ? 'setScales' : 'setZeroPoints'} or setExpertScales at pd creation)`);
+        });
         if (!p.experts.some((e) => e.fusion[kind][arg])) continue;
         if (arg === 'weights' && p.experts[0].weights.packed?.quant?.[kind]) {
           // Stored in the experts' packed weights (x8 / x4 +q): a second copy would be ignored, so refuse it.

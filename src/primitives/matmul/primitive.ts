@@ -11,7 +11,7 @@ import type { PrimitiveDesc } from './pd.js';
 import { created } from '../../runtime/live_engine.js';
 import { Lifetime } from '../../runtime/lifetime.js';
 import { problemString } from './problem.js';
-import type { QuantArg, QuantParam } from '../../attr/fusion.js';
+import { QUANT_ARGS, type QuantArg, type QuantParam } from '../../attr/fusion.js';
 import { MATMUL_QUANT_ARG_ID } from './problem.js';
 
 
@@ -77,6 +77,9 @@ export class Primitive {
     const p = this.pd.problem;
     check(!this.life.destroyed, 'matmul.execute: primitive used after destroy()');
     check(stream.engine === this.pd.engine, 'matmul.execute: stream belongs to another engine');
+    // A bias or a scale the pd was not told of would be ignored: a result off by the scale, silently.
+    if (!p.bias && args[ARG.BIAS] !== undefined) check(false, 'matmul.execute: ARG.BIAS was given but the pd was created without a bias descriptor');
+    this.unexpectedQuant(args);
     const a: MatmulArgs<AnyMemory> = {
       src: this.arg(args, ARG.SRC, p.src),
       weights: this.arg(args, ARG.WEIGHTS, p.weights),
@@ -143,6 +146,17 @@ export class Primitive {
       return { src, prob: undefined, diffProb: undefined, alpha, beta };
     }
     return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob), alpha, beta };
+  }
+
+  /** Throws for an `ARG.ATTR_SCALES | arg` / `ARG.ATTR_ZERO_POINTS | arg` whose attribute the pd does not have. */
+  private unexpectedQuant(args: ExecArgs): void {
+    const f = this.pd.problem.fusion;
+    for (const [base, params, what, setter] of [[ARG.ATTR_SCALES, f.scales, 'scales', 'setScales'], [ARG.ATTR_ZERO_POINTS, f.zeroPoints, 'zero points', 'setZeroPoints']] as const) {
+      for (const arg of QUANT_ARGS) {
+        const id = base | MATMUL_QUANT_ARG_ID[arg];
+        if (args[id] !== undefined && !params[arg]) check(false, `matmul.execute: ${argName(id)} was given but the pd has no ${arg} ${what} (attr.${setter}(${argName(MATMUL_QUANT_ARG_ID[arg])}, mask) at pd creation)`);
+      }
+    }
   }
 
   /** The scales or zero-point memories the pd expects, `ARG.ATTR_SCALES | arg` each (not those stored in `+q` packed weights). */
