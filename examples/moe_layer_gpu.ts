@@ -7,6 +7,9 @@
  *   npx tsx examples/moe_layer_gpu.ts [--tokens=1,256] [--scale=1]   (--scale=8 divides every size by 8)
  *
  * In Node the gpu engine needs the `webgpu` package (`npm install webgpu`); in a browser, navigator.gpu.
+ * Without a GPU driver (Dawn on SwiftShader, a CPU Vulkan: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json
+ * with Debian's chromium installed) use --scale=8: the full shape takes minutes on a CPU, --scale=8 about 90 s
+ * on 2 cores.
  */
 import { ARG, Engine, Memory, Stream, dt, memory, moe, tag, type GpuEngine, type GpuMemory } from 'groupdnn';
 

@@ -20,6 +20,23 @@ const HOW_TO =
   "`npm install webgpu` (Dawn's Node bindings; on a machine without a GPU driver point VK_ICD_FILENAMES at a " +
   'Vulkan ICD such as SwiftShader), or pass your own GPUDevice as Engine.create({ kind: \'gpu\', device })';
 
+/** Debian's chromium ships SwiftShader, a CPU Vulkan that Dawn accepts. */
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+/**
+ * Node without an adapter: the Vulkan ICD to name (the path where SwiftShader's is installed), or
+ * what VK_ICD_FILENAMES held. undefined elsewhere (a browser; or nothing to say beyond HOW_TO).
+ */
+function vulkanHint(): string | undefined {
+  const proc = (globalThis as { process?: { env?: Record<string, string | undefined>; getBuiltinModule?: (id: string) => unknown } }).process;
+  if (!isNode() || !proc) return undefined;
+  const icd = proc.env?.VK_ICD_FILENAMES;
+  if (icd) return `VK_ICD_FILENAMES=${icd} gave Dawn no adapter (is it a Vulkan ICD file whose driver loads here?); ${HOW_TO}`;
+  const fs = proc.getBuiltinModule?.('node:fs') as { existsSync?: (p: string) => boolean } | undefined;
+  if (fs?.existsSync?.(SWIFTSHADER_ICD)) return `no GPU driver answered and VK_ICD_FILENAMES is not set: this machine has SwiftShader's CPU Vulkan, run with VK_ICD_FILENAMES=${SWIFTSHADER_ICD}`;
+  return undefined;
+}
+
 function isNode(): boolean {
   return (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node !== undefined;
 }
@@ -67,7 +84,7 @@ const WANTED: readonly GPUFeatureName[] = ['shader-f16', 'timestamp-query'];
 export async function acquireDevice(powerPreference: 'low-power' | 'high-performance' | undefined): Promise<AcquiredDevice> {
   const { gpu, source } = await findGpu();
   const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
-  if (!adapter) throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): ${source} returned no adapter; ${HOW_TO}`);
+  if (!adapter) throw new DnnlError('unimplemented', `Engine.create({ kind: 'gpu' }): ${source} returned no adapter; ${vulkanHint() ?? HOW_TO}`);
   const l = adapter.limits;
   // The limits the kernels need above the defaults: MoE weights exceed the 128 MiB binding default, a
   // fused matmul binds scales, zero points and binary inputs beside its operands, and the f32 prefill
