@@ -76,6 +76,11 @@ describe('memory.desc: one test per invalid-argument rule', () => {
     expectDnnlError(bad(5, dt.f32, 'a'), 'invalid_arguments', 'memory.desc: dims must be an array');
   });
 
+  it('a format tag or strides is required (a JavaScript caller leaving it out got a TypeError)', () => {
+    expectDnnlError(bad([2, 3], dt.f32, undefined), 'invalid_arguments', 'memory.desc: a format tag (e.g. tag.ab, tag.any) or an array of strides is required, got undefined');
+    expectDnnlError(bad([2, 3], dt.f32, 7), 'invalid_arguments', 'memory.desc: a format tag (e.g. tag.ab, tag.any) or an array of strides is required, got 7');
+  });
+
   it('number of dims in [1, 12]', () => {
     expectDnnlError(bad([], dt.f32, 'a'), 'invalid_arguments', 'number of dims must be in [1, 12], got 0');
     expectDnnlError(bad(new Array(13).fill(1), dt.f32, 'abcdefghijklm'), 'invalid_arguments', 'number of dims must be in [1, 12], got 13');

@@ -190,6 +190,8 @@ export function plainDesc(dims: Dims, dataType: DataType, tagOrStrides: string |
   countObject('memory_desc');
   validateDims(dims, 'memory.desc', true);
   validateDataType(dataType, 'memory.desc');
+  // JavaScript callers can leave it out: a layout is required (oneDNN has no default tag either).
+  check(typeof tagOrStrides === 'string' || Array.isArray(tagOrStrides), `memory.desc: a format tag (e.g. tag.ab, tag.any) or an array of strides is required, got ${String(tagOrStrides)}`);
   if (typeof tagOrStrides === 'string') {
     if (tagOrStrides === 'any') return new MemoryDesc({ dims, dataType, format: 'any' });
     return new MemoryDesc({ dims, dataType, format: 'blocked', strides: tagToStrides(tagOrStrides, dims, 'memory.desc') });
