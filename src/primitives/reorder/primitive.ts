@@ -61,7 +61,7 @@ export class Primitive {
     if (this.pd.gpu) {
       check(stream.engine === this.pd.engine, 'reorder.execute: a reorder with a gpu engine runs on a stream of that gpu engine');
       for (const id of [ARG.ATTR_SCALES | ARG.WEIGHTS, ARG.ATTR_ZERO_POINTS | ARG.WEIGHTS]) {
-        if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `reorder.execute: ${argName(id)} was given but ARG.TO ${this.pd.dst} stores no weights scales or zero points`);
+        if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `reorder.execute: ${argName(id)} was given but ARG.TO ${this.pd.dst} stores no weights scales or zero points (gpu weights are plain: give the scales to the matmul's or the layer's execute, as ARG.ATTR_SCALES | ARG.WEIGHTS)`);
       }
       const { problem, impl } = this.pd.gpu;
       const task = impl.task(problem, from, to);
