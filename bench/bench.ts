@@ -20,6 +20,7 @@
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.
  */
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt as DT, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
@@ -53,8 +54,21 @@ for (const a of process.argv.slice(2)) {
   if (m) args.set(m[1], m[2] ?? 'true');
   else positional.push(a);
 }
+/** Every option this driver (and the gpu layer bench it hands --engine=gpu to) reads: anything else is a typo. */
+const OPTIONS = ['mode', 'workload', 'workloads', 'threads', 'dt', 'weights', 'isa', 'min-ms', 'clock', 'relaxed-dot', 'peer', 'rounds', 'json',
+  'grouped', 'variants', 'samples', 'layouts', 'glu', 'dglu-act', 'reorder-dims', 'ort', 'engine', 'reps', 'stages', 'dawn-calls', 'spin-ms', 'help'];
+const MODES = ['all', 'peak', 'ukernel', 'matmul', 'quant', 'weights', 'nbits', 'moe', 'backward', 'moe-backward', 'dglu', 'reorder'];
+if (args.has('help')) {
+  // the usage is this file's header comment
+  const src = readFileSync(fileURLToPath(import.meta.url), 'utf8');
+  console.log(src.slice(src.indexOf('/**') + 4, src.indexOf('*/')).replace(/^ \* ?/gm, '').trimEnd());
+  console.log(`\noptions: ${OPTIONS.map((o) => `--${o}`).join(' ')}\nmodes: ${MODES.join(' ')}`);
+  process.exit(0);
+}
+for (const k of args.keys()) if (!OPTIONS.includes(k)) throw new Error(`bench: unknown option --${k} (--help lists them: ${OPTIONS.map((o) => `--${o}`).join(' ')})`);
 const json = args.has('json');
 const mode = args.get('mode') ?? 'all';
+if (!MODES.includes(mode)) throw new Error(`bench: unknown --mode=${mode} (modes: ${MODES.join(', ')})`);
 const dtArg = (args.get('dt') ?? 'f32') as DataType;
 const threadList = (args.get('threads') ?? `1,${availableParallelism()}`).split(',').map(Number).filter((v, i, a) => a.indexOf(v) === i);
 const weightForms = (args.get('weights') ?? 'packed,abc').split(',');
