@@ -4,6 +4,10 @@ import type { GpuEngine } from '../runtime/gpu/gpu_engine.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
 import { countObject } from '../common/census.js';
+import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
+import type { MemoryOptions } from './memory.js';
+
+const GPU_MEMORY_OPTION_KEYS = optionKeys<MemoryOptions>({ capacityBytes: true });
 
 /** A runtime-dims memory has no host-known element count (as the cpu engine's `Memory.values` says). */
 const RUNTIME_VALUES = (op: string): string => `Memory.${op}: size depends on runtime dims; ${op} the plain memory (or GPUBuffer) the view was made over`;
@@ -44,9 +48,12 @@ export class GpuMemory {
    * Allocates every buffer on the device, or wraps the caller's (`[values, offsets]` for grouped;
    * `undefined` allocates that one). A grouped desc with per-group sizes gets its offsets written.
    */
-  static create(desc: MemoryDesc, engine: GpuEngine, buffers?: GPUBuffer | readonly (GPUBuffer | undefined)[]): GpuMemory {
+  static create(desc: MemoryDesc, engine: GpuEngine, buffers?: GPUBuffer | readonly (GPUBuffer | undefined)[], options: MemoryOptions = {}): GpuMemory {
     const fn = 'Memory.create';
     engine.checkAlive();
+    checkOptionKeys(fn, options, GPU_MEMORY_OPTION_KEYS);
+    const cap = options.capacityBytes;
+    if (cap !== undefined) check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);
     check(desc.format !== 'any', `${fn}: cannot create memory for a 'tag.any' descriptor; query the pd for the chosen one`);
     const list = buffers === undefined ? [] : Array.isArray(buffers) ? [...buffers] : [buffers as GPUBuffer];
     check(list.length <= desc.bufferCount, `${fn}: ${desc.bufferCount} buffer(s) expected, got ${list.length}`);
@@ -56,9 +63,11 @@ export class GpuMemory {
         const bytes = desc.getSize(i);
         const b = list[i];
         if (b === undefined) {
-          check(bytes !== RUNTIME_SIZE_VAL, `${fn}: buffer ${i} size depends on runtime dims; pass a GPUBuffer`);
-          out.push(engine.createBuffer(bytes, `${fn}: buffer ${i}`));
-          sizes.push(bytes);
+          // A runtime-rows values buffer of its own: { capacityBytes } (a Proposal #3 expert's src / dst)
+          const own = bytes === RUNTIME_SIZE_VAL && i === 0 && cap !== undefined ? Math.max(4, Math.ceil(cap / 4) * 4) : undefined;
+          check(bytes !== RUNTIME_SIZE_VAL || own !== undefined, `${fn}: buffer ${i} size depends on runtime dims; pass a GPUBuffer${i === 0 ? ', or { capacityBytes } to allocate that many bytes' : ''}`);
+          out.push(engine.createBuffer(own ?? bytes, `${fn}: buffer ${i}`));
+          sizes.push(own !== undefined ? cap! : bytes); // the capacity the rows are checked against
           owned.push(true);
           continue;
         }

@@ -17,8 +17,9 @@ export type HostArray = Float32Array | Int32Array | Int8Array | Uint8Array;
 
 export interface MemoryOptions {
   /**
-   * Bytes usable from handle 0, for views over part of a buffer whose descriptor has runtime dims:
-   * runtime sizes are checked against it instead of the end of the enclosing allocation.
+   * Bytes usable from handle 0 of a descriptor with runtime dims (`[RUNTIME_DIM_VAL, K]`, e.g. a
+   * Proposal #3 expert's src / dst): runtime sizes are checked against it. With a handle it bounds a view
+   * over part of a buffer; without one, `Memory.create` allocates that many bytes (an expert's own buffer).
    */
   capacityBytes?: number;
 }
@@ -55,11 +56,11 @@ export class Memory {
    * heap buffers (one handle, or `[values, offsets]` for grouped; `undefined` in the array allocates
    * that one). A grouped desc with per-group sizes gets its allocated offsets filled in.
    */
-  static create(desc: MemoryDesc, engine: GpuEngine, buffers?: GPUBuffer | readonly (GPUBuffer | undefined)[]): GpuMemory;
+  static create(desc: MemoryDesc, engine: GpuEngine, buffers?: GPUBuffer | readonly (GPUBuffer | undefined)[], options?: MemoryOptions): GpuMemory;
   static create(desc: MemoryDesc, engine: Engine, handles?: Handle | readonly (Handle | undefined)[], options?: MemoryOptions): Memory;
   static create(desc: MemoryDesc, engine: Engine | GpuEngine): Memory | GpuMemory;
   static create(desc: MemoryDesc, engine: Engine | GpuEngine, handles?: Handle | GPUBuffer | readonly (Handle | GPUBuffer | undefined)[], options: MemoryOptions = {}): Memory | GpuMemory {
-    if (engine?.kind === 'gpu') return GpuMemory.create(desc, engine, handles as GPUBuffer | readonly (GPUBuffer | undefined)[] | undefined);
+    if (engine?.kind === 'gpu') return GpuMemory.create(desc, engine, handles as GPUBuffer | readonly (GPUBuffer | undefined)[] | undefined, options);
     return Memory.createCpu(desc, engine, handles as Handle | readonly (Handle | undefined)[] | undefined, options);
   }
 
@@ -70,12 +71,20 @@ export class Memory {
     check(list.length <= desc.bufferCount, `${fn}: ${desc.bufferCount} buffer(s) expected, got ${list.length} handles`);
     const out: Handle[] = [];
     const owned: boolean[] = [];
+    checkOptionKeys(fn, options, MEMORY_OPTION_KEYS);
+    const cap = options.capacityBytes;
+    if (cap !== undefined) check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);
     try {
       for (let i = 0; i < desc.bufferCount; i++) {
         const bytes = desc.getSize(i);
         const h = list[i];
         if (h === undefined) {
-          check(bytes !== RUNTIME_SIZE_VAL, `${fn}: buffer ${i} size depends on runtime dims; pass a handle`);
+          if (bytes === RUNTIME_SIZE_VAL && i === 0 && cap !== undefined) {
+            out.push(engine.alloc(Math.max(cap, 1)));
+            owned.push(true);
+            continue;
+          }
+          check(bytes !== RUNTIME_SIZE_VAL, `${fn}: buffer ${i} size depends on runtime dims; pass a handle${i === 0 ? ', or { capacityBytes } to allocate that many bytes' : ''}`);
           out.push(engine.alloc(bytes));
           owned.push(true);
           continue;
@@ -92,11 +101,9 @@ export class Memory {
       out.forEach((h, i) => owned[i] && engine.free(h));
       throw e;
     }
-    checkOptionKeys(fn, options, MEMORY_OPTION_KEYS);
-    const cap = options.capacityBytes;
-    if (cap !== undefined) {
-      check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);
-      check(list[0] !== undefined && engine.heap.owningBlock(out[0], cap) !== undefined, `${fn}: capacityBytes ${cap} from handle 0 must lie inside one live allocation`);
+    if (cap !== undefined && list[0] !== undefined && engine.heap.owningBlock(out[0], cap) === undefined) {
+      out.forEach((h, i) => owned[i] && engine.free(h));
+      check(false, `${fn}: capacityBytes ${cap} from handle 0 must lie inside one live allocation`);
     }
     const mem = new Memory(desc, engine, out, owned);
     mem.capacityBytes = cap;
