@@ -76,6 +76,18 @@ describe('offsets converters: round trips', () => {
     expect(arr(out)).toEqual([0, 1, 1, 8]);
   });
 
+  it('an input sharing out\'s buffer (converted in place) is read before out is written', () => {
+    // sizes written into the first G entries of an offsets view, then converted in place: was [0, 0, 0, 0]
+    const o = new Int32Array([3, 4, 5, 0]);
+    expect(Array.from(offsets.fromSizes(o.subarray(0, 3), o))).toEqual([0, 3, 7, 12]);
+    const o2 = new Int32Array([0, 3, 4, 5]);
+    expect(Array.from(offsets.fromSizes(o2.subarray(1), o2))).toEqual([0, 3, 7, 12]);
+    const e = new Int32Array([3, 7, 12, 0]);
+    expect(Array.from(offsets.fromEnds(e.subarray(0, 3), e))).toEqual([0, 3, 7, 12]);
+    const st = new Int32Array([9, 0, 3, 7]);
+    expect(Array.from(offsets.fromStarts(st.subarray(1), 12, st))).toEqual([0, 3, 7, 12]);
+  });
+
   it('accepts plain arrays and typed arrays as input', () => {
     expect(arr(offsets.toSizes(Int32Array.from([0, 2, 5])))).toEqual([2, 3]);
     expect(arr(offsets.fromSizes(Uint8Array.from([2, 3])))).toEqual([0, 2, 5]);

@@ -20,6 +20,11 @@ function output(out: Int32Array | undefined, length: number, fn: string): Int32A
   return out;
 }
 
+/** `input` read before `out` is written: a copy when they share a buffer (sizes written into an offsets view, then converted in place). */
+function unaliased(input: ArrayLike<number>, out: Int32Array): ArrayLike<number> {
+  return ArrayBuffer.isView(input) && input.buffer === out.buffer ? Array.from(input) : input;
+}
+
 function checkEntry(v: number, i: number, name: string, fn: string): void {
   check(Number.isInteger(v) && v >= 0 && v <= INT32_MAX, `${fn}: ${name}[${i}] must be an integer in [0, 2^31-1], got ${v}`);
 }
@@ -46,8 +51,9 @@ export function fromSizes(sizes: ArrayLike<number>, out?: Int32Array): Int32Arra
     check(acc <= INT32_MAX, `${fn}: the sum of sizes exceeds 2^31-1 at sizes[${i}]`);
   }
   acc = 0;
+  const sz = unaliased(sizes, o);
   o[0] = 0;
-  for (let i = 0; i < sizes.length; i++) o[i + 1] = acc += sizes[i];
+  for (let i = 0; i < sz.length; i++) o[i + 1] = acc += sz[i];
   return o;
 }
 
@@ -59,8 +65,9 @@ export function fromEnds(ends: ArrayLike<number>, out?: Int32Array): Int32Array 
     check(i === 0 || ends[i] >= ends[i - 1], `${fn}: ends must be non-decreasing: ends[${i}] = ${ends[i]} < ends[${i - 1}] = ${ends[i - 1]}`);
   }
   const o = output(out, ends.length + 1, fn);
+  const e = unaliased(ends, o);
   o[0] = 0;
-  for (let i = 0; i < ends.length; i++) o[i + 1] = ends[i];
+  for (let i = 0; i < e.length; i++) o[i + 1] = e[i];
   return o;
 }
 
@@ -87,7 +94,8 @@ export function fromStarts(starts: ArrayLike<number>, total: number, out?: Int32
   check(starts.length > 0 || total === 0, `${fn}: with no starts (G = 0) total must be 0, got ${total}`);
   check(starts.length === 0 || starts[starts.length - 1] <= total, `${fn}: starts[${starts.length - 1}] = ${starts[starts.length - 1]} exceeds total ${total}`);
   const o = output(out, starts.length + 1, fn);
-  for (let i = 0; i < starts.length; i++) o[i] = starts[i];
+  const st = unaliased(starts, o);
+  for (let i = 0; i < st.length; i++) o[i] = st[i];
   o[starts.length] = total;
   return o;
 }

@@ -290,6 +290,14 @@ export class PrimitiveDesc {
       if (zq) zeroPoints[arg] = resolveQuant(`matmul: zero points of ${arg}`, 'zero_points', arg, zq, shapes[arg]);
     }
     const binary = ops.flatMap((o, i) => (o.kind === 'binary' ? [PrimitiveDesc.binaryParam(p, o, i)] : []));
+    // With an expert map the kernels index every per-group operand by the group's expert (right for the
+    // weights' [E, ...] tensors), so a src / dst / src1 tensor with one entry per group ([G, ...]) would be
+    // read at map[g]: past its end, or another group's value. Per-row ones ([total_M, ...]) are right.
+    if (p.moe.expertMap) {
+      const perGroup = [...(['src', 'dst'] as const).flatMap((a) => [scales[a], zeroPoints[a]]).filter((q): q is QuantParam => q !== undefined && q.map.gStride !== 0).map((q) => `${q.arg} ${q.kind === 'scales' ? 'scales' : 'zero points'}`),
+        ...binary.filter((b) => b.map.gStride !== 0).map((b) => `binary post-op ${b.position}'s src1`)];
+      checkImpl(perGroup.length === 0, `matmul: with attr.setExpertMap, per-group ${perGroup.join(', ')} (one value per group) are not implemented: the kernels index them by expert; use per-row ones ([total_M, ...])`);
+    }
     return Object.freeze({ scales: Object.freeze(scales), zeroPoints: Object.freeze(zeroPoints), binary: Object.freeze(binary), glu: attr.postOps.glu, ...(gluBackward ? { gluBackward } : {}) });
   }
 
