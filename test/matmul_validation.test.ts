@@ -292,7 +292,7 @@ describe.each(ENGINE_CONFIGS)('matmul execute argument rules [%s]', (_engine, op
     f.free();
   });
 
-  it('a bias, scales or zero points the pd was not created with are refused, not ignored (the result would be off by the scale)', async () => {
+  it('a bias, scales, zero points or binary src1 the pd was not created with are refused, not ignored (the result would be off)', async () => {
     const f = fixture();
     const before = f.dst.read();
     const args = { [ARG.SRC]: f.src, [ARG.WEIGHTS]: f.wei, [ARG.DST]: f.dst };
@@ -302,6 +302,8 @@ describe.each(ENGINE_CONFIGS)('matmul execute argument rules [%s]', (_engine, op
       'matmul.execute: ARG.ATTR_SCALES | ARG.WEIGHTS was given but the pd has no weights scales (attr.setScales(ARG.WEIGHTS, mask) at pd creation)');
     expectDnnlError(() => f.prim.execute(strm, { ...args, [ARG.ATTR_ZERO_POINTS | ARG.SRC]: extra }), 'invalid_arguments', 'ARG.ATTR_ZERO_POINTS | ARG.SRC was given but the pd has no src zero points');
     expectDnnlError(() => f.prim.execute(strm, { ...args, [ARG.ATTR_SCALES | ARG.DST]: extra }), 'invalid_arguments', 'ARG.ATTR_SCALES | ARG.DST was given but the pd has no dst scales');
+    expectDnnlError(() => f.prim.execute(strm, { ...args, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: extra }), 'invalid_arguments',
+      "matmul.execute: ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1 was given but the pd's post-op 0 takes no src1 (attr.postOps.appendBinary at pd creation)");
     await expectNothingRan(f.dst, before);
     extra.free();
     f.free();

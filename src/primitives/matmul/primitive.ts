@@ -80,6 +80,7 @@ export class Primitive {
     // A bias or a scale the pd was not told of would be ignored: a result off by the scale, silently.
     if (!p.bias && args[ARG.BIAS] !== undefined) check(false, 'matmul.execute: ARG.BIAS was given but the pd was created without a bias descriptor');
     this.unexpectedQuant(args);
+    this.unexpectedSrc1(args);
     const a: MatmulArgs<AnyMemory> = {
       src: this.arg(args, ARG.SRC, p.src),
       weights: this.arg(args, ARG.WEIGHTS, p.weights),
@@ -146,6 +147,17 @@ export class Primitive {
       return { src, prob: undefined, diffProb: undefined, alpha, beta };
     }
     return { src, prob: this.arg(args, id(ARG.GLU_PROB), gb.prob), diffProb: this.arg(args, id(ARG.GLU_DIFF_PROB), gb.prob), alpha, beta };
+  }
+
+  /** Throws for an `ARG.ATTR_MULTIPLE_POST_OP(i) | ARG.SRC_1` whose post-op i takes none (it would be ignored). */
+  private unexpectedSrc1(args: ExecArgs): void {
+    const f = this.pd.problem.fusion, step = ARG.ATTR_MULTIPLE_POST_OP(0);
+    for (const key in args) {
+      const id = Number(key);
+      if (id < step || id >= ARG.ATTR_GROUPED_OFFSETS || id % step !== ARG.SRC_1 || args[id] === undefined) continue;
+      const pos = Math.floor(id / step) - 1;
+      if (!f.binary.some((b) => b.position === pos) && f.gluBackward?.position !== pos) check(false, `matmul.execute: ${argName(id)} was given but the pd's post-op ${pos} takes no src1 (attr.postOps.appendBinary at pd creation)`);
+    }
   }
 
   /** Throws for an `ARG.ATTR_SCALES | arg` / `ARG.ATTR_ZERO_POINTS | arg` whose attribute the pd does not have. */

@@ -326,7 +326,7 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
     add('gemm2', pd.gemm2, new matmul.Primitive(pd.gemm2), (a, w) => ({
       [ARG.SRC]: actQGrouped ?? w.act, [ARG.WEIGHTS]: a[ARG.WEIGHTS_1], [ARG.BIAS]: a[ARG.MOE_W2_BIAS], [ARG.DST]: w.expertOut,
       [ARG.ATTR_SCALES | ARG.WEIGHTS]: a[ARG.ATTR_SCALES | ARG.WEIGHTS_1], [ARG.ATTR_SCALES | ARG.SRC]: w.actScales,
-      [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: c.routingWeight === 'input' ? undefined : twFlat,
+      [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: pd.gemm2.problem.fusion.binary.length > 0 ? twFlat : undefined,
     }));
     add('combine', pd.combine, new combine.Primitive(pd.combine), (a, w) => ({
       [ARG.SRC]: w.expertOut, [ARG.MOE_ROW_OF]: w.rowOf, [ARG.MOE_TOPK_WEIGHTS]: pd.combine.problem.weighted ? w.topkWeights : undefined, [ARG.DST]: a[ARG.DST],
