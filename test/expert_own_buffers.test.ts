@@ -20,6 +20,7 @@ describe.each(['cpu', 'gpu'] as const)('grouped_gemm experts in buffers of their
     const srcMds = cap.map(() => memory.desc([RUNTIME_DIM_VAL, K], dt.f32, tag.ab)), dstMds = cap.map(() => memory.desc([RUNTIME_DIM_VAL, N], dt.f32, tag.ab));
     const weiMds = cap.map(() => memory.desc([K, N], dt.f32, tag.ab));
     const pd = new grouped_gemm.PrimitiveDesc(eng, srcMds, weiMds, dstMds, memory.desc([3], dt.s32, tag.x));
+    expect(pd.implInfo).toMatch(kind === 'gpu' ? /^webgpu/ : /^wasm/);
     const x = (e: number, r: number, k: number): number => (e + 1) * 0.5 + r - k * 0.25, w = (e: number, k: number, n: number): number => e - k + n * 0.5;
     const args: Record<number, Memory> = {}, dsts: Memory[] = [];
     cap.forEach((c, e) => {
@@ -52,5 +53,7 @@ describe.each(['cpu', 'gpu'] as const)('grouped_gemm experts in buffers of their
     expectDnnlError(() => Memory.create(md, eng), 'invalid_arguments', 'buffer 0 size depends on runtime dims; pass a');
     expectDnnlError(() => Memory.create(md, eng), 'invalid_arguments', 'or { capacityBytes } to allocate that many bytes');
     expectDnnlError(() => Memory.create(md, eng, undefined, { capacityBytes: -4 }), 'invalid_arguments', 'capacityBytes must be a non-negative integer, got -4');
+    // a descriptor of known size has nothing for capacityBytes to size
+    expectDnnlError(() => Memory.create(memory.desc([3, 4], dt.f32, tag.ab), eng, undefined, { capacityBytes: 8 }), 'invalid_arguments', "capacityBytes without handle 0 sizes a buffer whose size depends on runtime dims; this descriptor's buffer 0 has a known size (48 bytes)");
   });
 });

@@ -221,6 +221,7 @@ describe('moe.layer on the gpu engine', () => {
         };
         const strm = new Stream(eng);
         const layer = new moe.layer.Primitive(pd);
+        if (eng.kind === 'gpu') for (const st of layer.stages) expect(st.implInfo, st.name).toMatch(/^webgpu/);
         if (eng.kind === 'gpu') (layer as unknown as moe.layer.Primitive<GpuEngine>).execute(strm, args as Record<number, GpuMemory>);
         else (layer as unknown as moe.layer.Primitive).execute(strm, args as Record<number, Memory>);
         await strm.wait();

@@ -413,6 +413,7 @@ async function bytesThroughAllPaths(srcMd: MemoryDesc, dstMd: MemoryDesc, src: U
     const gDst = Memory.create(dstMd, gpu).writeBytes(init), hDst = Memory.create(dstMd, cpu);
     hDst.bytes(0).set(init);
     const pd = path === 'upload' ? new reorder.PrimitiveDesc(cpu, srcMd, gpu, dstMd) : path === 'device' ? new reorder.PrimitiveDesc(gpu, srcMd, dstMd) : new reorder.PrimitiveDesc(gpu, srcMd, cpu, dstMd);
+    expect(pd.implInfo).toMatch(new RegExp(`^webgpu:${path}:`));
     new reorder.Primitive(pd).execute(gs, { [ARG.FROM]: path === 'upload' ? cSrc : gSrc, [ARG.TO]: path === 'download' ? hDst : gDst });
     await gs.wait();
     out.push({ path, bytes: Array.from(path === 'download' ? hDst.bytes(0) : await gDst.readBytes(0)) });

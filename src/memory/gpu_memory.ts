@@ -57,6 +57,7 @@ export class GpuMemory {
     check(desc.format !== 'any', `${fn}: cannot create memory for a 'tag.any' descriptor; query the pd for the chosen one`);
     const list = buffers === undefined ? [] : Array.isArray(buffers) ? [...buffers] : [buffers as GPUBuffer];
     check(list.length <= desc.bufferCount, `${fn}: ${desc.bufferCount} buffer(s) expected, got ${list.length}`);
+    check(cap === undefined || list[0] !== undefined || desc.getSize(0) === RUNTIME_SIZE_VAL, capacityWithoutRuntimeDims(fn, desc));
     const out: GPUBuffer[] = [], sizes: number[] = [], owned: boolean[] = [];
     try {
       for (let i = 0; i < desc.bufferCount; i++) {
@@ -75,8 +76,10 @@ export class GpuMemory {
         check((b.usage & GPUBufferUsage.STORAGE) !== 0, `${fn}: buffer ${i} needs GPUBufferUsage.STORAGE`);
         const need = bytes === RUNTIME_SIZE_VAL ? 0 : bytes, has = engine.bytesOf(b);
         check(has >= need, `${fn}: buffer ${i} has ${has} bytes, the descriptor needs ${need}`);
+        // with a buffer, capacityBytes bounds the runtime rows as on the cpu engine
+        if (i === 0 && cap !== undefined) check(cap <= has, `${fn}: capacityBytes ${cap} exceeds buffer 0's ${has} bytes`);
         out.push(b);
-        sizes.push(bytes === RUNTIME_SIZE_VAL ? has : bytes);
+        sizes.push(bytes === RUNTIME_SIZE_VAL ? (i === 0 && cap !== undefined ? cap : has) : bytes);
         owned.push(false);
       }
     } catch (e) {
@@ -203,4 +206,9 @@ export class GpuMemory {
     if (this.freed) throw new DnnlError('invalid_arguments', `Memory.${what}: memory object used after free()`);
     this.engine.checkAlive();
   }
+}
+
+/** The rule for `{ capacityBytes }` without handle 0: it sizes a runtime-rows buffer, nothing else. */
+export function capacityWithoutRuntimeDims(fn: string, desc: MemoryDesc): string {
+  return `${fn}: capacityBytes without handle 0 sizes a buffer whose size depends on runtime dims; this descriptor's buffer 0 has a known size (${desc.getSize(0)} bytes)`;
 }

@@ -3,7 +3,7 @@ import { checkOptionKeys, optionKeys } from '../common/option_keys.js';
 import { decodeArray, dtBytes, encodeArray, fromStored, isSubByteType, makeView, toStored, type ValuesView } from '../common/data_type.js';
 import type { Engine } from '../runtime/engine.js';
 import type { GpuEngine } from '../runtime/gpu/gpu_engine.js';
-import { GpuMemory } from './gpu_memory.js';
+import { GpuMemory, capacityWithoutRuntimeDims } from './gpu_memory.js';
 import { RUNTIME_SIZE_VAL, type MemoryDesc } from './desc.js';
 import { fromSizes } from './offsets.js';
 import { markPackedEmpty, markPackedFilled } from './packed_fill.js';
@@ -74,6 +74,7 @@ export class Memory {
     checkOptionKeys(fn, options, MEMORY_OPTION_KEYS);
     const cap = options.capacityBytes;
     if (cap !== undefined) check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);
+    check(cap === undefined || list[0] !== undefined || desc.getSize(0) === RUNTIME_SIZE_VAL, capacityWithoutRuntimeDims(fn, desc));
     try {
       for (let i = 0; i < desc.bufferCount; i++) {
         const bytes = desc.getSize(i);
@@ -243,3 +244,4 @@ export class Memory {
     if (this.freed) throw new DnnlError('invalid_arguments', `Memory.${what}: memory object used after free()`);
   }
 }
+
