@@ -95,6 +95,8 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w8:relaxed', int8: false, scales: true, fused: false, wei: dt.s8, relaxed: true },
   { name: 'w4:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, relaxed: true },
   { name: 'w4k32:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, relaxed: true },
+  { name: 'mxfp4:relaxed', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 }, relaxed: true },
+  { name: 'nvfp4:relaxed', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 }, relaxed: true },
   // The same with the scales at execution on codes-only panels (`-rt`): what tag.any gave before the `+q` layouts.
   { name: 'w8-rt', int8: false, scales: true, fused: false, wei: dt.s8, runtimeScales: true },
   { name: 'w4-rt', int8: false, scales: true, fused: false, wei: dt.s4, runtimeScales: true },

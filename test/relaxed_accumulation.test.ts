@@ -1,5 +1,5 @@
 /**
- * rfcs/0007: attr accumulation_mode. `relaxed` lets the weight-only s8 / u8 / s4 / u4 matmul run its
+ * rfcs/0007: attr accumulation_mode. `relaxed` lets the weight-only s8 / u8 / s4 / u4 / f4_e2m1 matmul run its
  * 1-2 row tiles on the reordered f32_gemm_1x16r kernels (codes summed per K block, the scale once per
  * block, FMA, split chains). Checked here: on exact inputs (quant_helpers: every partial sum exact) the
  * reordered sums still give the spec's bits; on random f32 inputs the error stays within the float64
@@ -14,15 +14,15 @@ import { GM, expectBitwise, expectSameBits, runGM, type GMCase, type Outcome } f
 import { mulberry32 } from './workloads.js';
 import { runQuantLayer } from './moe_layer_quant_helpers.js';
 
-const INTS: readonly DataType[] = [dt.s8, dt.u8, dt.s4, dt.u4];
-const SUFFIX = (t: DataType): string => (t === dt.s4 || t === dt.u4 ? '-w4' : '-w8');
+const INTS: readonly DataType[] = [dt.s8, dt.u8, dt.s4, dt.u4, dt.f4_e2m1];
+const SUFFIX = (t: DataType): string => (t === dt.f4_e2m1 ? '-wf4' : t === dt.s4 || t === dt.u4 ? '-w4' : '-w8');
 
 // Decode-like experts: 1 and 2 rows (the relaxed tiles), an empty one, a 5-row one (strict: tall tiles).
 const DECODE = { G: 6, N: 21, sizes: [1, 0, 2, 1, 5, 2], packed: true, accumulationMode: 'relaxed' } as const;
 
 /** [name, case, relaxed kernels expected] */
 function cases(wdt: DataType): [string, GMCase, boolean][] {
-  return [
+  const all: [string, GMCase, boolean][] = [
     ['no scales, K = 99 (not a multiple of 4)', { ...DECODE, K: 99, weiDt: wdt }, true],
     ['per expert column, K = 101, N = 21 (an odd last panel)', { ...DECODE, K: 101, weiDt: wdt, scales: { weights: { gran: GM.weights.expertCol } } }, true],
     ['K-blocks of 32, K = 96', { ...DECODE, K: 96, weiDt: wdt, scales: { weights: { gran: GM.weights.kBlock(32) } } }, true],
@@ -32,6 +32,7 @@ function cases(wdt: DataType): [string, GMCase, boolean][] {
     ['K-blocks of 3: strict kernels', { ...DECODE, K: 99, weiDt: wdt, scales: { weights: { gran: GM.weights.kBlock(3) } } }, false],
     ['zero points: strict kernels', { ...DECODE, K: 37, weiDt: wdt, scales: { weights: { gran: GM.weights.expertCol } }, zps: { weights: { gran: GM.weights.expertCol, dt: wdt === dt.u8 || wdt === dt.u4 ? dt.u8 : dt.s8 } } }, false],
   ];
+  return wdt === dt.f4_e2m1 ? all.filter(([name]) => !name.startsWith('zero points')) : all; // floats take no zero points
 }
 
 describe('accumulation_mode relaxed: weight-only integer decode kernels', () => {
@@ -68,7 +69,8 @@ async function runRandom(e: Engine, s: Stream, wdt: DataType, M: number, K: numb
   const rng = mulberry32(1234 + K + N + M);
   const x = given?.x ?? Float64Array.from({ length: M * K }, () => Math.fround(rng() * 2 - 1));
   const lo = wdt === dt.s8 ? -128 : wdt === dt.s4 ? -8 : 0, hi = wdt === dt.s8 ? 127 : wdt === dt.u8 ? 255 : wdt === dt.s4 ? 7 : 15;
-  const w = given?.w ?? Float64Array.from({ length: K * N }, () => lo + Math.floor(rng() * (hi - lo + 1)));
+  const F4 = [0, 0.5, 1, 1.5, 2, 3, 4, 6].flatMap((v) => [v, -v]); // every f4_e2m1 value, -0 included
+  const w = given?.w ?? Float64Array.from({ length: K * N }, () => (wdt === dt.f4_e2m1 ? F4[Math.floor(rng() * F4.length)] : lo + Math.floor(rng() * (hi - lo + 1))));
   const nb = kBlock ? K / kBlock : 1;
   const sc = given?.sc ?? Float64Array.from({ length: nb * N }, () => Math.fround(0.01 + 0.02 * rng()));
   const attr = new PrimitiveAttr().setScales(ARG.WEIGHTS, kBlock ? 3 : 2, kBlock ? [kBlock, 1] : []).setAccumulationMode(mode);
@@ -201,8 +203,9 @@ describe('moe.layer accumulationMode: relaxed', () => {
   const T = 3, K = 72, I = 40;
   async function layer(eng: Engine, strm: Stream, wdt: DataType, E: number, topK: number, blk: number, skew: boolean, mode: 'strict' | 'relaxed') {
     const rng = mulberry32(99 + E + blk);
-    const lo = wdt === dt.s4 ? -8 : -128, hi = wdt === dt.s4 ? 7 : 127;
-    const codes = (n: number): Float64Array => Float64Array.from({ length: n }, () => lo + Math.floor(rng() * (hi - lo + 1)));
+    const lo = wdt === dt.s4 ? -8 : wdt === dt.f4_e2m1 ? -6 : -128, hi = wdt === dt.s4 ? 7 : wdt === dt.f4_e2m1 ? 6 : 127;
+    const F4 = [0, 0.5, 1, 1.5, 2, 3, 4, 6].flatMap((v) => [v, -v]);
+    const codes = (n: number): Float64Array => Float64Array.from({ length: n }, () => (wdt === dt.f4_e2m1 ? F4[Math.floor(rng() * F4.length)] : lo + Math.floor(rng() * (hi - lo + 1))));
     const c13 = codes(E * K * 2 * I), c2 = codes(E * I * K);
     const sc = (n: number): Float64Array => Float64Array.from({ length: n }, () => Math.fround((0.5 + rng()) / (hi * 8)));
     const nb13 = blk ? K / blk : 1, nb2 = blk ? I / blk : 1;
@@ -223,12 +226,12 @@ describe('moe.layer accumulationMode: relaxed', () => {
 
   for (const [name, wdt, E, topK, blk, skew] of [
     ['s4 K-blocks of 8, 5 experts', dt.s4, 5, 2, 8, false], ['s8 per column, one expert pair takes every row', dt.s8, 5, 2, 0, true],
-    ['s4 per column, E = 1', dt.s4, 1, 1, 0, false],
+    ['s4 per column, E = 1', dt.s4, 1, 1, 0, false], ['f4_e2m1 K-blocks of 8 (MXFP4-like), 5 experts', dt.f4_e2m1, 5, 2, 8, false],
   ] as const) {
     it(`${name}: float64 reference, 1 and 2 threads the same bits`, async () => {
       const r1 = await layer(engines[0][0], engines[0][1], wdt, E, topK, blk, skew, 'relaxed');
       const r2 = await layer(engines[1][0], engines[1][1], wdt, E, topK, blk, skew, 'relaxed');
-      for (const i of r1.impl) expect(i).toMatch(/\+f32-gemm-1x16r-w[48]$/);
+      for (const i of r1.impl) expect(i).toMatch(/\+f32-gemm-1x16r-wf?[48]$/);
       if (skew) for (let t = 0; t < T; t++) expect([...r1.ids.subarray(t * 2, t * 2 + 2)].sort()).toEqual([0, 1]);
       let worstErr = 0;
       for (let i = 0; i < r1.out.length; i++) worstErr = Math.max(worstErr, Math.abs(r1.out[i] - r1.ref.value[i]) / (r1.ref.mag[i] + 1e-30));

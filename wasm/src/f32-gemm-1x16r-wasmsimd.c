@@ -172,10 +172,58 @@ INLINE void r4_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs,
   }
 }
 
+/* f4_e2m1 (x4:p8k2): the nibbles of 16 bytes split (low: k, k + 2; high: k + 1, k + 3) and mapped by one table
+   lookup each to 2 value + 16 (F4_LUT: 4..28, every byte unsigned), then read like x8 bytes (masks for bytes
+   0-2, a shift for byte 3): the same 4 sums per panel as x4, 8 FMAs per 16 bytes. fold8's p halves the doubled
+   values, and off is the table's bias, 16 / 2. The masks are KEEP'd (V8 reloads them from the stack, a load
+   folded into the and), the table and the nibble mask too. */
+#define RF4_PANEL(P, XD, T0, T1, T2, T3)                                                           \
+  for (const uint8_t* const pe = (P) + 4 * blen; (P) != pe;) {                                     \
+    const v128_t r = wasm_v128_load(P);                                                            \
+    const v128_t lo = lut_nibbles(lut, wasm_v128_and(r, m4));                                      \
+    const v128_t hi = lut_nibbles(lut, wasm_v128_and(wasm_u32x4_shr(r, 4), m4));                   \
+    const v128_t x0 = LDV(XD, 0), x1 = LDV(XD, 16);                                                \
+    T0 = MADD(x0, CVT(lo, m0), T0);                                                                \
+    T1 = MADD(x0, CVT(lo, m1), T1);                                                                \
+    T2 = MADD(x0, CVT(lo, m2), T2);                                                                \
+    T3 = MADD(x0, wasm_f32x4_convert_i32x4(wasm_u32x4_shr(lo, 24)), T3);                           \
+    T0 = MADD(x1, CVT(hi, m0), T0);                                                                \
+    T1 = MADD(x1, CVT(hi, m1), T1);                                                                \
+    T2 = MADD(x1, CVT(hi, m2), T2);                                                                \
+    T3 = MADD(x1, wasm_f32x4_convert_i32x4(wasm_u32x4_shr(hi, 24)), T3);                           \
+    (P) += 16;                                                                                     \
+    (XD) += 8;                                                                                     \
+  }
+
+#define RF4_CONSTS                                                                                 \
+  v128_t lut = F4_LUT, m4 = wasm_i8x16_splat(0x0f), m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), \
+         m2 = wasm_i32x4_splat(0xff0000);                                                          \
+  KEEP(lut);                                                                                       \
+  KEEP(m4);                                                                                        \
+  KEEP(m0);                                                                                        \
+  KEEP(m1);                                                                                        \
+  KEEP(m2);                                                                                        \
+  const v128_t p = wasm_f32x4_make(0.5f, 0x1p-9f, 0x1p-17f, 0.5f), off = wasm_f32x4_splat(8.0f)
+
+static void rf4_row16(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
+                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* sq) {
+  const uint8_t* u = w + ps;
+  RF4_CONSTS;
+  const size_t blen = bs ? bs : kc;
+  for (size_t b = 0; b < kc; b += blen) {
+    ZERO8;
+    const float* xe = xd;
+    RF4_PANEL(w, xe, t0, t1, t2, t3);
+    RF4_PANEL(u, xd, v0, v1, v2, v3);
+    FOLD_BLOCK16(off);
+  }
+}
+
 void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq) {
   if (dt == DT_S4) r4_row16(DT_S4, nc1, nc2, kc, bs, xd, xs, w, ps, c, accumulate, sq);
-  else r4_row16(DT_U4, nc1, nc2, kc, bs, xd, xs, w, ps, c, accumulate, sq);
+  else if (dt == DT_U4) r4_row16(DT_U4, nc1, nc2, kc, bs, xd, xs, w, ps, c, accumulate, sq);
+  else rf4_row16(nc1, nc2, kc, bs, xd, xs, w, ps, c, accumulate, sq);
 }
 
 /* Two rows (C rows c, c + ldc) x one panel of nc columns: each code converted once for both rows. Per row the
@@ -276,6 +324,54 @@ INLINE void r4_rows2(const int DT, size_t nc, size_t kc, size_t blen, const floa
   }
 }
 
+/* f4_e2m1, two rows: rf4_row16's decoding, each table value converted once for both rows. */
+static void rf4_rows2(size_t nc, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xs0, const float* restrict xd1,
+                      const float* restrict xs1, const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate,
+                      const float* sq) {
+  RF4_CONSTS;
+  for (size_t b = 0; b < kc; b += blen) {
+    ZERO8;
+    for (const uint8_t* const we = w + 4 * blen; w != we;) {
+      const v128_t r = wasm_v128_load(w);
+      const v128_t lo = lut_nibbles(lut, wasm_v128_and(r, m4));
+      const v128_t hi = lut_nibbles(lut, wasm_v128_and(wasm_u32x4_shr(r, 4), m4));
+      const v128_t x0 = LDV(xd0, 0), y0 = LDV(xd1, 0);
+      v128_t q = CVT(lo, m0);
+      t0 = MADD(x0, q, t0);
+      v0 = MADD(y0, q, v0);
+      q = CVT(lo, m1);
+      t1 = MADD(x0, q, t1);
+      v1 = MADD(y0, q, v1);
+      q = CVT(lo, m2);
+      t2 = MADD(x0, q, t2);
+      v2 = MADD(y0, q, v2);
+      q = wasm_f32x4_convert_i32x4(wasm_u32x4_shr(lo, 24));
+      t3 = MADD(x0, q, t3);
+      v3 = MADD(y0, q, v3);
+      const v128_t x1 = LDV(xd0, 16), y1 = LDV(xd1, 16);
+      q = CVT(hi, m0);
+      t0 = MADD(x1, q, t0);
+      v0 = MADD(y1, q, v0);
+      q = CVT(hi, m1);
+      t1 = MADD(x1, q, t1);
+      v1 = MADD(y1, q, v1);
+      q = CVT(hi, m2);
+      t2 = MADD(x1, q, t2);
+      v2 = MADD(y1, q, v2);
+      q = wasm_f32x4_convert_i32x4(wasm_u32x4_shr(hi, 24));
+      t3 = MADD(x1, q, t3);
+      v3 = MADD(y1, q, v3);
+      w += 16;
+      xd0 += 8;
+      xd1 += 8;
+    }
+    const int acc = accumulate || b > 0;
+    fold8(t0, t1, t2, t3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs0++)), sq, c, nc, acc);
+    fold8(v0, v1, v2, v3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs1++)), sq, c + ldc, nc, acc);
+    if (sq) sq += 16;
+  }
+}
+
 void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xs0,
                     const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, size_t ps, float* restrict c,
                     size_t ldc, int accumulate, int dt, const float* sq) {
@@ -289,7 +385,8 @@ void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* r
       case DT_S8: r8_rows2(DT_S8, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
       case DT_U8: r8_rows2(DT_U8, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
       case DT_S4: r4_rows2(DT_S4, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
-      default: r4_rows2(DT_U4, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
+      case DT_U4: r4_rows2(DT_U4, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
+      default: rf4_rows2(nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
     }
   }
 }

@@ -17,7 +17,7 @@ typedef struct { magic_t m; v128_t lut; } dec4c_t;
 INLINE dec4c_t dec4_consts(int dt) {
   dec4c_t k;
   k.m = dt == DT_S4 ? magic_consts(8.0f, 0x88) : magic_consts(dt == DT_U4 ? 0.0f : 16.0f, 0);
-  k.lut = wasm_i8x16_const(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4);
+  k.lut = F4_LUT;
   KEEP(k.m.m4);
   if (dt == DT_F4_E2M1) KEEP(k.lut);
   return k;
@@ -25,15 +25,6 @@ INLINE dec4c_t dec4_consts(int dt) {
 
 #define U8LO(b) u8lo_u16((b), kc4.m)
 #define U8HI(b) u8hi_u16((b), kc4.m)
-
-/* Table lookup of nibbles (indices 0..15, so the relaxed build's one-instruction swizzle is exact). */
-INLINE v128_t lut_nibbles(v128_t lut, v128_t idx) {
-#ifdef RELAXED
-  return (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)lut, (__i8x16)idx);
-#else
-  return wasm_i8x16_swizzle(lut, idx);
-#endif
-}
 
 /* One k's 8 biased values (u16 lanes, u8lo_u16 / u8hi_u16) as two f32x4; f4 values are doubled. */
 INLINE void dec4(const int F4, v128_t h, dec4c_t kc4, v128_t* lo, v128_t* hi) {

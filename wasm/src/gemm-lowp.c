@@ -210,7 +210,7 @@ INLINE void strict_row(const group_view_t* v, int np, int32_t ncp, int32_t kk, i
 }
 
 /* accumulation_mode relaxed (rfcs/0007): a 1-2 row tile x its panels (two per call) over the A block's
-   [k0, k0 + kc), s8 / u8 / s4 / u4 codes, no zero points. The K range is cut the same way for every panel and
+   [k0, k0 + kc), s8 / u8 / s4 / u4 / f4_e2m1 codes, no zero points. The K range is cut the same way for every panel and
    row (so the order depends on the geometry only): whole K blocks of scales, at most RELAXED_PIECE k and
    RELAXED_BLOCKS blocks at a time (per-column scales: pieces in multiples of 4 k from an even k), run the
    reordered f32_gemm_1x16r* kernels on the rows laid out once per piece; the k before the first whole block,
@@ -285,8 +285,8 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   /* 1-row tiles, 4-bit codes, K-varying scales in blocks of a multiple of 4 k (zero points constant along
      K): whole blocks of a piece in one f32_gemm_1x16w4_kb call */
   const int kb_ok = !x8 && mc == 1 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
-  /* accumulation_mode relaxed: 1-2 row tiles of integer codes without zero points, K blocks of a multiple of 4 */
-  const int relaxed = j->accum_mode == ACC_RELAXED && mc <= 2 && !zb && (dt == DT_S8 || dt == DT_U8 || dt == DT_S4 || dt == DT_U4) &&
+  /* accumulation_mode relaxed: 1-2 row tiles of integer or f4_e2m1 codes without zero points, K blocks of a multiple of 4 */
+  const int relaxed = j->accum_mode == ACC_RELAXED && mc <= 2 && !zb && (dt == DT_S8 || dt == DT_U8 || dt == DT_S4 || dt == DT_U4 || dt == DT_F4_E2M1) &&
                       (!sb || qs->blk_k % 4 == 0);
   if (relaxed) {
     relaxed_segment(j, v, sb, sn, sw, a, k0, kc, c, ldc, first, mc, sbuf);

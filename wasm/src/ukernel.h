@@ -76,7 +76,7 @@ void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
 void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                      size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq);
 /* accumulation_mode relaxed (f32-gemm-1x16r-wasmsimd.c): 1 row x two panels (w, w + ps; ps = 0 reads one panel
-   twice, nc2 = 0 then) of s8 / u8 (x8:p8, w at k0) or s4 / u4 (x4:p8k2, w at k-pair k0 / 2, k0 even) codes, in
+   twice, nc2 = 0 then) of s8 / u8 (x8:p8, w at k0) or s4 / u4 / f4_e2m1 (x4:p8k2, w at k-pair k0 / 2, k0 even) codes, in
    blocks of bs k (0: one block of kc; kc and bs multiples of 4; block b's 16 scales at sq + 16 b, or sq = 0):
    C (+)= per block (Σ code x) x scale, in a reordered sum (FMA, split chains, scale per block). No zero points.
    xd / xs: the row's activations as relaxed_xdup lays them out, and their block sums. */

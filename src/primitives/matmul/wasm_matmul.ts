@@ -59,7 +59,7 @@ export function kernelName(plan: FusedPlan | string, weights: MemoryDesc): strin
  */
 export function relaxedDecode(p: MatmulProblem, plan: FusedPlan | string): boolean {
   if (!p.attr.relaxedAccumulation || typeof plan === 'string' || plan.path !== PATH.f32_fused) return false;
-  if (!['-w8', '-w4'].includes(lowpSuffix(p.weights)) || !['s8', 'u8', 's4', 'u4'].includes(p.weights.dataType)) return false;
+  if (!['-w8', '-w4', '-wf4'].includes(lowpSuffix(p.weights)) || !['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(p.weights.dataType)) return false;
   if (p.fusion.zeroPoints.weights || p.weights.packed?.quant?.zeroPoints) return false;
   const ws = p.fusion.scales.weights;
   const kDim = p.weights.ndims - 2;

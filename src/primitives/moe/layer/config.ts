@@ -69,8 +69,8 @@ export interface LayerConfig {
   readonly dynamicQuantization?: 'none' | 's8';
   /**
    * oneDNN accumulation_mode of the routed experts' two GEMMs, rfcs/0007: `strict` (default, the
-   * kernels' fixed order), `relaxed` / `any` (reordered summation allowed: weight-only s8 / u8 / s4 / u4
-   * weights then run their decode tiles on the f32_gemm_1x16r kernels). `s32` / `f32` / `f16` are not
+   * kernels' fixed order), `relaxed` / `any` (reordered summation allowed: weight-only s8 / u8 / s4 / u4 /
+   * f4_e2m1 weights then run their decode tiles on the f32_gemm_1x16r kernels). `s32` / `f32` / `f16` are not
    * implemented.
    */
   readonly accumulationMode?: AccumulationMode;
