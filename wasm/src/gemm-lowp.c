@@ -193,7 +193,7 @@ static const float* stage_scales(const qarg_t* qs, const group_view_t* v, const 
    w4:relaxed x f32 packed: 2.35-2.66 before the session, 2.34-2.39 with its kernels and 1024, 2.93-2.96 with 2048). */
 #define RELAXED_PIECE 2048
 /* Whole K blocks per relaxed call at most (their scales staged on the stack). */
-#define RELAXED_BLOCKS 64
+#define RELAXED_BLOCKS 128
 
 /* The strict 1-row kernels over [kk, kk + len) of one or two panels (ps = 0: one). */
 INLINE void strict_row(const group_view_t* v, int np, int32_t ncp, int32_t kk, int32_t len, const float* a, const uint8_t* panel,
@@ -253,9 +253,11 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
       }
       const size_t ps = np == 2 ? v->wps : 0, nc1 = (size_t)MIN(NR, ncp), nc2 = np == 2 ? (size_t)(ncp - NR) : 0;
       const uint8_t* pw = panel + (x8 ? (size_t)kk * NR : (size_t)(kk >> 1) * NR);
-      for (int32_t b = 0; b < nblk; b++) { /* the blocks' scales, 16 per block (1.0 past the columns) */
-        const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, v->wps, nb, np, ncp, sbuf);
-        for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = q < NR * np ? s1[q] : 1.0f;
+      for (int32_t b = 0; b < nblk; b++) { /* the blocks' scales, 16 per block (1.0 past the columns), decoded in place */
+        float* sd = sall + 16 * b;
+        const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, v->wps, nb, np, ncp, sd);
+        if (s1 != sd) for (int32_t q = 0; q < NR * np; q++) sd[q] = s1[q];
+        if (np == 1) for (int32_t q = NR; q < 16; q++) sd[q] = 1.0f;
       }
       if (mc == 2) { /* both rows from one conversion of the codes */
         f32_gemm_2x16r(nc1, nc2, (size_t)len, (size_t)blk, xd[0], xs[0], xd[1], xs[1], pw, ps, cp, (size_t)ldc, acc, dt, sb ? sall : 0);
