@@ -59,8 +59,16 @@ export class MemoryDesc {
     this.strides = Object.freeze([...(init.strides ?? [])]);
     this.grouped = init.grouped && Object.freeze({ ...init.grouped, groupSizes: init.grouped.groupSizes && Object.freeze([...init.grouped.groupSizes]) });
     this.packed = init.packed && Object.freeze({ ...init.packed });
+    // computed once: execute checks every argument's size (a Proposal #3 call has 3 per expert)
+    this.runtimeDims = this.dims.some(isRuntime);
+    this.span = this.computeSpanElems();
+    this.size0 = this.computeSize0();
     Object.freeze(this);
   }
+
+  private readonly runtimeDims: boolean;
+  private readonly span: number;
+  private readonly size0: number;
 
   get ndims(): number {
     return this.dims.length;
@@ -71,7 +79,7 @@ export class MemoryDesc {
   }
 
   get hasRuntimeDims(): boolean {
-    return this.dims.some(isRuntime);
+    return this.runtimeDims;
   }
 
   /** Number of buffers a memory object of this descriptor holds: 2 for grouped (values, offsets). */
@@ -88,6 +96,10 @@ export class MemoryDesc {
 
   /** Number of elements spanned in buffer 0, padding between strided rows included. */
   get spanElems(): number {
+    return this.span;
+  }
+
+  private computeSpanElems(): number {
     if (this.format === 'packed') return this.packed ? this.packed.byteSize : 0;
     if (this.dims.some((d) => d === 0)) return 0;
     let last = 0;
@@ -106,10 +118,14 @@ export class MemoryDesc {
       return dtBytes(g.offsetsDt, g.groupCount + 1);
     }
     check(index === 0, `getSize: buffer index must be 0 or 1, got ${index}`);
+    return this.size0;
+  }
+
+  private computeSize0(): number {
     if (this.format === 'any') return 0;
-    if (this.format === 'packed') return (this.packed as PackedLayout).byteSize;
-    if (this.hasRuntimeDims || this.strides.some(isRuntime)) return RUNTIME_SIZE_VAL;
-    return dtBytes(this.dataType, this.spanElems);
+    if (this.format === 'packed') return this.packed ? this.packed.byteSize : 0; // no layout: the pds refuse it
+    if (this.runtimeDims || this.strides.some(isRuntime)) return RUNTIME_SIZE_VAL;
+    return dtBytes(this.dataType, this.span);
   }
 
   /** Structural equality (dims, type, layout, grouping). */

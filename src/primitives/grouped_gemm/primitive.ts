@@ -31,6 +31,8 @@ export class Primitive {
   readonly pd: PrimitiveDesc;
   private readonly executor: GroupedGemmExecutor<AnyMemory>;
   private readonly life: Lifetime;
+  /** Per argument id, the last memory descriptor found equal to the expected one (the comparison is per expert, per execute). */
+  private readonly matched = new Map<number, MemoryDesc>();
 
   constructor(pd: PrimitiveDesc) {
     created('primitive', pd.engine);
@@ -62,12 +64,14 @@ export class Primitive {
       if (m === undefined) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: missing argument ${argName(id)}`);
       if (!((m instanceof Memory || m instanceof GpuMemory) && !m.isFreed)) check(false, `grouped_gemm.execute: ${argName(id)} must be a live Memory object`);
       if (m.engine !== this.pd.engine) check(false, `grouped_gemm.execute: ${argName(id)} belongs to another engine`);
-      if (m.desc !== md && !m.desc.equals(md)) check(false, `grouped_gemm.execute: ${argName(id)} descriptor ${m.desc} does not match the primitive's ${md}`);
+      if (m.desc !== md && this.matched.get(id) !== m.desc) {
+        if (!m.desc.equals(md)) check(false, `grouped_gemm.execute: ${argName(id)} descriptor ${m.desc} does not match the primitive's ${md}`);
+        this.matched.set(id, m.desc); // descriptors are immutable: the next execute with this one skips the comparison
+      }
       if (m instanceof GpuMemory) return m;
-      const name = argName(id);
       const n = m.desc.getSize(0);
-      check(m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) !== undefined, `grouped_gemm.execute: ${name} is no longer a live allocation of the engine`);
-      checkPackedFilled('grouped_gemm.execute', name, m);
+      if (m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) === undefined) check(false, `grouped_gemm.execute: ${argName(id)} is no longer a live allocation of the engine`);
+      if (m.desc.format === 'packed') checkPackedFilled('grouped_gemm.execute', argName(id), m);
       return m;
     };
     const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, (AnyMemory | undefined)[]>> => {
