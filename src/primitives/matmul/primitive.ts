@@ -45,6 +45,8 @@ export class Primitive {
   readonly pd: PrimitiveDesc;
   private readonly executor: MatmulExecutor<AnyMemory>;
   private readonly life: Lifetime;
+  /** Per argument id, the last memory descriptor found equal to the expected one (compared once, not per execute). */
+  private readonly matched = new Map<number, MemoryDesc>();
 
   constructor(pd: PrimitiveDesc) {
     created('primitive', pd.engine);
@@ -189,22 +191,24 @@ export class Primitive {
   /** The checks build their messages only on failure (`if (...) check(false, ...)`): execute is on the hot path. */
   private arg(args: ExecArgs, id: number, md: MemoryDesc, alt?: MemoryDesc): AnyMemory {
     const m = args[id];
-    const name = argName(id);
-    if (m === undefined) throw new DnnlError('invalid_arguments', `matmul.execute: missing argument ${name}`);
-    if (!(m instanceof Memory || m instanceof GpuMemory)) check(false, `matmul.execute: ${name} must be a Memory object`);
-    if (m.isFreed) check(false, `matmul.execute: ${name} was freed`);
-    if (m.engine !== this.pd.engine) check(false, `matmul.execute: ${name} belongs to another engine`);
-    // The message renders descriptors: build it only on failure (execute is on the hot path).
-    if (!m.desc.equals(md) && !(alt !== undefined && m.desc.equals(alt))) check(false, `matmul.execute: ${name} descriptor ${m.desc} does not match the primitive's ${md}${alt ? ` (or ${alt})` : ''}`);
+    // Names and descriptors are rendered only for a message (execute is on the hot path).
+    if (m === undefined) throw new DnnlError('invalid_arguments', `matmul.execute: missing argument ${argName(id)}`);
+    if (!(m instanceof Memory || m instanceof GpuMemory)) check(false, `matmul.execute: ${argName(id)} must be a Memory object`);
+    if (m.isFreed) check(false, `matmul.execute: ${argName(id)} was freed`);
+    if (m.engine !== this.pd.engine) check(false, `matmul.execute: ${argName(id)} belongs to another engine`);
+    if (m.desc !== md && this.matched.get(id) !== m.desc) {
+      if (!m.desc.equals(md) && !(alt !== undefined && m.desc.equals(alt))) check(false, `matmul.execute: ${argName(id)} descriptor ${m.desc} does not match the primitive's ${md}${alt ? ` (or ${alt})` : ''}`);
+      this.matched.set(id, m.desc); // descriptors are immutable: the next execute with this one skips the comparison
+    }
     if (m instanceof GpuMemory) {
-      if (!m.filled) check(false, `matmul.execute: ${name} is a packed layout that was never filled: fill it with reorder`);
+      if (!m.filled) check(false, `matmul.execute: ${argName(id)} is a packed layout that was never filled: fill it with reorder`);
       return m;
     }
     m.handles.forEach((h, i) => {
       const n = m.desc.getSize(i);
-      if (m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) === undefined) check(false, `matmul.execute: ${name} buffer ${i} is no longer a live allocation of the engine`);
+      if (m.engine.heap.owningBlock(h, n === RUNTIME_SIZE_VAL ? 0 : n) === undefined) check(false, `matmul.execute: ${argName(id)} buffer ${i} is no longer a live allocation of the engine`);
     });
-    checkPackedFilled('matmul.execute', name, m);
+    if (m.desc.format === 'packed') checkPackedFilled('matmul.execute', argName(id), m);
     return m;
   }
 }
