@@ -155,8 +155,8 @@ describe('packed low-precision weights (x8:p8 / x4:p8k2), decoded in the microke
 });
 
 describe('in-register fp8 decoding = the scalar decoders, all 256 codes (NaN, Inf, subnormals)', () => {
-  it.each([dt.s8, dt.u8, dt.f8_e4m3, dt.f8_e5m2])('%s', async (t) => {
-    const eng = await Engine.create({ threads: 1, kernels: 'simd128' });
+  it.each([dt.s8, dt.u8, dt.f8_e4m3, dt.f8_e5m2].flatMap((t) => (['simd128', 'relaxed'] as const).map((isa) => [t, isa] as const)))('%s, %s kernels', async (t, kernels) => {
+    const eng = await Engine.create({ threads: 1, kernels });
     try {
       const k = eng.kernels!;
       const codes = eng.alloc(256), a = eng.alloc(1024), b = eng.alloc(1024);
