@@ -23,6 +23,8 @@ export interface BatchCase {
   /** binary_add / binary_mul src1 dims (dst's rank, each equal to dst's or 1), after the eltwise post-ops. */
   readonly binary?: { readonly alg: 'binary_add' | 'binary_mul'; readonly dims: readonly number[] };
   readonly dt?: DataType;
+  /** f32 weights scales over the weights dims of this mask (oneDNN: bit i = dim i), folded into the reference's weights. */
+  readonly weiScalesMask?: number;
 }
 
 const rowMajor = (n: number): string => 'abcdefghijkl'.slice(0, n);
@@ -55,11 +57,14 @@ export async function runBatchCase(eng: Engine | GpuEngine, strm: Stream, c: Bat
   const attr = attrFor(c.postOps);
   const s1Md = c.binary ? memory.desc(c.binary.dims, dt.f32, rowMajor(nd)) : undefined;
   if (c.binary) attr.postOps.appendBinary(c.binary.alg, s1Md!);
+  if (c.weiScalesMask !== undefined) attr.setScales(ARG.WEIGHTS, c.weiScalesMask);
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
   const prim = new matmul.Primitive(pd);
   const x = randomFor(t, rng, count(c.src)), w = randomFor(t, rng, count(c.wei));
   const b = c.bias ? randomFor(dt.f32, rng, count(c.bias)) : undefined;
   const s1 = c.binary ? randomFor(dt.f32, rng, count(c.binary.dims)) : undefined;
+  const scDims = c.weiScalesMask === undefined ? undefined : c.wei.map((d, i) => ((c.weiScalesMask! >> i) & 1 ? d : 1));
+  const sc = scDims ? randomFor(dt.f32, rng, count(scDims)) : undefined;
   const mems: Memory[] = [];
   const mk = async (md: MemoryDesc, v: ArrayLike<number>, pad = 0): Promise<Memory> => {
     const m = Memory.create(md, eng as Engine);
@@ -73,6 +78,7 @@ export async function runBatchCase(eng: Engine | GpuEngine, strm: Stream, c: Bat
     args[ARG.DST] = dst;
     if (biasMd) args[ARG.BIAS] = await mk(biasMd, b!);
     if (s1Md) args[ARG.ATTR_MULTIPLE_POST_OP(attr.postOps.entries.length - 1) | ARG.SRC_1] = await mk(s1Md, s1!);
+    if (sc) args[ARG.ATTR_SCALES | ARG.WEIGHTS] = await mk(pd.queryMd('scales:weights')!, sc);
     prim.execute(strm, args);
     await strm.wait();
     const span = await dst.read();
@@ -80,13 +86,23 @@ export async function runBatchCase(eng: Engine | GpuEngine, strm: Stream, c: Bat
     // Padding between the logical elements keeps the sentinel.
     const inside = new Set(physicalIndices(dstDims, dstMd.strides));
     for (let i = 0; i < span.length; i++) if (!inside.has(i)) expect(span[i], `${c.name}: dst padding element ${i}`).toBe(SENTINEL);
-    const ref = refDense(x, c.src, w, c.wei, { bias: b && { dims: [...c.bias!], data: b }, postOps: c.postOps });
+    const ref = refDense(x, c.src, scDims ? scaled(w, c.wei, scDims, sc!) : w, c.wei, { bias: b && { dims: [...c.bias!], data: b }, postOps: c.postOps });
     if (c.binary) applyBinary(ref, dstDims, c.binary, s1!);
     assertClose(got, ref, toleranceFor(t), c.name);
     return { implInfo: pd.implInfo, got };
   } finally {
     mems.forEach((m) => m.free());
   }
+}
+
+/** Weights times their scales (broadcast over the dims the mask leaves out), in float64. */
+function scaled(w: Float64Array, dims: readonly number[], scDims: readonly number[], sc: Float64Array): Float64Array {
+  const idx = new Array<number>(dims.length).fill(0);
+  return w.map((v, i) => {
+    let rem = i;
+    for (let d = dims.length - 1; d >= 0; d--) { idx[d] = rem % dims[d]; rem = Math.floor(rem / dims[d]); }
+    return v * sc[bcastIndex(scDims, idx)];
+  });
 }
 
 function applyBinary(ref: { value: Float64Array; mag: Float64Array }, dims: readonly number[], op: NonNullable<BatchCase['binary']>, s1: Float64Array): void {
@@ -120,6 +136,10 @@ export const BATCH_CASES: readonly BatchCase[] = [
   { name: 'binary add src1 [B1, B2, M, N]', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], binary: { alg: 'binary_add', dims: [2, 3, 5, 9] } },
   { name: 'binary mul src1 [1, 1, M, N] after relu, weights broadcast on dim 0', src: [2, 3, 5, 7], wei: [1, 3, 7, 9], postOps: [{ kind: 'relu', alpha: 0 }], binary: { alg: 'binary_mul', dims: [1, 1, 5, 9] } },
   { name: 'binary add src1 [2, 1, 1, N] with src broadcast on dim 0', src: [1, 3, 5, 7], wei: [2, 3, 7, 9], binary: { alg: 'binary_add', dims: [2, 1, 1, 9] } },
+  { name: 'bias [2, 1, 1, N] that moves with the launches', src: [2, 1, 5, 7], wei: [2, 3, 7, 9], bias: [2, 1, 1, 9] },
+  { name: 'weights scales per (batch dim 0, N) with launches over dim 0', src: [2, 1, 5, 7], wei: [2, 3, 7, 9], weiScalesMask: 0b1001 },
+  { name: 'weights scales per (batch dims, N), one launch', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], weiScalesMask: 0b1011, bias: [1, 1, 1, 9] },
+  { name: 'binary add src1 [2, 1, M, N] that moves with the launches, relu', src: [2, 1, 5, 7], wei: [2, 3, 7, 9], postOps: [{ kind: 'relu', alpha: 0 }], binary: { alg: 'binary_add', dims: [2, 1, 5, 9] } },
   { name: 'transposed weights (abdc)', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], weiTag: 'abdc' },
   { name: 'batch dims swapped in src (bacd): two launches', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], srcTag: 'bacd' },
   { name: 'batch dims swapped in dst (bacd)', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], dstTag: 'bacd' },
