@@ -23,6 +23,8 @@ export interface BatchCase {
   /** binary_add / binary_mul src1 dims (dst's rank, each equal to dst's or 1), after the eltwise post-ops. */
   readonly binary?: { readonly alg: 'binary_add' | 'binary_mul'; readonly dims: readonly number[] };
   readonly dt?: DataType;
+  /** src, weights, dst types where they differ (default: `dt` for all three). */
+  readonly types?: readonly [DataType, DataType, DataType];
   /** f32 weights scales over the weights dims of this mask (oneDNN: bit i = dim i), folded into the reference's weights. */
   readonly weiScalesMask?: number;
 }
@@ -48,11 +50,12 @@ export async function runBatchCase(eng: Engine | GpuEngine, strm: Stream, c: Bat
   const rng = mulberry32(7);
   const nd = c.src.length;
   const t = c.dt ?? dt.f32;
+  const [st, wt, dstT] = c.types ?? [t, t, t];
   const batch = c.src.slice(0, nd - 2).map((b, i) => (b === 1 ? c.wei[i] : b));
   const dstDims = [...batch, c.src[nd - 2], c.wei[nd - 1]];
-  const srcMd = memory.desc(c.src, t, c.srcTag ?? rowMajor(nd));
-  const weiMd = memory.desc(c.wei, t, c.weiTag ?? rowMajor(nd));
-  const dstMd = memory.desc(dstDims, t, c.dstTag ?? rowMajor(nd));
+  const srcMd = memory.desc(c.src, st, c.srcTag ?? rowMajor(nd));
+  const weiMd = memory.desc(c.wei, wt, c.weiTag ?? rowMajor(nd));
+  const dstMd = memory.desc(dstDims, dstT, c.dstTag ?? rowMajor(nd));
   const biasMd = c.bias ? memory.desc(c.bias, dt.f32, rowMajor(nd)) : undefined;
   const attr = attrFor(c.postOps);
   const s1Md = c.binary ? memory.desc(c.binary.dims, dt.f32, rowMajor(nd)) : undefined;
@@ -60,7 +63,9 @@ export async function runBatchCase(eng: Engine | GpuEngine, strm: Stream, c: Bat
   if (c.weiScalesMask !== undefined) attr.setScales(ARG.WEIGHTS, c.weiScalesMask);
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
   const prim = new matmul.Primitive(pd);
-  const x = randomFor(t, rng, count(c.src)), w = randomFor(t, rng, count(c.wei));
+  // Integer tensors hold small integers (randomFor's values are float-exact, not integers).
+  const values = (d: DataType, n: number): Float64Array => (d === 's8' || d === 'u8' ? Float64Array.from(randomFor(dt.f32, rng, n), (v) => Math.round(v * 4) + (d === 'u8' ? 8 : 0)) : randomFor(d, rng, n));
+  const x = values(st, count(c.src)), w = values(wt, count(c.wei));
   const b = c.bias ? randomFor(dt.f32, rng, count(c.bias)) : undefined;
   const s1 = c.binary ? randomFor(dt.f32, rng, count(c.binary.dims)) : undefined;
   const scDims = c.weiScalesMask === undefined ? undefined : c.wei.map((d, i) => ((c.weiScalesMask! >> i) & 1 ? d : 1));
@@ -88,7 +93,7 @@ export async function runBatchCase(eng: Engine | GpuEngine, strm: Stream, c: Bat
     for (let i = 0; i < span.length; i++) if (!inside.has(i)) expect(span[i], `${c.name}: dst padding element ${i}`).toBe(SENTINEL);
     const ref = refDense(x, c.src, scDims ? scaled(w, c.wei, scDims, sc!) : w, c.wei, { bias: b && { dims: [...c.bias!], data: b }, postOps: c.postOps });
     if (c.binary) applyBinary(ref, dstDims, c.binary, s1!);
-    assertClose(got, ref, toleranceFor(t), c.name);
+    assertClose(got, ref, toleranceFor(dstT), c.name);
     return { implInfo: pd.implInfo, got };
   } finally {
     mems.forEach((m) => m.free());
@@ -143,5 +148,7 @@ export const BATCH_CASES: readonly BatchCase[] = [
   { name: 'transposed weights (abdc)', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], weiTag: 'abdc' },
   { name: 'batch dims swapped in src (bacd): two launches', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], srcTag: 'bacd' },
   { name: 'batch dims swapped in dst (bacd)', src: [2, 3, 5, 7], wei: [2, 3, 7, 9], dstTag: 'bacd' },
+  { name: 's8 x s8 -> f32, weights broadcast on dim 1 (launches)', src: [2, 3, 5, 8], wei: [2, 1, 8, 6], types: [dt.s8, dt.s8, dt.f32], bias: [1, 1, 1, 6] },
+  { name: 'f32 x u8 -> f16, per-(batch, N) weights scales, src broadcast on dim 0', src: [1, 3, 5, 8], wei: [2, 3, 8, 6], types: [dt.f32, dt.u8, dt.f16], weiScalesMask: 0b1001 },
   { name: 'bf16', src: [2, 2, 5, 12], wei: [2, 2, 12, 10], dt: dt.bf16 },
 ];
