@@ -92,3 +92,22 @@ describe('batch dims: which dims collapse into the kernels\' batch, how many lau
     expect(plan([2, 3, 5, 7], [2, 3, 7, 9], { src: 'bacd' })).toMatchObject({ batch: [3], launches: 2, offsets: [0, 35] });
   });
 });
+
+describe('batch dims: an empty batch dim', () => {
+  it('takes no launch: nothing runs', async () => {
+    const eng = await Engine.create({ threads: 1 });
+    try {
+      const srcMd = memory.desc([2, 0, 5, 7], dt.f32, 'abcd'), weiMd = memory.desc([1, 1, 7, 9], dt.f32, 'abcd'), dstMd = memory.desc([2, 0, 5, 9], dt.f32, 'abcd');
+      const pd = new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd);
+      expect(pd.implInfo).toMatch(/^wasm:/);
+      const s = splitBatch(pd.problem);
+      expect(s !== undefined && typeof s !== 'string' && s.outer.length).toBe(0);
+      const strm = new Stream(eng);
+      const [src, wei, dst] = [srcMd, weiMd, dstMd].map((md) => Memory.create(md, eng));
+      new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst });
+      await strm.wait();
+    } finally {
+      eng.release();
+    }
+  });
+});

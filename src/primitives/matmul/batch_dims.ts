@@ -113,6 +113,8 @@ export function splitBatch(p: MatmulProblem): BatchSplit | string | undefined {
   if (p.kind !== 'dense' || p.batch.length < 2) return undefined;
   const ops = walks(p);
   const all = flatten(ops);
+  // An empty batch: nothing to launch (the inner problem's batch is empty too).
+  if (p.batch.includes(0)) return { inner: innerProblem(p, { extent: 0, strides: all.map(() => 0) }), outer: [] };
   const runs = runsOf(p.batch, all);
   // The kernels' batch: the longest run (the innermost of equal ones).
   const pick = runs.reduce((best, r, i) => (r.extent > runs[best].extent ? i : best), 0);
