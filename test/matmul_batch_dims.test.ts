@@ -33,6 +33,12 @@ describe.each([
     }
   });
 
+  it('implInfo names the launches of a batch that does not collapse', async () => {
+    const { implInfo } = await runBatchCase(eng, strm, { name: 'launches', src: [2, 1, 5, 7], wei: [2, 3, 7, 9] });
+    expect(implInfo).toMatch(/^wasm:.*\+2-batch-launches$/);
+    expect((await runBatchCase(eng, strm, { name: 'one', src: [2, 3, 5, 7], wei: [2, 3, 7, 9] })).implInfo).not.toMatch(/launches/);
+  });
+
   it('tag.any weights resolve to plain row-major with more than one batch dim', () => {
     const pd = new matmul.PrimitiveDesc(eng, memory.desc([2, 3, 5, 7], dt.f32, 'abcd'), memory.desc([2, 3, 7, 9], dt.f32, 'any'), memory.desc([2, 3, 5, 9], dt.f32, 'abcd'));
     expect(pd.queryMd('weights')!.format).toBe('blocked');

@@ -89,10 +89,12 @@ function planMatmul(p: MatmulProblem): FusedPlan | string {
 export const wasmMatmul: MatmulImpl = {
   name: 'wasm:f32-gemm-4x8',
   describe(engine, p0) {
-    const p = kernelProblem(p0);
+    const split = splitBatch(p0);
+    const p = split === undefined || typeof split === 'string' ? p0 : split.inner;
     const plan = planMatmul(p);
     const relaxed = relaxedDecode(p, plan) ? `+f32-gemm-1x16r${lowpSuffix(p.weights)}` : '';
-    return `wasm:${engine.isa}:${kernelName(plan, p.weights)}${relaxed}`;
+    const launches = p !== p0 && typeof split === 'object' && split.outer.length > 1 ? `+${split.outer.length}-batch-launches` : '';
+    return `wasm:${engine.isa}:${kernelName(plan, p.weights)}${relaxed}${launches}`;
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
@@ -150,12 +152,6 @@ export const wasmMatmul: MatmulImpl = {
 
 function plainWeights(w: MemoryDesc): MemoryDesc {
   return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('abcdefghijkl'.slice(0, w.ndims), w.dims, 'weights') });
-}
-
-/** The problem the kernels see: the inner 3D problem of a dense one with more than one batch dim (batch_dims.ts). */
-function kernelProblem(p: MatmulProblem): MatmulProblem {
-  const s = splitBatch(p);
-  return s === undefined || typeof s === 'string' ? p : s.inner;
 }
 
 /** Why the kernels cannot run a dense problem with more than one batch dim as launches of its inner 3D problem. */

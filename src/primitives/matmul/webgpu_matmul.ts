@@ -254,7 +254,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     this.tilesN = this.fusion?.glu ? Math.ceil(p.dstN / (t.tn / 2)) : Math.ceil(p.N / t.tn);
     this.tilesM = Math.ceil(p.M / t.tm);
     const uni = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
-    if (this.fusion) {
+    if (this.fusion && !launches) {
       const words = fusionUniform(p, this.fusion);
       this.fusionParams = eng.createBuffer(words.byteLength, 'matmul fusion params', uni);
       eng.write(this.fusionParams, 0, words.buffer as ArrayBuffer);
