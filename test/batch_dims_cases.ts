@@ -5,9 +5,9 @@
  * src1 applied in float64 here; dst elements outside the logical tensor must stay untouched.
  */
 import { expect } from 'vitest';
-import { ARG, Memory, dt, matmul, memory, type DataType, type Engine, type GpuEngine, type MemoryDesc, type Stream } from '../src/index.js';
+import { ARG, Memory, PrimitiveAttr, dt, matmul, memory, type DataType, type Engine, type GpuEngine, type MemoryDesc, type Stream } from '../src/index.js';
 import { assertClose, refDense, type RefPostOp } from './reference.js';
-import { attrFor, physicalIndices, randomFor, toleranceFor } from './helpers.js';
+import { attrFor, exactValues, physicalIndices, randomFor, toleranceFor } from './helpers.js';
 import { mulberry32 } from './workloads.js';
 
 export interface BatchCase {
@@ -152,3 +152,42 @@ export const BATCH_CASES: readonly BatchCase[] = [
   { name: 'f32 x u8 -> f16, per-(batch, N) weights scales, src broadcast on dim 0', src: [1, 3, 5, 8], wei: [2, 3, 8, 6], types: [dt.f32, dt.u8, dt.f16], weiScalesMask: 0b1001 },
   { name: 'bf16', src: [2, 2, 5, 12], wei: [2, 2, 12, 10], dt: dt.bf16 },
 ];
+
+/**
+ * The dst values of a plain run of src x weights (values `exactValues`, the weights given logically
+ * row-major), with `attr` from `withAttr` (its GLU halves dst's N): for bit comparisons of a 4D+
+ * matmul with the 3D matmuls it stands for.
+ */
+export async function runPlain(eng: Engine | GpuEngine, strm: Stream, src: readonly number[], wei: readonly number[], x: Float64Array, w: Float64Array,
+  withAttr: (a: PrimitiveAttr) => void): Promise<Float64Array> {
+  const nd = src.length;
+  const attr = new PrimitiveAttr();
+  withAttr(attr);
+  const glu = attr.postOps.glu !== undefined;
+  const dstDims = [...src.slice(0, nd - 2).map((b, i) => (b === 1 ? wei[i] : b)), src[nd - 2], glu ? wei[nd - 1] / 2 : wei[nd - 1]];
+  const md = (d: readonly number[]): MemoryDesc => memory.desc(d, dt.f32, rowMajor(nd));
+  const prim = new matmul.Primitive(new matmul.PrimitiveDesc(eng, md(src), md(wei), md(dstDims), attr));
+  const mems = [Memory.create(md(src), eng as Engine).write(x), Memory.create(md(wei), eng as Engine).write(w), Memory.create(md(dstDims), eng as Engine)];
+  try {
+    prim.execute(strm, { [ARG.SRC]: mems[0], [ARG.WEIGHTS]: mems[1], [ARG.DST]: mems[2] });
+    await strm.wait();
+    return Float64Array.from(await mems[2].read());
+  } finally {
+    mems.forEach((m) => m.free());
+  }
+}
+
+/** 4D GLU matmuls (one collapsed batch; weights broadcast on dim 0: two launches) against the 3D matmuls they stand for, bit for bit. */
+export async function expectGluBitsOf3D(eng: Engine | GpuEngine, strm: Stream): Promise<void> {
+  const M = 5, K = 12, N = 16;
+  const glu = (a: PrimitiveAttr): void => { a.postOps.appendGlu('glu_swiglu', 'halves'); };
+  const x = exactValues(2 * 3 * M * K, 11), w = exactValues(2 * 3 * K * N, 12);
+  const four = await runPlain(eng, strm, [2, 3, M, K], [2, 3, K, N], x, w, glu);
+  expect(Array.from(four)).toEqual(Array.from(await runPlain(eng, strm, [6, M, K], [6, K, N], x, w, glu)));
+  const bcast = await runPlain(eng, strm, [2, 3, M, K], [1, 3, K, N], x, w.subarray(0, 3 * K * N), glu);
+  const per = 3 * M * (N / 2);
+  for (let b0 = 0; b0 < 2; b0++) {
+    const three = await runPlain(eng, strm, [3, M, K], [3, K, N], x.subarray(b0 * 3 * M * K, (b0 + 1) * 3 * M * K), w.subarray(0, 3 * K * N), glu);
+    expect(Array.from(bcast.subarray(b0 * per, (b0 + 1) * per))).toEqual(Array.from(three));
+  }
+}

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, Stream, dt, matmul, memory } from '../src/index.js';
-import { BATCH_CASES, runBatchCase } from './batch_dims_cases.js';
+import { BATCH_CASES, expectGluBitsOf3D, runBatchCase } from './batch_dims_cases.js';
 import { randomFor } from './helpers.js';
 import { mulberry32 } from './workloads.js';
 import { splitBatch } from '../src/primitives/matmul/batch_dims.js';
@@ -31,6 +31,19 @@ describe.each([
       const three = await runSlice(eng, strm, b0);
       expect(Array.from(four.got.subarray(b0 * 3 * M * N, (b0 + 1) * 3 * M * N))).toEqual(Array.from(three));
     }
+  });
+
+  it('a GLU: the bits of the 3D matmuls (one collapsed batch, and two launches)', async () => {
+    await expectGluBitsOf3D(eng, strm);
+  });
+
+  it.each([
+    ['column-major src per batch (abdc)', { srcTag: 'abdc' }],
+    ['column-major dst per batch (abdc) with broadcast src (launches)', { dstTag: 'abdc', src: [2, 1, 5, 7] }],
+    ['src batch-major inside (cdab)', { srcTag: 'cdab' }],
+  ] as const)('non-unit column strides (the gpu engine refuses them): %s', async (_n, o) => {
+    const { implInfo } = await runBatchCase(eng, strm, { name: _n, src: [2, 3, 5, 7], wei: [2, 3, 7, 9], ...o });
+    expect(implInfo).toMatch(/^wasm:/);
   });
 
   it('implInfo names the launches of a batch that does not collapse', async () => {
