@@ -1,7 +1,7 @@
 import type { DataType } from '../../common/data_type.js';
 import type { GemmTiledConfig } from './gemm_tiled.js';
 import { wgslLoadRw, wgslStore, wgslType } from './wgsl_dtypes.js';
-import { dstIndexWgsl, epilogueRowWgsl } from './gemm_rows.js';
+import { biasIndexWgsl, dstIndexWgsl, epilogueRowWgsl } from './gemm_rows.js';
 import { colOfWgsl, gemmThreads } from './gemm_threads.js';
 import { FUSION_BINDING, fusionOperands, gluColumnWgsl, gluFnWgsl, mapFnWgsl, type FusedOperand, type GemmFusion } from './wgsl_quant.js';
 
@@ -127,6 +127,7 @@ export function hoistSetWgsl(f: GemmFusion, lanes: readonly { lane: number | str
       dim(terms.dims[0], 'bW', 'y', `Q[${slot + 1}u].x`);
       dim(terms.dims[1], kb, 'z', block ? `${block}u` : `Q[${slot + 1}u].y`);
       dim(terms.dims[2], col, 'w', `Q[${slot + 1}u].z`);
+      if (terms.off) t.push(`Q[${slot + 1}u].w`);
       return t.length ? t.join(' + ') : '0u';
     };
     const cond = block ? `${kb} % ${block}u == 0u` : `${kb} == k0`;
@@ -200,7 +201,7 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale');
   const colValue = (x: string, col: string): string => {
     let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, `g, bS, ${srcRow}, 0u`, false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
-    if (Bi) e += ` + ${Bi.load('BIAS', `g * P.bg + row * P.bm + (${col}) * P.bn`)}`;
+    if (Bi) e += ` + ${Bi.load('BIAS', biasIndexWgsl(c, `(${col})`))}`;
     return e;
   };
   return /* wgsl */ `

@@ -37,6 +37,11 @@ export function dstIndexWgsl(c: GemmTiledConfig, col: string): string {
   return `dBase + row * P.ldd + ${col}${c.rows ? ' - P.dOff' : ''}`;
 }
 
+/** The bias element of (g, row, col); with launch offsets (a dense matmul's batch launches) moved by the launch's `bOff`. */
+export function biasIndexWgsl(c: GemmTiledConfig, col: string): string {
+  return `g * P.bg + row * P.bm + ${col} * P.bn${c.launchOffsets ? ' + P.bOff' : ''}`;
+}
+
 /**
  * The row-map rules of the routed rows, in WGSL, for both places that check them on the device (the
  * grouped-schedule dispatch and the schedule inside gemv-splitk, grouped_schedule.ts), so that their

@@ -7,7 +7,7 @@ import {
 import { decodeKey, kLoopWgsl, stagingKey, weightsArrayType } from './gemm_tiled_staging.js';
 import { Y_FOLD, ZERO_TILE } from './grouped_schedule.js';
 import { colOfWgsl, gemmThreads, rowOfWgsl, vecOf } from './gemm_threads.js';
-import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, dstIndexWgsl, epilogueRowWgsl, type GemmRows } from './gemm_rows.js';
+import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, biasIndexWgsl, dstIndexWgsl, epilogueRowWgsl, type GemmRows } from './gemm_rows.js';
 
 /**
  * `gemm-tiled`: a register-blocked GEMM, 16 x TY threads each computing an rm x rn register tile of a
@@ -57,12 +57,17 @@ export interface GemmTiledConfig {
    * registers in every slice, with no per-element path (gemm_fusion.ts WeiKBlocks).
    */
   readonly weiKBlocks?: WeiKBlocks;
+  /**
+   * A dense matmul's batch launches (batch_dims.ts): the bias is read from an element offset (params
+   * word 14, `bOff`; src / weights / dst take the row modes' aOff / wOff / dOff, so `rows` is set).
+   */
+  readonly launchOffsets?: boolean;
 }
 
 
 export function gemmTiledKey(c: GemmTiledConfig): string {
   const r = c.rows ? `:rows${c.rows.gather ? 'G' : ''}${c.rows.scatter ? 'S' : ''}${c.rows.zeroFill ? 'Z' : ''}${c.rows.counts ? 'C' : ''}` : '';
-  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}t${gemmThreads(c).threads}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}${stagingKey(c)}${kBlocksKey(c.weiKBlocks)}${decodeKey(c)}`;
+  return `gemm-tiled:${c.mode}:${c.tm}x${c.tn}x${c.bk}t${gemmThreads(c).threads}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.epilogue}${c.fusion ? `:${gemmFusionKey(c.fusion)}` : ''}${r}${c.launchOffsets ? ':lo' : ''}${stagingKey(c)}${kBlocksKey(c.weiKBlocks)}${decodeKey(c)}`;
 }
 
 function kBlocksKey(kb: WeiKBlocks | undefined): string {
@@ -104,7 +109,7 @@ ${R?.counts ? `  // Dispatched over every batch's capacity: nothing runs after t
 /** The params struct (16 plain words, the row-mode words with row modes) and the storage bindings of the schedule and row maps. */
 export function gemmParamsWgsl(c: GemmTiledConfig): string {
   const R = c.rows;
-  return `struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, bm: u32, _p1: u32, _p2: u32${R ? ', topK: u32, aOff: u32, wOff: u32, dOff: u32, eLo: u32, eHi: u32, rLo: u32, rHi: u32' : ''} }
+  return `struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32, ldd: u32, sb: u32, db: u32, bg: u32, bn: u32, tilesN: u32, bm: u32, ${c.launchOffsets ? 'bOff' : '_p1'}: u32, _p2: u32${R ? ', topK: u32, aOff: u32, wOff: u32, dOff: u32, eLo: u32, eHi: u32, rLo: u32, rHi: u32' : ''} }
 @group(0) @binding(0) var<uniform> P: Params;
 ${c.mode !== 'dense' || R?.counts ? '@group(0) @binding(4) var<storage, read> S: array<u32>;' : ''}
 ${R?.gather || R?.scatter ? `@group(0) @binding(${TOKEN_INDEX_BINDING}) var<storage, read> TI: array<i32>;` : ''}
@@ -205,7 +210,7 @@ function plainEpilogueWgsl(c: GemmTiledConfig): string {
       let col = n0 + ${colOfWgsl(th, 'j')};
       if (col >= P.N) { continue; }
       var v = acc[r][j];
-      ${Bi ? `v += ${Bi.load('BIAS', 'g * P.bg + row * P.bm + col * P.bn')};` : ''}
+      ${Bi ? `v += ${Bi.load('BIAS', biasIndexWgsl(c, 'col'))};` : ''}
       ${c.epilogue}
       ${wgslStore(c.dst, 'D', dstIndexWgsl(c, 'col'), 'v')}
     }

@@ -14,6 +14,8 @@ export interface MapTerms {
   readonly g: boolean;
   /** Per padded dim: absent (stride 0), unit (block 1) or blocked (a division). */
   readonly dims: readonly ('-' | 'u' | 'b')[];
+  /** A per-launch element offset in the map's free word (`Q[slot + 1].w`): a dense matmul's batch launches (batch_dims.ts). */
+  readonly off?: boolean;
 }
 
 /** The map's 8 uniform words: gStride, s0, s1, s2, b0, b1, b2, 0 (dims padded left to three). */
@@ -31,7 +33,7 @@ export function mapTerms(m: IndexMap): MapTerms {
 }
 
 export function mapTermsKey(t: MapTerms): string {
-  return `${t.g ? 'g' : ''}${t.dims.join('')}`;
+  return `${t.g ? 'g' : ''}${t.dims.join('')}${t.off ? 'o' : ''}`;
 }
 
 /**
@@ -46,6 +48,7 @@ export function mapFnWgsl(name: string, t: MapTerms, slot: number): string {
     if (d === 'u') terms.push(`i${i} * Q[${slot}u].${lane[i]}`);
     else if (d === 'b') terms.push(`(i${i} / Q[${slot + 1}u].${blk[i]}) * Q[${slot}u].${lane[i]}`);
   });
+  if (t.off) terms.push(`Q[${slot + 1}u].w`);
   return `fn ix_${name}(g: u32, i0: u32, i1: u32, i2: u32) -> u32 { return ${terms.length ? terms.join(' + ') : '0u'}; }\n`;
 }
 

@@ -18,6 +18,9 @@ import { fits32, panelQuantOf, planFused, writeFused, type FusedPlan, type Role,
 import { TILE } from '../../kernels/tile_geometry.js';
 import { GLU_CODE, GLU_LAYOUT_CODE, PO, PO_DGLU, PO_KIND } from '../../kernels/job_layout.js';
 import { DGLU_CHUNK, DglReduceJob } from '../../kernels/dglu_job.js';
+import { splitBatch, type BatchOffsets, type BatchSplit } from './batch_dims.js';
+import { dtBits } from '../../common/data_type.js';
+import type { Memory } from '../../memory/memory.js';
 
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 /** @internal the tile geometry (tests check the scratch it needs; NB must stay a multiple of 64 for GLU blocks32). */
@@ -85,20 +88,25 @@ function planMatmul(p: MatmulProblem): FusedPlan | string {
  */
 export const wasmMatmul: MatmulImpl = {
   name: 'wasm:f32-gemm-4x8',
-  describe(engine, p) {
+  describe(engine, p0) {
+    const split = splitBatch(p0);
+    const p = split === undefined || typeof split === 'string' ? p0 : split.inner;
     const plan = planMatmul(p);
     const relaxed = relaxedDecode(p, plan) ? `+f32-gemm-1x16r${lowpSuffix(p.weights)}` : '';
-    return `wasm:${engine.isa}:${kernelName(plan, p.weights)}${relaxed}`;
+    const launches = p !== p0 && typeof split === 'object' && split.outer.length > 1 ? `+${split.outer.length}-batch-launches` : '';
+    return `wasm:${engine.isa}:${kernelName(plan, p.weights)}${relaxed}${launches}`;
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
     // (wasm_dynamic_quant.ts hands this impl its inner problem: the quantized s8 src)
     if (p.attr.dynamicQuantization && p.src.dataType !== 's8') return 'dynamic quantization runs on wasm:dynamic-quant';
+    // (tag.any weights of more than one batch dim resolve to plain ones: weightsLayout)
+    const split = splitBatch(p.weights.format === 'any' ? { ...p, weights: plainWeights(p.weights) } : p);
+    if (split !== undefined) return splitRejection(p, split, engine);
     for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst]] as const) {
       if (md.format !== 'any' && md.format !== 'packed' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
     }
     if (p.weights.format === 'packed' && !KNOWN_PACKED.includes(p.weights.packed?.name ?? '')) return `packed layout ${p.weights.packed?.name} is not one of ${KNOWN_PACKED.join(', ')}`;
-    if (p.kind === 'dense' && p.dst.ndims > 3) return 'dense matmul with more than one batch dim';
     if (p.kind === 'grouped_k' && p.weights.format !== 'blocked' && p.weights.format !== 'grouped') return 'variable-K weights must be plain (not packed)';
     if (p.bias) {
       if (!FLOAT_TYPES.includes(p.bias.dataType)) return `bias data type ${p.bias.dataType} (kernels take f32, bf16, f16 bias)`;
@@ -119,6 +127,8 @@ export const wasmMatmul: MatmulImpl = {
     return undefined;
   },
   weightsLayout(p) {
+    // More than one batch dim: the panels hold one batch dim of experts; the kernels read plain weights in place.
+    if (p.kind === 'dense' && p.batch.length > 1) return plainWeights(p.weights);
     if (FLOAT_TYPES.includes(p.weights.dataType)) return packedWeightsDesc(p.weights.dims);
     // 8-bit and 4-bit weights: their codes in panels, decoded in registers right before the FMAs (f32 x
     // low-precision) or the int16 dot products (W8A8 / W4A8): one layout, so one reorder serves both.
@@ -130,13 +140,86 @@ export const wasmMatmul: MatmulImpl = {
       return packedLowpWeightsDesc(p.weights.dims, p.weights.dataType, int ? undefined : panelQuantOf(p.fusion));
     }
     // Low-precision weights on the f32 path are decoded per tile from their own plain layout.
-    const w = p.weights;
-    return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('abcdefghijkl'.slice(0, w.ndims), w.dims, 'weights') });
+    return plainWeights(p.weights);
   },
   createExecutor(p, engine) {
-    return new WasmMatmulExecutor(p, engine);
+    const split = splitBatch(p);
+    if (split === undefined) return new WasmMatmulExecutor(p, engine);
+    if (typeof split === 'string') throw new Error(`wasm matmul: ${split}`);
+    return new BatchLaunchesExecutor(split, engine);
   },
 };
+
+function plainWeights(w: MemoryDesc): MemoryDesc {
+  return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('abcdefghijkl'.slice(0, w.ndims), w.dims, 'weights') });
+}
+
+/** Why the kernels cannot run a dense problem with more than one batch dim as launches of its inner 3D problem. */
+function splitRejection(p: MatmulProblem, split: BatchSplit | string, engine: Engine): string | undefined {
+  if (typeof split === 'string') return split;
+  if (p.attr.dynamicQuantization) return 'dynamic quantization with more than one batch dim';
+  if (p.weights.format === 'packed') return 'packed weights with more than one batch dim (the panels hold one batch dim: use plain weights, which tag.any resolves to here)';
+  for (const [name, md] of [['src', p.src], ['weights', p.weights], ['dst', p.dst]] as const) {
+    if (md.format !== 'any' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
+  }
+  if (split.outer.some((o) => launchBytes(split.inner, o) === undefined)) return 'a batch offset that splits a byte of a 4-bit tensor';
+  return wasmMatmul.reject(split.inner, engine);
+}
+
+/** Byte offsets of one launch's operands (the executor's order: src, weights, dst, bias, scales, zero points, binary), undefined when one is not whole. */
+function launchBytes(p: MatmulProblem, o: BatchOffsets): number[] | undefined {
+  const bytes = (dt: DataType, elems: number): number => (elems * dtBits(dt)) / 8;
+  const q = (kind: 'scales' | 'zeroPoints'): number[] => (['src', 'weights', 'dst'] as const).flatMap((a) => {
+    const param = p.fusion[kind][a];
+    return param ? [bytes(param.dataType, o[kind][a] ?? 0)] : [];
+  });
+  const out = [bytes(p.src.dataType, o.src), bytes(p.weights.dataType, o.weights), bytes(p.dst.dataType, o.dst), p.bias ? bytes(p.bias.dataType, o.bias) : 0,
+    ...q('scales'), ...q('zeroPoints'), ...p.fusion.binary.map((b, i) => bytes(b.md.dataType, o.binary[i]))];
+  return out.every(Number.isInteger) ? out : undefined;
+}
+
+/** A memory whose first handle is moved by `bytes` (the kernels read only the handles). */
+function moved(m: Memory, bytes: number): Memory {
+  return bytes === 0 ? m : ({ handles: [m.handles[0] + bytes, ...m.handles.slice(1)] } as unknown as Memory);
+}
+
+/**
+ * A dense matmul with more than one batch dim: its inner 3D problem's job, once per outer launch, every
+ * operand moved by the launch's offsets. The launches queue on the pool in order (each job is written
+ * when it is next in line, so one job struct serves them all).
+ */
+class BatchLaunchesExecutor implements MatmulExecutor {
+  private readonly inner: WasmMatmulExecutor;
+  private readonly split: BatchSplit;
+
+  constructor(split: BatchSplit, engine: Engine) {
+    this.split = split;
+    this.inner = new WasmMatmulExecutor(split.inner, engine);
+  }
+
+  destroy(): void {
+    this.inner.destroy();
+  }
+
+  task(a: MatmulArgs): () => void | Promise<void> {
+    const p = this.split.inner;
+    const tasks = this.split.outer.map((o) => {
+      const b = launchBytes(p, o)!;
+      let i = 4;
+      const q = (t: MatmulArgs['scales']): MatmulArgs['scales'] =>
+        Object.fromEntries((['src', 'weights', 'dst'] as const).flatMap((arg) => (t[arg] ? [[arg, moved(t[arg], b[i++])]] : [])));
+      const scales = q(a.scales), zeroPoints = q(a.zeroPoints);
+      return this.inner.task({
+        ...a, src: moved(a.src, b[0]), weights: moved(a.weights, b[1]), dst: moved(a.dst, b[2]), bias: a.bias && moved(a.bias, b[3]),
+        scales, zeroPoints, binary: a.binary.map((m) => moved(m, b[i++])),
+      });
+    });
+    return () => {
+      const pending = tasks.map((t) => t()).filter((r): r is Promise<void> => r instanceof Promise);
+      return pending.length ? Promise.all(pending).then(() => undefined) : undefined;
+    };
+  }
+}
 
 export class WasmMatmulExecutor implements MatmulExecutor {
   private readonly p: MatmulProblem;

@@ -10,6 +10,7 @@ import {
 } from '../../kernels/wgsl/wgsl_quant.js';
 import type { MatmulArgs } from './impl.js';
 import type { MatmulProblem } from './problem.js';
+import type { BatchOffsets } from './batch_dims.js';
 
 /**
  * The gpu matmul's side of rfcs/0002: which data types the WGSL kernels read and write, the kernel's
@@ -82,6 +83,22 @@ export function fusionUniform(p: FusionSubject, f: GemmFusion): Uint32Array {
   words[0] = p.dstN;
   const maps = [...QUANT_SLOTS.flatMap((s) => { const q = param(p, SLOT_OF[s]); return q ? [q.map] : []; }), ...p.fusion.binary.map((b) => b.map)];
   ops.forEach((o, i) => words.set(mapWords(maps[i]), 4 * o.slot));
+  return words;
+}
+
+/** The fusion of a dense matmul's batch launches (batch_dims.ts): every operand read from its launch's element offset. */
+export function withLaunchOffsets(f: GemmFusion): GemmFusion {
+  const mark = (o: FusedOperand | undefined): FusedOperand | undefined => o && { ...o, terms: { ...o.terms, off: true } };
+  const out: { -readonly [K in keyof GemmFusion]: GemmFusion[K] } = { ...f, binary: f.binary.map((o) => mark(o)!) };
+  for (const s of QUANT_SLOTS) out[s] = mark(f[s]);
+  return out;
+}
+
+/** The fusion uniform of one batch launch: each operand's element offset in its map's free word (`Q[slot + 1].w`). */
+export function launchFusionUniform(p: FusionSubject, f: GemmFusion, o: BatchOffsets): Uint32Array {
+  const words = fusionUniform(p, f);
+  const offs = [...QUANT_SLOTS.flatMap((s) => { const w = SLOT_OF[s]; return param(p, w) ? [o[w.kind][w.arg] ?? 0] : []; }), ...o.binary];
+  fusionOperands(f).forEach((op, i) => { words[4 * op.slot + 7] = offs[i]; });
   return words;
 }
 

@@ -14,7 +14,8 @@ import type { GpuMatmulImpl, MatmulArgs, MatmulExecutor } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { offsetsError, type Grouping } from './runtime_offsets.js';
 import { ARG, argName } from '../args.js';
-import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, needsFusion } from './webgpu_fusion.js';
+import { fusionEntries, fusionRejectReason, fusionUniform, gemmFusionOf, launchFusionUniform, needsFusion, withLaunchOffsets } from './webgpu_fusion.js';
+import { splitBatch, type BatchOffsets } from './batch_dims.js';
 import { gemmTiledVec4Key, gemmTiledVec4Wgsl, VEC4_TN } from '../../kernels/wgsl/gemm_tiled_vec4.js';
 import { bChunkOf, dot4Kernel, gemvPlan, gpuKernelTuning, vec4Tile, weiKBlocksOf } from './webgpu_kernel_choice.js';
 import { gemmTiledDot4Key, gemmTiledDot4Wgsl } from '../../kernels/wgsl/gemm_tiled_dot4.js';
@@ -59,8 +60,24 @@ function unitCols(md: MemoryDesc): boolean {
   return md.strides[md.ndims - 1] === 1;
 }
 
+/**
+ * What the kernels run for `p`: `p` itself, or for a dense matmul with more than one batch dim its inner
+ * 3D problem, with its launches where the batch does not collapse into one (batch_dims.ts); a string
+ * says why not.
+ */
+function launchPlan(p: MatmulProblem): { q: MatmulProblem; launches: readonly BatchOffsets[] | undefined } | string {
+  // (tag.any weights resolve to plain row-major: weightsLayout)
+  const split = splitBatch(p.weights.format === 'any' ? { ...p, weights: plainOf(p.weights) } : p);
+  if (split === undefined) return { q: p, launches: undefined };
+  if (typeof split === 'string') return split;
+  return { q: split.inner, launches: split.outer.length > 1 ? split.outer : undefined };
+}
+
 function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
   if (p.weights.format === 'packed') return 'packed weights layouts are not implemented on the gpu engine yet (use plain abc / acb weights)';
+  const plan = launchPlan(p);
+  if (typeof plan === 'string') return plan;
+  if (plan.q !== p) return rejectReason(plan.q, eng) ?? (plan.launches && eng ? launchesRejectReason(p, eng) : undefined);
   const fr = fusionRejectReason(p, eng);
   if (fr) return fr;
   const rowMaps = (p.moe.gather || p.moe.scatterTopK ? 1 : 0) + (p.moe.scatterTopK ? 1 : 0);
@@ -70,13 +87,21 @@ function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
     if (used > limit) return `the matmul needs ${used} storage buffers (token index / slots, scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
   }
   if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
-  if (p.kind === 'dense' && p.batch.length > 1) return 'dense matmul with more than one batch dim is not implemented on the gpu engine yet';
   if (eng) {
     const plan = planWindows(p, tileOf(p, eng).tm, eng.caps);
     if (typeof plan === 'string') return plan;
     const max = eng.caps.maxStorageBufferBindingSize;
     const others = [p.bias, ...Object.values(p.fusion.scales).map((q) => q.md), ...Object.values(p.fusion.zeroPoints).map((q) => q.md), ...p.fusion.binary.map((b) => b.md)];
     if (others.some((md) => md && md.getSize(0) > max)) return `a bias, scales, zero points or binary src1 larger than one storage binding (${max} bytes) is not implemented on the gpu engine yet`;
+  }
+  return undefined;
+}
+
+/** Batch launches bind whole buffers (each launch moves its element offsets in the kernel). */
+function launchesRejectReason(p: MatmulProblem, eng: GpuEngine): string | undefined {
+  const max = eng.caps.maxStorageBufferBindingSize;
+  if ([p.src, p.weights, p.dst].some((md) => md.getSize(0) > max)) {
+    return `a dense matmul whose batch dims do not collapse into one (several launches) with a src, weights or dst larger than one storage binding (${max} bytes) is not implemented on the gpu engine yet`;
   }
   return undefined;
 }
@@ -89,6 +114,15 @@ function kernelOf(p: MatmulProblem, eng: GpuEngine): 'vec4' | 'dot4' | 'tiled' {
   if (dot4Kernel(p, eng)) return 'dot4';
   if (planWindows(p, tileOf(p, eng).tm, eng.caps) !== undefined) return 'tiled';
   return vec4Tile(p) !== undefined ? 'vec4' : 'tiled';
+}
+
+/**
+ * Chunked weights staging (gemm_tiled_staging.ts): gemm-tiled only (dot4 and vec4 have their own
+ * layouts), and with batch launches only where every launch's weights offset keeps the chunks aligned.
+ */
+function chunkOf(p: MatmulProblem, kernel: 'vec4' | 'dot4' | 'tiled', launches: readonly BatchOffsets[] | undefined): number {
+  const v = kernel === 'tiled' ? bChunkOf(p) : 0;
+  return v && launches?.some((o) => o.weights % v !== 0) ? 0 : v;
 }
 
 /** The row modes a problem needs in the kernel (gemm_rows.ts), undefined for a plain GEMM. */
@@ -108,6 +142,20 @@ function rowsParams(p: MatmulProblem, plain: Uint32Array, w?: { win: BindingWind
   const P = new Uint32Array(GEMM_ROWS_PARAMS_WORDS);
   P.set(plain);
   P.set(w ? [p.moe.scatterTopK, ...w.offs, w.win.eLo, w.win.eHi, w.win.rLo, w.win.rHi] : [p.moe.scatterTopK, 0, 0, 0, 0, 0xffffffff, 0, 0xffffffff], 16);
+  return P;
+}
+
+/**
+ * The row-mode params of one batch launch: the plain params with the bias offset (word 14), then topK
+ * and the src / weights / dst element offsets as aOff / wOff / dOff, which the kernel subtracts from
+ * its indices: stored negated (Uint32Array wraps modulo 2^32, as does the kernel's u32 arithmetic), they
+ * move every index forward by the offset. Every tile is in the launch's window.
+ */
+function launchParams(p: MatmulProblem, plain: Uint32Array, o: BatchOffsets): Uint32Array {
+  const P = new Uint32Array(GEMM_ROWS_PARAMS_WORDS);
+  P.set(plain);
+  P[14] = o.bias;
+  P.set([p.moe.scatterTopK, -o.src, -o.weights, -o.dst, 0, 0xffffffff, 0, 0xffffffff], 16);
   return P;
 }
 
@@ -174,23 +222,26 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   private readonly windows: { win: BindingWindow; params: GPUBuffer }[] | undefined;
   private readonly tilesN: number;
   private readonly tilesM: number;
+  /** A dense matmul's batch launches (batch_dims.ts): each one's params and fusion uniform. */
+  private readonly launches: { params: GPUBuffer; fusionParams: GPUBuffer | undefined }[] | undefined;
 
-  constructor(p: MatmulProblem, eng: GpuEngine) {
+  /** `launches`: the outer batch launches of a dense matmul with more than one batch dim, `p` their inner 3D problem. */
+  constructor(p: MatmulProblem, eng: GpuEngine, launches?: readonly BatchOffsets[]) {
     this.p = p;
     this.eng = eng;
     const t = tileOf(p, eng);
-    this.fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
+    const fusion = needsFusion(p) ? gemmFusionOf(p) : undefined;
+    this.fusion = fusion && launches ? withLaunchOffsets(fusion) : fusion;
     const epilogue = this.fusion ? '' : eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
     const plan = planWindows(p, t.tm, eng.caps);
     if (typeof plan === 'string') throw new Error(`webgpu matmul: ${plan}`);
-    const rows = rowsOf(p) ?? (plan ? { gather: false, scatter: false, zeroFill: false, counts: false } : undefined);
-    const kernel = kernelOf(p, eng);
-    // Chunked weights staging changes the thread layout: gemm-tiled only (dot4 and vec4 have their own).
-    const bChunk = kernel === 'tiled' ? bChunkOf(p) : 0;
+    const rows = rowsOf(p) ?? (plan || launches ? { gather: false, scatter: false, zeroFill: false, counts: false } : undefined);
+    const kernel = launches ? 'tiled' : kernelOf(p, eng);
+    const bChunk = chunkOf(p, kernel, launches);
     const weiKBlocks = kernel === 'tiled' && this.fusion && !this.fusion.intAcc ? weiKBlocksOf(p, t.bk) : undefined;
     this.cfg = {
       mode: p.kind, ...t, src: p.src.dataType, wei: p.weights.dataType, dst: p.dst.dataType, bias: p.bias?.dataType, epilogue, fusion: this.fusion,
-      ...(rows ? { rows } : {}), ...(bChunk ? { bChunk } : {}), ...(weiKBlocks ? { weiKBlocks } : {}),
+      ...(rows ? { rows } : {}), ...(bChunk ? { bChunk } : {}), ...(weiKBlocks ? { weiKBlocks } : {}), ...(launches ? { launchOffsets: true } : {}),
     };
     this.schedCfg = scheduleOf(p);
     const cfg = this.cfg;
@@ -203,7 +254,7 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     this.tilesN = this.fusion?.glu ? Math.ceil(p.dstN / (t.tn / 2)) : Math.ceil(p.N / t.tn);
     this.tilesM = Math.ceil(p.M / t.tm);
     const uni = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
-    if (this.fusion) {
+    if (this.fusion && !launches) {
       const words = fusionUniform(p, this.fusion);
       this.fusionParams = eng.createBuffer(words.byteLength, 'matmul fusion params', uni);
       eng.write(this.fusionParams, 0, words.buffer as ArrayBuffer);
@@ -219,6 +270,17 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
       const buf = eng.createBuffer(words.byteLength, 'matmul window params', uni);
       eng.write(buf, 0, words.buffer as ArrayBuffer);
       return { win, params: buf };
+    });
+    this.launches = launches?.map((o) => {
+      const params = eng.createBuffer(GEMM_ROWS_PARAMS_WORDS * 4, 'matmul batch launch params', uni);
+      eng.write(params, 0, launchParams(p, gemmParams(p, this.tilesN), o).buffer as ArrayBuffer);
+      let fusionParams: GPUBuffer | undefined;
+      if (this.fusion) {
+        const words = launchFusionUniform(p, this.fusion, o);
+        fusionParams = eng.createBuffer(words.byteLength, 'matmul batch launch fusion params', uni);
+        eng.write(fusionParams, 0, words.buffer as ArrayBuffer);
+      }
+      return { params, fusionParams };
     });
     if (p.kind !== 'dense' || p.moe.batchedCounts) {
       const sc = this.schedCfg;
@@ -260,15 +322,18 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
     const { p, eng } = this;
     const common: GPUBindGroupEntry[] = [];
     if (a.bias) common.push({ binding: 5, resource: { buffer: a.bias.buffers[0] } });
-    if (this.fusion) common.push(...fusionEntries(p, this.fusion, { buffer: this.fusionParams! }, a));
+    const fusion = (buffer: GPUBuffer | undefined): GPUBindGroupEntry[] => (this.fusion ? fusionEntries(p, this.fusion, { buffer: buffer! }, a) : []);
     if (a.tokenIndex) common.push({ binding: TOKEN_INDEX_BINDING, resource: { buffer: a.tokenIndex.buffers[0] } });
     if (a.tokenKs) common.push({ binding: TOKEN_KS_BINDING, resource: { buffer: a.tokenKs.buffers[0] } });
     const bufs = [a.src.buffers[0], a.weights.buffers[0], a.dst.buffers[0]];
-    // One dispatch, or one per window of the tensors larger than one binding (binding_windows.ts).
+    // One dispatch, or one per window of the tensors larger than one binding (binding_windows.ts), or one
+    // per batch launch (batch_dims.ts), all in this pass.
+    const whole = bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer } }));
     const dispatches: GPUBindGroupEntry[][] = this.windows ? this.windows.map(({ win, params }) => {
       const r = windowBindings(p, win, eng.caps.minStorageBufferOffsetAlignment, bufs);
-      return [{ binding: 0, resource: { buffer: params } }, ...bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer, offset: r[i].offset, size: r[i].size } }))];
-    }) : [[{ binding: 0, resource: { buffer: this.gemmParams } }, ...bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer } }))]];
+      return [{ binding: 0, resource: { buffer: params } }, ...bufs.map((buffer, i) => ({ binding: i + 1, resource: { buffer, offset: r[i].offset, size: r[i].size } })), ...fusion(this.fusionParams)];
+    }) : this.launches ? this.launches.map((l) => [{ binding: 0, resource: { buffer: l.params } }, ...whole, ...fusion(l.fusionParams)])
+      : [[{ binding: 0, resource: { buffer: this.gemmParams } }, ...whole, ...fusion(this.fusionParams)]];
     if (grouping && slot) {
       pass.setPipeline(this.sched!);
       const sc = this.schedCfg;
@@ -313,21 +378,26 @@ class WebgpuMatmulExecutor implements MatmulExecutor<GpuMemory> {
   }
 
   destroy(): void {
-    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams, this.firstBuf, ...(this.windows ?? []).map((w) => w.params));
+    this.eng.retire(this.gemmParams, this.schedParams, this.schedBuf, this.sizesBuf, this.fusionParams, this.firstBuf, ...(this.windows ?? []).map((w) => w.params),
+      ...(this.launches ?? []).flatMap((l) => [l.params, l.fusionParams]));
   }
 }
 
 /** WebGPU grouped / dense matmul: device-side offsets validation and tile schedule, then a tiled GEMM. */
 export const webgpuMatmul: GpuMatmulImpl = {
   name: 'webgpu',
-  describe(eng, p) {
-    const g = gemvPlan(p, eng);
+  describe(eng, p0) {
+    const plan = launchPlan(p0);
+    if (typeof plan === 'string') return 'webgpu';
+    const { q: p, launches } = plan;
+    const g = launches ? undefined : gemvPlan(p, eng);
     if (g) return gemvImplName(g);
     const t = tileOf(p, eng);
-    const k = kernelOf(p, eng);
+    const k = launches ? 'tiled' : kernelOf(p, eng);
     // gemm-tiled's staging (gemm_tiled_staging.ts): chunked weights loads, register prefetch.
-    const staging = k === 'tiled' ? stagingKey({ ...t, bChunk: bChunkOf(p), fusion: needsFusion(p) ? gemmFusionOf(p) : undefined }) : '';
-    return `webgpu:gemm-tiled${k === 'tiled' ? '' : `-${k}`}-${t.tm}x${t.tn}${staging}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}`;
+    const staging = k === 'tiled' ? stagingKey({ ...t, bChunk: chunkOf(p, k, launches), fusion: needsFusion(p) ? gemmFusionOf(p) : undefined }) : '';
+    const batches = launches ? `+${launches.length}-batch-launches` : '';
+    return `webgpu:gemm-tiled${k === 'tiled' ? '' : `-${k}`}-${t.tm}x${t.tn}${staging}${p.kind === 'dense' && !p.moe.batchedCounts ? '' : '+grouped-schedule'}${batches}`;
   },
   reject(p, eng) {
     return rejectReason(p, eng);
@@ -336,7 +406,11 @@ export const webgpuMatmul: GpuMatmulImpl = {
     // No gpu packing yet: tag.any resolves to plain row-major weights.
     return p.weights.format === 'any' ? plainOf(p.weights) : p.weights;
   },
-  createExecutor(p, eng) {
+  createExecutor(p0, eng) {
+    const plan = launchPlan(p0);
+    if (typeof plan === 'string') throw new Error(`webgpu matmul: ${plan}`);
+    const { q: p, launches } = plan;
+    if (launches) return new WebgpuMatmulExecutor(p, eng, launches);
     const g = gemvPlan(p, eng);
     if (g) return new WebgpuGemvExecutor(p, eng, g, gemmParams(p, 0), g.cfg.dense ? undefined : (a) => deviceGrouping(p, a));
     return new WebgpuMatmulExecutor(p, eng);
