@@ -25,6 +25,7 @@
 #include "driver.h"
 #include "lowp.h"
 #include "tile_io.h"
+#include "byte_tables.h"
 
 INLINE size_t pad16(size_t x) { return (x + 15) & ~(size_t)15; }
 
@@ -97,16 +98,6 @@ INLINE v128_t f16x4_to_f32(v128_t h) {
   return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
 }
 
-/* Four f8_e4m3 (u32 lanes) as f32, f8e4m3_to_f32's values: (e + 120) << 23 | m << 20 by an integer add,
-   subnormals m * 2^-9 from the integer m (no f32 subnormal operand), S.1111.111 NaN. */
-INLINE v128_t e4m3x4_to_f32(v128_t c) {
-  const v128_t em = wasm_v128_and(c, wasm_i32x4_splat(0x7f));
-  v128_t r = wasm_i32x4_add(wasm_i32x4_shl(em, 20), wasm_i32x4_splat(120 << 23));
-  r = wasm_v128_bitselect(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(em), wasm_f32x4_splat(0x1p-9f)), r, wasm_i32x4_lt(em, wasm_i32x4_splat(8)));
-  r = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), r, wasm_i32x4_eq(em, wasm_i32x4_splat(0x7f)));
-  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(c, wasm_i32x4_splat(0x80)), 24));
-}
-
 /* 8 embedded scales (one panel, one K block) as f32: the values load_any gives. */
 INLINE void emb_scales8(float* out, const uint8_t* p, int dt) {
   v128_t lo, hi;
@@ -128,10 +119,8 @@ INLINE void emb_scales8(float* out, const uint8_t* p, int dt) {
       lo = f16x4_to_f32(lo);
       hi = f16x4_to_f32(hi);
     }
-  } else { /* DT_F8_E4M3 */
-    const v128_t h = wasm_u16x8_extend_low_u8x16(wasm_v128_load64_zero(p));
-    lo = e4m3x4_to_f32(wasm_u32x4_extend_low_u16x8(h));
-    hi = e4m3x4_to_f32(wasm_u32x4_extend_high_u16x8(h));
+  } else { /* DT_F8_E4M3 (NVFP4's block scales) */
+    e4m3_half(e4m3_planes(wasm_v128_load64_zero(p)), 0, &lo, &hi);
   }
   wasm_v128_store(out, lo);
   wasm_v128_store(out + 4, hi);

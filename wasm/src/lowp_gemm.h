@@ -12,6 +12,7 @@
 #include "common.h"
 #include "ukernel.h"
 #include "tile_io.h"
+#include "byte_tables.h"
 
 /* A: 4-row micro-panels (driver.h), element (r, k) at a[4k + r]: the kernels take `a` pointing at
    their first row inside the micro-panel, so row r of the call is at byte 16k + 4r. */
@@ -85,18 +86,6 @@ INLINE v128_t u8lo_u16(v128_t b, magic_t k) {
 }
 INLINE v128_t u8hi_u16(v128_t b, magic_t k) {
   return wasm_i8x16_shuffle(b, k.zero, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-}
-
-/* f4_e2m1 codes (nibbles) as 2 value + 16: 0, 1, 2, 3, 4, 6, 8, 12 and negatives, biased to 4..28 (one
-   16-entry table lookup; halved after the conversion, exact). */
-#define F4_LUT wasm_i8x16_const(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)
-/* Table lookup of nibbles (indices 0..15, so the relaxed build's one-instruction swizzle is exact). */
-INLINE v128_t lut_nibbles(v128_t lut, v128_t idx) {
-#ifdef RELAXED
-  return (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)lut, (__i8x16)idx);
-#else
-  return wasm_i8x16_swizzle(lut, idx);
-#endif
 }
 
 /* The affine step on one k's two vectors (z0 z1 s0 s1 in scope). AFF: bit 0 the zero point (zq),
