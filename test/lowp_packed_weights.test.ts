@@ -176,7 +176,7 @@ describe('in-register fp8 decoding = the scalar decoders, all 256 codes (NaN, In
 
 describe('packed low-precision weights (scales beside the panels, or at execution) give bitwise what the same weights give plain (inexact values, every tile height)', () => {
   const GRANS = [['per column', 5, [] as number[]], ['K-blocks of 40', 7, [1, 40, 1]], ['K-blocks of 3 (odd starts)', 7, [1, 3, 1]]] as const;
-  const cases = [dt.s8, dt.u4, dt.f4_e2m1, dt.f8_e5m2].flatMap((w) => GRANS.map((g) => [w, ...g] as const));
+  const cases = [dt.s8, dt.u4, dt.f4_e2m1, dt.f8_e5m2, dt.f8_e4m3].flatMap((w) => GRANS.map((g) => [w, ...g] as const));
   it.each(cases)('%s weights, scales %s', async (wdt, _name, mask, groups) => {
     for (const opts of [{ threads: 1, kernels: 'simd128' }, { threads: 3, kernels: 'simd128' }, { threads: 2, kernels: 'relaxed' }] as const) {
       const eng = await Engine.create(opts);

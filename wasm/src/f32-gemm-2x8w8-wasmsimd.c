@@ -182,7 +182,21 @@ void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
 INLINE void w8_decode(const int DT, const int AFF, const uint8_t* w, size_t kc, const float* zq, const float* sq, float* out) {
   const v128_t zero = wasm_f32x4_splat(0.0f);
   AFF_DECL
-  for (size_t k = 0; k < kc; k++) {
+  size_t k = 0;
+  if (DT == DT_F8_E4M3) /* two k per byte-plane decode (one call is one K block of zero points / scales) */
+    for (; k + 2 <= kc; k += 2) {
+      const e4m3_planes_t pl = e4m3_planes(wasm_v128_load(w + 8 * k));
+      v128_t w0, w1, w2, w3;
+      e4m3_half(pl, 0, &w0, &w1);
+      e4m3_half(pl, 1, &w2, &w3);
+      AFFINE(w0, w1)
+      wasm_v128_store(out + 8 * k, w0);
+      wasm_v128_store(out + 8 * k + 4, w1);
+      AFFINE(w2, w3)
+      wasm_v128_store(out + 8 * k + 8, w2);
+      wasm_v128_store(out + 8 * k + 12, w3);
+    }
+  for (; k < kc; k++) {
     v128_t w0, w1;
     dec8_lo(DT, wasm_v128_load64_zero(w + 8 * k), &w0, &w1);
     AFFINE(w0, w1)
