@@ -5,7 +5,7 @@
  * result matches a float64 loop.
  */
 import { describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GpuEngine } from '../src/index.js';
+import { ARG, DnnlError, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, memory, tag, type GpuEngine } from '../src/index.js';
 import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 
@@ -54,6 +54,43 @@ describe.each(['cpu', 'gpu'] as const)('grouped_gemm experts in buffers of their
     expectDnnlError(() => Memory.create(md, eng), 'invalid_arguments', 'or { capacityBytes } to allocate that many bytes');
     expectDnnlError(() => Memory.create(md, eng, undefined, { capacityBytes: -4 }), 'invalid_arguments', 'capacityBytes must be a non-negative integer, got -4');
     // a descriptor of known size has nothing for capacityBytes to size
-    expectDnnlError(() => Memory.create(memory.desc([3, 4], dt.f32, tag.ab), eng, undefined, { capacityBytes: 8 }), 'invalid_arguments', "capacityBytes without handle 0 sizes a buffer whose size depends on runtime dims; this descriptor's buffer 0 has a known size (48 bytes)");
+    const known = memory.desc([3, 4], dt.f32, tag.ab), rule = "capacityBytes applies to a buffer whose size depends on runtime dims; this descriptor's buffer 0 has a known size (48 bytes)";
+    expectDnnlError(() => Memory.create(known, eng, undefined, { capacityBytes: 8 }), 'invalid_arguments', rule);
+    const buf = Memory.create(known, eng);
+    expectDnnlError(() => Memory.create(known, eng, buf.handles[0] as never, { capacityBytes: 8 }), 'invalid_arguments', rule);
+    buf.free();
+  });
+});
+
+describe('grouped_gemm expert views: the rows are bounded by the live allocation, not only by capacityBytes (cpu)', () => {
+  it('a view whose parent was freed and whose address a smaller block reuses: rows past that block are refused, its neighbour untouched', async () => {
+    const eng = cpu;
+    const K = 4, N = 4, R = 64, RT = RUNTIME_DIM_VAL;
+    const srcMd = memory.desc([RT, K], dt.f32, tag.ab), dstMd = memory.desc([RT, N], dt.f32, tag.ab);
+    const pd = new grouped_gemm.PrimitiveDesc(eng, [srcMd], [memory.desc([K, N], dt.f32, tag.ab)], [dstMd], memory.desc([1], dt.s32, tag.x));
+    const prim = new grouped_gemm.Primitive(pd);
+    const src = Memory.create(srcMd, eng, undefined, { capacityBytes: R * K * 4 });
+    Memory.create(memory.desc([R, K], dt.f32, tag.ab), eng, src.handles[0]).write(new Float64Array(R * K).fill(1));
+    const wei = Memory.create(memory.desc([K, N], dt.f32, tag.ab), eng).write(new Float64Array(K * N).fill(1));
+    const parent = Memory.create(memory.desc([R * N], dt.f32, tag.a), eng);
+    const view = Memory.create(dstMd, eng, parent.handles[0], { capacityBytes: R * N * 4 });
+    const rt = Memory.create(memory.desc([1], dt.s32, tag.x), eng).write([R]);
+    const args = { [ARG.MULTIPLE_SRC]: src, [ARG.MULTIPLE_WEIGHTS]: wei, [ARG.MULTIPLE_DST]: view, [ARG.RUNTIME_DIMS]: rt };
+    const strm = new Stream(eng);
+    prim.execute(strm, args);
+    await strm.wait();
+    parent.free();
+    const small = Memory.create(memory.desc([N], dt.f32, tag.a), eng);
+    const victim = Memory.create(memory.desc([64], dt.f32, tag.a), eng).write(new Float64Array(64).fill(42));
+    let refused = false;
+    try {
+      prim.execute(strm, args);
+      await strm.wait();
+    } catch (e) {
+      refused = e instanceof DnnlError && (e.status === 'invalid_arguments');
+    }
+    expect(refused, `small block at the parent's address: ${small.handles[0] === view.handles[0]}`).toBe(true);
+    expect(Array.from(victim.read())).toEqual(new Array<number>(64).fill(42));
+    [src, wei, rt, small, victim].forEach((m) => m.free());
   });
 });

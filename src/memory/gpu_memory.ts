@@ -57,7 +57,7 @@ export class GpuMemory {
     check(desc.format !== 'any', `${fn}: cannot create memory for a 'tag.any' descriptor; query the pd for the chosen one`);
     const list = buffers === undefined ? [] : Array.isArray(buffers) ? [...buffers] : [buffers as GPUBuffer];
     check(list.length <= desc.bufferCount, `${fn}: ${desc.bufferCount} buffer(s) expected, got ${list.length}`);
-    check(cap === undefined || list[0] !== undefined || desc.getSize(0) === RUNTIME_SIZE_VAL, capacityWithoutRuntimeDims(fn, desc));
+    check(cap === undefined || desc.getSize(0) === RUNTIME_SIZE_VAL, capacityWithoutRuntimeDims(fn, desc));
     const out: GPUBuffer[] = [], sizes: number[] = [], owned: boolean[] = [];
     try {
       for (let i = 0; i < desc.bufferCount; i++) {
@@ -208,7 +208,7 @@ export class GpuMemory {
   }
 }
 
-/** The rule for `{ capacityBytes }` without handle 0: it sizes a runtime-rows buffer, nothing else. */
+/** The rule for `{ capacityBytes }`: it bounds (or, without handle 0, sizes) a runtime-rows buffer, nothing else. */
 export function capacityWithoutRuntimeDims(fn: string, desc: MemoryDesc): string {
-  return `${fn}: capacityBytes without handle 0 sizes a buffer whose size depends on runtime dims; this descriptor's buffer 0 has a known size (${desc.getSize(0)} bytes)`;
+  return `${fn}: capacityBytes applies to a buffer whose size depends on runtime dims; this descriptor's buffer 0 has a known size (${desc.getSize(0)} bytes)`;
 }

@@ -38,14 +38,15 @@ export class Memory {
   private readonly owned: readonly boolean[];
   private freed = false;
   /** Bytes usable from handle 0 when set explicitly (views); otherwise up to the end of its allocation. */
-  capacityBytes: number | undefined;
+  readonly capacityBytes: number | undefined;
   private valuesView: ValuesView | undefined;
   private offsetsView: Int32Array | undefined;
   /** Stream tasks enqueued with this memory as an argument and not settled yet (Stream.enqueue). */
   private streamUses = 0;
 
-  private constructor(desc: MemoryDesc, engine: Engine, handles: Handle[], owned: boolean[]) {
+  private constructor(desc: MemoryDesc, engine: Engine, handles: Handle[], owned: boolean[], capacityBytes?: number) {
     this.desc = desc;
+    this.capacityBytes = capacityBytes;
     this.engine = engine;
     this.handles = Object.freeze(handles);
     this.owned = Object.freeze(owned);
@@ -74,7 +75,7 @@ export class Memory {
     checkOptionKeys(fn, options, MEMORY_OPTION_KEYS);
     const cap = options.capacityBytes;
     if (cap !== undefined) check(Number.isSafeInteger(cap) && cap >= 0, `${fn}: capacityBytes must be a non-negative integer, got ${cap}`);
-    check(cap === undefined || list[0] !== undefined || desc.getSize(0) === RUNTIME_SIZE_VAL, capacityWithoutRuntimeDims(fn, desc));
+    check(cap === undefined || desc.getSize(0) === RUNTIME_SIZE_VAL, capacityWithoutRuntimeDims(fn, desc));
     try {
       for (let i = 0; i < desc.bufferCount; i++) {
         const bytes = desc.getSize(i);
@@ -106,8 +107,7 @@ export class Memory {
       out.forEach((h, i) => owned[i] && engine.free(h));
       check(false, `${fn}: capacityBytes ${cap} from handle 0 must lie inside one live allocation`);
     }
-    const mem = new Memory(desc, engine, out, owned);
-    mem.capacityBytes = cap;
+    const mem = new Memory(desc, engine, out, owned, cap);
     countObject('memory');
     const g = desc.grouped;
     if (g?.groupSizes && list[1] === undefined) fromSizes(g.groupSizes, mem.offsets);

@@ -5,18 +5,17 @@ import type { GpuMemory } from '../../memory/gpu_memory.js';
 import { dtBits } from '../../common/data_type.js';
 
 /**
- * Rows that fit in an expert's buffer: its descriptor has a runtime M, so the only bound is the heap
- * allocation the handle points into. The kernel checks each runtime M against min(src, dst) capacity.
- * Works for `[RUNTIME_DIM_VAL, cols]` and `[RUNTIME_DIM_VAL]` (per-row values) descriptors of any type.
+ * Rows that fit in an expert's buffer: its descriptor has a runtime M, so the bound is the heap allocation
+ * the handle points into, and a view's `capacityBytes` within it (checked again here: the allocation a
+ * view was made over may have been freed and its address reused by a smaller one). The kernel checks each
+ * runtime M against min(src, dst) capacity. Works for `[RUNTIME_DIM_VAL, cols]` and `[RUNTIME_DIM_VAL]`
+ * (per-row values) descriptors of any type.
  */
 export function rowCapacity(m: Memory): number {
-  let avail = m.capacityBytes;
-  if (avail === undefined) {
-    const block = m.engine.heap.owningBlock(m.handles[0], 0);
-    if (!block) return 0;
-    avail = block.start + block.size - m.handles[0];
-  }
-  return rowsFitting(m.desc, avail);
+  const block = m.engine.heap.owningBlock(m.handles[0], 0);
+  if (!block) return 0;
+  const inBlock = block.start + block.size - m.handles[0];
+  return rowsFitting(m.desc, m.capacityBytes === undefined ? inBlock : Math.min(m.capacityBytes, inBlock));
 }
 
 /** The same rule on a gpu engine: the bound is the bytes of the memory's `GPUBuffer`. */
