@@ -79,6 +79,7 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w4k32', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 } },
   /** fp8 e4m3 weights, per-column scales. */
   { name: 'fp8', int8: false, scales: true, fused: false, wei: dt.f8_e4m3 },
+  { name: 'fp8e5m2', int8: false, scales: true, fused: false, wei: dt.f8_e5m2 },
   /** MXFP4: f4_e2m1 weights, e8m0 scales per 32 K. */
   { name: 'mxfp4', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 } },
   /** NVFP4 (block part): f4_e2m1 weights, f8_e4m3 scales per 16 K. */

@@ -15,7 +15,7 @@ INLINE v128_t lut_nibbles(v128_t lut, v128_t idx) {
 #endif
 }
 
-/* f8_e4m3 by byte planes (session 18): for 16 codes at once, the high byte (sign, exponent's top 7 bits)
+/* fp8 by byte planes (session 18). f8_e4m3: for 16 codes at once, the high byte (sign, exponent's top 7 bits)
    and the next byte (exponent's low bit, 3 mantissa bits) of each f32 come from byte tables, then two
    interleaves place them in the top half of each lane (the lower 16 bits of an e4m3 value are 0):
    - normal (e >= 1): hi = (e + 120) >> 1 (table on e), lo = (code & 0x0f) << 4;
@@ -25,16 +25,16 @@ INLINE v128_t lut_nibbles(v128_t lut, v128_t idx) {
    About 25 operations per 16 codes instead of the former per-lane decoder's ~70 (widen to u32, exponent
    rebased per lane, subnormal and NaN selects): the same values, so the same bits; decode with fp8 weights
    2.0x faster (session 18). */
-typedef struct { v128_t lo, hi; } e4m3_planes_t;
+typedef struct { v128_t lo, hi; } fp8_planes_t;
 
-INLINE e4m3_planes_t e4m3_planes(v128_t c) {
+INLINE fp8_planes_t e4m3_planes(v128_t c) {
   const v128_t lut_e = wasm_i8x16_const(0, 60, 61, 61, 62, 62, 63, 63, 64, 64, 65, 65, 66, 66, 67, 67);
   const v128_t lut_sh = wasm_i8x16_const(0, 59, 59, 59, 60, 60, 60, 60, 0, 0, 0, 0, 0, 0, 0, 0);
   const v128_t lut_sl = wasm_i8x16_const(0, 0x10, (int8_t)0xa0, (int8_t)0xf0, 0x40, 0x70, 0x20, 0x10, 0, 0, 0, 0, 0, 0, 0, 0);
   const v128_t m7 = wasm_v128_and(c, wasm_i8x16_splat(0x7f));
   const v128_t e = wasm_v128_and(wasm_u16x8_shr(c, 3), wasm_i8x16_splat(0x0f)); /* the u16 shift's spill lands in bits 5-7 */
   const v128_t nan = wasm_i8x16_eq(m7, wasm_i8x16_splat(0x7f));
-  e4m3_planes_t p;
+  fp8_planes_t p;
   p.hi = wasm_v128_or(wasm_v128_or(lut_nibbles(lut_e, e), wasm_i8x16_swizzle(lut_sh, m7)),
                       wasm_v128_or(wasm_v128_and(c, wasm_i8x16_splat((int8_t)0x80)), wasm_v128_and(nan, wasm_i8x16_splat(0x7f))));
   p.lo = wasm_v128_xor(wasm_v128_and(wasm_i16x8_shl(c, 4), wasm_i8x16_splat((int8_t)0xf0)),
@@ -42,8 +42,28 @@ INLINE e4m3_planes_t e4m3_planes(v128_t c) {
   return p;
 }
 
+/* f8_e5m2 (the top byte of an f16) the same way: hi = (e + 112) >> 1 from two tables on the 5-bit exponent
+   (e < 16 and e - 16; the other one's index is out of range: 0), lo = (code & 7) << 5; e = 0 (subnormals
+   m 2^-16) by tables on the 7-bit magnitude as for e4m3; e = 31: hi 0x7f, and lo keeps 0x80 | m << 5, so Inf
+   and NaN carry the half's payload (lowp.h f16_to_f32). */
+INLINE fp8_planes_t e5m2_planes(v128_t c) {
+  const v128_t lut_e0 = wasm_i8x16_const(0, 56, 57, 57, 58, 58, 59, 59, 60, 60, 61, 61, 62, 62, 63, 63);
+  const v128_t lut_e1 = wasm_i8x16_const(64, 64, 65, 65, 66, 66, 67, 67, 68, 68, 69, 69, 70, 70, 71, 0x7f);
+  const v128_t lut_sh = wasm_i8x16_const(0, 55, 56, 56, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const v128_t lut_sl = wasm_i8x16_const(0, (int8_t)0xa0, 0x40, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const v128_t m7 = wasm_v128_and(c, wasm_i8x16_splat(0x7f));
+  const v128_t e = wasm_v128_and(wasm_u16x8_shr(c, 2), wasm_i8x16_splat(0x1f)); /* the u16 shift's spill lands in bits 6-7 */
+  fp8_planes_t p;
+  p.hi = wasm_v128_or(wasm_v128_or(wasm_i8x16_swizzle(lut_e0, e), wasm_i8x16_swizzle(lut_e1, wasm_i8x16_sub(e, wasm_i8x16_splat(16)))),
+                      wasm_v128_or(wasm_i8x16_swizzle(lut_sh, m7), wasm_v128_and(c, wasm_i8x16_splat((int8_t)0x80))));
+  p.lo = wasm_v128_xor(wasm_v128_and(wasm_i16x8_shl(c, 5), wasm_i8x16_splat((int8_t)0xe0)), wasm_i8x16_swizzle(lut_sl, m7));
+  return p;
+}
+
+INLINE fp8_planes_t fp8_planes(const int DT, v128_t c) { return DT == DT_F8_E4M3 ? e4m3_planes(c) : e5m2_planes(c); }
+
 /* The 8 values of codes 8 HALF .. 8 HALF + 7 of the planes as two f32x4. */
-INLINE void e4m3_half(e4m3_planes_t p, const int HALF, v128_t* w0, v128_t* w1) {
+INLINE void fp8_half(fp8_planes_t p, const int HALF, v128_t* w0, v128_t* w1) {
   const v128_t v = HALF ? wasm_i8x16_shuffle(p.lo, p.hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
                         : wasm_i8x16_shuffle(p.lo, p.hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const v128_t z = wasm_i16x8_splat(0);

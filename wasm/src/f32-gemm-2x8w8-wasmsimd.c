@@ -1,33 +1,13 @@
 /* f32 x 8-bit weights GEMM microkernel (issue 12): up to 2 rows x 8 columns (decode: the rows of an
    expert are few), A f32 (4-row micro-panel, lowp_gemm.h), W one 8-column panel of 8-bit codes, k-major: the codes of k are the 8 bytes at w + 8k
    (layout `x8:p8`, gemm-lowp.c). Each k's codes are decoded to f32 in registers right before the FMAs
-   (s8 / u8: widen + convert; f8_e4m3: byte tables, 16 codes at once; f8_e5m2: bit arithmetic on the code;
-   the same values as lowp.h's scalar decoders, NaN and subnormals included), then optionally (w - z) * s. Two k per iteration:
+   (s8 / u8: widen + convert; f8_e4m3 / f8_e5m2: byte tables, 16 codes at once, byte_tables.h; the same
+   values as lowp.h's scalar decoders, NaN and subnormals included), then optionally (w - z) * s. Two k per iteration:
    one 16-byte load holds both. Also here: the same decoding into an f32 block (tall tiles). */
 #include "lowp_gemm.h"
 
-/* f8_e5m2 codes (the upper byte of an IEEE half), exponent rebased in the integer domain ((t << 21) +
-   (112 << 23): 2^(e-15) (1 + m/4) for e > 0); e = 0: m 2^-16 = 2 (f - 2^-15), exact, no f32 subnormal
-   formed; e = 31: Inf / NaN with the half's payload (lowp.h f16_to_f32). */
-INLINE v128_t dec_e5m2(v128_t c) {
-  const v128_t t = wasm_v128_and(c, wasm_i32x4_splat(0x7f));
-  const v128_t f = wasm_i32x4_add(wasm_i32x4_shl(t, 21), wasm_i32x4_splat(112 << 23));
-  const v128_t d = wasm_f32x4_sub(f, wasm_f32x4_splat(0x1p-15f));
-  v128_t r = wasm_v128_bitselect(wasm_f32x4_add(d, d), f, wasm_i32x4_lt(t, wasm_i32x4_splat(4)));
-  const v128_t inf = wasm_v128_or(wasm_i32x4_splat(0x7f800000), wasm_i32x4_shl(wasm_v128_and(t, wasm_i32x4_splat(3)), 21));
-  r = wasm_v128_bitselect(inf, r, wasm_i32x4_gt(t, wasm_i32x4_splat(0x7b)));
-  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(c, wasm_i32x4_splat(0x80)), 24));
-}
-
-/* Codes of one k (8 lanes of u16 / i16) as two f32x4: s8, u8, f8_e5m2 (f8_e4m3 goes by byte planes). */
-INLINE void dec8(const int DT, v128_t h, v128_t* lo, v128_t* hi) {
-  if (DT == DT_S8 || DT == DT_U8) {
-    i16_to_f32x8(h, lo, hi);
-  } else {
-    *lo = dec_e5m2(wasm_u32x4_extend_low_u16x8(h));
-    *hi = dec_e5m2(wasm_u32x4_extend_high_u16x8(h));
-  }
-}
+/* Integer codes of one k (8 lanes of u16 / i16) as two f32x4 (fp8 goes by byte planes, byte_tables.h). */
+INLINE void dec8(v128_t h, v128_t* lo, v128_t* hi) { i16_to_f32x8(h, lo, hi); }
 
 INLINE v128_t widen_lo(const int DT, v128_t raw) {
   return DT == DT_S8 ? wasm_i16x8_extend_low_i8x16(raw) : wasm_u16x8_extend_low_u8x16(raw);
@@ -38,8 +18,8 @@ INLINE v128_t widen_hi(const int DT, v128_t raw) {
 
 /* Codes 0-7 of raw (one k) as two f32x4. */
 INLINE void dec8_lo(const int DT, v128_t raw, v128_t* lo, v128_t* hi) {
-  if (DT == DT_F8_E4M3) e4m3_half(e4m3_planes(raw), 0, lo, hi);
-  else dec8(DT, widen_lo(DT, raw), lo, hi);
+  if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) fp8_half(fp8_planes(DT, raw), 0, lo, hi);
+  else dec8(widen_lo(DT, raw), lo, hi);
 }
 
 INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, size_t nc, size_t kc, const float* restrict a,
@@ -62,17 +42,17 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, siz
   for (size_t n = kc / 2; n; n--) {
     const v128_t raw = wasm_v128_load(w);
     v128_t w0, w1, w2, w3;
-    if (DT == DT_F8_E4M3) {
-      const e4m3_planes_t pl = e4m3_planes(raw);
-      e4m3_half(pl, 0, &w0, &w1);
+    if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) {
+      const fp8_planes_t pl = fp8_planes(DT, raw);
+      fp8_half(pl, 0, &w0, &w1);
       AFFINE(w0, w1)
       STEP(0, 0, w0, w1);
-      e4m3_half(pl, 1, &w2, &w3);
+      fp8_half(pl, 1, &w2, &w3);
     } else {
-      dec8(DT, widen_lo(DT, raw), &w0, &w1);
+      dec8(widen_lo(DT, raw), &w0, &w1);
       AFFINE(w0, w1)
       STEP(0, 0, w0, w1);
-      dec8(DT, widen_hi(DT, raw), &w2, &w3);
+      dec8(widen_hi(DT, raw), &w2, &w3);
     }
     AFFINE(w2, w3)
     STEP(1, 16, w2, w3);
@@ -132,21 +112,21 @@ INLINE void w8_row16(const int DT, const int AFF, const int ODD, size_t nc1, siz
   for (size_t n = kc / 2; n; n--) {
     const v128_t r0 = wasm_v128_load(w), r1 = wasm_v128_load(u);
     v128_t w0, w1, w2, w3;
-    if (DT == DT_F8_E4M3) {
-      const e4m3_planes_t p0 = e4m3_planes(r0), p1 = e4m3_planes(r1);
-      e4m3_half(p0, 0, &w0, &w1);
-      e4m3_half(p1, 0, &w2, &w3);
+    if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) {
+      const fp8_planes_t p0 = fp8_planes(DT, r0), p1 = fp8_planes(DT, r1);
+      fp8_half(p0, 0, &w0, &w1);
+      fp8_half(p1, 0, &w2, &w3);
       AFFINE16(w0, w1, w2, w3)
       STEP16(0, 0, w0, w1, w2, w3);
-      e4m3_half(p0, 1, &w0, &w1);
-      e4m3_half(p1, 1, &w2, &w3);
+      fp8_half(p0, 1, &w0, &w1);
+      fp8_half(p1, 1, &w2, &w3);
     } else {
-      dec8(DT, widen_lo(DT, r0), &w0, &w1);
-      dec8(DT, widen_lo(DT, r1), &w2, &w3);
+      dec8(widen_lo(DT, r0), &w0, &w1);
+      dec8(widen_lo(DT, r1), &w2, &w3);
       AFFINE16(w0, w1, w2, w3)
       STEP16(0, 0, w0, w1, w2, w3);
-      dec8(DT, widen_hi(DT, r0), &w0, &w1);
-      dec8(DT, widen_hi(DT, r1), &w2, &w3);
+      dec8(widen_hi(DT, r0), &w0, &w1);
+      dec8(widen_hi(DT, r1), &w2, &w3);
     }
     AFFINE16(w0, w1, w2, w3)
     STEP16(1, 16, w0, w1, w2, w3);
@@ -183,12 +163,12 @@ INLINE void w8_decode(const int DT, const int AFF, const uint8_t* w, size_t kc, 
   const v128_t zero = wasm_f32x4_splat(0.0f);
   AFF_DECL
   size_t k = 0;
-  if (DT == DT_F8_E4M3) /* two k per byte-plane decode (one call is one K block of zero points / scales) */
+  if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) /* two k per byte-plane decode (one call is one K block of zero points / scales) */
     for (; k + 2 <= kc; k += 2) {
-      const e4m3_planes_t pl = e4m3_planes(wasm_v128_load(w + 8 * k));
+      const fp8_planes_t pl = fp8_planes(DT, wasm_v128_load(w + 8 * k));
       v128_t w0, w1, w2, w3;
-      e4m3_half(pl, 0, &w0, &w1);
-      e4m3_half(pl, 1, &w2, &w3);
+      fp8_half(pl, 0, &w0, &w1);
+      fp8_half(pl, 1, &w2, &w3);
       AFFINE(w0, w1)
       wasm_v128_store(out + 8 * k, w0);
       wasm_v128_store(out + 8 * k + 4, w1);
@@ -223,10 +203,10 @@ EXPORT(check_decode_w8) void check_decode_w8(int32_t dt, const uint8_t* in, floa
   for (int32_t i = 0; i < n; i += 8) {
     const v128_t raw = wasm_v128_load64_zero(in + i);
     v128_t lo, hi;
-    if (dt == DT_S8) dec8(DT_S8, widen_lo(DT_S8, raw), &lo, &hi);
-    else if (dt == DT_U8) dec8(DT_U8, widen_lo(DT_U8, raw), &lo, &hi);
+    if (dt == DT_S8) dec8(widen_lo(DT_S8, raw), &lo, &hi);
+    else if (dt == DT_U8) dec8(widen_lo(DT_U8, raw), &lo, &hi);
     else if (dt == DT_F8_E4M3) dec8_lo(DT_F8_E4M3, raw, &lo, &hi);
-    else dec8(DT_F8_E5M2, widen_lo(DT_F8_E5M2, raw), &lo, &hi);
+    else dec8_lo(DT_F8_E5M2, raw, &lo, &hi);
     wasm_v128_store(out + i, lo);
     wasm_v128_store(out + i + 4, hi);
   }

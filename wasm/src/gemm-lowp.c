@@ -120,7 +120,7 @@ INLINE void emb_scales8(float* out, const uint8_t* p, int dt) {
       hi = f16x4_to_f32(hi);
     }
   } else { /* DT_F8_E4M3 (NVFP4's block scales) */
-    e4m3_half(e4m3_planes(wasm_v128_load64_zero(p)), 0, &lo, &hi);
+    fp8_half(e4m3_planes(wasm_v128_load64_zero(p)), 0, &lo, &hi);
   }
   wasm_v128_store(out, lo);
   wasm_v128_store(out + 4, hi);
