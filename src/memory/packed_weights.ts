@@ -1,6 +1,7 @@
 import { dtBits, dtBytes, encodeArray, fromStored, type DataType } from '../common/data_type.js';
 import type { Dims } from '../common/dims.js';
 import { MemoryDesc } from './desc.js';
+import { DnnlError } from '../common/status.js';
 import { tagToStrides } from './format_tag.js';
 
 /** Panel width of the packed weights layout: the microkernel's NR. */
@@ -12,11 +13,17 @@ export const PANEL = 8;
 export const PACKED_P8 = 'f32:p8';
 
 export function packedGeometry(dims: Dims): { G: number; K: number; N: number; panels: number; expertFloats: number } {
-  const nd = dims.length;
+  const nd = packedRank(dims);
   const G = nd === 3 ? dims[0] : 1;
   const K = dims[nd - 2], N = dims[nd - 1];
   const panels = Math.ceil(N / PANEL);
   return { G, K, N, panels, expertFloats: panels * K * PANEL };
+}
+
+/** The packed layouts hold [K, N] or [G, K, N]: a 4D+ tensor would be sized as one expert (the pds resolve it to plain). */
+function packedRank(dims: Dims): number {
+  if (dims.length < 2 || dims.length > 3) throw new DnnlError('unimplemented', `packed weights layouts hold [K, N] or [G, K, N] weights, got ${dims.length} dims`);
+  return dims.length;
 }
 
 /** The packed descriptor chosen for `tag.any` weights (storage is f32 whatever the logical type). */
@@ -129,7 +136,7 @@ export function packedLowpGeometry(dims: Dims, dataType: DataType, quant?: Panel
   /** Byte offsets in a panel of the embedded scales / zero points (-1: none), panel stride, expert stride. */
   scaleOff: number; zpOff: number; panelBytes: number; expertBytes: number;
 } {
-  const nd = dims.length;
+  const nd = packedRank(dims);
   const G = nd === 3 ? dims[0] : 1;
   const K = dims[nd - 2], N = dims[nd - 1];
   const Kp = K + (K & 1);
