@@ -114,6 +114,8 @@ export function exactValues(n: number, seed: number): Float64Array {
 }
 
 export function randomFor(t: DataType, rng: Rng, n: number): Float64Array {
+  // float types only: integer memories would round these values, and a reference on the raw ones be wrong
+  if (t !== 'f32' && t !== 'bf16' && t !== 'f16') throw new Error(`randomFor: ${t} is not f32 / bf16 / f16`);
   return t === 'f32' ? randomF32(rng, n) : randomLowPrecisionExact(rng, n);
 }
 
