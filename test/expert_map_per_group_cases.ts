@@ -44,11 +44,12 @@ export const SHAPES: readonly MapShape[] = [
  * the epilogue only).
  * `int`: s8 src x s8 weights -> s32 dst, per-group src zero points and scales, weights scales per
  * expert and column, binary_add [G, 1, N], per-group dst scales and zero points (the integer path).
+ * `int_nozp`: `int` without zero points, to f32 (what the gpu's dot4 kernel takes).
  * `int_kblock`: s8 x s8 -> f32 with weights scales varying along K (the cpu's f32 fused path: the
  * src zero point folded while packing), per-group src zero points and scales, per-group dst scales.
  */
-export type Quant = 'f32' | 'f32_epilogue' | 'int' | 'int_kblock';
-export const QUANTS: readonly Quant[] = ['f32', 'f32_epilogue', 'int', 'int_kblock'];
+export type Quant = 'f32' | 'f32_epilogue' | 'int' | 'int_nozp' | 'int_kblock';
+export const QUANTS: readonly Quant[] = ['f32', 'f32_epilogue', 'int', 'int_nozp', 'int_kblock'];
 /** P1: grouped src / dst descriptors; P2: plain ones and the grouped-offsets attribute; gather: P1 with src rows gathered from tokens. */
 export type Rows = 'P1' | 'P2' | 'gather';
 
@@ -81,7 +82,8 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
   const rng = mulberry32(7 + G * 31 + K);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)];
   const ints = (n: number, lo: number, hi: number): Float64Array => Float64Array.from({ length: n }, () => lo + Math.floor(rng() * (hi - lo + 1)));
-  const isInt = q === 'int' || q === 'int_kblock', isF32 = !isInt, epi = q === 'f32_epilogue';
+  const isInt = q === 'int' || q === 'int_nozp' || q === 'int_kblock', isF32 = !isInt, epi = q === 'f32_epilogue';
+  const srcZps = isInt && q !== 'int_nozp';
   // K blocks of the weights scales (int_kblock): 4 where K allows, else one scale per k.
   const KB = K % 4 === 0 ? 4 : 1;
   const srcDt = isInt ? dt.s8 : dt.f32, weiDt = isInt ? dt.s8 : dt.f32, dstDt = q === 'int' ? dt.s32 : dt.f32;
@@ -92,7 +94,7 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
   const ws = isInt ? ints(E * K * N, -8, 8) : Float64Array.from({ length: E * K * N }, () => (Math.floor(rng() * 17) - 8) / 2);
   const srcScale = Float64Array.from({ length: G }, () => pick(isInt ? [1, 2] : [0.25, 0.5, 1, 2]));
   const srcZp = ints(G, -3, 3);
-  const weiScale = Float64Array.from({ length: E * (q === 'int_kblock' ? K / KB : 1) * N }, () => pick(q === 'int' ? [1, 2, 4] : [0.5, 1, 2]));
+  const weiScale = Float64Array.from({ length: E * (q === 'int_kblock' ? K / KB : 1) * N }, () => pick(q === 'int' || q === 'int_nozp' ? [1, 2, 4] : [0.5, 1, 2]));
   const bias = Float64Array.from({ length: E * N }, () => (Math.floor(rng() * 9) - 4) / 4);
   const add = isInt ? ints(G * N, -20, 20) : Float64Array.from({ length: G * N }, () => (Math.floor(rng() * 9) - 4) / 4);
   const mul = Float64Array.from({ length: G }, () => pick([0.5, 2, -1]));
@@ -103,7 +105,7 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
   if (rows === 'P2') attr.setGroupedOffsets(ARG.SRC, G);
   if (rows === 'gather') attr.setGather();
   if (!epi) attr.setScales(ARG.SRC, 0);
-  if (isInt) attr.setZeroPoints(ARG.SRC, 0);
+  if (srcZps) attr.setZeroPoints(ARG.SRC, 0);
   if (!epi) attr.setScales(ARG.WEIGHTS, q === 'int_kblock' ? 7 : 5, q === 'int_kblock' ? [1, KB, 1] : []);
   attr.setScales(ARG.DST, 0);
   if (q === 'int') attr.setZeroPoints(ARG.DST, 0);
@@ -149,7 +151,7 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
     }
     if (rows === 'P2') args[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = mk(pd.queryMd('grouped_offsets')!, offs);
     if (rows === 'gather') args[ARG.MOE_TOKEN_INDEX] = mk(plain([M], dt.s32), TI);
-    if (isInt) args[ARG.ATTR_ZERO_POINTS | ARG.SRC] = mk(pd.queryMd('zero_points:src')!, srcZp);
+    if (srcZps) args[ARG.ATTR_ZERO_POINTS | ARG.SRC] = mk(pd.queryMd('zero_points:src')!, srcZp);
     if (q === 'int') args[ARG.ATTR_ZERO_POINTS | ARG.DST] = mk(pd.queryMd('zero_points:dst')!, dstZp);
     if (biasMd) args[ARG.BIAS] = mk(biasMd, bias);
     if (q !== 'int_kblock') args[ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1] = mk(pd.queryMd('binary:0')!, add);
@@ -164,13 +166,13 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
       for (let n = 0; n < N; n++) {
         let acc = 0;
         for (let k = 0; k < K; k++) {
-          const a = (xs[t * K + k] - (isInt ? srcZp[g] : 0)) * (epi ? 1 : srcScale[g]);
+          const a = (xs[t * K + k] - (srcZps ? srcZp[g] : 0)) * (epi ? 1 : srcScale[g]);
           const ws1 = epi ? 1 : q === 'int_kblock' ? weiScale[(e * (K / KB) + Math.floor(k / KB)) * N + n] : weiScale[e * N + n];
           acc += a * ws[(e * K + k) * N + n] * ws1;
         }
         let v = acc + (biasMd ? bias[e * N + n] : 0);
         if (isF32) v = (v + add[g * N + n]) * mul[g];
-        if (q === 'int') v += add[g * N + n];
+        if (q === 'int' || q === 'int_nozp') v += add[g * N + n];
         v /= dstScale[g];
         if (q === 'int') v += dstZp[g];
         want[r * N + n] = q === 'int' ? toS32(v) : Math.fround(v);

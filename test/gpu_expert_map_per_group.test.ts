@@ -3,7 +3,7 @@
  * scales, zero points and binary src1 beside per-expert weights, bias and weights scales, bit for bit
  * against float64. The schedule's tiles (grouped-schedule table and the in-kernel schedule) carry the
  * group beside its expert; every kernel that reads them runs: gemv-splitk with each schedule,
- * gemm-tiled-vec4 and gemm-tiled (dot4 is not on SwiftShader: no packed dot product).
+ * gemm-tiled-vec4, gemm-tiled-dot4 and gemm-tiled.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { GpuEngine, Stream } from '../src/index.js';
@@ -20,7 +20,7 @@ afterEach(() => Object.assign(gpuKernelTuning, DEFAULT_TUNING));
 const TUNINGS: ReadonlyArray<readonly [string, Partial<typeof gpuKernelTuning>]> = [
   ['gemv-splitk, in-kernel schedule', { gemvMaxRows: 128 }],
   ['gemv-splitk, grouped-schedule table', { gemvMaxRows: 128, gemvInline: false }],
-  ['no gemv (vec4 where it takes it)', { gemv: false }],
+  ['no gemv (vec4 / dot4 where they take it)', { gemv: false }],
   ['gemm-tiled', { gemv: false, vec4: false, dot4: false }],
 ];
 const ROWS: readonly Rows[] = ['P1', 'P2', 'gather'];
@@ -44,4 +44,5 @@ afterAll(() => {
   expect(all).toMatch(/gemv-splitk[^ ]*\+grouped-schedule/);
   expect(all).toMatch(/gemm-tiled-\d[^ ]*\+grouped-schedule/);
   expect(all).toMatch(/gemm-tiled-vec4[^ ]*\+grouped-schedule/);
+  expect(all).toMatch(/gemm-tiled-dot4[^ ]*\+grouped-schedule/);
 });
