@@ -5,15 +5,14 @@
  * [G] tensor's end when map[g] >= G, another group's value otherwise), so the pd refused them. Against
  * float64 (expert_map_per_group_cases.ts), bit for bit, on the wasm kernels (1 and 2 threads: groups
  * of one expert on different workers) and the reference, grouped descriptors (Proposal #1), the
- * grouped-offsets attribute (Proposal #2) and a gather.
+ * grouped-offsets attribute (Proposal #2), a gather and a scatter.
  */
 import { describe, expect, it } from 'vitest';
 import { ARG, Engine, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, tag, type EngineOptions } from '../src/index.js';
 import { ENGINE_CONFIGS, expectDnnlError } from './helpers.js';
-import { QUANTS, SHAPES, expectExact, runCase, type Rows } from './expert_map_per_group_cases.js';
+import { QUANTS, ROWS, SHAPES, expectExact, runCase } from './expert_map_per_group_cases.js';
 
 const CONFIGS: ReadonlyArray<readonly [string, EngineOptions]> = [...ENGINE_CONFIGS, ['wasm simd128, 2 threads', { threads: 2, kernels: 'simd128' }]];
-const ROWS: readonly Rows[] = ['P1', 'P2', 'gather'];
 
 describe.each(CONFIGS)('matmul expert map with per-group operands [%s]', (cfg, opts) => {
   const cases = SHAPES.flatMap((s) => QUANTS.flatMap((q) => ROWS.map((r) => [`${s.name}, ${q}, ${r}`, s, q, r] as const)));

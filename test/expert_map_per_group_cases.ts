@@ -50,8 +50,12 @@ export const SHAPES: readonly MapShape[] = [
  */
 export type Quant = 'f32' | 'f32_epilogue' | 'int' | 'int_nozp' | 'int_kblock';
 export const QUANTS: readonly Quant[] = ['f32', 'f32_epilogue', 'int', 'int_nozp', 'int_kblock'];
-/** P1: grouped src / dst descriptors; P2: plain ones and the grouped-offsets attribute; gather: P1 with src rows gathered from tokens. */
-export type Rows = 'P1' | 'P2' | 'gather';
+/**
+ * P1: grouped src / dst descriptors; P2: plain ones and the grouped-offsets attribute; gather: P1 with
+ * src rows gathered from tokens; scatter: P1 with dst rows scattered to token x topK + slot.
+ */
+export type Rows = 'P1' | 'P2' | 'gather' | 'scatter';
+export const ROWS: readonly Rows[] = ['P1', 'P2', 'gather', 'scatter'];
 
 export interface Outcome {
   readonly implInfo: string;
@@ -88,9 +92,15 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
   const KB = K % 4 === 0 ? 4 : 1;
   const srcDt = isInt ? dt.s8 : dt.f32, weiDt = isInt ? dt.s8 : dt.f32, dstDt = q === 'int' ? dt.s32 : dt.f32;
   // Gather: T tokens, routed row r reads token TI[r] (every token at least once, some twice).
-  const T = rows === 'gather' ? Math.max(1, Math.ceil(M / 2)) : M;
-  const TI = Int32Array.from({ length: M }, (_, r) => (rows === 'gather' ? (r * 7 + 3) % T : r));
-  const xs = isInt ? ints(T * K, -8, 8) : Float64Array.from({ length: T * K }, () => (Math.floor(rng() * 17) - 8) / 2);
+  // Scatter: T tokens x topK slots, routed row r writes token TI[r] (a permutation of the tokens per
+  // slot), slot KS[r] = floor(r / T): every (token, slot) pair once.
+  const topK = rows === 'scatter' && M % 2 === 0 ? 2 : 1;
+  const T = rows === 'gather' ? Math.max(1, Math.ceil(M / 2)) : M / topK;
+  const TI = Int32Array.from({ length: M }, (_, r) => (rows === 'gather' ? (r * 7 + 3) % T : rows === 'scatter' ? ((r % T) * 7 + 3) % T : r));
+  const KS = Int32Array.from({ length: M }, (_, r) => Math.floor(r / T));
+  if (rows === 'scatter') expect(T % 7, 'the token permutation needs T prime to 7').not.toBe(0);
+  const srcRows = rows === 'gather' ? T : M;
+  const xs = isInt ? ints(srcRows * K, -8, 8) : Float64Array.from({ length: srcRows * K }, () => (Math.floor(rng() * 17) - 8) / 2);
   const ws = isInt ? ints(E * K * N, -8, 8) : Float64Array.from({ length: E * K * N }, () => (Math.floor(rng() * 17) - 8) / 2);
   const srcScale = Float64Array.from({ length: G }, () => pick(isInt ? [1, 2] : [0.25, 0.5, 1, 2]));
   const srcZp = ints(G, -3, 3);
@@ -104,6 +114,7 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
   const attr = new PrimitiveAttr().setExpertMap();
   if (rows === 'P2') attr.setGroupedOffsets(ARG.SRC, G);
   if (rows === 'gather') attr.setGather();
+  if (rows === 'scatter') attr.setScatter(topK);
   if (!epi) attr.setScales(ARG.SRC, 0);
   if (srcZps) attr.setZeroPoints(ARG.SRC, 0);
   if (!epi) attr.setScales(ARG.WEIGHTS, q === 'int_kblock' ? 7 : 5, q === 'int_kblock' ? [1, KB, 1] : []);
@@ -114,8 +125,8 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
   if (isF32) attr.postOps.appendBinary('binary_mul', plain([G, 1, 1], dt.f32));
 
   const grouped = (cols: number, t: DataType): MemoryDesc => memory.desc.grouped([M, cols], t, G, [RUNTIME_DIM_VAL, cols]);
-  const srcMd = rows === 'P1' ? grouped(K, srcDt) : plain([rows === 'gather' ? T : M, K], srcDt);
-  const dstMd = rows === 'P2' ? plain([M, N], dstDt) : grouped(N, dstDt);
+  const srcMd = rows === 'P1' || rows === 'scatter' ? grouped(K, srcDt) : plain([srcRows, K], srcDt);
+  const dstMd = rows === 'P2' || rows === 'scatter' ? plain([M, N], dstDt) : grouped(N, dstDt);
   const weiMd = plain([E, K, N], weiDt), biasMd = isF32 ? plain([E, N], dt.f32) : undefined;
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiMd, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr);
   // One value per group: [G] (the groups, not the E experts).
@@ -138,8 +149,8 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
   const prim = new matmul.Primitive(pd);
   try {
     const src = mk(srcMd, xs), dst = mk(dstMd, new Array<number>(M * N).fill(SENTINEL));
-    if (rows === 'P1') setOffs(src);
-    if (rows !== 'P2') setOffs(dst);
+    if (rows === 'P1' || rows === 'scatter') setOffs(src);
+    if (rows === 'P1' || rows === 'gather') setOffs(dst);
     const args: Record<number, Memory | GpuMemory> = {
       [ARG.SRC]: src, [ARG.WEIGHTS]: mk(weiMd, ws), [ARG.DST]: dst,
       [ARG.MOE_EXPERT_MAP]: mk(plain([G], dt.s32), map),
@@ -150,7 +161,8 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
       args[ARG.ATTR_SCALES | ARG.WEIGHTS] = mk(pd.queryMd('scales:weights')!, weiScale);
     }
     if (rows === 'P2') args[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = mk(pd.queryMd('grouped_offsets')!, offs);
-    if (rows === 'gather') args[ARG.MOE_TOKEN_INDEX] = mk(plain([M], dt.s32), TI);
+    if (rows === 'gather' || rows === 'scatter') args[ARG.MOE_TOKEN_INDEX] = mk(plain([M], dt.s32), TI);
+    if (rows === 'scatter') args[ARG.MOE_TOKEN_KS] = mk(plain([M], dt.s32), KS);
     if (srcZps) args[ARG.ATTR_ZERO_POINTS | ARG.SRC] = mk(pd.queryMd('zero_points:src')!, srcZp);
     if (q === 'int') args[ARG.ATTR_ZERO_POINTS | ARG.DST] = mk(pd.queryMd('zero_points:dst')!, dstZp);
     if (biasMd) args[ARG.BIAS] = mk(biasMd, bias);
@@ -162,7 +174,7 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
 
     const want = new Float64Array(M * N);
     for (let r = 0; r < M; r++) {
-      const g = groupOf[r], e = map[g], t = TI[r];
+      const g = groupOf[r], e = map[g], t = rows === 'gather' ? TI[r] : r, d = rows === 'scatter' ? TI[r] * topK + KS[r] : r;
       for (let n = 0; n < N; n++) {
         let acc = 0;
         for (let k = 0; k < K; k++) {
@@ -175,7 +187,7 @@ export async function runCase(eng: Engine | GpuEngine, strm: Stream, s: MapShape
         if (q === 'int' || q === 'int_nozp') v += add[g * N + n];
         v /= dstScale[g];
         if (q === 'int') v += dstZp[g];
-        want[r * N + n] = q === 'int' ? toS32(v) : Math.fround(v);
+        want[d * N + n] = q === 'int' ? toS32(v) : Math.fround(v);
       }
     }
     return { implInfo: pd.implInfo, got, want };
