@@ -66,30 +66,3 @@ describe.each(CONFIGS)('matmul gather + expert map [%s]', (_n, opts) => {
     }
   });
 });
-
-describe('matmul expert map: per-group src / dst / src1 tensors are unimplemented (the kernels index them by expert)', () => {
-  // G = 2 groups over E = 5 experts: a [G] tensor read at map[g] would be past its end (found by a fuzz
-  // helper: every implementation read index map[g]). Per-row ones ([total_M, ...]) and per-expert weights' stay.
-  const G = 2, E = 5, K = 4, N = 3, M = 4;
-  const srcMd = memory.desc.grouped([M, K], dt.f32, G, [RUNTIME_DIM_VAL, K]), dstMd = memory.desc.grouped([M, N], dt.f32, G, [RUNTIME_DIM_VAL, N]);
-  const weiMd = memory.desc([E, K, N], dt.f32, tag.abc);
-  const cases: ReadonlyArray<readonly [string, (a: PrimitiveAttr) => void, string]> = [
-    ['src scales, mask 0 ([G])', (a) => a.setScales(ARG.SRC, 0), 'per-group src scales'],
-    ['dst scales, mask 0 ([G])', (a) => a.setScales(ARG.DST, 0), 'per-group dst scales'],
-    ['binary src1 [G, N]', (a) => a.postOps.appendBinary('binary_mul', memory.desc([G, N], dt.f32, tag.ab)), "per-group binary post-op 0's src1"],
-  ];
-  it.each(cases)('%s', async (_n, set, what) => {
-    const eng = await Engine.create({ threads: 1 });
-    try {
-      const attr = new PrimitiveAttr().setExpertMap();
-      set(attr);
-      expect(() => new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, attr)).toThrow(`unimplemented: matmul: with attr.setExpertMap, ${what} (one value per group) are not implemented`);
-      // per-row ones are fine
-      const ok = new PrimitiveAttr().setExpertMap().setScales(ARG.WEIGHTS, 1);
-      ok.postOps.appendBinary('binary_mul', memory.desc([M, 1], dt.f32, tag.ab));
-      expect(new matmul.PrimitiveDesc(eng, srcMd, weiMd, dstMd, ok).implInfo).toMatch(/^wasm:/);
-    } finally {
-      eng.release();
-    }
-  });
-});

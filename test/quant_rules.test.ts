@@ -175,7 +175,7 @@ describe.each(QUANT_ENGINES)('matmul pd rules [%s]', (_name, opts) => {
     });
 
     it.each([[[TM, N + 1]], [[G + 1, 1]], [[TM]], [[G, 2, N]], [[1, TM, N]]])('grouped M src1 of dims %j is invalid', (dims) => {
-      expectDnnlError(pdGM(bin(memory.desc(dims, dt.f32, 'abc'.slice(0, dims.length)))), 'invalid_arguments', `must be [total_M = ${TM}, ${N} or 1] (per row), [G = ${G}, ${N} or 1] (per expert) or [G, 1, ${N} or 1]`);
+      expectDnnlError(pdGM(bin(memory.desc(dims, dt.f32, 'abc'.slice(0, dims.length)))), 'invalid_arguments', `must be [total_M = ${TM}, ${N} or 1] (per row), [G = ${G}, ${N} or 1] (per group) or [G, 1, ${N} or 1]`);
     });
 
     it('a grouped src1 needs P#1, rows as the variable dim and dst\'s partition', () => {

@@ -21,7 +21,9 @@ export type QuantKind = 'scales' | 'zero_points';
 /**
  * Element of a values memory for a logical coordinate: `g * gStride + sum_i strides[i] * floor(idx[i] / blocks[i])`,
  * where `idx` is the coordinate in the argument's logical tensor (see {@link Fusion}) and `g` the
- * group (expert) the element belongs to. A stride of 0 broadcasts that dimension.
+ * group the element belongs to: with attr.setExpertMap the group itself, not its expert (values per
+ * expert, as the weights', go through the weights coordinate's expert index instead). A stride of 0
+ * broadcasts that dimension.
  */
 export interface IndexMap {
   readonly gStride: number;
@@ -67,7 +69,7 @@ export interface GluBackwardParam {
   readonly src: MemoryDesc;
   /** `[rows, 1]` f32 prob and dprob, when the op has `prob`. */
   readonly prob: MemoryDesc | undefined;
-  /** `[E]` f32 per-expert alpha / beta (cuDNN dSwiGLU), when the op takes them. */
+  /** `[E]` f32 per-expert alpha / beta (cuDNN dSwiGLU), when the op takes them; with attr.setExpertMap, at the group's expert. */
   readonly groupScales: MemoryDesc | undefined;
 }
 
@@ -78,7 +80,7 @@ export interface GluBackwardParam {
  * | kind | src idx | weights idx | dst / binary idx | g |
  * |---|---|---|---|---|
  * | dense | `[...batch, m, k]` (src's own dims) | `[...batch, k, n]` | `[...batch, m, n]` | 0 |
- * | grouped_m (P#1, P#2) | `[row, k]`, row absolute (`offs[g] + m`) | `[g, k, n]` | `[row, n]` | group |
+ * | grouped_m (P#1, P#2) | `[row, k]`, row absolute (`offs[g] + m`) | `[e, k, n]` (e: g's expert) | `[row, n]` | group |
  * | grouped_k | `[m, k]`, k absolute | `[k, n]`, k absolute | `[g, m, n]` | group |
  * | grouped_gemm expert i | `[m, k]` | `[k, n]` | `[m, n]` | 0 (values are per expert) |
  *

@@ -130,7 +130,8 @@ typedef struct group_view {
   const char* bias;    /* bias buffer and this group's element offset */
   size_t bias_off;
   int32_t rows, Kg, Kfull, N;
-  int32_t g;  /* group index (dense batched: batch index) */
+  int32_t g;   /* expert index: weights, bias, their scales / zero points (= grp without an expert map) */
+  int32_t grp; /* group index (dense batched: batch index): src / dst scales, zero points, binary src1 */
   int32_t r0; /* absolute row of the group's row 0 (scales, binary src1) */
   int32_t k0; /* absolute k of the group's k 0 (variable-K groups) */
   const int32_t* tix; /* MoE row maps from the group's row 0 (job.tok_idx + r0), or 0 */
@@ -213,10 +214,10 @@ INLINE size_t emb_index(const qarg_t* q, const group_view_t* v, int32_t k, int32
 }
 
 /* Whether s->a already holds this A block (the worker's previous tile packed it); records it if not,
-   assuming the caller packs it next. The group is part of the key: groups may share src rows (P#3
-   experts given the same memory) but fold different scales or zero points into the packed block. So
-   is the group's row map (v->tix, from its first row): gathered groups share base and offset, and with
-   an expert map two groups of one expert share g too (their rows once came from the first's block). */
+   assuming the caller packs it next. The group (v->grp, not its expert) is part of the key: groups may
+   share src rows (P#3 experts given the same memory) but fold different src scales or zero points into
+   the packed block. So is the group's row map (v->tix, from its first row): gathered groups share base
+   and offset. */
 INLINE int a_block_cached(scratch_t* s, int32_t g, const int32_t* rows, const char* base, size_t off, int32_t m0,
                           int32_t mc, int32_t k0, int32_t kc, int32_t ld) {
   if (s->a_base == base && s->a_g == g && s->a_rows == rows && s->a_off == off && s->a_m0 == m0 && s->a_mc == mc &&

@@ -140,8 +140,7 @@ static const float* load_bias_block(const job_t* j, const group_view_t* v, int32
 static void load_a_block(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t k0,
                          int32_t kc, size_t lda) {
   const operand_t A = v->A;
-  const int32_t g = v->g;
-  if (a_block_cached(s, g, v->tix, A.base, A.off, m0, mc, k0, kc, (int32_t)lda)) {
+  if (a_block_cached(s, v->grp, v->tix, A.base, A.off, m0, mc, k0, kc, (int32_t)lda)) {
     /* the previous tile of this worker left exactly this block in s->a */
   } else if (A.dt == DT_F32 && A.s1 == 1) {
 #define AROW(i) (a_row_elem(j, v, m0 + (i)) == SIZE_MAX ? (const uint32_t*)zero_row \
@@ -271,12 +270,14 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
   const char* src = (const char*)(uintptr_t)j->src;
   const char* wei = (const char*)(uintptr_t)j->wei;
   const char* dst = (const char*)(uintptr_t)j->dst;
-  /* The expert whose weights, bias and per-expert scales group g uses (expert_of: validated in load_groups). */
+  /* The expert whose weights, bias and weights scales / zero points group g uses (expert_of: validated
+     in load_groups); src / dst scales, zero points and binary src1 stay at the group (v->grp). */
   const int32_t e = j->expert_of ? ((const int32_t*)(uintptr_t)j->expert_of)[g] : g;
   v->bias = j->bias ? (const char*)(uintptr_t)j->bias : 0;
   v->bias_off = (size_t)e * j->b_g;
   v->N = j->N;
   v->g = e;
+  v->grp = g;
   v->r0 = 0;
   v->k0 = 0;
   v->tix = v->tks = 0;

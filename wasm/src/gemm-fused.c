@@ -197,8 +197,8 @@ static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, f
                        int32_t kc) {
   const qarg_t* qs = &j->q[Q_SRC_SCALE];
   const qarg_t* qz = &j->q[Q_SRC_ZP];
-  const void* sb = qs->st_k ? q_base(qs, v->g) : 0; /* per-row scales wait for the epilogue */
-  const void* zb = q_base(qz, v->g);
+  const void* sb = qs->st_k ? q_base(qs, v->grp) : 0; /* per-row scales wait for the epilogue */
+  const void* zb = q_base(qz, v->grp);
   float piece[MR][64];
   for (int32_t i0 = 0; i0 < t->mc; i0 += MR) {
     const int32_t rows = MIN(MR, t->mc - i0);
@@ -218,8 +218,8 @@ static void pack_a_f32(const job_t* j, const group_view_t* v, const tile_t* t, f
           int32_t len = pn - y0;
           if (sb) len = MIN(len, qs->blk_k - kabs % qs->blk_k);
           if (zb && qz->st_k) len = MIN(len, qz->blk_k - kabs % qz->blk_k);
-          const float z = zb ? (float)q_int(qz, zb, v->g, r, kabs, 0) : 0.0f;
-          const float sc = sb ? q_float(qs, sb, v->g, r, kabs, 0) : 1.0f;
+          const float z = zb ? (float)q_int(qz, zb, v->grp, r, kabs, 0) : 0.0f;
+          const float sc = sb ? q_float(qs, sb, v->grp, r, kabs, 0) : 1.0f;
           for (int32_t y = y0; y < y0 + len; y++) x[y] = (x[y] - z) * sc;
           y0 += len;
         }
@@ -444,15 +444,15 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
   const int32_t ldc = t->ldc;
   const qarg_t* qds = &j->q[Q_DST_SCALE];
   const qarg_t* qdz = &j->q[Q_DST_ZP];
-  const void* dsb = q_base(qds, v->g);
-  const void* dzb = q_base(qdz, v->g);
+  const void* dsb = q_base(qds, v->grp);
+  const void* dzb = q_base(qdz, v->grp);
   const operand_t C = v->C;
   /* dst scale / zero point varying along N: staged per tile (per row too if they also vary along rows) */
   const int ds_cols = dsb && qds->st_n, dz_cols = dzb && qdz->st_n;
   const int32_t r_first = MAX(dst_row(j, v, t->m0), 0); /* a padding row's values are never stored */
   for (int32_t x = 0; x < t->nc; x++) {
-    if (ds_cols) w->dscale[x] = q_float(qds, dsb, v->g, r_first, 0, t->n0 + x);
-    if (dz_cols) w->dzp[x] = (float)q_int(qdz, dzb, v->g, r_first, 0, t->n0 + x);
+    if (ds_cols) w->dscale[x] = q_float(qds, dsb, v->grp, r_first, 0, t->n0 + x);
+    if (dz_cols) w->dzp[x] = (float)q_int(qdz, dzb, v->grp, r_first, 0, t->n0 + x);
   }
   rowpre_t q = { 0, w, is_int, wzp, comp, has_bias, has_cscale, has_rscale, VF(1.0f), wasm_i32x4_splat(0),
                  wasm_i32x4_splat(0), wasm_i32x4_splat(0) };
@@ -466,8 +466,8 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
     if (drow == SIZE_MAX) continue; /* scatter: a padding row */
     if (r != r_first && ((ds_cols && qds->st_r) || (dz_cols && qdz->st_r)))
       for (int32_t xx = 0; xx < t->nc; xx++) {
-        if (ds_cols) w->dscale[xx] = q_float(qds, dsb, v->g, r, 0, t->n0 + xx);
-        if (dz_cols) w->dzp[xx] = (float)q_int(qdz, dzb, v->g, r, 0, t->n0 + xx);
+        if (ds_cols) w->dscale[xx] = q_float(qds, dsb, v->grp, r, 0, t->n0 + xx);
+        if (dz_cols) w->dzp[xx] = (float)q_int(qdz, dzb, v->grp, r, 0, t->n0 + xx);
       }
     q.x = c + (size_t)i * ldc;
     if (has_rscale) q.rs = VF(w->rscale[i]);
@@ -480,8 +480,8 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
       for (int32_t jj = 0; jj < t->nc; jj += 4) wasm_v128_store(c + (size_t)i * ldc + jj, pre(&q, jj));
       continue;
     }
-    const float ds_row = dsb && !ds_cols ? q_float(qds, dsb, v->g, r, 0, 0) : 1.0f;
-    const float dz_row = dzb && !dz_cols ? (float)q_int(qdz, dzb, v->g, r, 0, 0) : 0.0f;
+    const float ds_row = dsb && !ds_cols ? q_float(qds, dsb, v->grp, r, 0, 0) : 1.0f;
+    const float dz_row = dzb && !dz_cols ? (float)q_int(qdz, dzb, v->grp, r, 0, 0) : 0.0f;
     for (int32_t jj = 0; jj < t->nc; jj += 4) {
       const int32_t cnt = MIN(4, t->nc - jj);
       v128_t y;
@@ -506,7 +506,7 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
           for (int32_t l = 0; l < cnt; l++) t4[l] = load_any(C.base, C.dt, drow + (size_t)(n + l) * C.s1);
           y = VADD(y, VMUL(VF(o->alpha), wasm_v128_load(t4)));
         } else {
-          const v128_t s1 = load_lanes(po_base(o, v->g), o->alg, po_index(o, v->g, r, n), o->st_n, cnt);
+          const v128_t s1 = load_lanes(po_base(o, v->grp), o->alg, po_index(o, v->grp, r, n), o->st_n, cnt);
           y = o->kind == PO_BIN_MUL ? VMUL(y, s1) : VADD(y, s1);
         }
       }
@@ -576,7 +576,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
      (direct), no zero points and even blocks. */
   const int kvs = is_int && j->q[Q_WEI_SCALE].st_k != 0;
   const int32_t kblk = kvs ? j->q[Q_WEI_SCALE].blk_k : 0;
-  const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g;
+  /* Weights values follow the expert (g), src values the group (gr): they differ under an expert map. */
+  const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g, gr = v->grp;
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
   const int lowp = v->wfmt >= WEI_X8_P8; /* decoded in the microkernel (gemm-lowp.c; INT: s16-gemm-3x8w8 / w4) */
   /* Weights read straight from their packed panels (every segment starts on a panel). */
@@ -586,9 +587,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
 
   /* Per-column and per-row parameters of the tile (constant along K by construction of the path). */
   const qarg_t *qss = &j->q[Q_SRC_SCALE], *qws = &j->q[Q_WEI_SCALE], *qsz = &j->q[Q_SRC_ZP], *qwz = &j->q[Q_WEI_ZP];
-  const void* ssb = qss->st_k ? 0 : q_base(qss, g);
+  const void* ssb = qss->st_k ? 0 : q_base(qss, gr);
   const void* wsb = qws->st_k ? 0 : qws->emb ? v->wpacked : q_base(qws, g);
-  const void* szb = is_int ? q_base(qsz, g) : 0;
+  const void* szb = is_int ? q_base(qsz, gr) : 0;
   const void* wzb = is_int ? q_base(qwz, g) : 0;
   const int has_bias = v->bias != 0;
   int comp = 0;
@@ -610,14 +611,14 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
       w.czp[c0 + x] = w.csum[c0 + x] = 0;
     }
   }
-  if (ssb && !j->gather) decode_f32(w.rscale, (const char*)ssb, qss->dt, q_index(qss, g, v->r0 + m0, 0, 0), qss->st_r, mc);
+  if (ssb && !j->gather) decode_f32(w.rscale, (const char*)ssb, qss->dt, q_index(qss, gr, v->r0 + m0, 0, 0), qss->st_r, mc);
   for (int32_t i = 0; ssb && j->gather && i < mc; i++) { /* gather: rows of src are tokens */
     const int32_t r = src_row(j, v, m0 + i);
-    w.rscale[i] = r < 0 ? 1.0f : q_float(qss, ssb, g, r, 0, 0);
+    w.rscale[i] = r < 0 ? 1.0f : q_float(qss, ssb, gr, r, 0, 0);
   }
   for (int32_t i = 0; i < mc; i++) {
     const int32_t r = src_row(j, v, m0 + i);
-    w.rzp[i] = szb && r >= 0 ? q_int(qsz, szb, g, r, 0, 0) : 0;
+    w.rzp[i] = szb && r >= 0 ? q_int(qsz, szb, gr, r, 0, 0) : 0;
     if (w.rzp[i] < -32512 || w.rzp[i] > 32512) comp = 1; /* a - zp would leave int16 */
     w.rsum[i] = 0;
   }
@@ -637,7 +638,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     if (is_int && wzb) {
       s->a_base = 0;
       pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 1);
-    } else if (!a_block_cached(s, g, v->tix, v->A.base, v->A.off, m0, mc, k0, kc, KC)) {
+    } else if (!a_block_cached(s, gr, v->tix, v->A.base, v->A.off, m0, mc, k0, kc, KC)) {
       if (is_int) pack_a_s16(j, v, &t, &w, (int16_t*)s->a, KC, k0, kc, comp, 0);
       else pack_a_f32(j, v, &t, s->a, KC, k0, kc);
     } else fresh = 0;

@@ -11,9 +11,10 @@ import { FUSION_BINDING, fusionOperands, gluColumnWgsl, gluFnWgsl, mapFnWgsl, ty
  * FMA loop; the epilogue applies the GLU, the post-op chain in order, then `/ s_dst + zp_dst`.
  * Integer GEMMs stage `code - zp` as i32 and apply the (K-constant) src / weights scales per output.
  *
- * Coordinates passed to the maps (padded to three dims, wgsl_quant.ts): src `(g, bS, row, k)`,
- * weights `(g, bW, k, col)`, dst and binary `(g, g, row, n)`: the first dim is the batch (dense),
- * the group (grouped K dst) or absent (zero stride).
+ * Coordinates passed to the maps (padded to three dims, wgsl_quant.ts): src `(gq, bS, row, k)`,
+ * weights `(g, bW, k, col)`, dst and binary `(gq, gq, row, n)`: the first dim is the batch (dense),
+ * the group (grouped K dst) or absent (zero stride). `gq` is the group, `g` its expert (gemm_tiled.ts
+ * gemmTileWgsl): per-group values of src, dst and binary src1 follow the group under an expert map.
  *
  * The fusion uniform `Q` (binding 6): `Q[0].x` = dst columns; then each operand's map (2 x vec4u).
  */
@@ -48,7 +49,7 @@ function operandLoad(o: { buf: string; op: FusedOperand }, coords: string, int: 
 
 /** Statements setting `v` to the staged (dequantized) src element `idx` at (r, k). */
 export function fusionLoadA(f: GemmFusion, c: GemmTiledConfig, idx: string): string {
-  return stageLoad(f, wgslType(c.src), idx, 'g, bS, r, k', named(f, 'srcZp'), named(f, 'srcScale'), 'src');
+  return stageLoad(f, wgslType(c.src), idx, 'gq, bS, r, k', named(f, 'srcZp'), named(f, 'srcScale'), 'src');
 }
 
 /** Statements setting `v` to the staged (dequantized) weights element `idx` at (k, col). */
@@ -200,7 +201,7 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
   const srcRow = c.rows?.gather ? 'u32(max(TI[row], 0))' : c.rows?.scatter ? 'rr' : 'row';
   const ssc = named(f, 'srcScale'), wsc = named(f, 'weiScale');
   const colValue = (x: string, col: string): string => {
-    let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, `g, bS, ${srcRow}, 0u`, false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
+    let e = f.intAcc ? `f32(${x})${ssc ? ` * ${operandLoad(ssc, `gq, bS, ${srcRow}, 0u`, false)}` : ''}${wsc ? ` * ${operandLoad(wsc, `g, bW, 0u, ${col}`, false)}` : ''}` : x;
     if (Bi) e += ` + ${Bi.load('BIAS', biasIndexWgsl(c, `(${col})`))}`;
     return e;
   };
@@ -221,17 +222,17 @@ export function fusionEpilogueWgsl(f: GemmFusion, c: GemmTiledConfig): string {
 
 /**
  * The post-op chain (eltwise, binary `ix_bin*`, sum reading `D[di]`) then `/ s_dst + zp_dst`, as
- * statements on `v` at dst (row, cn) of expert g; shared by gemm-tiled and gemv-splitk.
+ * statements on `v` at dst (row, cn) of group gq; shared by gemm-tiled and gemv-splitk.
  */
 export function fusionChainWgsl(f: GemmFusion, dst: DataType): string {
   const dsc = named(f, 'dstScale'), dzp = named(f, 'dstZp');
   const chain = f.chain.map((s) => {
     if (s.kind === 'eltwise') return s.wgsl;
     if (s.kind === 'sum') return `v += ${s.scale === 1 ? '' : `${Math.fround(s.scale).toPrecision(9)}f * `}${wgslLoadRw(dst, 'D', 'di')};`;
-    const b = wgslType(f.binary[s.index].dt).load(`BIN${s.index}`, `ix_bin${s.index}(g, g, row, cn)`);
+    const b = wgslType(f.binary[s.index].dt).load(`BIN${s.index}`, `ix_bin${s.index}(gq, gq, row, cn)`);
     return s.alg === 'binary_mul' ? `v *= ${b};` : `v += ${b};`;
   });
-  if (dsc) chain.push(`v /= ${operandLoad(dsc, 'g, g, row, cn', false)};`);
-  if (dzp) chain.push(`v += ${operandLoad(dzp, 'g, g, row, cn', false)};`);
+  if (dsc) chain.push(`v /= ${operandLoad(dsc, 'gq, gq, row, cn', false)};`);
+  if (dzp) chain.push(`v += ${operandLoad(dzp, 'gq, gq, row, cn', false)};`);
   return chain.join('\n      ');
 }

@@ -132,26 +132,28 @@ struct Params { M: u32, K: u32, N: u32, lda: u32, ldwk: u32, ldwn: u32, wg: u32,
 @group(0) @binding(0) var<uniform> P: Params;`;
 
 /**
- * The schedule tile of this workgroup: g, m0, m1 (early return past the last tile: uniform), from the
- * schedule's table or (inline) found by the workgroup itself, which the main pass's workgroup (0, 0, 0)
- * reports violations for.
+ * The schedule tile of this workgroup: g (the expert), gq (the group: per-group src / dst values and
+ * binary src1), m0, m1 (early return past the last tile: uniform), from the schedule's table or
+ * (inline) found by the workgroup itself, which the main pass's workgroup (0, 0, 0) reports
+ * violations for.
  */
 function tileWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
   const pick = c.dense
-    ? `let g = 0u;
+    ? `let g = 0u; let gq = 0u;
   let m0 = t * ${c.rows}u;
   if (m0 >= P.M) { return; }
   let m1 = min(m0 + ${c.rows}u, P.M);`
     : c.inline
     ? `let tile = sched_tile(li, t, ${pass === 'main' ? 'wid.x == 0u && t == 0u' : 'false'});
   if (tile.x == 0u) { return; }
-  let g = tile.y;
+  let g = tile.y; let gq = tile.x - 1u;
   let m0 = tile.z;
   let m1 = tile.w;`
     : `if (t >= S[3]) { return; }
-  let g = S[4u + 3u * t];
-  let m0 = S[5u + 3u * t];
-  let m1 = S[6u + 3u * t];`;
+  let g = S[4u + 4u * t];
+  let m0 = S[5u + 4u * t];
+  let m1 = S[6u + 4u * t];
+  let gq = S[7u + 4u * t];`;
   return `
   let t = wid.y + wid.z * ${Y_FOLD}u;
   ${pick}
@@ -237,7 +239,7 @@ function helperTypes(c: GemvSplitKConfig): (DataType | undefined)[] {
 }
 
 /**
- * `fn put(g, rr, cn, a0[, a1])`: the epilogue of routed row rr, dst column cn from its GEMM column
+ * `fn put(g, gq, rr, cn, a0[, a1])`: the epilogue of routed row rr, dst column cn from its GEMM column
  * value(s) (a GLU: gate a0 and up a1): the scatter's dst row (-1: nothing written), bias, GLU, the
  * chain, the store (columns past the dst's skipped).
  */
@@ -247,14 +249,14 @@ function putFn(c: GemvSplitKConfig): string {
   // The integer GEMM's sums times the src scale (of the row read) and the weights' (of the column).
   const srcRow = c.moe.gather ? 'u32(max(TI[rr], 0))' : 'rr';
   const col = (x: string, cc: string): string => (f?.intAcc
-    ? `f32(${x})${f.srcScale ? ` * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(g, g, ${srcRow}, 0u)`)}` : ''}${f.weiScale ? ` * ${wgslType(f.weiScale.dt).load('WSC', `ix_wsc(g, g, 0u, ${cc})`)}` : ''}`
+    ? `f32(${x})${f.srcScale ? ` * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(gq, gq, ${srcRow}, 0u)`)}` : ''}${f.weiScale ? ` * ${wgslType(f.weiScale.dt).load('WSC', `ix_wsc(g, g, 0u, ${cc})`)}` : ''}`
     : x) + (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + (${cc}) * P.bn`)}` : '');
   const value = f?.glu
     ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
   var v = glu_act(${col('a0', 'gc')}, ${col('a1', 'uc')});`
     : `var v = ${col('a0', 'cn')};`;
   const T = accOf(c).s;
-  return `fn put(g: u32, rr: u32, cn: u32, a0: ${T}${f?.glu ? `, a1: ${T}` : ''}) {
+  return `fn put(g: u32, gq: u32, rr: u32, cn: u32, a0: ${T}${f?.glu ? `, a1: ${T}` : ''}) {
   if (cn >= P.DN) { return; }
   ${c.moe.scatter ? 'if (TI[rr] < 0) { return; }\n  let row = u32(TI[rr]) * P.topK + u32(KS[rr]);' : 'let row = rr;'}
   ${value}
@@ -443,8 +445,8 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   const srcAt = (r: number, k: string): string => {
     const ld = (t: DataType, buf: string, i: string): string => (int ? wgslType(t).loadInt! : wgslType(t).load)(buf, i);
     let e = ld(c.src, 'A', `ar${r} + ${k}`);
-    if (f?.srcZp) e = `(${e} - ${ld(f.srcZp.dt, 'SZP', `ix_szp(g, g, sr${r}, ${k})`)})`;
-    if (f?.srcScale && !int) e = `${e} * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(g, g, sr${r}, ${k})`)}`;
+    if (f?.srcZp) e = `(${e} - ${ld(f.srcZp.dt, 'SZP', `ix_szp(gq, gq, sr${r}, ${k})`)})`;
+    if (f?.srcScale && !int) e = `${e} * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(gq, gq, sr${r}, ${k})`)}`;
     return e;
   };
   const mac = (a: string, w: string, cc: string): string => (int ? `${cc} += ${a} * ${w};` : `${cc} = fma(${a}, ${w}, ${cc});`);
@@ -480,7 +482,7 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
       const v = `t${j >> 2}[${j & 3}]`;
       if (c.kSplit > 1) return `if (m0 + ${r}u < m1 && ${map.colOk(j)}) { PART[(kg * P.M + m0 + ${r}u) * P.N + col0 + ${j}u] = ${v}; }`;
       if (glu) return `tot[lane * ${C}u + ${j}u] = ${v};`;
-      return `if (m0 + ${r}u < m1) { put(g, m0 + ${r}u, n0 + lane * ${C}u + ${j}u, ${v}); }`;
+      return `if (m0 + ${r}u < m1) { put(g, gq, m0 + ${r}u, n0 + lane * ${C}u + ${j}u, ${v}); }`;
     }).join('\n    ')}`;
   let reduce = '';
   for (let r = 0; r < R; r++) {
@@ -493,7 +495,7 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   workgroupBarrier();`;
     if (glu && c.kSplit === 1) {
       reduce += `
-  if (li < ${map.TD}u && m0 + ${r}u < m1) { put(g, m0 + ${r}u, n0 + li, tot[${map.gate}], tot[${map.up}]); }`;
+  if (li < ${map.TD}u && m0 + ${r}u < m1) { put(g, gq, m0 + ${r}u, n0 + li, tot[${map.gate}], tot[${map.up}]); }`;
     }
   }
   return /* wgsl */ `
@@ -562,7 +564,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     let rr = m0 + i / ${TD}u;
     let cn = ct * ${TD}u + i % ${TD}u;
     if (rr < m1 && cn < P.DN) {
-      ${glu ? `${sum('glu_col(cn, 0u)', 'a0')}\n      ${sum('glu_col(cn, 1u)', 'a1')}\n      put(g, rr, cn, a0, a1);` : `${sum('cn', 'a0')}\n      put(g, rr, cn, a0);`}
+      ${glu ? `${sum('glu_col(cn, 0u)', 'a0')}\n      ${sum('glu_col(cn, 1u)', 'a1')}\n      put(g, gq, rr, cn, a0, a1);` : `${sum('cn', 'a0')}\n      put(g, gq, rr, cn, a0);`}
     }
   }
 }

@@ -19,7 +19,7 @@ import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING, biasIndexWgsl, dstIndexWgsl, epi
  * consecutive k of a row, spread over the banks). One family serves the three matmul kinds, which
  * differ only in where a tile's rows, expert and K range come from:
  *  - dense: tile (x = N tile, y = M tile, z = batch);
- *  - grouped_m: tile t of the device-written schedule (g, m0, m1) (grouped_schedule.ts);
+ *  - grouped_m: tile t of the device-written schedule (expert, m0, m1, group) (grouped_schedule.ts);
  *  - grouped_k: z = group, its K range from the validated offsets in the schedule.
  * Every row mode (gemm_rows.ts), fusion (GLU, scales, zero points, binary, sum) and binding window
  * takes this kernel. Accumulation is f32 (i32 for integer GEMMs) in a fixed k order: a second run
@@ -75,8 +75,10 @@ function kBlocksKey(kb: WeiKBlocks | undefined): string {
 }
 
 /**
- * Where a workgroup's tile lies: g (expert / batch / group), rows [m0, m1), the src / weights / dst
- * bases and the K range; returns early for a tile outside the schedule or this dispatch's window.
+ * Where a workgroup's tile lies: g (expert / batch / group), gq (the group: src / dst scales, zero
+ * points and binary src1 with one entry per group; g but under an expert map), rows [m0, m1), the src /
+ * weights / dst bases and the K range; returns early for a tile outside the schedule or this
+ * dispatch's window.
  */
 export function gemmTileWgsl(c: GemmTiledConfig): string {
   const { tm } = c;
@@ -85,9 +87,10 @@ export function gemmTileWgsl(c: GemmTiledConfig): string {
     c.mode === 'grouped_m' ? `
   let t = wid.y + wid.z * ${Y_FOLD}u;
   if (t >= S[3]) { return; }
-  let g = S[4u + 3u * t];
-  let m0 = S[5u + 3u * t];
-  let m1 = S[6u + 3u * t];
+  let g = S[4u + 4u * t];
+  let m0 = S[5u + 4u * t];
+  let m1 = S[6u + 4u * t];
+  let gq = S[7u + 4u * t];
   let aBase = 0u; let wBase = g * P.wg; let dBase = 0u; let k0 = 0u; let k1 = P.K;${R ? `
   // Zero tiles run in the first expert window only.
   if (select(g < P.eLo || g >= P.eHi, P.eLo != 0u, g == ${ZERO_TILE}u)) { return; }
@@ -95,12 +98,12 @@ export function gemmTileWgsl(c: GemmTiledConfig): string {
     c.mode === 'grouped_k' ? `
   // Dispatched over every (N, M, group) tile: nothing runs after the schedule found an error.
   if (S[3] == 0u) { return; }
-  let g = wid.z;
+  let g = wid.z; let gq = g;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, P.M);
   let aBase = 0u; let wBase = 0u; let dBase = g * P.db; let k0 = S[4u + g]; let k1 = S[5u + g];` : `
 ${R?.counts ? `  // Dispatched over every batch's capacity: nothing runs after the schedule found an error.
   if (S[3] == 0u) { return; }
-` : ''}  let g = wid.z;
+` : ''}  let g = wid.z; let gq = g;
   let m0 = wid.y * ${tm}u; let m1 = min(m0 + ${tm}u, ${R?.counts ? 'min(P.M, S[4u + g])' : 'P.M'});${R ? `
   if (m0 >= m1 || g < P.eLo || g >= P.eHi || m0 < P.rLo || m0 >= P.rHi) { return; }` : ''}
   let aBase = g * P.sb; let wBase = g * P.wg; let dBase = g * P.db; let k0 = 0u; let k1 = P.K;`);

@@ -194,7 +194,7 @@ function putFnWgsl(c: GemmTiledConfig): string {
   const f = c.fusion, glu = f?.glu, R = c.rows;
   const Bi = c.bias ? wgslType(c.bias) : undefined;
   const bias = (col: string): string => (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + row * P.bm + (${col}) * P.bn`)}` : '');
-  return `fn put(g: u32, dBase: u32, row: u32, cn: u32, x: f32${glu ? ', y: f32' : ''}) {
+  return `fn put(g: u32, gq: u32, dBase: u32, row: u32, cn: u32, x: f32${glu ? ', y: f32' : ''}) {
   if (cn >= ${f ? 'Q[0].x' : 'P.N'}) { return; }
   ${glu ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
   var v = glu_act(x${bias('gc')}, y${bias('uc')});` : `var v = x${bias('cn')};`}
@@ -269,8 +269,8 @@ export function gemmTiledVec4Wgsl(c: GemmTiledConfig): string {
       { let a = vec4f(${aOf(r)}); c${r}0 = fma(a, b0, c${r}0); c${r}1 = fma(a, b1, c${r}1); }`).join('');
   // The stores: dst row (a scatter's: token * topK + slot of the routed row, -1 not written), then per
   // column (a GLU: per dst column, its gate and up accumulators) fn put.
-  const puts = (r: number, j: string): string => (glu ? `put(g, dBase, row, n0 + 4u * tx + ${j}, c${r}0[${j}], c${r}1[${j}]);`
-    : `put(g, dBase, row, n0 + 4u * tx + ${j}, c${r}0[${j}]); put(g, dBase, row, n0 + 64u + 4u * tx + ${j}, c${r}1[${j}]);`);
+  const puts = (r: number, j: string): string => (glu ? `put(g, gq, dBase, row, n0 + 4u * tx + ${j}, c${r}0[${j}], c${r}1[${j}]);`
+    : `put(g, gq, dBase, row, n0 + 4u * tx + ${j}, c${r}0[${j}]); put(g, gq, dBase, row, n0 + 64u + 4u * tx + ${j}, c${r}1[${j}]);`);
   const stores = Array.from({ length: rm }, (_, r) => `
   { let rr = m0 + ${rowOf(r)};
     if (rr < m1${R?.scatter ? ' && TI[rr] >= 0' : ''}) {

@@ -9,8 +9,9 @@ import { rowMapRulesWgsl } from './gemm_rows.js';
  *
  * It is also the one place that reads the other runtime data of a matmul's rows (the cpu engine's
  * load_groups / check_row_maps, same rules, order and codes, ROW_ERR):
- *  - an expert map (attr.setExpertMap): entries checked against [0, experts); the tile table then
- *    holds the group's *expert*, so the GEMM indexes weights, bias and per-expert scales by it;
+ *  - an expert map (attr.setExpertMap): entries checked against [0, experts); each tile then holds
+ *    the group's *expert* (weights, bias, their scales / zero points) beside the group itself (src /
+ *    dst scales, zero points, binary src1 with one entry per group);
  *  - zero-filled ungrouped rows (attr.setZeroFillUngroupedRows): offsets[0] may be > 0, and the rows
  *    [0, offsets[0]) and [offsets[G], total) get tiles marked ZERO_TILE (the GEMM stores zeros there);
  *  - MoE row maps (gather / scatter): token ids and slots of the routed rows [0, offsets[G]) checked in
@@ -18,12 +19,13 @@ import { rowMapRulesWgsl } from './gemm_rows.js';
  *  - batched token counts (the `counts` mode): counts[g] in [0, capacity], copied to [4 + g].
  *
  * Schedule buffer (u32): [0..2] indirect args (x = N tiles, y, z), [3] tile count (0 on error),
- * [4 + 3t ..] tile t = (g, m0, m1). Tiles past 65535 fold into z (Y_FOLD per z step). Grouped K
- * (variable K per group) has no table: [4 + g] holds the validated offsets, args = (N tiles, M tiles, G);
- * batched counts likewise hold the validated counts at [4 + g].
+ * [4 + 4t ..] tile t = (e, m0, m1, g): expert e (= g without a map) and group g. Tiles past 65535
+ * fold into z (Y_FOLD per z step). Grouped K (variable K per group) has no table: [4 + g] holds the
+ * validated offsets, args = (N tiles, M tiles, G); batched counts likewise hold the validated counts
+ * at [4 + g].
  */
 export const SCHED_HEADER_WORDS = 4;
-export const SCHED_TILE_WORDS = 3;
+export const SCHED_TILE_WORDS = 4;
 export const Y_FOLD = 32768;
 /** The group word of a tile whose rows are in no group (attr.setZeroFillUngroupedRows): the GEMM stores zeros. */
 export const ZERO_TILE = 0xffffffff;
@@ -165,9 +167,9 @@ fn main(@builtin(local_invocation_index) li: u32) {
 function offsetsMainWgsl(c: ScheduleConfig, mapBad: string, expertOf: string): string {
   const rowMaps = c.rows !== 'none';
   return /* wgsl */ `
-fn tileAt(i: u32, g: u32, m0: u32, m1: u32) {
-  let t = 4u + 3u * i;
-  sched[t] = g; sched[t + 1u] = m0; sched[t + 2u] = m1;
+fn tileAt(i: u32, e: u32, m0: u32, m1: u32, g: u32) {
+  let t = 4u + 4u * i;
+  sched[t] = e; sched[t + 1u] = m0; sched[t + 2u] = m1; sched[t + 3u] = g;
 }
 
 @compute @workgroup_size(256)
@@ -219,7 +221,7 @@ fn main(@builtin(local_invocation_index) li: u32) {
       let m0 = u32(offs[g]);
       let m1 = u32(offs[g + 1u]);
       let e = ${expertOf};
-      for (var j = 0u; j < c; j++) { tileAt(start + j, e, m0 + j * P.tm, min(m0 + (j + 1u) * P.tm, m1)); }
+      for (var j = 0u; j < c; j++) { tileAt(start + j, e, m0 + j * P.tm, min(m0 + (j + 1u) * P.tm, m1), g); }
     }
     workgroupBarrier();
     if (li == 255u) { carry = start + c; }
@@ -233,8 +235,8 @@ fn main(@builtin(local_invocation_index) li: u32) {
     let c0 = (lead + P.tm - 1u) / P.tm;
     let c1 = (P.total - tail0 + P.tm - 1u) / P.tm;
     for (var j = li; j < c0 + c1; j += 256u) {
-      if (j < c0) { tileAt(n + j, ${ZERO_TILE}u, j * P.tm, min((j + 1u) * P.tm, lead)); }
-      else { let i = j - c0; tileAt(n + j, ${ZERO_TILE}u, tail0 + i * P.tm, min(tail0 + (i + 1u) * P.tm, P.total)); }
+      if (j < c0) { tileAt(n + j, ${ZERO_TILE}u, j * P.tm, min((j + 1u) * P.tm, lead), 0u); }
+      else { let i = j - c0; tileAt(n + j, ${ZERO_TILE}u, tail0 + i * P.tm, min(tail0 + (i + 1u) * P.tm, P.total), 0u); }
     }
     n += c0 + c1;
   }
@@ -332,9 +334,9 @@ export function inlineScheduleBindings(c: InlineScheduleConfig, report: boolean)
 }
 
 /**
- * WGSL of the in-kernel schedule: `fn sched_tile(li, t, designated) -> vec4u` = (1, group or
- * ZERO_TILE, m0, m1) for tile t, (0, ..) past the last tile or after a violation. Called by every
- * invocation in uniform control flow. Needs in the pass's `Params P`: G, total, hasOther, hasSizes,
+ * WGSL of the in-kernel schedule: `fn sched_tile(li, t, designated) -> vec4u` = (group + 1, its
+ * expert (the group without a map) or ZERO_TILE, m0, m1) for tile t (x = 1 on a ZERO_TILE tile), (0,
+ * ..) past the last tile or after a violation. Called by every invocation in uniform control flow. Needs in the pass's `Params P`: G, total, hasOther, hasSizes,
  * zeroFill, experts, topK, tokens; and (row maps) `TI` / `KS` declared by the pass. `report`: this
  * pass declares the status binding and reports (its designated workgroup does).
  *
@@ -445,7 +447,7 @@ fn sched_tile(li: u32, t: u32, designated: bool) -> vec4u {
       for (var j = li & ~15u; j < li; j++) { start += sc_c[j]; }
       if (t >= start && t < start + c) {
         let m0 = u32(OFFS[li]) + (t - start) * ${tm}u;
-        sc_tile = vec4u(1u, ${map ? 'u32(EMAP[li])' : 'li'}, m0, min(m0 + ${tm}u, u32(OFFS[li + 1u])));
+        sc_tile = vec4u(li + 1u, ${map ? 'u32(EMAP[li])' : 'li'}, m0, min(m0 + ${tm}u, u32(OFFS[li + 1u])));
       }
     }
     if (P.zeroFill == 1u && li == 0u && t >= sc_n) {

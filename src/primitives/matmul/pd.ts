@@ -290,14 +290,6 @@ export class PrimitiveDesc {
       if (zq) zeroPoints[arg] = resolveQuant(`matmul: zero points of ${arg}`, 'zero_points', arg, zq, shapes[arg]);
     }
     const binary = ops.flatMap((o, i) => (o.kind === 'binary' ? [PrimitiveDesc.binaryParam(p, o, i)] : []));
-    // With an expert map the kernels index every per-group operand by the group's expert (right for the
-    // weights' [E, ...] tensors), so a src / dst / src1 tensor with one entry per group ([G, ...]) would be
-    // read at map[g]: past its end, or another group's value. Per-row ones ([total_M, ...]) are right.
-    if (p.moe.expertMap) {
-      const perGroup = [...(['src', 'dst'] as const).flatMap((a) => [scales[a], zeroPoints[a]]).filter((q): q is QuantParam => q !== undefined && q.map.gStride !== 0).map((q) => `${q.arg} ${q.kind === 'scales' ? 'scales' : 'zero points'}`),
-        ...binary.filter((b) => b.map.gStride !== 0).map((b) => `binary post-op ${b.position}'s src1`)];
-      checkImpl(perGroup.length === 0, `matmul: with attr.setExpertMap, per-group ${perGroup.join(', ')} (one value per group) are not implemented: the kernels index them by expert; use per-row ones ([total_M, ...])`);
-    }
     return Object.freeze({ scales: Object.freeze(scales), zeroPoints: Object.freeze(zeroPoints), binary: Object.freeze(binary), glu: attr.postOps.glu, ...(gluBackward ? { gluBackward } : {}) });
   }
 
@@ -364,7 +356,7 @@ export class PrimitiveDesc {
     const { G, dstN: N } = p;
     const rows = p.moe.dstRows;
     const cols = (d: number): boolean => d === N || d === 1;
-    const shapes = `[total_M = ${rows}, ${N} or 1] (per row), [G = ${G}, ${N} or 1] (per expert) or [G, 1, ${N} or 1] (per expert, needed when G = total_M)`;
+    const shapes = `[total_M = ${rows}, ${N} or 1] (per row), [G = ${G}, ${N} or 1] (per group) or [G, 1, ${N} or 1] (per group, needed when G = total_M)`;
     if (md.isGrouped) {
       check(p.offsetsFrom === 'desc' && p.dst.isGrouped, `${what}: a grouped src1 needs grouped src/dst (Proposal #1); with the grouped-offsets attribute or a scatter pass a plain [${p.moe.scatterTopK ? 'T x topK' : 'total_M'} = ${rows}, ${N} or 1] src1`);
       check(md.ndims === 2 && md.grouped?.variableDim === 0 && md.dims[0] === rows && cols(md.dims[1]), `${what}: a grouped src1 must be [total_M = ${rows}, ${N} or 1] grouped by rows, got ${md}`);
@@ -373,12 +365,13 @@ export class PrimitiveDesc {
       return param(broadcastMap(md));
     }
     if (md.ndims === 2 && md.dims[0] === rows && cols(md.dims[1])) return param(broadcastMap(md));
-    // Per expert: the group index selects the row of src1 (g * strides[0]); dst rows broadcast.
+    // Per group: the group index g (not its expert map[g] under attr.setExpertMap) selects the row of
+    // src1 (g * strides[0]); dst rows broadcast.
     const last = md.ndims - 1;
-    const perExpert = { gStride: md.strides[0], strides: [0, md.dims[last] === 1 ? 0 : md.strides[last]], blocks: [1, 1] };
-    if (md.ndims === 2 && md.dims[0] === G && cols(md.dims[1])) return param(perExpert);
+    const perGroup = { gStride: md.strides[0], strides: [0, md.dims[last] === 1 ? 0 : md.strides[last]], blocks: [1, 1] };
+    if (md.ndims === 2 && md.dims[0] === G && cols(md.dims[1])) return param(perGroup);
     check(md.ndims === 3 && md.dims[0] === G && md.dims[1] === 1 && cols(md.dims[2]), `${what}: dims ${dims} must be ${shapes}`);
-    return param(perExpert);
+    return param(perGroup);
   }
 
   /**

@@ -228,14 +228,16 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
   const gbw = gluBackwardRows(p, a);
   const i2 = [0, 0], i3 = [0, 0, 0];
   for (let grp = 0; grp < p.G; grp++) {
-    // Everything indexed by the group (weights, bias, per-expert scales) follows its expert.
-    const r0 = offs[grp], rows = offs[grp + 1] - r0, g = expertOf[grp];
+    // What has one entry per expert (weights, bias, weights scales / zero points, glu_backward alpha /
+    // beta) follows the group's expert e; what has one per group (src / dst scales and zero points,
+    // binary src1 [G, ...]) stays at the group: the `g` of the index maps is grp.
+    const r0 = offs[grp], rows = offs[grp + 1] - r0, e = expertOf[grp];
     if (rows === 0) continue;
     const W = new Float64Array(K * N);
     for (let k = 0; k < K; k++) {
       for (let c = 0; c < N; c++) {
-        i3[0] = g; i3[1] = k; i3[2] = c;
-        W[k * N + c] = r.deqWei(r.wei(g * ws0 + k * ws1 + c * ws2), g, i3);
+        i3[0] = e; i3[1] = k; i3[2] = c;
+        W[k * N + c] = r.deqWei(r.wei(e * ws0 + k * ws1 + c * ws2), grp, i3);
       }
     }
     const A = new Float64Array(rows * K);
@@ -244,22 +246,22 @@ function refGroupedM(p: MatmulProblem, a: MatmulArgs): void {
       if (sr < 0) continue; // a gather's padding row: its dequantized src is 0
       for (let k = 0; k < K; k++) {
         i2[0] = sr; i2[1] = k;
-        A[m * K + k] = r.deqSrc(r.src(sr * ss0 + k * ss1), g, i2);
+        A[m * K + k] = r.deqSrc(r.src(sr * ss0 + k * ss1), grp, i2);
       }
     }
     const C = gemmF64(A, W, rows, K, N);
     for (let m = 0; m < rows; m++) {
       const row = dstRow(r0 + m);
       if (row < 0) continue; // a scatter's padding row is not written
-      const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [g, c])) : 0));
+      const col = (c: number): number => Math.fround(C[m * N + c] + (r.bias && p.bias ? r.bias(biasIndex(p.bias, [e, c])) : 0));
       if (gbw) {
-        gbw(row, g, col, (c, x) => r.dstW(row * ds0 + c * ds1, x));
+        gbw(row, e, col, (c, x) => r.dstW(row * ds0 + c * ds1, x));
         continue;
       }
       for (let n = 0; n < dstN; n++) {
         const di = row * ds0 + n * ds1;
         i2[0] = row; i2[1] = n;
-        r.dstW(di, r.ep.apply(r.ep.value(col, n, N), g, i2, () => r.dstR(di)));
+        r.dstW(di, r.ep.apply(r.ep.value(col, n, N), grp, i2, () => r.dstR(di)));
       }
     }
   }
