@@ -329,7 +329,7 @@ export class PrimitiveDesc {
       return {
         src: { dims: [sr, K], names: [p.moe.gather ? 'T' : 'total_M', 'K'], groupable: [1], perGroupG: G, table: [[0, []], [1, []], [3, [1]]], tensorDt: p.src.dataType, rowsPartition: p.offsetsFrom === 'desc' && p.src.isGrouped ? p.src : undefined },
         // Weights are indexed by expert: E = G unless groups are mapped to experts (attr.setExpertMap).
-        weights: { dims: [p.moe.experts, K, N], names: ['G', 'K', 'N'], groupable: [1, 2], perGroupG: undefined, table: [[0, []], [1, []], [5, []], [7, [1, 2]]], tensorDt: p.weights.dataType, rowsPartition: undefined },
+        weights: { dims: [p.moe.experts, K, N], names: [p.moe.expertMap ? 'E' : 'G', 'K', 'N'], groupable: [1, 2], perGroupG: undefined, table: [[0, []], [1, []], [5, []], [7, [1, 2]]], tensorDt: p.weights.dataType, rowsPartition: undefined },
         dst: { dims: [dr, dstN], names: [p.moe.scatterTopK ? 'T x topK' : 'total_M', 'N'], groupable: [], perGroupG: G, table: [[0, []]], tensorDt: p.dst.dataType, rowsPartition: undefined },
       };
     }
