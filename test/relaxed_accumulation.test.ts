@@ -249,3 +249,55 @@ describe('moe.layer accumulationMode: relaxed', () => {
     expectDnnlError(() => new moe.layer.PrimitiveDesc(e, { ...base, accumulationMode: 's32' }), 'unimplemented', "accumulationMode 's32'");
   });
 });
+
+describe('accumulation_mode relaxed: rows with an infinite or huge activation run the strict kernels', () => {
+  // The relaxed sums carry the codes' bias, corrected by bias x Σx per block (Inf - Inf for an infinite x), and
+  // codes scaled by up to 2^24 (a huge x overflows a partial sum): such a row takes the strict kernels, the other
+  // row of a 2-row tile keeps its relaxed bits (found by a fuzzer in session 18).
+  let eng: Engine, strm: Stream;
+  beforeAll(async () => { eng = await Engine.create({ threads: 1, kernels: 'simd128' }); strm = new Stream(eng); });
+  afterAll(() => eng.release());
+
+  async function run(wdt: DataType, mode: 'strict' | 'relaxed', M: number, K: number, N: number, x: number[], w: number[], blocks: boolean): Promise<{ out: Float32Array; impl: string }> {
+    const attr = new PrimitiveAttr().setAccumulationMode(mode);
+    if (blocks) attr.setScales(ARG.WEIGHTS, 3, [32, 1], dt.e8m0);
+    else attr.setScales(ARG.WEIGHTS, 2, []);
+    const srcMd = memory.desc([M, K], dt.f32, tag.ab), dstMd = memory.desc([M, N], dt.f32, tag.ab);
+    const pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([K, N], wdt, tag.any), dstMd, attr);
+    const src = Memory.create(srcMd, eng).write(x);
+    const plain = Memory.create(memory.desc([K, N], wdt, tag.ab), eng).write(w);
+    const sc = blocks ? Memory.create(memory.desc([K / 32, N], dt.e8m0, tag.ab), eng).write(new Array<number>((K / 32) * N).fill(2))
+      : Memory.create(memory.desc([N], dt.f32, tag.a), eng).write(new Array<number>(N).fill(0.5));
+    const wei = Memory.create(pd.queryMd('weights')!, eng), dst = Memory.create(dstMd, eng);
+    const r: Record<number, Memory> = { [ARG.FROM]: plain, [ARG.TO]: wei };
+    const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+    if (wei.desc.packed?.quant?.scales) r[ARG.ATTR_SCALES | ARG.WEIGHTS] = sc;
+    else args[ARG.ATTR_SCALES | ARG.WEIGHTS] = sc;
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, plain.desc, wei.desc)).execute(strm, r);
+    new matmul.Primitive(pd).execute(strm, args);
+    await strm.wait();
+    const out = Float32Array.from(dst.read());
+    [src, plain, sc, wei, dst].forEach((m) => m.free());
+    return { out, impl: pd.implInfo };
+  }
+
+  for (const wdt of INTS) {
+    it.each([false, true])(`${wdt}: Inf and 1e33 activations give strict's results; K blocks %s`, async (blocks) => {
+      const K = 64, N = 16;
+      const w = Array.from({ length: K * N }, (_, i) => 1 + (i % 3)); // positive codes of every type
+      const fine = Array.from({ length: K }, (_, k) => Math.fround(Math.sin(k * 1.7) * 0.9));
+      const inf = fine.slice(); inf[5] = Infinity;
+      const big = new Array<number>(K).fill(1e33);
+      for (const bad of [inf, big]) {
+        const strict = await run(wdt, 'strict', 1, K, N, bad, w, blocks), relaxed = await run(wdt, 'relaxed', 1, K, N, bad, w, blocks);
+        expect(relaxed.impl).toContain('+f32-gemm-1x16r');
+        expect(Array.from(relaxed.out)).toEqual(Array.from(strict.out));
+        expect(relaxed.out.every((v) => !Number.isNaN(v))).toBe(true);
+        // a 2-row tile: the bad row strict, the fine row the bits it has alone (relaxed)
+        const two = await run(wdt, 'relaxed', 2, K, N, [...bad, ...fine], w, blocks), alone = await run(wdt, 'relaxed', 1, K, N, fine, w, blocks);
+        expect(Array.from(two.out.subarray(0, N))).toEqual(Array.from(strict.out));
+        expect(Array.from(two.out.subarray(N))).toEqual(Array.from(alone.out));
+      }
+    });
+  }
+});

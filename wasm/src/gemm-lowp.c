@@ -198,6 +198,15 @@ INLINE void strict_row(const group_view_t* v, int np, int32_t ncp, int32_t kk, i
   }
 }
 
+/* Whether a row's activations suit the relaxed kernels: finite and at most 2^64 in magnitude. The relaxed sums
+   carry the codes' bias (corrected by bias x Σx per block: Inf - Inf for an infinite x) and codes scaled by up to
+   2^24 (a huge x overflows a partial sum); such a row runs the strict kernels instead (a fuzzer found both). */
+static int relaxed_row_ok(const float* a, int32_t len) {
+  for (int32_t k = 0; k < len; k++)
+    if (!(__builtin_fabsf(a[(size_t)k * MR]) <= 0x1p64f)) return 0;
+  return 1;
+}
+
 /* accumulation_mode relaxed (rfcs/0007): a 1-2 row tile x its panels (two per call) over the A block's
    [k0, k0 + kc), s8 / u8 / s4 / u4 / f4_e2m1 codes, no zero points. The K range is cut the same way for every panel and
    row (so the order depends on the geometry only): whole K blocks of scales, at most RELAXED_PIECE k and
@@ -228,8 +237,12 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
       len = MIN(len & ~3, RELAXED_PIECE);
       rel = 1;
     }
+    int ok[2] = { 1, 1 };
     if (rel)
-      for (int32_t r = 0; r < mc; r++) relaxed_xdup(a + r + (size_t)y * MR, (size_t)len, (size_t)(blk ? blk : len), !x8, xd[r], xs[r]);
+      for (int32_t r = 0; r < mc; r++) {
+        ok[r] = relaxed_row_ok(a + r + (size_t)y * MR, len);
+        if (ok[r]) relaxed_xdup(a + r + (size_t)y * MR, (size_t)len, (size_t)(blk ? blk : len), !x8, xd[r], xs[r]);
+      }
     for (int32_t p = 0, np; p < npan; p += np) {
       np = p + 1 < npan ? 2 : 1;
       const int32_t nb = sn + p * NR, ncp = MIN(NR * np, sw - p * NR);
@@ -248,12 +261,18 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
         if (s1 != sd) for (int32_t q = 0; q < NR * np; q++) sd[q] = s1[q];
         if (np == 1) for (int32_t q = NR; q < 16; q++) sd[q] = 1.0f;
       }
-      if (mc == 2) { /* both rows from one conversion of the codes */
+      if (mc == 2 && ok[0] && ok[1]) { /* both rows from one conversion of the codes */
         f32_gemm_2x16r(nc1, nc2, (size_t)len, (size_t)blk, xd[0], xs[0], xd[1], xs[1], pw, ps, cp, (size_t)ldc, acc, dt, sb ? sall : 0);
         continue;
       }
       for (int32_t r = 0; r < mc; r++) {
         float* cr = cp + (size_t)r * ldc;
+        const float* ar = a + r + (size_t)y * MR;
+        if (!ok[r]) { /* strict, block by block (the staged scales are the strict kernels' layout) */
+          if (!sb) strict_row(v, np, ncp, kk, len, ar, panel, cr, acc, 0);
+          for (int32_t b = 0; sb && b < nblk; b++) strict_row(v, np, ncp, kk + b * blk, blk, ar + (size_t)(b * blk) * MR, panel, cr, acc || b > 0, sall + 16 * b);
+          continue;
+        }
         if (x8) f32_gemm_1x16r8(nc1, nc2, (size_t)len, (size_t)blk, xd[r], xs[r], pw, ps, cr, acc, dt, sb ? sall : 0);
         else f32_gemm_1x16r4(nc1, nc2, (size_t)len, (size_t)blk, xd[r], xs[r], pw, ps, cr, acc, dt, sb ? sall : 0);
       }
