@@ -226,6 +226,24 @@ void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
   else rf4_row16(nc1, nc2, kc, bs, xd, xs, w, ps, c, accumulate, sq);
 }
 
+/* One plane of 4 bytes per lane (x8 codes, or f4 table values) into both rows' sums: bytes 0-2 masked, byte 3 by
+   SHR (arithmetic for the signed top byte of x8, logical for f4's). X, Y: the rows' activations. */
+#define ROWS2_BYTES(V, SHR, X, Y)                                                                  \
+  do {                                                                                             \
+    v128_t q = CVT(V, m0);                                                                         \
+    t0 = MADD(X, q, t0);                                                                           \
+    v0 = MADD(Y, q, v0);                                                                           \
+    q = CVT(V, m1);                                                                                \
+    t1 = MADD(X, q, t1);                                                                           \
+    v1 = MADD(Y, q, v1);                                                                           \
+    q = CVT(V, m2);                                                                                \
+    t2 = MADD(X, q, t2);                                                                           \
+    v2 = MADD(Y, q, v2);                                                                           \
+    q = wasm_f32x4_convert_i32x4(SHR(V, 24));                                                      \
+    t3 = MADD(X, q, t3);                                                                           \
+    v3 = MADD(Y, q, v3);                                                                           \
+  } while (0)
+
 /* Two rows (C rows c, c + ldc) x one panel of nc columns: each code converted once for both rows. Per row the
    same chains in the same order as the 1-row kernels above, so a row's bits do not depend on the tile height.
    sq: block b's 8 scales at sq + 16 b (the 1-row kernels' staging), or 0; xs0 / xs1: the rows' block sums. */
@@ -245,18 +263,7 @@ INLINE void r8_rows2(const int DT, size_t nc, size_t kc, size_t blen, const floa
     for (const uint8_t* const we = w + 8 * blen; w != we;) {
       const v128_t x = LDV(xd0, 0), y = LDV(xd1, 0);
       const v128_t r = wasm_v128_xor(wasm_v128_load(w), xb);
-      v128_t q = CVT(r, m0);
-      t0 = MADD(x, q, t0);
-      v0 = MADD(y, q, v0);
-      q = CVT(r, m1);
-      t1 = MADD(x, q, t1);
-      v1 = MADD(y, q, v1);
-      q = CVT(r, m2);
-      t2 = MADD(x, q, t2);
-      v2 = MADD(y, q, v2);
-      q = wasm_f32x4_convert_i32x4(wasm_i32x4_shr(r, 24));
-      t3 = MADD(x, q, t3);
-      v3 = MADD(y, q, v3);
+      ROWS2_BYTES(r, wasm_i32x4_shr, x, y);
       w += 16;
       xd0 += 4;
       xd1 += 4;
@@ -336,31 +343,9 @@ static void rf4_rows2(size_t nc, size_t kc, size_t blen, const float* restrict x
       const v128_t lo = lut_nibbles(lut, wasm_v128_and(r, m4));
       const v128_t hi = lut_nibbles(lut, wasm_v128_and(wasm_u32x4_shr(r, 4), m4));
       const v128_t x0 = LDV(xd0, 0), y0 = LDV(xd1, 0);
-      v128_t q = CVT(lo, m0);
-      t0 = MADD(x0, q, t0);
-      v0 = MADD(y0, q, v0);
-      q = CVT(lo, m1);
-      t1 = MADD(x0, q, t1);
-      v1 = MADD(y0, q, v1);
-      q = CVT(lo, m2);
-      t2 = MADD(x0, q, t2);
-      v2 = MADD(y0, q, v2);
-      q = wasm_f32x4_convert_i32x4(wasm_u32x4_shr(lo, 24));
-      t3 = MADD(x0, q, t3);
-      v3 = MADD(y0, q, v3);
+      ROWS2_BYTES(lo, wasm_u32x4_shr, x0, y0);
       const v128_t x1 = LDV(xd0, 16), y1 = LDV(xd1, 16);
-      q = CVT(hi, m0);
-      t0 = MADD(x1, q, t0);
-      v0 = MADD(y1, q, v0);
-      q = CVT(hi, m1);
-      t1 = MADD(x1, q, t1);
-      v1 = MADD(y1, q, v1);
-      q = CVT(hi, m2);
-      t2 = MADD(x1, q, t2);
-      v2 = MADD(y1, q, v2);
-      q = wasm_f32x4_convert_i32x4(wasm_u32x4_shr(hi, 24));
-      t3 = MADD(x1, q, t3);
-      v3 = MADD(y1, q, v3);
+      ROWS2_BYTES(hi, wasm_u32x4_shr, x1, y1);
       w += 16;
       xd0 += 8;
       xd1 += 8;
