@@ -244,6 +244,16 @@ void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
     v3 = MADD(Y, q, v3);                                                                           \
   } while (0)
 
+/* The end of K block B in the two-row kernels: both rows' sums folded into C (accumulating after block 0), each
+   row's block sum times the decoding offset as its correction, then the next block's staged scales. */
+#define FOLD_ROWS2(B)                                                                              \
+  do {                                                                                             \
+    const int acc = accumulate || (B) > 0;                                                         \
+    fold8(t0, t1, t2, t3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs0++)), sq, c, nc, acc);       \
+    fold8(v0, v1, v2, v3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs1++)), sq, c + ldc, nc, acc); \
+    if (sq) sq += 16;                                                                              \
+  } while (0)
+
 /* Two rows (C rows c, c + ldc) x one panel of nc columns: each code converted once for both rows. Per row the
    same chains in the same order as the 1-row kernels above, so a row's bits do not depend on the tile height.
    sq: block b's 8 scales at sq + 16 b (the 1-row kernels' staging), or 0; xs0 / xs1: the rows' block sums. */
@@ -268,10 +278,7 @@ INLINE void r8_rows2(const int DT, size_t nc, size_t kc, size_t blen, const floa
       xd0 += 4;
       xd1 += 4;
     }
-    const int acc = accumulate || b > 0;
-    fold8(t0, t1, t2, t3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs0++)), sq, c, nc, acc);
-    fold8(v0, v1, v2, v3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs1++)), sq, c + ldc, nc, acc);
-    if (sq) sq += 16;
+    FOLD_ROWS2(b);
   }
 }
 
@@ -324,10 +331,7 @@ INLINE void r4_rows2(const int DT, size_t nc, size_t kc, size_t blen, const floa
       xd0 += 8;
       xd1 += 8;
     }
-    const int acc = accumulate || b > 0;
-    fold8(t0, t1, t2, t3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs0++)), sq, c, nc, acc);
-    fold8(v0, v1, v2, v3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs1++)), sq, c + ldc, nc, acc);
-    if (sq) sq += 16;
+    FOLD_ROWS2(b);
   }
 }
 
@@ -350,10 +354,7 @@ static void rf4_rows2(size_t nc, size_t kc, size_t blen, const float* restrict x
       xd0 += 8;
       xd1 += 8;
     }
-    const int acc = accumulate || b > 0;
-    fold8(t0, t1, t2, t3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs0++)), sq, c, nc, acc);
-    fold8(v0, v1, v2, v3, p, wasm_f32x4_mul(off, wasm_f32x4_splat(*xs1++)), sq, c + ldc, nc, acc);
-    if (sq) sq += 16;
+    FOLD_ROWS2(b);
   }
 }
 
