@@ -113,6 +113,7 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'f16', int8: false, scales: false, fused: false, wei: dt.f16 },
   // ... where it gave f32:p8 panels (4 bytes a weight) before: the same bf16 values, in-process A/B.
   { name: 'bf16:f32p8', int8: false, scales: false, fused: false, wei: dt.bf16, f32Panels: true },
+  { name: 'f16:f32p8', int8: false, scales: false, fused: false, wei: dt.f16, f32Panels: true },
 ];
 const DEFAULT_VARIANTS = ['f32', 'int8', 'f32+fused', 'int8+fused'];
 
