@@ -13,6 +13,7 @@
 import {
   ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, algorithm, dt, matmul, memory, reorder, tag, type DataType,
 } from '../src/index.js';
+import { packedWeightsDesc } from '../src/memory/packed_weights.js';
 import { fillRandom, type Timing } from './timing.js';
 import { usefulFlops, type Workload } from './workloads.js';
 
@@ -56,6 +57,8 @@ interface Variant {
   readonly former?: boolean;
   /** attr accumulation_mode relaxed (rfcs/0007): the reordered decode kernels on the same packed weights. */
   readonly relaxed?: boolean;
+  /** bf16 / f16 weights reordered into an explicit `f32:p8` descriptor: what tag.any gave before `x16:p8` (in-process A/B). */
+  readonly f32Panels?: boolean;
 }
 
 /** The measured variants; the extra ones (`--variants=`) split the fused cost into its parts. */
@@ -105,6 +108,12 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'fp8-rt', int8: false, scales: true, fused: false, wei: dt.f8_e4m3, runtimeScales: true },
   { name: 'mxfp4-rt', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 }, runtimeScales: true },
   { name: 'nvfp4-rt', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 }, runtimeScales: true },
+  // 16-bit float weights, no scales: tag.any keeps their codes (x16:p8, 2 bytes a weight) ...
+  { name: 'bf16', int8: false, scales: false, fused: false, wei: dt.bf16 },
+  { name: 'f16', int8: false, scales: false, fused: false, wei: dt.f16 },
+  // ... where it gave f32:p8 panels (4 bytes a weight) before: the same bf16 values, in-process A/B.
+  { name: 'bf16:f32p8', int8: false, scales: false, fused: false, wei: dt.bf16, f32Panels: true },
+  { name: 'f16:f32p8', int8: false, scales: false, fused: false, wei: dt.f16, f32Panels: true },
 ];
 const DEFAULT_VARIANTS = ['f32', 'int8', 'f32+fused', 'int8+fused'];
 
@@ -116,7 +125,7 @@ const SCALE_BYTES: Partial<Record<DataType, number>> = { f32: 4, e8m0: 1, f8_e4m
 export function expertWeightBytes(variant: string, K: number, N: number): number {
   const v = VARIANTS.find((x) => x.name === variant)!;
   const wdt = v.wei ?? (v.int8 ? dt.s8 : dt.f32);
-  const codes = K * N * WEIGHT_BYTES[wdt]!;
+  const codes = K * N * (v.f32Panels ? 4 : WEIGHT_BYTES[wdt]!);
   if (!v.scales) return codes;
   return codes + (v.kBlock ? Math.ceil(K / v.kBlock.k) * N * SCALE_BYTES[v.kBlock.dt]! : N * 4);
 }
@@ -157,7 +166,7 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
   const anyMd = memory.desc([E, K, N], wdt, tag.any);
   // -rt: the codes-only packed layout (what a pd without weights scales picks), scales at execution.
   const codesMd = (): typeof anyMd => new matmul.PrimitiveDesc(eng, srcMd, anyMd, memory.desc.grouped([T, N], dt.f32, E, [RUNTIME_DIM_VAL, N])).queryMd('weights')!;
-  const weiReq = form === 'packed' ? (v.runtimeScales ? codesMd() : anyMd) : form === 'acb' ? memory.desc([E, K, N], wdt, tag.acb) : userMd;
+  const weiReq = form === 'packed' ? (v.f32Panels ? packedWeightsDesc([E, K, N]) : v.runtimeScales ? codesMd() : anyMd) : form === 'acb' ? memory.desc([E, K, N], wdt, tag.acb) : userMd;
   const pd = biasMd ? new matmul.PrimitiveDesc(eng, srcMd, weiReq, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiReq, dstMd, attr);
   const mems: Memory[] = [];
   const keep = <M extends Memory>(m: M): M => {
@@ -173,7 +182,7 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
     const x = new Float32Array(m.elementCount);
     fillRandom(x, seed, scale);
     const t = m.desc.dataType;
-    m.write(t === 'f32' || t.startsWith('f8') || t.startsWith('f4') ? x : x.map(Math.round));
+    m.write(t === 'f32' || t === 'bf16' || t === 'f16' || t.startsWith('f8') || t.startsWith('f4') ? x : x.map(Math.round));
   };
   fill(src, 3, v.int8 ? 200 : 1);
   const host: { src?: Float32Array; wei?: Float32Array; sc?: Float32Array } = {};
@@ -201,7 +210,9 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
     fillRandom(x, 4, wRange[wdt] ?? 0.05);
     host.wei = x.map(Math.round);
   }
-  let wei = cache.get(wmd.toString());
+  // (f32 panels of bf16 values are not the f32 variant's panels, though their descriptors are equal)
+  const cacheKey = `${wmd}${v.f32Panels ? `<-${wdt}` : ''}`;
+  let wei = cache.get(cacheKey);
   if (!wei) {
     const user = Memory.create(userMd, eng);
     fill(user, 4, wRange[wdt] ?? 0.05);
@@ -213,7 +224,7 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
       new reorder.Primitive(new reorder.PrimitiveDesc(eng, userMd, wmd)).execute(strm, r);
       temps.push(user);
     }
-    cache.set(wmd.toString(), wei);
+    cache.set(cacheKey, wei);
   }
   const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
   if (biasMd) {

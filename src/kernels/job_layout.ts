@@ -48,7 +48,7 @@ export const PATH = { f32: 0, f32_fused: 1, int: 2 } as const;
 /** What each path runs, for `pd.implInfo`: the microkernel, and `-fused` when the tile epilogue and decode-in-packing run around it. */
 export const PATH_KERNEL: Readonly<Record<number, string>> = { [PATH.f32]: 'f32-gemm-4x8', [PATH.f32_fused]: 'f32-gemm-4x8-fused', [PATH.int]: 's16-gemm-3x8' };
 export const ACC_MODE = { strict: 0, relaxed: 1 } as const;
-export const WEI_PACKED = { plain: 0, f32_p8: 1, x8_p8: 3, x4_p8k2: 4 } as const;
+export const WEI_PACKED = { plain: 0, f32_p8: 1, x8_p8: 3, x4_p8k2: 4, x16_p8: 5 } as const;
 export const GLU_CODE = { glu_swiglu: 1, glu_geglu_erf: 2, glu_geglu_tanh: 3, glu_swiglu_oai: 4 } as const;
 export const GLU_LAYOUT_CODE = { halves: 0, interleaved: 1, blocks32: 2 } as const;
 

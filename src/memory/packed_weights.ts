@@ -254,3 +254,44 @@ export function packWeightsLowpTs(code: (i: number) => number, dataType: DataTyp
           else out[g * expertBytes + p * panelBytes + (k >> 1) * PANEL + q] |= c << ((k & 1) * 4);
         }
 }
+
+/**
+ * `x16:p8` (bf16, f16): weights [G, K, N] (or [K, N]) stored per expert as ceil(N/8) panels of K x 8
+ * 16-bit codes, k-major (the 8 codes of k at panel byte 16k), N padded with code 0 (+0.0); K is not
+ * padded (the kernels take a lone last k). The stored codes, unconverted: a decode step streams 2 bytes
+ * per weight where `f32:p8` streams 4, and the kernels convert them in registers, exactly
+ * (wasm/src/f32-gemm-2x8wx16-wasmsimd.c), so the results are bitwise those of the same weights plain.
+ * The descriptor keeps the logical data type. No embedded scales / zero points: float weights with
+ * weights scales or zero points resolve to `f32:p8`.
+ */
+export const PACKED_X16 = 'x16:p8';
+export const X16_TYPES: readonly DataType[] = ['bf16', 'f16'];
+
+export function packedX16Geometry(dims: Dims): { G: number; K: number; N: number; panels: number; panelBytes: number; expertBytes: number } {
+  const { G, K, N, panels } = packedGeometry(dims);
+  const panelBytes = K * PANEL * 2;
+  return { G, K, N, panels, panelBytes, expertBytes: panels * panelBytes };
+}
+
+/** The packed descriptor for `tag.any` bf16 / f16 weights on the cpu engine's kernels. */
+export function packedX16WeightsDesc(dims: Dims, dataType: DataType): MemoryDesc {
+  if (!X16_TYPES.includes(dataType)) throw new DnnlError('invalid_arguments', `${PACKED_X16} holds ${X16_TYPES.join(' or ')} weights, got ${dataType}`);
+  const { G, expertBytes } = packedX16Geometry(dims);
+  return new MemoryDesc({ dims, dataType, format: 'packed', packed: { name: PACKED_X16, byteSize: G * expertBytes } });
+}
+
+/** Plain TypeScript x16 packing (engines without kernels): `src` the stored 16-bit codes, element strides `strides`. */
+export function packWeightsX16Ts(src: ArrayLike<number>, dims: Dims, strides: Dims, out: Uint16Array): void {
+  const { G, K, N, panels, panelBytes, expertBytes } = packedX16Geometry(dims);
+  const nd = dims.length;
+  const sg = nd === 3 ? strides[0] : 0, sk = strides[nd - 2], sn = strides[nd - 1];
+  for (let g = 0; g < G; g++)
+    for (let p = 0; p < panels; p++)
+      for (let k = 0; k < K; k++) {
+        const o = (g * expertBytes + p * panelBytes) / 2 + k * PANEL;
+        for (let q = 0; q < PANEL; q++) {
+          const n = p * PANEL + q;
+          out[o + q] = n < N ? src[g * sg + k * sk + n * sn] : 0;
+        }
+      }
+}

@@ -11,6 +11,8 @@ export interface KernelExports {
   check_decode_emb(dt: number, zp: number, src: number, dst: number, n: number): void;
   /** Tests: n (% 8 == 0) codes of an 8-bit job DT through the w8 microkernel's in-register decoder. */
   check_decode_w8(dt: number, src: number, dst: number, n: number): void;
+  /** Tests: n (% 8 == 0) bf16 / f16 codes (job DT) through the x16 microkernels' in-register conversion. */
+  check_decode_wx16(dt: number, src: number, dst: number, n: number): void;
   /** Tests: the fused epilogue's eltwise (job codes; 100 = erf) over n floats (n % 4 == 0). */
   check_eltwise(alg: number, alpha: number, beta: number, src: number, dst: number, n: number): void;
   /** Tests: decode n elements of a job DT to f32. */

@@ -124,8 +124,8 @@ INLINE void put_panel4(void* out, const void* in, size_t ld, int32_t kc) {
 typedef struct group_view {
   operand_t A, B, C;
   const void* wpacked; /* packed weights of this group, or 0 */
-  int wfmt;            /* their format: WEI_F32_P8, WEI_X8_P8 or WEI_X4_P8K2 (WEI_PLAIN when wpacked is 0) */
-  size_t wps;          /* x8 / x4 panels: bytes from one panel to the next (codes, embedded scales / zero points) */
+  int wfmt;            /* their format: WEI_F32_P8, WEI_X8_P8, WEI_X4_P8K2 or WEI_X16_P8 (WEI_PLAIN when wpacked is 0) */
+  size_t wps;          /* x8 / x4 / x16 panels: bytes from one panel to the next (codes, embedded scales / zero points) */
   uint32_t wso, wzo;   /* byte offsets in a panel of the embedded scales / zero points (lowp_view_geom) */
   const char* bias;    /* bias buffer and this group's element offset */
   size_t bias_off;
@@ -198,7 +198,10 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
                   float* block);
 float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n);
 int32_t lowp_code_int(const group_view_t* v, int32_t k, int32_t n);
-INLINE size_t lowp_panel_bytes(int wfmt, int32_t Kfull) { return (size_t)((Kfull + 1) & ~1) * (wfmt == WEI_X8_P8 ? NR : NR / 2); }
+INLINE size_t lowp_panel_bytes(int wfmt, int32_t Kfull) {
+  if (wfmt == WEI_X16_P8) return (size_t)Kfull * NR * 2; /* x16:p8: K unpadded (the kernels take a lone last k) */
+  return (size_t)((Kfull + 1) & ~1) * (wfmt == WEI_X8_P8 ? NR : NR / 2);
+}
 /* Sets v->wps / wso / wzo of a group with x8 / x4 weights from its K and the job's embedded q args. */
 void lowp_view_geom(const job_t* j, group_view_t* v);
 

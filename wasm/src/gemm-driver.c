@@ -169,17 +169,40 @@ static void load_a_block(const job_t* j, scratch_t* s, const group_view_t* v, in
   }
 }
 
+/* x16:p8 weights, 1-2 rows (decode): columns [n0, n0 + nc) over [k0, k0 + kc) of the panels into C (+)=, the
+   codes converted in registers; at the last K block (epi) the in-register epilogue of f32_gemm_4x8 follows as a
+   call of no k on the stored sums: f32 values stored and reloaded, so the bits are those of one call. */
+static void x16_tile_rows(const group_view_t* v, int32_t mc, int32_t n0, int32_t nc, int32_t k0, int32_t kc, const float* a,
+                          float* c, size_t ldc, int accumulate, epilogue_t* epi, const float* biasv) {
+  const int32_t npan = cdiv(nc, NR);
+  for (int32_t p = 0, np; p < npan; p += np) {
+    np = mc == 1 && p + 1 < npan ? 2 : 1;
+    const int32_t ncp = MIN(NR * np, nc - p * NR);
+    const uint16_t* pw = (const uint16_t*)((const uint8_t*)v->wpacked + (size_t)(n0 / NR + p) * v->wps) + (size_t)k0 * NR;
+    if (np == 2) f32_gemm_1x16wx16(NR, (size_t)(ncp - NR), (size_t)k0, (size_t)kc, a, pw, v->wps, c + p * NR, accumulate, v->B.dt);
+    else f32_gemm_2x8wx16((size_t)mc, (size_t)ncp, (size_t)k0, (size_t)kc, a, pw, c + p * NR, ldc, accumulate, v->B.dt);
+  }
+  if (!epi || (!biasv && !epi->n_elt)) return;
+  for (int32_t p = 0; p < npan; p++) {
+    epi->bias = biasv ? biasv + p * NR : 0;
+    f32_gemm_4x8((size_t)mc, (size_t)MIN(NR, nc - p * NR), 0, a, a, c + p * NR, ldc, 1, epi);
+  }
+}
+
 /* One GEMM tile of the fast f32 path: C[m0 : m0+mc, n0 : n0+nc], operands f32/bf16/f16. */
 static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
                      int32_t nc) {
   operand_t B = v->B, C = v->C;
   /* Plain weights: the N-block packed once (cached across this worker's M-blocks), then read as panels. */
   const float* wcache = plain_wcache(j, s, v, n0, nc);
-  const float* wpacked = wcache ? wcache : (const float*)v->wpacked;
+  /* x16:p8 (bf16 / f16 codes): 1-2 row tiles convert them in registers (f32_gemm_2x8wx16 / 1x16wx16, K
+     whole as on f32 panels), taller ones convert each K block's panels into s->b, then run as plain */
+  const int x16 = v->wfmt == WEI_X16_P8, x16_rows = x16 && mc <= TOUCH_MIN_ROWS;
+  const float* wpacked = wcache ? wcache : x16 ? 0 : (const float*)v->wpacked;
   const int32_t Kfull = wcache ? v->Kg : v->Kfull, Kg = v->Kg;
   const int32_t pan0 = wcache ? 0 : n0 / NR; /* the cache holds the tile's panels only */
   const int32_t NB = j->nb;
-  const int32_t KC = k_block(j, wpacked != 0, mc, Kg, 1, MR);
+  const int32_t KC = k_block(j, wpacked != 0 || x16_rows, mc, Kg, 1, MR);
   B.base += B.off * esz(B.dt);
   /* Rows go through a_row_elem / c_row_elem (MoE gather / scatter); C rows past the tile are never written. */
   const int dglu = j->n_po > 0 && j->po[0].kind == PO_DGLU; /* GLU backward epilogue (glu-bwd.c) */
@@ -208,7 +231,18 @@ static void run_tile(const job_t* j, scratch_t* s, const group_view_t* v, int32_
     const float* a = s->a;
     const float* bp;
     size_t panel_stride;
-    if (wpacked) {
+    if (x16_rows) {
+      x16_tile_rows(v, mc, n0, nc, k0, kc, a, c, ldc, accumulate, last ? &epi : 0, biasv);
+      accumulate = 1;
+      continue;
+    }
+    if (x16) {
+      for (int32_t p = 0; p < npan; p++)
+        decode_wx16((const uint16_t*)((const uint8_t*)v->wpacked + (size_t)(n0 / NR + p) * v->wps) + (size_t)k0 * NR, (size_t)kc,
+                    B.dt, s->b + (size_t)p * (size_t)kc * NR);
+      bp = s->b;
+      panel_stride = (size_t)kc * NR;
+    } else if (wpacked) {
       panel_stride = wcache ? wcache_stride(Kg) : (size_t)Kfull * NR;
       bp = wpacked + (size_t)pan0 * panel_stride + (size_t)k0 * NR;
     } else if (B.dt == DT_F32 && B.s1 == 1) {
@@ -328,7 +362,7 @@ static void view_group(const job_t* j, const int32_t* o, int32_t g, group_view_t
     v->B = (operand_t){ wei, (size_t)k0 * j->w_k, j->w_k, j->w_n, j->dt_wei };
     v->C = (operand_t){ dst, (size_t)g * j->d_g, j->d_0, j->d_1, j->dt_dst };
   }
-  /* Packed weights: w_g counts floats (f32:p8) or bytes (x8 / x4). */
+  /* Packed weights: w_g counts floats (f32:p8) or bytes (x8 / x4 / x16). */
   v->wpacked = j->wei_packed == WEI_F32_P8 ? (const void*)((const float*)wei + (size_t)e * j->w_g)
              : j->wei_packed >= WEI_X8_P8 ? (const void*)(wei + (size_t)e * j->w_g) : 0; /* w_g in bytes */
   v->wfmt = j->wei_packed;

@@ -26,6 +26,7 @@
 #include "lowp.h"
 #include "tile_io.h"
 #include "byte_tables.h"
+#include "lowp_gemm.h"
 
 INLINE size_t pad16(size_t x) { return (x + 15) & ~(size_t)15; }
 
@@ -50,7 +51,7 @@ void lowp_view_geom(const job_t* j, group_view_t* v) {
 
 /* Element index of weight (k, n) in its panel, as load_any / load_int count them (4-bit: nibbles). */
 INLINE size_t lowp_elem(const group_view_t* v, int32_t k, int32_t n) {
-  if (v->wfmt == WEI_X8_P8) return (size_t)k * NR + n % NR;
+  if (v->wfmt == WEI_X8_P8 || v->wfmt == WEI_X16_P8) return (size_t)k * NR + n % NR; /* x16: 16-bit elements */
   return 2 * ((size_t)(k >> 1) * NR + n % NR) + (size_t)(k & 1);
 }
 
@@ -84,18 +85,6 @@ INLINE void sbuf_e8m0(float* out, const uint8_t* in) {
     r = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), r, wasm_i32x4_eq(c, wasm_i32x4_splat(255)));
     wasm_v128_store(out + 4 * half, r);
   }
-}
-
-/* Four f16 (u32 lanes) as f32, f16_to_f32's values: exponent rebiased by an integer add (normal),
-   subnormals converted from their integer mantissa (no f32 subnormal operand: those take a slow
-   microcode path on x64), Inf / NaN keep their payload. */
-INLINE v128_t f16x4_to_f32(v128_t h) {
-  const v128_t em = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
-  const v128_t x = wasm_i32x4_shl(em, 13);
-  v128_t r = wasm_i32x4_add(x, wasm_i32x4_splat(112 << 23));
-  r = wasm_v128_bitselect(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(em), wasm_f32x4_splat(0x1p-24f)), r, wasm_i32x4_lt(em, wasm_i32x4_splat(0x400)));
-  r = wasm_v128_bitselect(wasm_v128_or(x, wasm_i32x4_splat(0x7f800000)), r, wasm_i32x4_gt(em, wasm_i32x4_splat(0x7bff)));
-  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
 }
 
 /* 8 embedded scales (one panel, one K block) as f32: the values load_any gives. */
@@ -281,9 +270,43 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
   }
 }
 
+/* x16:p8 (bf16 / f16 codes; the pds give them no weights zero points or scales): 1-row tiles two panels per
+   call, 2-row tiles one, converted in registers; taller tiles convert a piece of the panel once into L1
+   (`block`, LOWP_PIECE x 8 floats) and run f32_gemm_4x8 over it (pieces start on even k: the pairs of the
+   plain path). */
+static void x16_segment(const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda, int32_t k0, int32_t kc,
+                        float* c, int32_t ldc, int first, int32_t mc, float* block) {
+  const int dt = v->B.dt;
+  const int32_t npan = cdiv(sw, NR);
+  for (int32_t p = 0, np; p < npan; p += np) {
+    np = mc == 1 && p + 1 < npan ? 2 : 1;
+    const int32_t nb = sn + p * NR, ncp = MIN(NR * np, sw - p * NR);
+    const uint16_t* pw = (const uint16_t*)((const uint8_t*)v->wpacked + (size_t)(nb / NR) * v->wps) + (size_t)k0 * NR;
+    float* cp = c + p * NR;
+    if (np == 2) {
+      f32_gemm_1x16wx16(NR, (size_t)(ncp - NR), (size_t)k0, (size_t)kc, a, pw, v->wps, cp, !first, dt);
+    } else if (mc <= 2) {
+      f32_gemm_2x8wx16((size_t)mc, (size_t)ncp, (size_t)k0, (size_t)kc, a, pw, cp, (size_t)ldc, !first, dt);
+    } else {
+      touch_range(pw, (size_t)kc * NR * 2);
+      for (int32_t y = 0, len; y < kc; y += len) {
+        len = MIN(kc - y, LOWP_PIECE - (k0 + y) % LOWP_PIECE);
+        decode_wx16(pw + (size_t)y * NR, (size_t)len, dt, block);
+        for (int32_t i = 0; i < mc; i += MR)
+          f32_gemm_4x8((size_t)MIN(MR, mc - i), (size_t)ncp, (size_t)len, a + (size_t)i * lda + (size_t)y * MR, block,
+                       cp + (size_t)i * ldc, (size_t)ldc, !first || y > 0, 0);
+      }
+    }
+  }
+}
+
 void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw, const float* a, int32_t lda,
                   int32_t k0, int32_t kc, float* c, int32_t ldc, int first, int32_t mc, float* zbuf, float* sbuf,
                   float* block) {
+  if (v->wfmt == WEI_X16_P8) {
+    x16_segment(v, sn, sw, a, lda, k0, kc, c, ldc, first, mc, block);
+    return;
+  }
   const qarg_t* qs = &j->q[Q_WEI_SCALE];
   const qarg_t* qz = &j->q[Q_WEI_ZP];
   /* a per-column scale waits for the epilogue */

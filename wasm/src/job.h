@@ -19,8 +19,10 @@ enum { PATH_F32 = 0, PATH_F32_FUSED = 1, PATH_INT = 2 };
    3 x8:p8 (8-bit codes [ceil(N/8)][Kp][8] bytes per group), 4 x4:p8k2 (4-bit codes, k-pairs in one
    byte, [ceil(N/8)][Kp/2][8] bytes); Kp = K rounded up to even; wasm/src/gemm-lowp.c. The x8 / x4
    panels serve both the f32 x low-precision kernels and the integer path. (2 was the integer path's
-   own int16 layout, gone since that path reads the code panels.) */
-enum { WEI_PLAIN = 0, WEI_F32_P8 = 1, WEI_X8_P8 = 3, WEI_X4_P8K2 = 4 };
+   own int16 layout, gone since that path reads the code panels.) 5 x16:p8 (bf16 / f16 codes
+   [ceil(N/8)][K][8] uint16 per group, no K padding; f32-gemm-2x8wx16-wasmsimd.c), read by the fast path
+   (gemm-driver.c run_tile) and the fused f32 path (gemm-lowp.c), never by the integer path. */
+enum { WEI_PLAIN = 0, WEI_F32_P8 = 1, WEI_X8_P8 = 3, WEI_X4_P8K2 = 4, WEI_X16_P8 = 5 };
 /* How a job learns where each group lives: a canonical offsets buffer (P#1 grouped memory, P#2
    offsets attribute), uniform groups (dense and batched matmul: group g starts at g * group stride),
    or a table of per-group pointers with the rows of each group in a runtime-dims buffer (P#3). */

@@ -46,6 +46,18 @@
     }                                                                                                  \
   } while (0)
 
+/* Four f16 (u32 lanes) as f32, f16_to_f32's values: exponent rebiased by an integer add (normal),
+   subnormals converted from their integer mantissa (no f32 subnormal operand: those take a slow
+   microcode path on x64), Inf / NaN keep their payload. */
+INLINE v128_t f16x4_to_f32(v128_t h) {
+  const v128_t em = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
+  const v128_t x = wasm_i32x4_shl(em, 13);
+  v128_t r = wasm_i32x4_add(x, wasm_i32x4_splat(112 << 23));
+  r = wasm_v128_bitselect(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(em), wasm_f32x4_splat(0x1p-24f)), r, wasm_i32x4_lt(em, wasm_i32x4_splat(0x400)));
+  r = wasm_v128_bitselect(wasm_v128_or(x, wasm_i32x4_splat(0x7f800000)), r, wasm_i32x4_gt(em, wasm_i32x4_splat(0x7bff)));
+  return wasm_v128_or(r, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
 /* Eight int16 lanes (one k's 8 columns) as two f32x4. */
 INLINE void i16_to_f32x8(v128_t h, v128_t* lo, v128_t* hi) {
   *lo = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(h));

@@ -1,5 +1,5 @@
 /* Weights packing as an op job on the workers (issue 19): the reorders into f32:p8 / f32:p8t
-   (src/memory/packed_weights.ts: the layouts and their TypeScript packers) and x8:p8 / x4:p8k2, and a
+   (src/memory/packed_weights.ts: the layouts and their TypeScript packers), x8:p8 / x4:p8k2 and x16:p8, and a
    plain byte copy (the streaming rate the bench compares them with). Tiles are blocks of PB panels x KB
    k of one group (the shapes below): a tile reads KB rows of PB x 8 columns, one panel after the other,
    and writes one contiguous run; K above KB takes K blocks one after the other, each block's strips in
@@ -57,7 +57,7 @@ static void panel_values(const pack_job_t* j, int32_t g, int32_t p, uint8_t* pan
   for (size_t x = (size_t)j->qnkb * run; x % 16; x++) panel[j->qoff + x] = 0;
 }
 
-enum { PACK_F32 = 0, PACK_X8 = 1, PACK_X4 = 2, PACK_COPY = 3 };
+enum { PACK_F32 = 0, PACK_X8 = 1, PACK_X4 = 2, PACK_COPY = 3, PACK_X16 = 4 };
 /* Tile shapes per format: PB panels are one 64-byte column strip of row-major source rows (2 f32
    panels of 32 bytes a row, 8 x8 panels of 8, 16 x4 panels of 4), KB k tall. A tile then writes one
    contiguous run (its panels are adjacent in the output: PB x KB x the panel's row bytes, 64-128 KiB),
@@ -67,6 +67,9 @@ enum { PACK_F32 = 0, PACK_X8 = 1, PACK_X4 = 2, PACK_COPY = 3 };
    x4 2.2-2.5 / 2.0-2.4; these f32 1.3-1.5 / 1.2-1.4, x8 1.8 / 1.6, x4 1.6 / 1.6: the writes, not the
    strided reads, were what cost (the copy writes one stream). */
 enum { PB_F32 = 2, KB_F32 = 2048, PB_X8 = 8, KB_X8 = 1024, PB_X4 = 16, KB_X4 = 1024, COPY_TILE = 65536 };
+/* x16:p8: 4 panels of 16 bytes a row are the 64-byte strip, as above (not measured apart: the f32 shape's
+   reasoning, half the bytes per k). */
+enum { PB_X16 = 4, KB_X16 = 2048 };
 
 /* f32 panels (8 columns, K x 8 floats each, panel p of group g at out + (g npan + p) K 8). */
 static void tile_f32(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int32_t k0, int32_t kc) {
@@ -145,6 +148,23 @@ static void tile_x8(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int3
   }
 }
 
+/* x16:p8 panels (bf16 / f16 codes copied as stored, K x 8 uint16 each, no K padding): rows contiguous
+   along n give one 16-byte load and store per panel and k. */
+static void tile_x16(const pack_job_t* j, int32_t g, int32_t p0, int32_t np, int32_t k0, int32_t kc) {
+  const int32_t npan = cdiv(j->N, NR), N = j->N; /* locals: stores may alias the job */
+  const size_t sk = (size_t)j->sk, sn = (size_t)j->sn, ps = (size_t)j->ps;
+  const uint16_t* w = (const uint16_t*)(uintptr_t)j->src + (size_t)g * (size_t)j->sg;
+  for (int32_t p = p0; p < p0 + np; p++) {
+    uint16_t* o = (uint16_t*)((uint8_t*)(uintptr_t)j->dst + ((size_t)g * npan + p) * ps) + (size_t)k0 * NR;
+    const uint16_t* r = w + (size_t)(p * NR) * sn + (size_t)k0 * sk;
+    if (sn == 1 && p * NR + NR <= N)
+      for (int32_t k = 0; k < kc; k++, o += NR, r += sk) wasm_v128_store(o, wasm_v128_load(r));
+    else
+      for (int32_t k = 0; k < kc; k++, o += NR, r += sk)
+        for (int32_t q = 0; q < NR; q++) o[q] = p * NR + q < N ? r[(size_t)q * sn] : 0;
+  }
+}
+
 /* 16 bytes of rows k (b) and k + 1 (c) of a row-major 4-bit source (32 codes each, even n in the low
    nibbles) as the k pair's bytes of 4 panels: lo = panels 0-1, hi = panels 2-3, 8 bytes each. */
 static inline void x4_pair(v128_t b, v128_t c, v128_t* lo, v128_t* hi) {
@@ -211,9 +231,9 @@ int run_pack_weights(op_head_t* h) {
     }
     return done;
   }
-  const int32_t npan = cdiv(j->N, NR), Kp = j->fmt == PACK_F32 ? j->K : (j->K + 1) & ~1;
-  const int32_t kb = j->fmt == PACK_F32 ? KB_F32 : j->fmt == PACK_X8 ? KB_X8 : KB_X4; /* even (x4 pairs) */
-  const int32_t pbs = j->fmt == PACK_F32 ? PB_F32 : j->fmt == PACK_X8 ? PB_X8 : PB_X4;
+  const int32_t npan = cdiv(j->N, NR), Kp = j->fmt == PACK_F32 || j->fmt == PACK_X16 ? j->K : (j->K + 1) & ~1;
+  const int32_t kb = j->fmt == PACK_F32 ? KB_F32 : j->fmt == PACK_X8 ? KB_X8 : j->fmt == PACK_X16 ? KB_X16 : KB_X4; /* even (x4 pairs) */
+  const int32_t pbs = j->fmt == PACK_F32 ? PB_F32 : j->fmt == PACK_X8 ? PB_X8 : j->fmt == PACK_X16 ? PB_X16 : PB_X4;
   const int32_t pblocks = cdiv(npan, pbs), kblocks = MAX(cdiv(Kp, kb), 1), per_g = pblocks * kblocks;
   for (int32_t t; (t = op_next_tile(h)) < j->G * per_g; done++) {
     /* K blocks outer, panel blocks inner (K above KB): consecutive tiles take the strips of one band of rows. */
@@ -221,8 +241,9 @@ int run_pack_weights(op_head_t* h) {
     const int32_t p0 = pb * pbs, np = MIN(pbs, npan - p0), k0 = kk * kb, kc = MIN(kb, Kp - k0);
     if (j->fmt == PACK_F32) tile_f32(j, g, p0, np, k0, kc);
     else if (j->fmt == PACK_X8) tile_x8(j, g, p0, np, k0, kc);
+    else if (j->fmt == PACK_X16) tile_x16(j, g, p0, np, k0, kc);
     else tile_x4(j, g, p0, np, k0, kc);
-    if (j->fmt != PACK_F32 && k0 + kc == Kp) { /* the codes' zero padding to 16 bytes, inside the panel */
+    if ((j->fmt == PACK_X8 || j->fmt == PACK_X4) && k0 + kc == Kp) { /* the codes' zero padding to 16 bytes, inside the panel */
       const size_t cb = (size_t)Kp * (j->fmt == PACK_X4 ? NR / 2 : NR);
       for (int32_t p = p0; p < p0 + np; p++) {
         uint8_t* o = (uint8_t*)(uintptr_t)j->dst + ((size_t)g * npan + p) * (size_t)j->ps;

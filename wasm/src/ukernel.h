@@ -101,3 +101,12 @@ void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* z
 void f32_gemm_1x16w4_kb(size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs, const float* restrict a,
                         const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* zq,
                         const float* sq);
+
+/* x16:p8 panels of bf16 / f16 codes (f32-gemm-2x8wx16-wasmsimd.c): w the codes of k0 (the 8 codes of k at w + 8k),
+   converted exactly in registers; accumulation and rows as f32_gemm_2x8w8 / f32_gemm_1x16w8 (ps: bytes between the
+   two panels), no zero points or scales. decode_wx16: kc k of such a panel into out [kc][8] f32. */
+void f32_gemm_2x8wx16(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint16_t* restrict w,
+                      float* restrict c, size_t ldc, int accumulate, int dt);
+void f32_gemm_1x16wx16(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint16_t* restrict w,
+                       size_t ps, float* restrict c, int accumulate, int dt);
+void decode_wx16(const uint16_t* w, size_t kc, int dt, float* out);

@@ -1,8 +1,8 @@
 import type { DataType } from '../../common/data_type.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
-import { packedLowpWeightsDesc, packedWeightsDesc, panelQuantKey, PACKED_P8, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
-import { kernelName, lowpSuffix } from '../matmul/wasm_matmul.js';
+import { packedLowpWeightsDesc, panelQuantKey, PACKED_P8, PACKED_X16, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
+import { floatWeightsLayout, isX16, kernelName, lowpSuffix } from '../matmul/wasm_matmul.js';
 import type { Engine } from '../../runtime/engine.js';
 import { GROUP_MODE, GROUP_REC, JOB, JOB_DT_ALL, JOB_ERR, JOB_KIND, MAX_PO, PATH, WEI_PACKED, scratchBytes } from '../../kernels/job_layout.js';
 import { writeEpilogue } from '../../kernels/epilogue.js';
@@ -47,7 +47,11 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
-    if (p.experts.some((e) => e.weights.format === 'packed' && ![PACKED_P8, PACKED_X8, PACKED_X4].includes(e.weights.packed?.name ?? ''))) return 'unknown packed layout';
+    if (p.experts.some((e) => e.weights.format === 'packed' && ![PACKED_P8, PACKED_X8, PACKED_X4, PACKED_X16].includes(e.weights.packed?.name ?? ''))) return 'unknown packed layout';
+    // x16:p8 experts: the job has one weights data type, which plain and x16 experts' codes share.
+    const coded = p.experts.filter((e) => e.weights.format !== 'packed' || isX16(e.weights));
+    if (p.experts.some((e) => isX16(e.weights)) && coded.some((e) => e.weights.dataType !== coded[0].weights.dataType)) return `experts with ${PACKED_X16} weights must share their data type with every plain or ${PACKED_X16} expert`;
+    if (p.experts.some((e) => isX16(e.weights) && (e.fusion.scales.weights || e.fusion.zeroPoints.weights))) return `${PACKED_X16} weights with weights scales / zero points (their tag.any layout is ${PACKED_P8})`;
     const plan = planExperts(p);
     if (typeof plan === 'string') return plan;
     // x8 / x4 weights: the job has one weights data type (the decoder's), on the fused or integer path.
@@ -68,7 +72,7 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
     return undefined;
   },
   weightsLayout(e: Expert) {
-    if (FLOAT_TYPES.includes(e.weights.dataType)) return packedWeightsDesc(e.weights.dims);
+    if (FLOAT_TYPES.includes(e.weights.dataType)) return floatWeightsLayout(e.weights.dims, e.weights.dataType, !!(e.fusion.scales.weights || e.fusion.zeroPoints.weights));
     // x8 / x4 codes for both paths; the f32 kernels' scales / zero points beside the panels (`+q`).
     if ([...X8_TYPES, ...X4_TYPES].includes(e.weights.dataType))
       return packedLowpWeightsDesc(e.weights.dims, e.weights.dataType, takesIntPath(e.src.dataType, e.weights.dataType, e.fusion, ROLES) ? undefined : panelQuantOf(e.fusion));
@@ -175,7 +179,8 @@ class Executor {
     // One dt_wei serves every plain expert (packed panels are always f32 and ignore it), so take it
     // from the first plain expert, not expert 0, which may be packed while the others are bf16/f16.
     const plainWei = p.experts.find((e) => e.weights.format !== 'packed');
-    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : lowpSuffix(e0.weights) ? dt(e0.weights.dataType) : JOB_DT_ALL.f32);
+    const x16Wei = p.experts.find((e) => isX16(e.weights));
+    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : x16Wei ? dt(x16Wei.weights.dataType) : lowpSuffix(e0.weights) ? dt(e0.weights.dataType) : JOB_DT_ALL.f32);
     set('dt_dst', dt(e0.dst.dataType));
     if (this.plan.path === PATH.f32) writeEpilogue(i32, this.f32, p.attr);
     const G = p.G, slot = (qa: QuantArg, kind: 'scales' | 'zeroPoints'): number => (kind === 'scales' ? 0 : 3) + (qa === 'src' ? 0 : qa === 'weights' ? 1 : 2);
@@ -206,7 +211,8 @@ class Executor {
       this.t32[o + GROUP_REC.w_k / 4] = packed ? 0 : e.weights.strides[0];
       this.t32[o + GROUP_REC.w_n / 4] = packed ? 0 : e.weights.strides[1];
       const name = e.weights.packed?.name;
-      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : name === PACKED_X8 ? WEI_PACKED.x8_p8 : name === PACKED_X4 ? WEI_PACKED.x4_p8k2 : WEI_PACKED.f32_p8;
+      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : name === PACKED_X8 ? WEI_PACKED.x8_p8 : name === PACKED_X4 ? WEI_PACKED.x4_p8k2
+        : name === PACKED_X16 ? WEI_PACKED.x16_p8 : WEI_PACKED.f32_p8;
     });
     return this.job;
   }

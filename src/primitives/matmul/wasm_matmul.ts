@@ -1,7 +1,7 @@
 import type { DataType } from '../../common/data_type.js';
 import {
-  packedGeometry, packedLowpGeometry, packedLowpWeightsDesc, packedWeightsDesc, panelQuantKey, PACKED_P8, PACKED_X4, PACKED_X8,
-  X4_TYPES, X8_TYPES,
+  packedGeometry, packedLowpGeometry, packedLowpWeightsDesc, packedWeightsDesc, packedX16Geometry, packedX16WeightsDesc, panelQuantKey,
+  PACKED_P8, PACKED_X16, PACKED_X4, PACKED_X8, X16_TYPES, X4_TYPES, X8_TYPES,
 } from '../../memory/packed_weights.js';
 import { MemoryDesc } from '../../memory/desc.js';
 import { tagToStrides } from '../../memory/format_tag.js';
@@ -35,7 +35,21 @@ export function matmulRoles(p: MatmulProblem): { roles: Roles; binary: Role[] } 
   return { roles: { src: ['g', 'r', 'k'], weights: ['g', 'k', 'n'], dst: ['g', 'r', 'n'], zeroG }, binary: ['g', 'r', 'n'] };
 }
 
-const KNOWN_PACKED: readonly string[] = [PACKED_P8, PACKED_X8, PACKED_X4];
+const KNOWN_PACKED: readonly string[] = [PACKED_P8, PACKED_X8, PACKED_X4, PACKED_X16];
+
+/** Whether weights are in the `x16:p8` layout (bf16 / f16 codes, converted in registers on the f32 paths). */
+export function isX16(md: MemoryDesc): boolean {
+  return md.format === 'packed' && md.packed?.name === PACKED_X16;
+}
+
+/**
+ * The layout `tag.any` float weights resolve to on the cpu kernels: bf16 / f16 keep their codes
+ * (`x16:p8`, 2 bytes per weight) unless the fusion has weights scales / zero points (those stay on the
+ * `f32:p8` panels, which the fused path scales as it packs); f32 takes `f32:p8`. Shared with grouped_gemm.
+ */
+export function floatWeightsLayout(dims: readonly number[], dataType: DataType, hasWeightsQuant: boolean): MemoryDesc {
+  return X16_TYPES.includes(dataType) && !hasWeightsQuant ? packedX16WeightsDesc(dims, dataType) : packedWeightsDesc(dims);
+}
 
 /** `-w8` / `-w4` for weights in the x8 / x4 packed layouts (the microkernel decodes them), else ''. */
 export function lowpSuffix(md: MemoryDesc): string {
@@ -50,6 +64,7 @@ export function lowpSuffix(md: MemoryDesc): string {
  */
 export function kernelName(plan: FusedPlan | string, weights: MemoryDesc): string {
   const path = typeof plan === 'string' ? PATH.f32 : plan.path;
+  if (isX16(weights)) return `f32-gemm-4x8-wx16${path === PATH.f32 ? '' : '-fused'}`;
   const w = lowpSuffix(weights);
   return w ? `${path === PATH.int ? PATH_KERNEL[PATH.int] : 'f32-gemm-4x8'}${w}` : PATH_KERNEL[path];
 }
@@ -107,6 +122,7 @@ export const wasmMatmul: MatmulImpl = {
       if (md.format !== 'any' && md.format !== 'packed' && !fits32(md)) return `${name} is too large for 32-bit indexing`;
     }
     if (p.weights.format === 'packed' && !KNOWN_PACKED.includes(p.weights.packed?.name ?? '')) return `packed layout ${p.weights.packed?.name} is not one of ${KNOWN_PACKED.join(', ')}`;
+    if (isX16(p.weights) && (p.fusion.scales.weights || p.fusion.zeroPoints.weights)) return `${PACKED_X16} weights with weights scales / zero points (their tag.any layout is ${PACKED_P8})`;
     if (p.kind === 'grouped_k' && p.weights.format !== 'blocked' && p.weights.format !== 'grouped') return 'variable-K weights must be plain (not packed)';
     if (p.bias) {
       if (!FLOAT_TYPES.includes(p.bias.dataType)) return `bias data type ${p.bias.dataType} (kernels take f32, bf16, f16 bias)`;
@@ -129,7 +145,8 @@ export const wasmMatmul: MatmulImpl = {
   weightsLayout(p) {
     // More than one batch dim: the panels hold one batch dim of experts; the kernels read plain weights in place.
     if (p.kind === 'dense' && p.batch.length > 1) return plainWeights(p.weights);
-    if (FLOAT_TYPES.includes(p.weights.dataType)) return packedWeightsDesc(p.weights.dims);
+    if (FLOAT_TYPES.includes(p.weights.dataType))
+      return p.kind === 'grouped_k' ? packedWeightsDesc(p.weights.dims) : floatWeightsLayout(p.weights.dims, p.weights.dataType, !!(p.fusion.scales.weights || p.fusion.zeroPoints.weights));
     // 8-bit and 4-bit weights: their codes in panels, decoded in registers right before the FMAs (f32 x
     // low-precision) or the int16 dot products (W8A8 / W4A8): one layout, so one reorder serves both.
     // For the f32 kernels the weights' scales / zero points are stored beside the panels (`+q`); the
@@ -339,7 +356,10 @@ export class WasmMatmulExecutor implements MatmulExecutor {
       this.set('d_g', batched ? ds[0] : 0);
       this.set('d_0', d0); this.set('d_1', d1);
       const weiBatched = p.weights.ndims === 3 && p.weights.dims[0] !== 1;
-      if (lowpSuffix(p.weights)) {
+      if (isX16(p.weights)) {
+        this.set('wei_packed', WEI_PACKED.x16_p8);
+        this.set('w_g', weiBatched ? packedX16Geometry(p.weights.dims).expertBytes : 0);
+      } else if (lowpSuffix(p.weights)) {
         this.set('wei_packed', p.weights.packed?.name === PACKED_X8 ? WEI_PACKED.x8_p8 : WEI_PACKED.x4_p8k2);
         this.set('w_g', weiBatched ? packedLowpGeometry(p.weights.dims, p.weights.dataType, p.weights.packed?.quant).expertBytes : 0);
       } else if (p.weights.format === 'packed') {

@@ -1,6 +1,6 @@
 /**
  * Reorders into packed weights as one op job on the engine's workers (wasm/src/pack-weights.c, issue
- * 19): f32:p8 / f32:p8t, x8:p8, x4:p8k2 (their codes; a `+q` layout's scales / zero points are written
+ * 19): f32:p8 / f32:p8t, x8:p8, x4:p8k2, x16:p8 (their codes; a `+q` layout's scales / zero points are written
  * by the host beside them), and a plain byte copy, the streaming rate a packing is measured against.
  * The bytes are those of the single-threaded packers at any thread count (tiles own their bytes).
  */
@@ -16,7 +16,7 @@ const PACK_JOB = {
 } as const;
 
 /** pack_job_t.fmt. */
-export const PACK_FMT = { f32: 0, x8: 1, x4: 2, copy: 3 } as const;
+export const PACK_FMT = { f32: 0, x8: 1, x4: 2, copy: 3, x16: 4 } as const;
 
 /** What to pack: [G, K, N] weights with element strides (sg, sk, sn) from src into dst. */
 export interface PackGeometry {
@@ -29,7 +29,7 @@ export interface PackGeometry {
   readonly sg: number;
   readonly sk: number;
   readonly sn: number;
-  /** Bytes per x8 / x4 panel (the layout's stride); for a copy, the byte count. */
+  /** Bytes per x8 / x4 / x16 panel (the layout's stride); for a copy, the byte count. */
   readonly ps: number;
   /** `+q` per-column values of one byte size the job copies beside the panels (pack-weights.c pack_job_t). */
   readonly values?: { readonly src: number; readonly off: number; readonly bytes: number; readonly nkb: number; readonly sg: number; readonly sb: number; readonly pad: number };

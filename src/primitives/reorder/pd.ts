@@ -3,7 +3,7 @@ import { dimsEqual } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { created, requireLive } from '../../runtime/live_engine.js';
 import { MemoryDesc } from '../../memory/desc.js';
-import { PACKED_P8, PACKED_P8T, PACKED_X4, PACKED_X8, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
+import { PACKED_P8, PACKED_P8T, PACKED_X16, PACKED_X4, PACKED_X8, X16_TYPES, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import { gpuReorderImplList, type GpuReorderImpl, type GpuReorderProblem } from './webgpu_reorder.js';
@@ -60,7 +60,7 @@ export class PrimitiveDesc {
     check(!src.hasRuntimeDims, 'reorder: dims must be known');
     PrimitiveDesc.checkTypes(src, dst);
     if (dst.format === 'packed') {
-      checkImpl([PACKED_P8, PACKED_P8T, PACKED_X8, PACKED_X4].includes(dst.packed?.name ?? '') || onGpu, `reorder: packed layout ${dst.packed?.name} is not supported`);
+      checkImpl([PACKED_P8, PACKED_P8T, PACKED_X8, PACKED_X4, PACKED_X16].includes(dst.packed?.name ?? '') || onGpu, `reorder: packed layout ${dst.packed?.name} is not supported`);
       check(src.ndims === 2 || src.ndims === 3, `reorder: packed weights must be 2D [K,N] or 3D [G,K,N], got ${src.ndims} dims`);
     }
     this.srcEngine = srcEngine;
@@ -96,6 +96,9 @@ export class PrimitiveDesc {
         check(spec.groups.length === src.ndims && spec.mask < 1 << src.ndims, `reorder: the ${what} embedded in ${dst.packed.name}+q need a mask over and one group per weights dim (${src.ndims})`);
         check(spec.groups.every((g, i) => g >= 1 && src.dims[i] % g === 0), `reorder: weights dims [${src.dims.join(',')}] must be multiples of the embedded ${what}' groups [${spec.groups.join(',')}]`);
       }
+    } else if (dst.format === 'packed' && dst.packed?.name === PACKED_X16) {
+      // the codes are copied as stored: no conversion into or between 16-bit types
+      checkImpl(X16_TYPES.includes(src.dataType) && dst.dataType === src.dataType, `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_X16} is not supported (${X16_TYPES.join(', ')} to the same type)`);
     } else if (dst.format === 'packed') {
       checkImpl(floats.includes(src.dataType) && floats.includes(dst.dataType), `reorder: ${src.dataType} -> ${dst.dataType} ${PACKED_P8} is not supported (f32, bf16, f16)`);
     } else {
@@ -129,7 +132,7 @@ export class PrimitiveDesc {
     if (this.gpu) return this.gpu.impl.describe(this.gpu.problem);
     const name = this.dst.packed?.name;
     const q = this.dst.packed?.quant ? 'q' : '';
-    const tag = name === PACKED_P8T ? 'p8t' : name === PACKED_X8 ? `x8p8${q}` : name === PACKED_X4 ? `x4p8k2${q}` : 'p8';
+    const tag = name === PACKED_P8T ? 'p8t' : name === PACKED_X8 ? `x8p8${q}` : name === PACKED_X4 ? `x4p8k2${q}` : name === PACKED_X16 ? 'x16p8' : 'p8';
     return this.kind === 'pack' && this.engine.kind === 'cpu' && this.engine.kernels ? `wasm:${this.engine.isa}:pack-${tag}` : `ref:${this.kind}`;
   }
 }

@@ -2,8 +2,8 @@ import { DnnlError, check } from '../../common/status.js';
 import { dtBits, encodeArray, isSubByteType } from '../../common/data_type.js';
 import { getVerbose, now, verboseLine } from '../../common/verbose.js';
 import {
-  PACKED_P8T, PACKED_X4, PACKED_X8, packPanelQuantTs, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs,
-  packedLowpGeometry, panelQuantBlockK, panelQuantValues,
+  PACKED_P8T, PACKED_X16, PACKED_X4, PACKED_X8, packPanelQuantTs, packTransposedWeightsTs, packWeightsLowpTs, packWeightsTs,
+  packWeightsX16Ts, packedLowpGeometry, packedX16Geometry, panelQuantBlockK, panelQuantValues,
 } from '../../memory/packed_weights.js';
 import { Memory } from '../../memory/memory.js';
 import { GpuMemory } from '../../memory/gpu_memory.js';
@@ -125,6 +125,7 @@ export class Primitive {
       }
       return { fmt: name === PACKED_X8 ? PACK_FMT.x8 : PACK_FMT.x4, dt: 0, G, K, N, sg, sk, sn, ps: lg.panelBytes, values };
     }
+    if (name === PACKED_X16) return { fmt: PACK_FMT.x16, dt: 0, G, K, N, sg, sk, sn, ps: packedX16Geometry(src.dims).panelBytes };
     if (name === PACKED_P8T) return { fmt: PACK_FMT.f32, dt: JOB_DT[src.dataType], G, K: N, N: K, sg, sk: sn, sn: sk, ps: 0 };
     return { fmt: PACK_FMT.f32, dt: JOB_DT[src.dataType], G, K, N, sg, sk, sn, ps: 0 };
   }
@@ -172,6 +173,10 @@ export class Primitive {
       out.fill(0);
       packWeightsLowpTs(code, src.dataType, src.dims, src.strides, out, dst.packed.quant);
       this.writePanelQuant(to, quant);
+      return;
+    }
+    if (this.pd.kind === 'pack' && dst.packed?.name === PACKED_X16) {
+      packWeightsX16Ts(from.values, src.dims, src.strides, new Uint16Array(engine.buffer, to.handles[0], dst.getSize(0) / 2));
       return;
     }
     if (this.pd.kind === 'pack' && dst.packed?.name === PACKED_P8T) {
