@@ -5,7 +5,7 @@
  */
 import { ARG, Engine, Memory, Stream, memory, reorder, tag, type DataType } from '../src/index.js';
 import type { MemoryDesc } from '../src/memory/desc.js';
-import { packedLowpWeightsDesc, packedTransposedWeightsDesc, packedWeightsDesc, panelQuantValues, type PanelQuant } from '../src/memory/packed_weights.js';
+import { packedLowpWeightsDesc, packedTransposedWeightsDesc, packedWeightsDesc, packedX16WeightsDesc, panelQuantValues, type PanelQuant } from '../src/memory/packed_weights.js';
 import { PACK_FMT, packTask } from '../src/primitives/reorder/pack_job.js';
 
 export interface ReorderRow {
@@ -23,6 +23,7 @@ const kq: PanelQuant = { scales: { dataType: 'f32', mask: 7, groups: [1, 32, 1] 
 const LAYOUTS: readonly { name: string; dt: DataType; to: (d: number[]) => MemoryDesc; quant?: PanelQuant }[] = [
   { name: 'f32 abc -> f32:p8', dt: 'f32', to: (d) => packedWeightsDesc(d) },
   { name: 'f32 abc -> f32:p8t', dt: 'f32', to: (d) => packedTransposedWeightsDesc(d) },
+  { name: 'bf16 abc -> x16:p8', dt: 'bf16', to: (d) => packedX16WeightsDesc(d, 'bf16') },
   { name: 's8 abc -> x8:p8', dt: 's8', to: (d) => packedLowpWeightsDesc(d, 's8') },
   { name: 's4 abc -> x4:p8k2', dt: 's4', to: (d) => packedLowpWeightsDesc(d, 's4') },
   { name: 's4 abc -> x4:p8k2+q (k32 f32)', dt: 's4', to: (d) => packedLowpWeightsDesc(d, 's4', kq), quant: kq },
@@ -30,11 +31,11 @@ const LAYOUTS: readonly { name: string; dt: DataType; to: (d: number[]) => Memor
 
 /** Groups of `dt` weights [G', K, N] with the bytes of f32 weights `base` = [G, K, N]. */
 function groupsFor(base: readonly number[], dt: DataType): number {
-  const perF32 = dt === 'f32' ? 1 : dt === 's8' ? 4 : 8;
+  const perF32 = dt === 'f32' ? 1 : dt === 'bf16' ? 2 : dt === 's8' ? 4 : 8;
   return base[0] * perF32;
 }
 
-/** base [G, K, N]: f32 weights, the other types with as many bytes (groupsFor); `only` filters layouts by name prefix (f32, s8, s4). */
+/** base [G, K, N]: f32 weights, the other types with as many bytes (groupsFor); `only` filters layouts by name prefix (f32, bf16, s8, s4). */
 export async function reorderBench(base: number[], threads: number, isa: 'auto' | 'simd128' | 'relaxed', rounds: number, only?: string[]): Promise<ReorderRow[]> {
   const eng = await Engine.create({ threads, kernels: isa });
   const strm = new Stream(eng);

@@ -329,7 +329,9 @@ describe('reorder into x16:p8', () => {
     const kern = await Engine.create({ threads: 2, kernels: 'simd128' });
     const ref = await Engine.create({ threads: 1, kernels: 'none' });
     try {
-      for (const [dims, t] of [[[2, 13, 19], tag.abc], [[2, 13, 19], tag.acb], [[9, 16], tag.ab], [[9, 16], tag.ba], [[1, 5, 3], tag.abc]] as const) {
+      for (const [dims, t] of [[[2, 13, 19], tag.abc], [[2, 13, 19], tag.acb], [[9, 16], tag.ab], [[9, 16], tag.ba], [[1, 5, 3], tag.abc],
+        // whole 4-panel strips (the packer's k-outer path) beside a partial tail, and K over one K block (2048)
+        [[2, 13, 45], tag.abc], [[3, 7, 64], tag.abc], [[1, 2050, 33], tag.abc], [[40, 33], tag.ab]] as const) {
         const to = packedX16WeightsDesc(dims, wdt);
         const packs: Uint16Array[] = [];
         let codes: Uint16Array | undefined;
