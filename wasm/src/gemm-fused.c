@@ -532,10 +532,12 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
 #define FACC_OFFSET (INT_PIECE * NR / 2)
 
 /* The 8 weights scales of one panel (C columns cc ..) for the K block holding kabs: in the panel (`+q`)
-   or gathered from the runtime scales; padding columns 0 (their sums are 0 too). */
-static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t kabs, int32_t nb, int32_t cnt, float* out) {
+   or gathered from the runtime scales; padding columns 0 (their sums are 0 too). times: 0.5 for f4_e2m1
+   weights on the integer path (their sums are of 2 v), else 1; a power of two, so exact. */
+static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t kabs, int32_t nb, int32_t cnt, float* out, float times) {
   if (qs->emb) decode_f32(out, (const char*)v->wpacked, qs->dt, emb_index(qs, v, kabs, nb), 1, cnt);
   else for (int32_t x = 0; x < cnt; x++) out[x] = q_float(qs, q_base(qs, v->g), v->g, 0, kabs, nb + x);
+  for (int32_t x = 0; x < cnt; x++) out[x] *= times;
   for (int32_t x = cnt; x < NR; x++) out[x] = 0.0f;
 }
 
@@ -576,6 +578,11 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
      (direct), no zero points and even blocks. */
   const int kvs = is_int && j->q[Q_WEI_SCALE].st_k != 0;
   const int32_t kblk = kvs ? j->q[Q_WEI_SCALE].blk_k : 0;
+  /* f4_e2m1 weights on the integer path (dynamic int8 activations): the kernels sum the codes as 2 v (exact
+     integers in [-12, 12]); the 0.5 goes into the weights scales as they are staged (a power of two: exact),
+     or is the column scale when there is none. */
+  const int f4 = is_int && v->B.dt == DT_F4_E2M1;
+  const float wtimes = f4 ? 0.5f : 1.0f;
   /* Weights values follow the expert (g), src values the group (gr): they differ under an expert map. */
   const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g, gr = v->grp;
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
@@ -605,6 +612,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     else if (wsb && qws->blk_n == 1) decode_f32(w.cscale + c0, (const char*)wsb, qws->dt, q_index(qws, g, 0, 0, n0s), qws->st_n, wd);
     else if (wsb) for (int32_t x = 0; x < wd; x++) w.cscale[c0 + x] = q_float(qws, wsb, g, 0, 0, n0s + x);
     if (wzb) for (int32_t x = 0; x < wd; x++) w.czp[c0 + x] = q_int(qwz, wzb, g, 0, 0, n0s + x);
+    if (f4 && !kvs) for (int32_t x = 0; x < wd; x++) w.cscale[c0 + x] = (wsb ? w.cscale[c0 + x] : 1.0f) * 0.5f;
     for (int32_t x = 0; x < wd; x++) w.csum[c0 + x] = 0;
     for (int32_t x = wd; x < round8(wd); x++) { /* panel padding: read by the vector epilogue, never stored */
       w.bias[c0 + x] = w.cscale[c0 + x] = 0.0f;
@@ -645,11 +653,11 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     /* 1 row of s8 src (no zero points) x x4 codes where the relaxed dot computes exactly: the row's bytes
        are read in place (4 k per i32 splat), no int16 A block */
     const int x8w = v->wfmt == WEI_X8_P8;
-    const size_t arow_e = is_int && mc == 1 && direct && !x8w && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
+    const size_t arow_e = is_int && !f4 && mc == 1 && direct && !x8w && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
     const int rdot = arow_e != SIZE_MAX && rdot_ok();
     const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
     /* 1 row with K-block scales folded in registers: f32 scales beside the panel, this K block on block boundaries */
-    const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
+    const int dq_fast = kvs && !f4 && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
                         (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
     /* Otherwise 1-2 rows of 8-bit src (|x| <= 255, no zero points) x x4 codes: s16_dq_1x16w4 (1 row, two panels per
        call; K blocks folded as above) or s16_dq_2x8w4 (2 rows, int32 sums) on copies of the rows in their quad
@@ -659,7 +667,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     int16_t* aq = (int16_t*)s->a + ((3 * (size_t)KC + 7) & ~(size_t)7);
     int32_t* xs = (int32_t*)(aq + 2 * qstride);
     const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
-    const int quad = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
+    const int quad = dq_quad_on && is_int && !f4 && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
                      (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0)) && kcp <= 32768 &&
                      3 * (size_t)KC + 8 + 2 * qstride + 4 * xstride <= a_room;
     /* 1 row of 8-bit src x x8 codes: s16_dq_1x16w8 on the micro-panel's row (two panels per call; K blocks folded
@@ -779,7 +787,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             }
             if (kvs && ((kabs + ylen) % kblk == 0 || (y0 + ylen == kcp && k0 + kc >= Kg))) {
               float bs[NR];
-              stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs);
+              stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
               fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, bs, mc, ldc, kabs - kabs % kblk == v->k0);
             }
             y0 += ylen;
@@ -809,5 +817,5 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     }
   }
   if (kvs) epilogue(j, v, &t, &w, s->b + FACC_OFFSET, 0, has_bias, 0, ssb != 0, 0, 0);
-  else epilogue(j, v, &t, &w, s->c, is_int, has_bias, wsb != 0, ssb != 0, wzb != 0, comp);
+  else epilogue(j, v, &t, &w, s->c, is_int, has_bias, wsb != 0 || f4, ssb != 0, wzb != 0, comp);
 }
