@@ -61,7 +61,12 @@ interface Case {
   readonly form?: Form;
   readonly bias?: boolean;
   readonly proposal?: 'P1' | 'P2';
+  /** s4 weights (codes 0..15 as -8..7) on the same scale schemes: the staged K-block scales serve them too. */
+  readonly s4?: boolean;
 }
+
+/** A weight code's value: e2m1, or (s4) code - 8. */
+const codeValue = (c: Case, q: number): number => (c.s4 ? q - 8 : E2M1[q]);
 
 /** A scale value its type holds exactly: e8m0 powers of two, e4m3 normals (1 + m / 8) 2^e, f32. */
 function scaleValue(r: () => number, sdt: DataType | undefined): number {
@@ -75,7 +80,9 @@ function reference(c: Case, x: Float32Array, codes: Uint8Array, sc: Float32Array
   const { q, s } = quantizeRows(x, T, K);
   const out = new Float32Array(T * N);
   const nb = blk ? Math.ceil(K / blk) : 1;
-  const w2 = (g: number, k: number, n: number): number => 2 * E2M1[codes[(g * K + k) * N + n]];
+  // the kernels' integers: 2 v for e2m1 (with 0.5 in the scale), the value for s4
+  const half0 = c.s4 ? 1 : 0.5;
+  const w2 = (g: number, k: number, n: number): number => codeValue(c, codes[(g * K + k) * N + n]) / half0;
   let r0 = 0;
   c.sizes.forEach((rows, g) => {
     for (let r = r0; r < r0 + rows; r++) {
@@ -84,14 +91,14 @@ function reference(c: Case, x: Float32Array, codes: Uint8Array, sc: Float32Array
         if (!blk) {
           let acc = 0;
           for (let k = 0; k < K; k++) acc += q[r * K + k] * w2(g, k, n);
-          const half = c.scheme === 'none' ? 0.5 : 0.5 * sc[g * N + n];
+          const half = c.scheme === 'none' ? half0 : half0 * sc[g * N + n];
           y = f32(f32(f32(acc) * s[r]) * half);
         } else {
           let F = 0;
           for (let b = 0; b < nb; b++) {
             let acc = 0;
             for (let k = b * blk; k < Math.min(K, (b + 1) * blk); k++) acc += q[r * K + k] * w2(g, k, n);
-            const p = f32(f32(acc) * (0.5 * sc[(g * nb + b) * N + n]));
+            const p = f32(f32(acc) * (half0 * sc[(g * nb + b) * N + n]));
             F = b === 0 ? p : f32(F + p);
           }
           y = f32(F * s[r]);
@@ -122,8 +129,9 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   const srcMd = p2 ? memory.desc([T, K], dt.f32, tag.ab) : memory.desc.grouped([T, K], dt.f32, E, [RT, K]);
   const dstMd = p2 ? memory.desc([T, N], dt.f32, tag.ab) : memory.desc.grouped([T, N], dt.f32, E, [RT, N]);
   const biasMd = memory.desc([E, N], dt.f32, tag.ab);
-  const userMd = memory.desc([E, K, N], dt.f4_e2m1, tag.abc);
-  const anyMd = memory.desc([E, K, N], dt.f4_e2m1, tag.any);
+  const wdt = c.s4 ? dt.s4 : dt.f4_e2m1;
+  const userMd = memory.desc([E, K, N], wdt, tag.abc);
+  const anyMd = memory.desc([E, K, N], wdt, tag.any);
   // the codes-only panels: what a pd without weights scales picks
   const weiReq = form === 'plain' ? userMd : form === 'codes' ? new matmul.PrimitiveDesc(eng, srcMd, anyMd, dstMd, new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8)).queryMd('weights')! : anyMd;
   const pd = bias ? new matmul.PrimitiveDesc(eng, srcMd, weiReq, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiReq, dstMd, attr);
@@ -133,7 +141,7 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   (src.values as Float32Array).set(x);
   if (!p2) src.offsets.set(offs);
   (dst.values as Float32Array).fill(Number.NaN);
-  const user = Memory.create(userMd, eng).write(Float64Array.from(codes, (q) => E2M1[q]));
+  const user = Memory.create(userMd, eng).write(Float64Array.from(codes, (q) => codeValue(c, q)));
   const mems = [src, dst, user];
   const scalesMd = pd.queryMd('scales:weights');
   const scales = scalesMd ? Memory.create(scalesMd, eng).write(sc) : undefined;
@@ -210,6 +218,8 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
           const c: Case = { ...shape, K: blk ? Math.ceil(shape.K / blk) * blk : shape.K, scheme, proposal, bias: proposal === 'P2' };
           const o = await run(eng, strm, c, 11 + blk);
           expect(o.impl).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8-wf4-dq8(\+rdot)?$/);
+          // the relaxed dot runs fp4 too: only when asked for, and where relaxed SIMD is native (Node 22+)
+          expect(o.impl.endsWith('+rdot')).toBe(name.startsWith('relaxed+dot') && Number(process.versions.node.split('.')[0]) >= 22);
           if (scheme !== 'none') expect(o.wmd).toContain('+q');
           expectBits(o.got, o.want, `${name} ${proposal}`);
         }
@@ -225,6 +235,18 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
         const o = await run(eng, strm, { E: 4, sizes: [1, 0, 2, 23], K, N: 27, scheme, form }, 21);
         expect(o.wmd).not.toContain('+q');
         expectBits(o.got, o.want, `${name} ${scheme} ${form}`);
+      }
+    }
+  });
+
+  it('s4 weights with e8m0 / f8_e4m3 K-block scales, embedded and at execution (the staged scales of the 1-row kernels)', async () => {
+    for (const scheme of ['mxfp4', 'nvfp4'] as const) {
+      for (const form of ['any', 'codes'] as const) {
+        for (const [name, eng, strm] of engines) {
+          const o = await run(eng, strm, { E: 3, sizes: [1, 2, 9], K: 320, N: 27, scheme, form, s4: true }, 23);
+          expect(o.impl).toMatch(/s16-gemm-3x8-w4-dq8/);
+          expectBits(o.got, o.want, `${name} s4 ${scheme} ${form}`);
+        }
       }
     }
   });

@@ -150,6 +150,16 @@ INLINE void emb_zps8(float* out, const uint8_t* p, int dt) {
   wasm_v128_store(out + 4, wasm_f32x4_convert_i32x4(hi));
 }
 
+/* The integer path's staging (gemm-fused.c, dynamic int8 activations): 8 embedded scales of one panel and K
+   block as f32 times `times` (0.5 for f4_e2m1 weights, whose sums are of 2 v; a power of two: exact). */
+void lowp_emb_scales8(float* out, const uint8_t* p, int dt, float times) {
+  emb_scales8(out, p, dt);
+  if (times != 1.0f) {
+    wasm_v128_store(out, wasm_f32x4_mul(wasm_v128_load(out), wasm_f32x4_splat(times)));
+    wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_v128_load(out + 4), wasm_f32x4_splat(times)));
+  }
+}
+
 /* Pieces of at most LOWP_PIECE k: a tall tile's f32 block of one piece stays in L1. */
 #define LOWP_PIECE 256
 

@@ -323,10 +323,12 @@ typedef int i32x4_t __attribute__((vector_size(16)));
 /* lanes of acc + the sums of 4 byte products a[4i..4i+3] * b[4i..4i+3]; b must be in [0, 127] (i7). */
 #define RDOT(a, b, acc) ((v128_t)__builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4((i8x16_t)(a), (i8x16_t)(b), (i32x4_t)(acc)))
 
-/* 1 row x one x4 panel (s4 / u4) on the relaxed dot: a the row's s8 codes (4 consecutive k per i32
+/* 1 row x one x4 panel (s4 / u4 / f4_e2m1) on the relaxed dot: a the row's s8 codes (4 consecutive k per i32
    splat), each 4 k x 8 columns of the panel (two k-pairs, 16 bytes) rearranged by nibble masks and
    byte / 16-bit unpacks into [column: k k+1 k+2 k+3] x 4 columns x 2, s4 biased to code + 8 in [0, 15]
-   (the i7 operand), the bias removed with 8 x the row's sum over the block (one more dot with ones).
+   (the i7 operand), the bias removed with 8 x the row's sum over the block (one more dot with ones);
+   f4_e2m1 nibbles through a table to 2 v + 12 in [0, 24] (exact integers, i7), minus 12 x the sum (the
+   caller's scales carry the 0.5).
    Integer sums: the same int32 values as the SIMD128 kernels. sc = 0: C (int32, 8 columns) = sums
    (+ C when acc), kc = blk; else blocks of blk k (even) folded as dq_row does. kc: the real k count
    (no padding k is read from a). */
@@ -334,6 +336,7 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
                         void* restrict c, int acc, int first) {
   const v128_t zero = wasm_i32x4_splat(0), m4 = wasm_i8x16_splat(0x0f), ones = wasm_i8x16_splat(1);
   const v128_t xb = wasm_i8x16_splat(WF == WF_S4 ? (int8_t)0x88 : 0);
+  const v128_t f4b = wasm_i8x16_const(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0); /* 2 v + 12 */
   v128_t f0 = zero, f1 = zero;
   if (sc && !first) {
     f0 = wasm_v128_load(c);
@@ -346,7 +349,11 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
     for (; y + 4 <= len; y += 4) {
       v128_t r = wasm_v128_load(w);
       if (WF == WF_S4) r = wasm_v128_xor(r, xb);
-      const v128_t lo = wasm_v128_and(r, m4), hi = wasm_u8x16_shr(r, 4);
+      v128_t lo = wasm_v128_and(r, m4), hi = wasm_u8x16_shr(r, 4);
+      if (WF == WF_F4) {
+        lo = f4_lut(f4b, lo);
+        hi = f4_lut(f4b, hi);
+      }
       const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
       const v128_t c03 = wasm_i16x8_shuffle(p01, p23, 0, 8, 1, 9, 2, 10, 3, 11);
@@ -354,14 +361,18 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
       const v128_t x = wasm_v128_load32_splat(a + y);
       v0 = RDOT(x, c03, v0);
       v1 = RDOT(x, c47, v1);
-      if (WF == WF_S4) sum = RDOT(x, ones, sum);
+      if (WF == WF_S4 || WF == WF_F4) sum = RDOT(x, ones, sum);
       w += 16;
     }
     if (y < len) { /* 1-3 last k (the end of K): their k-pairs, activations zero past len (times any code: 0) */
       const size_t r = len - y;
       v128_t q = r > 2 ? wasm_v128_load(w) : wasm_v128_load64_zero(w);
       if (WF == WF_S4) q = wasm_v128_xor(q, xb);
-      const v128_t lo = wasm_v128_and(q, m4), hi = wasm_u8x16_shr(q, 4);
+      v128_t lo = wasm_v128_and(q, m4), hi = wasm_u8x16_shr(q, 4);
+      if (WF == WF_F4) { /* zero padding bytes give 12 here: times activations 0 */
+        lo = f4_lut(f4b, lo);
+        hi = f4_lut(f4b, hi);
+      }
       const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
       const v128_t c03 = wasm_i16x8_shuffle(p01, p23, 0, 8, 1, 9, 2, 10, 3, 11);
@@ -372,11 +383,11 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
       const v128_t x = wasm_i32x4_splat((int32_t)bytes);
       v0 = RDOT(x, c03, v0);
       v1 = RDOT(x, c47, v1);
-      if (WF == WF_S4) sum = RDOT(x, ones, sum);
+      if (WF == WF_S4 || WF == WF_F4) sum = RDOT(x, ones, sum);
       w += 8 * ((r + 1) / 2);
     }
-    if (WF == WF_S4) {
-      const v128_t b = wasm_i32x4_shl(sum, 3);
+    if (WF == WF_S4 || WF == WF_F4) {
+      const v128_t b = WF == WF_S4 ? wasm_i32x4_shl(sum, 3) : wasm_i32x4_mul(sum, wasm_i32x4_splat(12));
       v0 = wasm_i32x4_sub(v0, b);
       v1 = wasm_i32x4_sub(v1, b);
     }
@@ -410,6 +421,7 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
 void s8_rdot_1x8w4(size_t kc, size_t blk, const int8_t* restrict a, const uint8_t* restrict w, const float* restrict sc, void* restrict c,
                    int acc, int first, int dt) {
   if (dt == DT_S4) rdot_row_x4(WF_S4, kc, blk, a, w, sc, c, acc, first);
+  else if (dt == DT_F4_E2M1) rdot_row_x4(WF_F4, kc, blk, a, w, sc, c, acc, first);
   else rdot_row_x4(WF_U4, kc, blk, a, w, sc, c, acc, first);
 }
 /* Whether this runtime computes i32x4.relaxed_dot_i8x16_i7x16_add_s as the exact sums of products plus
