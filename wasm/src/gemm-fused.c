@@ -547,13 +547,14 @@ static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t 
 #define DQ_STAGE_BLOCKS 512
 
 /* nblk K blocks' scales (from the block holding kabs) of the panel of columns nb .. nb + cnt - 1, 8 per block
-   at out: embedded ones 8 at a time with SIMD (padding columns hold 1), runtime ones gathered (padding 0). */
+   at out: embedded ones with SIMD (padding columns hold 1; up to one block past nblk written), runtime ones
+   gathered (padding 0). */
 static void stage_dq_scales(const qarg_t* qs, const group_view_t* v, int32_t kabs, int32_t nblk, int32_t nb, int32_t cnt, float* out,
                             float times) {
   if (qs->emb) {
     const size_t bb = (size_t)NR * (size_t)dt_bits(qs->dt) / 8;
     const uint8_t* s0 = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * v->wps + v->wso + (size_t)(kabs / qs->blk_k) * bb;
-    for (int32_t b = 0; b < nblk; b++) lowp_emb_scales8(out + (size_t)b * NR, s0 + (size_t)b * bb, qs->dt, times);
+    lowp_emb_scales(out, s0, qs->dt, nblk, times);
     return;
   }
   for (int32_t b = 0; b < nblk; b++) stage_block_scales(qs, v, kabs + b * qs->blk_k, nb, cnt, out + (size_t)b * NR, times);
@@ -601,7 +602,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
      or is the column scale when there is none. */
   const int f4 = is_int && v->B.dt == DT_F4_E2M1;
   const float wtimes = f4 ? 0.5f : 1.0f;
-  float sst[2 * DQ_STAGE_BLOCKS * NR]; /* staged K-block scales of two panels (dq_staged) */
+  float sst[2 * DQ_STAGE_BLOCKS * NR + NR]; /* staged K-block scales of two panels (dq_staged; lowp_emb_scales may
+                                               write one block past nblk) */
   /* Weights values follow the expert (g), src values the group (gr): they differ under an expert map. */
   const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g, gr = v->grp;
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
