@@ -91,6 +91,9 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w8:dq', int8: false, scales: true, fused: false, wei: dt.s8, dynamic: true },
   { name: 'w4:dq', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true },
   { name: 'w4k32:dq', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true },
+  // fp4 weights on the integer kernels: each e2m1 value v as the exact integer 2 v, the 0.5 in the block scales.
+  { name: 'mxfp4:dq', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 }, dynamic: true },
+  { name: 'nvfp4:dq', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 }, dynamic: true },
   // The same on the former 1-2 row integer decode kernels (set_dq_quad(0): s16_dq_1x16w4 / 2x8w4 / 1x16w8 off; the same bits): in-process A/B.
   { name: 'w8:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s8, dynamic: true, former: true },
   { name: 'w4:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true, former: true },
@@ -186,7 +189,7 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
   };
   fill(src, 3, v.int8 ? 200 : 1);
   const host: { src?: Float32Array; wei?: Float32Array; sc?: Float32Array } = {};
-  const intWeightOnly = !v.int8 && (wdt === dt.s8 || wdt === dt.s4) && v.scales && !v.fused;
+  const intWeightOnly = !v.int8 && (wdt === dt.s8 || wdt === dt.s4 || wdt === dt.f4_e2m1) && v.scales && !v.fused;
   if (intWeightOnly) host.src = Float32Array.from(src.values as Float32Array);
   const wRange: Partial<Record<DataType, number>> = { s8: 200, u8: 200, s4: 14, u4: 14, f4_e2m1: 10, f8_e4m3: 50, f8_e5m2: 50 };
   const wmd = pd.queryMd('weights')!;
@@ -201,14 +204,19 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
     // e8m0 holds powers of two only; every other type rounds on write.
     m.write(md.dataType === 'e8m0' ? x.map((s) => 2 ** -Math.round(6 + 4 * Math.abs(s) / 0.01)) : x.map((s) => 0.005 + Math.abs(s)));
     scales[a] = m;
-    if (a === 'weights' && intWeightOnly) host.sc = x.map((s) => Math.fround(0.005 + Math.abs(s)));
+    // (the values the memory holds: e8m0 / f8_e4m3 round on write)
+    if (a === 'weights' && intWeightOnly) host.sc = md.dataType === 'f32' ? x.map((s) => Math.fround(0.005 + Math.abs(s))) : Float32Array.from(m.read());
   }
   // `+q` layouts (tag.any with weights scales) store the scales: the reorder takes them, the matmul not.
   const embedded = wmd.packed?.quant?.scales !== undefined;
   if (intWeightOnly) { // the codes the weights hold (fill's values, rounded)
     const x = new Float32Array(E * K * N);
     fillRandom(x, 4, wRange[wdt] ?? 0.05);
-    host.wei = x.map(Math.round);
+    if (wdt === dt.f4_e2m1) { // the e2m1 values the write rounds them to
+      const u = Memory.create(userMd, eng);
+      temps.push(u);
+      host.wei = Float32Array.from(u.write(x).read());
+    } else host.wei = x.map(Math.round);
   }
   // (f32 panels of bf16 values are not the f32 variant's panels, though their descriptors are equal)
   const cacheKey = `${wmd}${v.f32Panels ? `<-${wdt}` : ''}`;

@@ -215,7 +215,7 @@ describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuanti
     const dq = (): PrimitiveAttr => new PrimitiveAttr().setDynamicQuantization(ARG.SRC);
     expectDnnlError(() => new PrimitiveAttr().setDynamicQuantization(ARG.WEIGHTS), 'invalid_arguments', 'only ARG.SRC');
     expectDnnlError(() => new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.u8), 'unimplemented', 'must be s8');
-    expectDnnlError(() => new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.f32, tag.any), dstMd, dq()), 'unimplemented', 'weights must be s8, u8, s4 or u4');
+    expectDnnlError(() => new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.f32, tag.any), dstMd, dq()), 'unimplemented', 'weights must be s8, u8, s4, u4 or f4_e2m1');
     expectDnnlError(() => new matmul.PrimitiveDesc(eng, memory.desc.grouped([8, 64], dt.s8, 2, [RT, 64]), memory.desc([2, 64, 16], dt.s8, tag.any), dstMd, dq()), 'invalid_arguments', 'src must be f32, bf16 or f16');
     expectDnnlError(() => new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.s8, tag.any), dstMd, dq().setScales(ARG.SRC, 1)), 'invalid_arguments', 'computed by the primitive');
     expectDnnlError(() => new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.u8, tag.any), dstMd, dq().setZeroPoints(ARG.WEIGHTS, 5)), 'unimplemented', 'zero points');

@@ -37,18 +37,18 @@ describe('moe.layer dynamicQuantization: s8', () => {
   afterAll(() => engines.forEach(([e]) => e.release()));
 
   async function layer(eng: Engine, strm: Stream, wdt: DataType, blk: number, dynamic: boolean, extra: Partial<moe.layer.LayerConfig> = {}): Promise<{ out: Float32Array; impl: string[]; w13: string }> {
-    const qmax = wdt === dt.s4 ? 7 : 127;
+    const qmax = wdt === dt.s4 ? 7 : wdt === dt.f4_e2m1 ? 6 : 127; // fp4: the codes round to e2m1 values as they are written
     const w13 = rnd(E * K * 2 * I, 3).map((v) => v / 8), w2 = rnd(E * I * K, 4).map((v) => v / 8);
     const q13 = quantize(w13, K, 2 * I, blk || K, qmax), q2 = quantize(w2, I, K, blk || I, qmax);
     const r = await runQuantLayer(eng, strm, { T, K, I, E, topK, wdt, blk, c13: q13.codes, c2: q2.codes, s13: q13.scales, s2: q2.scales, hidden: rnd(T * K, 1), logits: rnd(T * E, 2), options: dynamic ? { dynamicQuantization: 's8', ...extra } : extra });
     return { out: r.out, impl: r.impl, w13: r.w13 };
   }
 
-  for (const [wdt, blk] of [[dt.s8, 0], [dt.s4, 32], [dt.u8, 0]] as const) {
+  for (const [wdt, blk] of [[dt.s8, 0], [dt.s4, 32], [dt.u8, 0], [dt.f4_e2m1, 32]] as const) {
     it(`${wdt} ${blk ? `K-blocks of ${blk}` : 'per-column'}: the same packed weights, close to the exact layer, the same bits at 1 and 2 threads`, async () => {
       const [e1, s1] = engines[0], [e2, s2] = engines[1];
       if (wdt === dt.u8) {
-        expectDnnlError(() => new moe.layer.PrimitiveDesc(e1, { tokens: T, hidden: K, intermediate: I, experts: E, topK, dynamicQuantization: 's8' }), 'unimplemented', "dynamicQuantization 's8' needs s8, u8, s4 or u4 w13");
+        expectDnnlError(() => new moe.layer.PrimitiveDesc(e1, { tokens: T, hidden: K, intermediate: I, experts: E, topK, dynamicQuantization: 's8' }), 'unimplemented', "dynamicQuantization 's8' needs s8, u8, s4, u4 or f4_e2m1 w13");
         return;
       }
       const exact = await layer(e1, s1, wdt, blk, false);

@@ -198,6 +198,7 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
                   float* block);
 float lowp_code_f32(const group_view_t* v, int32_t k, int32_t n);
 int32_t lowp_code_int(const group_view_t* v, int32_t k, int32_t n);
+void lowp_emb_scales(float* out, const uint8_t* p, int dt, int32_t nblk, float times);
 INLINE size_t lowp_panel_bytes(int wfmt, int32_t Kfull) {
   if (wfmt == WEI_X16_P8) return (size_t)Kfull * NR * 2; /* x16:p8: K unpadded (the kernels take a lone last k) */
   return (size_t)((Kfull + 1) & ~1) * (wfmt == WEI_X8_P8 ? NR : NR / 2);

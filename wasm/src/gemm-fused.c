@@ -532,11 +532,32 @@ static void epilogue(const job_t* j, const group_view_t* v, const tile_t* t, con
 #define FACC_OFFSET (INT_PIECE * NR / 2)
 
 /* The 8 weights scales of one panel (C columns cc ..) for the K block holding kabs: in the panel (`+q`)
-   or gathered from the runtime scales; padding columns 0 (their sums are 0 too). */
-static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t kabs, int32_t nb, int32_t cnt, float* out) {
+   or gathered from the runtime scales; padding columns 0 (their sums are 0 too). times: 0.5 for f4_e2m1
+   weights on the integer path (their sums are of 2 v), else 1; a power of two, so exact. */
+static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t kabs, int32_t nb, int32_t cnt, float* out, float times) {
   if (qs->emb) decode_f32(out, (const char*)v->wpacked, qs->dt, emb_index(qs, v, kabs, nb), 1, cnt);
   else for (int32_t x = 0; x < cnt; x++) out[x] = q_float(qs, q_base(qs, v->g), v->g, 0, kabs, nb + x);
+  for (int32_t x = 0; x < cnt; x++) out[x] *= times;
   for (int32_t x = cnt; x < NR; x++) out[x] = 0.0f;
+}
+
+/* K blocks of weights scales the 1-row integer decode kernels fold from a staged copy (f32, the 0.5 of f4_e2m1
+   weights applied) when they cannot read them in place (f32 beside the panel): e8m0 (MXFP4), f8_e4m3 (NVFP4),
+   other types, execute-time scales. 2 panels x 512 blocks x 8 floats: 32 KB of stack (kernel stacks: 256 KB). */
+#define DQ_STAGE_BLOCKS 512
+
+/* nblk K blocks' scales (from the block holding kabs) of the panel of columns nb .. nb + cnt - 1, 8 per block
+   at out: embedded ones with SIMD (padding columns hold 1; up to one block past nblk written), runtime ones
+   gathered (padding 0). */
+static void stage_dq_scales(const qarg_t* qs, const group_view_t* v, int32_t kabs, int32_t nblk, int32_t nb, int32_t cnt, float* out,
+                            float times) {
+  if (qs->emb) {
+    const size_t bb = (size_t)NR * (size_t)dt_bits(qs->dt) / 8;
+    const uint8_t* s0 = (const uint8_t*)v->wpacked + (size_t)(nb / NR) * v->wps + v->wso + (size_t)(kabs / qs->blk_k) * bb;
+    lowp_emb_scales(out, s0, qs->dt, nblk, times);
+    return;
+  }
+  for (int32_t b = 0; b < nblk; b++) stage_block_scales(qs, v, kabs + b * qs->blk_k, nb, cnt, out + (size_t)b * NR, times);
 }
 
 /* One K block's exact int32 sums of a panel (mc rows, 8 columns) folded into the f32 tile:
@@ -576,6 +597,13 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
      (direct), no zero points and even blocks. */
   const int kvs = is_int && j->q[Q_WEI_SCALE].st_k != 0;
   const int32_t kblk = kvs ? j->q[Q_WEI_SCALE].blk_k : 0;
+  /* f4_e2m1 weights on the integer path (dynamic int8 activations): the kernels sum the codes as 2 v (exact
+     integers in [-12, 12]); the 0.5 goes into the weights scales as they are staged (a power of two: exact),
+     or is the column scale when there is none. */
+  const int f4 = is_int && v->B.dt == DT_F4_E2M1;
+  const float wtimes = f4 ? 0.5f : 1.0f;
+  float sst[2 * DQ_STAGE_BLOCKS * NR + NR]; /* staged K-block scales of two panels (dq_staged; lowp_emb_scales may
+                                               write one block past nblk) */
   /* Weights values follow the expert (g), src values the group (gr): they differ under an expert map. */
   const int32_t Kg = v->Kg, ldc = t.ldc, g = v->g, gr = v->grp;
   const int f32_direct_ok = v->wfmt == WEI_F32_P8 && !j->q[Q_WEI_SCALE].st_k;
@@ -605,6 +633,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     else if (wsb && qws->blk_n == 1) decode_f32(w.cscale + c0, (const char*)wsb, qws->dt, q_index(qws, g, 0, 0, n0s), qws->st_n, wd);
     else if (wsb) for (int32_t x = 0; x < wd; x++) w.cscale[c0 + x] = q_float(qws, wsb, g, 0, 0, n0s + x);
     if (wzb) for (int32_t x = 0; x < wd; x++) w.czp[c0 + x] = q_int(qwz, wzb, g, 0, 0, n0s + x);
+    if (f4 && !kvs) for (int32_t x = 0; x < wd; x++) w.cscale[c0 + x] = (wsb ? w.cscale[c0 + x] : 1.0f) * 0.5f;
     for (int32_t x = 0; x < wd; x++) w.csum[c0 + x] = 0;
     for (int32_t x = wd; x < round8(wd); x++) { /* panel padding: read by the vector epilogue, never stored */
       w.bias[c0 + x] = w.cscale[c0 + x] = 0.0f;
@@ -648,9 +677,13 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     const size_t arow_e = is_int && mc == 1 && direct && !x8w && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
     const int rdot = arow_e != SIZE_MAX && rdot_ok();
     const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
-    /* 1 row with K-block scales folded in registers: f32 scales beside the panel, this K block on block boundaries */
-    const int dq_fast = kvs && mc == 1 && direct && kcp > 0 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32 &&
-                        (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+    /* 1 row with K-block scales folded in registers, this K block on block boundaries: f32 scales beside the panel
+       read in place, or (other types, runtime scales, f4_e2m1's 0.5) a staged copy of the A block's blocks */
+    const int kb_row = kvs && mc == 1 && direct && kcp > 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+    const int dq_inplace = kb_row && !f4 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32;
+    const int32_t dq_nblk = kvs ? cdiv(kc, kblk) : 0;
+    const int dq_staged = kb_row && !dq_inplace && dq_nblk <= DQ_STAGE_BLOCKS;
+    const int dq_fast = dq_inplace || dq_staged;
     /* Otherwise 1-2 rows of 8-bit src (|x| <= 255, no zero points) x x4 codes: s16_dq_1x16w4 (1 row, two panels per
        call; K blocks folded as above) or s16_dq_2x8w4 (2 rows, int32 sums) on copies of the rows in their quad
        layout, with the activation sums per K block, past the micro-panel in the A block's room (made once per A
@@ -669,7 +702,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     if (fresh) s->a_quad = 0;
     if (quad && !s->a_quad) {
       for (int32_t i = 0; i < mc; i++)
-        s16_quad_row((const int16_t*)s->a + 2 * i, aq + i * qstride, (size_t)kcp, kvs ? (size_t)kblk : 0, xs + i * xstride);
+        s16_quad_row_x((const int16_t*)s->a + 2 * i, aq + i * qstride, (size_t)kcp, kvs ? (size_t)kblk : 0, xs + i * xstride, f4 ? 1 : 16);
       s->a_quad = 1;
     }
     for (int sg = 0; sg < t.nseg; sg++) {
@@ -717,14 +750,21 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             uint32_t* out = (uint32_t*)(kvs ? s->b + FACC_OFFSET + t.seg_c[sg] + p * NR : cseg + p * NR);
             uint32_t* o = two ? out : tmp;
             if (!two) for (int32_t q = 0; q < NR; q++) tmp[q] = out[q];
-            const float* sp = kvs ? (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) +
-                                        (size_t)((v->k0 + k0) / kblk) * NR : 0;
+            const float* sp = kvs && dq_inplace ? (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) +
+                                                      (size_t)((v->k0 + k0) / kblk) * NR : 0;
+            size_t sps = two ? v->wps / 4 : 0;
+            if (kvs && dq_staged) {
+              stage_dq_scales(&j->q[Q_WEI_SCALE], v, v->k0 + k0, dq_nblk, sn + p * NR, nc1, sst, wtimes);
+              if (two) stage_dq_scales(&j->q[Q_WEI_SCALE], v, v->k0 + k0, dq_nblk, sn + (p + 1) * NR, nc2, sst + DQ_STAGE_BLOCKS * NR, wtimes);
+              sp = sst;
+              sps = DQ_STAGE_BLOCKS * NR;
+            }
             if (dq8)
               s16_dq_1x16w8((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, (const int16_t*)s->a, pw,
-                            two ? pstride : 0, sp, two ? v->wps / 4 : 0, o, !first, first, v->B.dt);
+                            two ? pstride : 0, sp, two ? sps : 0, o, !first, first, v->B.dt);
             else
               s16_dq_1x16w4((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, aq, xs, pw,
-                            two ? pstride : 0, sp, two ? v->wps / 4 : 0, o, !first, first, v->B.dt);
+                            two ? pstride : 0, sp, two ? sps : 0, o, !first, first, v->B.dt);
             if (!two) for (int32_t q = 0; q < NR; q++) out[q] = tmp[q];
           }
           continue;
@@ -740,9 +780,11 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             s8_rdot_1x8w4((size_t)kc, (size_t)kc, arow + k0, pw, 0, (int32_t*)cseg + p * NR, !first, 1, v->B.dt);
             continue;
           }
-          if (dq_fast) { /* 1 row, f32 scales beside the panel, this K block on block boundaries: fold in registers */
+          if (dq_fast) { /* 1 row, this K block on block boundaries: fold in registers */
             const uint8_t* pbase = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps;
-            const float* sp = (const float*)(pbase + v->wso) + (size_t)((v->k0 + k0) / kblk) * NR;
+            const float* sp = sst;
+            if (dq_inplace) sp = (const float*)(pbase + v->wso) + (size_t)((v->k0 + k0) / kblk) * NR;
+            else stage_dq_scales(&j->q[Q_WEI_SCALE], v, v->k0 + k0, dq_nblk, sn + p * NR, ncp, sst, wtimes);
             float* fc = s->b + FACC_OFFSET + t.seg_c[sg] + p * NR;
             if (rdot) s8_rdot_1x8w4((size_t)kc, (size_t)kblk, arow + k0, pw, sp, fc, 0, first, v->B.dt);
             else s16_dq_1x8((size_t)kcp, (size_t)kblk, (const int16_t*)s->a, pw, sp, fc, first, v->B.dt);
@@ -779,7 +821,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             }
             if (kvs && ((kabs + ylen) % kblk == 0 || (y0 + ylen == kcp && k0 + kc >= Kg))) {
               float bs[NR];
-              stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs);
+              stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
               fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, bs, mc, ldc, kabs - kabs % kblk == v->k0);
             }
             y0 += ylen;
@@ -809,5 +851,5 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     }
   }
   if (kvs) epilogue(j, v, &t, &w, s->b + FACC_OFFSET, 0, has_bias, 0, ssb != 0, 0, 0);
-  else epilogue(j, v, &t, &w, s->c, is_int, has_bias, wsb != 0, ssb != 0, wzb != 0, comp);
+  else epilogue(j, v, &t, &w, s->c, is_int, has_bias, wsb != 0 || f4, ssb != 0, wzb != 0, comp);
 }

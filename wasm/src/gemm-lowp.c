@@ -139,6 +139,47 @@ INLINE void emb_zps8(float* out, const uint8_t* p, int dt) {
   wasm_v128_store(out + 4, wasm_f32x4_convert_i32x4(hi));
 }
 
+/* The integer path's staging (gemm-fused.c, dynamic int8 activations): nblk consecutive K blocks of one panel's
+   embedded scales (8 per block from p) as f32 times `times` (0.5 for f4_e2m1 weights, whose sums are of 2 v; a
+   power of two: exact), the values load_any gives. 1-byte types (MXFP4's e8m0, NVFP4's f8_e4m3) two blocks (16
+   bytes) at a time: out must have room for nblk rounded up to even.
+   e8m0 without 0x00 / 0xFF in the 16 bytes is a shift (those take emb_scales8's selects). */
+void lowp_emb_scales(float* out, const uint8_t* p, int dt, int32_t nblk, float times) {
+  const v128_t t = wasm_f32x4_splat(times);
+  if (dt == DT_E8M0 || dt == DT_F8_E4M3) {
+    for (int32_t b = 0; b < nblk; b += 2, p += 16, out += 16) {
+      /* a last odd block: its 8 bytes twice (no read past the section: a panel may end the heap) */
+      const v128_t c = b + 1 < nblk ? wasm_v128_load(p) : wasm_v128_load64_splat(p);
+      v128_t w[4];
+      if (dt == DT_E8M0) {
+        if (wasm_v128_any_true(wasm_v128_or(wasm_i8x16_eq(c, wasm_i8x16_splat(0)), wasm_i8x16_eq(c, wasm_i8x16_splat(-1))))) {
+          sbuf_e8m0(out, p);
+          sbuf_e8m0(out + 8, p + 8);
+          for (int q = 0; q < 4; q++) wasm_v128_store(out + 4 * q, wasm_f32x4_mul(wasm_v128_load(out + 4 * q), t));
+          continue;
+        }
+        const v128_t lo = wasm_u16x8_extend_low_u8x16(c), hi = wasm_u16x8_extend_high_u8x16(c);
+        w[0] = wasm_i32x4_shl(wasm_u32x4_extend_low_u16x8(lo), 23);
+        w[1] = wasm_i32x4_shl(wasm_u32x4_extend_high_u16x8(lo), 23);
+        w[2] = wasm_i32x4_shl(wasm_u32x4_extend_low_u16x8(hi), 23);
+        w[3] = wasm_i32x4_shl(wasm_u32x4_extend_high_u16x8(hi), 23);
+      } else {
+        const fp8_planes_t pl = e4m3_planes(c);
+        fp8_half(pl, 0, &w[0], &w[1]);
+        fp8_half(pl, 1, &w[2], &w[3]);
+      }
+      for (int q = 0; q < 4; q++) wasm_v128_store(out + 4 * q, wasm_f32x4_mul(w[q], t));
+    }
+    return;
+  }
+  const size_t bb = emb_block_bytes(&(qarg_t){ .dt = dt });
+  for (int32_t b = 0; b < nblk; b++, p += bb, out += NR) {
+    emb_scales8(out, p, dt);
+    wasm_v128_store(out, wasm_f32x4_mul(wasm_v128_load(out), t));
+    wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_v128_load(out + 4), t));
+  }
+}
+
 /* Pieces of at most LOWP_PIECE k: a tall tile's f32 block of one piece stays in L1. */
 #define LOWP_PIECE 256
 

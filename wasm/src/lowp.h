@@ -59,7 +59,13 @@ INLINE float load_any(const void* p, int dt, size_t i) {
   }
 }
 
-/* Element i of an integer buffer (s8 u8 s4 u4 s32), as int32. */
+/* f4_e2m1 code as 2 v: an exact integer in [-12, 12] (the integer path's fp4 weights; their scales carry the 0.5). */
+INLINE int32_t f4e2m1_x2(uint32_t c) {
+  static const int8_t t[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+  return t[c & 0xfu];
+}
+
+/* Element i of an integer buffer (s8 u8 s4 u4 s32), as int32; f4_e2m1 weights as 2 v (f4e2m1_x2). */
 INLINE int32_t load_int(const void* p, int dt, size_t i) {
   switch (dt) {
     case DT_S8: return ((const int8_t*)p)[i];
@@ -67,6 +73,7 @@ INLINE int32_t load_int(const void* p, int dt, size_t i) {
     case DT_S4: return (int32_t)(nibble(p, i) ^ 8u) - 8;
     case DT_U4: return (int32_t)nibble(p, i);
     case DT_S32: return ((const int32_t*)p)[i];
+    case DT_F4_E2M1: return f4e2m1_x2(nibble(p, i));
     default: return 0;
   }
 }

@@ -12,7 +12,15 @@
    sums are 16x the true ones, shifted back exactly at the end. s4 codes are biased by xor 0x88 (code + 8
    in [0, 15]) and 8 x the block's activation sum is subtracted. Integer sums do not depend on the order:
    the results are bitwise those of s16_gemm_3x8w4 / s16_dq_1x8. Bounds: |x| <= 2047 (16 x fits int16)
-   and 16 x the biased sum fits int32 (|x| <= 255: kc <= 32768; the caller checks both). */
+   and 16 x the biased sum fits int32 (|x| <= 255: kc <= 32768; the caller checks both).
+
+   f4_e2m1 codes (dynamic int8 activations x MXFP4 / NVFP4): the nibble-in-place trick needs 4-bit biased
+   codes, and the integers 2 v + 12 (2 v exact in [-12, 12] for every e2m1 value) take 5 bits. So the 16
+   code bytes are split into low and high nibbles, each through a 16-entry byte table to 2 v + 12, then
+   placed per column by one swizzle per 4 columns (indices 0x80 give the zero high bytes: 0 under
+   i8x16.swizzle and relaxed_swizzle alike): int16 pairs (w(2t), w(2t + 2)) and (w(2t + 1), w(2t + 3)),
+   against the activations' plain quad layout [x0, x2, x1, x3] (no 16x), minus 12 x the block's activation
+   sum. The sums are of 2 v: the caller's scales carry the 0.5. Bounds: 24 x 127 x kc fits int32. */
 #include "common.h"
 #include "ukernel.h"
 #include "tile_io.h"
@@ -32,7 +40,7 @@
 /* The row's int16 k-pairs (s16_gemm_3x8's micro-panel, row 0: k-pair t at i32 index 3t) in the quad
    layout at out: per 4 k, int16 [16 x0, 16 x2, x1, x3] (a missing last k-pair: zeros); sums[b] = the
    activations' sum over block b of blk k (blk a multiple of 4; 0: one block of kcp). */
-void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums) {
+void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums, int32_t mul) {
   const int32_t* in = (const int32_t*)a;
   if (!blk) blk = kcp;
   int32_t s = 0;
@@ -40,8 +48,8 @@ void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_
   for (size_t k = 0; k < kcp; k += 4) {
     const int32_t p0 = in[3 * (k / 2)], p1 = k + 2 < kcp ? in[3 * (k / 2 + 1)] : 0;
     const int16_t x0 = (int16_t)p0, x1 = (int16_t)(p0 >> 16), x2 = (int16_t)p1, x3 = (int16_t)(p1 >> 16);
-    out[k] = (int16_t)(16 * x0);
-    out[k + 1] = (int16_t)(16 * x2);
+    out[k] = (int16_t)(mul * x0);
+    out[k + 1] = (int16_t)(mul * x2);
     out[k + 2] = x1;
     out[k + 3] = x3;
     s += x0 + x1 + x2 + x3;
@@ -52,30 +60,80 @@ void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_
   }
 }
 
+/* The x4 codes' layout: [16 x0, 16 x2, x1, x3]. (f4_e2m1 weights take mul = 1: [x0, x2, x1, x3].) */
+void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums) { s16_quad_row_x(a, out, kcp, blk, sums, 16); }
+
+/* Code kinds (a constant after inlining): u4, s4 (biased by xor 0x88), f4_e2m1 (2 v + 12 by a table). */
+enum { C4_U4 = 0, C4_S4 = 1, C4_F4 = 2 };
+
 /*
- * The constants both decode kernels keep in registers: the swizzles pairing each code byte's nibbles with
- * the quad activation layout, the low / high nibble masks, and (s4) the xor that biases codes to u4.
+ * The constants both decode kernels keep in registers. x4 codes: the swizzles pairing each code byte's
+ * nibbles with the quad activation layout, the low / high nibble masks, and (s4) the xor that biases codes
+ * to u4. f4: the placing swizzles (i0 / i1), the nibble mask (mlo) and the 2 v + 12 table (mhi).
  */
-#define DQ4_CONSTANTS(S4_)                                                                          \
+#define DQ4_CONSTANTS(CK_)                                                                          \
   v128_t i0 = wasm_i8x16_const(0, 8, 8, 0, 1, 9, 9, 1, 2, 10, 10, 2, 3, 11, 11, 3);                \
   v128_t i1 = wasm_i8x16_const(4, 12, 12, 4, 5, 13, 13, 5, 6, 14, 14, 6, 7, 15, 15, 7);            \
   v128_t mlo = wasm_i16x8_splat(0x000f), mhi = wasm_i16x8_splat(0x00f0), xb = wasm_i8x16_splat((int8_t)0x88); \
+  if ((CK_) == C4_F4) {                                                                             \
+    i0 = wasm_i8x16_const(0, -128, 8, -128, 1, -128, 9, -128, 2, -128, 10, -128, 3, -128, 11, -128); \
+    i1 = wasm_i8x16_const(4, -128, 12, -128, 5, -128, 13, -128, 6, -128, 14, -128, 7, -128, 15, -128); \
+    mlo = wasm_i8x16_splat(0x0f);                                                                   \
+    mhi = wasm_i8x16_const(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);              \
+  }                                                                                                 \
   KEEP(i0);                                                                                         \
   KEEP(i1);                                                                                         \
   KEEP(mlo);                                                                                        \
   KEEP(mhi);                                                                                        \
-  if (S4_) KEEP(xb)
+  if ((CK_) == C4_S4) KEEP(xb)
+
+#ifdef RELAXED
+#define LUT16(t, x) ((v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)(t), (__i8x16)(x)))
+#else
+#define LUT16(t, x) wasm_i8x16_swizzle((t), (x))
+#endif
+
+/* 16 code bytes R (k-pairs t, t + 1 of 8 columns) as the int16 vectors the dots take: L0 / L1 (columns 0-3 /
+   4-7) against the activations [x0 x2], H0 / H1 against [x1 x3]. x4: the nibbles in place (H: 16 x code);
+   f4: each nibble through the table, then placed (see the top of the file). */
+#define CODES4(CK, R, L0, H0, L1, H1)                                                      \
+  do {                                                                                     \
+    v128_t r_ = (R);                                                                       \
+    if ((CK) == C4_F4) {                                                                   \
+      const v128_t ul_ = LUT16(mhi, wasm_v128_and(r_, mlo));                               \
+      const v128_t uh_ = LUT16(mhi, wasm_v128_and(wasm_u16x8_shr(r_, 4), mlo));            \
+      L0 = SWZ0(ul_);                                                                      \
+      H0 = SWZ0(uh_);                                                                      \
+      L1 = SWZ1(ul_);                                                                      \
+      H1 = SWZ1(uh_);                                                                      \
+    } else {                                                                               \
+      if ((CK) == C4_S4) r_ = wasm_v128_xor(r_, xb);                                       \
+      const v128_t p0_ = SWZ0(r_), p1_ = SWZ1(r_);                                         \
+      L0 = wasm_v128_and(p0_, mlo);                                                        \
+      H0 = wasm_v128_and(p0_, mhi);                                                        \
+      L1 = wasm_v128_and(p1_, mlo);                                                        \
+      H1 = wasm_v128_and(p1_, mhi);                                                        \
+    }                                                                                      \
+  } while (0)
+
+/* The block's sums from the kernels' raw ones: x4 codes 16 x (back by an arithmetic shift), minus the s4
+   bias 8 x sum(x); f4 minus 12 x sum(x). */
+INLINE v128_t dq4_fix(const int CK, v128_t v, v128_t bias) {
+  if (CK != C4_F4) v = wasm_i32x4_shr(v, 4);
+  return CK == C4_U4 ? v : wasm_i32x4_sub(v, bias);
+}
+INLINE v128_t dq4_bias(const int CK, int32_t xs) {
+  return wasm_i32x4_splat((int32_t)((uint32_t)xs * (CK == C4_F4 ? 12u : 8u)));
+}
 
 /* One step of one panel (P): 4 k (or the last k-pair), its two sums V0 (columns 0-3) and V1 (4-7). */
 #define PANEL_STEP(P, LOAD, V0, V1)                                                   \
   do {                                                                                \
-    v128_t r = LOAD;                                                                  \
-    if (S4) r = wasm_v128_xor(r, xb);                                                 \
+    v128_t l0, h0, l1, h1;                                                            \
+    CODES4(CK, LOAD, l0, h0, l1, h1);                                                 \
     const v128_t xa = LDS(a, 0), xo = LDS(a, 4);                                      \
-    v128_t p = SWZ0(r);                                                               \
-    V0 = DOT(wasm_v128_and(p, mhi), xo, DOT(wasm_v128_and(p, mlo), xa, V0));          \
-    p = SWZ1(r);                                                                      \
-    V1 = DOT(wasm_v128_and(p, mhi), xo, DOT(wasm_v128_and(p, mlo), xa, V1));          \
+    V0 = DOT(h0, xo, DOT(l0, xa, V0));                                                \
+    V1 = DOT(h1, xo, DOT(l1, xa, V1));                                                \
     (P) += 16;                                                                        \
     a += 4;                                                                           \
   } while (0)
@@ -84,14 +142,14 @@ void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_
    shorter). sc = 0: C (int32, nc1 + nc2 columns) = sums (+ C when acc), one block. Else block b's sums
    in f32 times its 8 + 8 f32 scales (sc + 8 b and sc + sps + 8 b) added in block order to the f32 C
    (F = p0 when first, else F + p_b): dq_row's arithmetic. */
-INLINE void dq4_row16(const int S4, size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a,
+INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a,
                       const int32_t* restrict xs, const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps,
                       void* restrict c, int acc, int first) {
   const size_t z = (size_t)((uint32_t)kc >> 31);
   a = a + z;
   w = w + z;
   const uint8_t* u = w + ps;
-  DQ4_CONSTANTS(S4);
+  DQ4_CONSTANTS(CK);
   DQ16_F_INIT
   for (size_t k = 0; k < kc; k += blk) {
     const size_t len = kc - k < blk ? kc - k : blk;
@@ -106,18 +164,12 @@ INLINE void dq4_row16(const int S4, size_t nc1, size_t nc2, size_t kc, size_t bl
     a = a0;
     for (const uint8_t* const ue = u + 16 * (len / 4); u != ue;) PANEL_STEP(u, wasm_v128_load(u), v2, v3);
     if (len & 2) PANEL_STEP(u, wasm_v128_load64_zero(u), v2, v3);
-    /* 16 x the sums, exact: back to the sums (arithmetic shift), minus the s4 bias 8 x sum(x) */
-    v0 = wasm_i32x4_shr(v0, 4);
-    v1 = wasm_i32x4_shr(v1, 4);
-    v2 = wasm_i32x4_shr(v2, 4);
-    v3 = wasm_i32x4_shr(v3, 4);
-    if (S4) {
-      const v128_t bias = wasm_i32x4_splat((int32_t)((uint32_t)*xs << 3));
-      v0 = wasm_i32x4_sub(v0, bias);
-      v1 = wasm_i32x4_sub(v1, bias);
-      v2 = wasm_i32x4_sub(v2, bias);
-      v3 = wasm_i32x4_sub(v3, bias);
-    }
+    /* the exact sums (x4: 16 x, shifted back), minus the codes' bias x sum(x) */
+    const v128_t bias = dq4_bias(CK, *xs);
+    v0 = dq4_fix(CK, v0, bias);
+    v1 = dq4_fix(CK, v1, bias);
+    v2 = dq4_fix(CK, v2, bias);
+    v3 = dq4_fix(CK, v3, bias);
     xs++;
     DQ16_BLOCK_END;
   }
@@ -127,30 +179,28 @@ INLINE void dq4_row16(const int S4, size_t nc1, size_t nc2, size_t kc, size_t bl
 void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt) {
-  if (dt == DT_S4) dq4_row16(1, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
-  else dq4_row16(0, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  if (dt == DT_S4) dq4_row16(C4_S4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  else if (dt == DT_F4_E2M1) dq4_row16(C4_F4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  else dq4_row16(C4_U4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
 }
 
 /* 2 rows x one x4 panel, int32 sums (C rows c, c + ldc (+)= sums; nc columns): the decode tiles of experts
    with two rows. The panel's bytes are rearranged once for both rows; a0 / a1 the rows' quad layouts, xs0 /
    xs1 their activation sums over kc. */
-INLINE void dq4_rows2(const int S4, size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
+INLINE void dq4_rows2(const int CK, size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
                       const int32_t* restrict xs0, const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c,
                       size_t ldc, int acc) {
   const size_t z = (size_t)((uint32_t)kc >> 31);
   a0 = a0 + z;
   a1 = a1 + z;
   w = w + z;
-  DQ4_CONSTANTS(S4);
+  DQ4_CONSTANTS(CK);
   const v128_t zero = wasm_i32x4_splat(0);
   v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
 #define ROWS2_STEP(LOAD_W)                                                                              \
   do {                                                                                                  \
-    v128_t r = LOAD_W;                                                                                  \
-    if (S4) r = wasm_v128_xor(r, xb);                                                                   \
-    const v128_t p0 = SWZ0(r), p1 = SWZ1(r);                                                            \
-    const v128_t l0 = wasm_v128_and(p0, mlo), h0 = wasm_v128_and(p0, mhi);                              \
-    const v128_t l1 = wasm_v128_and(p1, mlo), h1 = wasm_v128_and(p1, mhi);                              \
+    v128_t l0, h0, l1, h1;                                                                              \
+    CODES4(CK, LOAD_W, l0, h0, l1, h1);                                                                 \
     v128_t xa = LDS(a0, 0), xo = LDS(a0, 4);                                                            \
     v0 = DOT(h0, xo, DOT(l0, xa, v0));                                                                  \
     v1 = DOT(h1, xo, DOT(l1, xa, v1));                                                                  \
@@ -165,17 +215,11 @@ INLINE void dq4_rows2(const int S4, size_t nc, size_t kc, const int16_t* restric
   for (size_t n = kc / 4; n; n--) ROWS2_STEP(wasm_v128_load(w));
   if (kc & 2) ROWS2_STEP(wasm_v128_load64_zero(w));
 #undef ROWS2_STEP
-  v0 = wasm_i32x4_shr(v0, 4);
-  v1 = wasm_i32x4_shr(v1, 4);
-  v2 = wasm_i32x4_shr(v2, 4);
-  v3 = wasm_i32x4_shr(v3, 4);
-  if (S4) {
-    const v128_t b0 = wasm_i32x4_splat((int32_t)((uint32_t)*xs0 << 3)), b1 = wasm_i32x4_splat((int32_t)((uint32_t)*xs1 << 3));
-    v0 = wasm_i32x4_sub(v0, b0);
-    v1 = wasm_i32x4_sub(v1, b0);
-    v2 = wasm_i32x4_sub(v2, b1);
-    v3 = wasm_i32x4_sub(v3, b1);
-  }
+  const v128_t b0 = dq4_bias(CK, *xs0), b1 = dq4_bias(CK, *xs1);
+  v0 = dq4_fix(CK, v0, b0);
+  v1 = dq4_fix(CK, v1, b0);
+  v2 = dq4_fix(CK, v2, b1);
+  v3 = dq4_fix(CK, v3, b1);
   int32_t* c1 = c + ldc;
   if (acc) {
     v128_t t0, t1;
@@ -192,6 +236,7 @@ INLINE void dq4_rows2(const int S4, size_t nc, size_t kc, const int16_t* restric
 
 void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
                   const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt) {
-  if (dt == DT_S4) dq4_rows2(1, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
-  else dq4_rows2(0, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  if (dt == DT_S4) dq4_rows2(C4_S4, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  else if (dt == DT_F4_E2M1) dq4_rows2(C4_F4, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  else dq4_rows2(C4_U4, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
 }

@@ -30,8 +30,41 @@
 
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
 
-/* Weight layouts (a constant after inlining): int16 k-pairs, x8 codes (s8 / u8), x4 codes (s4 / u4). */
-enum { WF_S16 = 0, WF_S8 = 1, WF_U8 = 2, WF_S4 = 3, WF_U4 = 4 };
+/* Weight layouts (a constant after inlining): int16 k-pairs, x8 codes (s8 / u8), x4 codes (s4 / u4, and
+   f4_e2m1 as the integers 2 v: dynamic int8 activations x fp4 weights, whose scales carry the 0.5). */
+enum { WF_S16 = 0, WF_S8 = 1, WF_U8 = 2, WF_S4 = 3, WF_U4 = 4, WF_F4 = 5 };
+
+/* f4_e2m1 codes (nibbles) as 2 v, signed bytes: 2 v is an exact integer in [-12, 12] for every e2m1 value
+   (0, 0.5, 1, 1.5, 2, 3, 4, 6), so the integer kernels take fp4 weights with exact int32 sums. */
+#define F4X2_LUT wasm_i8x16_const(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+
+/* 16 nibble indices (0..15) through a 16-entry byte table (the relaxed build's one-instruction swizzle is
+   exact on them). */
+INLINE v128_t f4_lut(v128_t lut, v128_t idx) {
+#ifdef RELAXED
+  return (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)lut, (__i8x16)idx);
+#else
+  return wasm_i8x16_swizzle(lut, idx);
+#endif
+}
+
+/* f4 k-pairs: the bytes' low (code of k) and high (code of k + 1) nibbles interleaved per byte, through
+   the 2 v table, sign-extended to the int16 k-pair layout (columns 0..3 as b0, 4..7 as b1). t: one
+   k-pair's 16 nibbles, interleaved (F4_NIBBLES). */
+#define F4_HALF(t, b0, b1)                                                     \
+  do {                                                                             \
+    const v128_t v_ = f4_lut(F4X2_LUT, t);                                         \
+    b0 = wasm_i16x8_extend_low_i8x16(v_);                                          \
+    b1 = wasm_i16x8_extend_high_i8x16(v_);                                         \
+  } while (0)
+/* The nibbles of 16 bytes r: pair t (bytes 0..7) as n0, pair t + 1 (bytes 8..15) as n1, each byte's
+   low nibble then its high nibble. */
+#define F4_NIBBLES(r, n0, n1)                                                                            \
+  do {                                                                                                   \
+    const v128_t lo_ = wasm_v128_and(r, wasm_i8x16_splat(0x0f)), hi_ = wasm_u8x16_shr(r, 4);            \
+    n0 = wasm_i8x16_shuffle(lo_, hi_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);          \
+    n1 = wasm_i8x16_shuffle(lo_, hi_, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);    \
+  } while (0)
 
 /* Bytes of one k-pair of the panel. */
 #define PAIR_BYTES(WF) ((WF) == WF_S16 ? 32 : (WF) <= WF_U8 ? 16 : 8)
@@ -71,6 +104,11 @@ enum { WF_S16 = 0, WF_S8 = 1, WF_U8 = 2, WF_S4 = 3, WF_U4 = 4 };
   } else if ((WF) <= WF_U8) {                                                                                   \
     X8_PAIR(WF, w, 0, b0, b1);                                                                                  \
     X8_PAIR(WF, w, 16, b2, b3);                                                                                 \
+  } else if ((WF) == WF_F4) {                                                                                   \
+    v128_t n0_, n1_;                                                                                            \
+    F4_NIBBLES(LDV(w, 0), n0_, n1_);                                                                            \
+    F4_HALF(n0_, b0, b1);                                                                                    \
+    F4_HALF(n1_, b2, b3);                                                                                    \
   } else {                                                                                                      \
     const v128_t r_ = LDV(w, 0), s_ = wasm_i16x8_shl(r_, 4);                                                    \
     const v128_t t0_ = wasm_i8x16_shuffle(s_, r_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);      \
@@ -85,6 +123,11 @@ enum { WF_S16 = 0, WF_S8 = 1, WF_U8 = 2, WF_S4 = 3, WF_U4 = 4 };
     b0 = wasm_v128_load(w); b1 = wasm_v128_load((const char*)(w) + 16);                                    \
   } else if ((WF) <= WF_U8) {                                                                              \
     X8_PAIR(WF, w, 0, b0, b1);                                                                             \
+  } else if ((WF) == WF_F4) {                                                                              \
+    v128_t n0_, n1_;                                                                                       \
+    F4_NIBBLES(wasm_v128_load64_zero(w), n0_, n1_);                                                        \
+    (void)n1_;                                                                                             \
+    F4_HALF(n0_, b0, b1);                                                                               \
   } else {                                                                                                 \
     const v128_t r_ = wasm_v128_load64_zero(w), s_ = wasm_i16x8_shl(r_, 4);                                \
     const v128_t t0_ = wasm_i8x16_shuffle(s_, r_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23); \
@@ -171,7 +214,7 @@ void s16_gemm_3x8w8(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, 
 
 void s16_gemm_3x8w4(size_t mr, size_t nc, size_t kc, const int16_t* restrict a, const uint8_t* restrict w,
                     int32_t* restrict c, size_t ldc, int accumulate, int dt) {
-  if (dt == DT_S4) S16_ROWS(WF_S4) else S16_ROWS(WF_U4)
+  if (dt == DT_S4) S16_ROWS(WF_S4) else if (dt == DT_F4_E2M1) S16_ROWS(WF_F4) else S16_ROWS(WF_U4)
 }
 
 /* The kc k (kc even) of an x8 / x4 panel from w, widened into the int16 k-pair layout at out (kc x 8
@@ -204,6 +247,7 @@ void s16_unpack_w8(const uint8_t* restrict w, size_t kc, int dt, int16_t* restri
 
 void s16_unpack_w4(const uint8_t* restrict w, size_t kc, int dt, int16_t* restrict out) {
   if (dt == DT_S4) unpack_pairs(WF_S4, w, kc, out);
+  else if (dt == DT_F4_E2M1) unpack_pairs(WF_F4, w, kc, out);
   else unpack_pairs(WF_U4, w, kc, out);
 }
 
@@ -268,6 +312,7 @@ void s16_dq_1x8(size_t kc, size_t blk, const int16_t* restrict a, const uint8_t*
     case DT_S8: dq_row(WF_S8, kc, blk, a, w, sc, c, first); break;
     case DT_U8: dq_row(WF_U8, kc, blk, a, w, sc, c, first); break;
     case DT_S4: dq_row(WF_S4, kc, blk, a, w, sc, c, first); break;
+    case DT_F4_E2M1: dq_row(WF_F4, kc, blk, a, w, sc, c, first); break;
     default: dq_row(WF_U4, kc, blk, a, w, sc, c, first); break;
   }
 }
@@ -278,10 +323,12 @@ typedef int i32x4_t __attribute__((vector_size(16)));
 /* lanes of acc + the sums of 4 byte products a[4i..4i+3] * b[4i..4i+3]; b must be in [0, 127] (i7). */
 #define RDOT(a, b, acc) ((v128_t)__builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4((i8x16_t)(a), (i8x16_t)(b), (i32x4_t)(acc)))
 
-/* 1 row x one x4 panel (s4 / u4) on the relaxed dot: a the row's s8 codes (4 consecutive k per i32
+/* 1 row x one x4 panel (s4 / u4 / f4_e2m1) on the relaxed dot: a the row's s8 codes (4 consecutive k per i32
    splat), each 4 k x 8 columns of the panel (two k-pairs, 16 bytes) rearranged by nibble masks and
    byte / 16-bit unpacks into [column: k k+1 k+2 k+3] x 4 columns x 2, s4 biased to code + 8 in [0, 15]
-   (the i7 operand), the bias removed with 8 x the row's sum over the block (one more dot with ones).
+   (the i7 operand), the bias removed with 8 x the row's sum over the block (one more dot with ones);
+   f4_e2m1 nibbles through a table to 2 v + 12 in [0, 24] (exact integers, i7), minus 12 x the sum (the
+   caller's scales carry the 0.5).
    Integer sums: the same int32 values as the SIMD128 kernels. sc = 0: C (int32, 8 columns) = sums
    (+ C when acc), kc = blk; else blocks of blk k (even) folded as dq_row does. kc: the real k count
    (no padding k is read from a). */
@@ -289,6 +336,7 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
                         void* restrict c, int acc, int first) {
   const v128_t zero = wasm_i32x4_splat(0), m4 = wasm_i8x16_splat(0x0f), ones = wasm_i8x16_splat(1);
   const v128_t xb = wasm_i8x16_splat(WF == WF_S4 ? (int8_t)0x88 : 0);
+  const v128_t f4b = wasm_i8x16_const(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0); /* 2 v + 12 */
   v128_t f0 = zero, f1 = zero;
   if (sc && !first) {
     f0 = wasm_v128_load(c);
@@ -301,7 +349,11 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
     for (; y + 4 <= len; y += 4) {
       v128_t r = wasm_v128_load(w);
       if (WF == WF_S4) r = wasm_v128_xor(r, xb);
-      const v128_t lo = wasm_v128_and(r, m4), hi = wasm_u8x16_shr(r, 4);
+      v128_t lo = wasm_v128_and(r, m4), hi = wasm_u8x16_shr(r, 4);
+      if (WF == WF_F4) {
+        lo = f4_lut(f4b, lo);
+        hi = f4_lut(f4b, hi);
+      }
       const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
       const v128_t c03 = wasm_i16x8_shuffle(p01, p23, 0, 8, 1, 9, 2, 10, 3, 11);
@@ -309,14 +361,18 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
       const v128_t x = wasm_v128_load32_splat(a + y);
       v0 = RDOT(x, c03, v0);
       v1 = RDOT(x, c47, v1);
-      if (WF == WF_S4) sum = RDOT(x, ones, sum);
+      if (WF == WF_S4 || WF == WF_F4) sum = RDOT(x, ones, sum);
       w += 16;
     }
     if (y < len) { /* 1-3 last k (the end of K): their k-pairs, activations zero past len (times any code: 0) */
       const size_t r = len - y;
       v128_t q = r > 2 ? wasm_v128_load(w) : wasm_v128_load64_zero(w);
       if (WF == WF_S4) q = wasm_v128_xor(q, xb);
-      const v128_t lo = wasm_v128_and(q, m4), hi = wasm_u8x16_shr(q, 4);
+      v128_t lo = wasm_v128_and(q, m4), hi = wasm_u8x16_shr(q, 4);
+      if (WF == WF_F4) { /* zero padding bytes give 12 here: times activations 0 */
+        lo = f4_lut(f4b, lo);
+        hi = f4_lut(f4b, hi);
+      }
       const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
       const v128_t c03 = wasm_i16x8_shuffle(p01, p23, 0, 8, 1, 9, 2, 10, 3, 11);
@@ -327,11 +383,11 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
       const v128_t x = wasm_i32x4_splat((int32_t)bytes);
       v0 = RDOT(x, c03, v0);
       v1 = RDOT(x, c47, v1);
-      if (WF == WF_S4) sum = RDOT(x, ones, sum);
+      if (WF == WF_S4 || WF == WF_F4) sum = RDOT(x, ones, sum);
       w += 8 * ((r + 1) / 2);
     }
-    if (WF == WF_S4) {
-      const v128_t b = wasm_i32x4_shl(sum, 3);
+    if (WF == WF_S4 || WF == WF_F4) {
+      const v128_t b = WF == WF_S4 ? wasm_i32x4_shl(sum, 3) : wasm_i32x4_mul(sum, wasm_i32x4_splat(12));
       v0 = wasm_i32x4_sub(v0, b);
       v1 = wasm_i32x4_sub(v1, b);
     }
@@ -365,6 +421,7 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
 void s8_rdot_1x8w4(size_t kc, size_t blk, const int8_t* restrict a, const uint8_t* restrict w, const float* restrict sc, void* restrict c,
                    int acc, int first, int dt) {
   if (dt == DT_S4) rdot_row_x4(WF_S4, kc, blk, a, w, sc, c, acc, first);
+  else if (dt == DT_F4_E2M1) rdot_row_x4(WF_F4, kc, blk, a, w, sc, c, acc, first);
   else rdot_row_x4(WF_U4, kc, blk, a, w, sc, c, acc, first);
 }
 /* Whether this runtime computes i32x4.relaxed_dot_i8x16_i7x16_add_s as the exact sums of products plus

@@ -39,6 +39,8 @@ void s16_dq_1x8(size_t kc, size_t blk, const int16_t* restrict a, const uint8_t*
    (sc = 0, C (+)= sums) or blk-k blocks folded with f32 scales (sc, sc + sps: 8 per block each) as
    s16_dq_1x8 does; bitwise those kernels' results (s16-gemm-1x16w4-wasmsimd.c). */
 void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums);
+/* The same with x0 and x2 times mul (16: s16_quad_row, for x4 codes; 1: for f4_e2m1 codes as 2 v + 12). */
+void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums, int32_t mul);
 void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt);

@@ -135,7 +135,7 @@ export class PrimitiveDesc {
     const what = 'matmul: attr.setDynamicQuantization';
     checkImpl(kind !== 'grouped_k', `${what}: variable-K matmuls are not supported (grouped rows, dense 2D or batched only)`);
     check(FLOAT_TYPES.includes(src.dataType), `${what}: src must be f32, bf16 or f16 (the activation quantized at execution), got ${src.dataType}`);
-    checkImpl(['s8', 'u8', 's4', 'u4'].includes(wei.dataType), `${what}: weights must be s8, u8, s4 or u4 (a weight-only matmul), got ${wei.dataType}`);
+    checkImpl(['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(wei.dataType), `${what}: weights must be s8, u8, s4, u4 or f4_e2m1 (a weight-only matmul), got ${wei.dataType}`);
     check(attr.getScales(ARG.SRC) === undefined && attr.getZeroPoints(ARG.SRC) === undefined, `${what}: src scales / zero points are computed by the primitive; do not set them`);
     checkImpl(attr.getZeroPoints(ARG.WEIGHTS) === undefined, `${what}: weights zero points are not supported (symmetric weights only)`);
   }

@@ -23,7 +23,9 @@ import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { WasmMatmulExecutor, kernelName, lowpSuffix, matmulRoles, wasmMatmul } from './wasm_matmul.js';
 
-const INT_WEIGHTS: readonly string[] = [...X8_TYPES, ...X4_TYPES].filter((t) => t === 's8' || t === 'u8' || t === 's4' || t === 'u4');
+/** Weights the integer kernels take: the integer types, and f4_e2m1 as the integers 2 v (exact in [-12, 12]
+ * for every e2m1 value; the kernels put the 0.5 into the weights scales as they stage them, exactly). */
+const INT_WEIGHTS: readonly string[] = [...X8_TYPES, ...X4_TYPES].filter((t) => ['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(t));
 
 /** quant_rows_s8's job (wasm/src/quant-rows-s8.c; the same struct dynamic_quant fills). */
 const QUANT_ROWS = { src: 32, dst: 36, scales: 40, offs: 44, rows: 48, cols: 52, src_ld: 56, dst_ld: 60, src_dt: 64, G: 68, SIZE: 80 } as const;
@@ -53,14 +55,17 @@ function innerProblem(p: MatmulProblem): MatmulProblem {
 }
 
 /** The integer plan of the inner problem, or why there is none. K-block weights scales take the integer
- * path too (folded per block), when the weights are read in place and no zero point is involved. */
+ * path too (folded per block), when the weights are read in place and no zero point is involved; so do
+ * f4_e2m1 weights (the job's integer path reads their codes as 2 v: wasm/src/lowp.h f4e2m1_x2). */
 function planInner(q: MatmulProblem): FusedPlan | string {
   const { roles, binary } = matmulRoles(q);
   const plan = planFused(q.src.dataType, q.weights.dataType, q.dst.dataType, q.bias?.dataType, q.fusion, q.attr, roles, binary);
   if (typeof plan === 'string' || plan.path === PATH.int) return plan;
+  const fp4 = q.weights.dataType === 'f4_e2m1';
   const ws = plan.q[Q.wei_scale];
-  if (!ws || ws.st_k === 0) return 'the integer path cannot run this problem';
-  if ([Q.src_zp, Q.wei_zp].some((i) => plan.q[i])) return 'K-block weights scales with zero points';
+  if (!fp4 && (!ws || ws.st_k === 0)) return 'the integer path cannot run this problem';
+  if ([Q.src_zp, Q.wei_zp].some((i) => plan.q[i])) return fp4 ? 'f4_e2m1 weights with zero points' : 'K-block weights scales with zero points';
+  if (!ws || ws.st_k === 0) return { ...plan, path: PATH.int };
   if (ws.blk_k % 2 !== 0) return `weights scales in K blocks of ${ws.blk_k} (the integer kernels take k in pairs: blocks must be even)`;
   if (!lowpSuffix(q.weights)) return 'K-block weights scales need the weights packed (tag.any): plain ones are packed per tile into the room the folding uses';
   const glu = q.fusion.glu;
@@ -85,7 +90,7 @@ export const wasmDynamicQuantMatmul: MatmulImpl = {
     if (!p.attr.dynamicQuantization) return 'no dynamic quantization attribute';
     if (!engine.kernels) return 'the engine was created without kernels';
     if (p.kind === 'grouped_k') return 'variable-K matmuls';
-    if (!FLOAT_TYPES.includes(p.src.dataType) || !INT_WEIGHTS.includes(p.weights.dataType)) return `src ${p.src.dataType} x weights ${p.weights.dataType} (f32 / bf16 / f16 x s8 / u8 / s4 / u4)`;
+    if (!FLOAT_TYPES.includes(p.src.dataType) || !INT_WEIGHTS.includes(p.weights.dataType)) return `src ${p.src.dataType} x weights ${p.weights.dataType} (f32 / bf16 / f16 x s8 / u8 / s4 / u4 / f4_e2m1)`;
     if (p.src.format !== 'any' && p.src.strides[p.src.ndims - 1] !== 1) return 'src rows must be contiguous';
     if (srcRows(p) * Math.max(p.K, 1) > 0x7fffffff) return 'src too large for 32-bit indexing';
     const q = innerProblem(p.weights.format === 'any' ? { ...p, weights: weightOnlyLayout(p) } : p);

@@ -189,7 +189,7 @@ export function resolveConfig(c: LayerConfig): ResolvedConfig {
   if (dynamicQuantization === 's8') {
     check(quant === 'none', "moe.layer: dynamicQuantization 's8' is for weight-only weights; quant 'w8a8_dynamic' already quantizes the activations");
     for (const [name, md] of [['w13', weights.w13], ['w2', weights.w2]] as const)
-      checkImpl(['s8', 'u8', 's4', 'u4'].includes(md.dataType), `moe.layer: dynamicQuantization 's8' needs s8, u8, s4 or u4 ${name} (weight-only int weights), got ${md.dataType}`);
+      checkImpl(['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(md.dataType), `moe.layer: dynamicQuantization 's8' needs s8, u8, s4, u4 or f4_e2m1 ${name} (weight-only int or fp4 weights), got ${md.dataType}`);
   }
   const routingWeight = c.routingWeight ?? 'output';
   check(routingWeight === 'output' || routingWeight === 'input', `moe.layer: routingWeight must be 'output' or 'input', got ${String(routingWeight)}`);

@@ -1,0 +1,292 @@
+/**
+ * Dynamic int8 activations (`attr.setDynamicQuantization(ARG.SRC, dt.s8)`, rfcs/0006) on f4_e2m1 weights:
+ * MXFP4 (e8m0 scales per 32 K), NVFP4 (f8_e4m3 scales per 16 K), per-column f32 scales and no scales. The
+ * integer kernels take every e2m1 value v as the exact integer 2 v (in [-12, 12]) and put the 0.5 into the
+ * weights scales (a power of two: exact). The reference models that independently of src/: each src row
+ * to s8 (s = f32(amax / 127), q = round-half-even(x / s) in float64), exact integer sums of q x 2 v, then
+ * the epilogue's f32 roundings in their order (dynamic_int8_matmul.test.ts) with the scale s' = 0.5 s:
+ * per-column f32(f32(f32(acc) * s_row) * s'_col); K blocks F = f32(f32(acc_0) * s'_0), F = f32(F +
+ * f32(f32(acc_b) * s'_b)), then f32(F * s_row); bias last. Bits must match exactly on SIMD128 and relaxed
+ * builds (with and without the relaxed dot), at 1 and 2 threads.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
+import { expectDnnlError } from './helpers.js';
+
+const rng = (seed: number): (() => number) => {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+};
+const f32 = Math.fround;
+const rne = (v: number): number => {
+  const f = Math.floor(v), d = v - f;
+  return d > 0.5 ? f + 1 : d < 0.5 ? f : f % 2 === 0 ? f : f + 1;
+};
+/** The e2m1 values of codes 0..15 (code 8 is -0). */
+const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
+
+function quantizeRows(x: Float32Array, rows: number, K: number): { q: Int32Array; s: Float32Array } {
+  const q = new Int32Array(rows * K), s = new Float32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    let amax = 0;
+    for (let k = 0; k < K; k++) amax = Math.max(amax, Math.abs(x[r * K + k]));
+    const sc = amax > 0 ? f32(amax / 127) : 1;
+    s[r] = sc;
+    for (let k = 0; k < K; k++) q[r * K + k] = Math.max(-128, Math.min(127, rne(x[r * K + k] / sc)));
+  }
+  return { q, s };
+}
+
+/** The weights scales: MXFP4 / NVFP4 K blocks, per-column f32, or none. */
+type Scheme = 'mxfp4' | 'nvfp4' | 'col' | 'none';
+const SCHEME: Record<Scheme, { blk: number; sdt?: DataType }> = {
+  mxfp4: { blk: 32, sdt: dt.e8m0 }, nvfp4: { blk: 16, sdt: dt.f8_e4m3 }, col: { blk: 0, sdt: dt.f32 }, none: { blk: 0 },
+};
+/** How the weights reach the matmul: tag.any (`x4:p8k2+q`, scales embedded unless none), the codes-only
+ * panels with execute-time scales, or plain (tag.abc) with execute-time scales (per-column only: K blocks
+ * need packed weights). */
+type Form = 'any' | 'codes' | 'plain';
+
+interface Case {
+  readonly E: number;
+  readonly sizes: readonly number[];
+  readonly K: number;
+  readonly N: number;
+  readonly scheme: Scheme;
+  readonly form?: Form;
+  readonly bias?: boolean;
+  readonly proposal?: 'P1' | 'P2';
+  /** s4 weights (codes 0..15 as -8..7) on the same scale schemes: the staged K-block scales serve them too. */
+  readonly s4?: boolean;
+}
+
+/** A weight code's value: e2m1, or (s4) code - 8. */
+const codeValue = (c: Case, q: number): number => (c.s4 ? q - 8 : E2M1[q]);
+
+/** A scale value its type holds exactly: e8m0 powers of two, e4m3 normals (1 + m / 8) 2^e, f32. */
+function scaleValue(r: () => number, sdt: DataType | undefined): number {
+  if (sdt === dt.e8m0) return 2 ** -(4 + Math.floor(r() * 8));
+  if (sdt === dt.f8_e4m3) return (1 + Math.floor(r() * 8) / 8) * 2 ** -(2 + Math.floor(r() * 5)); // normals: 2^-6 and up
+  return f32(0.001 + r() * 0.02);
+}
+
+function reference(c: Case, x: Float32Array, codes: Uint8Array, sc: Float32Array, bias: Float32Array | undefined): Float32Array {
+  const T = c.sizes.reduce((a, b) => a + b, 0), { K, N } = c, { blk } = SCHEME[c.scheme];
+  const { q, s } = quantizeRows(x, T, K);
+  const out = new Float32Array(T * N);
+  const nb = blk ? Math.ceil(K / blk) : 1;
+  // the kernels' integers: 2 v for e2m1 (with 0.5 in the scale), the value for s4
+  const half0 = c.s4 ? 1 : 0.5;
+  const w2 = (g: number, k: number, n: number): number => codeValue(c, codes[(g * K + k) * N + n]) / half0;
+  let r0 = 0;
+  c.sizes.forEach((rows, g) => {
+    for (let r = r0; r < r0 + rows; r++) {
+      for (let n = 0; n < N; n++) {
+        let y: number;
+        if (!blk) {
+          let acc = 0;
+          for (let k = 0; k < K; k++) acc += q[r * K + k] * w2(g, k, n);
+          const half = c.scheme === 'none' ? half0 : half0 * sc[g * N + n];
+          y = f32(f32(f32(acc) * s[r]) * half);
+        } else {
+          let F = 0;
+          for (let b = 0; b < nb; b++) {
+            let acc = 0;
+            for (let k = b * blk; k < Math.min(K, (b + 1) * blk); k++) acc += q[r * K + k] * w2(g, k, n);
+            const p = f32(f32(acc) * (half0 * sc[(g * nb + b) * N + n]));
+            F = b === 0 ? p : f32(F + p);
+          }
+          y = f32(F * s[r]);
+        }
+        if (bias) y = f32(y + bias[g * N + n]);
+        out[r * N + n] = y;
+      }
+    }
+    r0 += rows;
+  });
+  return out;
+}
+
+async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ got: Float32Array; want: Float32Array; impl: string; wmd: string }> {
+  const { E, K, N } = c, T = c.sizes.reduce((a, b) => a + b, 0), { blk, sdt } = SCHEME[c.scheme], form = c.form ?? 'any';
+  const r = rng(seed);
+  const x = Float32Array.from({ length: T * K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
+  if (T > 1) x.fill(0, K, 2 * K); // a row of zeros: scale 1
+  const codes = Uint8Array.from({ length: E * K * N }, (_, i) => (i < 16 ? i : Math.floor(r() * 16))); // all 16 codes
+  const nb = blk ? Math.ceil(K / blk) : 1;
+  const sc = Float32Array.from({ length: E * nb * N }, () => scaleValue(r, sdt));
+  // e8m0 codes 0x00 (2^-127, an f32 subnormal) and 0x01 (2^-126: times 0.5 a subnormal): the staging's slow lane
+  if (sdt === dt.e8m0) sc.set([2 ** -127, 2 ** -126]);
+  const bias = c.bias ? Float32Array.from({ length: E * N }, () => f32(r() - 0.5)) : undefined;
+  const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
+  if (blk) attr.setScales(ARG.WEIGHTS, 7, [1, blk, 1], sdt);
+  else if (sdt) attr.setScales(ARG.WEIGHTS, 5, [], sdt);
+  const p2 = c.proposal === 'P2';
+  if (p2) attr.setGroupedOffsets(ARG.SRC, E);
+  const srcMd = p2 ? memory.desc([T, K], dt.f32, tag.ab) : memory.desc.grouped([T, K], dt.f32, E, [RT, K]);
+  const dstMd = p2 ? memory.desc([T, N], dt.f32, tag.ab) : memory.desc.grouped([T, N], dt.f32, E, [RT, N]);
+  const biasMd = memory.desc([E, N], dt.f32, tag.ab);
+  const wdt = c.s4 ? dt.s4 : dt.f4_e2m1;
+  const userMd = memory.desc([E, K, N], wdt, tag.abc);
+  const anyMd = memory.desc([E, K, N], wdt, tag.any);
+  // the codes-only panels: what a pd without weights scales picks
+  const weiReq = form === 'plain' ? userMd : form === 'codes' ? new matmul.PrimitiveDesc(eng, srcMd, anyMd, dstMd, new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8)).queryMd('weights')! : anyMd;
+  const pd = bias ? new matmul.PrimitiveDesc(eng, srcMd, weiReq, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiReq, dstMd, attr);
+  const offs = [0];
+  for (const s of c.sizes) offs.push(offs[offs.length - 1] + s);
+  const src = Memory.create(srcMd, eng), dst = Memory.create(dstMd, eng, p2 ? undefined : [undefined, src.handles[1]]);
+  (src.values as Float32Array).set(x);
+  if (!p2) src.offsets.set(offs);
+  (dst.values as Float32Array).fill(Number.NaN);
+  const user = Memory.create(userMd, eng).write(Float64Array.from(codes, (q) => codeValue(c, q)));
+  const mems = [src, dst, user];
+  const scalesMd = pd.queryMd('scales:weights');
+  const scales = scalesMd ? Memory.create(scalesMd, eng).write(sc) : undefined;
+  if (scales) mems.push(scales);
+  const wmd = pd.queryMd('weights')!;
+  const embedded = wmd.packed?.quant?.scales !== undefined;
+  let wei = user;
+  if (!wmd.equals(userMd)) {
+    wei = Memory.create(wmd, eng);
+    mems.push(wei);
+    const ra: Record<number, Memory> = { [ARG.FROM]: user, [ARG.TO]: wei };
+    if (embedded) ra[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales!;
+    new reorder.Primitive(new reorder.PrimitiveDesc(eng, userMd, wmd)).execute(strm, ra);
+  }
+  const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+  if (scales && !embedded) args[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales;
+  if (bias) {
+    const b = Memory.create(biasMd, eng).write(bias);
+    args[ARG.BIAS] = b;
+    mems.push(b);
+  }
+  if (p2) {
+    const o = Memory.create(pd.queryMd('grouped_offsets')!, eng).write(offs);
+    args[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = o;
+    mems.push(o);
+  }
+  const prim = new matmul.Primitive(pd);
+  prim.execute(strm, args);
+  await strm.wait();
+  const got = Float32Array.from((dst.values as Float32Array).subarray(0, T * N));
+  mems.forEach((m) => m.free());
+  prim.destroy();
+  return { got, want: reference(c, x, codes, sc, bias), impl: pd.implInfo, wmd: wmd.toString() };
+}
+
+function expectBits(got: Float32Array, want: Float32Array, what: string): void {
+  const g = new Uint32Array(got.buffer), w = new Uint32Array(want.buffer);
+  let bad = -1;
+  for (let i = 0; i < g.length && bad < 0; i++) if (g[i] !== w[i]) bad = i;
+  expect(bad, `${what}: first differing element ${bad}: got ${got[bad]}, want ${want[bad]}`).toBe(-1);
+  expect(want.some((v) => v !== 0), `${what}: a non-trivial result`).toBe(true);
+}
+
+/** K is rounded up to the scheme's block where it has one (K blocks must divide K); N % 8 != 0 in most. */
+const SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N'>][] = [
+  ['E = 5, a 70-row expert, an empty one, 1-row ones, K = 99, N = 21', { E: 5, sizes: [70, 0, 9, 1, 33], K: 99, N: 21 }],
+  ['one expert takes all rows, K = 96, N = 19', { E: 4, sizes: [0, 0, 41, 0], K: 96, N: 19 }],
+  ['E = 1, M = 5, K = 130, N = 13', { E: 1, sizes: [5], K: 130, N: 13 }],
+  ['decode: M = 1 per expert, K = 256, N = 24', { E: 3, sizes: [1, 1, 1], K: 256, N: 24 }],
+  ['M = 2 and 3, K = 144, N = 40', { E: 3, sizes: [2, 3, 0], K: 144, N: 40 }],
+];
+
+describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () => {
+  const engines: [string, Engine, Stream][] = [];
+  beforeAll(async () => {
+    for (const kernels of ['simd128', 'relaxed'] as const) {
+      for (const threads of [1, 2]) {
+        const e = await Engine.create({ threads, kernels });
+        engines.push([`${kernels} ${threads}T`, e, new Stream(e)]);
+      }
+    }
+    for (const threads of [1, 2]) {
+      const e = await Engine.create({ threads, kernels: 'relaxed', relaxedDot: true });
+      engines.push([`relaxed+dot ${threads}T`, e, new Stream(e)]);
+    }
+  });
+  afterAll(() => engines.forEach(([, e]) => e.release()));
+
+  for (const scheme of ['mxfp4', 'nvfp4', 'col', 'none'] as const) {
+    it.each(SHAPES)(`${scheme}: %s, exact vs the quantization model`, async (_n, shape) => {
+      const { blk } = SCHEME[scheme];
+      for (const [name, eng, strm] of engines) {
+        for (const proposal of ['P1', 'P2'] as const) {
+          const c: Case = { ...shape, K: blk ? Math.ceil(shape.K / blk) * blk : shape.K, scheme, proposal, bias: proposal === 'P2' };
+          const o = await run(eng, strm, c, 11 + blk);
+          expect(o.impl).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8-wf4-dq8(\+rdot)?$/);
+          // the relaxed dot runs fp4 too: only when asked for, and where relaxed SIMD is native (Node 22+)
+          expect(o.impl.endsWith('+rdot')).toBe(name.startsWith('relaxed+dot') && Number(process.versions.node.split('.')[0]) >= 22);
+          if (scheme !== 'none') expect(o.wmd).toContain('+q');
+          expectBits(o.got, o.want, `${name} ${proposal}`);
+        }
+      }
+    });
+  }
+
+  it('execute-time scales: codes-only panels (MXFP4, NVFP4, per-column) and plain weights (per-column, none)', async () => {
+    const cases: [Scheme, Form][] = [['mxfp4', 'codes'], ['nvfp4', 'codes'], ['col', 'codes'], ['col', 'plain'], ['none', 'plain']];
+    for (const [scheme, form] of cases) {
+      for (const [name, eng, strm] of engines) {
+        const K = scheme === 'col' || scheme === 'none' ? 75 : 160;
+        const o = await run(eng, strm, { E: 4, sizes: [1, 0, 2, 23], K, N: 27, scheme, form }, 21);
+        expect(o.wmd).not.toContain('+q');
+        expectBits(o.got, o.want, `${name} ${scheme} ${form}`);
+      }
+    }
+  });
+
+  it('s4 weights with e8m0 / f8_e4m3 K-block scales, embedded and at execution (the staged scales of the 1-row kernels)', async () => {
+    for (const scheme of ['mxfp4', 'nvfp4'] as const) {
+      for (const form of ['any', 'codes'] as const) {
+        for (const [name, eng, strm] of engines) {
+          const o = await run(eng, strm, { E: 3, sizes: [1, 2, 9], K: 320, N: 27, scheme, form, s4: true }, 23);
+          expect(o.impl).toMatch(/s16-gemm-3x8-w4-dq8/);
+          expectBits(o.got, o.want, `${name} s4 ${scheme} ${form}`);
+        }
+      }
+    }
+  });
+
+  it('decode-like rows (1- and 2-row experts), K = 2048, and a tall expert', async () => {
+    for (const scheme of ['mxfp4', 'nvfp4', 'col'] as const) {
+      for (const [name, eng, strm] of engines) {
+        const o = await run(eng, strm, { E: 4, sizes: [2, 1, 0, 1], K: 2048, N: 40, scheme }, 5);
+        expectBits(o.got, o.want, `${name} ${scheme} decode`);
+        const t = await run(eng, strm, { E: 2, sizes: [130, 3], K: 576, N: 24, scheme }, 6);
+        expectBits(t.got, t.want, `${name} ${scheme} tall`);
+      }
+    }
+  });
+
+  it('1 and 2 threads give the same bits', async () => {
+    for (const scheme of ['mxfp4', 'nvfp4'] as const) {
+      for (const kernels of ['simd128', 'relaxed+dot'] as const) {
+        const outs = [];
+        for (const [name, eng, strm] of engines.filter(([n]) => n.startsWith(kernels))) {
+          outs.push((await run(eng, strm, { E: 3, sizes: [1, 40, 2], K: 512, N: 56, scheme }, 9)).got);
+          expect(name).toContain(kernels);
+        }
+        expect(outs.length).toBe(2);
+        expect(new Uint32Array(outs[0].buffer)).toEqual(new Uint32Array(outs[1].buffer));
+      }
+    }
+  });
+
+  it('the old fp4 refusal is gone; what still is not supported is refused, naming the rule', () => {
+    const eng = engines[0][1];
+    const srcMd = memory.desc.grouped([8, 64], dt.f32, 2, [RT, 64]), dstMd = memory.desc.grouped([8, 16], dt.f32, 2, [RT, 16]);
+    const dq = (): PrimitiveAttr => new PrimitiveAttr().setDynamicQuantization(ARG.SRC);
+    const pd = new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.f4_e2m1, tag.any), dstMd, dq().setScales(ARG.WEIGHTS, 7, [1, 32, 1], dt.e8m0));
+    expect(pd.implInfo).toMatch(/s16-gemm-3x8-wf4-dq8/);
+    expectDnnlError(() => new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.f8_e4m3, tag.any), dstMd, dq()), 'unimplemented', 'weights must be s8, u8, s4, u4 or f4_e2m1');
+    expectDnnlError(() => new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.f4_e2m1, tag.any), dstMd, dq().setZeroPoints(ARG.WEIGHTS, 5)), 'unimplemented', 'zero points');
+    // K blocks read from plain weights: the integer path folds them only on packed panels
+    expectDnnlError(() => new matmul.PrimitiveDesc(eng, srcMd, memory.desc([2, 64, 16], dt.f4_e2m1, tag.abc), dstMd, dq().setScales(ARG.WEIGHTS, 7, [1, 32, 1], dt.e8m0)), 'unimplemented', 'need the weights packed');
+  });
+});
