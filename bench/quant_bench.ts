@@ -218,8 +218,8 @@ function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: st
       host.wei = Float32Array.from(u.write(x).read());
     } else host.wei = x.map(Math.round);
   }
-  // (f32 panels of bf16 values are not the f32 variant's panels, though their descriptors are equal)
-  const cacheKey = `${wmd}${v.f32Panels ? `<-${wdt}` : ''}`;
+  // (f32 panels of bf16 / f16 values are not the f32 variant's panels, though their descriptors are equal)
+  const cacheKey = `${wmd}<-${wdt}`;
   let wei = cache.get(cacheKey);
   if (!wei) {
     const user = Memory.create(userMd, eng);
