@@ -295,6 +295,15 @@ describe.each(PROPOSAL_CONFIGS)('Proposal #3: grouped_gemm [%s]', (_engine, opts
       expectDnnlError(() => pd([s()], [w()], [d()], rd(1), p2Attr(1)), 'invalid_arguments', 'the grouped-offsets attribute belongs to matmul (Proposal #2)');
     });
 
+    it('the row attributes of grouped rows and dynamic quantization are refused, not ignored', () => {
+      const rows = 'setGather, setScatter and setBatchedTokenCounts belong to matmul with grouped rows';
+      expectDnnlError(() => pd([s()], [w()], [d()], rd(1), new PrimitiveAttr().setGather()), 'invalid_arguments', rows);
+      expectDnnlError(() => pd([s()], [w()], [d()], rd(1), new PrimitiveAttr().setScatter(2)), 'invalid_arguments', rows);
+      expectDnnlError(() => pd([s()], [w()], [d()], rd(1), new PrimitiveAttr().setBatchedTokenCounts()), 'invalid_arguments', rows);
+      const dq = new PrimitiveAttr().setScales(ARG.MULTIPLE_WEIGHTS, 2, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8);
+      expectDnnlError(() => pd([memory.desc([RT, 16], dt.f32, tag.ab)], [memory.desc([16, 8], dt.s8, tag.ab)], [memory.desc([RT, 8], dt.f32, tag.ab)], rd(1), dq), 'unimplemented', 'attr.setDynamicQuantization is not supported');
+    });
+
     it('expert descriptors must be memory descriptors', () => {
       expectDnnlError(() => pd([s(), s()], [w(), {} as MemoryDesc], [d(), d()]), 'invalid_arguments', 'expert 1 descriptors must be memory descriptors');
     });

@@ -60,6 +60,8 @@ export class PrimitiveDesc {
     check(attr instanceof PrimitiveAttr, 'grouped_gemm: attr must be a PrimitiveAttr');
     check(!attr.groupedOffsets, 'grouped_gemm: the grouped-offsets attribute belongs to matmul (Proposal #2)');
     check(!attr.moeRows.zeroFillUngrouped && !attr.moeRows.expertMap, 'grouped_gemm: setZeroFillUngroupedRows and setExpertMap belong to matmul with grouped rows (each expert here has its own tensors)');
+    check(!attr.moeRows.gather && !attr.moeRows.scatterTopK && !attr.moeRows.batchedCounts, 'grouped_gemm: setGather, setScatter and setBatchedTokenCounts belong to matmul with grouped rows (each expert here has its own tensors)');
+    checkImpl(!attr.dynamicQuantization, 'grouped_gemm: attr.setDynamicQuantization is not supported (matmul with grouped rows, Proposal #1 or #2, has it)');
     check(attr.postOps.entries.every((o, i) => o.kind !== 'glu' || i === 0), 'grouped_gemm: a glu post-op must be the first post-op');
     checkImpl(attr.postOps.gluBackward === undefined, 'grouped_gemm: the glu_backward post-op is not supported (use matmul with grouped rows)');
     for (const a of [...attr.scalesArgs, ...attr.zeroPointsArgs]) check(a === ARG.MULTIPLE_SRC || a === ARG.MULTIPLE_WEIGHTS || a === ARG.MULTIPLE_DST, `grouped_gemm: scales and zero points take ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or ARG.MULTIPLE_DST (one setting for every expert), got ${argName(a)}`);
