@@ -31,6 +31,8 @@ interface Weights {
   readonly blk: number;
   readonly sdt?: DataType;
   readonly plain?: boolean;
+  /** Post-ops: a swiglu GLU (halves: dst has N / 2 columns), then gelu_tanh. */
+  readonly glu?: boolean;
 }
 interface Ex {
   readonly K: number;
@@ -62,7 +64,13 @@ function makeData(ex: readonly Ex[], wt: Weights, seed: number): Data {
   return { x, w, s };
 }
 
-const dqAttr = (): PrimitiveAttr => new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
+const dqAttr = (wt?: Weights): PrimitiveAttr => {
+  const a = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
+  if (wt?.glu) a.postOps.appendGlu('glu_swiglu', 'halves').appendEltwise('eltwise_gelu_tanh');
+  return a;
+};
+/** dst columns. */
+const dstN = (e: Ex, wt: Weights): number => (wt.glu ? e.N / 2 : e.N);
 
 /** Puts user weights (with their scales, for `+q` panels) into the layout a pd chose. */
 function intoLayout(eng: Engine, strm: Stream, user: Memory, wmd: MemoryDesc, scales: Memory, mems: Memory[]): Memory {
@@ -75,13 +83,13 @@ function intoLayout(eng: Engine, strm: Stream, user: Memory, wmd: MemoryDesc, sc
 
 /** Proposal #1: one grouped matmul over experts of equal K / N; dst rows of each expert. */
 async function runP1(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, d: Data): Promise<Float32Array[]> {
-  const E = ex.length, { K, N } = ex[0], T = ex.reduce((a, e) => a + e.rows, 0);
-  const attr = dqAttr();
+  const E = ex.length, { K } = ex[0], N = dstN(ex[0], wt), T = ex.reduce((a, e) => a + e.rows, 0);
+  const attr = dqAttr(wt);
   if (wt.blk) attr.setScales(ARG.WEIGHTS, 7, [1, wt.blk, 1], wt.sdt ?? dt.f32);
   else attr.setScales(ARG.WEIGHTS, 5, [], wt.sdt ?? dt.f32);
   const srcMd = memory.desc.grouped([T, K], dt.f32, E, [RT, K]), dstMd = memory.desc.grouped([T, N], dt.f32, E, [RT, N]);
-  const userMd = memory.desc([E, K, N], wt.wdt, tag.abc);
-  const pd = new matmul.PrimitiveDesc(eng, srcMd, wt.plain ? userMd : memory.desc([E, K, N], wt.wdt, tag.any), dstMd, attr);
+  const userMd = memory.desc([E, K, ex[0].N], wt.wdt, tag.abc);
+  const pd = new matmul.PrimitiveDesc(eng, srcMd, wt.plain ? userMd : memory.desc([E, K, ex[0].N], wt.wdt, tag.any), dstMd, attr);
   expect(pd.implInfo).toMatch(/-dq8/);
   const offs = [0];
   for (const e of ex) offs.push(offs[offs.length - 1] + e.rows);
@@ -90,8 +98,8 @@ async function runP1(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, 
   ex.forEach((e, g) => xs.set(d.x[g], offs[g] * K));
   src.offsets.set(offs);
   (dst.values as Float32Array).fill(Number.NaN);
-  const wAll = new Float64Array(E * K * N), sAll = new Float32Array(d.s.reduce((a, s) => a + s.length, 0));
-  d.w.forEach((w, g) => wAll.set(w, g * K * N));
+  const wAll = new Float64Array(E * K * ex[0].N), sAll = new Float32Array(d.s.reduce((a, s) => a + s.length, 0));
+  d.w.forEach((w, g) => wAll.set(w, g * w.length));
   d.s.forEach((s, g) => sAll.set(s, g * s.length));
   const user = Memory.create(userMd, eng).write(wAll);
   const scales = Memory.create(pd.queryMd('scales:weights')!, eng).write(sAll);
@@ -121,17 +129,17 @@ interface P3Run {
 /** Proposal #3 set up: separate src / dst allocations of `cap` rows (default: the rows, at least 1) per expert. */
 function setupP3(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, d: Data, caps?: readonly number[]): P3Run {
   const G = ex.length;
-  const attr = dqAttr();
+  const attr = dqAttr(wt);
   if (wt.blk) attr.setScales(ARG.MULTIPLE_WEIGHTS, 3, [wt.blk, 1], wt.sdt ?? dt.f32);
   else attr.setScales(ARG.MULTIPLE_WEIGHTS, 2, [], wt.sdt ?? dt.f32);
-  const srcMds = ex.map((e) => memory.desc([RT, e.K], dt.f32, tag.ab)), dstMds = ex.map((e) => memory.desc([RT, e.N], dt.f32, tag.ab));
+  const srcMds = ex.map((e) => memory.desc([RT, e.K], dt.f32, tag.ab)), dstMds = ex.map((e) => memory.desc([RT, dstN(e, wt)], dt.f32, tag.ab));
   const userMds = ex.map((e) => memory.desc([e.K, e.N], wt.wdt, tag.ab));
   const pd = new grouped_gemm.PrimitiveDesc(eng, srcMds, wt.plain ? userMds : ex.map((e) => memory.desc([e.K, e.N], wt.wdt, tag.any)), dstMds, memory.desc([G], dt.s32, tag.x), attr);
   const mems: Memory[] = [], views: Memory[] = [], dsts: Memory[] = [];
   const args: Record<number, Memory> = {};
   ex.forEach((e, g) => {
     const cap = caps?.[g] ?? Math.max(e.rows, 1);
-    const src = Memory.create(memory.desc([cap, e.K], dt.f32, tag.ab), eng), dst = Memory.create(memory.desc([cap, e.N], dt.f32, tag.ab), eng);
+    const src = Memory.create(memory.desc([cap, e.K], dt.f32, tag.ab), eng), dst = Memory.create(memory.desc([cap, dstN(e, wt)], dt.f32, tag.ab), eng);
     (src.values as Float32Array).set(d.x[g]);
     (dst.values as Float32Array).fill(Number.NaN);
     mems.push(src, dst);
@@ -166,7 +174,7 @@ async function runP3(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, 
   try {
     f.prim.execute(strm, f.args);
     await strm.wait();
-    return { out: ex.map((e, g) => Float32Array.from((f.dsts[g].values as Float32Array).subarray(0, e.rows * e.N))), impl: f.pd.implInfo };
+    return { out: ex.map((e, g) => Float32Array.from((f.dsts[g].values as Float32Array).subarray(0, e.rows * dstN(e, wt)))), impl: f.pd.implInfo };
   } finally {
     f.free();
   }
@@ -242,6 +250,15 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
     for (const [name, eng, strm] of engines) {
       for (const wt of [{ wdt: dt.s8, blk: 0 }, { wdt: dt.s4, blk: 0 }, { wdt: dt.u8, blk: 0, plain: true }] as Weights[]) await compare(eng, strm, mixed, wt, 3, `${name} ${wt.wdt}`);
       for (const wt of [{ wdt: dt.s4, blk: 32 }, { wdt: dt.f4_e2m1, blk: 32, sdt: dt.e8m0 }] as Weights[]) await compare(eng, strm, mixedK, wt, 4, `${name} ${wt.wdt} K-blocks`);
+    }
+  });
+
+  it('post-ops: swiglu GLU (halves) then gelu_tanh, per-column and K-block scales, experts of different K', async () => {
+    const ex: Ex[] = [{ K: 64, N: 32, rows: 9 }, { K: 128, N: 32, rows: 0 }, { K: 96, N: 32, rows: 4 }];
+    for (const [name, eng, strm] of engines) {
+      await compare(eng, strm, same([9, 0, 4, 1], 64, 32), { wdt: dt.s8, blk: 0, glu: true }, 12, `${name} s8 glu`);
+      await compare(eng, strm, ex, { wdt: dt.s4, blk: 32, glu: true }, 13, `${name} s4 K-blocks glu`);
+      await compare(eng, strm, ex, { wdt: dt.f4_e2m1, blk: 32, sdt: dt.e8m0, glu: true }, 14, `${name} mxfp4 glu`);
     }
   });
 
