@@ -262,6 +262,41 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
     }
   });
 
+  it('expertViews of one buffer (the rows of consecutive experts quantized as one run), same bits; a NaN row named by its expert', async () => {
+    const ex = same([5, 0, 3, 0, 7, 1], 64, 24), wt: Weights = { wdt: dt.s4, blk: 32 }, K = 64, N = 24, G = ex.length;
+    const d = makeData(ex, wt, 21);
+    const offs = [0];
+    for (const e of ex) offs.push(offs[offs.length - 1] + e.rows);
+    const T = offs[G];
+    for (const [name, eng, strm] of engines) {
+      const want = await runP1(eng, strm, ex, wt, d);
+      const f = setupP3(eng, strm, ex, wt, d);
+      const srcAll = Memory.create(memory.desc([T, K], dt.f32, tag.ab), eng), dstAll = Memory.create(memory.desc([T, N], dt.f32, tag.ab), eng);
+      try {
+        ex.forEach((_e, g) => (srcAll.values as Float32Array).set(d.x[g], offs[g] * K));
+        (dstAll.values as Float32Array).fill(Number.NaN);
+        const sv = grouped_gemm.expertViews(srcAll, offs), dv = grouped_gemm.expertViews(dstAll, offs);
+        const args = { ...f.args };
+        for (let g = 0; g < G; g++) {
+          args[ARG.MULTIPLE_SRC + g] = sv[g];
+          args[ARG.MULTIPLE_DST + g] = dv[g];
+        }
+        f.prim.execute(strm, args);
+        await strm.wait();
+        ex.forEach((e, g) => expectBits(Float32Array.from((dstAll.values as Float32Array).subarray(offs[g] * N, offs[g + 1] * N)), want[g], `${name} expert ${g}`));
+        // row 2 of expert 4 (the run's row 10)
+        (srcAll.values as Float32Array)[(offs[4] + 2) * K + 3] = Number.POSITIVE_INFINITY;
+        f.prim.execute(strm, args);
+        await expectDnnlReject(strm.wait(), 'invalid_arguments', 'grouped_gemm.execute: src[4] row 2 has a NaN or infinite value');
+        [...sv, ...dv].forEach((m) => m.free());
+      } finally {
+        srcAll.free();
+        dstAll.free();
+        f.free();
+      }
+    }
+  });
+
   it('tall experts (hundreds of rows), s4 K-blocks and s8', async () => {
     const tall = same([300, 5, 257], 128, 40);
     for (const [name, eng, strm] of engines) {

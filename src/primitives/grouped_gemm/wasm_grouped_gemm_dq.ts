@@ -2,9 +2,11 @@
  * Dynamic int8 activations for weight-only experts (`attr.setDynamicQuantization(ARG.SRC, dt.s8)`,
  * rfcs/0006) on Proposal #3: the same semantics and bits as matmul's `:dq` (wasm_dynamic_quant.ts) for
  * the same rows. One execution, in order on the workers:
- *   1. quant_rows_s8 (wasm/src/quant-rows-s8.c) per expert with rows: its M_i src rows to s8, each with its
- *      own f32 scale, into a workspace the executor owns (expert after expert, dense rows of K_i bytes,
- *      sized from the runtime M_i, which the host reads and checks first, with the kernel's rules and messages);
+ *   1. quant_rows_s8 (wasm/src/quant-rows-s8.c): every expert's M_i src rows to s8, each with its own f32
+ *      scale, into a workspace the executor owns (expert after expert, dense rows of K_i bytes: P#1's layout;
+ *      sized from the runtime M_i, which the host reads and checks first, with the kernel's rules and
+ *      messages). One job per run of experts whose rows follow one another in memory (expertViews of one
+ *      buffer: one job, as P#1); experts in buffers of their own take one job each (a pool dispatch each);
  *   2. the pointer-table GEMM (wasm_grouped_gemm.ts) on the integer path (s16-gemm-3x8-w8 / -w4), each
  *      expert's record pointing at its s8 rows, its row scales as per-row src scales: the kernels and the
  *      epilogue matmul `:dq` runs, so the results are bitwise those of Proposal #1.
@@ -109,15 +111,16 @@ class DynamicQuantExecutor {
       // The rows of every expert, checked against its src / dst allocations with the kernel's rules and
       // messages (nothing is written when one is bad): the workspace is laid out from them.
       const M = checkedRuntimeDims(a.runtimeDims.values as Int32Array, (i) => Math.min(rowCapacity(a.src[i]), rowCapacity(a.dst[i])));
-      const align = (n: number): number => Math.ceil(n / 64) * 64;
+      // Dense rows expert after expert (P#1's layout of the same rows): expert g's s8 rows at qOff[g], its scales at sOff[g].
       const qOff: number[] = [], sOff: number[] = [];
       let qBytes = 0, sBytes = 0;
       for (let g = 0; g < p.G; g++) {
         qOff.push(qBytes);
         sOff.push(sBytes);
-        qBytes += align(M[g] * p.experts[g].K);
-        sBytes += align(M[g] * 4);
+        qBytes += M[g] * p.experts[g].K;
+        sBytes += M[g] * 4;
       }
+      qBytes = Math.ceil(qBytes / 64) * 64;
       if (qBytes + sBytes > this.wsBytes) {
         // (the job before this one is done: the old block is free once the stream's work is)
         if (this.ws) engine.releaseBlock(this.ws);
@@ -132,28 +135,48 @@ class DynamicQuantExecutor {
       const src = a.src.map((m, g) => view(m, q0 + qOff[g], ex[g].src, M[g] * ex[g].K));
       const scales = a.src.map((m, g) => view(m, s0 + sOff[g], ex[g].fusion.scales.src!.md, M[g] * 4));
       const gemm = this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } });
-      const step = (g0: number): void | Promise<void> => {
-        let g = g0;
-        while (g < p.G && M[g] === 0) g++;
-        if (g === p.G) return gemm();
-        const e = p.experts[g];
+      // One quantization job per run of experts whose rows follow one another in memory with the same K and
+      // row stride (expertViews of one buffer: a single job, as P#1's); experts in buffers of their own, one each.
+      const runs: { g: number; last: number; rows: number }[] = [];
+      for (let g = 0; g < p.G; g++) {
+        if (M[g] === 0) continue;
+        const r = runs[runs.length - 1], e = p.experts[g];
+        if (r) {
+          const f = p.experts[r.g], prev = p.experts[r.last];
+          const esz = e.src.dataType === 'f32' ? 4 : 2;
+          if (e.K === f.K && e.src.strides[0] === f.src.strides[0] && a.src[g].handles[0] === a.src[r.last].handles[0] + M[r.last] * prev.src.strides[0] * esz) {
+            r.last = g;
+            r.rows += M[g];
+            continue;
+          }
+        }
+        runs.push({ g, last: g, rows: M[g] });
+      }
+      const step = (i: number): void | Promise<void> => {
+        if (i === runs.length) return gemm();
+        const { g, last, rows } = runs[i], e = p.experts[g];
         const r = this.quant.task(() => {
           const j = this.quant;
           j.reset();
           j.set('src', a.src[g].handles[0]);
           j.set('dst', q0 + qOff[g]);
           j.set('scales', s0 + sOff[g]);
-          j.set('rows', M[g]);
+          j.set('rows', rows);
           j.set('cols', e.K);
           j.set('src_ld', e.src.strides[0]);
           j.set('dst_ld', e.K);
           j.set('src_dt', SRC_DT[e.src.dataType]);
         }, (s: OpStatus) => {
           if (s.code === 0) return;
-          if (s.code === 102) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: src[${g}] row ${s.index} has a NaN or infinite value: dynamic quantization (attr.setDynamicQuantization) has no scale for it`);
+          if (s.code === 102) {
+            // the run's row s.index: the expert that holds it
+            let h = g, row = s.index;
+            while (h < last && row >= M[h]) row -= M[h++];
+            throw new DnnlError('invalid_arguments', `grouped_gemm.execute: src[${h}] row ${row} has a NaN or infinite value: dynamic quantization (attr.setDynamicQuantization) has no scale for it`);
+          }
           throw new DnnlError('runtime_error', `grouped_gemm: quantization kernel status ${s.code}`);
         })();
-        return r instanceof Promise ? r.then(() => step(g + 1)) : step(g + 1);
+        return r instanceof Promise ? r.then(() => step(i + 1)) : step(i + 1);
       };
       return step(0);
     };
