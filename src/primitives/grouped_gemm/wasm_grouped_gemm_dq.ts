@@ -2,11 +2,11 @@
  * Dynamic int8 activations for weight-only experts (`attr.setDynamicQuantization(ARG.SRC, dt.s8)`,
  * rfcs/0006) on Proposal #3: the same semantics and bits as matmul's `:dq` (wasm_dynamic_quant.ts) for
  * the same rows. One execution, in order on the workers:
- *   1. quant_rows_s8 (wasm/src/quant-rows-s8.c): every expert's M_i src rows to s8, each with its own f32
- *      scale, into a workspace the executor owns (expert after expert, dense rows of K_i bytes: P#1's layout;
- *      sized from the runtime M_i, which the host reads and checks first, with the kernel's rules and
- *      messages). One job per run of experts whose rows follow one another in memory (expertViews of one
- *      buffer: one job, as P#1); experts in buffers of their own take one job each (a pool dispatch each);
+ *   1. quant_rows_s8 (wasm/src/quant-rows-s8.c) with a table of runs: every expert's M_i src rows to s8,
+ *      each with its own f32 scale, into a workspace the executor owns (expert after expert, dense rows of
+ *      K_i bytes: P#1's layout; sized from the runtime M_i, which the host reads and checks first, with the
+ *      kernel's rules and messages). A run is an expert's rows, or those of consecutive experts that follow
+ *      one another in memory (expertViews of one buffer: one run). One job, one pool dispatch, as P#1's;
  *   2. the pointer-table GEMM (wasm_grouped_gemm.ts) on the integer path (s16-gemm-3x8-w8 / -w4), each
  *      expert's record pointing at its s8 rows, its row scales as per-row src scales: the kernels and the
  *      epilogue matmul `:dq` runs, so the results are bitwise those of Proposal #1.
@@ -21,6 +21,10 @@ import { panelQuantOf, planFused, samePlan, type FusedPlan } from '../../kernels
 import { FLOAT_TYPES, type QuantParam } from '../../attr/fusion.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
 import { INT_WEIGHTS, KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT, dynamicIntPlan } from '../matmul/wasm_dynamic_quant.js';
+
+/** quant_rows_s8 with runs (wasm/src/quant-rows-s8.c): the table of runs and their count; a run is 8 int32s. */
+const QUANT_RUNS_JOB = { ...QUANT_ROWS, runs: 72, nruns: 76 } as const;
+const RUN = { src: 0, dst: 1, scales: 2, rows: 3, cols: 4, src_ld: 5, dst_ld: 6, tile0: 7, INTS: 8 } as const;
 import { kernelName } from '../matmul/wasm_matmul.js';
 import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
@@ -86,7 +90,10 @@ export const wasmDynamicQuantGroupedGemm: GroupedGemmImpl = {
 class DynamicQuantExecutor {
   private readonly inner: GroupedGemmProblem;
   private readonly gemm: GroupedGemmExecutor;
-  private readonly quant: OpJob<typeof QUANT_ROWS>;
+  private readonly quant: OpJob<typeof QUANT_RUNS_JOB>;
+  /** The table of runs (one per expert at most). */
+  private readonly runs: number;
+  private readonly r32: Uint32Array;
   /** The workspace: every expert's s8 rows, then their f32 scales; grown to the rows of an execution. */
   private ws = 0;
   private wsBytes = 0;
@@ -96,12 +103,15 @@ class DynamicQuantExecutor {
     const plan = planInner(this.inner);
     if (typeof plan === 'string') throw new Error(`wasm dynamic quant grouped_gemm: ${plan}`);
     this.gemm = new GroupedGemmExecutor(this.inner, engine, plan);
-    this.quant = new OpJob(engine, KIND_QUANT_ROWS_S8, QUANT_ROWS);
+    this.quant = new OpJob(engine, KIND_QUANT_ROWS_S8, QUANT_RUNS_JOB);
+    this.runs = engine.alloc(p.G * RUN.INTS * 4);
+    this.r32 = new Uint32Array(engine.buffer, this.runs, p.G * RUN.INTS);
   }
 
   destroy(): void {
     this.gemm.destroy();
     this.quant.free();
+    this.engine.releaseBlock(this.runs);
     if (this.ws) this.engine.releaseBlock(this.ws);
   }
 
@@ -135,8 +145,8 @@ class DynamicQuantExecutor {
       const src = a.src.map((m, g) => view(m, q0 + qOff[g], ex[g].src, M[g] * ex[g].K));
       const scales = a.src.map((m, g) => view(m, s0 + sOff[g], ex[g].fusion.scales.src!.md, M[g] * 4));
       const gemm = this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } });
-      // One quantization job per run of experts whose rows follow one another in memory with the same K and
-      // row stride (expertViews of one buffer: a single job, as P#1's); experts in buffers of their own, one each.
+      // Runs of experts whose rows follow one another in memory with the same K and row stride (expertViews of
+      // one buffer: a single run); experts in buffers of their own, one run each.
       const runs: { g: number; last: number; rows: number }[] = [];
       for (let g = 0; g < p.G; g++) {
         if (M[g] === 0) continue;
@@ -152,33 +162,41 @@ class DynamicQuantExecutor {
         }
         runs.push({ g, last: g, rows: M[g] });
       }
-      const step = (i: number): void | Promise<void> => {
-        if (i === runs.length) return gemm();
-        const { g, last, rows } = runs[i], e = p.experts[g];
-        const r = this.quant.task(() => {
-          const j = this.quant;
-          j.reset();
-          j.set('src', a.src[g].handles[0]);
-          j.set('dst', q0 + qOff[g]);
-          j.set('scales', s0 + sOff[g]);
-          j.set('rows', rows);
-          j.set('cols', e.K);
-          j.set('src_ld', e.src.strides[0]);
-          j.set('dst_ld', e.K);
-          j.set('src_dt', SRC_DT[e.src.dataType]);
-        }, (s: OpStatus) => {
-          if (s.code === 0) return;
-          if (s.code === 102) {
-            // the run's row s.index: the expert that holds it
-            let h = g, row = s.index;
-            while (h < last && row >= M[h]) row -= M[h++];
-            throw new DnnlError('invalid_arguments', `grouped_gemm.execute: src[${h}] row ${row} has a NaN or infinite value: dynamic quantization (attr.setDynamicQuantization) has no scale for it`);
-          }
-          throw new DnnlError('runtime_error', `grouped_gemm: quantization kernel status ${s.code}`);
-        })();
-        return r instanceof Promise ? r.then(() => step(i + 1)) : step(i + 1);
-      };
-      return step(0);
+      if (runs.length === 0) return gemm();
+      // One job over every run (8-row tiles numbered run after run), then the GEMM: two dispatches, as P#1's.
+      const quant = this.quant.task(() => {
+        const R = this.r32;
+        let tile0 = 0;
+        runs.forEach((u, k) => {
+          const e = p.experts[u.g], o = k * RUN.INTS;
+          R[o + RUN.src] = a.src[u.g].handles[0];
+          R[o + RUN.dst] = q0 + qOff[u.g];
+          R[o + RUN.scales] = s0 + sOff[u.g];
+          R[o + RUN.rows] = u.rows;
+          R[o + RUN.cols] = e.K;
+          R[o + RUN.src_ld] = e.src.strides[0];
+          R[o + RUN.dst_ld] = e.K;
+          R[o + RUN.tile0] = tile0;
+          tile0 += Math.ceil(u.rows / 8);
+        });
+        const j = this.quant;
+        j.reset();
+        j.set('src_dt', SRC_DT[p.experts[0].src.dataType]);
+        j.set('runs', this.runs);
+        j.set('nruns', runs.length);
+      }, (s: OpStatus) => {
+        if (s.code === 0) return;
+        if (s.code === 102) {
+          // row s.index of run s.a: the expert that holds it
+          const { g, last } = runs[s.a];
+          let h = g, row = s.index;
+          while (h < last && row >= M[h]) row -= M[h++];
+          throw new DnnlError('invalid_arguments', `grouped_gemm.execute: src[${h}] row ${row} has a NaN or infinite value: dynamic quantization (attr.setDynamicQuantization) has no scale for it`);
+        }
+        throw new DnnlError('runtime_error', `grouped_gemm: quantization kernel status ${s.code}`);
+      });
+      const r = quant();
+      return r instanceof Promise ? r.then(gemm) : gemm();
     };
   }
 }
