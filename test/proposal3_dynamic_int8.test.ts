@@ -33,6 +33,8 @@ interface Weights {
   readonly plain?: boolean;
   /** Post-ops: a swiglu GLU (halves: dst has N / 2 columns), then gelu_tanh. */
   readonly glu?: boolean;
+  /** The src (activation) type: f32 (default), bf16 or f16. */
+  readonly src?: DataType;
 }
 interface Ex {
   readonly K: number;
@@ -51,6 +53,9 @@ function makeData(ex: readonly Ex[], wt: Weights, seed: number): Data {
   const x = ex.map((e) => {
     const v = Float32Array.from({ length: e.rows * e.K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
     if (e.rows > 2) v.fill(0, e.K, 2 * e.K); // a row of zeros: scale 1
+    // bf16 / f16 src: values the type holds (the bits written below)
+    if (wt.src === dt.bf16) v.forEach((x, i) => (v[i] = bf16Value(bf16Bits(x))));
+    if (wt.src === dt.f16) v.forEach((x, i) => (v[i] = Math.fround(Math.round(x * 1024) / 1024)));
     return v;
   });
   const code = (): number => {
@@ -64,6 +69,24 @@ function makeData(ex: readonly Ex[], wt: Weights, seed: number): Data {
   return { x, w, s };
 }
 
+const f32u = new Float32Array(1), u32 = new Uint32Array(f32u.buffer);
+const bf16Bits = (x: number): number => { f32u[0] = x; return u32[0] >>> 16; };
+const bf16Value = (b: number): number => { u32[0] = b << 16; return f32u[0]; };
+/** f16 bits of a value f16 holds (|x| < 65504, a multiple of 2^-10 here: normal or zero, or subnormal). */
+function f16Bits(x: number): number {
+  if (x === 0) return Object.is(x, -0) ? 0x8000 : 0;
+  const sgn = x < 0 ? 0x8000 : 0, a = Math.abs(x);
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  if (2 ** (e + 1) <= a) e++;
+  if (e < -14) return sgn | Math.round(a / 2 ** -24);
+  return sgn | ((e + 15) << 10) | Math.round((a / 2 ** e - 1) * 1024);
+}
+/** Writes f32 values into src memory of type `t` at element `at`. */
+function writeSrc(m: Memory, t: DataType | undefined, x: Float32Array, at = 0): void {
+  if (!t || t === dt.f32) (m.values as Float32Array).set(x, at);
+  else (m.values as Uint16Array).set(Array.from(x, t === dt.bf16 ? bf16Bits : f16Bits), at);
+}
 const dqAttr = (wt?: Weights): PrimitiveAttr => {
   const a = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
   if (wt?.glu) a.postOps.appendGlu('glu_swiglu', 'halves').appendEltwise('eltwise_gelu_tanh');
@@ -87,15 +110,14 @@ async function runP1(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, 
   const attr = dqAttr(wt);
   if (wt.blk) attr.setScales(ARG.WEIGHTS, 7, [1, wt.blk, 1], wt.sdt ?? dt.f32);
   else attr.setScales(ARG.WEIGHTS, 5, [], wt.sdt ?? dt.f32);
-  const srcMd = memory.desc.grouped([T, K], dt.f32, E, [RT, K]), dstMd = memory.desc.grouped([T, N], dt.f32, E, [RT, N]);
+  const srcMd = memory.desc.grouped([T, K], wt.src ?? dt.f32, E, [RT, K]), dstMd = memory.desc.grouped([T, N], dt.f32, E, [RT, N]);
   const userMd = memory.desc([E, K, ex[0].N], wt.wdt, tag.abc);
   const pd = new matmul.PrimitiveDesc(eng, srcMd, wt.plain ? userMd : memory.desc([E, K, ex[0].N], wt.wdt, tag.any), dstMd, attr);
   expect(pd.implInfo).toMatch(/-dq8/);
   const offs = [0];
   for (const e of ex) offs.push(offs[offs.length - 1] + e.rows);
   const src = Memory.create(srcMd, eng), dst = Memory.create(dstMd, eng, [undefined, src.handles[1]]);
-  const xs = src.values as Float32Array;
-  ex.forEach((e, g) => xs.set(d.x[g], offs[g] * K));
+  ex.forEach((e, g) => writeSrc(src, wt.src, d.x[g], offs[g] * K));
   src.offsets.set(offs);
   (dst.values as Float32Array).fill(Number.NaN);
   const wAll = new Float64Array(E * K * ex[0].N), sAll = new Float32Array(d.s.reduce((a, s) => a + s.length, 0));
@@ -132,15 +154,15 @@ function setupP3(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, d: D
   const attr = dqAttr(wt);
   if (wt.blk) attr.setScales(ARG.MULTIPLE_WEIGHTS, 3, [wt.blk, 1], wt.sdt ?? dt.f32);
   else attr.setScales(ARG.MULTIPLE_WEIGHTS, 2, [], wt.sdt ?? dt.f32);
-  const srcMds = ex.map((e) => memory.desc([RT, e.K], dt.f32, tag.ab)), dstMds = ex.map((e) => memory.desc([RT, dstN(e, wt)], dt.f32, tag.ab));
+  const srcMds = ex.map((e) => memory.desc([RT, e.K], wt.src ?? dt.f32, tag.ab)), dstMds = ex.map((e) => memory.desc([RT, dstN(e, wt)], dt.f32, tag.ab));
   const userMds = ex.map((e) => memory.desc([e.K, e.N], wt.wdt, tag.ab));
   const pd = new grouped_gemm.PrimitiveDesc(eng, srcMds, wt.plain ? userMds : ex.map((e) => memory.desc([e.K, e.N], wt.wdt, tag.any)), dstMds, memory.desc([G], dt.s32, tag.x), attr);
   const mems: Memory[] = [], views: Memory[] = [], dsts: Memory[] = [];
   const args: Record<number, Memory> = {};
   ex.forEach((e, g) => {
     const cap = caps?.[g] ?? Math.max(e.rows, 1);
-    const src = Memory.create(memory.desc([cap, e.K], dt.f32, tag.ab), eng), dst = Memory.create(memory.desc([cap, dstN(e, wt)], dt.f32, tag.ab), eng);
-    (src.values as Float32Array).set(d.x[g]);
+    const src = Memory.create(memory.desc([cap, e.K], wt.src ?? dt.f32, tag.ab), eng), dst = Memory.create(memory.desc([cap, dstN(e, wt)], dt.f32, tag.ab), eng);
+    writeSrc(src, wt.src, d.x[g]);
     (dst.values as Float32Array).fill(Number.NaN);
     mems.push(src, dst);
     dsts.push(dst);
@@ -263,17 +285,18 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
   });
 
   it('expertViews of one buffer (the rows of consecutive experts quantized as one run), same bits; a NaN row named by its expert', async () => {
-    const ex = same([5, 0, 3, 0, 7, 1], 64, 24), wt: Weights = { wdt: dt.s4, blk: 32 }, K = 64, N = 24, G = ex.length;
-    const d = makeData(ex, wt, 21);
+    const ex = same([5, 0, 3, 0, 7, 1], 64, 24), K = 64, N = 24, G = ex.length;
     const offs = [0];
     for (const e of ex) offs.push(offs[offs.length - 1] + e.rows);
     const T = offs[G];
-    for (const [name, eng, strm] of engines) {
+    for (const [[name, eng, strm], srcDt] of engines.flatMap((e) => [dt.f32, dt.bf16].map((t) => [e, t] as const))) {
+      const wt: Weights = { wdt: dt.s4, blk: 32, src: srcDt };
+      const d = makeData(ex, wt, 21);
       const want = await runP1(eng, strm, ex, wt, d);
       const f = setupP3(eng, strm, ex, wt, d);
-      const srcAll = Memory.create(memory.desc([T, K], dt.f32, tag.ab), eng), dstAll = Memory.create(memory.desc([T, N], dt.f32, tag.ab), eng);
+      const srcAll = Memory.create(memory.desc([T, K], srcDt, tag.ab), eng), dstAll = Memory.create(memory.desc([T, N], dt.f32, tag.ab), eng);
       try {
-        ex.forEach((_e, g) => (srcAll.values as Float32Array).set(d.x[g], offs[g] * K));
+        ex.forEach((_e, g) => writeSrc(srcAll, srcDt, d.x[g], offs[g] * K));
         (dstAll.values as Float32Array).fill(Number.NaN);
         const sv = grouped_gemm.expertViews(srcAll, offs), dv = grouped_gemm.expertViews(dstAll, offs);
         const args = { ...f.args };
@@ -283,9 +306,9 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
         }
         f.prim.execute(strm, args);
         await strm.wait();
-        ex.forEach((e, g) => expectBits(Float32Array.from((dstAll.values as Float32Array).subarray(offs[g] * N, offs[g + 1] * N)), want[g], `${name} expert ${g}`));
+        ex.forEach((e, g) => expectBits(Float32Array.from((dstAll.values as Float32Array).subarray(offs[g] * N, offs[g + 1] * N)), want[g], `${name} ${srcDt} expert ${g}`));
         // row 2 of expert 4 (the run's row 10)
-        (srcAll.values as Float32Array)[(offs[4] + 2) * K + 3] = Number.POSITIVE_INFINITY;
+        writeSrc(srcAll, srcDt, Float32Array.of(Number.POSITIVE_INFINITY), (offs[4] + 2) * K + 3);
         f.prim.execute(strm, args);
         await expectDnnlReject(strm.wait(), 'invalid_arguments', 'grouped_gemm.execute: src[4] row 2 has a NaN or infinite value');
         [...sv, ...dv].forEach((m) => m.free());
@@ -293,6 +316,16 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
         srcAll.free();
         dstAll.free();
         f.free();
+      }
+    }
+  });
+
+  it('bf16 and f16 src (expert rows of 2-byte values), s8 per-column and s4 K-blocks, experts of different K', async () => {
+    const ex: Ex[] = [{ K: 64, N: 24, rows: 6 }, { K: 96, N: 24, rows: 0 }, { K: 128, N: 24, rows: 3 }, { K: 64, N: 24, rows: 1 }];
+    for (const [name, eng, strm] of engines) {
+      for (const src of [dt.bf16, dt.f16]) {
+        await compare(eng, strm, same([6, 0, 3, 1], 64, 24), { wdt: dt.s8, blk: 0, src }, 15, `${name} ${src} s8`);
+        await compare(eng, strm, ex, { wdt: dt.s4, blk: 32, src }, 16, `${name} ${src} s4 K-blocks`);
       }
     }
   });
