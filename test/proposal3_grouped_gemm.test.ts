@@ -295,13 +295,17 @@ describe.each(PROPOSAL_CONFIGS)('Proposal #3: grouped_gemm [%s]', (_engine, opts
       expectDnnlError(() => pd([s()], [w()], [d()], rd(1), p2Attr(1)), 'invalid_arguments', 'the grouped-offsets attribute belongs to matmul (Proposal #2)');
     });
 
-    it('the row attributes of grouped rows and dynamic quantization are refused, not ignored', () => {
+    it('the row attributes of grouped rows are refused, not ignored; dynamic quantization runs on the wasm kernels only', () => {
       const rows = 'setGather, setScatter and setBatchedTokenCounts belong to matmul with grouped rows';
       expectDnnlError(() => pd([s()], [w()], [d()], rd(1), new PrimitiveAttr().setGather()), 'invalid_arguments', rows);
       expectDnnlError(() => pd([s()], [w()], [d()], rd(1), new PrimitiveAttr().setScatter(2)), 'invalid_arguments', rows);
       expectDnnlError(() => pd([s()], [w()], [d()], rd(1), new PrimitiveAttr().setBatchedTokenCounts()), 'invalid_arguments', rows);
-      const dq = new PrimitiveAttr().setScales(ARG.MULTIPLE_WEIGHTS, 2, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8);
-      expectDnnlError(() => pd([memory.desc([RT, 16], dt.f32, tag.ab)], [memory.desc([16, 8], dt.s8, tag.ab)], [memory.desc([RT, 8], dt.f32, tag.ab)], rd(1), dq), 'unimplemented', 'attr.setDynamicQuantization is not supported');
+      // rfcs/0006 on weight-only experts (proposal3_dynamic_int8.test.ts): never ignored, refused where no impl has it
+      const dq = (): PrimitiveAttr => new PrimitiveAttr().setScales(ARG.MULTIPLE_WEIGHTS, 2, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8);
+      const dqPd = (): grouped_gemm.PrimitiveDesc => pd([memory.desc([RT, 16], dt.f32, tag.ab)], [memory.desc([16, 8], dt.s8, tag.ab)], [memory.desc([RT, 8], dt.f32, tag.ab)], rd(1), dq());
+      if (opts.kernels === 'none') expectDnnlError(dqPd, 'unimplemented', 'dynamic quantization (attr.setDynamicQuantization) runs on the wasm kernels only');
+      else expect(dqPd().implInfo).toMatch(/-dq8$/);
+      expectDnnlError(() => pd([s()], [w()], [d()], rd(1), dq()), 'unimplemented', 'attr.setDynamicQuantization: weights must be s8, u8, s4, u4 or f4_e2m1 (weight-only experts), got f32');
     });
 
     it('expert descriptors must be memory descriptors', () => {

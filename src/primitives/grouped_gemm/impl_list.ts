@@ -6,6 +6,7 @@ import type { Expert, GroupedGemmProblem } from './problem.js';
 import type { QuantArg } from '../../attr/fusion.js';
 import { refGroupedGemm } from './ref_grouped_gemm.js';
 import { wasmGroupedGemm } from './wasm_grouped_gemm.js';
+import { wasmDynamicQuantGroupedGemm } from './wasm_grouped_gemm_dq.js';
 import { webgpuGroupedGemm } from './webgpu_grouped_gemm.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
@@ -47,8 +48,8 @@ export interface GroupedGemmImpl<E = Engine, M = Memory> {
 /** An implementation for the gpu engine (its own ordered list: the reference never runs there). */
 export type GpuGroupedGemmImpl = GroupedGemmImpl<GpuEngine, GpuMemory>;
 
-/** Same kernel core as matmul first (pointer-table group mode), then the reference. */
-export const groupedGemmImplList: GroupedGemmImpl[] = [wasmGroupedGemm, refGroupedGemm];
+/** Dynamic int8 activations (rfcs/0006) first, then the same kernel core as matmul (pointer-table group mode), then the reference. */
+export const groupedGemmImplList: GroupedGemmImpl[] = [wasmDynamicQuantGroupedGemm, wasmGroupedGemm, refGroupedGemm];
 
 /** The gpu engine's list: WebGPU kernels only. */
 export const gpuGroupedGemmImplList: GpuGroupedGemmImpl[] = [webgpuGroupedGemm];

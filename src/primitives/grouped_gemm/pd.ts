@@ -13,7 +13,7 @@ import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { PostOp } from '../../attr/post_ops.js';
 import { ARG, argName } from '../args.js';
 import {
-  BINARY_SRC1_TYPES, NO_FUSION, dataTypeRejection, resolveQuant,
+  BINARY_SRC1_TYPES, FLOAT_TYPES, NO_FUSION, dataTypeRejection, resolveQuant,
   type BinaryParam, type Fusion, type QuantArg, type QuantParam, type QuantShape,
 } from '../../attr/fusion.js';
 import { EXPERT_QUANT_ARG_ID } from './problem.js';
@@ -61,7 +61,6 @@ export class PrimitiveDesc {
     check(!attr.groupedOffsets, 'grouped_gemm: the grouped-offsets attribute belongs to matmul (Proposal #2)');
     check(!attr.moeRows.zeroFillUngrouped && !attr.moeRows.expertMap, 'grouped_gemm: setZeroFillUngroupedRows and setExpertMap belong to matmul with grouped rows (each expert here has its own tensors)');
     check(!attr.moeRows.gather && !attr.moeRows.scatterTopK && !attr.moeRows.batchedCounts, 'grouped_gemm: setGather, setScatter and setBatchedTokenCounts belong to matmul with grouped rows (each expert here has its own tensors)');
-    checkImpl(!attr.dynamicQuantization, 'grouped_gemm: attr.setDynamicQuantization is not supported (matmul with grouped rows, Proposal #1 or #2, has it)');
     check(attr.postOps.entries.every((o, i) => o.kind !== 'glu' || i === 0), 'grouped_gemm: a glu post-op must be the first post-op');
     checkImpl(attr.postOps.gluBackward === undefined, 'grouped_gemm: the glu_backward post-op is not supported (use matmul with grouped rows)');
     for (const a of [...attr.scalesArgs, ...attr.zeroPointsArgs]) check(a === ARG.MULTIPLE_SRC || a === ARG.MULTIPLE_WEIGHTS || a === ARG.MULTIPLE_DST, `grouped_gemm: scales and zero points take ARG.MULTIPLE_SRC, ARG.MULTIPLE_WEIGHTS or ARG.MULTIPLE_DST (one setting for every expert), got ${argName(a)}`);
@@ -71,6 +70,7 @@ export class PrimitiveDesc {
     checkImpl(experts.every((e) => e.src.dataType === experts[0].src.dataType), 'grouped_gemm: all experts must share the src data type');
     checkImpl(experts.every((e) => e.dst.dataType === experts[0].dst.dataType), 'grouped_gemm: all experts must share the dst data type');
     checkImpl(experts.every((e) => e.weights.dataType === experts[0].weights.dataType), 'grouped_gemm: all experts must share the weights data type');
+    if (attr.dynamicQuantization) PrimitiveDesc.checkDynamicQuantization(experts[0].src, experts[0].weights, attr);
     const why = dataTypeRejection(experts[0].src.dataType, experts[0].weights.dataType, experts[0].dst.dataType);
     checkImpl(why === undefined, `grouped_gemm: ${why}`);
     for (let i = 0; i < G; i++) experts[i] = { ...experts[i], fusion: PrimitiveDesc.fusion(i, experts[i], attr) };
@@ -118,6 +118,16 @@ export class PrimitiveDesc {
     check(dst.format === 'blocked' && dst.strides[1] === 1, `grouped_gemm: dst[${i}] must be row-major (tag.ab)`);
     check(wei.format !== 'packed' || wei.packed !== undefined, `grouped_gemm: weights[${i}] packed layout unknown`);
     return { K, N, dstN, src, weights: wei, dst, fusion: NO_FUSION };
+  }
+
+  /** rfcs/0006: dynamic int8 activations on weight-only experts, the rules of matmul's (one per line; every expert shares the types). */
+  private static checkDynamicQuantization(src: MemoryDesc, wei: MemoryDesc, attr: PrimitiveAttr): void {
+    const what = 'grouped_gemm: attr.setDynamicQuantization';
+    check(FLOAT_TYPES.includes(src.dataType), `${what}: src must be f32, bf16 or f16 (the activation quantized at execution), got ${src.dataType}`);
+    checkImpl(['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(wei.dataType), `${what}: weights must be s8, u8, s4, u4 or f4_e2m1 (weight-only experts), got ${wei.dataType}`);
+    const srcScales = attr.getScales(ARG.MULTIPLE_SRC) !== undefined || [...attr.expertScalesArgs].some(([a]) => a === ARG.MULTIPLE_SRC);
+    check(!srcScales && attr.getZeroPoints(ARG.MULTIPLE_SRC) === undefined, `${what}: src scales / zero points are computed by the primitive; do not set them`);
+    checkImpl(attr.getZeroPoints(ARG.MULTIPLE_WEIGHTS) === undefined, `${what}: weights zero points are not supported (symmetric weights only)`);
   }
 
   /** Expert i's scales, zero points and binary src1 (rfcs/0002; oneDNN's mask rule on the expert's plain tensors). */

@@ -41,6 +41,7 @@ function checkRowValues(a: GroupedGemmArgs, M: Int32Array, binaryPositions: read
 export const refGroupedGemm: GroupedGemmImpl = {
   name: 'ref:any',
   reject(p) {
+    if (p.attr.dynamicQuantization) return 'dynamic quantization (attr.setDynamicQuantization) runs on the wasm kernels only';
     if (p.experts.some((e) => e.weights.format === 'packed')) return 'packed weights are read only by the wasm kernels';
     return undefined;
   },

@@ -20,10 +20,10 @@ import { EXPERT_QUANT_ARG_ID } from './problem.js';
 const { MB, NB, KC, KC_INT, KC_PACKED } = TILE;
 
 /** Expert coordinates (fusion.ts): src [m, k], weights [k, n], dst and binary [m, n]; values per expert. */
-const ROLES: Roles = { src: ['r', 'k'], weights: ['k', 'n'], dst: ['r', 'n'], zeroG: {} };
+export const ROLES: Roles = { src: ['r', 'k'], weights: ['k', 'n'], dst: ['r', 'n'], zeroG: {} };
 
 /** One plan for every expert (the job has one set of strides; pointers come per expert), or why not. */
-function planExperts(p: GroupedGemmProblem): FusedPlan | string {
+export function planExperts(p: GroupedGemmProblem): FusedPlan | string {
   let first: FusedPlan | undefined;
   for (let i = 0; i < p.G; i++) {
     const e = p.experts[i];
@@ -33,6 +33,33 @@ function planExperts(p: GroupedGemmProblem): FusedPlan | string {
     else if (!samePlan(first, plan)) return `expert ${i}'s scales / zero points / binary inputs are laid out differently from expert 0's (per-expert scale granularity, attr.setExpertScales, or experts of different N: the kernels take one layout for all experts, rfcs/0002 section 6)`;
   }
   return first!;
+}
+
+/** Why the kernels cannot run the problem on this plan (planExperts', or the dynamic-quantization impl's integer plan). */
+export function rejectWith(p: GroupedGemmProblem, plan: FusedPlan | string): string | undefined {
+  if (p.experts.some((e) => e.weights.format === 'packed' && ![PACKED_P8, PACKED_X8, PACKED_X4, PACKED_X16].includes(e.weights.packed?.name ?? ''))) return 'unknown packed layout';
+  // x16:p8 experts: the job has one weights data type, which plain and x16 experts' codes share.
+  const coded = p.experts.filter((e) => e.weights.format !== 'packed' || isX16(e.weights));
+  if (p.experts.some((e) => isX16(e.weights)) && coded.some((e) => e.weights.dataType !== coded[0].weights.dataType)) return `experts with ${PACKED_X16} weights must share their data type with every plain or ${PACKED_X16} expert`;
+  if (p.experts.some((e) => isX16(e.weights) && (e.fusion.scales.weights || e.fusion.zeroPoints.weights))) return `${PACKED_X16} weights with weights scales / zero points (their tag.any layout is ${PACKED_P8})`;
+  if (typeof plan === 'string') return plan;
+  // x8 / x4 weights: the job has one weights data type (the decoder's), on the fused or integer path.
+  if (p.experts.some((e) => lowpSuffix(e.weights))) {
+    if (plan.path === PATH.f32) return 'x8 / x4 packed weights run on the fused f32 x low-precision or the integer path only';
+    if (p.experts.some((e) => e.weights.dataType !== p.experts[0].weights.dataType || (e.weights.format === 'packed') !== !!lowpSuffix(e.weights))) return 'experts with x8 / x4 packed weights must all share that layout and data type';
+    // One job reads the scales / zero points from every expert's panels, or from none.
+    const emb = panelQuantKey(p.experts[0].weights.packed?.quant);
+    // (dynamic quantization reads the weights scales from the attribute's memories, as matmul's :dq does: its panels keep the weight-only +q layout)
+    if (emb && plan.path === PATH.int && (!p.attr.dynamicQuantization || p.experts[0].weights.packed?.quant?.zeroPoints)) return 'the integer path applies the weights\' scales / zero points at execution: x8 / x4 panels with embedded ones (+q) run on the f32 x low-precision kernels only';
+    if (p.experts.some((e) => panelQuantKey(e.weights.packed?.quant) !== emb)) return 'experts must all embed their scales / zero points in the packed weights (x8 / x4 +q), or none';
+    if (emb && emb !== panelQuantKey(panelQuantOf(p.experts[0].fusion))) return `the packed weights embed scales / zero points (${emb}) that the attribute's weights scales / zero points (${panelQuantKey(panelQuantOf(p.experts[0].fusion)) || 'none'}) do not match`;
+  }
+  if (plan.po.length > MAX_PO) return `more than ${MAX_PO} post-ops`;
+  for (const e of p.experts) {
+    const mds = [...Object.values(e.fusion.scales), ...Object.values(e.fusion.zeroPoints)].map((q) => q!.md);
+    if (mds.some((md) => !md.hasRuntimeDims && !fits32(md))) return 'a scales / zero points memory is too large for 32-bit indexing';
+  }
+  return undefined;
 }
 
 /**
@@ -47,29 +74,9 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
   },
   reject(p, engine) {
     if (!engine.kernels) return 'the engine was created without kernels';
-    if (p.experts.some((e) => e.weights.format === 'packed' && ![PACKED_P8, PACKED_X8, PACKED_X4, PACKED_X16].includes(e.weights.packed?.name ?? ''))) return 'unknown packed layout';
-    // x16:p8 experts: the job has one weights data type, which plain and x16 experts' codes share.
-    const coded = p.experts.filter((e) => e.weights.format !== 'packed' || isX16(e.weights));
-    if (p.experts.some((e) => isX16(e.weights)) && coded.some((e) => e.weights.dataType !== coded[0].weights.dataType)) return `experts with ${PACKED_X16} weights must share their data type with every plain or ${PACKED_X16} expert`;
-    if (p.experts.some((e) => isX16(e.weights) && (e.fusion.scales.weights || e.fusion.zeroPoints.weights))) return `${PACKED_X16} weights with weights scales / zero points (their tag.any layout is ${PACKED_P8})`;
-    const plan = planExperts(p);
-    if (typeof plan === 'string') return plan;
-    // x8 / x4 weights: the job has one weights data type (the decoder's), on the fused or integer path.
-    if (p.experts.some((e) => lowpSuffix(e.weights))) {
-      if (plan.path === PATH.f32) return 'x8 / x4 packed weights run on the fused f32 x low-precision or the integer path only';
-      if (p.experts.some((e) => e.weights.dataType !== p.experts[0].weights.dataType || (e.weights.format === 'packed') !== !!lowpSuffix(e.weights))) return 'experts with x8 / x4 packed weights must all share that layout and data type';
-      // One job reads the scales / zero points from every expert's panels, or from none.
-      const emb = panelQuantKey(p.experts[0].weights.packed?.quant);
-      if (emb && plan.path === PATH.int) return 'the integer path applies the weights\' scales / zero points at execution: x8 / x4 panels with embedded ones (+q) run on the f32 x low-precision kernels only';
-      if (p.experts.some((e) => panelQuantKey(e.weights.packed?.quant) !== emb)) return 'experts must all embed their scales / zero points in the packed weights (x8 / x4 +q), or none';
-      if (emb && emb !== panelQuantKey(panelQuantOf(p.experts[0].fusion))) return `the packed weights embed scales / zero points (${emb}) that the attribute's weights scales / zero points (${panelQuantKey(panelQuantOf(p.experts[0].fusion)) || 'none'}) do not match`;
-    }
-    if (plan.po.length > MAX_PO) return `more than ${MAX_PO} post-ops`;
-    for (const e of p.experts) {
-      const mds = [...Object.values(e.fusion.scales), ...Object.values(e.fusion.zeroPoints)].map((q) => q!.md);
-      if (mds.some((md) => !md.hasRuntimeDims && !fits32(md))) return 'a scales / zero points memory is too large for 32-bit indexing';
-    }
-    return undefined;
+    // (wasm_grouped_gemm_dq.ts hands rejectWith its inner problem: the quantized s8 src)
+    if (p.attr.dynamicQuantization) return 'dynamic quantization runs on wasm:dynamic-quant';
+    return rejectWith(p, planExperts(p));
   },
   weightsLayout(e: Expert) {
     if (FLOAT_TYPES.includes(e.weights.dataType)) return floatWeightsLayout(e.weights.dims, e.weights.dataType, !!(e.fusion.scales.weights || e.fusion.zeroPoints.weights));
@@ -80,7 +87,7 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
     return new MemoryDesc({ dims: w.dims, dataType: w.dataType, format: 'blocked', strides: tagToStrides('ab', w.dims, 'weights') });
   },
   createExecutor(p, engine) {
-    return new Executor(p, engine);
+    return new GroupedGemmExecutor(p, engine);
   },
 };
 
@@ -99,7 +106,7 @@ function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[]):
   a.binary.forEach((mems, j) => mems.forEach((m, i) => check(m, argName(ARG.ATTR_MULTIPLE_POST_OP(binaryPositions[j]) | (ARG.MULTIPLE_SRC + i)), i)));
 }
 
-class Executor {
+export class GroupedGemmExecutor {
   private readonly job: number;
   private readonly table: number;
   private readonly i32: Int32Array;
@@ -111,8 +118,9 @@ class Executor {
   private readonly ptrs: number;
   private readonly p32: Uint32Array;
 
-  constructor(private readonly p: GroupedGemmProblem, private readonly engine: Engine) {
-    const plan = planExperts(p);
+  /** `given`: the caller's plan (wasm_grouped_gemm_dq.ts: the integer path with K-block folding), else planExperts'. */
+  constructor(private readonly p: GroupedGemmProblem, private readonly engine: Engine, given?: FusedPlan) {
+    const plan = given ?? planExperts(p);
     if (typeof plan === 'string') throw new Error(`wasm grouped_gemm: ${plan}`);
     this.plan = plan;
     const slots = 6 + p.experts[0].fusion.binary.length;

@@ -59,6 +59,7 @@ function expertFusion(p: GroupedGemmProblem, i: number): GemmFusion | undefined 
 }
 
 function rejectReason(p: GroupedGemmProblem, eng: GpuEngine): string | undefined {
+  if (p.attr.dynamicQuantization) return 'dynamic quantization (attr.setDynamicQuantization) is not implemented on the gpu engine yet (its weight-only kernels would compute the exact result instead); create the pd without it, or on a cpu engine';
   if (p.experts.some((e) => e.weights.format === 'packed')) return 'packed weights layouts are not implemented on the gpu engine yet (use plain ab / ba weights)';
   const why = subjectRejectReason(subjectOf(p, 0));
   if (why) return why;

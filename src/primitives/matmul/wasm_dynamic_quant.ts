@@ -17,7 +17,7 @@ import type { Engine } from '../../runtime/engine.js';
 import { DnnlError } from '../../common/status.js';
 import { PATH, Q } from '../../kernels/job_layout.js';
 import { panelQuantOf, planFused, type FusedPlan } from '../../kernels/fused_job.js';
-import { FLOAT_TYPES, type QuantParam } from '../../attr/fusion.js';
+import { FLOAT_TYPES, type Fusion, type QuantParam } from '../../attr/fusion.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
@@ -25,12 +25,12 @@ import { WasmMatmulExecutor, kernelName, lowpSuffix, matmulRoles, wasmMatmul } f
 
 /** Weights the integer kernels take: the integer types, and f4_e2m1 as the integers 2 v (exact in [-12, 12]
  * for every e2m1 value; the kernels put the 0.5 into the weights scales as they stage them, exactly). */
-const INT_WEIGHTS: readonly string[] = [...X8_TYPES, ...X4_TYPES].filter((t) => ['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(t));
+export const INT_WEIGHTS: readonly string[] = [...X8_TYPES, ...X4_TYPES].filter((t) => ['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(t));
 
 /** quant_rows_s8's job (wasm/src/quant-rows-s8.c; the same struct dynamic_quant fills). */
-const QUANT_ROWS = { src: 32, dst: 36, scales: 40, offs: 44, rows: 48, cols: 52, src_ld: 56, dst_ld: 60, src_dt: 64, G: 68, SIZE: 80 } as const;
-const KIND_QUANT_ROWS_S8 = 24;
-const SRC_DT: Readonly<Record<string, number>> = { f32: 0, bf16: 1, f16: 2 };
+export const QUANT_ROWS = { src: 32, dst: 36, scales: 40, offs: 44, rows: 48, cols: 52, src_ld: 56, dst_ld: 60, src_dt: 64, G: 68, SIZE: 80 } as const;
+export const KIND_QUANT_ROWS_S8 = 24;
+export const SRC_DT: Readonly<Record<string, number>> = { f32: 0, bf16: 1, f16: 2 };
 
 /** Rows of src the GEMM may read (all of them are quantized): tokens with a gather, else src's rows. */
 function srcRows(p: MatmulProblem): number {
@@ -59,17 +59,21 @@ function innerProblem(p: MatmulProblem): MatmulProblem {
  * f4_e2m1 weights (the job's integer path reads their codes as 2 v: wasm/src/lowp.h f4e2m1_x2). */
 function planInner(q: MatmulProblem): FusedPlan | string {
   const { roles, binary } = matmulRoles(q);
-  const plan = planFused(q.src.dataType, q.weights.dataType, q.dst.dataType, q.bias?.dataType, q.fusion, q.attr, roles, binary);
+  return dynamicIntPlan(planFused(q.src.dataType, q.weights.dataType, q.dst.dataType, q.bias?.dataType, q.fusion, q.attr, roles, binary), q.weights, q.fusion, q.N);
+}
+
+/** The integer plan of a quantized-src problem from its fused plan (shared with grouped_gemm, Proposal #3): see planInner. */
+export function dynamicIntPlan(plan: FusedPlan | string, weights: MemoryDesc, fusion: Fusion, N: number): FusedPlan | string {
   if (typeof plan === 'string' || plan.path === PATH.int) return plan;
-  const fp4 = q.weights.dataType === 'f4_e2m1';
+  const fp4 = weights.dataType === 'f4_e2m1';
   const ws = plan.q[Q.wei_scale];
   if (!fp4 && (!ws || ws.st_k === 0)) return 'the integer path cannot run this problem';
   if ([Q.src_zp, Q.wei_zp].some((i) => plan.q[i])) return fp4 ? 'f4_e2m1 weights with zero points' : 'K-block weights scales with zero points';
   if (!ws || ws.st_k === 0) return { ...plan, path: PATH.int };
   if (ws.blk_k % 2 !== 0) return `weights scales in K blocks of ${ws.blk_k} (the integer kernels take k in pairs: blocks must be even)`;
-  if (!lowpSuffix(q.weights)) return 'K-block weights scales need the weights packed (tag.any): plain ones are packed per tile into the room the folding uses';
-  const glu = q.fusion.glu;
-  if (glu && glu.layout === 'halves' && (q.N / 2) % 8 !== 0) return 'K-block weights scales with GLU halves that do not split on an 8-column panel (N / 2 % 8 != 0)';
+  if (!lowpSuffix(weights)) return 'K-block weights scales need the weights packed (tag.any): plain ones are packed per tile into the room the folding uses';
+  const glu = fusion.glu;
+  if (glu && glu.layout === 'halves' && (N / 2) % 8 !== 0) return 'K-block weights scales with GLU halves that do not split on an 8-column panel (N / 2 % 8 != 0)';
   return { ...plan, path: PATH.int };
 }
 
