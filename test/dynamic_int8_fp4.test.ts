@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
-import { expectDnnlError } from './helpers.js';
+import { expectDnnlError, expectF32Bits } from './helpers.js';
 
 const rng = (seed: number): (() => number) => {
   let a = seed >>> 0;
@@ -179,13 +179,6 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   return { got, want: reference(c, x, codes, sc, bias), impl: pd.implInfo, wmd: wmd.toString() };
 }
 
-function expectBits(got: Float32Array, want: Float32Array, what: string): void {
-  const g = new Uint32Array(got.buffer), w = new Uint32Array(want.buffer);
-  let bad = -1;
-  for (let i = 0; i < g.length && bad < 0; i++) if (g[i] !== w[i]) bad = i;
-  expect(bad, `${what}: first differing element ${bad}: got ${got[bad]}, want ${want[bad]}`).toBe(-1);
-  expect(want.some((v) => v !== 0), `${what}: a non-trivial result`).toBe(true);
-}
 
 /** K is rounded up to the scheme's block where it has one (K blocks must divide K); N % 8 != 0 in most. */
 const SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N'>][] = [
@@ -223,7 +216,7 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
           // the relaxed dot runs fp4 too: only when asked for, and where relaxed SIMD is native (Node 22+)
           expect(o.impl.endsWith('+rdot')).toBe(name.startsWith('relaxed+dot') && Number(process.versions.node.split('.')[0]) >= 22);
           if (scheme !== 'none') expect(o.wmd).toContain('+q');
-          expectBits(o.got, o.want, `${name} ${proposal}`);
+          expectF32Bits(o.got, o.want, `${name} ${proposal}`);
         }
       }
     });
@@ -236,7 +229,7 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
         const K = scheme === 'col' || scheme === 'none' ? 75 : 160;
         const o = await run(eng, strm, { E: 4, sizes: [1, 0, 2, 23], K, N: 27, scheme, form }, 21);
         expect(o.wmd).not.toContain('+q');
-        expectBits(o.got, o.want, `${name} ${scheme} ${form}`);
+        expectF32Bits(o.got, o.want, `${name} ${scheme} ${form}`);
       }
     }
   });
@@ -247,7 +240,7 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
         for (const [name, eng, strm] of engines) {
           const o = await run(eng, strm, { E: 3, sizes: [1, 2, 9], K: 320, N: 27, scheme, form, s4: true }, 23);
           expect(o.impl).toMatch(/s16-gemm-3x8-w4-dq8/);
-          expectBits(o.got, o.want, `${name} s4 ${scheme} ${form}`);
+          expectF32Bits(o.got, o.want, `${name} s4 ${scheme} ${form}`);
         }
       }
     }
@@ -257,9 +250,9 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
     for (const scheme of ['mxfp4', 'nvfp4', 'col'] as const) {
       for (const [name, eng, strm] of engines) {
         const o = await run(eng, strm, { E: 4, sizes: [2, 1, 0, 1], K: 2048, N: 40, scheme }, 5);
-        expectBits(o.got, o.want, `${name} ${scheme} decode`);
+        expectF32Bits(o.got, o.want, `${name} ${scheme} decode`);
         const t = await run(eng, strm, { E: 2, sizes: [130, 3], K: 576, N: 24, scheme }, 6);
-        expectBits(t.got, t.want, `${name} ${scheme} tall`);
+        expectF32Bits(t.got, t.want, `${name} ${scheme} tall`);
       }
     }
   });

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
-import { expectDnnlError } from './helpers.js';
+import { expectDnnlError, expectF32Bits } from './helpers.js';
 
 const rng = (seed: number): (() => number) => {
   let a = seed >>> 0;
@@ -138,13 +138,6 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   return { got, want: reference(c, x, w, sc, bias), impl: pd.implInfo, wmd: wmd.toString() };
 }
 
-function expectBits(got: Float32Array, want: Float32Array, what: string): void {
-  const g = new Uint32Array(got.buffer), w = new Uint32Array(want.buffer);
-  let bad = -1;
-  for (let i = 0; i < g.length && bad < 0; i++) if (g[i] !== w[i]) bad = i;
-  expect(bad, `${what}: first differing element ${bad}: got ${got[bad]}, want ${want[bad]}`).toBe(-1);
-  expect(want.some((v) => v !== 0), `${what}: a non-trivial result`).toBe(true);
-}
 
 const SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N'>][] = [
   ['E = 5, a 70-row expert, an empty one, 1-row ones, K = 99, N = 21', { E: 5, sizes: [70, 0, 9, 1, 33], K: 99, N: 21 }],
@@ -184,7 +177,7 @@ describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuanti
             const native = Number(process.versions.node.split('.')[0]) >= 22;
             expect(o.impl.endsWith('+rdot')).toBe(name.startsWith('relaxed+dot') && native && (wdt === dt.s4 || wdt === dt.u4));
             expect(o.wmd).toContain('+q');
-            expectBits(o.got, o.want, `${name} ${proposal}`);
+            expectF32Bits(o.got, o.want, `${name} ${proposal}`);
           }
         }
       });
@@ -195,7 +188,7 @@ describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuanti
     for (const [wdt, blk] of [[dt.s8, 0], [dt.s4, 0], [dt.s4, 32]] as const) {
       for (const [name, eng, strm] of engines) {
         const o = await run(eng, strm, { E: 4, sizes: [2, 1, 0, 2], K: 2048, N: 24, wdt, blk }, 5);
-        expectBits(o.got, o.want, `${name} ${wdt} blk ${blk}`);
+        expectF32Bits(o.got, o.want, `${name} ${wdt} blk ${blk}`);
       }
     }
   });
@@ -204,7 +197,7 @@ describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuanti
     for (const blk of [16, 64]) {
       for (const [name, eng, strm] of engines) {
         const o = await run(eng, strm, { E: 3, sizes: [4, 0, 67], K: 192, N: 30, wdt: dt.s4, blk, bias: true }, 3);
-        expectBits(o.got, o.want, `${name} blk ${blk}`);
+        expectF32Bits(o.got, o.want, `${name} blk ${blk}`);
       }
     }
   });

@@ -67,6 +67,19 @@ function describeError(e: unknown): string {
   return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
 }
 
+/**
+ * got and want as f32 bit patterns, element for element (the same length); `nonTrivial`: want must hold a
+ * non-zero value too, so that a result of all zeros cannot pass by accident.
+ */
+export function expectF32Bits(got: Float32Array, want: Float32Array, what: string, nonTrivial = true): void {
+  expect(got.length, what).toBe(want.length);
+  const g = new Uint32Array(got.buffer, got.byteOffset, got.length), w = new Uint32Array(want.buffer, want.byteOffset, want.length);
+  let bad = -1;
+  for (let i = 0; i < g.length && bad < 0; i++) if (g[i] !== w[i]) bad = i;
+  expect(bad, `${what}: first differing element ${bad}: got ${got[bad]}, want ${want[bad]}`).toBe(-1);
+  if (nonTrivial) expect(want.some((v) => v !== 0), `${what}: a non-trivial result`).toBe(true);
+}
+
 /** Asserts `fn` throws a DnnlError with `status` whose message contains `fragment`. */
 export function expectDnnlError(fn: () => unknown, status: ErrorStatus, fragment: string | RegExp): DnnlError {
   let caught: unknown;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ARG, Engine, Memory, MemoryDesc, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, grouped_gemm, matmul, memory, reorder, tag, type DataType,
 } from '../src/index.js';
-import { expectDnnlError, expectDnnlReject } from './helpers.js';
+import { expectDnnlError, expectDnnlReject, expectF32Bits } from './helpers.js';
 import { expectUnchanged } from './proposal_helpers.js';
 import { gpuEngine } from './gpu_helpers.js';
 
@@ -202,13 +202,6 @@ async function runP3(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, 
   }
 }
 
-function expectBits(got: Float32Array, want: Float32Array, what: string): void {
-  expect(got.length, what).toBe(want.length);
-  const g = new Uint32Array(got.buffer), w = new Uint32Array(want.buffer);
-  let bad = -1;
-  for (let i = 0; i < g.length && bad < 0; i++) if (g[i] !== w[i]) bad = i;
-  expect(bad, `${what}: first differing element ${bad}: got ${got[bad]}, want ${want[bad]}`).toBe(-1);
-}
 
 /** P#3 against P#1 on the same rows (one P#1 matmul, or one of E = 1 per expert when K / N differ). */
 async function compare(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, seed: number, what: string): Promise<Float32Array[]> {
@@ -218,7 +211,7 @@ async function compare(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights
   const uniform = ex.every((e) => e.K === ex[0].K && e.N === ex[0].N);
   const p1 = uniform ? await runP1(eng, strm, ex, wt, d)
     : (await Promise.all(ex.map(async (e, g) => (await runP1(eng, strm, [e], wt, { x: [d.x[g]], w: [d.w[g]], s: [d.s[g]] }))[0])));
-  ex.forEach((e, g) => expectBits(p3.out[g], p1[g], `${what} expert ${g}`));
+  ex.forEach((e, g) => expectF32Bits(p3.out[g], p1[g], `${what} expert ${g}`, false));
   expect(p3.out.some((o) => o.some((v) => v !== 0)), `${what}: a non-trivial result`).toBe(true);
   return p3.out;
 }
@@ -261,7 +254,7 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
       for (const kernels of ['simd128', 'relaxed']) {
         const outs: Float32Array[][] = [];
         for (const [name, eng, strm] of engines.filter(([n]) => n.startsWith(kernels))) outs.push(await compare(eng, strm, ex, wt, 11, `${wname} ${name}`));
-        outs[1].forEach((o, g) => expectBits(o, outs[0][g], `${wname} ${kernels} 2T vs 1T expert ${g}`));
+        outs[1].forEach((o, g) => expectF32Bits(o, outs[0][g], `${wname} ${kernels} 2T vs 1T expert ${g}`, false));
       }
     });
   }
@@ -306,7 +299,7 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
         }
         f.prim.execute(strm, args);
         await strm.wait();
-        ex.forEach((e, g) => expectBits(Float32Array.from((dstAll.values as Float32Array).subarray(offs[g] * N, offs[g + 1] * N)), want[g], `${name} ${srcDt} expert ${g}`));
+        ex.forEach((e, g) => expectF32Bits(Float32Array.from((dstAll.values as Float32Array).subarray(offs[g] * N, offs[g + 1] * N)), want[g], `${name} ${srcDt} expert ${g}`, false));
         // row 2 of expert 4 (the run's row 10)
         writeSrc(srcAll, srcDt, Float32Array.of(Number.POSITIVE_INFINITY), (offs[4] + 2) * K + 3);
         f.prim.execute(strm, args);
@@ -352,7 +345,7 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
         const sub = rows.map((r, g) => ({ ...ex[g], rows: r }));
         const want = await runP1(eng, strm, sub, wt, { x: d.x.map((x, g) => x.subarray(0, rows[g] * 64)), w: d.w, s: d.s });
         sub.forEach((e, g) => {
-          expectBits(Float32Array.from((f.dsts[g].values as Float32Array).subarray(0, e.rows * e.N)), want[g], `rows ${rows} expert ${g}`);
+          expectF32Bits(Float32Array.from((f.dsts[g].values as Float32Array).subarray(0, e.rows * e.N)), want[g], `rows ${rows} expert ${g}`, false);
           const v = f.dsts[g].values as Float32Array;
           if (e.rows * e.N < v.length) expect(Number.isNaN(v[e.rows * e.N]), `rows past M_i untouched: rows ${rows} expert ${g}`).toBe(true);
         });
