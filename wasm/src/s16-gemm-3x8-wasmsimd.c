@@ -27,6 +27,7 @@
 #include "common.h"
 #include "ukernel.h"
 #include "tile_io.h"
+#include "byte_tables.h" /* lut_nibbles */
 
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
 
@@ -38,22 +39,12 @@ enum { WF_S16 = 0, WF_S8 = 1, WF_U8 = 2, WF_S4 = 3, WF_U4 = 4, WF_F4 = 5 };
    (0, 0.5, 1, 1.5, 2, 3, 4, 6), so the integer kernels take fp4 weights with exact int32 sums. */
 #define F4X2_LUT wasm_i8x16_const(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
 
-/* 16 nibble indices (0..15) through a 16-entry byte table (the relaxed build's one-instruction swizzle is
-   exact on them). */
-INLINE v128_t f4_lut(v128_t lut, v128_t idx) {
-#ifdef RELAXED
-  return (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)lut, (__i8x16)idx);
-#else
-  return wasm_i8x16_swizzle(lut, idx);
-#endif
-}
-
 /* f4 k-pairs: the bytes' low (code of k) and high (code of k + 1) nibbles interleaved per byte, through
    the 2 v table, sign-extended to the int16 k-pair layout (columns 0..3 as b0, 4..7 as b1). t: one
    k-pair's 16 nibbles, interleaved (F4_NIBBLES). */
-#define F4_HALF(t, b0, b1)                                                     \
+#define F4_HALF(t, b0, b1)                                                         \
   do {                                                                             \
-    const v128_t v_ = f4_lut(F4X2_LUT, t);                                         \
+    const v128_t v_ = lut_nibbles(F4X2_LUT, t);                                    \
     b0 = wasm_i16x8_extend_low_i8x16(v_);                                          \
     b1 = wasm_i16x8_extend_high_i8x16(v_);                                         \
   } while (0)
@@ -351,8 +342,8 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
       if (WF == WF_S4) r = wasm_v128_xor(r, xb);
       v128_t lo = wasm_v128_and(r, m4), hi = wasm_u8x16_shr(r, 4);
       if (WF == WF_F4) {
-        lo = f4_lut(f4b, lo);
-        hi = f4_lut(f4b, hi);
+        lo = lut_nibbles(f4b, lo);
+        hi = lut_nibbles(f4b, hi);
       }
       const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
@@ -370,8 +361,8 @@ INLINE void rdot_row_x4(const int WF, size_t kc, size_t blk, const int8_t* restr
       if (WF == WF_S4) q = wasm_v128_xor(q, xb);
       v128_t lo = wasm_v128_and(q, m4), hi = wasm_u8x16_shr(q, 4);
       if (WF == WF_F4) { /* zero padding bytes give 12 here: times activations 0 */
-        lo = f4_lut(f4b, lo);
-        hi = f4_lut(f4b, hi);
+        lo = lut_nibbles(f4b, lo);
+        hi = lut_nibbles(f4b, hi);
       }
       const v128_t p01 = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const v128_t p23 = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
