@@ -10,37 +10,14 @@
  * builds (with and without the relaxed dot), at 1 and 2 threads.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
+import { ARG, Engine, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, tag, type DataType } from '../src/index.js';
 import { expectDnnlError, expectF32Bits } from './helpers.js';
+import { mulberry32 } from './workloads.js';
+import { dqEngines, quantizeRows, runDqMatmul } from './dynamic_int8_runner.js';
 
-const rng = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
 const f32 = Math.fround;
-const rne = (v: number): number => {
-  const f = Math.floor(v), d = v - f;
-  return d > 0.5 ? f + 1 : d < 0.5 ? f : f % 2 === 0 ? f : f + 1;
-};
 /** The e2m1 values of codes 0..15 (code 8 is -0). */
 const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
-
-function quantizeRows(x: Float32Array, rows: number, K: number): { q: Int32Array; s: Float32Array } {
-  const q = new Int32Array(rows * K), s = new Float32Array(rows);
-  for (let r = 0; r < rows; r++) {
-    let amax = 0;
-    for (let k = 0; k < K; k++) amax = Math.max(amax, Math.abs(x[r * K + k]));
-    const sc = amax > 0 ? f32(amax / 127) : 1;
-    s[r] = sc;
-    for (let k = 0; k < K; k++) q[r * K + k] = Math.max(-128, Math.min(127, rne(x[r * K + k] / sc)));
-  }
-  return { q, s };
-}
 
 /** The weights scales: MXFP4 / NVFP4 K blocks, per-column f32, or none. */
 type Scheme = 'mxfp4' | 'nvfp4' | 'col' | 'none';
@@ -113,8 +90,8 @@ function reference(c: Case, x: Float32Array, codes: Uint8Array, sc: Float32Array
 }
 
 async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ got: Float32Array; want: Float32Array; impl: string; wmd: string }> {
-  const { E, K, N } = c, T = c.sizes.reduce((a, b) => a + b, 0), { blk, sdt } = SCHEME[c.scheme], form = c.form ?? 'any';
-  const r = rng(seed);
+  const { E, K, N } = c, T = c.sizes.reduce((a, b) => a + b, 0), { blk, sdt } = SCHEME[c.scheme];
+  const r = mulberry32(seed);
   const x = Float32Array.from({ length: T * K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
   if (T > 1) x.fill(0, K, 2 * K); // a row of zeros: scale 1
   const codes = Uint8Array.from({ length: E * K * N }, (_, i) => (i < 16 ? i : Math.floor(r() * 16))); // all 16 codes
@@ -123,60 +100,11 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   // e8m0 codes 0x00 (2^-127, an f32 subnormal) and 0x01 (2^-126: times 0.5 a subnormal): the staging's slow lane
   if (sdt === dt.e8m0) sc.set([2 ** -127, 2 ** -126]);
   const bias = c.bias ? Float32Array.from({ length: E * N }, () => f32(r() - 0.5)) : undefined;
-  const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
-  if (blk) attr.setScales(ARG.WEIGHTS, 7, [1, blk, 1], sdt);
-  else if (sdt) attr.setScales(ARG.WEIGHTS, 5, [], sdt);
-  const p2 = c.proposal === 'P2';
-  if (p2) attr.setGroupedOffsets(ARG.SRC, E);
-  const srcMd = p2 ? memory.desc([T, K], dt.f32, tag.ab) : memory.desc.grouped([T, K], dt.f32, E, [RT, K]);
-  const dstMd = p2 ? memory.desc([T, N], dt.f32, tag.ab) : memory.desc.grouped([T, N], dt.f32, E, [RT, N]);
-  const biasMd = memory.desc([E, N], dt.f32, tag.ab);
-  const wdt = c.s4 ? dt.s4 : dt.f4_e2m1;
-  const userMd = memory.desc([E, K, N], wdt, tag.abc);
-  const anyMd = memory.desc([E, K, N], wdt, tag.any);
-  // the codes-only panels: what a pd without weights scales picks
-  const weiReq = form === 'plain' ? userMd : form === 'codes' ? new matmul.PrimitiveDesc(eng, srcMd, anyMd, dstMd, new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8)).queryMd('weights')! : anyMd;
-  const pd = bias ? new matmul.PrimitiveDesc(eng, srcMd, weiReq, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiReq, dstMd, attr);
-  const offs = [0];
-  for (const s of c.sizes) offs.push(offs[offs.length - 1] + s);
-  const src = Memory.create(srcMd, eng), dst = Memory.create(dstMd, eng, p2 ? undefined : [undefined, src.handles[1]]);
-  (src.values as Float32Array).set(x);
-  if (!p2) src.offsets.set(offs);
-  (dst.values as Float32Array).fill(Number.NaN);
-  const user = Memory.create(userMd, eng).write(Float64Array.from(codes, (q) => codeValue(c, q)));
-  const mems = [src, dst, user];
-  const scalesMd = pd.queryMd('scales:weights');
-  const scales = scalesMd ? Memory.create(scalesMd, eng).write(sc) : undefined;
-  if (scales) mems.push(scales);
-  const wmd = pd.queryMd('weights')!;
-  const embedded = wmd.packed?.quant?.scales !== undefined;
-  let wei = user;
-  if (!wmd.equals(userMd)) {
-    wei = Memory.create(wmd, eng);
-    mems.push(wei);
-    const ra: Record<number, Memory> = { [ARG.FROM]: user, [ARG.TO]: wei };
-    if (embedded) ra[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales!;
-    new reorder.Primitive(new reorder.PrimitiveDesc(eng, userMd, wmd)).execute(strm, ra);
-  }
-  const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
-  if (scales && !embedded) args[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales;
-  if (bias) {
-    const b = Memory.create(biasMd, eng).write(bias);
-    args[ARG.BIAS] = b;
-    mems.push(b);
-  }
-  if (p2) {
-    const o = Memory.create(pd.queryMd('grouped_offsets')!, eng).write(offs);
-    args[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = o;
-    mems.push(o);
-  }
-  const prim = new matmul.Primitive(pd);
-  prim.execute(strm, args);
-  await strm.wait();
-  const got = Float32Array.from((dst.values as Float32Array).subarray(0, T * N));
-  mems.forEach((m) => m.free());
-  prim.destroy();
-  return { got, want: reference(c, x, codes, sc, bias), impl: pd.implInfo, wmd: wmd.toString() };
+  const o = await runDqMatmul(eng, strm, {
+    ...c, x, w: Float64Array.from(codes, (q) => codeValue(c, q)), wdt: c.s4 ? dt.s4 : dt.f4_e2m1,
+    scales: sdt ? { data: sc, blk, sdt } : undefined, bias,
+  });
+  return { ...o, want: reference(c, x, codes, sc, bias) };
 }
 
 
@@ -191,18 +119,7 @@ const SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N'>][] = [
 
 describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () => {
   const engines: [string, Engine, Stream][] = [];
-  beforeAll(async () => {
-    for (const kernels of ['simd128', 'relaxed'] as const) {
-      for (const threads of [1, 2]) {
-        const e = await Engine.create({ threads, kernels });
-        engines.push([`${kernels} ${threads}T`, e, new Stream(e)]);
-      }
-    }
-    for (const threads of [1, 2]) {
-      const e = await Engine.create({ threads, kernels: 'relaxed', relaxedDot: true });
-      engines.push([`relaxed+dot ${threads}T`, e, new Stream(e)]);
-    }
-  });
+  beforeAll(async () => { engines.push(...(await dqEngines())); });
   afterAll(() => engines.forEach(([, e]) => e.release()));
 
   for (const scheme of ['mxfp4', 'nvfp4', 'col', 'none'] as const) {

@@ -10,35 +10,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
 import { expectDnnlError, expectF32Bits } from './helpers.js';
+import { mulberry32 } from './workloads.js';
+import { dqEngines, quantizeRows, runDqMatmul } from './dynamic_int8_runner.js';
 
-const rng = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
 const f32 = Math.fround;
-const rne = (v: number): number => {
-  const f = Math.floor(v), d = v - f;
-  return d > 0.5 ? f + 1 : d < 0.5 ? f : f % 2 === 0 ? f : f + 1;
-};
 const RANGE: Record<string, [number, number]> = { s8: [-128, 127], u8: [0, 255], s4: [-8, 7], u4: [0, 15] };
-
-/** The quantized rows (exact model of the kernel's quantization). */
-export function quantizeRows(x: Float32Array, rows: number, K: number): { q: Int32Array; s: Float32Array } {
-  const q = new Int32Array(rows * K), s = new Float32Array(rows);
-  for (let r = 0; r < rows; r++) {
-    let amax = 0;
-    for (let k = 0; k < K; k++) amax = Math.max(amax, Math.abs(x[r * K + k]));
-    const sc = amax > 0 ? f32(amax / 127) : 1;
-    s[r] = sc;
-    for (let k = 0; k < K; k++) q[r * K + k] = Math.max(-128, Math.min(127, rne(x[r * K + k] / sc)));
-  }
-  return { q, s };
-}
 
 interface Case {
   readonly E: number;
@@ -88,7 +64,7 @@ function reference(c: Case, x: Float32Array, w: Float64Array, sc: Float32Array, 
 
 async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ got: Float32Array; want: Float32Array; impl: string; wmd: string }> {
   const { E, K, N, blk, wdt } = c, T = c.sizes.reduce((a, b) => a + b, 0);
-  const r = rng(seed);
+  const r = mulberry32(seed);
   const x = Float32Array.from({ length: T * K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
   if (T > 1) x.fill(0, K, 2 * K); // a row of zeros: scale 1
   const [lo, hi] = RANGE[wdt];
@@ -96,46 +72,8 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   const nb = blk ? Math.ceil(K / blk) : 1;
   const sc = Float32Array.from({ length: E * nb * N }, () => f32(0.001 + r() * 0.02));
   const bias = c.bias ? Float32Array.from({ length: E * N }, () => f32(r() - 0.5)) : undefined;
-  const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
-  if (blk) attr.setScales(ARG.WEIGHTS, 7, [1, blk, 1]);
-  else attr.setScales(ARG.WEIGHTS, 5);
-  const p2 = c.proposal === 'P2';
-  if (p2) attr.setGroupedOffsets(ARG.SRC, E);
-  const srcMd = p2 ? memory.desc([T, K], dt.f32, tag.ab) : memory.desc.grouped([T, K], dt.f32, E, [RT, K]);
-  const dstMd = p2 ? memory.desc([T, N], dt.f32, tag.ab) : memory.desc.grouped([T, N], dt.f32, E, [RT, N]);
-  const biasMd = memory.desc([E, N], dt.f32, tag.ab);
-  const weiAny = memory.desc([E, K, N], wdt, tag.any);
-  const pd = bias ? new matmul.PrimitiveDesc(eng, srcMd, weiAny, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiAny, dstMd, attr);
-  const offs = [0];
-  for (const s of c.sizes) offs.push(offs[offs.length - 1] + s);
-  const src = Memory.create(srcMd, eng), dst = Memory.create(dstMd, eng, p2 ? undefined : [undefined, src.handles[1]]);
-  (src.values as Float32Array).set(x);
-  if (!p2) src.offsets.set(offs);
-  (dst.values as Float32Array).fill(Number.NaN);
-  const user = Memory.create(memory.desc([E, K, N], wdt, tag.abc), eng).write(w);
-  const scales = Memory.create(pd.queryMd('scales:weights')!, eng).write(sc);
-  const wmd = pd.queryMd('weights')!;
-  const wei = Memory.create(wmd, eng);
-  new reorder.Primitive(new reorder.PrimitiveDesc(eng, user.desc, wmd)).execute(strm, { [ARG.FROM]: user, [ARG.TO]: wei, [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales });
-  const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
-  const mems = [src, dst, user, scales, wei];
-  if (bias) {
-    const b = Memory.create(biasMd, eng).write(bias);
-    args[ARG.BIAS] = b;
-    mems.push(b);
-  }
-  if (p2) {
-    const o = Memory.create(pd.queryMd('grouped_offsets')!, eng).write(offs);
-    args[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = o;
-    mems.push(o);
-  }
-  const prim = new matmul.Primitive(pd);
-  prim.execute(strm, args);
-  await strm.wait();
-  const got = Float32Array.from((dst.values as Float32Array).subarray(0, T * N));
-  mems.forEach((m) => m.free());
-  prim.destroy();
-  return { got, want: reference(c, x, w, sc, bias), impl: pd.implInfo, wmd: wmd.toString() };
+  const o = await runDqMatmul(eng, strm, { ...c, x, w, scales: { data: sc, blk }, bias });
+  return { ...o, want: reference(c, x, w, sc, bias) };
 }
 
 
@@ -148,19 +86,7 @@ const SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N'>][] = [
 
 describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuantization)', () => {
   const engines: [string, Engine, Stream][] = [];
-  beforeAll(async () => {
-    for (const kernels of ['simd128', 'relaxed'] as const) {
-      for (const threads of [1, 2]) {
-        const e = await Engine.create({ threads, kernels });
-        engines.push([`${kernels} ${threads}T`, e, new Stream(e)]);
-      }
-    }
-    // The relaxed dot is opt-in (slower than the int16 kernel on x64 without VNNI): these engines ask for it.
-    for (const threads of [1, 2]) {
-      const e = await Engine.create({ threads, kernels: 'relaxed', relaxedDot: true });
-      engines.push([`relaxed+dot ${threads}T`, e, new Stream(e)]);
-    }
-  });
+  beforeAll(async () => { engines.push(...(await dqEngines())); });
   afterAll(() => engines.forEach(([, e]) => e.release()));
 
   for (const wdt of [dt.s8, dt.u8, dt.s4, dt.u4]) {
