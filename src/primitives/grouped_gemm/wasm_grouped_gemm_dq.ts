@@ -14,13 +14,13 @@
  */
 import { MemoryDesc } from '../../memory/desc.js';
 import type { Memory } from '../../memory/memory.js';
-import { packedLowpWeightsDesc, PACKED_X4 } from '../../memory/packed_weights.js';
+import { PACKED_X4 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 import { DnnlError } from '../../common/status.js';
-import { panelQuantOf, planFused, samePlan, type FusedPlan } from '../../kernels/fused_job.js';
+import { planFused, samePlan, type FusedPlan } from '../../kernels/fused_job.js';
 import { FLOAT_TYPES, type QuantParam } from '../../attr/fusion.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
-import { INT_WEIGHTS, KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT, dynamicIntPlan } from '../matmul/wasm_dynamic_quant.js';
+import { INT_WEIGHTS, KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT, dynamicIntPlan, weightOnlyLayout } from '../matmul/wasm_dynamic_quant.js';
 
 /** quant_rows_s8 with runs (wasm/src/quant-rows-s8.c): the table of runs and their count; a run is 8 int32s. */
 const QUANT_RUNS_JOB = { ...QUANT_ROWS, runs: 72, nruns: 76 } as const;
@@ -58,11 +58,6 @@ function planInner(q: GroupedGemmProblem): FusedPlan | string {
     else if (!samePlan(first, plan)) return `expert ${i}'s scales / zero points / binary inputs are laid out differently from expert 0's (per-expert scale granularity, attr.setExpertScales, or experts of different N: the kernels take one layout for all experts, rfcs/0002 section 6)`;
   }
   return first!;
-}
-
-/** The weight-only layout: codes with their scales beside the panels, as the f32 x low-precision path stores them (matmul `:dq`'s). */
-function weightOnlyLayout(e: Expert): MemoryDesc {
-  return packedLowpWeightsDesc(e.weights.dims, e.weights.dataType, panelQuantOf(e.fusion));
 }
 
 export const wasmDynamicQuantGroupedGemm: GroupedGemmImpl = {

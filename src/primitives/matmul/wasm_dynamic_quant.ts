@@ -77,8 +77,9 @@ export function dynamicIntPlan(plan: FusedPlan | string, weights: MemoryDesc, fu
   return { ...plan, path: PATH.int };
 }
 
-/** The weight-only layout: codes with their scales beside the panels, as the f32 x low-precision path stores them. */
-function weightOnlyLayout(p: MatmulProblem): MemoryDesc {
+/** The weight-only layout: codes with their scales beside the panels, as the f32 x low-precision path stores them
+ * (grouped_gemm `:dq` picks it per expert too). */
+export function weightOnlyLayout(p: Pick<MatmulProblem, 'weights' | 'fusion'>): MemoryDesc {
   return packedLowpWeightsDesc(p.weights.dims, p.weights.dataType, panelQuantOf(p.fusion));
 }
 
