@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { ARG, Engine, Memory, Stream, memory, moe, reorder, tag, dt } from '../src/index.js';
 import { fillRandom, timeIt, timingOf, type Timing } from './timing.js';
 import { MOE_SEEDS, MOE_WEIGHT_SCALE, MOE_WORKLOADS, moeFlops, type MoeWorkload } from './moe_workloads.js';
-import { lowpLayerTiming, type RunnableLayer } from './moe_lowp_layer.js';
+import { LOWP_LAYER_MODES, lowpLayers, type RunnableLayer } from './moe_lowp_layer.js';
 
 export interface MoeRow {
   workload: string;
@@ -144,11 +144,14 @@ export async function moeRound(w: MoeWorkload, threads: number, isa: 'auto' | 's
   // Weight-only int8 / int4 layers (QMoE's quantization, packed code panels): beside ORT's QMoE rows.
   if (eng.kernels && process.env.GROUPDNN_BENCH_MOE_LOWP !== '0') {
     for (const bits of [8, 4] as const) {
-      const r = await lowpLayerTiming(w, eng, bits, minMs);
-      rows.push(row(w, `groupdnn:moe.layer:w${bits}`, threads, r.t, moeFlops(w), r.implInfo));
-      // accumulation_mode relaxed (rfcs/0007): the same weights on the reordered decode kernels
-      const x = await lowpLayerTiming(w, eng, bits, minMs, 'relaxed');
-      rows.push(row(w, `groupdnn:moe.layer:w${bits}:relaxed`, threads, x.t, moeFlops(w), x.implInfo));
+      // exact, accumulation_mode relaxed (rfcs/0007) and dynamic int8 activations (rfcs/0006) on one copy of the packed weights
+      const layers = await lowpLayers(eng, bits, LOWP_LAYER_MODES.map((mode) => ({ w, mode })));
+      for (const [i, l] of layers.entries()) {
+        const mode = LOWP_LAYER_MODES[i];
+        const t = await timeIt(l.run, { minMs });
+        rows.push(row(w, `groupdnn:moe.layer:w${bits}${mode === 'strict' ? '' : `:${mode}`}`, threads, t, moeFlops(w), l.implInfo));
+      }
+      layers.forEach((l) => l.free());
     }
   }
   eng.release();

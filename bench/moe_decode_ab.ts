@@ -1,6 +1,6 @@
 /**
- * Issue 19: the MoE layer at decode shapes, f32 vs weight-only int8 / int4 (strict and accumulation_mode
- * relaxed), all layers timed in one process, interleaved round by round (the same interference for each):
+ * Issue 19: the MoE layer at decode shapes, f32 vs weight-only int8 / int4 (strict, accumulation_mode
+ * relaxed, and dynamic int8 activations `:dq`), all layers timed in one process, interleaved round by round (the same interference for each):
  *   npx tsx bench/moe_decode_ab.ts --workload=decode-1,decode-4 --threads=1,2 --rounds=7 --min-ms=150
  * Per round each layer runs >= min-ms; its median execution is the round's figure. 1 thread: process CPU
  * time (the machine is shared); 2 threads: wall time. Prints per layer the median over rounds and the
@@ -9,7 +9,7 @@
 import { Engine } from '../src/index.js';
 import { MOE_WORKLOADS } from './moe_workloads.js';
 import { f32Layers } from './moe_bench.js';
-import { lowpLayers, type RunnableLayer } from './moe_lowp_layer.js';
+import { LOWP_LAYER_MODES as MODES, lowpLayers, type RunnableLayer } from './moe_lowp_layer.js';
 
 const args = new Map(process.argv.slice(2).map((a) => a.replace(/^--/, '').split('=') as [string, string]));
 const workloads = (args.get('workload') ?? 'decode-1,decode-4').split(',');
@@ -31,9 +31,11 @@ for (const threads of threadsList) {
   console.error(`${threads}T: building the layers`);
   const f32 = await f32Layers(ws, ef);
   const q: RunnableLayer[][] = [];
-  for (const bits of [8, 4] as const) q.push(await lowpLayers(eq, bits, ws.flatMap((w) => [{ w, mode: 'strict' as const }, { w, mode: 'relaxed' as const }])));
+  for (const bits of [8, 4] as const) q.push(await lowpLayers(eq, bits, ws.flatMap((w) => MODES.map((mode) => ({ w, mode })))));
   for (const [wi, w] of ws.entries()) {
-    const layers: [string, RunnableLayer][] = [['f32', f32[wi]], ['w8', q[0][2 * wi]], ['w8:relaxed', q[0][2 * wi + 1]], ['w4', q[1][2 * wi]], ['w4:relaxed', q[1][2 * wi + 1]]];
+    const layers: [string, RunnableLayer][] = [['f32', f32[wi]]];
+    for (const [bi, bits] of [8, 4].entries())
+      MODES.forEach((mode, mi) => layers.push([`w${bits}${mode === 'strict' ? '' : `:${mode}`}`, q[bi][MODES.length * wi + mi]]));
     console.error(`${w.name} ${threads}T: timing`);
     const per: number[][] = layers.map(() => []);
     for (const [, l] of layers) for (let i = 0; i < 3; i++) await l.run();

@@ -2,10 +2,11 @@
  * The MoE layer with weight-only int8 / int4 weights (f32 activations), quantized exactly as the
  * onnxruntime-web QMoE peer quantizes them (symmetric per expert and output column: s = amax / 127 or
  * amax / 7, q = RNE(w / s)), packed by a reorder into the pd's `tag.any` choice (x8:p8 / x4:p8k2 code
- * panels, decoded in the microkernel): the apples-to-apples row beside ORT's QMoE in `--mode=moe`.
+ * panels, decoded in the microkernel): the apples-to-apples row beside ORT's QMoE in `--mode=moe`. Mode `dq`
+ * runs the same weights with dynamic int8 activations (`dynamicQuantization: 's8'`, issue 19's `:dq`).
  */
 import { ARG, Engine, Memory, Stream, dt, memory, moe, reorder, tag, type MemoryDesc } from '../src/index.js';
-import { fillRandom, timeIt, type Timing } from './timing.js';
+import { fillRandom } from './timing.js';
 import { MOE_SEEDS, MOE_WEIGHT_SCALE, type MoeWorkload } from './moe_workloads.js';
 
 /** Quantizes f32 [G, R, C] per (expert, column) into codes (as numbers) and scales [G, C]. */
@@ -26,13 +27,9 @@ function quantizeColumns(w: Float32Array, G: number, R: number, C: number, qmax:
   return { codes, scales };
 }
 
-/** Times the layer with `bits`-bit weight-only weights on `eng`; returns the timing and the pd's implInfo. */
-export async function lowpLayerTiming(w: MoeWorkload, eng: Engine, bits: 8 | 4, minMs: number, accumulationMode: 'strict' | 'relaxed' = 'strict'): Promise<{ t: Timing; implInfo: string }> {
-  const [l] = await lowpLayers(eng, bits, [{ w, mode: accumulationMode }]);
-  const t = await timeIt(l.run, { minMs });
-  l.free();
-  return { t, implInfo: l.implInfo };
-}
+/** Exact weight-only (`strict`), accumulation_mode relaxed, or dynamic int8 activations (`dq`). */
+export type LowpLayerMode = 'strict' | 'relaxed' | 'dq';
+export const LOWP_LAYER_MODES: readonly LowpLayerMode[] = ['strict', 'relaxed', 'dq'];
 
 export interface RunnableLayer {
   /** One execution and its wait. */
@@ -44,14 +41,15 @@ export interface RunnableLayer {
 
 /** Layers with `bits`-bit weight-only weights on `eng`, one per case (workloads of the same E, K, I: decode-1 and
     decode-4; accumulation modes), all on one copy of the packed weights (quantizing MoE-B's takes a minute or more). */
-export async function lowpLayers(eng: Engine, bits: 8 | 4, cases: readonly { w: MoeWorkload; mode: 'strict' | 'relaxed' }[]): Promise<RunnableLayer[]> {
+export async function lowpLayers(eng: Engine, bits: 8 | 4, cases: readonly { w: MoeWorkload; mode: LowpLayerMode }[]): Promise<RunnableLayer[]> {
   const wdt = bits === 8 ? dt.s8 : dt.s4, qmax = bits === 8 ? 127 : 7;
   const strm = new Stream(eng);
   const anyMd = (dims: number[]): MemoryDesc => memory.desc(dims, wdt, tag.any);
   const pds = cases.map(({ w, mode }) => new moe.layer.PrimitiveDesc(eng, {
     tokens: w.T, hidden: w.K, intermediate: w.I, experts: w.E, topK: w.k, routing: { scoring: 'softmax', renormalize: true },
     glu: { alg: 'glu_swiglu', layout: 'interleaved' }, weights: { w13: anyMd([w.E, w.K, 2 * w.I]), w2: anyMd([w.E, w.I, w.K]) },
-    weightScales: { w13: { mask: 5 }, w2: { mask: 5 } }, accumulationMode: mode,
+    weightScales: { w13: { mask: 5 }, w2: { mask: 5 } },
+    ...(mode === 'dq' ? { dynamicQuantization: 's8' as const } : { accumulationMode: mode }),
   }));
   const pd = pds[0], w = cases[0].w;
   for (const p of pds)
