@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
 import { expectDnnlError, expectF32Bits } from './helpers.js';
 import { mulberry32 } from './workloads.js';
-import { dqEngines, quantizeRows, runDqMatmul } from './dynamic_int8_runner.js';
+import { dqEngines, dqIntReference, runDqMatmul } from './dynamic_int8_runner.js';
 
 const f32 = Math.fround;
 const RANGE: Record<string, [number, number]> = { s8: [-128, 127], u8: [0, 255], s4: [-8, 7], u4: [0, 15] };
@@ -28,40 +28,6 @@ interface Case {
   readonly proposal?: 'P1' | 'P2';
 }
 
-/** dst of the reference for rows grouped by `sizes`, weights [E, K, N], scales [E, N] or [E, ceil(K / blk), N]. */
-function reference(c: Case, x: Float32Array, w: Float64Array, sc: Float32Array, bias: Float32Array | undefined): Float32Array {
-  const T = c.sizes.reduce((a, b) => a + b, 0), { K, N, blk } = c;
-  const { q, s } = quantizeRows(x, T, K);
-  const out = new Float32Array(T * N);
-  const nb = blk ? Math.ceil(K / blk) : 1;
-  let r0 = 0;
-  c.sizes.forEach((rows, g) => {
-    for (let r = r0; r < r0 + rows; r++) {
-      for (let n = 0; n < N; n++) {
-        let y: number;
-        if (!blk) {
-          let acc = 0;
-          for (let k = 0; k < K; k++) acc += q[r * K + k] * w[(g * K + k) * N + n];
-          y = f32(f32(f32(acc) * s[r]) * sc[g * N + n]);
-        } else {
-          let F = 0;
-          for (let b = 0; b < nb; b++) {
-            let acc = 0;
-            for (let k = b * blk; k < Math.min(K, (b + 1) * blk); k++) acc += q[r * K + k] * w[(g * K + k) * N + n];
-            const p = f32(f32(acc) * sc[(g * nb + b) * N + n]);
-            F = b === 0 ? p : f32(F + p);
-          }
-          y = f32(F * s[r]);
-        }
-        if (bias) y = f32(y + bias[g * N + n]);
-        out[r * N + n] = y;
-      }
-    }
-    r0 += rows;
-  });
-  return out;
-}
-
 async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ got: Float32Array; want: Float32Array; impl: string; wmd: string }> {
   const { E, K, N, blk, wdt } = c, T = c.sizes.reduce((a, b) => a + b, 0);
   const r = mulberry32(seed);
@@ -73,7 +39,7 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   const sc = Float32Array.from({ length: E * nb * N }, () => f32(0.001 + r() * 0.02));
   const bias = c.bias ? Float32Array.from({ length: E * N }, () => f32(r() - 0.5)) : undefined;
   const o = await runDqMatmul(eng, strm, { ...c, x, w, scales: { data: sc, blk }, bias });
-  return { ...o, want: reference(c, x, w, sc, bias) };
+  return { ...o, want: dqIntReference(c, x, w, sc, bias) };
 }
 
 

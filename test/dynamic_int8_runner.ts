@@ -1,7 +1,7 @@
 /* The matmul tests of dynamic int8 activations (attr.setDynamicQuantization, `:dq`) share the model of the row
    quantization, their engine matrix and one runner (pd, weights reorder, P#1 / P#2 arguments, read back);
    each test file keeps its own data and float64 reference. */
-import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
+import { ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType, type MemoryDesc } from '../src/index.js';
 
 const f32 = Math.fround;
 
@@ -23,6 +23,40 @@ export function quantizeRows(x: Float32Array, rows: number, K: number): { q: Int
     for (let k = 0; k < K; k++) q[r * K + k] = Math.max(-128, Math.min(127, rne(x[r * K + k] / sc)));
   }
   return { q, s };
+}
+
+/** dst of the reference for rows grouped by `sizes`, weights [E, K, N], scales [E, N] or [E, ceil(K / blk), N]. */
+export function dqIntReference(c: { readonly sizes: readonly number[]; readonly K: number; readonly N: number; readonly blk: number }, x: Float32Array, w: Float64Array, sc: Float32Array, bias: Float32Array | undefined): Float32Array {
+  const T = c.sizes.reduce((a, b) => a + b, 0), { K, N, blk } = c;
+  const { q, s } = quantizeRows(x, T, K);
+  const out = new Float32Array(T * N);
+  const nb = blk ? Math.ceil(K / blk) : 1;
+  let r0 = 0;
+  c.sizes.forEach((rows, g) => {
+    for (let r = r0; r < r0 + rows; r++) {
+      for (let n = 0; n < N; n++) {
+        let y: number;
+        if (!blk) {
+          let acc = 0;
+          for (let k = 0; k < K; k++) acc += q[r * K + k] * w[(g * K + k) * N + n];
+          y = f32(f32(f32(acc) * s[r]) * sc[g * N + n]);
+        } else {
+          let F = 0;
+          for (let b = 0; b < nb; b++) {
+            let acc = 0;
+            for (let k = b * blk; k < Math.min(K, (b + 1) * blk); k++) acc += q[r * K + k] * w[(g * K + k) * N + n];
+            const p = f32(f32(acc) * sc[(g * nb + b) * N + n]);
+            F = b === 0 ? p : f32(F + p);
+          }
+          y = f32(F * s[r]);
+        }
+        if (bias) y = f32(y + bias[g * N + n]);
+        out[r * N + n] = y;
+      }
+    }
+    r0 += rows;
+  });
+  return out;
 }
 
 /** Every cpu kernel build the `:dq` path runs on: simd128, relaxed, relaxed with the opt-in relaxed dot, at 1
@@ -64,8 +98,8 @@ export interface DqMatmulRun {
   readonly form?: 'any' | 'codes' | 'plain';
 }
 
-/** Runs one `:dq` grouped matmul (P#1 grouped memory or P#2 offsets attribute); dst starts as NaN. */
-export async function runDqMatmul(eng: Engine, strm: Stream, c: DqMatmulRun): Promise<{ got: Float32Array; impl: string; wmd: string }> {
+/** Runs one `:dq` grouped matmul (P#1 grouped memory or P#2 offsets attribute) on a cpu or gpu engine; dst starts as NaN. */
+export async function runDqMatmul(eng: Engine | GpuEngine, strm: Stream, c: DqMatmulRun): Promise<{ got: Float32Array; impl: string; wmd: string }> {
   const { E, K, N, wdt } = c, T = c.sizes.reduce((a, b) => a + b, 0), form = c.form ?? 'any';
   const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
   if (c.scales?.blk) attr.setScales(ARG.WEIGHTS, 7, [1, c.scales.blk, 1], c.scales.sdt);
@@ -83,41 +117,48 @@ export async function runDqMatmul(eng: Engine, strm: Stream, c: DqMatmulRun): Pr
   const pd = c.bias ? new matmul.PrimitiveDesc(eng, srcMd, weiReq, biasMd, dstMd, attr) : new matmul.PrimitiveDesc(eng, srcMd, weiReq, dstMd, attr);
   const offs = [0];
   for (const s of c.sizes) offs.push(offs[offs.length - 1] + s);
-  const src = Memory.create(srcMd, eng), dst = Memory.create(dstMd, eng, p2 ? undefined : [undefined, src.handles[1]]);
-  (src.values as Float32Array).set(c.x);
-  if (!p2) src.offsets.set(offs);
-  (dst.values as Float32Array).fill(Number.NaN);
-  const user = Memory.create(userMd, eng).write(c.w);
+  const gpu = eng instanceof GpuEngine;
+  // A memory on either engine kind, optionally sharing the offsets buffer of `share` (P#1's src and dst).
+  const mk = (md: MemoryDesc, share?: Memory | GpuMemory): Memory | GpuMemory => (gpu
+    ? Memory.create(md, eng, share && [undefined, (share as GpuMemory).buffers[1]])
+    : Memory.create(md, eng, share && [undefined, (share as Memory).handles[1]]));
+  const src = mk(srcMd).write(c.x), dst = mk(dstMd, p2 ? undefined : src);
+  if (!p2) {
+    if (src instanceof GpuMemory) src.writeOffsets(offs);
+    else src.offsets.set(offs);
+  }
+  dst.write(new Float32Array(T * N).fill(Number.NaN));
+  const user = mk(userMd).write(c.w);
   const mems = [src, dst, user];
   const scalesMd = pd.queryMd('scales:weights');
-  const scales = scalesMd && c.scales ? Memory.create(scalesMd, eng).write(c.scales.data) : undefined;
+  const scales = scalesMd && c.scales ? mk(scalesMd).write(c.scales.data) : undefined;
   if (scales) mems.push(scales);
   const wmd = pd.queryMd('weights')!;
   const embedded = wmd.packed?.quant?.scales !== undefined;
   let wei = user;
   if (!wmd.equals(userMd)) {
-    wei = Memory.create(wmd, eng);
+    wei = mk(wmd);
     mems.push(wei);
-    const ra: Record<number, Memory> = { [ARG.FROM]: user, [ARG.TO]: wei };
+    const ra: Record<number, Memory | GpuMemory> = { [ARG.FROM]: user, [ARG.TO]: wei };
     if (embedded) ra[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales!;
     new reorder.Primitive(new reorder.PrimitiveDesc(eng, userMd, wmd)).execute(strm, ra);
   }
-  const args: Record<number, Memory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
+  const args: Record<number, Memory | GpuMemory> = { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst };
   if (scales && !embedded) args[ARG.ATTR_SCALES | ARG.WEIGHTS] = scales;
   if (c.bias) {
-    const b = Memory.create(biasMd, eng).write(c.bias);
+    const b = mk(biasMd).write(c.bias);
     args[ARG.BIAS] = b;
     mems.push(b);
   }
   if (p2) {
-    const o = Memory.create(pd.queryMd('grouped_offsets')!, eng).write(offs);
+    const o = mk(pd.queryMd('grouped_offsets')!).write(offs);
     args[ARG.ATTR_GROUPED_OFFSETS | ARG.SRC] = o;
     mems.push(o);
   }
   const prim = new matmul.Primitive(pd);
   prim.execute(strm, args);
   await strm.wait();
-  const got = Float32Array.from((dst.values as Float32Array).subarray(0, T * N));
+  const got = Float32Array.from((await dst.read()).subarray(0, T * N));
   mems.forEach((m) => m.free());
   prim.destroy();
   return { got, impl: pd.implInfo, wmd: wmd.toString() };

@@ -66,31 +66,21 @@ describe('primitives without a gpu implementation refuse a gpu engine at pd crea
     expect(new moe.dispatch.PrimitiveDesc(gpu, { tokens: 8, topK: 2, experts: 4 }).implInfo).toMatch(/^webgpu:/);
   });
 
-  it('matmul refuses attr.setDynamicQuantization at pd creation (no gpu kernel quantizes the activations; the weight-only kernels ignored it)', () => {
-    // Found by a differential fuzzer: the pd was created and the weight-only kernels computed the exact
-    // src x dequant(W), not the int8-activation result of rfcs/0006 that the cpu engine gives.
+  it('matmul and moe.layer with attr.setDynamicQuantization run on webgpu:dynamic-quant, never on the weight-only kernels', () => {
+    // Found by a differential fuzzer (session 19): the weight-only kernels used to take the pd and compute the
+    // exact src x dequant(W), not the int8-activation result of rfcs/0006. The attribute now has its own impl
+    // (values: gpu_dynamic_int8_matmul.test.ts); what it cannot run is refused, never run weight-only.
     const attr = (): PrimitiveAttr => new PrimitiveAttr().setScales(ARG.WEIGHTS, 5, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8);
-    const creations: (() => unknown)[] = [
-      () => new matmul.PrimitiveDesc(gpu, grouped(10, 16, 2), memory.desc([2, 16, 8], dt.s8, tag.abc), grouped(10, 8, 2), attr()),
-      () => new matmul.PrimitiveDesc(gpu, grouped(10, 16, 2), memory.desc([2, 16, 8], dt.s4, tag.any), grouped(10, 8, 2), attr()),
-      () => new matmul.PrimitiveDesc(gpu, plain([1, 16]), memory.desc([16, 8], dt.u8, tag.ab), plain([1, 8]), new PrimitiveAttr().setScales(ARG.WEIGHTS, 2, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8)),
-      () => new moe.layer.PrimitiveDesc(gpu, {
-        tokens: 4, hidden: 16, intermediate: 8, experts: 2, topK: 1, dynamicQuantization: 's8',
-        weights: { w13: memory.desc([2, 16, 16], dt.s8, tag.abc), w2: memory.desc([2, 8, 16], dt.s8, tag.abc) }, weightScales: { w13: { mask: 5 }, w2: { mask: 5 } },
-      }),
+    const pds = [
+      new matmul.PrimitiveDesc(gpu, grouped(10, 16, 2), memory.desc([2, 16, 8], dt.s8, tag.abc), grouped(10, 8, 2), attr()),
+      new matmul.PrimitiveDesc(gpu, grouped(10, 16, 2), memory.desc([2, 16, 8], dt.s4, tag.any), grouped(10, 8, 2), attr()),
+      new matmul.PrimitiveDesc(gpu, plain([1, 16]), memory.desc([16, 8], dt.u8, tag.ab), plain([1, 8]), new PrimitiveAttr().setScales(ARG.WEIGHTS, 2, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8)),
     ];
-    for (const create of creations) {
-      let caught: unknown;
-      try {
-        create();
-      } catch (e) {
-        caught = e;
-      }
-      expect(caught).toBeInstanceOf(DnnlError);
-      expect((caught as DnnlError).status).toBe('unimplemented');
-      expect((caught as DnnlError).message).toMatch(/on the gpu engine \(webgpu: dynamic quantization \(attr\.setDynamicQuantization\) is not implemented on the gpu engine yet/);
-    }
-    // Without the attribute the same weight-only pd runs on the gpu.
-    expect(new matmul.PrimitiveDesc(gpu, grouped(10, 16, 2), memory.desc([2, 16, 8], dt.s8, tag.abc), grouped(10, 8, 2), new PrimitiveAttr().setScales(ARG.WEIGHTS, 5, [], dt.f32)).implInfo).toMatch(/^webgpu:/);
+    for (const pd of pds) expect(pd.implInfo).toMatch(/^webgpu:dynamic-quant\+/);
+    const layer = new moe.layer.PrimitiveDesc(gpu, {
+      tokens: 4, hidden: 16, intermediate: 8, experts: 2, topK: 1, dynamicQuantization: 's8',
+      weights: { w13: memory.desc([2, 16, 16], dt.s8, tag.abc), w2: memory.desc([2, 8, 16], dt.s8, tag.abc) }, weightScales: { w13: { mask: 5 }, w2: { mask: 5 } },
+    });
+    expect(layer.implInfo).toMatch(/webgpu:dynamic-quant\+/);
   });
 });

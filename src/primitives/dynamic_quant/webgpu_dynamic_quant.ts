@@ -12,10 +12,16 @@ export interface GpuDynamicQuantArgs {
   readonly scales: GpuMemory;
 }
 
+/** The errors the kernel reports, as the caller words them (a matmul's `:dq` names its own src). */
+export interface QuantRowsErrors {
+  offsets(G: number, n: number, rows: number): DnnlError;
+  nonFinite(row: number): DnnlError;
+}
+
 export interface GpuDynamicQuantImpl {
   readonly name: string;
   reject(p: DynamicQuantProblem, engine: GpuEngine): string | undefined;
-  task(p: DynamicQuantProblem, engine: GpuEngine): Executor<GpuDynamicQuantArgs>;
+  task(p: DynamicQuantProblem, engine: GpuEngine, errors?: QuantRowsErrors): Executor<GpuDynamicQuantArgs>;
 }
 
 /** WebGPU per-row int8 quantization: one workgroup per row, integer arithmetic on the bits (quant_rows.ts). */
@@ -28,7 +34,7 @@ export const webgpuDynamicQuant: GpuDynamicQuantImpl = {
     if (p.rows * p.src.strides[0] > 0x7fffffff || p.rows * p.dst.strides[0] > 0x7fffffff) return 'too large for 32-bit indexing';
     return undefined;
   },
-  task: (p, eng) => {
+  task: (p, eng, errors = { offsets: offsError, nonFinite }) => {
     const dt = p.src.dataType as 'f32' | 'bf16' | 'f16';
     const wg = quantRowsWorkgroup(p.cols);
     const pipe = eng.pipeline(`quant-rows-s8:${dt}:${p.grouped ? 'grouped' : 'plain'}:${wg}`, () => quantRowsWgsl(dt, p.grouped, wg));
@@ -39,7 +45,7 @@ export const webgpuDynamicQuant: GpuDynamicQuantImpl = {
       run: (a) => () => {
         eng.checkAlive();
         if (!p.grouped && p.rows === 0) return;
-        const slot = eng.status.take((code, i, x, y) => (code === QROWS_ERR_OFFS ? offsError(i, x, y) : code === QROWS_ERR_NONFINITE ? nonFinite(~i) : new DnnlError('runtime_error', `dynamic_quant: kernel status ${code}`)));
+        const slot = eng.status.take((code, i, x, y) => (code === QROWS_ERR_OFFS ? errors.offsets(i, x, y) : code === QROWS_ERR_NONFINITE ? errors.nonFinite(~i) : new DnnlError('runtime_error', `dynamic_quant: kernel status ${code}`)));
         eng.writeParams(params, Uint32Array.of(p.rows, p.cols, p.src.strides[0], p.dst.strides[0], G, slot.word, 0, 0));
         eng.encode('dynamic_quant', (enc) => {
           const entries: GPUBindGroupEntry[] = [

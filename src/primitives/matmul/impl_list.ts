@@ -1,5 +1,6 @@
 import type { GpuMatmulImpl, MatmulImpl } from './impl.js';
 import { webgpuMatmul } from './webgpu_matmul.js';
+import { webgpuDynamicQuantMatmul } from './webgpu_dynamic_quant.js';
 import { refMatmul } from './ref_matmul.js';
 import { wasmMatmul } from './wasm_matmul.js';
 import { wasmDynamicQuantMatmul } from './wasm_dynamic_quant.js';
@@ -8,4 +9,4 @@ import { wasmDynamicQuantMatmul } from './wasm_dynamic_quant.js';
 export const matmulImplList: MatmulImpl[] = [wasmDynamicQuantMatmul, wasmMatmul, refMatmul];
 
 /** The gpu engine's list: WebGPU kernels only (the reference never runs silently on a gpu engine). */
-export const gpuMatmulImplList: GpuMatmulImpl[] = [webgpuMatmul];
+export const gpuMatmulImplList: GpuMatmulImpl[] = [webgpuDynamicQuantMatmul, webgpuMatmul];

@@ -21,6 +21,7 @@ import { FLOAT_TYPES, type Fusion, type QuantParam } from '../../attr/fusion.js'
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
+import { dqNonFiniteRow, dqOffsetsError } from './dq_errors.js';
 import { WasmMatmulExecutor, kernelName, lowpSuffix, matmulRoles, wasmMatmul } from './wasm_matmul.js';
 
 /** Weights the integer kernels take: the integer types, and f4_e2m1 as the integers 2 v (exact in [-12, 12]
@@ -33,7 +34,7 @@ export const KIND_QUANT_ROWS_S8 = 24;
 export const SRC_DT: Readonly<Record<string, number>> = { f32: 0, bf16: 1, f16: 2 };
 
 /** Rows of src the GEMM may read (all of them are quantized): tokens with a gather, else src's rows. */
-function srcRows(p: MatmulProblem): number {
+export function srcRows(p: MatmulProblem): number {
   return p.src.dims.slice(0, -1).reduce((a, b) => a * b, 1);
 }
 
@@ -47,8 +48,9 @@ function rowScales(p: MatmulProblem): QuantParam {
   return Object.freeze({ kind: 'scales', arg: 'src', mask, groups: Object.freeze([]), dataType: 'f32', md, altMd: undefined, map: Object.freeze({ gStride: 0, strides, blocks: strides.map(() => 1) }) });
 }
 
-/** The problem the GEMM job runs: src is the s8 workspace (dense rows, same grouping), with row scales. */
-function innerProblem(p: MatmulProblem): MatmulProblem {
+/** The problem the GEMM job runs: src is the s8 workspace (dense rows, same grouping), with row scales (the
+ * gpu's `:dq` runs the same problem: webgpu_dynamic_quant.ts). */
+export function innerProblem(p: MatmulProblem): MatmulProblem {
   const t = 'abcdefghijkl'.slice(0, p.src.ndims);
   const src = new MemoryDesc({ dims: p.src.dims, dataType: 's8', format: p.src.isGrouped ? 'grouped' : 'blocked', strides: tagToStrides(t, p.src.dims, 'src'), grouped: p.src.grouped });
   return { ...p, src, fusion: Object.freeze({ ...p.fusion, scales: Object.freeze({ ...p.fusion.scales, src: rowScales(p) }) }) };
@@ -157,8 +159,8 @@ class DynamicQuantExecutor implements MatmulExecutor {
       j.set('src_dt', SRC_DT[p.src.dataType]);
     }, (s: OpStatus) => {
       if (s.code === 0) return;
-      if (s.code === 101) throw new DnnlError('invalid_arguments', `matmul.execute: src offsets[${s.index}] = ${s.a} must be in [0, ${s.b}]`);
-      if (s.code === 102) throw new DnnlError('invalid_arguments', `matmul.execute: src row ${s.index} has a NaN or infinite value: dynamic quantization (attr.setDynamicQuantization) has no scale for it`);
+      if (s.code === 101) throw dqOffsetsError(s.index, s.a, s.b);
+      if (s.code === 102) throw dqNonFiniteRow(s.index);
       throw new DnnlError('runtime_error', `matmul: quantization kernel status ${s.code}`);
     });
     // The GEMM reads the workspace through views of the caller's memories (offsets and the rest unchanged).

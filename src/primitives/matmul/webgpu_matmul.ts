@@ -74,8 +74,8 @@ function launchPlan(p: MatmulProblem): { q: MatmulProblem; launches: readonly Ba
 }
 
 function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
-  // No gpu kernel quantizes the activations: running the weight-only kernels would ignore the attribute.
-  if (p.attr.dynamicQuantization) return 'dynamic quantization (attr.setDynamicQuantization) is not implemented on the gpu engine yet (its weight-only kernels would compute the exact result instead); create the pd without it, or on a cpu engine';
+  // Float src with the attribute: webgpu:dynamic-quant quantizes it first (the weight-only kernels would ignore it).
+  if (p.attr.dynamicQuantization && p.src.dataType !== 's8') return 'dynamic quantization runs on webgpu:dynamic-quant';
   if (p.weights.format === 'packed') return 'packed weights layouts are not implemented on the gpu engine yet (use plain abc / acb weights)';
   const plan = launchPlan(p);
   if (typeof plan === 'string') return plan;

@@ -1,0 +1,14 @@
+import { DnnlError } from '../../common/status.js';
+
+/* The errors of a matmul with dynamic int8 activations (`:dq`) found while quantizing its src rows: one wording
+   on every engine kind. */
+
+/** The last src offset (grouped src, or the grouped-offsets attribute) outside [0, rows]. */
+export function dqOffsetsError(G: number, n: number, rows: number): DnnlError {
+  return new DnnlError('invalid_arguments', `matmul.execute: src offsets[${G}] = ${n} must be in [0, ${rows}]`);
+}
+
+/** A src row that no int8 scale represents. */
+export function dqNonFiniteRow(row: number): DnnlError {
+  return new DnnlError('invalid_arguments', `matmul.execute: src row ${row} has a NaN or infinite value: dynamic quantization (attr.setDynamicQuantization) has no scale for it`);
+}
