@@ -5,6 +5,7 @@
  * `[E, K, N]` abc weights and `[E, N]` scales and puts them into the layout its pd picks (packed panels
  * with their scales: the reorder is part of the user code, and its output part of the extra heap).
  * User code sits between `// user-code-begin <name>` and `// user-code-end <name>`, counted as the examples'.
+ * The per-step code repeats the examples' on purpose: it is the user code whose lines and objects are counted.
  */
 import { ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, dt, grouped_gemm, matmul, memory, offsets, reorder, tag, type Engine, type Stream } from '../src/index.js';
 import type { MoeShape, ProposalRunner } from '../examples/proposals_harness.js';
