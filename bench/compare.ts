@@ -78,7 +78,7 @@ const allWorkloads = WORKLOADS.every((w) => chosen.includes(w.name));
 const engineKind = args.get('engine') ?? 'cpu';
 if (engineKind !== 'cpu' && engineKind !== 'gpu') throw new Error(`--engine must be cpu or gpu, got '${engineKind}'`);
 const formats = (args.get('formats') ?? ['f32', ...Object.keys(DQ_FORMATS)].join(',')).split(',');
-for (const f of formats) if (f !== 'f32' && !(f in DQ_FORMATS)) throw new Error(`compare: unknown format '${f}' (formats: f32, ${Object.keys(DQ_FORMATS).join(', ')})`);
+for (const f of formats) if (f !== 'f32' && !Object.hasOwn(DQ_FORMATS, f)) throw new Error(`compare: unknown format '${f}' (formats: f32, ${Object.keys(DQ_FORMATS).join(', ')})`);
 if (engineKind === 'gpu' && args.has('formats')) throw new Error('compare: --formats runs on the cpu engine only (the gpu engine has no :dq)');
 const clock = args.get('clock') ?? 'wall';
 if (clock !== 'wall' && clock !== 'cpu') throw new Error(`--clock must be wall or cpu, got '${clock}'`);
@@ -134,7 +134,7 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
     fillRandom(weights.values as Float32Array, 9, 0.05);
     for (const [name, factory, file] of PROPOSALS) setups.push({ name, format: 'f32', loc: linesOfUserCode(file), make: () => factory(eng, strm, shape, weights) });
   }
-  for (const f of formats.filter((x) => x in DQ_FORMATS)) {
+  for (const f of formats.filter((x) => Object.hasOwn(DQ_FORMATS, x))) {
     // integer codes (s4: -7..7) and per-column scales, shared by the three proposals (each packs its own copy)
     const wdt = DQ_FORMATS[f];
     const codes = new Float32Array(w.E * w.K * w.N);
