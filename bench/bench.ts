@@ -15,6 +15,8 @@
  *   npm run bench -- --mode=moe-backward --threads=1,2 --rounds=3   # MoE layer backward vs its forward (bench/moe_backward_bench.ts)
  *   npm run bench -- --mode=reorder --threads=1,2 --rounds=5   # packing into every packed layout vs a plain copy (bench/reorder_bench.ts)
  *   npm run bench -- --engine=gpu --mode=moe --workloads=decode-1,moe-b,qwen3-decode-1 --variants=f32,int4 --reps=10  # the MoE layer on the gpu engine, whole and per stage (bench/gpu_moe_bench.ts)
+ * No mode here runs the RFC proposals side by side (the grouped matmuls are P#1's grouped memory descriptors):
+ * that is `npm run compare` (bench/compare.ts), f32 and :dq (--formats=f32,w8:dq,w4:dq), P#3 grouped_gemm included.
  * Prints median/min/max ms and GFLOP/s of useful work (2 * sum(Mg) * K * N); --json prints one
  * object per line instead. Packed-weight runs alternate, sample by sample, with the bare microkernel
  * (row `ukernel~<workload>`): on a shared machine only ratios of samples taken together mean much.

@@ -4,7 +4,11 @@
  * primitive-descriptor creation, per-step host work and step time (medians), extra heap memory,
  * objects created and lines of user code (from examples/), and writes reports/compare.md,
  * reports/compare.html and rfcs/proposal-comparison.md.
- *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b] [--engine=cpu|gpu] [--spin-ms=1500] [--step-spin-ms=25]
+ *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b] [--formats=f32,w8:dq,w4:dq] [--clock=wall|cpu] [--engine=cpu|gpu] [--spin-ms=1500] [--step-spin-ms=25]
+ * `--formats`: f32 runs the examples (and the baseline); w8:dq / w4:dq run P#1, P#2 and P#3 on s8 / s4 weights with
+ * dynamic int8 activations (bench/compare_dq.ts), each format's outputs checked bit-identical to its P#1's.
+ * `--clock=cpu` (with --threads=1: the work runs in the calling thread) times by process CPU time, which a
+ * time-shared core does not inflate.
  * (workloads: decode-e64, decode-e256, prefill-balanced-e8, prefill-skewed-e8, prefill-skewed-e64; rfcs/ is rewritten
  * only by a run of all of them)
  * `--engine=gpu` runs the same workloads on the gpu engine (bench/compare_gpu.ts) with a host-read-back
@@ -13,12 +17,13 @@
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Engine, Memory, Stream, dt, memory, objectCensus, tag } from '../src/index.js';
+import { Engine, Memory, Stream, dt, memory, objectCensus, tag, type DataType } from '../src/index.js';
 import { createBaseline } from '../examples/baseline-per-expert-loop.js';
 import { createP1 } from '../examples/p1-grouped-memory.js';
 import { createP2 } from '../examples/p2-offsets-attr.js';
 import { createP3 } from '../examples/p3-pointer-array.js';
-import type { MoeShape, ProposalFactory } from '../examples/proposals_harness.js';
+import type { MoeShape, ProposalFactory, ProposalRunner } from '../examples/proposals_harness.js';
+import { createP1Dq, createP2Dq, createP3Dq, type DqFactory } from './compare_dq.js';
 import { fillRandom } from './timing.js';
 import { routeZipf } from './workloads.js';
 
@@ -48,13 +53,23 @@ const PROPOSALS: ReadonlyArray<readonly [string, ProposalFactory, string]> = [
   ['baseline loop', createBaseline, 'baseline-per-expert-loop.ts'],
 ];
 
+/** The `:dq` rows: weights type of each format, and the factories (user code marked by `p1` / `p2` / `p3` in compare_dq.ts). */
+const DQ_FORMATS: Readonly<Record<string, DataType>> = { 'w8:dq': dt.s8, 'w4:dq': dt.s4 };
+const DQ_PROPOSALS: ReadonlyArray<readonly [string, DqFactory, string]> = [
+  ['P1 grouped memory', createP1Dq, 'p1'],
+  ['P2 offsets attr', createP2Dq, 'p2'],
+  ['P3 pointer array', createP3Dq, 'p3'],
+];
+
 const args = new Map(process.argv.slice(2).map((a) => {
   const [k, v] = a.replace(/^--/, '').split('=');
   return [k, v ?? 'true'] as const;
 }));
 const threads = Number(args.get('threads') ?? availableParallelism());
+/** This run's command line, quoted in the reports. */
+const command = `npm run compare${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
 const steps = Number(args.get('steps') ?? 12);
-const KNOWN_OPTIONS = ['threads', 'steps', 'workload', 'engine', 'spin-ms', 'step-spin-ms'];
+const KNOWN_OPTIONS = ['threads', 'steps', 'workload', 'formats', 'clock', 'engine', 'spin-ms', 'step-spin-ms'];
 for (const k of args.keys()) if (!KNOWN_OPTIONS.includes(k)) throw new Error(`compare: unknown option --${k} (options: ${KNOWN_OPTIONS.map((o) => `--${o}`).join(', ')})`);
 const chosen = (args.get('workload') ?? WORKLOADS.map((w) => w.name).join(',')).split(',');
 for (const c of chosen) if (!WORKLOADS.some((w) => w.name === c)) throw new Error(`compare: unknown workload '${c}' (workloads: ${WORKLOADS.map((w) => w.name).join(', ')})`);
@@ -62,10 +77,23 @@ for (const c of chosen) if (!WORKLOADS.some((w) => w.name === c)) throw new Erro
 const allWorkloads = WORKLOADS.every((w) => chosen.includes(w.name));
 const engineKind = args.get('engine') ?? 'cpu';
 if (engineKind !== 'cpu' && engineKind !== 'gpu') throw new Error(`--engine must be cpu or gpu, got '${engineKind}'`);
+const formats = (args.get('formats') ?? ['f32', ...Object.keys(DQ_FORMATS)].join(',')).split(',');
+for (const f of formats) if (f !== 'f32' && !Object.hasOwn(DQ_FORMATS, f)) throw new Error(`compare: unknown format '${f}' (formats: f32, ${Object.keys(DQ_FORMATS).join(', ')})`);
+if (engineKind === 'gpu' && args.has('formats')) throw new Error('compare: --formats runs on the cpu engine only (the gpu engine has no :dq)');
+const clock = args.get('clock') ?? 'wall';
+if (clock !== 'wall' && clock !== 'cpu') throw new Error(`--clock must be wall or cpu, got '${clock}'`);
+// (process CPU time counts every thread: a step's time only when the work runs in the calling thread)
+if (clock === 'cpu' && threads !== 1) throw new Error('compare: --clock=cpu needs --threads=1');
+const clockMs = clock === 'cpu' ? (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+} : (): number => performance.now();
 
 interface Result {
   workload: string;
   proposal: string;
+  /** f32, or a `:dq` format: the outputs of one format are checked against its first proposal's. */
+  format: string;
   setup_ms: number;
   pd_setup_ms: number;
   pd_per_step_ms: number;
@@ -87,10 +115,11 @@ function objects(c: ReturnType<typeof objectCensus>): number {
   return c.memory_desc + c.memory + c.attr + c.primitive_desc + c.primitive;
 }
 
-/** Non-blank, non-comment lines between the user-code markers of an example. */
-function linesOfUserCode(file: string): number {
-  const text = readFileSync(fileURLToPath(new URL(`../examples/${file}`, import.meta.url)), 'utf8');
-  const body = text.slice(text.indexOf('// user-code-begin'), text.indexOf('// user-code-end')).split('\n').slice(1);
+/** Non-blank, non-comment lines between the user-code markers of an example (or those named `name`: `// user-code-begin name`). */
+function linesOfUserCode(file: string, name?: string): number {
+  const text = readFileSync(fileURLToPath(new URL(file.includes('/') ? file : `../examples/${file}`, import.meta.url)), 'utf8');
+  const mark = name ? ` ${name}` : '';
+  const body = text.slice(text.indexOf(`// user-code-begin${mark}`), text.indexOf(`// user-code-end${mark}`)).split('\n').slice(1);
   return body.map((l) => l.trim()).filter((l) => l && !l.startsWith('//')).length;
 }
 
@@ -99,32 +128,49 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
   eng.scratch(1 << 20); // size the shared kernel scratch up front so no proposal is charged for it
   const strm = new Stream(eng);
   const shape: MoeShape = { E: w.E, K: w.K, N: w.N, capacity: w.tokens * w.topk };
-  const weights = Memory.create(memory.desc([w.E, w.K, w.N], dt.f32, tag.abc), eng);
-  fillRandom(weights.values as Float32Array, 9, 0.05);
+  const setups: { name: string; format: string; loc: number; make: () => ProposalRunner }[] = [];
+  if (formats.includes('f32')) {
+    const weights = Memory.create(memory.desc([w.E, w.K, w.N], dt.f32, tag.abc), eng);
+    fillRandom(weights.values as Float32Array, 9, 0.05);
+    for (const [name, factory, file] of PROPOSALS) setups.push({ name, format: 'f32', loc: linesOfUserCode(file), make: () => factory(eng, strm, shape, weights) });
+  }
+  for (const f of formats.filter((x) => Object.hasOwn(DQ_FORMATS, x))) {
+    // integer codes (s4: -7..7) and per-column scales, shared by the three proposals (each packs its own copy)
+    const wdt = DQ_FORMATS[f];
+    const codes = new Float32Array(w.E * w.K * w.N);
+    fillRandom(codes, 9, wdt === dt.s4 ? 14 : 254);
+    const weights = Memory.create(memory.desc([w.E, w.K, w.N], wdt, tag.abc), eng).write(codes.map(Math.round));
+    const scales = new Float32Array(w.E * w.N);
+    fillRandom(scales, 6, 1e-3);
+    scales.forEach((v, i) => (scales[i] = (wdt === dt.s4 ? 16 : 1) * (2e-4 + Math.abs(v))));
+    for (const [name, factory, mark] of DQ_PROPOSALS) setups.push({ name: `${name} ${f}`, format: f, loc: linesOfUserCode('../bench/compare_dq.ts', mark), make: () => factory(eng, strm, shape, weights, scales) });
+  }
   const routings = Array.from({ length: steps + 2 }, (_, s) => routeZipf(w.tokens, w.E, w.topk, w.zipf, 1000 + s));
   const tokens = new Float32Array(shape.capacity * w.K);
   fillRandom(tokens, 17);
   // Setup each proposal once (measured alone), then run the steps round-robin: every step runs all
-  // four in turn, so load drift on a shared machine hits them equally.
-  const runs = PROPOSALS.map(([name, factory, file]) => {
+  // of them in turn, so load drift on a shared machine hits them equally.
+  const runs: { name: string; format: string; loc: number; run: ProposalRunner; setupMs: number; pdSetup: number; setupObjects: number; heap: number; host: number[]; total: number[]; pdStep: number; objStep: number }[] = [];
+  for (const { name, format, loc, make } of setups) {
     const c0 = objectCensus();
     const h0 = eng.heap.usedBytes;
     const t0 = performance.now();
-    const run = factory(eng, strm, shape, weights);
+    const run = make();
     const setupMs = performance.now() - t0;
     const c1 = objectCensus();
-    return { name, file, run, setupMs, pdSetup: c1.pd_creation_ms - c0.pd_creation_ms, setupObjects: objects(c1) - objects(c0), heap: eng.heap.usedBytes - h0, host: [] as number[], total: [] as number[], pdStep: 0, objStep: 0 };
-  });
+    runs.push({ name, format, loc, run, setupMs, pdSetup: c1.pd_creation_ms - c0.pd_creation_ms, setupObjects: objects(c1) - objects(c0), heap: eng.heap.usedBytes - h0, host: [], total: [], pdStep: 0, objStep: 0 });
+    await strm.wait(); // (the :dq setups' weight reorders)
+  }
   for (let s = 0; s < routings.length; s++) {
     for (const r of runs) {
       r.run.srcValues.set(tokens);
       const cs = objectCensus();
       const hs = eng.heap.usedBytes;
-      const a = performance.now();
+      const a = clockMs();
       r.run.step(routings[s]);
-      const b = performance.now();
+      const b = clockMs();
       await strm.wait();
-      const c = performance.now();
+      const c = clockMs();
       const ce = objectCensus();
       r.heap += eng.heap.usedBytes - hs; // e.g. per-step primitives of the baseline
       if (s < 2) continue; // warm-up
@@ -138,13 +184,16 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
   const valuesBytes = 4 * shape.capacity * (w.K + w.N);
   const outputs = runs.map((r) => r.run.dstValues.slice(0, shape.capacity * w.N));
   const results: Result[] = runs.map((r) => ({
-    workload: w.name, proposal: r.name, setup_ms: r.setupMs, pd_setup_ms: r.pdSetup,
+    workload: w.name, proposal: r.name, format: r.format, setup_ms: r.setupMs, pd_setup_ms: r.pdSetup,
     pd_per_step_ms: r.pdStep / steps, host_ms: median(r.host), step_ms: median(r.total),
     extra_heap_bytes: r.heap - valuesBytes, setup_objects: r.setupObjects,
-    objects_per_step: r.objStep / steps, loc: linesOfUserCode(r.file), identical: true,
+    objects_per_step: r.objStep / steps, loc: r.loc, identical: true,
   }));
-  const ref = Buffer.from(outputs[0].buffer);
-  results.forEach((r, i) => (r.identical = Buffer.from(outputs[i].buffer).equals(ref)));
+  // each format against its P#1 (P#3 :dq is bitwise P#1 :dq for the same rows)
+  results.forEach((r, i) => {
+    const ref = outputs[results.findIndex((x) => x.format === r.format)];
+    r.identical = Buffer.from(outputs[i].buffer).equals(Buffer.from(ref.buffer)) && ref.some((v) => v !== 0) && ref.every(Number.isFinite);
+  });
   eng.release();
   return results;
 }
@@ -156,16 +205,17 @@ if (engineKind === 'gpu') {
   await compareCpu();
 }
 
-/** The cpu engine comparison: all four proposals, reports and rfcs/proposal-comparison.md. */
+/** The cpu engine comparison: all four proposals (and the :dq rows), reports and rfcs/proposal-comparison.md. */
 async function compareCpu(): Promise<void> {
+  const PAD = formats.some((f) => f !== 'f32') ? 26 : 20;
   const all: Result[] = [];
-  console.log(`groupdnn proposal comparison: threads ${threads}, ${steps} timed steps (routing changes every step), node ${process.version}`);
+  console.log(`groupdnn proposal comparison: threads ${threads}, ${steps} timed steps (routing changes every step), formats ${formats.join(', ')}, ${clock === 'cpu' ? 'process CPU time' : 'wall time'}, node ${process.version}`);
   for (const w of WORKLOADS.filter((x) => chosen.includes(x.name))) {
     console.log(`\n${w.name}: ${w.description}`);
-    console.log(`  ${'proposal'.padEnd(20)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'setup ms'.padStart(9)} ${'pd ms/step'.padStart(10)} ${'extra heap'.padStart(11)} ${'objs'.padStart(5)} ${'objs/step'.padStart(9)} ${'LoC'.padStart(4)}  identical`);
+    console.log(`  ${'proposal'.padEnd(PAD)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'setup ms'.padStart(9)} ${'pd ms/step'.padStart(10)} ${'extra heap'.padStart(11)} ${'objs'.padStart(5)} ${'objs/step'.padStart(9)} ${'LoC'.padStart(4)}  identical`);
     for (const r of await runWorkload(w)) {
       all.push(r);
-      console.log(`  ${r.proposal.padEnd(20)} ${r.step_ms.toFixed(3).padStart(9)} ${r.host_ms.toFixed(3).padStart(9)} ${r.setup_ms.toFixed(2).padStart(9)} ${r.pd_per_step_ms.toFixed(3).padStart(10)} ${String(r.extra_heap_bytes).padStart(11)} ${String(r.setup_objects).padStart(5)} ${r.objects_per_step.toFixed(1).padStart(9)} ${String(r.loc).padStart(4)}  ${r.identical ? 'yes' : 'NO'}`);
+      console.log(`  ${r.proposal.padEnd(PAD)} ${r.step_ms.toFixed(3).padStart(9)} ${r.host_ms.toFixed(3).padStart(9)} ${r.setup_ms.toFixed(2).padStart(9)} ${r.pd_per_step_ms.toFixed(3).padStart(10)} ${String(r.extra_heap_bytes).padStart(11)} ${String(r.setup_objects).padStart(5)} ${r.objects_per_step.toFixed(1).padStart(9)} ${String(r.loc).padStart(4)}  ${r.identical ? 'yes' : 'NO'}`);
     }
   }
   if (all.some((r) => !r.identical)) {
@@ -174,7 +224,7 @@ async function compareCpu(): Promise<void> {
   }
 
   mkdirSync(fileURLToPath(new URL('../reports/', import.meta.url)), { recursive: true });
-  const stamp = `node ${process.version}, ${availableParallelism()} cores, threads ${threads}, ${steps} steps, ${new Date().toISOString().slice(0, 10)}`;
+  const stamp = `node ${process.version}, ${availableParallelism()} cores, threads ${threads}, ${steps} steps${clock === 'cpu' ? ', process CPU time' : ''}, ${new Date().toISOString().slice(0, 10)}`;
   writeFileSync(new URL('../reports/compare.md', import.meta.url), markdownReport(all, stamp));
   writeFileSync(new URL('../reports/compare.html', import.meta.url), htmlReport(all, stamp));
   writeFileSync(new URL('../reports/compare.json', import.meta.url), JSON.stringify({ stamp, results: all }, null, 1));
@@ -199,19 +249,26 @@ function rfcFromTemplate(rs: Result[], stampText: string): string {
       .replaceAll(`STEP_DEC_${k}`, `${ms(pick(prop, 'decode-e64')?.step_ms)} / ${ms(e256?.step_ms)}`)
       .replaceAll(`STEP_PRE_${k}`, ['prefill-balanced-e8', 'prefill-skewed-e8', 'prefill-skewed-e64'].map((w) => ms(pick(prop, w)?.step_ms)).join(' / '));
   }
+  for (const k of ['P1', 'P2', 'P3'] as const) {
+    const dq = Object.keys(DQ_FORMATS).map((f) => `${f} ${['decode-e64', 'decode-e256', 'prefill-skewed-e64'].map((w) => ms(pick(`${keys[k]} ${f}`, w)?.step_ms)).join(' / ')}`);
+    out = out.replaceAll(`STEP_DQ_${k}`, dq.join('; '));
+  }
   const measured = markdownReport(rs, stampText).split('\n').slice(2).join('\n');
-  return out.replace('MEASURED_TABLES', `Command: \`npm run compare\` (${stampText}).\n${measured}`);
+  return out.replace('MEASURED_TABLES', `Command: \`${command}\` (${stampText}).\n${measured}`);
 }
 
 function markdownReport(rs: Result[], stampText: string): string {
   const lines = [
     '# Proposal comparison (measured)',
     '',
-    `Generated by \`npm run compare\` (${stampText}). Medians over the timed steps; the routing changes on every step.`,
+    `Generated by \`${command}\` (${stampText}). Medians over the timed steps; the routing changes on every step.`,
     'step ms = host work + execution until `stream.wait()` resolves; host ms = time inside the step function (building',
     'objects, writing offsets, `execute` argument checks); pd ms/step = primitive-descriptor creation inside steps;',
     'extra heap = engine heap used beyond the src/dst values; objs = user-created descriptors, memory objects, attrs,',
     'pds and primitives at setup; objs/step = the same per step; LoC = lines of user code in `examples/`.',
+    'Rows `w8:dq` / `w4:dq`: s8 / s4 weights (per-column scales) with dynamic int8 activations',
+    '(`attr.setDynamicQuantization`, bench/compare_dq.ts); their extra heap includes the packed weights their user',
+    'code reorders, and bit-identical compares them with P1 of the same format.',
     '',
   ];
   for (const w of WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name))) {
@@ -226,8 +283,8 @@ function markdownReport(rs: Result[], stampText: string): string {
 
 function bars(title: string, rs: Result[], value: (r: Result) => number, unit: string): string {
   const ws = WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name));
-  const names = PROPOSALS.map((p) => p[0]);
-  const colors = ['#4e79a7', '#f28e2b', '#59a14f', '#bab0ac'];
+  const names = [...new Set(rs.map((r) => r.proposal))];
+  const colors = ['#4e79a7', '#f28e2b', '#59a14f', '#bab0ac', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#e15759'];
   const groupH = names.length * 16 + 14, left = 150, width = 460;
   const h = ws.length * groupH + 40;
   const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${left + width + 120}" height="${h}" font-family="sans-serif" font-size="11">`, `<text x="4" y="14" font-weight="bold" font-size="13">${title}</text>`];
@@ -240,7 +297,7 @@ function bars(title: string, rs: Result[], value: (r: Result) => number, unit: s
       const v = value(r);
       const bw = Math.max(1, (v / max) * width);
       const y = y0 + i * 16;
-      parts.push(`<rect x="${left}" y="${y}" width="${bw.toFixed(1)}" height="13" fill="${colors[names.indexOf(r.proposal)]}"><title>${r.proposal}: ${v.toFixed(3)} ${unit}</title></rect>`);
+      parts.push(`<rect x="${left}" y="${y}" width="${bw.toFixed(1)}" height="13" fill="${colors[names.indexOf(r.proposal) % colors.length]}"><title>${r.proposal}: ${v.toFixed(3)} ${unit}</title></rect>`);
       parts.push(`<text x="${left + bw + 4}" y="${y + 10}">${r.proposal} ${v.toFixed(3)} ${unit}</text>`);
     });
   });
@@ -259,7 +316,7 @@ function htmlReport(rs: Result[], stampText: string): string {
   }).join('\n');
   return `<!doctype html><html><head><meta charset="utf-8"><title>groupdnn proposal comparison</title>
 <style>body{font-family:sans-serif;max-width:1000px;margin:20px auto}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}</style></head><body>
-<h1>RFC grouped-GEMM proposals: measured comparison</h1><p>${stampText}. Medians; routing changes every step; all four outputs checked bit-identical.</p>
+<h1>RFC grouped-GEMM proposals: measured comparison</h1><p>${stampText}. Medians; routing changes every step; the outputs of each weights format checked bit-identical.</p>
 ${bars('Step time (host work + execution), ms — lower is better', rs, (r) => r.step_ms, 'ms')}
 ${bars('Host-side work per step, ms — lower is better', rs, (r) => r.host_ms, 'ms')}
 ${bars('Objects created per step', rs, (r) => r.objects_per_step, '')}

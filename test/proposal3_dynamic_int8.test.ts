@@ -203,17 +203,20 @@ async function runP3(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, 
 }
 
 
-/** P#3 against P#1 on the same rows (one P#1 matmul, or one of E = 1 per expert when K / N differ). */
-async function compare(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, seed: number, what: string): Promise<Float32Array[]> {
+/**
+ * P#3 against P#1 on the same rows (one P#1 matmul, or one of E = 1 per expert when K / N differ), P#1 on
+ * `ref` (default: the same engine).
+ */
+async function compare(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, seed: number, what: string, ref: readonly [Engine, Stream] = [eng, strm]): Promise<{ out: Float32Array[]; impl: string }> {
   const d = makeData(ex, wt, seed);
   const p3 = await runP3(eng, strm, ex, wt, d);
   expect(p3.impl, what).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8(-wf?[84])?-dq8(\+rdot)?$/);
   const uniform = ex.every((e) => e.K === ex[0].K && e.N === ex[0].N);
-  const p1 = uniform ? await runP1(eng, strm, ex, wt, d)
-    : (await Promise.all(ex.map(async (e, g) => (await runP1(eng, strm, [e], wt, { x: [d.x[g]], w: [d.w[g]], s: [d.s[g]] }))[0])));
+  const p1 = uniform ? await runP1(ref[0], ref[1], ex, wt, d)
+    : (await Promise.all(ex.map(async (e, g) => (await runP1(ref[0], ref[1], [e], wt, { x: [d.x[g]], w: [d.w[g]], s: [d.s[g]] }))[0])));
   ex.forEach((e, g) => expectF32Bits(p3.out[g], p1[g], `${what} expert ${g}`, false));
   expect(p3.out.some((o) => o.some((v) => v !== 0)), `${what}: a non-trivial result`).toBe(true);
-  return p3.out;
+  return p3;
 }
 
 const same = (rows: readonly number[], K: number, N: number): Ex[] => rows.map((r) => ({ K, N, rows: r }));
@@ -253,7 +256,7 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
     it.each(SHAPES)(`${wname}: %s, bitwise P#1's, 1 and 2 threads the same`, async (_n, ex) => {
       for (const kernels of ['simd128', 'relaxed']) {
         const outs: Float32Array[][] = [];
-        for (const [name, eng, strm] of engines.filter(([n]) => n.startsWith(kernels))) outs.push(await compare(eng, strm, ex, wt, 11, `${wname} ${name}`));
+        for (const [name, eng, strm] of engines.filter(([n]) => n.startsWith(kernels))) outs.push((await compare(eng, strm, ex, wt, 11, `${wname} ${name}`)).out);
         outs[1].forEach((o, g) => expectF32Bits(o, outs[0][g], `${wname} ${kernels} 2T vs 1T expert ${g}`, false));
       }
     });
@@ -393,6 +396,51 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
       f.dsts.forEach((m, i) => expectUnchanged(before[i], m.read(), `dst ${i}`));
     } finally {
       f.free();
+    }
+  });
+
+  // The relaxed dot (Engine relaxedDot, opt-in): 1-row tiles of s8 rows x x4 panels (s4 / u4 / f4_e2m1) run
+  // i32x4.relaxed_dot where relaxed SIMD is native (Node 22+) and the kernels' probe finds it exact. On Node 20
+  // the engine keeps the int16 kernels (no `+rdot`, as dynamic_int8_matmul.test.ts expects) and the same checks
+  // run on them. Either way the bits are P#1 :dq's, on the same engine and on a SIMD128 one (no relaxed dot).
+  describe('relaxed dot (Engine relaxedDot)', () => {
+    const rdot: [string, Engine, Stream][] = [];
+    beforeAll(async () => {
+      for (const threads of [1, 2]) {
+        const e = await Engine.create({ threads, kernels: 'relaxed', relaxedDot: true });
+        rdot.push([`relaxed+dot ${threads}T`, e, new Stream(e)]);
+      }
+    });
+    afterAll(() => rdot.forEach(([, e]) => e.release()));
+    const native = Number(process.versions.node.split('.')[0]) >= 22;
+    // 1-row tiles: 1-row experts and the tail of 70 / 37 rows (3-row tiles); K, N not multiples of the tiles.
+    const RDOT_SHAPES: [string, Ex[]][] = [
+      ['E = 5: empty experts, 1-row ones, a 70-row one, K = 130, N = 21', same([1, 0, 70, 1, 0], 130, 21)],
+      ['one expert takes all rows, K = 99, N = 19', same([0, 0, 37, 0], 99, 19)],
+      ['E = 1, K = 130, N = 13', same([4], 130, 13)],
+      ['decode: 1 row per expert, K = 2048, N = 24', same([1, 1, 1, 1], 2048, 24)],
+    ];
+    const RDOT_WEIGHTS: [string, Weights][] = [
+      ['s4 per-column', { wdt: dt.s4, blk: 0 }],
+      ['u4 per-column', { wdt: dt.u4, blk: 0 }],
+      ['s4 K-blocks of 32', { wdt: dt.s4, blk: 32 }],
+      ['f4_e2m1 MXFP4 (e8m0, K 32)', { wdt: dt.f4_e2m1, blk: 32, sdt: dt.e8m0 }],
+      // not on the relaxed dot: x8 panels, and plain (unpacked) x4 weights
+      ['s8 per-column', { wdt: dt.s8, blk: 0 }],
+      ['s4 plain weights per-column', { wdt: dt.s4, blk: 0, plain: true }],
+    ];
+    for (const [wname, wt] of RDOT_WEIGHTS) {
+      it.each(RDOT_SHAPES)(`${wname}: %s, bitwise P#1's on the same engine and on SIMD128`, async (_n, shape) => {
+        // K blocks take K a multiple of the block
+        const ex = wt.blk ? shape.map((e) => ({ ...e, K: Math.ceil(e.K / wt.blk) * wt.blk })) : shape;
+        const [, simd, simdStrm] = engines[0];
+        for (const [name, eng, strm] of rdot) {
+          const { out, impl } = await compare(eng, strm, ex, wt, 17, `${wname} ${name}`);
+          expect(impl.endsWith('+rdot'), `${name} ${impl}`).toBe(native && !wt.plain && wt.wdt !== dt.s8);
+          const viaSimd = await compare(eng, strm, ex, wt, 17, `${wname} ${name} vs simd128`, [simd, simdStrm]);
+          viaSimd.out.forEach((o, g) => expectF32Bits(o, out[g], `${wname} ${name} run to run expert ${g}`, false));
+        }
+      });
     }
   });
 
