@@ -12,16 +12,8 @@ import {
 import { expectDnnlError, expectDnnlReject, expectF32Bits } from './helpers.js';
 import { expectUnchanged } from './proposal_helpers.js';
 import { gpuEngine } from './gpu_helpers.js';
+import { mulberry32 } from './workloads.js';
 
-const rng = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
 const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
 const RANGE: Record<string, [number, number]> = { s8: [-128, 127], u8: [0, 255], s4: [-8, 7], u4: [0, 15] };
 
@@ -49,7 +41,7 @@ interface Data {
 }
 
 function makeData(ex: readonly Ex[], wt: Weights, seed: number): Data {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   const x = ex.map((e) => {
     const v = Float32Array.from({ length: e.rows * e.K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
     if (e.rows > 2) v.fill(0, e.K, 2 * e.K); // a row of zeros: scale 1
