@@ -107,6 +107,45 @@ describe('dynamic int8 activations on the gpu engine (matmul :dq)', () => {
     [src, dst, wei, sc].forEach((m) => m.free());
   });
 
+  it('MXFP4 / NVFP4 (f4_e2m1) weights: the cpu engine\'s :dq (bitwise the float64 model in dynamic_int8_fp4.test.ts)', async () => {
+    const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
+    for (const [blk, sdt, shape] of [[32, dt.e8m0, SHAPES[0][1]], [16, dt.f8_e4m3, SHAPES[1][1]]] as const) {
+      const r = mulberry32(blk);
+      const { E, sizes, N } = shape, K = Math.ceil(shape.K / blk) * blk, T = sizes.reduce((a, b) => a + b, 0);
+      const x = Float32Array.from({ length: T * K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
+      const w = Float64Array.from({ length: E * K * N }, (_, i) => E2M1[i < 16 ? i : Math.floor(r() * 16)]);
+      // scales their type holds exactly: powers of two (e8m0), e4m3 normals
+      const sc = Float32Array.from({ length: E * (K / blk) * N }, () => (sdt === dt.e8m0 ? 2 ** -(4 + Math.floor(r() * 8)) : (1 + Math.floor(r() * 8) / 8) * 2 ** -(2 + Math.floor(r() * 5))));
+      for (const proposal of ['P1', 'P2'] as const) {
+        const run = { E, sizes, K, N, proposal, x, w, wdt: dt.f4_e2m1, scales: { data: sc, blk, sdt } };
+        const g = await runDqMatmul(gpu, new Stream(gpu), run);
+        expect(g.impl).toMatch(/^webgpu:dynamic-quant\+/);
+        const h = await runDqMatmul(cpu, new Stream(cpu), run);
+        expectClose(g.got, h.got, `${sdt} ${proposal}`);
+      }
+    }
+  });
+
+  it('a 3D batched dense matmul [2, 9, 72] x [2, 72, 20], s8 weights per batch and column: the cpu engine\'s :dq', async () => {
+    const r = mulberry32(11);
+    const x = Float32Array.from({ length: 2 * 9 * 72 }, () => r() * 2 - 1), w = Float64Array.from({ length: 2 * 72 * 20 }, () => Math.floor(r() * 256) - 128);
+    const sc = Float32Array.from({ length: 40 }, () => Math.fround(0.001 + r() * 0.02));
+    const outs: Float32Array[] = [];
+    for (const eng of [gpu, cpu] as const) {
+      const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8).setScales(ARG.WEIGHTS, 5);
+      const pd = new matmul.PrimitiveDesc(eng, memory.desc([2, 9, 72], dt.f32, tag.abc), memory.desc([2, 72, 20], dt.s8, tag.abc), memory.desc([2, 9, 20], dt.f32, tag.abc), attr);
+      if (eng === gpu) expect(pd.implInfo).toMatch(/^webgpu:dynamic-quant\+/);
+      const strm = new Stream(eng);
+      const src = Memory.create(pd.queryMd('src')!, eng).write(x), dst = Memory.create(pd.queryMd('dst')!, eng);
+      const wei = Memory.create(pd.queryMd('weights')!, eng).write(w), s = Memory.create(pd.queryMd('scales:weights')!, eng).write(sc);
+      new matmul.Primitive(pd).execute(strm, { [ARG.SRC]: src, [ARG.WEIGHTS]: wei, [ARG.DST]: dst, [ARG.ATTR_SCALES | ARG.WEIGHTS]: s });
+      await strm.wait();
+      outs.push(Float32Array.from(await dst.read()));
+      [src, dst, wei, s].forEach((m) => m.free());
+    }
+    expectClose(outs[0], outs[1], 'batched');
+  });
+
   /** A P#1 / P#2 :dq matmul of 2 experts, K = 64, N = 16, s8 weights of ones, per-column scales of one. */
   async function runRows(proposal: 'P1' | 'P2', x: Float32Array, offs: number[]): Promise<{ wait: Promise<void>; dst: Float32Array | undefined }> {
     const T = x.length / 64, p2 = proposal === 'P2';
