@@ -5,6 +5,7 @@ import type { Memory } from '../../memory/memory.js';
 import type { Engine } from '../../runtime/engine.js';
 import { stateless, type Executor } from '../../runtime/lifetime.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
+import { KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT } from '../../kernels/quant_rows_job.js';
 import type { DynamicQuantProblem } from './pd.js';
 import { nonFinite, offsError } from './errors.js';
 import { webgpuDynamicQuant, type GpuDynamicQuantImpl } from './webgpu_dynamic_quant.js';
@@ -47,9 +48,6 @@ const ref: DynamicQuantImpl = {
   }),
 };
 
-const QUANT_ROWS = { src: 32, dst: 36, scales: 40, offs: 44, rows: 48, cols: 52, src_ld: 56, dst_ld: 60, src_dt: 64, G: 68, SIZE: 80 } as const;
-const KIND_QUANT_ROWS_S8 = 24;
-const SRC_DT: Readonly<Record<string, number>> = { f32: 0, bf16: 1, f16: 2 };
 
 const wasm: DynamicQuantImpl = {
   name: 'wasm',

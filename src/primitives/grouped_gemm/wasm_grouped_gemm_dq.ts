@@ -20,7 +20,8 @@ import { DnnlError } from '../../common/status.js';
 import { planFused, samePlan, type FusedPlan } from '../../kernels/fused_job.js';
 import { FLOAT_TYPES, type QuantParam } from '../../attr/fusion.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
-import { INT_WEIGHTS, KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT, dynamicIntPlan, weightOnlyLayout } from '../matmul/wasm_dynamic_quant.js';
+import { INT_WEIGHTS, dynamicIntPlan, weightOnlyLayout } from '../matmul/wasm_dynamic_quant.js';
+import { KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT } from '../../kernels/quant_rows_job.js';
 
 /** quant_rows_s8 with runs (wasm/src/quant-rows-s8.c): the table of runs and their count; a run is 8 int32s. */
 const QUANT_RUNS_JOB = { ...QUANT_ROWS, runs: 72, nruns: 76 } as const;

@@ -19,6 +19,7 @@ import { PATH, Q } from '../../kernels/job_layout.js';
 import { panelQuantOf, planFused, type FusedPlan } from '../../kernels/fused_job.js';
 import { FLOAT_TYPES, type Fusion, type QuantParam } from '../../attr/fusion.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
+import { KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT } from '../../kernels/quant_rows_job.js';
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { dqNonFiniteRow, dqOffsetsError } from './dq_errors.js';
@@ -28,10 +29,6 @@ import { WasmMatmulExecutor, kernelName, lowpSuffix, matmulRoles, wasmMatmul } f
  * for every e2m1 value; the kernels put the 0.5 into the weights scales as they stage them, exactly). */
 export const INT_WEIGHTS: readonly string[] = [...X8_TYPES, ...X4_TYPES].filter((t) => ['s8', 'u8', 's4', 'u4', 'f4_e2m1'].includes(t));
 
-/** quant_rows_s8's job (wasm/src/quant-rows-s8.c; the same struct dynamic_quant fills). */
-export const QUANT_ROWS = { src: 32, dst: 36, scales: 40, offs: 44, rows: 48, cols: 52, src_ld: 56, dst_ld: 60, src_dt: 64, G: 68, SIZE: 80 } as const;
-export const KIND_QUANT_ROWS_S8 = 24;
-export const SRC_DT: Readonly<Record<string, number>> = { f32: 0, bf16: 1, f16: 2 };
 
 /** Rows of src the GEMM may read (all of them are quantized): tokens with a gather, else src's rows. */
 export function srcRows(p: MatmulProblem): number {
