@@ -23,7 +23,7 @@ describe('benchdnn --engine=gpu', () => {
     const unimplemented = '10x30:30x20';
     const notPassed = lines.filter((l) => /^\d+:/.test(l) && !/^\d+:PASSED __REPRO: --engine=gpu --matmul /.test(l));
     expect(notPassed).toEqual([
-      `${summary.tests - 1}:UNIMPLEMENTED (matmul: no implementation for ${unimplemented} on the gpu engine (webgpu: src and dst need unit column strides on the gpu engine)) __REPRO: --engine=gpu --matmul --stag=ba ${unimplemented}`,
+      `${summary.tests - 1}:UNIMPLEMENTED (matmul: no implementation for ${unimplemented} on the gpu engine (webgpu: src and dst need unit column strides on the gpu engine: src dims[1] = 30 has stride 10 (reorder it to a row-major layout first; the stride of a dim of extent 1 does not matter))) __REPRO: --engine=gpu --matmul --stag=ba ${unimplemented}`,
     ]);
     expect(summary).toMatchObject({ failed: 0, mistrusted: 0, unimplemented: 1, invalid_arguments: 0 });
     expect(summary.tests).toBeGreaterThan(25);

@@ -14,6 +14,7 @@ import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { gluExpected } from './quant_helpers.js';
 import { mulberry32, randomF32 } from './workloads.js';
+import { ACT_GROUPS, ACT_ROWS, BAD_ACTIVATION_OFFSETS } from './moe_activation_cases.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
@@ -127,7 +128,10 @@ describe('moe.activation on the gpu engine', () => {
     prim.execute(strm, { [ARG.SRC]: h, [ARG.DST]: a });
     await strm.wait();
     expect(Array.from(await a.read()).every((v) => v === 4)).toBe(true);
-    for (const [offs, msg] of [[[0, 3, 7], 'src offsets[2] = 7 must be in [0, 6]'], [[0, 3, -1], 'src offsets[2] = -1 must be in [0, 6]']] as const) {
+    for (const [offs, msg] of [
+      [[0, 3, 7], 'ARG.SRC offsets[2] = 7 exceeds the total extent 6 of dims[0]'],
+      [[0, 3, -1], 'ARG.SRC offsets must be non-decreasing: offsets[2] = -1 < offsets[1] = 3'],
+    ] as const) {
       h.writeOffsets(offs);
       prim.execute(strm, { [ARG.SRC]: h, [ARG.DST]: a });
       await expectDnnlReject(strm.wait(), 'invalid_arguments', `moe.activation.execute: ${msg}`);
@@ -141,6 +145,28 @@ describe('moe.activation on the gpu engine', () => {
     expectDnnlError(() => new moe.activation.PrimitiveDesc(gpu, hMd, aMd, { alg: 'glu_swiglu', layout: 'blocks32' }), 'invalid_arguments', 'blocks32 needs I % 32 == 0');
     expectDnnlError(() => new moe.activation.PrimitiveDesc(gpu, memory.desc([6, 8], dt.bf16, tag.ab), memory.desc([6, 4], dt.f32, tag.ab), { alg: 'glu_swiglu' }), 'unimplemented', 'bf16 -> f32');
     expectDnnlError(() => prim.execute(strm, { [ARG.SRC]: h, [ARG.DST]: Memory.create(aMd, gpu, [h.buffers[0], h.buffers[1]]) }), 'invalid_arguments', 'ARG.DST values overlap ARG.SRC values');
+  });
+
+  it.each(BAD_ACTIVATION_OFFSETS)('grouped src, $what: the cpu engine\'s rule and message at wait(), nothing written; then a good run', async ({ src, dst, message }) => {
+    const strm = new Stream(gpu);
+    const R = ACT_ROWS, G = ACT_GROUPS;
+    const hMd = memory.desc.grouped([R, 8], dt.f32, G, [RUNTIME_DIM_VAL, 8]);
+    const aMd = memory.desc.grouped([R, 4], dt.f32, G, [RUNTIME_DIM_VAL, 4]);
+    const hv = randomF32(mulberry32(3), R * 8);
+    const h = Memory.create(hMd, gpu).write(hv).writeOffsets(src);
+    const a = Memory.create(aMd, gpu, dst ? undefined : [undefined, h.buffers[1]]).write(new Array<number>(R * 4).fill(4));
+    if (dst) a.writeOffsets(dst);
+    const prim = new moe.activation.Primitive(new moe.activation.PrimitiveDesc(gpu, hMd, aMd, { alg: 'glu_swiglu' }));
+    prim.execute(strm, { [ARG.SRC]: h, [ARG.DST]: a });
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', message);
+    expect(Array.from(await a.read())).toEqual(new Array<number>(R * 4).fill(4));
+    // Valid offsets on the same primitive: rows [0, 5) written, row 5 untouched.
+    h.writeOffsets([0, 2, 2, 5]);
+    if (dst) a.writeOffsets([0, 2, 2, 5]);
+    prim.execute(strm, { [ARG.SRC]: h, [ARG.DST]: a });
+    await strm.wait();
+    const av = await a.read();
+    expectNear(av, (i) => (i >= 20 ? 4 : gluExpected({ alg: 'glu_swiglu', layout: 'halves' }, 8, i % 4, (c) => hv[Math.floor(i / 4) * 8 + c])), R * 4, 4e-6, 'float64');
   });
 
   it('32770 rows (the grid folds rows past 32768 into z): the cpu engine within tolerance, the last rows written', async () => {

@@ -13,6 +13,7 @@ import { expectDnnlError, expectDnnlReject } from './helpers.js';
 import { gluExpected } from './quant_helpers.js';
 import { gluBackwardRow } from './glu_backward_reference.js';
 import { mulberry32, randomF32 } from './workloads.js';
+import { ACT_GROUPS, ACT_ROWS, BAD_ACTIVATION_OFFSETS } from './moe_activation_cases.js';
 
 const engines: Engine[] = [];
 afterAll(() => engines.forEach((e) => e.release()));
@@ -100,6 +101,24 @@ describe.each([
     expectDnnlError(() => new glu_backward.PrimitiveDesc(eng, hMd, aMd, hMd, { alg: 'glu_swiglu', limit: 3 }), 'invalid_arguments', 'glu_backward: options: limit applies to glu_swiglu_oai only, not glu_swiglu');
   });
 
+  it.each(BAD_ACTIVATION_OFFSETS)('grouped src, $what: the grouped matmul\'s offsets rule and message, nothing written', async ({ src, dst, message }) => {
+    const eng = await Engine.create(opts);
+    engines.push(eng);
+    const strm = new Stream(eng);
+    const R = ACT_ROWS, G = ACT_GROUPS;
+    const hMd = memory.desc.grouped([R, 8], dt.f32, G, [RUNTIME_DIM_VAL, 8]);
+    const aMd = memory.desc.grouped([R, 4], dt.f32, G, [RUNTIME_DIM_VAL, 4]);
+    const h = Memory.create(hMd, eng);
+    h.write(randomF32(mulberry32(3), R * 8));
+    h.offsets.set(src);
+    const a = Memory.create(aMd, eng, dst ? undefined : [undefined, h.handles[1]]);
+    if (dst) a.offsets.set(dst);
+    (a.values as Float32Array).fill(4);
+    new moe.activation.Primitive(new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'glu_swiglu' })).execute(strm, { [ARG.SRC]: h, [ARG.DST]: a });
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', message);
+    expect(Array.from(a.values as Float32Array)).toEqual(new Array<number>(R * 4).fill(4));
+  });
+
   it('bad offsets are an error with nothing written; descriptor rules', async () => {
     const eng = await Engine.create(opts);
     engines.push(eng);
@@ -112,7 +131,7 @@ describe.each([
     const a = Memory.create(aMd, eng, [undefined, h.handles[1]]);
     (a.values as Float32Array).fill(4);
     new moe.activation.Primitive(new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'glu_swiglu' })).execute(strm, { [ARG.SRC]: h, [ARG.DST]: a });
-    await expectDnnlReject(strm.wait(), 'invalid_arguments', 'src offsets[2] = 7 must be in [0, 6]');
+    await expectDnnlReject(strm.wait(), 'invalid_arguments', 'moe.activation.execute: ARG.SRC offsets[2] = 7 exceeds the total extent 6 of dims[0]');
     expect((a.values as Float32Array).every((v) => v === 4)).toBe(true);
     expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, hMd, memory.desc([6, 3], dt.f32, tag.ab), { alg: 'glu_swiglu' }), 'invalid_arguments', 'dst dims [6,3] must be [rows = 6, I = 4]');
     expectDnnlError(() => new moe.activation.PrimitiveDesc(eng, hMd, aMd, { alg: 'glu_swiglu', layout: 'blocks32' }), 'invalid_arguments', 'blocks32 needs I % 32 == 0');

@@ -185,9 +185,20 @@ export class Engine {
     const d = this.deferred;
     this.deferred = [];
     if (!this.released) for (const p of d) this.heap.release(p);
+    // release() with work pending: the workers stop once that work is done.
+    else this.pool?.close();
     const w = this.idleWaiters;
     this.idleWaiters = [];
     for (const f of w) f();
+  }
+
+  /**
+   * @internal an allocation by stream work that was enqueued before `release()` (a workspace that grows
+   * at run time): allowed until that work is done, refused like `alloc` otherwise.
+   */
+  allocForWork(bytes: number): number {
+    check(!this.released || this.outstanding > 0, 'engine: used after release()');
+    return this.heap.alloc(bytes);
   }
 
   /** Resolves when no stream work is in flight on this engine. */
@@ -196,10 +207,16 @@ export class Engine {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Stops the engine's workers. Memory objects of the engine must not be used afterwards. */
+  /**
+   * Releases the engine: from now on nothing new may use it (creating pds, primitives, streams or
+   * memory, executing: `engine: used after release()`). Work already enqueued on its streams still runs
+   * to the end, as a freed block stays reserved for the job that uses it: the workers stop once that
+   * work is done, and `stream.wait()` resolves (or rejects with that work's own errors) as it would
+   * have without the release. Memory objects of the engine must not be used afterwards.
+   */
   release(): void {
     this.released = true;
-    this.pool?.close();
+    if (this.outstanding === 0) this.pool?.close();
   }
 
   /** `await using eng = await Engine.create()`: waits for in-flight work, then releases. */

@@ -2,7 +2,8 @@ import { check } from '../common/status.js';
 import { countObject } from '../common/census.js';
 
 /**
- * After `Engine.release()` the workers are gone and the heap is no longer the engine's to hand out:
+ * After `Engine.release()` the workers go (once the stream work enqueued before it is done) and the heap
+ * is no longer the engine's to hand out:
  * creating a pd, a primitive or a stream, and executing, are refused here, in one place, for every
  * primitive kind (each pd and primitive constructor calls `created` first; streams call `requireLive`).
  */

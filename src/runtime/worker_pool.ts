@@ -190,8 +190,13 @@ export class WorkerPool {
     old?.forEach((w) => w.terminate());
   }
 
-  /** Terminates the workers (the engine's `release`). */
+  /** Terminates the workers (the engine's `release`, once its stream work is done). */
   close(): void {
     this.retire();
+  }
+
+  /** @internal tests: whether the workers are up (started and not closed). */
+  get running(): boolean {
+    return this.workers !== undefined;
   }
 }

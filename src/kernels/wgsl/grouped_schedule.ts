@@ -78,7 +78,7 @@ export const SCHED_PARAMS_BYTES = 64;
 /**
  * Params (uniform, 16 x u32): G, total (extent the offsets may reach; counts: the batch capacity), tm,
  * tilesN, slot (word of the status slot), hasOther (1: a second offsets buffer must equal the primary),
- * kMode (1: grouped K or counts, no tile table: args = (tilesN, tilesM, G)), tilesM, hasSizes (1:
+ * kMode (1: grouped K, counts or moe.activation's offsets check, no tile table: args = (tilesN, tilesM, G)), tilesM, hasSizes (1:
  * host-known per-group sizes given), zeroFill, experts (map bound), topK (scatter), tokens (bound of a
  * token id), dstRows (scatter: entries of the first-row table), _, _.
  */

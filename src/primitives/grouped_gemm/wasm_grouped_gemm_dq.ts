@@ -131,7 +131,7 @@ class DynamicQuantExecutor {
         // (the job before this one is done: the old block is free once the stream's work is)
         if (this.ws) engine.releaseBlock(this.ws);
         this.wsBytes = Math.max(qBytes + sBytes, 2 * this.wsBytes, 64);
-        this.ws = engine.alloc(this.wsBytes);
+        this.ws = engine.allocForWork(this.wsBytes);
       }
       const q0 = this.ws, s0 = this.ws + qBytes;
       // The GEMM reads the workspace through views of the caller's memories: each holds exactly M_i rows.

@@ -61,11 +61,29 @@ function unitCols(md: MemoryDesc): boolean {
 }
 
 /**
+ * A plain descriptor whose last dim has extent 1 with its column stride set to 1: the stride of a dim of
+ * extent 1 never moves an address, so the layout is the same (e.g. a K = 1 src given as `acb`, which the
+ * cpu engine takes); the same descriptor otherwise.
+ */
+function unitColumnOf(md: MemoryDesc): MemoryDesc {
+  const last = md.ndims - 1;
+  if (md.format !== 'blocked' || md.dims[last] !== 1 || md.strides[last] === 1) return md;
+  return new MemoryDesc({ dims: md.dims, dataType: md.dataType, format: 'blocked', strides: md.strides.map((s, i) => (i === last ? 1 : s)) });
+}
+
+/** `p` with src and dst through `unitColumnOf` (`p` itself when neither changes). */
+function unitColumnsOf(p: MatmulProblem): MatmulProblem {
+  const src = unitColumnOf(p.src), dst = unitColumnOf(p.dst);
+  return src === p.src && dst === p.dst ? p : { ...p, src, dst };
+}
+
+/**
  * What the kernels run for `p`: `p` itself, or for a dense matmul with more than one batch dim its inner
  * 3D problem, with its launches where the batch does not collapse into one (batch_dims.ts); a string
  * says why not.
  */
-function launchPlan(p: MatmulProblem): { q: MatmulProblem; launches: readonly BatchOffsets[] | undefined } | string {
+function launchPlan(p0: MatmulProblem): { q: MatmulProblem; launches: readonly BatchOffsets[] | undefined } | string {
+  const p = unitColumnsOf(p0);
   // (tag.any weights resolve to plain row-major: weightsLayout)
   const split = splitBatch(p.weights.format === 'any' ? { ...p, weights: plainOf(p.weights) } : p);
   if (split === undefined) return { q: p, launches: undefined };
@@ -88,7 +106,10 @@ function rejectReason(p: MatmulProblem, eng?: GpuEngine): string | undefined {
     const limit = eng.device.limits.maxStorageBuffersPerShaderStage;
     if (used > limit) return `the matmul needs ${used} storage buffers (token index / slots, scales, zero points, binary src1 included), beyond the device's maxStorageBuffersPerShaderStage ${limit}`;
   }
-  if (!unitCols(p.src) || !unitCols(p.dst)) return 'src and dst need unit column strides on the gpu engine';
+  for (const [name, md] of [['src', p.src], ['dst', p.dst]] as const) {
+    const last = md.ndims - 1;
+    if (!unitCols(md)) return `src and dst need unit column strides on the gpu engine: ${name} dims[${last}] = ${md.dims[last]} has stride ${md.strides[last]} (reorder it to a row-major layout first; the stride of a dim of extent 1 does not matter)`;
+  }
   if (eng) {
     const plan = planWindows(p, tileOf(p, eng).tm, eng.caps);
     if (typeof plan === 'string') return plan;

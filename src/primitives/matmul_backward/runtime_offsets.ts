@@ -4,7 +4,7 @@ import { ARG, argName } from '../args.js';
 import { checkedOffsets, offsetsError, type Grouping, type OffsetsArg } from '../matmul/runtime_offsets.js';
 
 /**
- * Execute-time offsets of a backward primitive, checked with the forward's rules, order and wording
+ * Execute-time offsets of a backward primitive (and of moe.activation), checked with the forward's rules, order and wording
  * (offs[0] = 0, non-decreasing, offs[G] <= total rows, host-known sizes, the second grouped tensor's
  * offsets equal to the first's unless they are one buffer), but naming the backward's arguments
  * (`ARG.SRC`, `ARG.DIFF_DST`, `ARG.DIFF_SRC`, `ARG.ATTR_GROUPED_OFFSETS | ARG.SRC`).

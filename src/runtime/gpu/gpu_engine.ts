@@ -129,6 +129,8 @@ export class GpuEngine {
   /** The last words `writeParams` wrote to each params buffer: unchanged params are not written again. */
   private readonly lastParams = new WeakMap<GPUBuffer, Uint32Array>();
   private released = false;
+  /** release(): the outcome of the work enqueued before it (its first error, else undefined), settled after the teardown. */
+  private drained: Promise<unknown> | undefined;
   private lostReason: string | undefined;
   private asyncError: DnnlError | undefined;
   private outstanding = 0;
@@ -479,8 +481,18 @@ export class GpuEngine {
    * a lost device, a WebGPU error, or a runtime error a kernel wrote to its status slot.
    */
   async flush(): Promise<void> {
-    // release() destroyed the device it requested: the wait would otherwise report a device loss the caller did not cause
-    check(!this.released, 'engine: used after release()');
+    if (this.released) {
+      // Work enqueued before release() was drained by it (the device goes after that): its outcome, once.
+      const d = this.drained;
+      this.drained = undefined;
+      const e = d ? await d : undefined;
+      if (e) throw e;
+      return;
+    }
+    return this.flushNow();
+  }
+
+  private async flushNow(): Promise<void> {
     let readback: StatusReadback | undefined;
     if (this.lostReason === undefined) {
       // The slots' read-back goes into the batch after its work: one submit, and its map completes
@@ -533,11 +545,26 @@ export class GpuEngine {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Releases the engine's own buffers; a device the engine requested itself is destroyed. */
+  /**
+   * Releases the engine: from now on nothing new may use it (`engine: used after release()`). Work
+   * already enqueued on its streams still runs to the end, as on the cpu engine: it is submitted now,
+   * and the engine's own buffers (and a device it requested itself) are destroyed once the queue is done
+   * with it and its status slots are read. The next `stream.wait()` resolves, or rejects with that work's
+   * own errors (bad runtime offsets...), as it would have without the release.
+   */
   release(): void {
     if (this.released) return;
+    // flushNow submits the recorded batch (and the status read-back) before its first await.
+    const pending = this.lostReason === undefined ? this.flushNow() : undefined;
     this.released = true;
-    if (this.lostReason === undefined) this.submit();
+    if (!pending) {
+      this.teardown();
+      return;
+    }
+    this.drained = pending.then(() => undefined, (e: unknown) => e).finally(() => this.teardown());
+  }
+
+  private teardown(): void {
     this.status.destroy();
     this.profiler?.destroy();
     this.pipelines.clear();
