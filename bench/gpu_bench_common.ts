@@ -7,7 +7,7 @@ import { ARG, Memory, dt, memory, moe, tag, type DataType, type GpuEngine, type 
 import type { MoeWorkload } from './moe_workloads.js';
 
 /** A weight type, optionally `:permute` (gemm1 over permuted rows: dispatch copies the hidden rows first). */
-export type GpuMoeVariant = 'f32' | 'int4' | 'int8' | 'w8a8' | `${'f32' | 'int4' | 'int8' | 'w8a8'}:permute`;
+export type GpuMoeVariant = 'f32' | 'int4' | 'int8' | 'w8a8' | `${'f32' | 'int4' | 'int8' | 'w8a8'}:permute` | `${'int4' | 'int8'}:dq`;
 
 /** Deterministic bytes in 64 MiB chunks: f32 values in [-amp, amp], or random codes for the integer types. */
 export function fillDeterministic(m: GpuMemory, t: DataType, amp: number, seed: number): void {
@@ -34,6 +34,11 @@ export function variantConfig(v: GpuMoeVariant): { wdt: DataType; cfg: Partial<m
   if (v.endsWith(':permute')) {
     const base = variantConfig(v.slice(0, -':permute'.length) as GpuMoeVariant);
     return { ...base, cfg: { ...base.cfg, gemm1: 'permute' } };
+  }
+  // dynamic int8 activations (rfcs/0006) on the weight-only weights: the rows quantized on the device first
+  if (v.endsWith(':dq')) {
+    const base = variantConfig(v.slice(0, -':dq'.length) as GpuMoeVariant);
+    return { ...base, cfg: { ...base.cfg, dynamicQuantization: 's8' } };
   }
   const blocks = (d: readonly number[]): number[] => [d[0], d[1] / 32, d[2]];
   if (v === 'int4') return { wdt: dt.s4, cfg: { weightScales: { w13: { mask: 7, groups: [1, 32, 1] }, w2: { mask: 7, groups: [1, 32, 1] } } }, scales: blocks };
