@@ -3,7 +3,8 @@
  * user code (bench/compare_dq.ts, examples/p1-grouped-memory.ts, p3-pointer-array.ts): step + wait, process
  * CPU time (one thread: the work runs in the calling thread), the rows run round-robin, medians in ms.
  *   npx tsx bench/p3_dq_host.ts [--workload=decode-e256|decode-e64] [--steps=200] [--rows=p1,p3,p1dq,p3dq]
- * `--rows=p3dq` alone, under `node --cpu-prof --import tsx`, profiles the P#3 `:dq` step.
+ * `--rows=p3dq` alone, under `node --cpu-prof --import tsx`, profiles the P#3 `:dq` step. `--host-only`: every
+ * wasm job returns at once after setup (outputs not computed), so a step times the host side alone.
  */
 import { Engine, Memory, Stream, dt, memory, tag } from '../src/index.js';
 import { createP1 } from '../examples/p1-grouped-memory.js';
@@ -47,6 +48,12 @@ const runs = rows.map((r) => {
   return { name: r, run: make[r](), ms: [] as number[] };
 });
 await strm.wait();
+if (process.argv.includes('--host-only')) {
+  // (bench only: the engine's kernels, run_job skipped)
+  const k = eng.kernels;
+  if (!k) throw new Error('--host-only: no kernels in the calling thread');
+  Object.defineProperty(eng, 'kernels', { value: { ...k, run_job: (): number => 0 } });
+}
 const tokens = new Float32Array(shape.capacity * w.K);
 fillRandom(tokens, 17);
 const cpu = (): number => {
@@ -64,5 +71,5 @@ for (let s = 0; s < steps + 5; s++) {
   }
 }
 const median = (a: number[]): number => [...a].sort((x, y) => x - y)[a.length >> 1];
-console.log(`${wl}, ${steps} steps, process CPU ms per step (median): ${runs.map((r) => `${r.name} ${median(r.ms).toFixed(3)}`).join('  ')}`);
+console.log(`${wl}, ${steps} steps${process.argv.includes('--host-only') ? ', host only' : ''}, process CPU ms per step (median): ${runs.map((r) => `${r.name} ${median(r.ms).toFixed(3)}`).join('  ')}`);
 eng.release();

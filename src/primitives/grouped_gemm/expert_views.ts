@@ -1,9 +1,15 @@
 import { check, checkImpl } from '../../common/status.js';
 import { RUNTIME_DIM_VAL } from '../../common/dims.js';
 import { dtBytes, isSubByteType } from '../../common/data_type.js';
-import { plainDesc } from '../../memory/desc.js';
+import { plainDesc, type MemoryDesc } from '../../memory/desc.js';
 import { Memory } from '../../memory/memory.js';
 import { refuseGpuEngine } from '../gpu_refusal.js';
+
+/**
+ * Each source descriptor's view descriptor, made once (descriptors are immutable): the views of every call
+ * share it, so a primitive matches it by identity after its first execute instead of comparing it per expert.
+ */
+const viewDescs = new WeakMap<MemoryDesc, MemoryDesc>();
 
 /**
  * The RFC's "Frameworks Compatibility" mapping: zero-copy per-expert views `[RUNTIME_DIM_VAL, K]` over
@@ -21,7 +27,8 @@ export function expertViews(mem: Memory, offs: ArrayLike<number>): Memory[] {
   // 4-bit types pack two elements per byte: every view must start on a byte.
   checkImpl(!isSubByteType(md.dataType) || md.strides[0] % 2 === 0, `expertViews: ${md.dataType} rows of ${md.strides[0]} elements do not start on byte boundaries`);
   const row = dtBytes(md.dataType, md.strides[0]);
-  const viewMd = plainDesc([RUNTIME_DIM_VAL, K], md.dataType, 'ab');
+  let viewMd = viewDescs.get(md);
+  if (!viewMd) viewDescs.set(md, (viewMd = plainDesc([RUNTIME_DIM_VAL, K], md.dataType, 'ab')));
   // A [RUNTIME_DIM_VAL, K] view steps K elements per row: padded rows would be misread.
   check(md.strides[0] === viewMd.strides[0], `expertViews: rows must be contiguous (row stride ${md.strides[0]} != K = ${K})`);
   for (let g = 0; g < offs.length; g++) {
