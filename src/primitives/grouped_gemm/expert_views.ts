@@ -31,14 +31,20 @@ export function expertViews(mem: Memory, offs: ArrayLike<number>): Memory[] {
   if (!viewMd) viewDescs.set(md, (viewMd = plainDesc([RUNTIME_DIM_VAL, K], md.dataType, 'ab')));
   // A [RUNTIME_DIM_VAL, K] view steps K elements per row: padded rows would be misread.
   check(md.strides[0] === viewMd.strides[0], `expertViews: rows must be contiguous (row stride ${md.strides[0]} != K = ${K})`);
+  let last = 0;
   for (let g = 0; g < offs.length; g++) {
-    check(Number.isInteger(offs[g]) && offs[g] >= 0 && offs[g] <= total, `expertViews: offsets[${g}] = ${offs[g]} is outside [0, ${total}]`);
+    if (!(Number.isInteger(offs[g]) && offs[g] >= 0 && offs[g] <= total)) check(false, `expertViews: offsets[${g}] = ${offs[g]} is outside [0, ${total}]`);
+    last = Math.max(last, offs[g]);
   }
+  // The views lie inside one live allocation when the rows up to the last one do (the common case: the
+  // views skip Memory.create's checks of each); else Memory.create says which one does not.
+  const inside = mem.engine.heap.owningBlock(mem.handles[0], last * row) !== undefined;
   const out: Memory[] = [];
   for (let g = 0; g + 1 < offs.length; g++) {
-    check(offs[g + 1] >= offs[g], `expertViews: offsets must be non-decreasing at [${g + 1}]`);
+    if (offs[g + 1] < offs[g]) check(false, `expertViews: offsets must be non-decreasing at [${g + 1}]`);
     // Each view may hold only its own slice: a runtime M beyond it is rejected, never written.
-    out.push(Memory.create(viewMd, mem.engine, mem.handles[0] + offs[g] * row, { capacityBytes: (offs[g + 1] - offs[g]) * row }));
+    const h = mem.handles[0] + offs[g] * row, capacityBytes = (offs[g + 1] - offs[g]) * row;
+    out.push(inside ? Memory.checkedView(viewMd, mem.engine, h, capacityBytes) : Memory.create(viewMd, mem.engine, h, { capacityBytes }));
   }
   return out;
 }
