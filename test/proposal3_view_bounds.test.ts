@@ -57,4 +57,16 @@ describe('grouped_gemm expert views', () => {
       eng.release();
     });
   }
+
+  it('views of a buffer that is no longer a live allocation are refused, naming the first such view', async () => {
+    const eng = await Engine.create({ threads: 1, kernels: 'none' });
+    const md = memory.desc([4, 8], dt.f32, tag.ab);
+    const owner = Memory.create(md, eng);
+    const wrapper = Memory.create(md, eng, owner.handles[0]);
+    const views = grouped_gemm.expertViews(wrapper, [0, 1, 4]);
+    expect(views.map((v) => [v.handles[0] - owner.handles[0], v.capacityBytes])).toEqual([[0, 32], [32, 96]]);
+    owner.free();
+    expect(() => grouped_gemm.expertViews(wrapper, [0, 1, 4])).toThrow(/Memory.create: handle 0 \[0x[0-9a-f]+, \+0\) does not lie inside a live allocation of this engine/);
+    eng.release();
+  });
 });

@@ -117,7 +117,7 @@ export class MemoryDesc {
       const g = this.grouped as GroupedInfo;
       return dtBytes(g.offsetsDt, g.groupCount + 1);
     }
-    check(index === 0, `getSize: buffer index must be 0 or 1, got ${index}`);
+    if (index !== 0) check(false, `getSize: buffer index must be 0 or 1, got ${index}`);
     return this.size0;
   }
 

@@ -115,6 +115,17 @@ export class Memory {
     return mem;
   }
 
+  /**
+   * @internal A view over `capacityBytes` from `handle` that the caller has checked to lie inside one live
+   * allocation (expertViews: every view within its parent's rows): what `Memory.create(desc, eng, handle,
+   * { capacityBytes })` makes, without its per-call checks.
+   */
+  static checkedView(desc: MemoryDesc, engine: Engine, handle: Handle, capacityBytes: number): Memory {
+    const mem = new Memory(desc, engine, [handle], [false], capacityBytes);
+    countObject('memory');
+    return mem;
+  }
+
   get isFreed(): boolean {
     return this.freed;
   }

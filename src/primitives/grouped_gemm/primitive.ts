@@ -71,7 +71,7 @@ export class Primitive {
       if (m instanceof GpuMemory) return m;
       const n = m.desc.getSize(0);
       if (m.engine.heap.owningBlock(m.handles[0], n === RUNTIME_SIZE_VAL ? 0 : n) === undefined) check(false, `grouped_gemm.execute: ${argName(id)} is no longer a live allocation of the engine`);
-      if (m.desc.format === 'packed') checkPackedFilled('grouped_gemm.execute', argName(id), m);
+      if (m.desc.format === 'packed') checkPackedFilled('grouped_gemm.execute', () => argName(id), m);
       return m;
     };
     const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, (AnyMemory | undefined)[]>> => {

@@ -44,11 +44,12 @@ export function runtimeDimsError(code: number, i: number, x: number, y: number, 
   return new DnnlError('runtime_error', `${fn || 'grouped_gemm'}: kernel status ${code}`);
 }
 
-/** Host-side validation (reference path): same rules, same messages as the kernel. */
+/** Host-side validation (reference path): same rules, same messages as the kernel. `capacity` is asked of non-empty experts only (none fits fewer than 0 rows). */
 export function checkedRuntimeDims(dims: Int32Array, capacity: (i: number) => number): Int32Array {
   const m = Int32Array.from(dims);
   for (let i = 0; i < m.length; i++) {
     if (m[i] < 0) throw runtimeDimsError(DIMS_ERR.negative, i, m[i], 0);
+    if (m[i] === 0) continue;
     const cap = capacity(i);
     if (m[i] > cap) throw runtimeDimsError(DIMS_ERR.capacity, i, m[i], cap);
   }

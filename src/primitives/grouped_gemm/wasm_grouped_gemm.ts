@@ -92,11 +92,14 @@ export const wasmGroupedGemm: GroupedGemmImpl = {
 };
 
 
-/** Runtime dims against src/dst, then per-row values memories against M_i (the reference's checks and messages). */
-function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[]): void {
-  const M = checkedRuntimeDims(a.runtimeDims.values as Int32Array, (i) => Math.min(rowCapacity(a.src[i]), rowCapacity(a.dst[i])));
+/**
+ * Runtime dims against src/dst, then per-row values memories against M_i (the reference's checks and
+ * messages). `M`: the rows already read and checked against src/dst (wasm_grouped_gemm_dq.ts).
+ */
+function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[], M = checkedRuntimeDims(a.runtimeDims.values as Int32Array, (i) => Math.min(rowCapacity(a.src[i]), rowCapacity(a.dst[i])))): void {
   const check = (m: Memory, name: string, i: number): void => {
-    if (!m.desc.hasRuntimeDims) return;
+    // (no rows fit any allocation: an empty expert's memories are not looked up)
+    if (M[i] === 0 || !m.desc.hasRuntimeDims) return;
     const cap = rowCapacity(m);
     if (M[i] > cap) throw new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${M[i]} rows do not fit ${name} (${cap} rows fit)`);
   };
@@ -104,6 +107,17 @@ function checkRowValues(a: GroupedGemmArgs, binaryPositions: readonly number[]):
     for (const [arg, mems] of Object.entries(tbl) as [QuantArg, readonly (Memory | undefined)[]][]) mems.forEach((m, i) => m && check(m, argName(base | (EXPERT_QUANT_ARG_ID[arg] + i)), i));
   }
   a.binary.forEach((mems, j) => mems.forEach((m, i) => check(m, argName(ARG.ATTR_MULTIPLE_POST_OP(binaryPositions[j]) | (ARG.MULTIPLE_SRC + i)), i)));
+}
+
+/**
+ * wasm_grouped_gemm_dq.ts's rows of one execution: `M` read and checked against each expert's src / dst
+ * allocations; expert g's rows (M[g] of them) at `src[g]` and their per-row src scales at `srcScales[g]`,
+ * in the executor's workspace, read instead of the caller's src memories.
+ */
+export interface OwnRows {
+  readonly M: Int32Array;
+  readonly src: Uint32Array;
+  readonly srcScales: Uint32Array;
 }
 
 export class GroupedGemmExecutor {
@@ -117,6 +131,13 @@ export class GroupedGemmExecutor {
   /** Per-expert pointer tables of the values memories: 6 scale / zero-point slots, then one per binary post-op. */
   private readonly ptrs: number;
   private readonly p32: Uint32Array;
+  /** The table's records as far as the problem fixes them (K, N, strides, weights layout): copied in on every execution. */
+  private readonly records: Int32Array;
+  private readonly kcPacked: number;
+  private readonly wcacheK: number;
+  private readonly scratchBytes: number;
+  private readonly dtWei: number;
+  private readonly binaryPositions: readonly number[];
 
   /** `given`: the caller's plan (wasm_grouped_gemm_dq.ts: the integer path with K-block folding), else planExperts'. */
   constructor(private readonly p: GroupedGemmProblem, private readonly engine: Engine, given?: FusedPlan) {
@@ -132,40 +153,63 @@ export class GroupedGemmExecutor {
     this.f32 = new Float32Array(engine.buffer, this.job, JOB.SIZE / 4);
     this.t32 = new Int32Array(engine.buffer, this.table, (p.G * GROUP_REC.SIZE) / 4);
     this.t32u = new Uint32Array(engine.buffer, this.table, (p.G * GROUP_REC.SIZE) / 4);
+    this.binaryPositions = p.experts[0].fusion.binary.map((b) => b.position);
+    // Plain experts on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
+    const plainK = p.experts.reduce((m, e) => (e.weights.format === 'packed' ? m : Math.max(m, e.weights.dims[0])), 0);
+    this.wcacheK = plan.path === PATH.f32 ? Math.min(plainK, KC_PACKED) : 0;
+    this.kcPacked = p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : this.wcacheK ? Math.max(KC, this.wcacheK + (this.wcacheK & 1)) : 0;
+    this.scratchBytes = scratchBytes(p.G, MB, NB, KC, this.kcPacked, 0, this.wcacheK);
+    // One dt_wei serves every plain expert (packed panels are always f32 and ignore it), so take it
+    // from the first plain expert, not expert 0, which may be packed while the others are bf16/f16.
+    const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
+    const plainWei = p.experts.find((e) => e.weights.format !== 'packed');
+    const x16Wei = p.experts.find((e) => isX16(e.weights));
+    this.dtWei = plainWei ? dt(plainWei.weights.dataType) : x16Wei ? dt(x16Wei.weights.dataType) : lowpSuffix(p.experts[0].weights) ? dt(p.experts[0].weights.dataType) : JOB_DT_ALL.f32;
+    const R = GROUP_REC.SIZE / 4;
+    this.records = new Int32Array(p.G * R);
+    p.experts.forEach((e, g) => {
+      const o = g * R, t = this.records;
+      t[o + GROUP_REC.K / 4] = e.K;
+      t[o + GROUP_REC.N / 4] = e.N;
+      t[o + GROUP_REC.s_0 / 4] = e.src.strides[0];
+      t[o + GROUP_REC.d_0 / 4] = e.dst.strides[0];
+      const packed = e.weights.format === 'packed';
+      t[o + GROUP_REC.w_k / 4] = packed ? 0 : e.weights.strides[0];
+      t[o + GROUP_REC.w_n / 4] = packed ? 0 : e.weights.strides[1];
+      const name = e.weights.packed?.name;
+      t[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : name === PACKED_X8 ? WEI_PACKED.x8_p8 : name === PACKED_X4 ? WEI_PACKED.x4_p8k2
+        : name === PACKED_X16 ? WEI_PACKED.x16_p8 : WEI_PACKED.f32_p8;
+    });
   }
 
   destroy(): void {
     for (const p of [this.ptrs, this.job, this.table]) this.engine.releaseBlock(p);
   }
 
-  task(a: GroupedGemmArgs): () => void | Promise<void> {
+  /** `own`: the rows and src scales wasm_grouped_gemm_dq.ts quantized into its workspace this execution. */
+  task(a: GroupedGemmArgs, own?: OwnRows): () => void | Promise<void> {
     const eng = this.engine;
     // Per-row values memories (scales, zero points, binary src1 with runtime rows) must hold M_i rows:
     // the kernel only knows src/dst capacities, so all runtime dims are checked on the host first
-    // (same rules, order and messages as the reference).
+    // (same rules, order and messages as the reference). (`own` src scales hold exactly M_i rows.)
     const perRow = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].some((ms) => ms!.some((m) => m?.desc.hasRuntimeDims));
     const pre = (): void => {
-      if (perRow) checkRowValues(a, this.p.experts[0].fusion.binary.map((b) => b.position));
+      if (perRow) checkRowValues(a, this.binaryPositions, own?.M);
     };
     if (eng.pool) return () => {
       pre();
-      return eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus());
+      return eng.pool!.run(() => this.fill(a, own)).then(() => this.checkStatus());
     };
     return () => {
       pre();
-      eng.kernels!.run_job(this.fill(a), 0);
+      eng.kernels!.run_job(this.fill(a, own), 0);
       this.checkStatus();
     };
   }
 
-  private fill(a: GroupedGemmArgs): number {
+  private fill(a: GroupedGemmArgs, own: OwnRows | undefined): number {
     const { p, i32 } = this;
-    const dt = (t: DataType): number => JOB_DT_ALL[t as keyof typeof JOB_DT_ALL];
-    // Plain experts on the f32 fast path: each N-block is packed once, K whole, into a per-worker cache.
-    const plainK = p.experts.reduce((m, e) => (e.weights.format === 'packed' ? m : Math.max(m, e.weights.dims[0])), 0);
-    const wcacheK = this.plan.path === PATH.f32 ? Math.min(plainK, KC_PACKED) : 0;
-    const kcPacked = p.experts.some((e) => e.weights.format === 'packed') ? KC_PACKED : wcacheK ? Math.max(KC, wcacheK + (wcacheK & 1)) : 0;
-    const scratch = this.engine.scratch(scratchBytes(p.G, MB, NB, KC, kcPacked, 0, wcacheK));
+    const scratch = this.engine.scratch(this.scratchBytes);
     i32.fill(0);
     const set = (f: keyof typeof JOB, v: number): void => {
       i32[JOB[f] / 4] = v;
@@ -176,27 +220,27 @@ export class GroupedGemmExecutor {
     set('mb', MB);
     set('nb', NB);
     set('kc', this.plan.path === PATH.int ? KC_INT : KC);
-    set('kc_packed', kcPacked);
-    set('wcache_k', wcacheK);
+    set('kc_packed', this.kcPacked);
+    set('wcache_k', this.wcacheK);
     set('scratch', scratch.ptr);
     set('scratch_stride', scratch.stride);
     set('offs', a.runtimeDims.handles[0]);
     set('groups', this.table);
     const e0 = p.experts[0];
-    set('dt_src', dt(e0.src.dataType));
-    // One dt_wei serves every plain expert (packed panels are always f32 and ignore it), so take it
-    // from the first plain expert, not expert 0, which may be packed while the others are bf16/f16.
-    const plainWei = p.experts.find((e) => e.weights.format !== 'packed');
-    const x16Wei = p.experts.find((e) => isX16(e.weights));
-    set('dt_wei', plainWei ? dt(plainWei.weights.dataType) : x16Wei ? dt(x16Wei.weights.dataType) : lowpSuffix(e0.weights) ? dt(e0.weights.dataType) : JOB_DT_ALL.f32);
-    set('dt_dst', dt(e0.dst.dataType));
+    set('dt_src', JOB_DT_ALL[e0.src.dataType as keyof typeof JOB_DT_ALL]);
+    set('dt_wei', this.dtWei);
+    set('dt_dst', JOB_DT_ALL[e0.dst.dataType as keyof typeof JOB_DT_ALL]);
     if (this.plan.path === PATH.f32) writeEpilogue(i32, this.f32, p.attr);
     const G = p.G, slot = (qa: QuantArg, kind: 'scales' | 'zeroPoints'): number => (kind === 'scales' ? 0 : 3) + (qa === 'src' ? 0 : qa === 'weights' ? 1 : 2);
     writeFused(i32, this.f32, this.plan, e0.fusion, undefined,
       (kind, arg) => {
-        const s = slot(arg, kind), mems = a[kind][arg]!;
-        // planExperts took one layout for every expert: each has this operand.
-        for (let g = 0; g < G; g++) this.p32[s * G + g] = mems[g]!.handles[0];
+        const s = slot(arg, kind);
+        if (own && s === 0) this.p32.set(own.srcScales, 0);
+        else {
+          const mems = a[kind][arg]!;
+          // planExperts took one layout for every expert: each has this operand.
+          for (let g = 0; g < G; g++) this.p32[s * G + g] = mems[g]!.handles[0];
+        }
         return { ptr: this.ptrs + s * G * 4, table: true };
       },
       (i) => {
@@ -204,24 +248,18 @@ export class GroupedGemmExecutor {
         for (let g = 0; g < G; g++) this.p32[s * G + g] = a.binary[i][g].handles[0];
         return { ptr: this.ptrs + s * G * 4, table: true };
       }, e0.weights.packed?.quant);
-    const R = GROUP_REC.SIZE / 4;
-    p.experts.forEach((e, g) => {
+    const R = GROUP_REC.SIZE / 4, t = this.t32u;
+    this.t32.set(this.records);
+    // The kernel checks each M_i against max_rows: none fit an empty expert (its allocations are not looked
+    // up), exactly M_i the workspace rows of `own` (checked against src / dst already).
+    const M = own?.M ?? (a.runtimeDims.values as Int32Array);
+    for (let g = 0; g < G; g++) {
       const o = g * R;
-      this.t32u[o + GROUP_REC.src / 4] = a.src[g].handles[0];
-      this.t32u[o + GROUP_REC.wei / 4] = a.weights[g].handles[0];
-      this.t32u[o + GROUP_REC.dst / 4] = a.dst[g].handles[0];
-      this.t32u[o + GROUP_REC.max_rows / 4] = Math.min(rowCapacity(a.src[g]), rowCapacity(a.dst[g]));
-      this.t32[o + GROUP_REC.K / 4] = e.K;
-      this.t32[o + GROUP_REC.N / 4] = e.N;
-      this.t32[o + GROUP_REC.s_0 / 4] = e.src.strides[0];
-      this.t32[o + GROUP_REC.d_0 / 4] = e.dst.strides[0];
-      const packed = e.weights.format === 'packed';
-      this.t32[o + GROUP_REC.w_k / 4] = packed ? 0 : e.weights.strides[0];
-      this.t32[o + GROUP_REC.w_n / 4] = packed ? 0 : e.weights.strides[1];
-      const name = e.weights.packed?.name;
-      this.t32[o + GROUP_REC.wei_packed / 4] = !packed ? WEI_PACKED.plain : name === PACKED_X8 ? WEI_PACKED.x8_p8 : name === PACKED_X4 ? WEI_PACKED.x4_p8k2
-        : name === PACKED_X16 ? WEI_PACKED.x16_p8 : WEI_PACKED.f32_p8;
-    });
+      t[o + GROUP_REC.src / 4] = own ? own.src[g] : a.src[g].handles[0];
+      t[o + GROUP_REC.wei / 4] = a.weights[g].handles[0];
+      t[o + GROUP_REC.dst / 4] = a.dst[g].handles[0];
+      t[o + GROUP_REC.max_rows / 4] = M[g] <= 0 ? 0 : own ? M[g] : Math.min(rowCapacity(a.src[g]), rowCapacity(a.dst[g]));
+    }
     return this.job;
   }
 

@@ -13,7 +13,6 @@
  * The weights keep the weight-only layout (`x8:p8+q` / `x4:p8k2+q`), as matmul's.
  */
 import { MemoryDesc } from '../../memory/desc.js';
-import type { Memory } from '../../memory/memory.js';
 import { PACKED_X4 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 import { DnnlError } from '../../common/status.js';
@@ -90,6 +89,9 @@ class DynamicQuantExecutor {
   /** The table of runs (one per expert at most). */
   private readonly runs: number;
   private readonly r32: Uint32Array;
+  /** Per execution, expert g's s8 rows and their scales in the workspace (offsets, then addresses). */
+  private readonly qOff: Uint32Array;
+  private readonly sOff: Uint32Array;
   /** The workspace: every expert's s8 rows, then their f32 scales; grown to the rows of an execution. */
   private ws = 0;
   private wsBytes = 0;
@@ -102,6 +104,8 @@ class DynamicQuantExecutor {
     this.quant = new OpJob(engine, KIND_QUANT_ROWS_S8, QUANT_RUNS_JOB);
     this.runs = engine.alloc(p.G * RUN.INTS * 4);
     this.r32 = new Uint32Array(engine.buffer, this.runs, p.G * RUN.INTS);
+    this.qOff = new Uint32Array(p.G);
+    this.sOff = new Uint32Array(p.G);
   }
 
   destroy(): void {
@@ -118,11 +122,11 @@ class DynamicQuantExecutor {
       // messages (nothing is written when one is bad): the workspace is laid out from them.
       const M = checkedRuntimeDims(a.runtimeDims.values as Int32Array, (i) => Math.min(rowCapacity(a.src[i]), rowCapacity(a.dst[i])));
       // Dense rows expert after expert (P#1's layout of the same rows): expert g's s8 rows at qOff[g], its scales at sOff[g].
-      const qOff: number[] = [], sOff: number[] = [];
+      const { qOff, sOff } = this;
       let qBytes = 0, sBytes = 0;
       for (let g = 0; g < p.G; g++) {
-        qOff.push(qBytes);
-        sOff.push(sBytes);
+        qOff[g] = qBytes;
+        sOff[g] = sBytes;
         qBytes += M[g] * p.experts[g].K;
         sBytes += M[g] * 4;
       }
@@ -134,13 +138,12 @@ class DynamicQuantExecutor {
         this.ws = engine.allocForWork(this.wsBytes);
       }
       const q0 = this.ws, s0 = this.ws + qBytes;
-      // The GEMM reads the workspace through views of the caller's memories: each holds exactly M_i rows.
-      const view = (m: Memory, h: number, desc: MemoryDesc, bytes: number): Memory =>
-        Object.create(m, { handles: { value: Object.freeze([h]) }, desc: { value: desc }, capacityBytes: { value: bytes } }) as Memory;
-      const ex = this.inner.experts;
-      const src = a.src.map((m, g) => view(m, q0 + qOff[g], ex[g].src, M[g] * ex[g].K));
-      const scales = a.src.map((m, g) => view(m, s0 + sOff[g], ex[g].fusion.scales.src!.md, M[g] * 4));
-      const gemm = this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } });
+      // The GEMM reads each expert's M_i rows and row scales in the workspace (the executions of a stream run one after another).
+      for (let g = 0; g < p.G; g++) {
+        qOff[g] += q0;
+        sOff[g] += s0;
+      }
+      const gemm = this.gemm.task(a, { M, src: qOff, srcScales: sOff });
       // Runs of experts whose rows follow one another in memory with the same K and row stride (expertViews of
       // one buffer: a single run); experts in buffers of their own, one run each.
       const runs: { g: number; last: number; rows: number }[] = [];
@@ -166,8 +169,8 @@ class DynamicQuantExecutor {
         runs.forEach((u, k) => {
           const e = p.experts[u.g], o = k * RUN.INTS;
           R[o + RUN.src] = a.src[u.g].handles[0];
-          R[o + RUN.dst] = q0 + qOff[u.g];
-          R[o + RUN.scales] = s0 + sOff[u.g];
+          R[o + RUN.dst] = qOff[u.g];
+          R[o + RUN.scales] = sOff[u.g];
           R[o + RUN.rows] = u.rows;
           R[o + RUN.cols] = e.K;
           R[o + RUN.src_ld] = e.src.strides[0];
