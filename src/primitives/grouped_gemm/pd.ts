@@ -18,6 +18,7 @@ import {
 } from '../../attr/fusion.js';
 import { EXPERT_QUANT_ARG_ID } from './problem.js';
 import { QUANT_ARGS } from '../../attr/fusion.js';
+import { NOT_THIS_FEATURE } from '../pick_impl.js';
 
 /** The attribute ids of grouped_gemm scales / zero points: one setting for every expert. */
 
@@ -93,7 +94,7 @@ export class PrimitiveDesc {
     for (const impl of list) {
       const why = impl.reject(p, engine);
       if (why === undefined) return { impl, weightsLayout: (e) => impl.weightsLayout(e, engine) };
-      reasons.push(`${impl.name}: ${why}`);
+      if (why !== NOT_THIS_FEATURE) reasons.push(`${impl.name}: ${why}`);
     }
     throw new DnnlError('unimplemented', `grouped_gemm: no implementation on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons.join('; ')})`);
   }

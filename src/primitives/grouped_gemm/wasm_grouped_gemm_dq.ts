@@ -30,6 +30,7 @@ import type { GroupedGemmArgs, GroupedGemmImpl } from './impl_list.js';
 import type { Expert, GroupedGemmProblem } from './problem.js';
 import { checkedRuntimeDims, rowCapacity } from './runtime_dims.js';
 import { GroupedGemmExecutor, ROLES, rejectWith } from './wasm_grouped_gemm.js';
+import { NOT_THIS_FEATURE } from '../pick_impl.js';
 
 /** The per-row f32 scales of an expert's quantized rows, as the integer path reads src scales (one per row: [RUNTIME_DIM_VAL]). */
 function rowScales(e: Expert): QuantParam {
@@ -69,7 +70,7 @@ export const wasmDynamicQuantGroupedGemm: GroupedGemmImpl = {
     return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, w)}-dq8${rdot}`}`;
   },
   reject(p, engine) {
-    if (!p.attr.dynamicQuantization) return 'no dynamic quantization attribute';
+    if (!p.attr.dynamicQuantization) return NOT_THIS_FEATURE;
     if (!engine.kernels) return 'the engine was created without kernels';
     const e0 = p.experts[0];
     if (!FLOAT_TYPES.includes(e0.src.dataType) || !INT_WEIGHTS.includes(e0.weights.dataType)) return `src ${e0.src.dataType} x weights ${e0.weights.dataType} (f32 / bf16 / f16 x s8 / u8 / s4 / u4 / f4_e2m1)`;

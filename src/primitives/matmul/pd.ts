@@ -18,6 +18,7 @@ import {
 } from '../../attr/fusion.js';
 import { MATMUL_QUANT_ARG_ID } from './problem.js';
 import { QUANT_ARGS } from '../../attr/fusion.js';
+import { NOT_THIS_FEATURE } from '../pick_impl.js';
 
 /** The ids of the arguments that take scales / zero points. */
 
@@ -86,13 +87,13 @@ export class PrimitiveDesc {
     verboseLine('create', ['matmul', this.implInfo, 'undef', this.mdsString(), attr.toString(), '', problemString(this.problem), this.creationMs.toFixed(4)]);
   }
 
- /** The first implementation of the engine kind's ordered list that accepts the problem, and its weights layout. */
+  /** The first implementation of the engine kind's ordered list that accepts the problem, and its weights layout. */
   private static pick<E, I extends MatmulImpl<E, unknown>>(list: readonly I[], p: MatmulProblem, engine: E): { impl: I; weights: MemoryDesc } {
     const reasons: string[] = [];
     for (const impl of list) {
       const why = impl.reject(p, engine);
       if (why === undefined) return { impl, weights: p.weights.format === 'any' ? impl.weightsLayout(p, engine) : p.weights };
-      reasons.push(`${impl.name}: ${why}`);
+      if (why !== NOT_THIS_FEATURE) reasons.push(`${impl.name}: ${why}`);
     }
     throw new DnnlError('unimplemented', `matmul: no implementation for ${problemString(p)} on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons.join('; ')})`);
   }

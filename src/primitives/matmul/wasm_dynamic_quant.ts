@@ -24,6 +24,7 @@ import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { dqNonFiniteRow, dqOffsetsError } from './dq_errors.js';
 import { WasmMatmulExecutor, kernelName, lowpSuffix, matmulRoles, wasmMatmul } from './wasm_matmul.js';
+import { NOT_THIS_FEATURE } from '../pick_impl.js';
 
 /** Weights the integer kernels take: the integer types, and f4_e2m1 as the integers 2 v (exact in [-12, 12]
  * for every e2m1 value; the kernels put the 0.5 into the weights scales as they stage them, exactly). */
@@ -91,7 +92,7 @@ export const wasmDynamicQuantMatmul: MatmulImpl = {
     return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, p.weights)}-dq8${rdot}`}`;
   },
   reject(p, engine) {
-    if (!p.attr.dynamicQuantization) return 'no dynamic quantization attribute';
+    if (!p.attr.dynamicQuantization) return NOT_THIS_FEATURE;
     if (!engine.kernels) return 'the engine was created without kernels';
     if (p.kind === 'grouped_k') return 'variable-K matmuls';
     if (!FLOAT_TYPES.includes(p.src.dataType) || !INT_WEIGHTS.includes(p.weights.dataType)) return `src ${p.src.dataType} x weights ${p.weights.dataType} (f32 / bf16 / f16 x s8 / u8 / s4 / u4 / f4_e2m1)`;

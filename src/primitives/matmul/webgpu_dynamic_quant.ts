@@ -23,6 +23,7 @@ import type { MatmulProblem } from './problem.js';
 import { innerProblem, srcRows } from './wasm_dynamic_quant.js';
 import { webgpuMatmul } from './webgpu_matmul.js';
 import { dqNonFiniteRow, dqOffsetsError } from './dq_errors.js';
+import { NOT_THIS_FEATURE } from '../pick_impl.js';
 
 /** Where the rows to quantize end: a grouped src's offsets (P#1), the offsets attribute (P#2, no gather), or
  * nowhere (dense, or a gather, whose token rows are all read). */
@@ -48,7 +49,7 @@ export const webgpuDynamicQuantMatmul: GpuMatmulImpl = {
     return `webgpu:dynamic-quant+${(webgpuMatmul.describe?.(eng, innerProblem(p)) ?? webgpuMatmul.name).replace(/^webgpu:/, '')}`;
   },
   reject(p, eng) {
-    if (!p.attr.dynamicQuantization) return 'no dynamic quantization attribute';
+    if (!p.attr.dynamicQuantization) return NOT_THIS_FEATURE;
     if (!FLOAT_TYPES.includes(p.src.dataType)) return `src ${p.src.dataType} (f32 / bf16 / f16 are quantized)`;
     if (p.src.format !== 'any' && p.src.strides[p.src.ndims - 1] !== 1) return 'src rows must be contiguous';
     // The rows are quantized as one strided run: a batched src must be uniformly strided over its rows.
