@@ -3,7 +3,8 @@
 // Usage: node reports/issue19-s20-kernel-ab.mjs l1|stream A.wasm B.wasm [...]
 //   l1:     1 x 16 x 256 on L1-resident operands, s8 / s4 / u4 / f4; best G weights/s
 //   stream: 24 experts x 176 panel pairs x 2048 k of codes from memory, as the decode workload walks them (two
-//           panels per call, 256-k calls); median ms, and a plain read of the same bytes (stream_f32)
+//           panels per call, env CALLK k per call, default 256); median ms, and a plain read of the same bytes
+//           (stream_f32); env DT=s4 (default) / u4 / s8 / f4
 // Prints each build's figure, its median per-round ratio to the first build (> 1: faster), and whether the
 // builds' results are bitwise equal.
 import fs from 'node:fs';
@@ -59,12 +60,13 @@ if (mode === 'l1') {
     for (let i = 0; i < bytes; i++) u8[w + i] = (i * 73 + 11) & 255;
     mods.push({ ex, a, c, w, evict, fl });
   }
+  const callK = Number(process.env.CALLK ?? 256); // k per kernel call (the driver's piece)
   const run = (m) => {
     for (let e = 0; e < E; e++) for (let p = 0; p < P; p += 2) {
       const w0 = m.w + (e * P + p) * pbytes;
-      for (let k = 0; k < K; k += 256) {
+      for (let k = 0; k < K; k += callK) {
         const a = m.a + 16 * k, c = m.c + 4 * 16 * p;
-        m.ex.ukernel_lowp16(1, 256, dt, a, t === 's8' ? w0 + 8 * k : w0 + 4 * k, pbytes, c, 0);
+        m.ex.ukernel_lowp16(1, callK, dt, a, t === 's8' ? w0 + 8 * k : w0 + 4 * k, pbytes, c, 0);
       }
     }
   };
