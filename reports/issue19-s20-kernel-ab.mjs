@@ -1,7 +1,7 @@
 // Issue 19 (session 20): A/B of the strict (exact) 1-row decode kernels f32_gemm_1x16w8 / w4 (ukernel_lowp16) between
 // builds of the wasm module, every build in one process, samples interleaved, process CPU time.
 // Usage: node reports/issue19-s20-kernel-ab.mjs l1|stream A.wasm B.wasm [...]
-//   l1:     1 x 16 x 256 on L1-resident operands, s8 / s4 / u4 / f4; best G weights/s
+//   l1:     1 x 16 x 256 on L1-resident operands, s8 / u8 / s4 / u4 / f4 (env TYPES); best G weights/s
 //   stream: 24 experts x 176 panel pairs x 2048 k of codes from memory, as the decode workload walks them (two
 //           panels per call, env CALLK k per call, default 256); median ms, and a plain read of the same bytes
 //           (stream_f32); env DT=s4 (default) / u4 / s8 / f4
@@ -12,7 +12,7 @@ const [mode, ...files] = process.argv.slice(2);
 const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 const med = (v) => { const x = [...v].sort((p, q) => p - q); return x[x.length >> 1]; };
 const name = (f) => f.split('/').slice(-3).join('/');
-const DT = { s8: 3, s4: 5, u4: 6, f4: 9 };
+const DT = { s8: 3, u8: 4, s4: 5, u4: 6, f4: 9 };
 async function instantiate(f) {
   const memory = new WebAssembly.Memory({ initial: 512, maximum: 65536, shared: true });
   const { instance } = await WebAssembly.instantiate(fs.readFileSync(f), { env: { memory } });
@@ -20,7 +20,7 @@ async function instantiate(f) {
   ex.__stack_pointer.value = 65536;
   return { ex, memory, base: (ex.__heap_base.value + 4095) & ~4095 };
 }
-const types = (process.env.TYPES ?? 's8,s4,u4,f4').split(',');
+const types = (process.env.TYPES ?? 's8,u8,s4,u4,f4').split(',');
 if (mode === 'l1') {
   const kc = 256, reps = Number(process.env.REPS ?? 2000);
   const mods = [];
