@@ -13,12 +13,13 @@ const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1
 const med = (v) => { const x = [...v].sort((p, q) => p - q); return x[x.length >> 1]; };
 const name = (f) => f.split('/').slice(-3).join('/');
 const DT = { s8: 3, u8: 4, s4: 5, u4: 6, f4: 9 };
+// Each build gets a shared memory of its own (their data segments sit at the same addresses); returns its exports,
+// memory and first free page-aligned byte.
 async function instantiate(f) {
-  const memory = new WebAssembly.Memory({ initial: 512, maximum: 65536, shared: true });
-  const { instance } = await WebAssembly.instantiate(fs.readFileSync(f), { env: { memory } });
-  const ex = instance.exports;
+  const env = { memory: new WebAssembly.Memory({ initial: 512, maximum: 65536, shared: true }) };
+  const ex = (await WebAssembly.instantiate(fs.readFileSync(f), { env })).instance.exports;
   ex.__stack_pointer.value = 65536;
-  return { ex, memory, base: (ex.__heap_base.value + 4095) & ~4095 };
+  return { ex, memory: env.memory, base: (ex.__heap_base.value + 4095) & ~4095 };
 }
 const types = (process.env.TYPES ?? 's8,u8,s4,u4,f4').split(',');
 if (mode === 'l1') {

@@ -93,6 +93,15 @@ INLINE void quad_values(const int F4, dec4c_t kc4, v128_t raw, v128_t* ev, v128_
   }
 }
 
+/* One k of the plane loop: the upper halves h as f32, then the affine step and the FMAs. */
+#define PLANE_K(h, ODD, OFF)                 \
+  do {                                       \
+    v128_t w0, w1;                           \
+    halves_f32x8((h), kc4.m.zero, &w0, &w1); \
+    AFFINE(w0, w1)                           \
+    STEP(ODD, OFF, w0, w1);                  \
+  } while (0)
+
 INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, size_t nc, size_t k0, size_t kc,
                     const float* restrict a, const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate,
                     const float* zq, const float* sq, dec4c_t kc4) {
@@ -110,28 +119,21 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
     a += 4;
     kc--;
   }
-  if (PLANES(F4))
+  if (PLANES(F4)) {
     for (size_t n = kc / 4; n; n--) { /* two k-pairs per load, through the byte planes */
       const v128_t raw = wasm_v128_load(w);
-      v128_t e0, e1, o0, o1, w0, w1;
+      v128_t e0, e1, o0, o1;
       nib_halves(kc4, wasm_v128_and(raw, kc4.m.m4), &e0, &e1);
       nib_halves(kc4, wasm_v128_and(wasm_u16x8_shr(raw, 4), kc4.m.m4), &o0, &o1);
-      halves_f32x8(e0, kc4.m.zero, &w0, &w1);
-      AFFINE(w0, w1)
-      STEP(0, 0, w0, w1);
-      halves_f32x8(o0, kc4.m.zero, &w0, &w1);
-      AFFINE(w0, w1)
-      STEP(1, 16, w0, w1);
-      halves_f32x8(e1, kc4.m.zero, &w0, &w1);
-      AFFINE(w0, w1)
-      STEP(0, 32, w0, w1);
-      halves_f32x8(o1, kc4.m.zero, &w0, &w1);
-      AFFINE(w0, w1)
-      STEP(1, 48, w0, w1);
+      PLANE_K(e0, 0, 0);
+      PLANE_K(o0, 1, 16);
+      PLANE_K(e1, 0, 32);
+      PLANE_K(o1, 1, 48);
       w += 16;
       a += 16;
     }
-  else
+    kc &= 3;
+  }
   for (size_t n = kc / 4; n; n--) { /* two k-pairs per load */
     v128_t ev, od, w0, w1;
     quad_values(F4, kc4, wasm_v128_load(w), &ev, &od);
@@ -214,9 +216,6 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
     halves_f32x8(p1, kc4.m.zero, &w2, &w3); \
     AFFINE16(w0, w1, w2, w3) \
     STEP16(1, 48, w0, w1, w2, w3); \
-    w += 16; \
-    u += 16; \
-    a += 16; \
   } while (0)
 
 /* Four k (two code pairs) of one row x two panels: the quad step of f32_gemm_1x16w4 and its
@@ -242,15 +241,15 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
     dec4(F4, U8HI(ou), kc4, &w2, &w3); \
     AFFINE16(w0, w1, w2, w3) \
     STEP16(1, 48, w0, w1, w2, w3); \
-    w += 16; \
-    u += 16; \
-    a += 16; \
   } while (0)
 
 #define ROW16_QUAD(F4) \
   do { \
     if (PLANES(F4)) ROW16_QUAD_PLANES(F4); \
     else ROW16_QUAD_MAGIC(F4); \
+    w += 16; \
+    u += 16; \
+    a += 16; \
   } while (0)
 
 /* 1 row x 2 panels (lowp_gemm.h): w and w + ps are the two panels' starts. */
