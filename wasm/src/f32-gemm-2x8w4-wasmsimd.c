@@ -12,16 +12,54 @@
 /* Per-call constants of the 4-bit decoders: the conversion's (lowp_gemm.h magic_t: s4 codes biased by
    the xor 0x88, code ^ 8 = value + 8) and the f4 table of 2 value + 16 (2 value: 0, 1, 2, 3, 4, 6, 8,
    12 and negatives; halved after the conversion, exact). */
-typedef struct { magic_t m; v128_t lut; } dec4c_t;
+typedef struct { magic_t m; v128_t lut, b2, b3; } dec4c_t;
+
+/* The 1-row quad step's byte planes (session 20): for each nibble, bytes 2 and 3 of the f32 of its value (s4
+   -8..7, u4 0..15, f4_e2m1 0, 0.5, .., 6 and negatives, code 8 as +0 as F4_LUT gives; the low 16 bits of these
+   f32 are 0). Two table lookups and two byte interleaves give 16 such upper halves, one interleave with zeros
+   per 4 weights the f32: the values of the magic conversion (bit for bit), without its subtract (nor f4's
+   multiply by 0.5). */
+#define B2_S4 wasm_u8x16_const(0x00, 0x80, 0x00, 0x40, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0xe0, 0xc0, 0xa0, 0x80, 0x40, 0x00, 0x80)
+#define B3_S4 wasm_u8x16_const(0x00, 0x3f, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0xc1, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0, 0xbf)
+#define B2_U4 wasm_u8x16_const(0x00, 0x80, 0x00, 0x40, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70)
+#define B3_U4 wasm_u8x16_const(0x00, 0x3f, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41)
+#define B2_F4 wasm_u8x16_const(0x00, 0x00, 0x80, 0xc0, 0x00, 0x40, 0x80, 0xc0, 0x00, 0x00, 0x80, 0xc0, 0x00, 0x40, 0x80, 0xc0)
+#define B3_F4 wasm_u8x16_const(0x00, 0x3f, 0x3f, 0x3f, 0x40, 0x40, 0x40, 0x40, 0x00, 0xbf, 0xbf, 0xbf, 0xc0, 0xc0, 0xc0, 0xc0)
 
 INLINE dec4c_t dec4_consts(int dt) {
   dec4c_t k;
   k.m = dt == DT_S4 ? magic_consts(8.0f, 0x88) : magic_consts(dt == DT_U4 ? 0.0f : 16.0f, 0);
   k.lut = F4_LUT;
+  k.b2 = dt == DT_S4 ? B2_S4 : dt == DT_U4 ? B2_U4 : B2_F4;
+  k.b3 = dt == DT_S4 ? B3_S4 : dt == DT_U4 ? B3_U4 : B3_F4;
   KEEP(k.m.m4);
   if (dt == DT_F4_E2M1) KEEP(k.lut);
+  KEEP(k.b2);
+  KEEP(k.b3);
   return k;
 }
+
+/* 16 nibbles (lanes 0..7 one k, 8..15 another) as their values' upper f32 halves: *lo for lanes 0..7, *hi 8..15
+   (u16 lanes). */
+INLINE void nib_halves(dec4c_t kc4, v128_t n, v128_t* lo, v128_t* hi) {
+  const v128_t p2 = lut_nibbles(kc4.b2, n), p3 = lut_nibbles(kc4.b3, n);
+  *lo = wasm_i8x16_shuffle(p2, p3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  *hi = wasm_i8x16_shuffle(p2, p3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+}
+/* One k's 8 upper halves as two f32x4 (each under 16 zero bits). */
+INLINE void halves_f32x8(v128_t h, v128_t zero, v128_t* lo, v128_t* hi) {
+  *lo = wasm_i16x8_shuffle(zero, h, 0, 8, 1, 9, 2, 10, 3, 11);
+  *hi = wasm_i16x8_shuffle(zero, h, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+/* Whether a 4-bit type's in-register decode goes through the byte planes: on the relaxed build always (its swizzle
+   is one pshufb: 1.1x the magic conversion's s4 / u4, 1.5x f4, bare 1 x 16 kernel, Node 24), on simd128 for f4 only
+   (i8x16.swizzle costs V8 a saturating add more: s4 / u4 0.97x, f4 1.36x, Node 20; session 20). */
+#ifdef RELAXED
+#define PLANES(F4) 1
+#else
+#define PLANES(F4) (F4)
+#endif
 
 #define U8LO(b) u8lo_u16((b), kc4.m)
 #define U8HI(b) u8hi_u16((b), kc4.m)
@@ -55,6 +93,15 @@ INLINE void quad_values(const int F4, dec4c_t kc4, v128_t raw, v128_t* ev, v128_
   }
 }
 
+/* One k of the plane loop: the upper halves h as f32, then the affine step and the FMAs. */
+#define PLANE_K(h, ODD, OFF)                 \
+  do {                                       \
+    v128_t w0, w1;                           \
+    halves_f32x8((h), kc4.m.zero, &w0, &w1); \
+    AFFINE(w0, w1)                           \
+    STEP(ODD, OFF, w0, w1);                  \
+  } while (0)
+
 INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, size_t nc, size_t k0, size_t kc,
                     const float* restrict a, const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate,
                     const float* zq, const float* sq, dec4c_t kc4) {
@@ -71,6 +118,21 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
     w += 8;
     a += 4;
     kc--;
+  }
+  if (PLANES(F4)) {
+    for (size_t n = kc / 4; n; n--) { /* two k-pairs per load, through the byte planes */
+      const v128_t raw = wasm_v128_load(w);
+      v128_t e0, e1, o0, o1;
+      nib_halves(kc4, wasm_v128_and(raw, kc4.m.m4), &e0, &e1);
+      nib_halves(kc4, wasm_v128_and(wasm_u16x8_shr(raw, 4), kc4.m.m4), &o0, &o1);
+      PLANE_K(e0, 0, 0);
+      PLANE_K(o0, 1, 16);
+      PLANE_K(e1, 0, 32);
+      PLANE_K(o1, 1, 48);
+      w += 16;
+      a += 16;
+    }
+    kc &= 3;
   }
   for (size_t n = kc / 4; n; n--) { /* two k-pairs per load */
     v128_t ev, od, w0, w1;
@@ -128,9 +190,37 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
   else { AFF_SWITCH(aff, W4_ROWS, 0) }
 }
 
+/* The same step through the byte planes (nib_halves): the same values. */
+#define ROW16_QUAD_PLANES(F4) \
+  do { \
+    (void)(F4); /* the planes hold each type's values */ \
+    const v128_t rw_ = wasm_v128_load(w), ru_ = wasm_v128_load(u); \
+    v128_t e0, e1, o0, o1, f0, f1, p0, p1, w0, w1, w2, w3; \
+    nib_halves(kc4, wasm_v128_and(rw_, kc4.m.m4), &e0, &e1); \
+    nib_halves(kc4, wasm_v128_and(ru_, kc4.m.m4), &f0, &f1); \
+    halves_f32x8(e0, kc4.m.zero, &w0, &w1); \
+    halves_f32x8(f0, kc4.m.zero, &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(0, 0, w0, w1, w2, w3); \
+    nib_halves(kc4, wasm_v128_and(wasm_u16x8_shr(rw_, 4), kc4.m.m4), &o0, &o1); \
+    nib_halves(kc4, wasm_v128_and(wasm_u16x8_shr(ru_, 4), kc4.m.m4), &p0, &p1); \
+    halves_f32x8(o0, kc4.m.zero, &w0, &w1); \
+    halves_f32x8(p0, kc4.m.zero, &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(1, 16, w0, w1, w2, w3); \
+    halves_f32x8(e1, kc4.m.zero, &w0, &w1); \
+    halves_f32x8(f1, kc4.m.zero, &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(0, 32, w0, w1, w2, w3); \
+    halves_f32x8(o1, kc4.m.zero, &w0, &w1); \
+    halves_f32x8(p1, kc4.m.zero, &w2, &w3); \
+    AFFINE16(w0, w1, w2, w3) \
+    STEP16(1, 48, w0, w1, w2, w3); \
+  } while (0)
+
 /* Four k (two code pairs) of one row x two panels: the quad step of f32_gemm_1x16w4 and its
-   K-block variant (the scales s0..s3 in scope are the block's). */
-#define ROW16_QUAD(F4) \
+   K-block variant (the scales s0..s3 in scope are the block's), by the magic conversion. */
+#define ROW16_QUAD_MAGIC(F4) \
   do { \
     v128_t ev, od, eu, ou, w0, w1, w2, w3; \
     quad_values(F4, kc4, wasm_v128_load(w), &ev, &od); \
@@ -151,6 +241,12 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
     dec4(F4, U8HI(ou), kc4, &w2, &w3); \
     AFFINE16(w0, w1, w2, w3) \
     STEP16(1, 48, w0, w1, w2, w3); \
+  } while (0)
+
+#define ROW16_QUAD(F4) \
+  do { \
+    if (PLANES(F4)) ROW16_QUAD_PLANES(F4); \
+    else ROW16_QUAD_MAGIC(F4); \
     w += 16; \
     u += 16; \
     a += 16; \

@@ -419,7 +419,9 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
           continue;
         }
       }
-      const int32_t len = MIN(next - y, LOWP_PIECE - kk % LOWP_PIECE);
+      /* tall tiles: pieces of LOWP_PIECE k (the f32 block in L1); 1-2 rows decode in registers: the whole K block
+         in one call (no C tile load + store per 256 k; the same chains, the same bits) */
+      const int32_t len = mc <= 2 ? next - y : MIN(next - y, LOWP_PIECE - kk % LOWP_PIECE);
       const int acc = !first || y > 0;
       float* cp = c + p * NR;
       if (np == 2) {
