@@ -696,8 +696,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
                      (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0)) && kcp <= 32768 &&
                      3 * (size_t)KC + 8 + 2 * qstride + 4 * xstride <= a_room;
     /* 1 row of 8-bit src x x8 codes: s16_dq_1x16w8 on the micro-panel's row (two panels per call; K blocks folded
-       as above) */
-    const int dq8 = dq_quad_on && is_int && mc == 1 && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
+       as above); 2 rows without K blocks: s16_dq_2x8w8 (int32 sums) */
+    const int dq8 = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || dq_fast) && kcp <= 32768;
     if (fresh) s->a_quad = 0;
     if (quad && !s->a_quad) {
@@ -739,6 +739,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
           for (int32_t p = 0; p < npan; p++)
             s16_dq_2x8w4((size_t)MIN(NR, sw - p * NR), (size_t)kcp, aq, aq + qstride, xs, xs + xstride, bp + p * pstride,
                          (int32_t*)cseg + p * NR, (size_t)ldc, !first, v->B.dt);
+          continue;
+        }
+        if (dq8 && mc == 2) {
+          for (int32_t p = 0; p < npan; p++)
+            s16_dq_2x8w8((size_t)MIN(NR, sw - p * NR), (size_t)kcp, (const int16_t*)s->a, bp + p * pstride, (int32_t*)cseg + p * NR,
+                         (size_t)ldc, !first, v->B.dt);
           continue;
         }
         if (quad || dq8) { /* two panels per call; an odd last one against itself, its 8 results through a copy */
