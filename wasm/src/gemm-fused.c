@@ -675,8 +675,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
        are read in place (4 k per i32 splat), no int16 A block */
     const int x8w = v->wfmt == WEI_X8_P8;
     const size_t arow_e = is_int && mc == 1 && direct && !x8w && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
-    const int rdot = arow_e != SIZE_MAX && rdot_ok();
-    const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
+    const int rdot_can = arow_e != SIZE_MAX && rdot_ok();
     /* 1 row with K-block scales folded in registers, this K block on block boundaries: f32 scales beside the panel
        read in place, or (other types, runtime scales, f4_e2m1's 0.5) a staged copy of the A block's blocks */
     const int kb_row = kvs && mc == 1 && direct && kcp > 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
@@ -692,9 +691,16 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     int16_t* aq = (int16_t*)s->a + ((3 * (size_t)KC + 7) & ~(size_t)7);
     int32_t* xs = (int32_t*)(aq + 2 * qstride);
     const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
-    const int quad = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
-                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0)) && kcp <= 32768 &&
+    /* 2 rows with K blocks: s16_dq_2x8w4 per block (int32 sums), folded by fold_block; the A block on block boundaries */
+    const int kb_rows2 = kvs && mc == 2 && direct && kcp > 0 && kblk % 4 == 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+    const int quad = dq_quad_on && is_int && (mc == 1 || mc == 2) && direct && lowp && !x8w && kcp > 0 && !szb && !wzb && !comp &&
+                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (mc == 1 ? dq_fast && kblk % 4 == 0 : kb_rows2)) && kcp <= 32768 &&
                      3 * (size_t)KC + 8 + 2 * qstride + 4 * xstride <= a_room;
+    /* The relaxed dot takes the 1-row tiles the quad kernels do not (K blocks not a multiple of 4, kc > 32768): on
+       x64 without VNNI its 3 instructions per 16 products lose to the quad kernels' placing of whole code bytes
+       (decode w4:dq, Node 24, 1 thread: 6.05 ms with it on every 1-row tile, 3.35 ms on the quad kernels). */
+    const int rdot = rdot_can && !quad;
+    const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
     /* 1 row of 8-bit src x x8 codes: s16_dq_1x16w8 on the micro-panel's row (two panels per call; K blocks folded
        as above); 2 rows without K blocks: s16_dq_2x8w8 (int32 sums) */
     const int dq8 = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
@@ -736,9 +742,22 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
         const int x8 = x8w;
         const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
         if (quad && mc == 2) {
-          for (int32_t p = 0; p < npan; p++)
-            s16_dq_2x8w4((size_t)MIN(NR, sw - p * NR), (size_t)kcp, aq, aq + qstride, xs, xs + xstride, bp + p * pstride,
-                         (int32_t*)cseg + p * NR, (size_t)ldc, !first, v->B.dt);
+          for (int32_t p = 0; p < npan; p++) {
+            const int32_t ncp = MIN(NR, sw - p * NR);
+            if (!kvs) {
+              s16_dq_2x8w4((size_t)ncp, (size_t)kcp, aq, aq + qstride, xs, xs + xstride, bp + p * pstride, (int32_t*)cseg + p * NR,
+                           (size_t)ldc, !first, v->B.dt);
+              continue;
+            }
+            for (int32_t y0 = 0, b = 0; y0 < kcp; y0 += kblk, b++) { /* each K block: its int32 sums, folded */
+              const int32_t kabs = v->k0 + k0 + y0, ylen = MIN(kcp - y0, kblk);
+              float bs[NR];
+              s16_dq_2x8w4((size_t)ncp, (size_t)ylen, aq + y0, aq + qstride + y0, xs + b, xs + xstride + b, bp + p * pstride + (size_t)y0 * (NR / 2),
+                           (int32_t*)cseg + p * NR, (size_t)ldc, 0, v->B.dt);
+              stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
+              fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, bs, mc, ldc, kabs == v->k0);
+            }
+          }
           continue;
         }
         if (dq8 && mc == 2) {

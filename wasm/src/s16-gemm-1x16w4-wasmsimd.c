@@ -135,6 +135,22 @@ INLINE v128_t dq4_bias(const int CK, int32_t xs) {
     a += 4;                                                                           \
   } while (0)
 
+/* One step of both panels (W from w, U from u): 4 k (or the last k-pair), sums into v0, v1 and v2, v3. */
+#define BOTH_STEP(W, U, BYTES)                                                        \
+  do {                                                                                \
+    v128_t l0, h0, l1, h1, l2, h2, l3, h3;                                            \
+    CODES4(CK, W, l0, h0, l1, h1);                                                    \
+    CODES4(CK, U, l2, h2, l3, h3);                                                    \
+    const v128_t xa = LDS(a, 0), xo = LDS(a, 4);                                      \
+    v0 = DOT(h0, xo, DOT(l0, xa, v0));                                                \
+    v1 = DOT(h1, xo, DOT(l1, xa, v1));                                                \
+    v2 = DOT(h2, xo, DOT(l2, xa, v2));                                                \
+    v3 = DOT(h3, xo, DOT(l3, xa, v3));                                                \
+    w += (BYTES);                                                                     \
+    u += (BYTES);                                                                     \
+    a += 4;                                                                           \
+  } while (0)
+
 /* kc k (even) of one row x two panels (w, w + ps) in blocks of blk k (a multiple of 4; the last may be
    shorter). sc = 0: C (int32, nc1 + nc2 columns) = sums (+ C when acc), one block. Else block b's sums
    in f32 times its 8 + 8 f32 scales (sc + 8 b and sc + sps + 8 b) added in block order to the f32 C
@@ -151,6 +167,13 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
   for (size_t k = 0; k < kc; k += blk) {
     const size_t len = kc - k < blk ? kc - k : blk;
     v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
+    if (sc && blk <= 64) {
+      /* Short K blocks (w4k32, MXFP4, NVFP4): the two panels step together, each activation splat read once;
+         a panel's run of a block is 256 bytes at most, so they alternate streams anyway. */
+      for (size_t n = len / 4; n; n--) BOTH_STEP(wasm_v128_load(w), wasm_v128_load(u), 16);
+      if (len & 2) BOTH_STEP(wasm_v128_load64_zero(w), wasm_v128_load64_zero(u), 8);
+      goto fold;
+    }
     /* One panel at a time: one sequential stream of weights, not two interleaved ones (from memory 1.02x
        on Node 24, 1.09x on Node 20: reports/issue19-s11-kernel-ab.txt); integer sums,
        so the same bits. */
@@ -169,6 +192,7 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
     }
     if (len & 4) PANEL_STEP(u, wasm_v128_load(u), v2, v3);
     if (len & 2) PANEL_STEP(u, wasm_v128_load64_zero(u), v2, v3);
+  fold:;
     /* the exact sums (x4: 16 x, shifted back), minus the codes' bias x sum(x) */
     const v128_t bias = dq4_bias(CK, *xs);
     v0 = dq4_fix(CK, v0, bias);
