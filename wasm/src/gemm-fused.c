@@ -692,6 +692,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     int32_t* xs = (int32_t*)(aq + 2 * qstride);
     const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
     /* 2 rows with K blocks: s16_dq_2x8w4 per block (int32 sums), folded by fold_block; the A block on block boundaries */
+    const int dq_inplace2 = !f4 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32; /* (f32 scales beside the panels: read in place) */
     const int kb_rows2 = kvs && mc == 2 && direct && kcp > 0 && kblk % 4 == 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
     const int quad = dq_quad_on && is_int && (mc == 1 || mc == 2) && direct && lowp && !x8w && kcp > 0 && !szb && !wzb && !comp &&
                      (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (mc == 1 ? dq_fast && kblk % 4 == 0 : kb_rows2)) && kcp <= 32768 &&
@@ -752,10 +753,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             for (int32_t y0 = 0, b = 0; y0 < kcp; y0 += kblk, b++) { /* each K block: its int32 sums, folded */
               const int32_t kabs = v->k0 + k0 + y0, ylen = MIN(kcp - y0, kblk);
               float bs[NR];
+              const float* sp = bs;
               s16_dq_2x8w4((size_t)ncp, (size_t)ylen, aq + y0, aq + qstride + y0, xs + b, xs + xstride + b, bp + p * pstride + (size_t)y0 * (NR / 2),
                            (int32_t*)cseg + p * NR, (size_t)ldc, 0, v->B.dt);
-              stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
-              fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, bs, mc, ldc, kabs == v->k0);
+              if (dq_inplace2) sp = (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) + (size_t)(kabs / kblk) * NR;
+              else stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
+              fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, sp, mc, ldc, kabs == v->k0);
             }
           }
           continue;
