@@ -135,22 +135,6 @@ INLINE v128_t dq4_bias(const int CK, int32_t xs) {
     a += 4;                                                                           \
   } while (0)
 
-/* One step of both panels (W from w, U from u): 4 k (or the last k-pair), sums into v0, v1 and v2, v3. */
-#define BOTH_STEP(W, U, BYTES)                                                        \
-  do {                                                                                \
-    v128_t l0, h0, l1, h1, l2, h2, l3, h3;                                            \
-    CODES4(CK, W, l0, h0, l1, h1);                                                    \
-    CODES4(CK, U, l2, h2, l3, h3);                                                    \
-    const v128_t xa = LDS(a, 0), xo = LDS(a, 4);                                      \
-    v0 = DOT(h0, xo, DOT(l0, xa, v0));                                                \
-    v1 = DOT(h1, xo, DOT(l1, xa, v1));                                                \
-    v2 = DOT(h2, xo, DOT(l2, xa, v2));                                                \
-    v3 = DOT(h3, xo, DOT(l3, xa, v3));                                                \
-    w += (BYTES);                                                                     \
-    u += (BYTES);                                                                     \
-    a += 4;                                                                           \
-  } while (0)
-
 /* kc k (even) of one row x two panels (w, w + ps) in blocks of blk k (a multiple of 4; the last may be
    shorter). sc = 0: C (int32, nc1 + nc2 columns) = sums (+ C when acc), one block. Else block b's sums
    in f32 times its 8 + 8 f32 scales (sc + 8 b and sc + sps + 8 b) added in block order to the f32 C
@@ -167,13 +151,6 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
   for (size_t k = 0; k < kc; k += blk) {
     const size_t len = kc - k < blk ? kc - k : blk;
     v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
-    if (sc && blk <= 64) {
-      /* Short K blocks (w4k32, MXFP4, NVFP4): the two panels step together, each activation splat read once;
-         a panel's run of a block is 256 bytes at most, so they alternate streams anyway. */
-      for (size_t n = len / 4; n; n--) BOTH_STEP(wasm_v128_load(w), wasm_v128_load(u), 16);
-      if (len & 2) BOTH_STEP(wasm_v128_load64_zero(w), wasm_v128_load64_zero(u), 8);
-      goto fold;
-    }
     /* One panel at a time: one sequential stream of weights, not two interleaved ones (from memory 1.02x
        on Node 24, 1.09x on Node 20: reports/issue19-s11-kernel-ab.txt); integer sums,
        so the same bits. */
@@ -192,7 +169,6 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
     }
     if (len & 4) PANEL_STEP(u, wasm_v128_load(u), v2, v3);
     if (len & 2) PANEL_STEP(u, wasm_v128_load64_zero(u), v2, v3);
-  fold:;
     /* the exact sums (x4: 16 x, shifted back), minus the codes' bias x sum(x) */
     const v128_t bias = dq4_bias(CK, *xs);
     v0 = dq4_fix(CK, v0, bias);
@@ -205,9 +181,70 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
   DQ16_F_STORE
 }
 
+/* Blocks of sums computed before their folds: at most this many per batch (their int32 sums, 8 KB, on the stack). */
+#define DQ4_SUMS_BATCH 256
+
+/* One panel of dq4_row16 for short K blocks (blk <= 64: w4k32, MXFP4, NVFP4) with scales (8 per block at sc): the
+   sums of up to DQ4_SUMS_BATCH blocks, then their folds in block order (the same f32 steps) into the 8 f32 at c.
+   So a panel's codes and then its scales (x4:p8k2+q: right past the codes) are read as one run: weights read with
+   gaps of 512 bytes or more between runs stream at half the rate (AMD EPYC, Node 20, 20 experts x 176 panels
+   from memory, bench-kernels' ukernel_dq4: 8 KB panels 12.6 GB/s back to back, 5.5-6.2 GB/s 512 B - 8 KB apart),
+   and reading a block's scales beside its codes (32 bytes every 128) made such gaps in both. */
+INLINE void dq4_panel_short(const int CK, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                            const uint8_t* restrict w, const float* restrict sc, float* restrict c, int first) {
+  DQ4_CONSTANTS(CK);
+  const v128_t zero = wasm_i32x4_splat(0);
+  v128_t f0 = zero, f1 = zero;
+  if (!first) {
+    f0 = wasm_v128_load(c);
+    f1 = wasm_v128_load(c + 4);
+  }
+  int32_t sums[DQ4_SUMS_BATCH * NR] __attribute__((aligned(16)));
+  for (size_t k = 0, b0 = 0; k < kc;) {
+    size_t nb = 0;
+    for (; nb < DQ4_SUMS_BATCH && k < kc; nb++, k += blk) {
+      const size_t len = kc - k < blk ? kc - k : blk;
+      v128_t v0 = zero, v1 = zero;
+      for (size_t n = len / 4; n; n--) PANEL_STEP(w, wasm_v128_load(w), v0, v1);
+      if (len & 2) PANEL_STEP(w, wasm_v128_load64_zero(w), v0, v1);
+      const v128_t bias = dq4_bias(CK, *xs++);
+      wasm_v128_store(sums + NR * nb, dq4_fix(CK, v0, bias));
+      wasm_v128_store(sums + NR * nb + 4, dq4_fix(CK, v1, bias));
+    }
+    for (size_t b = 0; b < nb; b++, sc += NR) {
+      const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * b)), wasm_v128_load(sc));
+      const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * b + 4)), wasm_v128_load(sc + 4));
+      if (first && b0 + b == 0) {
+        f0 = p0;
+        f1 = p1;
+      } else {
+        f0 = wasm_f32x4_add(f0, p0);
+        f1 = wasm_f32x4_add(f1, p1);
+      }
+    }
+    b0 += nb;
+  }
+  wasm_v128_store(c, f0);
+  wasm_v128_store(c + 4, f1);
+}
+
+/* dq4_row16 for short K blocks with scales: one panel after the other (columns 0-7, then 8-15). */
+INLINE void dq4_row16_short(const int CK, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                            const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, float* restrict c, int first) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  dq4_panel_short(CK, kc, blk, a + z, xs, w + z, sc, c, first);
+  dq4_panel_short(CK, kc, blk, a + z, xs, w + z + ps, sc + sps, c + NR, first);
+}
+
 void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt) {
+  if (sc && blk && blk <= 64) {
+    if (dt == DT_S4) dq4_row16_short(C4_S4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    else if (dt == DT_F4_E2M1) dq4_row16_short(C4_F4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    else dq4_row16_short(C4_U4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    return;
+  }
   if (dt == DT_S4) dq4_row16(C4_S4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
   else if (dt == DT_F4_E2M1) dq4_row16(C4_F4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
   else dq4_row16(C4_U4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
