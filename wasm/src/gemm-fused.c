@@ -545,6 +545,8 @@ static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t 
    weights applied) when they cannot read them in place (f32 beside the panel): e8m0 (MXFP4), f8_e4m3 (NVFP4),
    other types, execute-time scales. 2 panels x 512 blocks x 8 floats: 32 KB of stack (kernel stacks: 256 KB). */
 #define DQ_STAGE_BLOCKS 512
+/* K blocks of 2-row tiles whose int32 sums are kept before their folds (8 KB of stack). */
+#define DQ2_BATCH 128
 
 /* nblk K blocks' scales (from the block holding kabs) of the panel of columns nb .. nb + cnt - 1, 8 per block
    at out: embedded ones with SIMD (padding columns hold 1; up to one block past nblk written), runtime ones
@@ -563,11 +565,11 @@ static void stage_dq_scales(const qarg_t* qs, const group_view_t* v, int32_t kab
 /* One K block's exact int32 sums of a panel (mc rows, 8 columns) folded into the f32 tile:
    facc = float(acc) * s (first block of the group) or facc + float(acc) * s, mul then add (no FMA, in
    either build: the reference models each rounding). */
-static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t mc, int32_t ldc, int first) {
+static void fold_block_ld(float* facc, int32_t ldf, const int32_t* ci, int32_t ldi, const float* bs, int32_t mc, int first) {
   const v128_t s0 = wasm_v128_load(bs), s1 = wasm_v128_load(bs + 4);
   for (int32_t i = 0; i < mc; i++) {
-    const int32_t* c = ci + (size_t)i * ldc;
-    float* f = facc + (size_t)i * ldc;
+    const int32_t* c = ci + (size_t)i * ldi;
+    float* f = facc + (size_t)i * ldf;
     v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(c)), s0);
     v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(c + 4)), s1);
     if (!first) {
@@ -577,6 +579,10 @@ static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t 
     wasm_v128_store(f, p0);
     wasm_v128_store(f + 4, p1);
   }
+}
+/* The same with the sums and the f32 tile on one row stride. */
+static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t mc, int32_t ldc, int first) {
+  fold_block_ld(facc, ldc, ci, ldc, bs, mc, first);
 }
 
 /* 0: the 1-2 row x4 decode tiles run the former 3x8 / dq_row kernels instead of s16_dq_1x16w4 / 2x8w4 (the same
@@ -750,15 +756,24 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
                            (size_t)ldc, !first, v->B.dt);
               continue;
             }
-            for (int32_t y0 = 0, b = 0; y0 < kcp; y0 += kblk, b++) { /* each K block: its int32 sums, folded */
-              const int32_t kabs = v->k0 + k0 + y0, ylen = MIN(kcp - y0, kblk);
-              float bs[NR];
-              const float* sp = bs;
-              s16_dq_2x8w4((size_t)ncp, (size_t)ylen, aq + y0, aq + qstride + y0, xs + b, xs + xstride + b, bp + p * pstride + (size_t)y0 * (NR / 2),
-                           (int32_t*)cseg + p * NR, (size_t)ldc, 0, v->B.dt);
-              if (dq_inplace2) sp = (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) + (size_t)(kabs / kblk) * NR;
-              else stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
-              fold_block(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (const int32_t*)cseg + p * NR, sp, mc, ldc, kabs == v->k0);
+            /* each K block's int32 sums (up to DQ2_BATCH blocks kept), then their folds in block order: the panel's codes
+               and then its scales read as runs (s16_dq_1x16w4's short blocks say why) */
+            int32_t rsum[DQ2_BATCH * 2 * NR] __attribute__((aligned(16)));
+            for (int32_t x = 0; x < DQ2_BATCH * 2 * NR; x++) rsum[x] = 0; /* (columns past ncp: folded, never stored) */
+            for (int32_t y0 = 0, b = 0; y0 < kcp;) {
+              const int32_t yb = y0;
+              int32_t nb = 0;
+              for (; nb < DQ2_BATCH && y0 < kcp; nb++, y0 += kblk, b++)
+                s16_dq_2x8w4((size_t)ncp, (size_t)MIN(kcp - y0, kblk), aq + y0, aq + qstride + y0, xs + b, xs + xstride + b,
+                             bp + p * pstride + (size_t)y0 * (NR / 2), rsum + nb * 2 * NR, NR, 0, v->B.dt);
+              for (int32_t i = 0; i < nb; i++) {
+                const int32_t kabs = v->k0 + k0 + yb + i * kblk;
+                float bs[NR];
+                const float* sp = bs;
+                if (dq_inplace2) sp = (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) + (size_t)(kabs / kblk) * NR;
+                else stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
+                fold_block_ld(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, ldc, rsum + i * 2 * NR, NR, sp, mc, kabs == v->k0);
+              }
             }
           }
           continue;
