@@ -286,18 +286,7 @@ INLINE void dq4_rows2(const int CK, size_t nc, size_t kc, const int16_t* restric
   v1 = dq4_fix(CK, v1, b0);
   v2 = dq4_fix(CK, v2, b1);
   v3 = dq4_fix(CK, v3, b1);
-  int32_t* c1 = c + ldc;
-  if (acc) {
-    v128_t t0, t1;
-    load_row8(c, nc, &t0, &t1);
-    v0 = wasm_i32x4_add(v0, t0);
-    v1 = wasm_i32x4_add(v1, t1);
-    load_row8(c1, nc, &t0, &t1);
-    v2 = wasm_i32x4_add(v2, t0);
-    v3 = wasm_i32x4_add(v3, t1);
-  }
-  store_row8(c, nc, v0, v1);
-  store_row8(c1, nc, v2, v3);
+  dq_store_rows2(c, ldc, nc, acc, v0, v1, v2, v3);
 }
 
 void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,

@@ -35,8 +35,15 @@
 /* s8: k per chunk of exact 256x sums; u8: no chunks. */
 #define DQ8_CHUNK(S8_) ((S8_) ? (size_t)256 : (size_t)1 << 30)
 
-/* The chunk's sums t (s8: 256x, back by an arithmetic shift) added to v. */
+/* The chunk's sums t (s8: 256x, back by an arithmetic shift) added to v; DQ8_ADD4: t0..t3 into v0..v3. */
 INLINE v128_t dq8_add(const int S8, v128_t v, v128_t t) { return wasm_i32x4_add(v, S8 ? wasm_i32x4_shr(t, 8) : t); }
+#define DQ8_ADD4                  \
+  do {                            \
+    v0 = dq8_add(S8, v0, t0);     \
+    v1 = dq8_add(S8, v1, t1);     \
+    v2 = dq8_add(S8, v2, t2);     \
+    v3 = dq8_add(S8, v3, t3);     \
+  } while (0)
 
 /* kc k (even) of one row x two panels (w, w + ps) in blocks of blk k (even; the last may be shorter): as
    s16_dq_1x16w4 (sc = 0: int32 C (+)= sums, one block; else blocks folded in f32 with their 8 + 8 scales at
@@ -67,10 +74,7 @@ INLINE void dq8_row16(const int S8, size_t nc1, size_t nc2, size_t kc, size_t bl
         u += 16;
         a += 2 * MR_INT;
       }
-      v0 = dq8_add(S8, v0, t0);
-      v1 = dq8_add(S8, v1, t1);
-      v2 = dq8_add(S8, v2, t2);
-      v3 = dq8_add(S8, v3, t3);
+      DQ8_ADD4;
     }
     DQ16_BLOCK_END;
   }
@@ -108,23 +112,9 @@ INLINE void dq8_rows2(const int S8, size_t nc, size_t kc, const int16_t* restric
       w += 16;
       a += 2 * MR_INT;
     }
-    v0 = dq8_add(S8, v0, t0);
-    v1 = dq8_add(S8, v1, t1);
-    v2 = dq8_add(S8, v2, t2);
-    v3 = dq8_add(S8, v3, t3);
+    DQ8_ADD4;
   }
-  int32_t* c1 = c + ldc;
-  if (acc) {
-    v128_t t0, t1;
-    load_row8(c, nc, &t0, &t1);
-    v0 = wasm_i32x4_add(v0, t0);
-    v1 = wasm_i32x4_add(v1, t1);
-    load_row8(c1, nc, &t0, &t1);
-    v2 = wasm_i32x4_add(v2, t0);
-    v3 = wasm_i32x4_add(v3, t1);
-  }
-  store_row8(c, nc, v0, v1);
-  store_row8(c1, nc, v2, v3);
+  dq_store_rows2(c, ldc, nc, acc, v0, v1, v2, v3);
 }
 
 void s16_dq_2x8w8(size_t nc, size_t kc, const int16_t* restrict a, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc,
