@@ -133,7 +133,7 @@ export function expertWeightBytes(variant: string, K: number, N: number): number
   return codes + (v.kBlock ? Math.ceil(K / v.kBlock.k) * N * SCALE_BYTES[v.kBlock.dt]! : N * 4);
 }
 
-interface Prepared {
+export interface Prepared {
   readonly run: () => Promise<void>;
   /** The output's error against a float64 reference (weight-only int variants), else undefined. */
   readonly error: () => number | undefined;
@@ -144,9 +144,9 @@ interface Prepared {
 }
 
 /** Weights shared by the variants that take the same layout (one MoE-B f32 copy is 738 MB). */
-type WeightsCache = Map<string, Memory>;
+export type WeightsCache = Map<string, Memory>;
 
-function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: string, cache: WeightsCache): Prepared {
+export function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, formArg: string, cache: WeightsCache): Prepared {
   let form = formArg;
   const E = w.sizes.length, T = w.sizes.reduce((a, b) => a + b, 0), { K, N } = w;
   const Nd = v.fused ? N / 2 : N;

@@ -110,12 +110,15 @@ EXPORT(ukernel_relaxed16) float ukernel_relaxed16(int32_t reps, int32_t kc, int3
 
 /* The 1-row integer decode kernels on 4-bit weights, L1-resident (issue 19): reps calls of 1 x 16 x kc;
    w: two x4 panels ps bytes apart. neu = 0: s16_gemm_3x8w4 per panel (a: the 3-row int16 micro-panel);
-   1: s16_dq_1x16w4 (a: the quad layout, xs its activation sum). */
+   1: s16_dq_1x16w4 (a: the quad layout, xs its activation sum); >= 32: the same in K blocks of neu k, folded with
+   f32 scales read past each panel's codes (w + 4 kc: 8 per block, the x4:p8k2+q layout when ps = 4 kc + 32 kc / neu;
+   xs: one sum per block). */
 EXPORT(ukernel_dq4) int32_t ukernel_dq4(int32_t reps, int32_t kc, int32_t dt, int32_t neu, const int16_t* a, const int32_t* xs,
                                         const uint8_t* w, int32_t ps, int32_t* c) {
   for (int32_t r = 0; r < reps; r++) {
     __asm__ volatile("" ::: "memory");
-    if (neu) s16_dq_1x16w4(NR, NR, (size_t)kc, 0, a, xs, w, (size_t)ps, 0, 0, c, r > 0, 1, dt);
+    if (neu >= 32) s16_dq_1x16w4(NR, NR, (size_t)kc, (size_t)neu, a, xs, w, (size_t)ps, (const float*)(w + 4 * kc), (size_t)ps / 4, c, 0, 1, dt);
+    else if (neu) s16_dq_1x16w4(NR, NR, (size_t)kc, 0, a, xs, w, (size_t)ps, 0, 0, c, r > 0, 1, dt);
     else {
       s16_gemm_3x8w4(1, NR, (size_t)kc, a, w, c, NR, r > 0, dt);
       s16_gemm_3x8w4(1, NR, (size_t)kc, a, w + ps, c + NR, NR, r > 0, dt);

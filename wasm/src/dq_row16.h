@@ -58,3 +58,20 @@
     wasm_v128_store((float*)c + 8, f2);           \
     wasm_v128_store((float*)c + 12, f3);          \
   }
+
+/* The 2-row decode kernels' end: C rows c, c + ldc (nc columns) = the int32 sums v0, v1 (row 0) and v2, v3 (row 1),
+   plus C when acc. */
+INLINE void dq_store_rows2(int32_t* c, size_t ldc, size_t nc, int acc, v128_t v0, v128_t v1, v128_t v2, v128_t v3) {
+  int32_t* c1 = c + ldc;
+  if (acc) {
+    v128_t t0, t1;
+    load_row8(c, nc, &t0, &t1);
+    v0 = wasm_i32x4_add(v0, t0);
+    v1 = wasm_i32x4_add(v1, t1);
+    load_row8(c1, nc, &t0, &t1);
+    v2 = wasm_i32x4_add(v2, t0);
+    v3 = wasm_i32x4_add(v3, t1);
+  }
+  store_row8(c, nc, v0, v1);
+  store_row8(c1, nc, v2, v3);
+}

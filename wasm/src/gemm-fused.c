@@ -545,6 +545,8 @@ static void stage_block_scales(const qarg_t* qs, const group_view_t* v, int32_t 
    weights applied) when they cannot read them in place (f32 beside the panel): e8m0 (MXFP4), f8_e4m3 (NVFP4),
    other types, execute-time scales. 2 panels x 512 blocks x 8 floats: 32 KB of stack (kernel stacks: 256 KB). */
 #define DQ_STAGE_BLOCKS 512
+/* K blocks of 2-row tiles whose int32 sums are kept before their folds (8 KB of stack). */
+#define DQ2_BATCH 128
 
 /* nblk K blocks' scales (from the block holding kabs) of the panel of columns nb .. nb + cnt - 1, 8 per block
    at out: embedded ones with SIMD (padding columns hold 1; up to one block past nblk written), runtime ones
@@ -563,11 +565,11 @@ static void stage_dq_scales(const qarg_t* qs, const group_view_t* v, int32_t kab
 /* One K block's exact int32 sums of a panel (mc rows, 8 columns) folded into the f32 tile:
    facc = float(acc) * s (first block of the group) or facc + float(acc) * s, mul then add (no FMA, in
    either build: the reference models each rounding). */
-static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t mc, int32_t ldc, int first) {
+static void fold_block_ld(float* facc, int32_t ldf, const int32_t* ci, int32_t ldi, const float* bs, int32_t mc, int first) {
   const v128_t s0 = wasm_v128_load(bs), s1 = wasm_v128_load(bs + 4);
   for (int32_t i = 0; i < mc; i++) {
-    const int32_t* c = ci + (size_t)i * ldc;
-    float* f = facc + (size_t)i * ldc;
+    const int32_t* c = ci + (size_t)i * ldi;
+    float* f = facc + (size_t)i * ldf;
     v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(c)), s0);
     v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(c + 4)), s1);
     if (!first) {
@@ -577,6 +579,10 @@ static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t 
     wasm_v128_store(f, p0);
     wasm_v128_store(f + 4, p1);
   }
+}
+/* The same with the sums and the f32 tile on one row stride. */
+static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t mc, int32_t ldc, int first) {
+  fold_block_ld(facc, ldc, ci, ldc, bs, mc, first);
 }
 
 /* 0: the 1-2 row x4 decode tiles run the former 3x8 / dq_row kernels instead of s16_dq_1x16w4 / 2x8w4 (the same
@@ -675,8 +681,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
        are read in place (4 k per i32 splat), no int16 A block */
     const int x8w = v->wfmt == WEI_X8_P8;
     const size_t arow_e = is_int && mc == 1 && direct && !x8w && kc > 0 && !szb && !wzb && !comp && v->A.dt == DT_S8 && v->A.s1 == 1 ? a_row_elem(j, v, m0) : SIZE_MAX;
-    const int rdot = arow_e != SIZE_MAX && rdot_ok();
-    const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
+    const int rdot_can = arow_e != SIZE_MAX && rdot_ok();
     /* 1 row with K-block scales folded in registers, this K block on block boundaries: f32 scales beside the panel
        read in place, or (other types, runtime scales, f4_e2m1's 0.5) a staged copy of the A block's blocks */
     const int kb_row = kvs && mc == 1 && direct && kcp > 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
@@ -692,12 +697,20 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     int16_t* aq = (int16_t*)s->a + ((3 * (size_t)KC + 7) & ~(size_t)7);
     int32_t* xs = (int32_t*)(aq + 2 * qstride);
     const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
-    const int quad = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && !x8w && !rdot && kcp > 0 && !szb && !wzb && !comp &&
-                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (dq_fast && kblk % 4 == 0)) && kcp <= 32768 &&
+    /* 2 rows with K blocks: s16_dq_2x8w4 per block (int32 sums), folded by fold_block; the A block on block boundaries */
+    const int dq_inplace2 = !f4 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32; /* (f32 scales beside the panels: read in place) */
+    const int kb_rows2 = kvs && mc == 2 && direct && kcp > 0 && kblk % 4 == 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
+    const int quad = dq_quad_on && is_int && (mc == 1 || mc == 2) && direct && lowp && !x8w && kcp > 0 && !szb && !wzb && !comp &&
+                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (mc == 1 ? dq_fast && kblk % 4 == 0 : kb_rows2)) && kcp <= 32768 &&
                      3 * (size_t)KC + 8 + 2 * qstride + 4 * xstride <= a_room;
+    /* The relaxed dot takes the 1-row tiles the quad kernels do not (K blocks not a multiple of 4, kc > 32768): on
+       x64 without VNNI its 3 instructions per 16 products lose to the quad kernels' placing of whole code bytes
+       (decode w4:dq, Node 24, 1 thread: 6.05 ms with it on every 1-row tile, 3.35 ms on the quad kernels). */
+    const int rdot = rdot_can && !quad;
+    const int8_t* arow = rdot ? (const int8_t*)v->A.base + arow_e : 0;
     /* 1 row of 8-bit src x x8 codes: s16_dq_1x16w8 on the micro-panel's row (two panels per call; K blocks folded
-       as above) */
-    const int dq8 = dq_quad_on && is_int && mc == 1 && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
+       as above); 2 rows without K blocks: s16_dq_2x8w8 (int32 sums) */
+    const int dq8 = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || dq_fast) && kcp <= 32768;
     if (fresh) s->a_quad = 0;
     if (quad && !s->a_quad) {
@@ -736,9 +749,39 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
         const int x8 = x8w;
         const size_t pbytes = !direct ? (size_t)kcp * NR * sizeof(int16_t) : (size_t)kcp * (x8 ? NR : NR / 2);
         if (quad && mc == 2) {
+          for (int32_t p = 0; p < npan; p++) {
+            const int32_t ncp = MIN(NR, sw - p * NR);
+            if (!kvs) {
+              s16_dq_2x8w4((size_t)ncp, (size_t)kcp, aq, aq + qstride, xs, xs + xstride, bp + p * pstride, (int32_t*)cseg + p * NR,
+                           (size_t)ldc, !first, v->B.dt);
+              continue;
+            }
+            /* each K block's int32 sums (up to DQ2_BATCH blocks kept), then their folds in block order: the panel's codes
+               and then its scales read as runs (s16_dq_1x16w4's short blocks say why) */
+            int32_t rsum[DQ2_BATCH * 2 * NR] __attribute__((aligned(16)));
+            for (int32_t x = 0; x < DQ2_BATCH * 2 * NR; x++) rsum[x] = 0; /* (columns past ncp: folded, never stored) */
+            for (int32_t y0 = 0, b = 0; y0 < kcp;) {
+              const int32_t yb = y0;
+              int32_t nb = 0;
+              for (; nb < DQ2_BATCH && y0 < kcp; nb++, y0 += kblk, b++)
+                s16_dq_2x8w4((size_t)ncp, (size_t)MIN(kcp - y0, kblk), aq + y0, aq + qstride + y0, xs + b, xs + xstride + b,
+                             bp + p * pstride + (size_t)y0 * (NR / 2), rsum + nb * 2 * NR, NR, 0, v->B.dt);
+              for (int32_t i = 0; i < nb; i++) {
+                const int32_t kabs = v->k0 + k0 + yb + i * kblk;
+                float bs[NR];
+                const float* sp = bs;
+                if (dq_inplace2) sp = (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) + (size_t)(kabs / kblk) * NR;
+                else stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
+                fold_block_ld(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, ldc, rsum + i * 2 * NR, NR, sp, mc, kabs == v->k0);
+              }
+            }
+          }
+          continue;
+        }
+        if (dq8 && mc == 2) {
           for (int32_t p = 0; p < npan; p++)
-            s16_dq_2x8w4((size_t)MIN(NR, sw - p * NR), (size_t)kcp, aq, aq + qstride, xs, xs + xstride, bp + p * pstride,
-                         (int32_t*)cseg + p * NR, (size_t)ldc, !first, v->B.dt);
+            s16_dq_2x8w8((size_t)MIN(NR, sw - p * NR), (size_t)kcp, (const int16_t*)s->a, bp + p * pstride, (int32_t*)cseg + p * NR,
+                         (size_t)ldc, !first, v->B.dt);
           continue;
         }
         if (quad || dq8) { /* two panels per call; an odd last one against itself, its 8 results through a copy */

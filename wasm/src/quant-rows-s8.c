@@ -54,7 +54,22 @@ static int quant_row(int32_t src_dt, const char* x, int8_t* q, float* scale, int
   const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
   *scale = s;
   const double inv = (double)s;
-  for (int32_t k = 0; k < cols; k++) {
+  int32_t k = 0;
+  if (src_dt == 0) { /* 8 f32 at a time: the same f64 division, rounding and clamp, two lanes per op */
+    const v128_t d = wasm_f64x2_splat(inv), hi = wasm_f64x2_splat(127.0), lo = wasm_f64x2_splat(-128.0);
+    /* pmin(v, hi) = hi < v ? hi : v and pmax(v, lo) = v < lo ? lo : v keep a NaN (0 / 0 when s underflows to 0),
+       which the saturating conversion makes 0, as the scalar loop's conversion does */
+#define Q2(v) wasm_i32x4_trunc_sat_f64x2_zero(wasm_f64x2_pmax(wasm_f64x2_pmin(wasm_f64x2_nearest(wasm_f64x2_div((v), d)), hi), lo))
+#define Q4(v) wasm_i32x4_shuffle(Q2(wasm_f64x2_promote_low_f32x4(v)), Q2(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle((v), (v), 2, 3, 2, 3))), 0, 1, 4, 5)
+    for (; k + 8 <= cols; k += 8) {
+      const v128_t a = wasm_v128_load((const float*)x + k), b = wasm_v128_load((const float*)x + k + 4);
+      const v128_t h = wasm_i16x8_narrow_i32x4(Q4(a), Q4(b));
+      wasm_v128_store64_lane(q + k, wasm_i8x16_narrow_i16x8(h, h), 0);
+    }
+#undef Q4
+#undef Q2
+  }
+  for (; k < cols; k++) {
     double v = __builtin_rint((double)load_src(src_dt, x, k) / inv);
     v = v > 127.0 ? 127.0 : v < -128.0 ? -128.0 : v;
     q[k] = (int8_t)(int32_t)v;

@@ -1,26 +1,27 @@
 /* Integer decode microkernel for 4-bit weights (issue 19): 1 row x 2 x4:p8k2 panels (16 columns), exact
-   int32 sums, with one byte shuffle and two masks per 8 columns x 4 k instead of the 3x8 kernel's
-   nibble shifts and unpacks (s16-gemm-3x8-wasmsimd.c: 6 shuffles + 5 shifts per 32 weights, all on the
-   x64 shuffle / shift ports; here 2 shuffles + 4 ands).
+   int32 sums, with one byte shuffle and one mask per 4 columns x 4 k instead of the 3x8 kernel's nibble
+   shifts and unpacks (s16-gemm-3x8-wasmsimd.c: 6 shuffles + 5 shifts per 32 weights, all on the x64
+   shuffle / shift ports; here 2 shuffles + 2 ands).
 
    Weights: 16 bytes of a panel = k-pairs t, t + 1 (byte q: code(2t, q) | code(2t + 1, q) << 4, then
-   the same for t + 1). One swizzle puts, in the 32-bit lane of column q, the 16-bit halves
-   [byte q of t | byte q of t + 1 << 8] and [byte q of t + 1 | byte q of t << 8]: nibbles c0 c1 c2 c3 and
-   c2 c3 c0 c1 (ci = code(2t + i, q)). Masked by 0x000F the lane holds the int16 pair (c0, c2); by 0x00F0,
-   (16 c1, 16 c3). i32x4.dot_i16x8_s with the activations' i32 [16 x0 | 16 x2] resp. [x1 | x3] (the
-   quad layout, s16_quad_row) adds 16 (x0 c0 + x2 c2) + 16 (x1 c1 + x3 c3) into the column's lane: the
-   sums are 16x the true ones, shifted back exactly at the end. s4 codes are biased by xor 0x88 (code + 8
-   in [0, 15]) and 8 x the block's activation sum is subtracted. Integer sums do not depend on the order:
-   the results are bitwise those of s16_gemm_3x8w4 / s16_dq_1x8. Bounds: |x| <= 2047 (16 x fits int16)
-   and 16 x the biased sum fits int32 (|x| <= 255: kc <= 32768; the caller checks both).
+   the same for t + 1). One swizzle puts, in the 32-bit lane of column q, the int16 pair
+   (byte q of t, byte q of t + 1) zero-extended (indices 0x80 give the zero high bytes: 0 under
+   i8x16.swizzle and relaxed_swizzle alike): H = (c0 + 16 c1, c2 + 16 c3) (ci = code(2t + i, q)); masked
+   by 0x000F it is L = (c0, c2). i32x4.dot_i16x8_s of H with the activations' [x1 | x3] and of L with
+   [16 x0 - x1 | 16 x2 - x3] (the quad layout, s16_quad_row) adds
+   x1 c0 + 16 x1 c1 + x3 c2 + 16 x3 c3 + 16 x0 c0 - x1 c0 + 16 x2 c2 - x3 c2 = 16 (x0 c0 + x1 c1 + x2 c2 + x3 c3)
+   into the column's lane: the sums are 16x the true ones, shifted back exactly at the end (the int32 adds
+   wrap, so only the final sum has to fit). s4 codes are biased by xor 0x88 (code + 8 in [0, 15]) and 8 x
+   the block's activation sum is subtracted. Integer sums do not depend on the order: the results are
+   bitwise those of s16_gemm_3x8w4 / s16_dq_1x8. Bounds: 17 |x| fits int16 (the caller's 8-bit src:
+   |x| <= 255) and 16 x the biased sum fits int32 (|x| <= 255: kc <= 32768; the caller checks both).
 
-   f4_e2m1 codes (dynamic int8 activations x MXFP4 / NVFP4): the nibble-in-place trick needs 4-bit biased
-   codes, and the integers 2 v + 12 (2 v exact in [-12, 12] for every e2m1 value) take 5 bits. So the 16
-   code bytes are split into low and high nibbles, each through a 16-entry byte table to 2 v + 12, then
-   placed per column by one swizzle per 4 columns (indices 0x80 give the zero high bytes: 0 under
-   i8x16.swizzle and relaxed_swizzle alike): int16 pairs (w(2t), w(2t + 2)) and (w(2t + 1), w(2t + 3)),
-   against the activations' plain quad layout [x0, x2, x1, x3] (no 16x), minus 12 x the block's activation
-   sum. The sums are of 2 v: the caller's scales carry the 0.5. Bounds: 24 x 127 x kc fits int32. */
+   f4_e2m1 codes (dynamic int8 activations x MXFP4 / NVFP4): the integers 2 v + 12 (2 v exact in
+   [-12, 12] for every e2m1 value) take 5 bits. So the 16 code bytes are split into low and high nibbles,
+   each through a 16-entry byte table to 2 v + 12, then placed per column by the same swizzles: int16
+   pairs (w(2t), w(2t + 2)) and (w(2t + 1), w(2t + 3)), against the activations' plain quad layout
+   [x0, x2, x1, x3], minus 12 x the block's activation sum. The sums are of 2 v: the caller's scales carry
+   the 0.5. Bounds: 24 x 127 x kc fits int32. */
 #include "common.h"
 #include "ukernel.h"
 #include "tile_io.h"
@@ -38,8 +39,9 @@
 #endif
 
 /* The row's int16 k-pairs (s16_gemm_3x8's micro-panel, row 0: k-pair t at i32 index 3t) in the quad
-   layout at out: per 4 k, int16 [16 x0, 16 x2, x1, x3] (a missing last k-pair: zeros); sums[b] = the
-   activations' sum over block b of blk k (blk a multiple of 4; 0: one block of kcp). */
+   layout at out: per 4 k, int16 [16 x0 - x1, 16 x2 - x3, x1, x3] (mul = 16, x4 codes) or [x0, x2, x1, x3]
+   (mul = 1, f4_e2m1 codes) (a missing last k-pair: zeros); sums[b] = the activations' sum over block b of
+   blk k (blk a multiple of 4; 0: one block of kcp). */
 void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums, int32_t mul) {
   const int32_t* in = (const int32_t*)a;
   if (!blk) blk = kcp;
@@ -48,8 +50,8 @@ void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int3
   for (size_t k = 0; k < kcp; k += 4) {
     const int32_t p0 = in[3 * (k / 2)], p1 = k + 2 < kcp ? in[3 * (k / 2 + 1)] : 0;
     const int16_t x0 = (int16_t)p0, x1 = (int16_t)(p0 >> 16), x2 = (int16_t)p1, x3 = (int16_t)(p1 >> 16);
-    out[k] = (int16_t)(mul * x0);
-    out[k + 1] = (int16_t)(mul * x2);
+    out[k] = (int16_t)(mul == 16 ? 16 * x0 - x1 : x0);
+    out[k + 1] = (int16_t)(mul == 16 ? 16 * x2 - x3 : x2);
     out[k + 2] = x1;
     out[k + 3] = x3;
     s += x0 + x1 + x2 + x3;
@@ -60,31 +62,26 @@ void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int3
   }
 }
 
-/* The x4 codes' layout: [16 x0, 16 x2, x1, x3]. (f4_e2m1 weights take mul = 1: [x0, x2, x1, x3].) */
+/* The x4 codes' layout: [16 x0 - x1, 16 x2 - x3, x1, x3]. (f4_e2m1 weights take mul = 1: [x0, x2, x1, x3].) */
 void s16_quad_row(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums) { s16_quad_row_x(a, out, kcp, blk, sums, 16); }
 
 /* Code kinds (a constant after inlining): u4, s4 (biased by xor 0x88), f4_e2m1 (2 v + 12 by a table). */
 enum { C4_U4 = 0, C4_S4 = 1, C4_F4 = 2 };
 
 /*
- * The constants both decode kernels keep in registers. x4 codes: the swizzles pairing each code byte's
- * nibbles with the quad activation layout, the low / high nibble masks, and (s4) the xor that biases codes
- * to u4. f4: the placing swizzles (i0 / i1), the nibble mask (mlo) and the 2 v + 12 table (mhi).
+ * The constants both decode kernels keep in registers: the swizzles placing each code byte of 4 columns,
+ * zero-extended, in the int16 pairs of the quad activation layout (i0 / i1), the low nibble mask (mlo), and
+ * (s4) the xor that biases codes to u4; f4: the 2 v + 12 table (mhi).
  */
 #define DQ4_CONSTANTS(CK_)                                                                          \
-  v128_t i0 = wasm_i8x16_const(0, 8, 8, 0, 1, 9, 9, 1, 2, 10, 10, 2, 3, 11, 11, 3);                \
-  v128_t i1 = wasm_i8x16_const(4, 12, 12, 4, 5, 13, 13, 5, 6, 14, 14, 6, 7, 15, 15, 7);            \
-  v128_t mlo = wasm_i16x8_splat(0x000f), mhi = wasm_i16x8_splat(0x00f0), xb = wasm_i8x16_splat((int8_t)0x88); \
-  if ((CK_) == C4_F4) {                                                                             \
-    i0 = wasm_i8x16_const(0, -128, 8, -128, 1, -128, 9, -128, 2, -128, 10, -128, 3, -128, 11, -128); \
-    i1 = wasm_i8x16_const(4, -128, 12, -128, 5, -128, 13, -128, 6, -128, 14, -128, 7, -128, 15, -128); \
-    mlo = wasm_i8x16_splat(0x0f);                                                                   \
-    mhi = wasm_i8x16_const(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);              \
-  }                                                                                                 \
+  v128_t i0 = wasm_i8x16_const(0, -128, 8, -128, 1, -128, 9, -128, 2, -128, 10, -128, 3, -128, 11, -128); \
+  v128_t i1 = wasm_i8x16_const(4, -128, 12, -128, 5, -128, 13, -128, 6, -128, 14, -128, 7, -128, 15, -128); \
+  v128_t mlo = wasm_i8x16_splat(0x0f), xb = wasm_i8x16_splat((int8_t)0x88);                       \
+  v128_t mhi = wasm_i8x16_const(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);       \
   KEEP(i0);                                                                                         \
   KEEP(i1);                                                                                         \
   KEEP(mlo);                                                                                        \
-  KEEP(mhi);                                                                                        \
+  if ((CK_) == C4_F4) KEEP(mhi);                                                                    \
   if ((CK_) == C4_S4) KEEP(xb)
 
 #ifdef RELAXED
@@ -94,8 +91,9 @@ enum { C4_U4 = 0, C4_S4 = 1, C4_F4 = 2 };
 #endif
 
 /* 16 code bytes R (k-pairs t, t + 1 of 8 columns) as the int16 vectors the dots take: L0 / L1 (columns 0-3 /
-   4-7) against the activations [x0 x2], H0 / H1 against [x1 x3]. x4: the nibbles in place (H: 16 x code);
-   f4: each nibble through the table, then placed (see the top of the file). */
+   4-7) against the activations [16 x0 - x1, 16 x2 - x3] (f4: [x0 x2]), H0 / H1 against [x1 x3]. x4: the code
+   bytes zero-extended (H) and their low nibbles (L); f4: each nibble through the table, then placed (see the
+   top of the file). */
 #define CODES4(CK, R, L0, H0, L1, H1)                                                      \
   do {                                                                                     \
     v128_t r_ = (R);                                                                       \
@@ -108,11 +106,10 @@ enum { C4_U4 = 0, C4_S4 = 1, C4_F4 = 2 };
       H1 = SWZ1(uh_);                                                                      \
     } else {                                                                               \
       if ((CK) == C4_S4) r_ = wasm_v128_xor(r_, xb);                                       \
-      const v128_t p0_ = SWZ0(r_), p1_ = SWZ1(r_);                                         \
-      L0 = wasm_v128_and(p0_, mlo);                                                        \
-      H0 = wasm_v128_and(p0_, mhi);                                                        \
-      L1 = wasm_v128_and(p1_, mlo);                                                        \
-      H1 = wasm_v128_and(p1_, mhi);                                                        \
+      H0 = SWZ0(r_);                                                                       \
+      H1 = SWZ1(r_);                                                                       \
+      L0 = wasm_v128_and(H0, mlo);                                                         \
+      L1 = wasm_v128_and(H1, mlo);                                                         \
     }                                                                                      \
   } while (0)
 
@@ -158,11 +155,19 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
        on Node 24, 1.09x on Node 20: reports/issue19-s11-kernel-ab.txt); integer sums,
        so the same bits. */
     const int16_t* a0 = a;
-    for (const uint8_t* const we = w + 16 * (len / 4); w != we;) PANEL_STEP(w, wasm_v128_load(w), v0, v1);
+    for (const uint8_t* const we2 = w + 32 * (len / 8); w != we2;) {
+      PANEL_STEP(w, wasm_v128_load(w), v0, v1);
+      PANEL_STEP(w, wasm_v128_load(w), v0, v1);
+    }
+    if (len & 4) PANEL_STEP(w, wasm_v128_load(w), v0, v1);
     if (len & 2) PANEL_STEP(w, wasm_v128_load64_zero(w), v0, v1); /* the last k-pair: its 8 bytes (no read past
                                                                      the panel); x2 = x3 = 0 in the quad */
     a = a0;
-    for (const uint8_t* const ue = u + 16 * (len / 4); u != ue;) PANEL_STEP(u, wasm_v128_load(u), v2, v3);
+    for (const uint8_t* const ue2 = u + 32 * (len / 8); u != ue2;) {
+      PANEL_STEP(u, wasm_v128_load(u), v2, v3);
+      PANEL_STEP(u, wasm_v128_load(u), v2, v3);
+    }
+    if (len & 4) PANEL_STEP(u, wasm_v128_load(u), v2, v3);
     if (len & 2) PANEL_STEP(u, wasm_v128_load64_zero(u), v2, v3);
     /* the exact sums (x4: 16 x, shifted back), minus the codes' bias x sum(x) */
     const v128_t bias = dq4_bias(CK, *xs);
@@ -176,9 +181,70 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
   DQ16_F_STORE
 }
 
+/* Blocks of sums computed before their folds: at most this many per batch (their int32 sums, 8 KB, on the stack). */
+#define DQ4_SUMS_BATCH 256
+
+/* One panel of dq4_row16 for short K blocks (blk <= 64: w4k32, MXFP4, NVFP4) with scales (8 per block at sc): the
+   sums of up to DQ4_SUMS_BATCH blocks, then their folds in block order (the same f32 steps) into the 8 f32 at c.
+   So a panel's codes and then its scales (x4:p8k2+q: right past the codes) are read as one run: weights read with
+   gaps of 512 bytes or more between runs stream at half the rate (AMD EPYC, Node 20, 20 experts x 176 panels
+   from memory, bench-kernels' ukernel_dq4: 8 KB panels 12.6 GB/s back to back, 5.5-6.2 GB/s 512 B - 8 KB apart),
+   and reading a block's scales beside its codes (32 bytes every 128) made such gaps in both. */
+INLINE void dq4_panel_short(const int CK, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                            const uint8_t* restrict w, const float* restrict sc, float* restrict c, int first) {
+  DQ4_CONSTANTS(CK);
+  const v128_t zero = wasm_i32x4_splat(0);
+  v128_t f0 = zero, f1 = zero;
+  if (!first) {
+    f0 = wasm_v128_load(c);
+    f1 = wasm_v128_load(c + 4);
+  }
+  int32_t sums[DQ4_SUMS_BATCH * NR] __attribute__((aligned(16)));
+  for (size_t k = 0, b0 = 0; k < kc;) {
+    size_t nb = 0;
+    for (; nb < DQ4_SUMS_BATCH && k < kc; nb++, k += blk) {
+      const size_t len = kc - k < blk ? kc - k : blk;
+      v128_t v0 = zero, v1 = zero;
+      for (size_t n = len / 4; n; n--) PANEL_STEP(w, wasm_v128_load(w), v0, v1);
+      if (len & 2) PANEL_STEP(w, wasm_v128_load64_zero(w), v0, v1);
+      const v128_t bias = dq4_bias(CK, *xs++);
+      wasm_v128_store(sums + NR * nb, dq4_fix(CK, v0, bias));
+      wasm_v128_store(sums + NR * nb + 4, dq4_fix(CK, v1, bias));
+    }
+    for (size_t b = 0; b < nb; b++, sc += NR) {
+      const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * b)), wasm_v128_load(sc));
+      const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * b + 4)), wasm_v128_load(sc + 4));
+      if (first && b0 + b == 0) {
+        f0 = p0;
+        f1 = p1;
+      } else {
+        f0 = wasm_f32x4_add(f0, p0);
+        f1 = wasm_f32x4_add(f1, p1);
+      }
+    }
+    b0 += nb;
+  }
+  wasm_v128_store(c, f0);
+  wasm_v128_store(c + 4, f1);
+}
+
+/* dq4_row16 for short K blocks with scales: one panel after the other (columns 0-7, then 8-15). */
+INLINE void dq4_row16_short(const int CK, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                            const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, float* restrict c, int first) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  dq4_panel_short(CK, kc, blk, a + z, xs, w + z, sc, c, first);
+  dq4_panel_short(CK, kc, blk, a + z, xs, w + z + ps, sc + sps, c + NR, first);
+}
+
 void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt) {
+  if (sc && blk && blk <= 64) {
+    if (dt == DT_S4) dq4_row16_short(C4_S4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    else if (dt == DT_F4_E2M1) dq4_row16_short(C4_F4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    else dq4_row16_short(C4_U4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    return;
+  }
   if (dt == DT_S4) dq4_row16(C4_S4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
   else if (dt == DT_F4_E2M1) dq4_row16(C4_F4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
   else dq4_row16(C4_U4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
@@ -220,18 +286,7 @@ INLINE void dq4_rows2(const int CK, size_t nc, size_t kc, const int16_t* restric
   v1 = dq4_fix(CK, v1, b0);
   v2 = dq4_fix(CK, v2, b1);
   v3 = dq4_fix(CK, v3, b1);
-  int32_t* c1 = c + ldc;
-  if (acc) {
-    v128_t t0, t1;
-    load_row8(c, nc, &t0, &t1);
-    v0 = wasm_i32x4_add(v0, t0);
-    v1 = wasm_i32x4_add(v1, t1);
-    load_row8(c1, nc, &t0, &t1);
-    v2 = wasm_i32x4_add(v2, t0);
-    v3 = wasm_i32x4_add(v3, t1);
-  }
-  store_row8(c, nc, v0, v1);
-  store_row8(c1, nc, v2, v3);
+  dq_store_rows2(c, ldc, nc, acc, v0, v1, v2, v3);
 }
 
 void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,

@@ -49,6 +49,10 @@ void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t*
    s16_gemm_3x8w8 / s16_dq_1x8 (s16-gemm-1x16w8-wasmsimd.c). */
 void s16_dq_1x16w8(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const uint8_t* restrict w, size_t ps,
                    const float* restrict sc, size_t sps, void* restrict c, int acc, int first, int dt);
+/* 2 rows x one x8 panel (s8 / u8) on the rows' int16 k-pairs of a 3-row micro-panel (a): C rows c, c + ldc (+)= the
+   int32 sums (nc columns); bitwise s16_gemm_3x8w8 (s16-gemm-1x16w8-wasmsimd.c). */
+void s16_dq_2x8w8(size_t nc, size_t kc, const int16_t* restrict a, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc,
+                  int dt);
 /* 2 rows x one x4 panel on the rows' quad layouts (a0, a1; activation sums xs0, xs1 over kc): C rows c, c + ldc
    (+)= the int32 sums (nc columns). */
 void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,

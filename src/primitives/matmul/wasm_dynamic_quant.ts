@@ -87,7 +87,8 @@ export const wasmDynamicQuantMatmul: MatmulImpl = {
   name: 'wasm:dynamic-quant',
   describe(engine, p) {
     const plan = planInner(innerProblem(p));
-    // `+rdot`: 1-row tiles of x4 weights run on i32x4.relaxed_dot_i8x16_i7x16_add_s (native relaxed SIMD, probed exact)
+    // `+rdot`: 1-row tiles of x4 weights that the int16 decode kernels cannot take run on i32x4.relaxed_dot_i8x16_i7x16_add_s
+    // (native relaxed SIMD, probed exact)
     const rdot = p.weights.packed?.name === PACKED_X4 && engine.kernels?.relaxed_dot_ok() === 1 ? '+rdot' : '';
     return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, p.weights)}-dq8${rdot}`}`;
   },
