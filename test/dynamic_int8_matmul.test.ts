@@ -8,37 +8,15 @@
  * SIMD128 and relaxed builds, at 1 and 2 threads.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType } from '../src/index.js';
+import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag } from '../src/index.js';
 import { expectDnnlError, expectF32Bits } from './helpers.js';
-import { mulberry32 } from './workloads.js';
-import { dqEngines, dqIntReference, runDqMatmul } from './dynamic_int8_runner.js';
+import { dqEngines, dqIntData, dqIntReference, runDqMatmul, type DqIntCase } from './dynamic_int8_runner.js';
 
-const f32 = Math.fround;
-const RANGE: Record<string, [number, number]> = { s8: [-128, 127], u8: [0, 255], s4: [-8, 7], u4: [0, 15] };
-
-interface Case {
-  readonly E: number;
-  readonly sizes: readonly number[];
-  readonly K: number;
-  readonly N: number;
-  readonly wdt: DataType;
-  /** K-block size of the weights scales, or 0 for per-column. */
-  readonly blk: number;
-  readonly bias?: boolean;
-  readonly proposal?: 'P1' | 'P2';
-}
+type Case = DqIntCase;
 
 async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ got: Float32Array; want: Float32Array; impl: string; wmd: string }> {
-  const { E, K, N, blk, wdt } = c, T = c.sizes.reduce((a, b) => a + b, 0);
-  const r = mulberry32(seed);
-  const x = Float32Array.from({ length: T * K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
-  if (T > 1) x.fill(0, K, 2 * K); // a row of zeros: scale 1
-  const [lo, hi] = RANGE[wdt];
-  const w = Float64Array.from({ length: E * K * N }, () => lo + Math.floor(r() * (hi - lo + 1)));
-  const nb = blk ? Math.ceil(K / blk) : 1;
-  const sc = Float32Array.from({ length: E * nb * N }, () => f32(0.001 + r() * 0.02));
-  const bias = c.bias ? Float32Array.from({ length: E * N }, () => f32(r() - 0.5)) : undefined;
-  const o = await runDqMatmul(eng, strm, { ...c, x, w, scales: { data: sc, blk }, bias });
+  const { x, w, sc, bias } = dqIntData(c, seed);
+  const o = await runDqMatmul(eng, strm, { ...c, x, w, scales: { data: sc, blk: c.blk }, bias });
   return { ...o, want: dqIntReference(c, x, w, sc, bias) };
 }
 

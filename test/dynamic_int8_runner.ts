@@ -1,6 +1,7 @@
 /* The matmul tests of dynamic int8 activations (attr.setDynamicQuantization, `:dq`) share the model of the row
    quantization, their engine matrix and one runner (pd, weights reorder, P#1 / P#2 arguments, read back);
    each test file keeps its own data and float64 reference. */
+import { mulberry32 } from './workloads.js';
 import { ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType, type MemoryDesc } from '../src/index.js';
 
 const f32 = Math.fround;
@@ -57,6 +58,35 @@ export function dqIntReference(c: { readonly sizes: readonly number[]; readonly 
     r0 += rows;
   });
   return out;
+}
+
+const RANGE: Record<string, [number, number]> = { s8: [-128, 127], u8: [0, 255], s4: [-8, 7], u4: [0, 15] };
+
+/** A `:dq` case with integer weights (s8 / u8 / s4 / u4). */
+export interface DqIntCase {
+  readonly E: number;
+  /** Rows per expert (empty experts allowed). */
+  readonly sizes: readonly number[];
+  readonly K: number;
+  readonly N: number;
+  readonly wdt: DataType;
+  /** K-block size of the weights scales, or 0 for per-column. */
+  readonly blk: number;
+  readonly bias?: boolean;
+  readonly proposal?: 'P1' | 'P2';
+}
+
+/** Seeded data of a case: src with 5% outliers and a zero row, every code of the type, f32 scales and bias. */
+export function dqIntData(c: DqIntCase, seed: number): { x: Float32Array; w: Float64Array; sc: Float32Array; bias: Float32Array | undefined } {
+  const T = c.sizes.reduce((a, b) => a + b, 0), r = mulberry32(seed);
+  const x = Float32Array.from({ length: T * c.K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
+  if (T > 1) x.fill(0, c.K, 2 * c.K); // a row of zeros: scale 1
+  const [lo, hi] = RANGE[c.wdt];
+  const w = Float64Array.from({ length: c.E * c.K * c.N }, () => lo + Math.floor(r() * (hi - lo + 1)));
+  const nb = c.blk ? Math.ceil(c.K / c.blk) : 1;
+  const sc = Float32Array.from({ length: c.E * nb * c.N }, () => f32(0.001 + r() * 0.02));
+  const bias = c.bias ? Float32Array.from({ length: c.E * c.N }, () => f32(r() - 0.5)) : undefined;
+  return { x, w, sc, bias };
 }
 
 /** Every cpu kernel build the `:dq` path runs on: simd128, relaxed, relaxed with the opt-in relaxed dot, at 1

@@ -7,39 +7,17 @@
  * never read (NaN there is no error); a NaN row and bad offsets raised at wait(); a second run, the same bits.
  */
 import { describe, expect, it } from 'vitest';
-import { ARG, DnnlError, Engine, GpuEngine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, moe, tag, type DataType } from '../src/index.js';
+import { ARG, DnnlError, Engine, GpuEngine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, moe, tag } from '../src/index.js';
 import { useGpuAndCpuEngines } from './gpu_test_engines.js';
-import { dqIntReference, runDqMatmul } from './dynamic_int8_runner.js';
+import { dqIntData, dqIntReference, runDqMatmul, type DqIntCase } from './dynamic_int8_runner.js';
 import { mulberry32 } from './workloads.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
 useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
-const RANGE: Record<string, [number, number]> = { s8: [-128, 127], u8: [0, 255], s4: [-8, 7], u4: [0, 15] };
-
-interface Case {
-  readonly E: number;
-  readonly sizes: readonly number[];
-  readonly K: number;
-  readonly N: number;
-  readonly wdt: DataType;
-  readonly blk: number;
-  readonly bias?: boolean;
-  readonly proposal?: 'P1' | 'P2';
-}
-
-function data(c: Case, seed: number): { x: Float32Array; w: Float64Array; sc: Float32Array; bias: Float32Array | undefined } {
-  const T = c.sizes.reduce((a, b) => a + b, 0), r = mulberry32(seed);
-  const x = Float32Array.from({ length: T * c.K }, () => (r() * 2 - 1) * (r() < 0.05 ? 40 : 1));
-  if (T > 1) x.fill(0, c.K, 2 * c.K); // a row of zeros: scale 1
-  const [lo, hi] = RANGE[c.wdt];
-  const w = Float64Array.from({ length: c.E * c.K * c.N }, () => lo + Math.floor(r() * (hi - lo + 1)));
-  const nb = c.blk ? Math.ceil(c.K / c.blk) : 1;
-  const sc = Float32Array.from({ length: c.E * nb * c.N }, () => Math.fround(0.001 + r() * 0.02));
-  const bias = c.bias ? Float32Array.from({ length: c.E * c.N }, () => Math.fround(r() - 0.5)) : undefined;
-  return { x, w, sc, bias };
-}
+type Case = DqIntCase;
+const data = dqIntData;
 
 /** |got - want| within the float epilogue's rounding: a few f32 ulps of the row's largest term. */
 function expectClose(got: Float32Array, want: Float32Array, what: string): void {
