@@ -60,6 +60,17 @@ export function dqIntReference(c: { readonly sizes: readonly number[]; readonly 
   return out;
 }
 
+/** |got - want| within the float epilogue's rounding (the gpu engine's against the model or the cpu's): a few f32
+ * ulps of the largest term. */
+export function expectClose(got: Float32Array, want: Float32Array, what: string): void {
+  if (got.length !== want.length) throw new Error(`${what}: ${got.length} values, want ${want.length}`);
+  let scale = 0;
+  for (const v of want) scale = Math.max(scale, Math.abs(v));
+  for (let i = 0; i < want.length; i++) {
+    if (!(Math.abs(got[i] - want[i]) <= 4e-6 * scale)) throw new Error(`${what}: element ${i} = ${got[i]}, want ${want[i]} (max |want| ${scale})`);
+  }
+}
+
 const RANGE: Record<string, [number, number]> = { s8: [-128, 127], u8: [0, 255], s4: [-8, 7], u4: [0, 15] };
 
 /** A `:dq` case with integer weights (s8 / u8 / s4 / u4). */

@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Engine, GpuEngine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, moe, tag } from '../src/index.js';
 import { useGpuAndCpuEngines } from './gpu_test_engines.js';
-import { dqIntData, dqIntReference, runDqMatmul, type DqIntCase } from './dynamic_int8_runner.js';
+import { dqIntData, dqIntReference, expectClose, runDqMatmul, type DqIntCase } from './dynamic_int8_runner.js';
 import { mulberry32 } from './workloads.js';
 
 let gpu: GpuEngine;
@@ -19,15 +19,6 @@ useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 type Case = DqIntCase;
 const data = dqIntData;
 
-/** |got - want| within the float epilogue's rounding: a few f32 ulps of the row's largest term. */
-function expectClose(got: Float32Array, want: Float32Array, what: string): void {
-  expect(got.length, what).toBe(want.length);
-  let scale = 0;
-  for (const v of want) scale = Math.max(scale, Math.abs(v));
-  for (let i = 0; i < want.length; i++) {
-    if (!(Math.abs(got[i] - want[i]) <= 4e-6 * scale)) throw new Error(`${what}: element ${i} = ${got[i]}, want ${want[i]} (max |want| ${scale})`);
-  }
-}
 
 const SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N'>][] = [
   ['E = 5, a 70-row expert, an empty one, 1-row ones, K = 99, N = 21', { E: 5, sizes: [70, 0, 9, 1, 33], K: 99, N: 21 }],

@@ -31,6 +31,7 @@ import type { Expert, GroupedGemmProblem } from './problem.js';
 import { checkedRuntimeDims, rowCapacity } from './runtime_dims.js';
 import { GroupedGemmExecutor, ROLES, rejectWith } from './wasm_grouped_gemm.js';
 import { NOT_THIS_FEATURE } from '../pick_impl.js';
+import { dqNonFiniteExpertRow } from '../matmul/dq_errors.js';
 
 /** The per-row f32 scales of an expert's quantized rows, as the integer path reads src scales (one per row: [RUNTIME_DIM_VAL]). */
 function rowScales(e: Expert): QuantParam {
@@ -44,7 +45,8 @@ function innerExpert(e: Expert): Expert {
   return { ...e, src, fusion: Object.freeze({ ...e.fusion, scales: Object.freeze({ ...e.fusion.scales, src: rowScales(e) }) }) };
 }
 
-function innerProblem(p: GroupedGemmProblem): GroupedGemmProblem {
+/** The GEMM after the quantization: every expert's src its s8 rows (dense), with per-row src scales (shared with webgpu:dynamic-quant). */
+export function innerProblem(p: GroupedGemmProblem): GroupedGemmProblem {
   return { ...p, experts: p.experts.map(innerExpert) };
 }
 
@@ -191,7 +193,7 @@ class DynamicQuantExecutor {
           const { g, last } = runs[s.a];
           let h = g, row = s.index;
           while (h < last && row >= M[h]) row -= M[h++];
-          throw new DnnlError('invalid_arguments', `grouped_gemm.execute: src[${h}] row ${row} has a NaN or infinite value: dynamic quantization (attr.setDynamicQuantization) has no scale for it`);
+          throw dqNonFiniteExpertRow(h, row);
         }
         throw new DnnlError('runtime_error', `grouped_gemm: quantization kernel status ${s.code}`);
       });

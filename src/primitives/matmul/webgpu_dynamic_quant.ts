@@ -108,7 +108,7 @@ class WebgpuDynamicQuantExecutor implements MatmulExecutor<GpuMemory> {
   }
 }
 
-/** `m` seen with another descriptor and buffers (no allocation, nothing owned). */
-function view(m: GpuMemory, desc: MemoryDesc, buffers: readonly GPUBuffer[], byteSizes: readonly number[] = m.byteSizes): GpuMemory {
+/** `m` seen with another descriptor and buffers (no allocation, nothing owned; shared with grouped_gemm's :dq). */
+export function view(m: GpuMemory, desc: MemoryDesc, buffers: readonly GPUBuffer[], byteSizes: readonly number[] = m.byteSizes): GpuMemory {
   return Object.create(m, { desc: { value: desc }, buffers: { value: buffers }, byteSizes: { value: byteSizes } }) as GpuMemory;
 }
