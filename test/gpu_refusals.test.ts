@@ -66,7 +66,7 @@ describe('primitives without a gpu implementation refuse a gpu engine at pd crea
     expect(new moe.dispatch.PrimitiveDesc(gpu, { tokens: 8, topK: 2, experts: 4 }).implInfo).toMatch(/^webgpu:/);
   });
 
-  it('matmul and moe.layer with attr.setDynamicQuantization run on webgpu:dynamic-quant, never on the weight-only kernels', () => {
+  it('matmul, grouped_gemm and moe.layer with attr.setDynamicQuantization run on webgpu:dynamic-quant, never on the weight-only kernels', () => {
     // Found by a differential fuzzer (session 19): the weight-only kernels used to take the pd and compute the
     // exact src x dequant(W), not the int8-activation result of rfcs/0006. The attribute now has its own impl
     // (values: gpu_dynamic_int8_matmul.test.ts); what it cannot run is refused, never run weight-only.
@@ -75,6 +75,9 @@ describe('primitives without a gpu implementation refuse a gpu engine at pd crea
       new matmul.PrimitiveDesc(gpu, grouped(10, 16, 2), memory.desc([2, 16, 8], dt.s8, tag.abc), grouped(10, 8, 2), attr()),
       new matmul.PrimitiveDesc(gpu, grouped(10, 16, 2), memory.desc([2, 16, 8], dt.s4, tag.any), grouped(10, 8, 2), attr()),
       new matmul.PrimitiveDesc(gpu, plain([1, 16]), memory.desc([16, 8], dt.u8, tag.ab), plain([1, 8]), new PrimitiveAttr().setScales(ARG.WEIGHTS, 2, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8)),
+      // (values: gpu_grouped_gemm_dq.test.ts)
+      new grouped_gemm.PrimitiveDesc(gpu, [memory.desc([RUNTIME_DIM_VAL, 16], dt.f32, tag.ab)], [memory.desc([16, 8], dt.s4, tag.any)], [memory.desc([RUNTIME_DIM_VAL, 8], dt.f32, tag.ab)],
+        memory.desc([1], dt.s32, tag.x), new PrimitiveAttr().setScales(ARG.MULTIPLE_WEIGHTS, 2, [], dt.f32).setDynamicQuantization(ARG.SRC, dt.s8)),
     ];
     for (const pd of pds) expect(pd.implInfo).toMatch(/^webgpu:dynamic-quant\+/);
     const layer = new moe.layer.PrimitiveDesc(gpu, {

@@ -468,12 +468,11 @@ describe('Proposal #3 grouped_gemm with dynamic int8 activations (attr.setDynami
       }
     });
 
-    it('the gpu engine refuses it: unimplemented, named by the webgpu impl', async () => {
+    it('the gpu engine runs it on webgpu:dynamic-quant (values: gpu_grouped_gemm_dq.test.ts), never on the weight-only kernels', async () => {
       const gpu = await gpuEngine();
       try {
-        const err = expectDnnlError(() => new grouped_gemm.PrimitiveDesc(gpu, [memory.desc([RT, 64], dt.f32, tag.ab)], [memory.desc([64, 8], dt.s8, tag.ab)], [memory.desc([RT, 8], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.x), colScales()),
-          'unimplemented', 'dynamic quantization (attr.setDynamicQuantization) is not implemented on the gpu engine yet');
-        expect(err.message).toContain('no implementation on the gpu engine');
+        const pd = new grouped_gemm.PrimitiveDesc(gpu, [memory.desc([RT, 64], dt.f32, tag.ab)], [memory.desc([64, 8], dt.s8, tag.ab)], [memory.desc([RT, 8], dt.f32, tag.ab)], memory.desc([1], dt.s32, tag.x), colScales());
+        expect(pd.implInfo).toMatch(/^webgpu:dynamic-quant\+/);
       } finally {
         gpu.release();
       }

@@ -8,6 +8,7 @@ import { refGroupedGemm } from './ref_grouped_gemm.js';
 import { wasmGroupedGemm } from './wasm_grouped_gemm.js';
 import { wasmDynamicQuantGroupedGemm } from './wasm_grouped_gemm_dq.js';
 import { webgpuGroupedGemm } from './webgpu_grouped_gemm.js';
+import { webgpuDynamicQuantGroupedGemm } from './webgpu_grouped_gemm_dq.js';
 import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
 import type { GpuMemory } from '../../memory/gpu_memory.js';
 
@@ -51,5 +52,5 @@ export type GpuGroupedGemmImpl = GroupedGemmImpl<GpuEngine, GpuMemory>;
 /** Dynamic int8 activations (rfcs/0006) first, then the same kernel core as matmul (pointer-table group mode), then the reference. */
 export const groupedGemmImplList: GroupedGemmImpl[] = [wasmDynamicQuantGroupedGemm, wasmGroupedGemm, refGroupedGemm];
 
-/** The gpu engine's list: WebGPU kernels only. */
-export const gpuGroupedGemmImplList: GpuGroupedGemmImpl[] = [webgpuGroupedGemm];
+/** The gpu engine's list: WebGPU kernels only, dynamic int8 activations first. */
+export const gpuGroupedGemmImplList: GpuGroupedGemmImpl[] = [webgpuDynamicQuantGroupedGemm, webgpuGroupedGemm];

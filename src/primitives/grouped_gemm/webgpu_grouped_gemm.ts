@@ -59,7 +59,8 @@ function expertFusion(p: GroupedGemmProblem, i: number): GemmFusion | undefined 
 }
 
 function rejectReason(p: GroupedGemmProblem, eng: GpuEngine): string | undefined {
-  if (p.attr.dynamicQuantization) return 'dynamic quantization (attr.setDynamicQuantization) is not implemented on the gpu engine yet (its weight-only kernels would compute the exact result instead); create the pd without it, or on a cpu engine';
+  // Float src with the attribute: webgpu:dynamic-quant quantizes it first (the weight-only kernels would ignore it).
+  if (p.attr.dynamicQuantization && p.experts[0].src.dataType !== 's8') return 'dynamic quantization runs on webgpu:dynamic-quant';
   if (p.experts.some((e) => e.weights.format === 'packed')) return 'packed weights layouts are not implemented on the gpu engine yet (use plain ab / ba weights)';
   const why = subjectRejectReason(subjectOf(p, 0));
   if (why) return why;

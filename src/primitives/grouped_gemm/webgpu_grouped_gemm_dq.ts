@@ -1,0 +1,137 @@
+/**
+ * Dynamic int8 activations (`attr.setDynamicQuantization(ARG.SRC, dt.s8)`, rfcs/0006) on Proposal #3 on the gpu
+ * engine: one execution records, in order and with nothing read back in between,
+ *   1. per expert with rows of capacity, quant-rows-s8 (the dynamic_quant kernel, kernels/wgsl/quant_rows.ts):
+ *      its first M_i src rows to s8 with one f32 scale each, M_i read on the device (rows past it never read),
+ *      into a workspace of its own (dense rows of K_i bytes, and the scales), the cpu engine's codes and scales
+ *      bit for bit;
+ *   2. the webgpu grouped_gemm (webgpu_grouped_gemm.ts) of those s8 rows with per-row src scales: the cpu's
+ *      inner problem (wasm_grouped_gemm_dq.ts innerProblem) with the caller's weights, scales and post-ops.
+ * The integer products are exact on both engines; the float epilogue may round in another order than the
+ * cpu's, so the engines agree within tolerance, not bit for bit (as matmul's :dq, webgpu_dynamic_quant.ts).
+ */
+import { DnnlError } from '../../common/status.js';
+import { MemoryDesc } from '../../memory/desc.js';
+import { GpuMemory } from '../../memory/gpu_memory.js';
+import type { GpuEngine } from '../../runtime/gpu/gpu_engine.js';
+import type { StreamTask } from '../../runtime/stream.js';
+import type { Executor } from '../../runtime/lifetime.js';
+import { FLOAT_TYPES } from '../../attr/fusion.js';
+import { webgpuDynamicQuant, type GpuDynamicQuantArgs } from '../dynamic_quant/webgpu_dynamic_quant.js';
+import type { DynamicQuantProblem } from '../dynamic_quant/pd.js';
+import { view } from '../matmul/webgpu_dynamic_quant.js';
+import { dqNonFiniteExpertRow } from '../matmul/dq_errors.js';
+import { NOT_THIS_FEATURE } from '../pick_impl.js';
+import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from './impl_list.js';
+import type { Expert, GroupedGemmProblem } from './problem.js';
+import { DIMS_ERR, gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
+import { innerProblem } from './wasm_grouped_gemm_dq.js';
+import { webgpuGroupedGemm } from './webgpu_grouped_gemm.js';
+
+/**
+ * Expert i's quantization pass over `cap` rows of capacity. Its src is read as a grouped src of i groups
+ * whose offsets buffer is ARG.RUNTIME_DIMS: the kernel bounds the rows by offsets[i] = M_i, and reports an
+ * M_i outside [0, cap] (nothing written).
+ */
+function quantProblem(e: Expert, i: number, cap: number): DynamicQuantProblem {
+  const K = e.K;
+  const grouped = { groupCount: i, variableDim: 0, groupSizes: undefined, offsetsDt: 's32' as const };
+  const src = new MemoryDesc({ dims: [cap, K], dataType: e.src.dataType, format: 'grouped', strides: [e.src.strides[0], 1], grouped });
+  const dst = new MemoryDesc({ dims: [cap, K], dataType: 's8', format: 'blocked', strides: [K, 1] });
+  const scales = new MemoryDesc({ dims: [cap], dataType: 'f32', format: 'blocked', strides: [1] });
+  return { src, dst, scales, rows: cap, cols: K, grouped: true };
+}
+
+export const webgpuDynamicQuantGroupedGemm: GpuGroupedGemmImpl = {
+  name: 'webgpu:dynamic-quant',
+  describe(eng, p) {
+    return `webgpu:dynamic-quant+${(webgpuGroupedGemm.describe?.(eng, innerProblem(p)) ?? webgpuGroupedGemm.name).replace(/^webgpu:/, '')}`;
+  },
+  reject(p, eng) {
+    if (!p.attr.dynamicQuantization) return NOT_THIS_FEATURE;
+    const e0 = p.experts[0];
+    if (!FLOAT_TYPES.includes(e0.src.dataType)) return `src ${e0.src.dataType} (f32 / bf16 / f16 are quantized)`;
+    const q = p.experts.some((e) => e.weights.format === 'any') ? { ...p, experts: p.experts.map((e) => (e.weights.format === 'any' ? { ...e, weights: webgpuGroupedGemm.weightsLayout(e, eng) } : e)) } : p;
+    return webgpuGroupedGemm.reject(innerProblem(q), eng);
+  },
+  weightsLayout(e, eng) {
+    return webgpuGroupedGemm.weightsLayout(e, eng);
+  },
+  createExecutor(p, eng) {
+    return new WebgpuDynamicQuantExecutor(p, eng);
+  },
+};
+
+/** Expert i's workspace for one row capacity: its s8 rows, their scales and the pass that writes them. */
+interface Workspace {
+  readonly cap: number;
+  readonly qp: DynamicQuantProblem;
+  readonly codes: GpuMemory;
+  readonly scales: GpuMemory;
+  readonly quant: Executor<GpuDynamicQuantArgs>;
+}
+
+class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
+  private readonly inner: GroupedGemmProblem;
+  private readonly gemm: GroupedGemmExecutor<GpuMemory>;
+  /** Per expert, rebuilt when its capacity (a host fact: its src / dst buffers' sizes) changes. */
+  private readonly ws: (Workspace | undefined)[];
+
+  constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
+    this.inner = innerProblem(p);
+    this.gemm = webgpuGroupedGemm.createExecutor(this.inner, eng);
+    this.ws = p.experts.map(() => undefined);
+  }
+
+  destroy(): void {
+    this.gemm.destroy?.();
+    this.ws.forEach((w) => w && free(w));
+  }
+
+  /** Expert i's workspace for `cap` rows (those of its src and dst allocations). */
+  private workspace(i: number, cap: number): Workspace {
+    const held = this.ws[i];
+    if (held?.cap === cap) return held;
+    if (held) free(held);
+    const e = this.p.experts[i], qp = quantProblem(e, i, cap);
+    const why = webgpuDynamicQuant.reject(qp, this.eng);
+    if (why) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: quantizing ${cap} rows of src: ${why}`);
+    // Runtime-rows memories of exactly `cap` rows: the GEMM's checks see the caller's capacity.
+    const inner = this.inner.experts[i];
+    const codes = GpuMemory.create(inner.src, this.eng, undefined, { capacityBytes: cap * e.K });
+    const scales = GpuMemory.create(inner.fusion.scales.src!.md, this.eng, undefined, { capacityBytes: cap * 4 });
+    const quant = webgpuDynamicQuant.task(qp, this.eng, {
+      offsets: (_g, n, rows) => runtimeDimsError(n < 0 ? DIMS_ERR.negative : DIMS_ERR.capacity, i, n, rows),
+      nonFinite: (row) => dqNonFiniteExpertRow(i, row),
+    });
+    return (this.ws[i] = { cap, qp, codes, scales, quant });
+  }
+
+  task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
+    const max = this.eng.caps.maxStorageBufferBindingSize;
+    const quants: StreamTask[] = [], src: GpuMemory[] = [], scales: GpuMemory[] = [];
+    this.p.experts.forEach((_e, i) => {
+      const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
+      const w = this.workspace(i, cap);
+      src.push(w.codes);
+      scales.push(w.scales);
+      // No rows of capacity: nothing to read (the GEMM's expert-dims pass checks M_i).
+      if (cap === 0) return;
+      const buf = a.src[i].buffers[0];
+      if (buf.size > max) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: dynamic quantization reads src as one storage binding; its buffer of ${buf.size} bytes exceeds maxStorageBufferBindingSize ${max} bytes`);
+      quants.push(w.quant.run({ src: view(a.src[i], w.qp.src, [buf, a.runtimeDims.buffers[0]]), dst: w.codes, scales: w.scales }));
+    });
+    quants.push(this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } }));
+    return () => {
+      let r: ReturnType<StreamTask> = undefined as ReturnType<StreamTask>;
+      for (const t of quants) r = r instanceof Promise ? r.then(t) : t();
+      return r;
+    };
+  }
+}
+
+function free(w: Workspace): void {
+  w.quant.destroy();
+  w.codes.free();
+  w.scales.free();
+}

@@ -1,0 +1,193 @@
+/**
+ * Dynamic int8 activations (`attr.setDynamicQuantization`, `:dq`, rfcs/0006) on Proposal #3 `grouped_gemm` on the
+ * gpu engine (SwiftShader in CI): each expert's first M_i src rows quantized on the device (M_i read there), then
+ * the webgpu grouped GEMM on the s8 rows. Checked against the float64 model (dynamic_int8_runner.ts) within the
+ * rounding of the float epilogue, and against the cpu engine's P#3 `:dq` (proposal3_dynamic_int8.test.ts checks its
+ * bits): s8 / u8 / s4 / u4 weights, per-column and K-block scales, empty experts, one expert taking every row,
+ * E = 1, K and N off the tiles, experts of different K / N; rows past M_i hold NaN and are never read; bad M_i
+ * and a NaN row raised at wait(), dst untouched.
+ */
+import { describe, expect, it } from 'vitest';
+import { ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, grouped_gemm, memory, reorder, tag, type DataType } from '../src/index.js';
+import { useGpuAndCpuEngines } from './gpu_test_engines.js';
+import { dqIntData, dqIntReference, expectClose } from './dynamic_int8_runner.js';
+import { expectDnnlReject } from './helpers.js';
+
+let gpu: GpuEngine;
+let cpu: Engine;
+useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
+
+/** Expert i: K, N, its rows M_i; its src / dst allocations hold M_i + 2 rows (NaN src rows past M_i). */
+interface Ex { readonly K: number; readonly N: number; readonly rows: number }
+interface Data { readonly x: Float32Array[]; readonly w: Float64Array[]; readonly sc: Float32Array[] }
+/** Weights type and scales: per column (blk 0) or in K blocks of `blk`, of type `sdt` (f32 by default). */
+interface Wt { readonly wdt: DataType; readonly blk: number; readonly sdt?: DataType }
+const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
+const SENTINEL = 12345;
+const capOf = (e: Ex): number => e.rows + 2;
+
+/** A normal f8_e4m3 value near 64 v (v in [0.001, 0.021]: exponents -4..0, 3 mantissa bits kept). */
+function e4m3Normal(v: number): number {
+  const x = 64 * v, e = 2 ** Math.floor(Math.log2(x));
+  return (e * Math.floor((8 * x) / e)) / 8;
+}
+
+/**
+ * Per-expert data from the runner's seeded generator (one expert at a time: experts may differ in K / N); f4_e2m1
+ * weights take e2m1 values, e8m0 scales powers of two, f8_e4m3 ones values of 3 mantissa bits (the types hold them).
+ */
+function makeData(ex: readonly Ex[], wt: Wt, seed: number): Data {
+  const fp4 = wt.wdt === dt.f4_e2m1;
+  const ds = ex.map((e, g) => dqIntData({ E: 1, sizes: [e.rows], K: e.K, N: e.N, wdt: fp4 ? dt.s4 : wt.wdt, blk: wt.blk }, seed + g));
+  const w = ds.map((d) => (fp4 ? d.w.map((v) => E2M1[v + 8]) : d.w));
+  const sc = ds.map((d) => (wt.sdt === dt.e8m0 ? d.sc.map((v) => 2 ** Math.round(Math.log2(v))) : wt.sdt === dt.f8_e4m3 ? d.sc.map(e4m3Normal) : d.sc));
+  return { x: ds.map((d) => d.x), w, sc };
+}
+
+/** The float64 model of each expert's rows. */
+function reference(ex: readonly Ex[], blk: number, d: Data): Float32Array[] {
+  return ex.map((e, g) => dqIntReference({ sizes: [e.rows], K: e.K, N: e.N, blk }, d.x[g], d.w[g], d.sc[g], undefined));
+}
+
+interface P3 {
+  readonly impl: string;
+  run(dims?: readonly number[]): Promise<Float32Array[]>;
+  free(): void;
+}
+
+/** A P#3 `:dq` grouped_gemm on either engine kind: tag.any weights (reordered to the pd's layout), src rows past M_i NaN, dst past them SENTINEL. */
+function setup(eng: Engine | GpuEngine, strm: Stream, ex: readonly Ex[], wt: Wt, d: Data): P3 {
+  const G = ex.length, { wdt, blk } = wt;
+  const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
+  if (blk) attr.setScales(ARG.MULTIPLE_WEIGHTS, 3, [blk, 1], wt.sdt ?? dt.f32);
+  else attr.setScales(ARG.MULTIPLE_WEIGHTS, 2, [], wt.sdt ?? dt.f32);
+  const srcMds = ex.map((e) => memory.desc([RT, e.K], dt.f32, tag.ab)), dstMds = ex.map((e) => memory.desc([RT, e.N], dt.f32, tag.ab));
+  const dimsMd = memory.desc([G], dt.s32, tag.x);
+  const pd = new grouped_gemm.PrimitiveDesc(eng, srcMds, ex.map((e) => memory.desc([e.K, e.N], wdt, tag.any)), dstMds, dimsMd, attr);
+  const mems: (Memory | GpuMemory)[] = [], dsts: (Memory | GpuMemory)[] = [];
+  const args: Record<number, Memory | GpuMemory> = {};
+  const gpuKind = eng instanceof GpuEngine;
+  // A runtime-rows view of a plain memory (its buffer or handle).
+  const rows = (md: ReturnType<typeof memory.desc>, m: Memory | GpuMemory): Memory | GpuMemory => (gpuKind ? Memory.create(md, eng, (m as GpuMemory).buffers[0]) : Memory.create(md, eng, (m as Memory).handles[0]));
+  ex.forEach((e, g) => {
+    const cap = capOf(e);
+    const xs = new Float32Array(cap * e.K).fill(Number.NaN);
+    xs.set(d.x[g]);
+    const src = Memory.create(memory.desc([cap, e.K], dt.f32, tag.ab), eng).write(xs);
+    const dst = Memory.create(memory.desc([cap, e.N], dt.f32, tag.ab), eng).write(new Float32Array(cap * e.N).fill(SENTINEL));
+    const user = Memory.create(memory.desc([e.K, e.N], wdt, tag.ab), eng).write(d.w[g]);
+    const scales = Memory.create(pd.queryMd('scales:weights', g)!, eng).write(d.sc[g]);
+    const sv = rows(srcMds[g], src), dv = rows(dstMds[g], dst);
+    mems.push(sv, dv, src, dst, user, scales);
+    dsts.push(dst);
+    const wmd = pd.queryMd('weights', g)!;
+    let wei = user;
+    if (!wmd.equals(user.desc)) {
+      wei = Memory.create(wmd, eng);
+      mems.push(wei);
+      new reorder.Primitive(new reorder.PrimitiveDesc(eng, user.desc, wmd)).execute(strm, { [ARG.FROM]: user, [ARG.TO]: wei, [ARG.ATTR_SCALES | ARG.WEIGHTS]: scales });
+    }
+    args[ARG.MULTIPLE_SRC + g] = sv;
+    args[ARG.MULTIPLE_DST + g] = dv;
+    args[ARG.MULTIPLE_WEIGHTS + g] = wei;
+    // (cpu x8 / x4 +q panels hold the scales)
+    if (!wmd.packed?.quant?.scales) args[ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + g)] = scales;
+  });
+  const dims = Memory.create(dimsMd, eng);
+  mems.push(dims);
+  args[ARG.RUNTIME_DIMS] = dims;
+  const prim = new grouped_gemm.Primitive(pd);
+  return {
+    impl: pd.implInfo,
+    async run(m = ex.map((e) => e.rows)) {
+      dims.write(m);
+      prim.execute(strm, args);
+      await strm.wait();
+      return Promise.all(dsts.map(async (x) => Float32Array.from(await x.read())));
+    },
+    free() {
+      mems.forEach((m) => m.free());
+      prim.destroy();
+    },
+  };
+}
+
+/** Runs `ex` on the gpu and the cpu engine: each expert's first M_i rows against the model and the cpu's; the rows past them untouched. */
+async function compare(ex: readonly Ex[], wt: Wt, seed: number, what: string): Promise<void> {
+  const d = makeData(ex, wt, seed);
+  const want = reference(ex, wt.blk, d);
+  const runs = [setup(gpu, new Stream(gpu), ex, wt, d), setup(cpu, new Stream(cpu), ex, wt, d)];
+  try {
+    expect(runs[0].impl, what).toMatch(/^webgpu:dynamic-quant\+/);
+    expect(runs[1].impl, what).toMatch(/-dq8/);
+    const [g, c] = [await runs[0].run(), await runs[1].run()];
+    ex.forEach((e, i) => {
+      const n = e.rows * e.N;
+      expectClose(g[i].subarray(0, n), want[i], `${what} expert ${i} vs the model`);
+      expectClose(g[i].subarray(0, n), c[i].subarray(0, n), `${what} expert ${i} vs the cpu`);
+      expect(g[i].subarray(n).every((v) => v === SENTINEL), `${what} expert ${i}: rows past M_i untouched`).toBe(true);
+    });
+  } finally {
+    runs.forEach((r) => r.free());
+  }
+}
+
+const same = (rows: readonly number[], K: number, N: number): Ex[] => rows.map((r) => ({ K, N, rows: r }));
+
+const SHAPES: [string, (blk: number) => Ex[]][] = [
+  ['E = 5: a 70-row expert, an empty one, 1-row ones, N = 21', (blk) => same([70, 0, 9, 1, 33], blk ? 96 : 99, 21)],
+  ['one expert takes all rows, N = 19', (blk) => same([0, 0, 41, 0], blk ? 64 : 70, 19)],
+  ['E = 1, N = 13', (blk) => same([5], blk ? 160 : 130, 13)],
+  ['decode: 1 row per expert, K = 256', () => same([1, 1, 1], 256, 24)],
+];
+
+describe('dynamic int8 activations on the gpu engine (grouped_gemm :dq, Proposal #3)', () => {
+  // Each (weights type, scales) pair runs one shape, so that every shape meets both scale kinds and every int type
+  // meets two shapes across the matrix (SwiftShader compiles pipelines per shape: the whole matrix takes minutes).
+  const cases = [dt.s8, dt.u8, dt.s4, dt.u4].flatMap((wdt, wi) => [0, 32].map((blk, bi) => {
+    const [name, shape] = SHAPES[(wi + 3 * bi) % 4];
+    return [`${wdt}, ${blk ? `K-blocks of ${blk}` : 'per-column'} scales, ${name}`, { wdt, blk }, shape(blk)] as const;
+  }));
+  it.each(cases)('%s: vs the quantization model and the cpu engine', async (name, wt, ex) => {
+    await compare(ex, wt, 7 + wt.blk, name);
+  });
+
+  it('f4_e2m1 weights: MXFP4 (e8m0 per 32 K) and NVFP4 (f8_e4m3 per 16 K)', async () => {
+    await compare(same([5, 0, 1], 64, 21), { wdt: dt.f4_e2m1, blk: 32, sdt: dt.e8m0 }, 5, 'mxfp4');
+    await compare(same([0, 6], 48, 19), { wdt: dt.f4_e2m1, blk: 16, sdt: dt.f8_e4m3 }, 6, 'nvfp4');
+  });
+
+  it('experts of different K and N (per-column scales; K blocks of 32 on K multiples of 32)', async () => {
+    await compare([{ K: 64, N: 24, rows: 7 }, { K: 160, N: 8, rows: 0 }, { K: 99, N: 40, rows: 3 }], { wdt: dt.s8, blk: 0 }, 3, 's8 mixed');
+    await compare([{ K: 64, N: 24, rows: 7 }, { K: 96, N: 24, rows: 0 }, { K: 32, N: 24, rows: 5 }], { wdt: dt.s4, blk: 32 }, 4, 's4 K-blocks mixed');
+  });
+
+  it('a second execution with other M_i reuses the workspace; a bad M_i (dst untouched) and a NaN row are raised at wait()', async () => {
+    const ex = same([3, 4, 5], 64, 16), wt = { wdt: dt.s4, blk: 32 }, d = makeData(ex, wt, 2);
+    const strm = new Stream(gpu);
+    const f = setup(gpu, strm, ex, wt, d);
+    try {
+      const full = await f.run();
+      const want = reference(ex, 32, d);
+      ex.forEach((e, i) => expectClose(full[i].subarray(0, e.rows * e.N), want[i], `expert ${i}`));
+      // fewer rows: the first ones again, bit for bit (rows are quantized on their own)
+      const fewer = await f.run([1, 0, 2]);
+      [1, 0, 2].forEach((m, i) => expect(Array.from(fewer[i].subarray(0, m * 16)), `M = ${m}, expert ${i}`).toEqual(Array.from(full[i].subarray(0, m * 16))));
+      for (const [dims, fragment] of [
+        [[3, 7, 5], "ARG.RUNTIME_DIMS[1] = 7 rows do not fit expert 1's src/dst allocations (6 rows fit)"],
+        [[3, -1, 5], 'ARG.RUNTIME_DIMS[1] = -1 must be non-negative'],
+        [[3, 4, 8], "ARG.RUNTIME_DIMS[2] = 8 rows do not fit expert 2's src/dst allocations (7 rows fit)"],
+      ] as const) {
+        const before = await f.run([0, 0, 0]);
+        await expectDnnlReject(f.run(dims), 'invalid_arguments', fragment);
+        const after = await f.run([0, 0, 0]);
+        after.forEach((a, i) => expect(Array.from(a), `${dims}: dst ${i} untouched`).toEqual(Array.from(before[i])));
+      }
+      // Row 4 of expert 1 is past its M_i = 4 (a NaN row of the setup's padding): inside at M_1 = 5. Reported at
+      // wait(); the GEMM is recorded with the quantization, so unlike the cpu engine's, dst is not kept.
+      await expectDnnlReject(f.run([3, 5, 5]), 'invalid_arguments', 'grouped_gemm.execute: src[1] row 4 has a NaN or infinite value');
+    } finally {
+      f.free();
+    }
+  });
+});
