@@ -186,7 +186,7 @@ function rowOperandCount(p: GroupedGemmProblem): number {
   return n;
 }
 
-class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
+export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly epilogue: string;
   /** Each expert's fusion (undefined: a plain float GEMM with the eltwise epilogue). */
   private readonly fusions: (GemmFusion | undefined)[];
@@ -246,11 +246,15 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     this.emptyOut = eng.createBuffer(16, 'grouped_gemm empty dst binding');
   }
 
-  task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
+  /**
+   * `afterDims` (webgpu:dynamic-quant's quantization passes) is recorded between the expert-dims pass and the
+   * experts' GEMMs: the runtime M_i checks then come first in the execution's errors, as on the cpu engine.
+   */
+  task(a: GroupedGemmArgs<GpuMemory>, afterDims?: () => void): StreamTask {
     // Planned at execute (buffer sizes are host facts): what no window can bind throws there.
     const ops = this.fusions.some((f) => f) ? rowOperands(this.p, a) : [];
     const runs = this.plan(a, ops);
-    return () => this.encode(a, ops, runs);
+    return () => this.encode(a, ops, runs, afterDims);
   }
 
   /** Expert i's kernel for capacity `cap` (windows: the tiled kernel, whose row windows split it). */
@@ -305,7 +309,7 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     });
   }
 
-  private encode(a: GroupedGemmArgs<GpuMemory>, ops: readonly RowOperand[], runs: readonly ExpertRun[]): void {
+  private encode(a: GroupedGemmArgs<GpuMemory>, ops: readonly RowOperand[], runs: readonly ExpertRun[], afterDims: (() => void) | undefined): void {
     const { p, eng } = this;
     eng.checkAlive();
     const G = p.G;
@@ -341,15 +345,11 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
     eng.writeParams(this.dimsParams, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, ops.length]));
     // The plan written last (equal to this one): its identity keys the bind-group cache.
     const groups = this.bindGroups(a, runs, this.lastPlan!, slot.binding);
-    eng.encode('grouped_gemm', (enc) => {
-      const pass = enc.beginComputePass({ label: 'grouped_gemm' });
-      pass.setPipeline(this.dimsPipe);
-      pass.setBindGroup(0, groups.dims);
-      pass.dispatchWorkgroups(1);
-      // One dispatch per expert (per row window past one binding): WGSL cannot index an array of
-      // buffers, so each expert binds its own. A small grid covers the expert's capacity (host-known):
-      // tiles at or past M_i (device-known) and those of other windows return at once; a larger one is
-      // the indirect grid of M_i's tiles.
+    // One dispatch per expert (per row window past one binding): WGSL cannot index an array of
+    // buffers, so each expert binds its own. A small grid covers the expert's capacity (host-known):
+    // tiles at or past M_i (device-known) and those of other windows return at once; a larger one is
+    // the indirect grid of M_i's tiles.
+    const experts = (pass: GPUComputePassEncoder): void => {
       let current: GPUComputePipeline | undefined;
       for (let i = 0; i < G; i++) {
         const r = runs[i];
@@ -363,6 +363,20 @@ class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
           else pass.dispatchWorkgroupsIndirect(this.args, i * EXPERT_ARGS_WORDS * 4);
         }
       }
+    };
+    eng.encode('grouped_gemm', (enc) => {
+      const pass = enc.beginComputePass({ label: 'grouped_gemm' });
+      pass.setPipeline(this.dimsPipe);
+      pass.setBindGroup(0, groups.dims);
+      pass.dispatchWorkgroups(1);
+      if (!afterDims) experts(pass);
+      pass.end();
+    });
+    if (!afterDims) return;
+    afterDims();
+    eng.encode('grouped_gemm', (enc) => {
+      const pass = enc.beginComputePass({ label: 'grouped_gemm experts' });
+      experts(pass);
       pass.end();
     });
   }

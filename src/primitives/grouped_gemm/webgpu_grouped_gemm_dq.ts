@@ -1,11 +1,12 @@
 /**
  * Dynamic int8 activations (`attr.setDynamicQuantization(ARG.SRC, dt.s8)`, rfcs/0006) on Proposal #3 on the gpu
  * engine: one execution records, in order and with nothing read back in between,
+ *   0. the GEMM's expert-dims pass (webgpu_grouped_gemm.ts): every M_i checked first, as on the cpu engine;
  *   1. per expert with rows of capacity, quant-rows-s8 (the dynamic_quant kernel, kernels/wgsl/quant_rows.ts):
  *      its first M_i src rows to s8 with one f32 scale each, M_i read on the device (rows past it never read),
  *      into a workspace of its own (dense rows of K_i bytes, and the scales), the cpu engine's codes and scales
  *      bit for bit;
- *   2. the webgpu grouped_gemm (webgpu_grouped_gemm.ts) of those s8 rows with per-row src scales: the cpu's
+ *   2. the experts' GEMMs of the webgpu grouped_gemm on those s8 rows with per-row src scales: the cpu's
  *      inner problem (wasm_grouped_gemm_dq.ts innerProblem) with the caller's weights, scales and post-ops.
  * The integer products are exact on both engines; the float epilogue may round in another order than the
  * cpu's, so the engines agree within tolerance, not bit for bit (as matmul's :dq, webgpu_dynamic_quant.ts).
@@ -26,7 +27,7 @@ import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from '.
 import type { Expert, GroupedGemmProblem } from './problem.js';
 import { DIMS_ERR, gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
 import { innerProblem } from './wasm_grouped_gemm_dq.js';
-import { webgpuGroupedGemm } from './webgpu_grouped_gemm.js';
+import { WebgpuGroupedGemmExecutor, webgpuGroupedGemm } from './webgpu_grouped_gemm.js';
 
 /**
  * Expert i's quantization pass over `cap` rows of capacity. Its src is read as a grouped src of i groups
@@ -73,18 +74,18 @@ interface Workspace {
 
 class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly inner: GroupedGemmProblem;
-  private readonly gemm: GroupedGemmExecutor<GpuMemory>;
+  private readonly gemm: WebgpuGroupedGemmExecutor;
   /** Per expert, rebuilt when its capacity (a host fact: its src / dst buffers' sizes) changes. */
   private readonly ws: (Workspace | undefined)[];
 
   constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
     this.inner = innerProblem(p);
-    this.gemm = webgpuGroupedGemm.createExecutor(this.inner, eng);
+    this.gemm = new WebgpuGroupedGemmExecutor(this.inner, eng);
     this.ws = p.experts.map(() => undefined);
   }
 
   destroy(): void {
-    this.gemm.destroy?.();
+    this.gemm.destroy();
     this.ws.forEach((w) => w && free(w));
   }
 
@@ -121,12 +122,9 @@ class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
       if (buf.size > max) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: dynamic quantization reads src as one storage binding; its buffer of ${buf.size} bytes exceeds maxStorageBufferBindingSize ${max} bytes`);
       quants.push(w.quant.run({ src: view(a.src[i], w.qp.src, [buf, a.runtimeDims.buffers[0]]), dst: w.codes, scales: w.scales }));
     });
-    quants.push(this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } }));
-    return () => {
-      let r: ReturnType<StreamTask> = undefined as ReturnType<StreamTask>;
-      for (const t of quants) r = r instanceof Promise ? r.then(t) : t();
-      return r;
-    };
+    // The quantization passes go after the GEMM's expert-dims pass (its M_i checks first among the errors, as on
+    // the cpu engine) and before the experts' GEMMs. (A webgpu pass only records: no promise to wait for.)
+    return this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } }, () => quants.forEach((q) => void q()));
   }
 }
 
