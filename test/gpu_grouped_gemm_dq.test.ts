@@ -17,14 +17,14 @@ let gpu: GpuEngine;
 let cpu: Engine;
 useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
-/** Expert i: K, N, its rows M_i; its src / dst allocations hold M_i + 2 rows (NaN src rows past M_i). */
-interface Ex { readonly K: number; readonly N: number; readonly rows: number }
+/** Expert i: K, N, its rows M_i; its src / dst allocations hold `cap` rows (default M_i + 2: NaN src rows past M_i). */
+interface Ex { readonly K: number; readonly N: number; readonly rows: number; readonly cap?: number }
 interface Data { readonly x: Float32Array[]; readonly w: Float64Array[]; readonly sc: Float32Array[] }
 /** Weights type and scales: per column (blk 0) or in K blocks of `blk`, of type `sdt` (f32 by default). */
 interface Wt { readonly wdt: DataType; readonly blk: number; readonly sdt?: DataType }
 const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
 const SENTINEL = 12345;
-const capOf = (e: Ex): number => e.rows + 2;
+const capOf = (e: Ex): number => e.cap ?? e.rows + 2;
 
 /** A normal f8_e4m3 value near 64 v (v in [0.001, 0.021]: exponents -4..0, 3 mantissa bits kept). */
 function e4m3Normal(v: number): number {
@@ -67,17 +67,19 @@ function setup(eng: Engine | GpuEngine, strm: Stream, ex: readonly Ex[], wt: Wt,
   const mems: (Memory | GpuMemory)[] = [], dsts: (Memory | GpuMemory)[] = [];
   const args: Record<number, Memory | GpuMemory> = {};
   const gpuKind = eng instanceof GpuEngine;
-  // A runtime-rows view of a plain memory (its buffer or handle).
-  const rows = (md: ReturnType<typeof memory.desc>, m: Memory | GpuMemory): Memory | GpuMemory => (gpuKind ? Memory.create(md, eng, (m as GpuMemory).buffers[0]) : Memory.create(md, eng, (m as Memory).handles[0]));
+  // A runtime-rows view of `bytes` of a plain memory (its buffer or handle).
+  const rows = (md: ReturnType<typeof memory.desc>, m: Memory | GpuMemory, bytes: number): Memory | GpuMemory => (gpuKind
+    ? Memory.create(md, eng, (m as GpuMemory).buffers[0], { capacityBytes: bytes }) : Memory.create(md, eng, (m as Memory).handles[0], { capacityBytes: bytes }));
   ex.forEach((e, g) => {
     const cap = capOf(e);
     const xs = new Float32Array(cap * e.K).fill(Number.NaN);
     xs.set(d.x[g]);
-    const src = Memory.create(memory.desc([cap, e.K], dt.f32, tag.ab), eng).write(xs);
-    const dst = Memory.create(memory.desc([cap, e.N], dt.f32, tag.ab), eng).write(new Float32Array(cap * e.N).fill(SENTINEL));
+    // (no rows of capacity: a 1-row allocation seen as 0 rows)
+    const src = Memory.create(memory.desc([Math.max(cap, 1), e.K], dt.f32, tag.ab), eng).write(cap ? xs : new Float32Array(e.K));
+    const dst = Memory.create(memory.desc([Math.max(cap, 1), e.N], dt.f32, tag.ab), eng).write(new Float32Array(Math.max(cap, 1) * e.N).fill(SENTINEL));
     const user = Memory.create(memory.desc([e.K, e.N], wdt, tag.ab), eng).write(d.w[g]);
     const scales = Memory.create(pd.queryMd('scales:weights', g)!, eng).write(d.sc[g]);
-    const sv = rows(srcMds[g], src), dv = rows(dstMds[g], dst);
+    const sv = rows(srcMds[g], src, cap * e.K * 4), dv = rows(dstMds[g], dst, cap * e.N * 4);
     mems.push(sv, dv, src, dst, user, scales);
     dsts.push(dst);
     const wmd = pd.queryMd('weights', g)!;
@@ -160,6 +162,8 @@ describe('dynamic int8 activations on the gpu engine (grouped_gemm :dq, Proposal
   it('experts of different K and N (per-column scales; K blocks of 32 on K multiples of 32)', async () => {
     await compare([{ K: 64, N: 24, rows: 7 }, { K: 160, N: 8, rows: 0 }, { K: 99, N: 40, rows: 3 }], { wdt: dt.s8, blk: 0 }, 3, 's8 mixed');
     await compare([{ K: 64, N: 24, rows: 7 }, { K: 96, N: 24, rows: 0 }, { K: 32, N: 24, rows: 5 }], { wdt: dt.s4, blk: 32 }, 4, 's4 K-blocks mixed');
+    // an expert of no rows of capacity (never quantized nor dispatched), one whose rows fill its allocations
+    await compare([{ K: 64, N: 24, rows: 0, cap: 0 }, { K: 99, N: 40, rows: 3, cap: 3 }], { wdt: dt.s8, blk: 0 }, 8, 's8 no capacity');
   });
 
   it('a second execution with other M_i reuses the workspace; a bad M_i (dst untouched) and a NaN row are raised at wait()', async () => {
