@@ -5,8 +5,10 @@
  *   npx tsx bench/p3_dq_host.ts [--workload=decode-e256|decode-e64] [--steps=200] [--rows=p1,p3,p1dq,p3dq]
  * `--rows=p3dq` alone, under `node --cpu-prof --import tsx`, profiles the P#3 `:dq` step. `--host-only`: every
  * wasm job returns at once after setup (outputs not computed), so a step times the host side alone.
+ * `--execute-only`: the wall time of the primitives' execute calls alone (argument checks, the executor's host
+ * side, enqueue), in us, without the user code around them.
  */
-import { Engine, Memory, Stream, dt, memory, tag } from '../src/index.js';
+import { Engine, Memory, Stream, dt, grouped_gemm, matmul, memory, tag } from '../src/index.js';
 import { createP1 } from '../examples/p1-grouped-memory.js';
 import { createP3 } from '../examples/p3-pointer-array.js';
 import type { MoeShape, ProposalRunner } from '../examples/proposals_harness.js';
@@ -54,6 +56,19 @@ if (process.argv.includes('--host-only')) {
   if (!k) throw new Error('--host-only: no kernels in the calling thread');
   Object.defineProperty(eng, 'kernels', { value: { ...k, run_job: (): number => 0 } });
 }
+const executeOnly = process.argv.includes('--execute-only');
+let inExecute = 0;
+if (executeOnly) {
+  // (bench only: the execute methods timed in place)
+  for (const proto of [matmul.Primitive.prototype, grouped_gemm.Primitive.prototype] as { execute(...a: unknown[]): void }[]) {
+    const execute = proto.execute;
+    proto.execute = function (this: unknown, ...a: unknown[]): void {
+      const t = performance.now();
+      execute.apply(this, a);
+      inExecute += performance.now() - t;
+    };
+  }
+}
 const tokens = new Float32Array(shape.capacity * w.K);
 fillRandom(tokens, 17);
 const cpu = (): number => {
@@ -65,11 +80,13 @@ for (let s = 0; s < steps + 5; s++) {
   for (const r of runs) {
     r.run.srcValues.set(tokens);
     const t = cpu();
+    inExecute = 0;
     r.run.step(routing);
     await strm.wait();
-    if (s >= 5) r.ms.push(cpu() - t);
+    if (s >= 5) r.ms.push(executeOnly ? inExecute * 1000 : cpu() - t);
   }
 }
 const median = (a: number[]): number => [...a].sort((x, y) => x - y)[a.length >> 1];
-console.log(`${wl}, ${steps} steps${process.argv.includes('--host-only') ? ', host only' : ''}, process CPU ms per step (median): ${runs.map((r) => `${r.name} ${median(r.ms).toFixed(3)}`).join('  ')}`);
+const what = executeOnly ? 'execute calls alone, wall us per step' : 'process CPU ms per step';
+console.log(`${wl}, ${steps} steps${process.argv.includes('--host-only') ? ', host only' : ''}, ${what} (median): ${runs.map((r) => `${r.name} ${median(r.ms).toFixed(executeOnly ? 1 : 3)}`).join('  ')}`);
 eng.release();

@@ -4,7 +4,7 @@
  * integer kernels take every e2m1 value v as the exact integer 2 v (in [-12, 12]) and put the 0.5 into the
  * weights scales (a power of two: exact). The reference models that independently of src/: each src row
  * to s8 (s = f32(amax / 127), q = round-half-even(x / s) in float64), exact integer sums of q x 2 v, then
- * the epilogue's f32 roundings in their order (dynamic_int8_matmul.test.ts) with the scale s' = 0.5 s:
+ * the epilogue's f32 roundings in their order (dqReference, dynamic_int8_runner.ts) with the scale s' = 0.5 s:
  * per-column f32(f32(f32(acc) * s_row) * s'_col); K blocks F = f32(f32(acc_0) * s'_0), F = f32(F +
  * f32(f32(acc_b) * s'_b)), then f32(F * s_row); bias last. Bits must match exactly on SIMD128 and relaxed
  * builds (with and without the relaxed dot), at 1 and 2 threads.
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARG, Engine, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, tag, type DataType } from '../src/index.js';
 import { expectDnnlError, expectF32Bits } from './helpers.js';
 import { mulberry32 } from './workloads.js';
-import { dqEngines, quantizeRows, runDqMatmul } from './dynamic_int8_runner.js';
+import { dqEngines, dqReference, runDqMatmul } from './dynamic_int8_runner.js';
 
 const f32 = Math.fround;
 /** The e2m1 values of codes 0..15 (code 8 is -0). */
@@ -52,41 +52,12 @@ function scaleValue(r: () => number, sdt: DataType | undefined): number {
   return f32(0.001 + r() * 0.02);
 }
 
+/** dqReference with the kernels' integers: 2 v for e2m1, with its 0.5 in the scale; the value for s4. */
 function reference(c: Case, x: Float32Array, codes: Uint8Array, sc: Float32Array, bias: Float32Array | undefined): Float32Array {
-  const T = c.sizes.reduce((a, b) => a + b, 0), { K, N } = c, { blk } = SCHEME[c.scheme];
-  const { q, s } = quantizeRows(x, T, K);
-  const out = new Float32Array(T * N);
-  const nb = blk ? Math.ceil(K / blk) : 1;
-  // the kernels' integers: 2 v for e2m1 (with 0.5 in the scale), the value for s4
-  const half0 = c.s4 ? 1 : 0.5;
-  const w2 = (g: number, k: number, n: number): number => codeValue(c, codes[(g * K + k) * N + n]) / half0;
-  let r0 = 0;
-  c.sizes.forEach((rows, g) => {
-    for (let r = r0; r < r0 + rows; r++) {
-      for (let n = 0; n < N; n++) {
-        let y: number;
-        if (!blk) {
-          let acc = 0;
-          for (let k = 0; k < K; k++) acc += q[r * K + k] * w2(g, k, n);
-          const half = c.scheme === 'none' ? half0 : half0 * sc[g * N + n];
-          y = f32(f32(f32(acc) * s[r]) * half);
-        } else {
-          let F = 0;
-          for (let b = 0; b < nb; b++) {
-            let acc = 0;
-            for (let k = b * blk; k < Math.min(K, (b + 1) * blk); k++) acc += q[r * K + k] * w2(g, k, n);
-            const p = f32(f32(acc) * (half0 * sc[(g * nb + b) * N + n]));
-            F = b === 0 ? p : f32(F + p);
-          }
-          y = f32(F * s[r]);
-        }
-        if (bias) y = f32(y + bias[g * N + n]);
-        out[r * N + n] = y;
-      }
-    }
-    r0 += rows;
-  });
-  return out;
+  const { K, N } = c, { blk } = SCHEME[c.scheme], nb = blk ? Math.ceil(K / blk) : 1;
+  const half = c.s4 ? 1 : 0.5;
+  return dqReference({ ...c, blk }, x, (g, k, n) => codeValue(c, codes[(g * K + k) * N + n]) / half,
+    (g, b, n) => (c.scheme === 'none' ? half : half * sc[(g * nb + b) * N + n]), bias);
 }
 
 async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ got: Float32Array; want: Float32Array; impl: string; wmd: string }> {

@@ -1,7 +1,7 @@
 /**
  * Issue 19 item 3 (rfcs/0006): `attr.setDynamicQuantization(ARG.SRC, dt.s8)` on weight-only s8 / u8 /
- * s4 / u4 matmuls. The reference below models the quantization exactly, independently of src/: each src
- * row to s8 (s = f32(amax / 127), q = round-half-even(x / s) in float64), exact integer sums, then the
+ * s4 / u4 matmuls. The reference (dqIntReference, dynamic_int8_runner.ts) models the quantization
+ * exactly, independently of src/: each src row to s8 (s = f32(amax / 127), q = round-half-even(x / s) in float64), exact integer sums, then the
  * f32 roundings of the kernels' epilogue in their order — per-column scales: f32(f32(f32(acc) * s_row) *
  * s_col); K-block scales: F = f32(f32(acc_0) * s_0), F = f32(F + f32(f32(acc_b) * s_b)) in block order,
  * then f32(F * s_row); bias last. The kernels must give these bits exactly (no 1-ulp allowance), on

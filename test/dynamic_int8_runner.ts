@@ -1,6 +1,6 @@
 /* The matmul tests of dynamic int8 activations (attr.setDynamicQuantization, `:dq`) share the model of the row
-   quantization, their engine matrix and one runner (pd, weights reorder, P#1 / P#2 arguments, read back);
-   each test file keeps its own data and float64 reference. */
+   quantization, the float64 reference (dqReference), their engine matrix and one runner (pd, weights reorder,
+   P#1 / P#2 arguments, read back); each test file keeps its own data. */
 import { mulberry32 } from './workloads.js';
 import { ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, matmul, memory, reorder, tag, type DataType, type MemoryDesc } from '../src/index.js';
 
@@ -26,8 +26,15 @@ export function quantizeRows(x: Float32Array, rows: number, K: number): { q: Int
   return { q, s };
 }
 
-/** dst of the reference for rows grouped by `sizes`, weights [E, K, N], scales [E, N] or [E, ceil(K / blk), N]. */
-export function dqIntReference(c: { readonly sizes: readonly number[]; readonly K: number; readonly N: number; readonly blk: number }, x: Float32Array, w: Float64Array, sc: Float32Array, bias: Float32Array | undefined): Float32Array {
+/**
+ * The float64 model of a `:dq` matmul's dst, rows grouped by `sizes`: each row to s8 (quantizeRows), exact
+ * integer sums of q x value(g, k, n) (the integer the kernels multiply), then the epilogue's f32 roundings in
+ * their order with scale(g, b, n), the weights scale of K block b (b = 0 per column): per column
+ * f32(f32(f32(acc) * s_row) * scale); K blocks F = f32(f32(acc_0) * scale_0), F = f32(F + f32(f32(acc_b) *
+ * scale_b)), then f32(F * s_row); bias [E, N] last.
+ */
+export function dqReference(c: { readonly sizes: readonly number[]; readonly K: number; readonly N: number; readonly blk: number }, x: Float32Array,
+  value: (g: number, k: number, n: number) => number, scale: (g: number, b: number, n: number) => number, bias: Float32Array | undefined): Float32Array {
   const T = c.sizes.reduce((a, b) => a + b, 0), { K, N, blk } = c;
   const { q, s } = quantizeRows(x, T, K);
   const out = new Float32Array(T * N);
@@ -39,14 +46,14 @@ export function dqIntReference(c: { readonly sizes: readonly number[]; readonly 
         let y: number;
         if (!blk) {
           let acc = 0;
-          for (let k = 0; k < K; k++) acc += q[r * K + k] * w[(g * K + k) * N + n];
-          y = f32(f32(f32(acc) * s[r]) * sc[g * N + n]);
+          for (let k = 0; k < K; k++) acc += q[r * K + k] * value(g, k, n);
+          y = f32(f32(f32(acc) * s[r]) * scale(g, 0, n));
         } else {
           let F = 0;
           for (let b = 0; b < nb; b++) {
             let acc = 0;
-            for (let k = b * blk; k < Math.min(K, (b + 1) * blk); k++) acc += q[r * K + k] * w[(g * K + k) * N + n];
-            const p = f32(f32(acc) * sc[(g * nb + b) * N + n]);
+            for (let k = b * blk; k < Math.min(K, (b + 1) * blk); k++) acc += q[r * K + k] * value(g, k, n);
+            const p = f32(f32(acc) * scale(g, b, n));
             F = b === 0 ? p : f32(F + p);
           }
           y = f32(F * s[r]);
@@ -58,6 +65,12 @@ export function dqIntReference(c: { readonly sizes: readonly number[]; readonly 
     r0 += rows;
   });
   return out;
+}
+
+/** dqReference of integer weights [E, K, N] with scales [E, N] or [E, ceil(K / blk), N]. */
+export function dqIntReference(c: { readonly sizes: readonly number[]; readonly K: number; readonly N: number; readonly blk: number }, x: Float32Array, w: Float64Array, sc: Float32Array, bias: Float32Array | undefined): Float32Array {
+  const { K, N, blk } = c, nb = blk ? Math.ceil(K / blk) : 1;
+  return dqReference(c, x, (g, k, n) => w[(g * K + k) * N + n], (g, b, n) => sc[(g * nb + b) * N + n], bias);
 }
 
 /** |got - want| within the float epilogue's rounding (the gpu engine's against the model or the cpu's): a few f32

@@ -93,6 +93,15 @@ export class GpuMemory {
     return mem;
   }
 
+  /**
+   * @internal `m`'s engine seen with another descriptor and buffers, owning nothing (no checks, not counted): an
+   * executor's view of its workspace. A new object of GpuMemory's own shape, unlike an `Object.create(m)` view,
+   * which turns `m` into a V8 prototype (slow-mode: every later property read of it slower).
+   */
+  static view(m: GpuMemory, desc: MemoryDesc, buffers: GPUBuffer[], byteSizes: number[]): GpuMemory {
+    return new GpuMemory(desc, m.engine, buffers, byteSizes, buffers.map(() => false));
+  }
+
   /** Same meaning as the cpu `Memory.handles`: the buffers, for sharing an offsets buffer between src and dst. */
   get handles(): readonly GPUBuffer[] {
     return this.buffers;

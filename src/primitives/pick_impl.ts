@@ -11,16 +11,24 @@ export interface ListedImpl<P, E> {
 export const NOT_THIS_FEATURE = '';
 
 /**
- * The first implementation of `list` (the engine kind's ordered list) that accepts the problem, or
- * `unimplemented` with every reason. On a gpu engine the list holds WebGPU kernels only: the reference
- * never runs silently there.
+ * The first implementation of `list` that `reject` accepts (undefined), or `unimplemented` with the primitive's
+ * `message` around every reason ("name: why", joined by '; '; NOT_THIS_FEATURE ones left out). Every pd picks
+ * its implementation here.
  */
-export function pickImpl<P, E extends { readonly kind: string }, I extends ListedImpl<P, E>>(what: string, list: readonly I[], p: P, engine: E): I {
+export function firstImpl<I extends { readonly name: string }>(list: readonly I[], reject: (impl: I) => string | undefined, message: (reasons: string) => string): I {
   const reasons: string[] = [];
   for (const impl of list) {
-    const why = impl.reject(p, engine);
+    const why = reject(impl);
     if (why === undefined) return impl;
     if (why !== NOT_THIS_FEATURE) reasons.push(`${impl.name}: ${why}`);
   }
-  throw new DnnlError('unimplemented', `${what}: no implementation${engine.kind === 'gpu' ? ' on the gpu engine' : ''} (${reasons.join('; ')})`);
+  throw new DnnlError('unimplemented', message(reasons.join('; ')));
+}
+
+/**
+ * firstImpl of `list` (the engine kind's ordered list) with the common message. On a gpu engine the list holds
+ * WebGPU kernels only: the reference never runs silently there.
+ */
+export function pickImpl<P, E extends { readonly kind: string }, I extends ListedImpl<P, E>>(what: string, list: readonly I[], p: P, engine: E): I {
+  return firstImpl(list, (impl) => impl.reject(p, engine), (reasons) => `${what}: no implementation${engine.kind === 'gpu' ? ' on the gpu engine' : ''} (${reasons})`);
 }

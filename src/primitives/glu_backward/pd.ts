@@ -1,4 +1,5 @@
 import { check, checkImpl } from '../../common/status.js';
+import { firstImpl } from '../pick_impl.js';
 import { checkOptionKeys, optionKeys } from '../../common/option_keys.js';
 import { countPdTime } from '../../common/census.js';
 import { created } from '../../runtime/live_engine.js';
@@ -71,18 +72,10 @@ export class PrimitiveDesc {
     created('primitive_desc', engine);
     this.engine = engine;
     this.problem = PrimitiveDesc.init(engine, diffSrc, diffDst, src, options);
-    const reasons: string[] = [];
-    let chosen: GluBackwardImpl | undefined;
-    for (const impl of gluBackwardImplList) {
-      const why = impl.reject(this.problem, engine);
-      if (why === undefined) { chosen = impl; break; }
-      reasons.push(`${impl.name}: ${why}`);
-    }
-    checkImpl(chosen !== undefined, `${FN}: no implementation (${reasons.join('; ')})`);
-    this.impl = chosen!;
+    const p = this.problem;
+    this.impl = firstImpl(gluBackwardImplList, (i) => i.reject(p, engine), (reasons) => `${FN}: no implementation (${reasons})`);
     const ms = now() - t0;
     countPdTime(ms);
-    const p = this.problem;
     verboseLine('create', [FN, this.implInfo, 'undef', `src:${p.src} diff_dst:${p.diffDst} diff_src:${p.diffSrc}${p.prob ? ` prob:${p.prob}` : ''}`, '',
       `${p.alg}:${p.layout}:${p.alpha}:${p.limit}`, `r${p.R}i${p.N}g${p.G}`, ms.toFixed(4)]);
   }

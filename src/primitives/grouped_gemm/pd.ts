@@ -1,4 +1,4 @@
-import { DnnlError, check, checkImpl } from '../../common/status.js';
+import { check, checkImpl } from '../../common/status.js';
 import { isRuntime } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { countPdTime } from '../../common/census.js';
@@ -18,7 +18,7 @@ import {
 } from '../../attr/fusion.js';
 import { EXPERT_QUANT_ARG_ID } from './problem.js';
 import { QUANT_ARGS } from '../../attr/fusion.js';
-import { NOT_THIS_FEATURE } from '../pick_impl.js';
+import { firstImpl } from '../pick_impl.js';
 
 /** The attribute ids of grouped_gemm scales / zero points: one setting for every expert. */
 
@@ -90,13 +90,8 @@ export class PrimitiveDesc {
 
   /** The first implementation of the engine kind's ordered list that accepts the problem, with its weights layout bound to the engine. */
   private static pick<E, I extends GroupedGemmImpl<E, unknown>>(list: readonly I[], p: GroupedGemmProblem, engine: E): { impl: I; weightsLayout(e: Expert): MemoryDesc } {
-    const reasons: string[] = [];
-    for (const impl of list) {
-      const why = impl.reject(p, engine);
-      if (why === undefined) return { impl, weightsLayout: (e) => impl.weightsLayout(e, engine) };
-      if (why !== NOT_THIS_FEATURE) reasons.push(`${impl.name}: ${why}`);
-    }
-    throw new DnnlError('unimplemented', `grouped_gemm: no implementation on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons.join('; ')})`);
+    const impl = firstImpl(list, (i) => i.reject(p, engine), (reasons) => `grouped_gemm: no implementation on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons})`);
+    return { impl, weightsLayout: (e) => impl.weightsLayout(e, engine) };
   }
 
   private static expert(i: number, src: MemoryDesc, wei: MemoryDesc, dst: MemoryDesc, attr: PrimitiveAttr): Expert {

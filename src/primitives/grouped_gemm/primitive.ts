@@ -33,6 +33,12 @@ export class Primitive {
   private readonly life: Lifetime;
   /** Per argument id, the last memory descriptor found equal to the expected one (the comparison is per expert, per execute). */
   private readonly matched = new Map<number, MemoryDesc>();
+  /** Per kind, the scale / zero-point ids execute refuses (an operand the pd has not for that expert, or one the
+   * packed weights hold): one loop of lookups (5 x G at :dq) before the per-argument checks, which run only
+   * when one is given, to throw the first error in their order. */
+  private readonly refused: Readonly<Record<'scales' | 'zeroPoints', Int32Array>>;
+  /** Per kind, the arguments some expert has that operand of. */
+  private readonly taken: Readonly<Record<'scales' | 'zeroPoints', readonly QuantArg[]>>;
 
   constructor(pd: PrimitiveDesc) {
     created('primitive', pd.engine);
@@ -42,6 +48,14 @@ export class Primitive {
     const eng = pd.engine;
     const executor = (eng.kind === 'gpu' ? (pd.impl as GpuGroupedGemmImpl).createExecutor(pd.problem, eng) : (pd.impl as GroupedGemmImpl).createExecutor(pd.problem, eng)) as GroupedGemmExecutor<AnyMemory>;
     this.executor = executor;
+    const p = pd.problem;
+    const refused = (base: number, kind: 'scales' | 'zeroPoints'): Int32Array => Int32Array.from(QUANT_ARGS.flatMap((arg) => {
+      const packed = arg === 'weights' && p.experts.some((e) => e.fusion[kind][arg]) && p.experts[0].weights.packed?.quant?.[kind] !== undefined;
+      return p.experts.flatMap((e, i) => (packed || !e.fusion[kind][arg] ? [base | (EXPERT_QUANT_ARG_ID[arg] + i)] : []));
+    }));
+    this.refused = { scales: refused(ARG.ATTR_SCALES, 'scales'), zeroPoints: refused(ARG.ATTR_ZERO_POINTS, 'zeroPoints') };
+    const taken = (kind: 'scales' | 'zeroPoints'): QuantArg[] => QUANT_ARGS.filter((arg) => p.experts.some((e) => e.fusion[kind][arg]));
+    this.taken = { scales: taken('scales'), zeroPoints: taken('zeroPoints') };
     this.life = new Lifetime(this, { release: () => executor.destroy?.() });
   }
 
@@ -76,17 +90,20 @@ export class Primitive {
     };
     const quant = (base: number, kind: 'scales' | 'zeroPoints'): Partial<Record<QuantArg, (AnyMemory | undefined)[]>> => {
       const out: Partial<Record<QuantArg, (AnyMemory | undefined)[]>> = {};
-      for (const arg of QUANT_ARGS) {
+      const ids = this.refused[kind];
+      let given = false;
+      for (let j = 0; j < ids.length && !given; j++) given = args[ids[j]] !== undefined;
+      for (const arg of given ? QUANT_ARGS : this.taken[kind]) {
         // attr.setExpertScales may give some experts scales of an argument and not others. One the pd was
         // not told of would be ignored (a result off by the scale, silently): refused.
-        p.experts.forEach((e, i) => {
+        if (given) p.experts.forEach((e, i) => {
           const id = base | (EXPERT_QUANT_ARG_ID[arg] + i);
           if (!e.fusion[kind][arg] && args[id] !== undefined) check(false, `grouped_gemm.execute: ${argName(id)} was given but the pd has no ${arg} ${kind === 'scales' ? 'scales' : 'zero points'} for expert ${i} (attr.${kind === 'scales' ? 'setScales' : 'setZeroPoints'} or setExpertScales at pd creation)`);
         });
         if (!p.experts.some((e) => e.fusion[kind][arg])) continue;
         if (arg === 'weights' && p.experts[0].weights.packed?.quant?.[kind]) {
           // Stored in the experts' packed weights (x8 / x4 +q): a second copy would be ignored, so refuse it.
-          p.experts.forEach((_e, i) => {
+          if (given) p.experts.forEach((_e, i) => {
             const id = base | (ARG.MULTIPLE_WEIGHTS + i);
             if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `grouped_gemm.execute: ${argName(id)} must not be given: the weights' ${kind === 'scales' ? 'scales' : 'zero points'} are stored in the packed weights (${p.experts[i].weights.packed?.name}+q, filled by the reorder); to pass them at execution use plain weights or a packed descriptor without them`);
           });

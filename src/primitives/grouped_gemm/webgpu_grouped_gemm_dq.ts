@@ -20,7 +20,6 @@ import type { Executor } from '../../runtime/lifetime.js';
 import { FLOAT_TYPES } from '../../attr/fusion.js';
 import { webgpuDynamicQuant, type GpuDynamicQuantArgs } from '../dynamic_quant/webgpu_dynamic_quant.js';
 import type { DynamicQuantProblem } from '../dynamic_quant/pd.js';
-import { view } from '../matmul/webgpu_dynamic_quant.js';
 import { dqNonFiniteExpertRow } from '../matmul/dq_errors.js';
 import { NOT_THIS_FEATURE } from '../pick_impl.js';
 import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from './impl_list.js';
@@ -120,7 +119,7 @@ class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
       if (cap === 0) return;
       const buf = a.src[i].buffers[0];
       if (buf.size > max) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: dynamic quantization reads src as one storage binding; its buffer of ${buf.size} bytes exceeds maxStorageBufferBindingSize ${max} bytes`);
-      quants.push(w.quant.run({ src: view(a.src[i], w.qp.src, [buf, a.runtimeDims.buffers[0]]), dst: w.codes, scales: w.scales }));
+      quants.push(w.quant.run({ src: GpuMemory.view(a.src[i], w.qp.src, [buf, a.runtimeDims.buffers[0]], [a.src[i].byteSizes[0], a.runtimeDims.byteSizes[0]]), dst: w.codes, scales: w.scales }));
     });
     // The quantization passes go after the GEMM's expert-dims pass (its M_i checks first among the errors, as on
     // the cpu engine) and before the experts' GEMMs. (A webgpu pass only records: no promise to wait for.)

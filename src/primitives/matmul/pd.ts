@@ -18,7 +18,7 @@ import {
 } from '../../attr/fusion.js';
 import { MATMUL_QUANT_ARG_ID } from './problem.js';
 import { QUANT_ARGS } from '../../attr/fusion.js';
-import { NOT_THIS_FEATURE } from '../pick_impl.js';
+import { firstImpl } from '../pick_impl.js';
 
 /** The ids of the arguments that take scales / zero points. */
 
@@ -89,13 +89,8 @@ export class PrimitiveDesc {
 
   /** The first implementation of the engine kind's ordered list that accepts the problem, and its weights layout. */
   private static pick<E, I extends MatmulImpl<E, unknown>>(list: readonly I[], p: MatmulProblem, engine: E): { impl: I; weights: MemoryDesc } {
-    const reasons: string[] = [];
-    for (const impl of list) {
-      const why = impl.reject(p, engine);
-      if (why === undefined) return { impl, weights: p.weights.format === 'any' ? impl.weightsLayout(p, engine) : p.weights };
-      if (why !== NOT_THIS_FEATURE) reasons.push(`${impl.name}: ${why}`);
-    }
-    throw new DnnlError('unimplemented', `matmul: no implementation for ${problemString(p)} on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons.join('; ')})`);
+    const impl = firstImpl(list, (i) => i.reject(p, engine), (reasons) => `matmul: no implementation for ${problemString(p)} on the ${(engine as { kind?: string }).kind ?? 'cpu'} engine (${reasons})`);
+    return { impl, weights: p.weights.format === 'any' ? impl.weightsLayout(p, engine) : p.weights };
   }
 
   /** Validation rules, one per line, in the order oneDNN's `init()` would check them. */

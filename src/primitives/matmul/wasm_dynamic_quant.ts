@@ -11,7 +11,6 @@
  */
 import { tagToStrides } from '../../memory/format_tag.js';
 import { MemoryDesc } from '../../memory/desc.js';
-import type { Memory } from '../../memory/memory.js';
 import { packedLowpWeightsDesc, PACKED_X4, X4_TYPES, X8_TYPES } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 import { DnnlError } from '../../common/status.js';
@@ -23,7 +22,7 @@ import { KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT } from '../../kernels/quant_rows
 import type { MatmulArgs, MatmulExecutor, MatmulImpl } from './impl.js';
 import type { MatmulProblem } from './problem.js';
 import { dqNonFiniteRow, dqOffsetsError } from './dq_errors.js';
-import { WasmMatmulExecutor, kernelName, lowpSuffix, matmulRoles, wasmMatmul } from './wasm_matmul.js';
+import { WasmMatmulExecutor, kernelName, type WorkspaceSrc, lowpSuffix, matmulRoles, wasmMatmul } from './wasm_matmul.js';
 import { NOT_THIS_FEATURE } from '../pick_impl.js';
 
 /** Weights the integer kernels take: the integer types, and f4_e2m1 as the integers 2 v (exact in [-12, 12]
@@ -118,6 +117,7 @@ class DynamicQuantExecutor implements MatmulExecutor {
   private readonly q: number;
   private readonly s: number;
   private readonly rows: number;
+  private readonly own: WorkspaceSrc;
 
   constructor(p: MatmulProblem, engine: Engine) {
     this.p = p;
@@ -130,6 +130,7 @@ class DynamicQuantExecutor implements MatmulExecutor {
     this.rows = srcRows(p);
     this.q = engine.alloc(Math.max(this.rows * p.K, 16));
     this.s = engine.alloc(Math.max(this.rows * 4, 16));
+    this.own = { src: this.q, srcScales: this.s };
   }
 
   destroy(): void {
@@ -162,11 +163,8 @@ class DynamicQuantExecutor implements MatmulExecutor {
       if (s.code === 102) throw dqNonFiniteRow(s.index);
       throw new DnnlError('runtime_error', `matmul: quantization kernel status ${s.code}`);
     });
-    // The GEMM reads the workspace through views of the caller's memories (offsets and the rest unchanged).
-    const view = (m: Memory, h0: number): Memory => Object.create(m, { handles: { value: [h0, ...m.handles.slice(1)] } }) as Memory;
-    // Per-row scales of a grouped src share its offsets (the GEMM checks they are the same buffer).
-    const scalesMem = Object.create(a.src, { handles: { value: [this.s, ...a.src.handles.slice(1)] } }) as Memory;
-    const gemm = this.gemm.task({ ...a, src: view(a.src, this.q), scales: { ...a.scales, src: scalesMem } });
+    // The GEMM reads the workspace's rows and row scales (offsets and the rest: the caller's memories).
+    const gemm = this.gemm.task(a, this.own);
     return () => {
       const r = quant();
       return r instanceof Promise ? r.then(gemm) : gemm();

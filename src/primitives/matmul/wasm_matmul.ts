@@ -238,6 +238,17 @@ class BatchLaunchesExecutor implements MatmulExecutor {
   }
 }
 
+/**
+ * The quantized rows of a `:dq` execution (wasm_dynamic_quant.ts): the s8 rows' address, read as src's values
+ * (src's offsets stay the caller's), and their per-row scales' address, read as the src scales. Addresses rather
+ * than `Object.create` views of the caller's memories, which made those memories V8 prototypes (slow-mode
+ * objects: every later property read of them slower; the same fix as grouped_gemm's OwnRows).
+ */
+export interface WorkspaceSrc {
+  readonly src: number;
+  readonly srcScales: number;
+}
+
 export class WasmMatmulExecutor implements MatmulExecutor {
   private readonly p: MatmulProblem;
   private readonly engine: Engine;
@@ -274,7 +285,9 @@ export class WasmMatmulExecutor implements MatmulExecutor {
     this.reduce?.free();
   }
 
-  task(a: MatmulArgs): () => void | Promise<void> {
+  /** `own`: wasm_dynamic_quant.ts's workspace, read instead of src's values and as the per-row src scales
+   * (addresses, not views of the caller's memories: see WorkspaceSrc). */
+  task(a: MatmulArgs, own?: WorkspaceSrc): () => void | Promise<void> {
     const eng = this.engine;
     // Grouped values memories beyond src/dst carry their own offsets: validate all of them on the host
     // first (same rules and messages as the kernel's check and the reference).
@@ -284,10 +297,10 @@ export class WasmMatmulExecutor implements MatmulExecutor {
     };
     const gemm: () => void | Promise<void> = eng.pool ? () => {
       pre();
-      return eng.pool!.run(() => this.fill(a)).then(() => this.checkStatus(a));
+      return eng.pool!.run(() => this.fill(a, own)).then(() => this.checkStatus(a));
     } : () => {
       pre();
-      eng.kernels!.run_job(this.fill(a), 0);
+      eng.kernels!.run_job(this.fill(a, own), 0);
       this.checkStatus(a);
     };
     if (!this.reduce) return gemm;
@@ -306,7 +319,7 @@ export class WasmMatmulExecutor implements MatmulExecutor {
   }
 
   /** Writes the job for these arguments; runs when the job is next in line, so the scratch is free. */
-  private fill(a: MatmulArgs): number {
+  private fill(a: MatmulArgs, own: WorkspaceSrc | undefined): number {
     const p = this.p;
     const G = p.kind === 'dense' ? (p.batch.length ? p.batch[0] : 1) : p.G;
     const kc = this.plan.path === PATH.int ? KC_INT : KC;
@@ -334,7 +347,7 @@ export class WasmMatmulExecutor implements MatmulExecutor {
     this.set('scratch', scratch.ptr);
     this.set('scratch_stride', scratch.stride);
     this.set('nthreads', this.engine.threads);
-    this.set('src', a.src.handles[0]);
+    this.set('src', own ? own.src : a.src.handles[0]);
     this.set('wei', a.weights.handles[0]);
     this.set('dst', a.dst.handles[0]);
     this.set('dt_src', dt(p.src.dataType));
@@ -401,7 +414,7 @@ export class WasmMatmulExecutor implements MatmulExecutor {
     }
     if (this.plan.path === PATH.f32) writeEpilogue(this.i32, this.f32, p.attr);
     writeFused(this.i32, this.f32, this.plan, p.fusion, p.bias?.dataType,
-      (kind, arg) => ({ ptr: a[kind][arg]!.handles[0], table: false }),
+      (kind, arg) => ({ ptr: own && kind === 'scales' && arg === 'src' ? own.srcScales : a[kind][arg]!.handles[0], table: false }),
       (i) => ({ ptr: a.binary[i].handles[0], table: false }), p.weights.packed?.quant);
     const gb = p.fusion.gluBackward;
     if (gb) {

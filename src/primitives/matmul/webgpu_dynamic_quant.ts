@@ -96,19 +96,14 @@ class WebgpuDynamicQuantExecutor implements MatmulExecutor<GpuMemory> {
   task(a: MatmulArgs<GpuMemory>): StreamTask {
     const bound = rowBound(this.p);
     // The pass reads src's values, and the offsets that bound its rows (src's own, or the attribute's).
-    const qsrc = bound === 'attr' ? view(a.src, this.qp.src, [a.src.buffers[0], a.offsets!.buffers[0]]) : a.src;
+    const qsrc = bound === 'attr' ? GpuMemory.view(a.src, this.qp.src, [a.src.buffers[0], a.offsets!.buffers[0]], [a.src.byteSizes[0], a.offsets!.byteSizes[0]]) : a.src;
     const quant = this.quant.run({ src: qsrc, dst: this.codes, scales: this.scales });
     // The GEMM reads the workspace through a view of the caller's src (its offsets buffer unchanged).
-    const src = view(a.src, this.inner.src, [this.codes.buffers[0], ...a.src.buffers.slice(1)], [this.codes.byteSizes[0], ...a.src.byteSizes.slice(1)]);
+    const src = GpuMemory.view(a.src, this.inner.src, [this.codes.buffers[0], ...a.src.buffers.slice(1)], [this.codes.byteSizes[0], ...a.src.byteSizes.slice(1)]);
     const gemm = this.gemm.task({ ...a, src, scales: { ...a.scales, src: this.scales } });
     return () => {
       const r = quant();
       return r instanceof Promise ? r.then(gemm) : gemm();
     };
   }
-}
-
-/** `m` seen with another descriptor and buffers (no allocation, nothing owned; shared with grouped_gemm's :dq). */
-export function view(m: GpuMemory, desc: MemoryDesc, buffers: readonly GPUBuffer[], byteSizes: readonly number[] = m.byteSizes): GpuMemory {
-  return Object.create(m, { desc: { value: desc }, buffers: { value: buffers }, byteSizes: { value: byteSizes } }) as GpuMemory;
 }

@@ -1,4 +1,5 @@
-import { DnnlError, check } from '../../common/status.js';
+import { check } from '../../common/status.js';
+import { firstImpl } from '../pick_impl.js';
 import { countPdTime } from '../../common/census.js';
 import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
@@ -7,7 +8,6 @@ import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { PrimitiveDesc as MatmulPd } from '../matmul/pd.js';
 import type { BwdDataImpl } from './impl.js';
-import { pickImpl } from './impl.js';
 import { bwdDataImplList } from './impl_list.js';
 import { bwdProblemString, type BwdDataProblem } from './problem.js';
 import { checkFloat, checkGroupedRows, checkHint, checkMd, checkPlainAttr, checkPlainRows, checkSameRows, rowMajor } from './rules.js';
@@ -40,8 +40,7 @@ export class PrimitiveDesc {
     const t0 = now();
     created('primitive_desc', engine);
     const p = PrimitiveDesc.init(engine, diffSrc, weights, diffDst, hint, attr);
-    const chosen = pickImpl(bwdDataImplList, p, engine);
-    if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation for ${bwdProblemString(p)} (${chosen})`);
+    const chosen = firstImpl(bwdDataImplList, (i) => i.reject(p, engine), (reasons) => `${FN}: no implementation for ${bwdProblemString(p)} (${reasons})`);
     this.engine = engine;
     this.impl = chosen;
     this.problem = Object.freeze({ ...p, weights: p.weights.format === 'any' ? chosen.weightsLayout(p) : p.weights });

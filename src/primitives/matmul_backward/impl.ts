@@ -36,14 +36,3 @@ export interface BwdDataImpl extends BwdImpl<BwdDataProblem, BwdDataArgs> {
 }
 
 export type BwdWeightsImpl = BwdImpl<BwdWeightsProblem, BwdWeightsArgs>;
-
-/** The first implementation of `list` that accepts the problem, or every reason why none does. */
-export function pickImpl<P, I extends BwdImpl<P, unknown>>(list: readonly I[], p: P, engine: Engine): I | string {
-  const reasons: string[] = [];
-  for (const impl of list) {
-    const why = impl.reject(p, engine);
-    if (why === undefined) return impl;
-    reasons.push(`${impl.name}: ${why}`);
-  }
-  return reasons.join('; ');
-}

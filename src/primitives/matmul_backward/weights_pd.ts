@@ -1,4 +1,5 @@
-import { DnnlError, check } from '../../common/status.js';
+import { check } from '../../common/status.js';
+import { firstImpl } from '../pick_impl.js';
 import { countPdTime } from '../../common/census.js';
 import { created } from '../../runtime/live_engine.js';
 import { now, verboseLine } from '../../common/verbose.js';
@@ -6,7 +7,7 @@ import { MemoryDesc, plainDesc } from '../../memory/desc.js';
 import { PrimitiveAttr } from '../../attr/primitive_attr.js';
 import type { Engine } from '../../runtime/engine.js';
 import type { PrimitiveDesc as MatmulPd } from '../matmul/pd.js';
-import { pickImpl, type BwdWeightsImpl } from './impl.js';
+import type { BwdWeightsImpl } from './impl.js';
 import { bwdWeightsImplList } from './impl_list.js';
 import { bwdProblemString, type BwdWeightsProblem } from './problem.js';
 import { checkFloat, checkGroupedRows, checkHint, checkMd, checkPlainAttr, checkPlainRows, checkSameRows, rowMajor } from './rules.js';
@@ -42,8 +43,7 @@ export class PrimitiveDesc {
     check(!((hint as unknown) instanceof MemoryDesc), `${FN}: the 5th argument is hint_fwd_pd, got a memory descriptor (diff_bias is the last argument: (eng, src, diff_weights, diff_dst, hint?, attr?, diff_bias?))`);
     check(attr instanceof PrimitiveAttr, `${FN}: attr must be a PrimitiveAttr`);
     const p = PrimitiveDesc.init(engine, src, diffWeights, diffBias, diffDst, hint, attr);
-    const chosen = pickImpl(bwdWeightsImplList, p, engine);
-    if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation for ${bwdProblemString(p)} (${chosen})`);
+    const chosen = firstImpl(bwdWeightsImplList, (i) => i.reject(p, engine), (reasons) => `${FN}: no implementation for ${bwdProblemString(p)} (${reasons})`);
     this.engine = engine;
     this.impl = chosen;
     this.problem = Object.freeze(p);

@@ -1,4 +1,5 @@
-import { DnnlError, check, checkImpl } from '../../common/status.js';
+import { check, checkImpl } from '../../common/status.js';
+import { firstImpl } from '../pick_impl.js';
 import { dimsEqual } from '../../common/dims.js';
 import { now, verboseLine } from '../../common/verbose.js';
 import { created, requireLive } from '../../runtime/live_engine.js';
@@ -119,13 +120,7 @@ export class PrimitiveDesc {
 
   /** The first impl of the gpu engine's list that accepts the problem. */
   private static pickGpu(p: GpuReorderProblem): GpuReorderImpl {
-    const reasons: string[] = [];
-    for (const impl of gpuReorderImplList) {
-      const why = impl.reject(p);
-      if (why === undefined) return impl;
-      reasons.push(`${impl.name}: ${why}`);
-    }
-    throw new DnnlError('unimplemented', `reorder: no implementation for src:${p.src} dst:${p.dst} (${p.path}) on the gpu engine (${reasons.join('; ')})`);
+    return firstImpl(gpuReorderImplList, (i) => i.reject(p), (reasons) => `reorder: no implementation for src:${p.src} dst:${p.dst} (${p.path}) on the gpu engine (${reasons})`);
   }
 
   get implInfo(): string {

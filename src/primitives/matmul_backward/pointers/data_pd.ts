@@ -1,4 +1,5 @@
-import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { check, checkImpl } from '../../../common/status.js';
+import { firstImpl } from '../../pick_impl.js';
 import { countPdTime } from '../../../common/census.js';
 import { created } from '../../../runtime/live_engine.js';
 import { isRuntime } from '../../../common/dims.js';
@@ -7,7 +8,6 @@ import { MemoryDesc } from '../../../memory/desc.js';
 import { PrimitiveAttr } from '../../../attr/primitive_attr.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { MAX_EXPERTS } from '../../grouped_gemm/pd.js';
-import { pickImpl } from '../impl.js';
 import { checkFloat, checkPlainAttr } from '../rules.js';
 import { p3DataImplList, type P3DataExpert, type P3DataImpl, type P3DataProblem } from './data_impls.js';
 import { refuseGpuEngine } from '../../gpu_refusal.js';
@@ -49,8 +49,7 @@ export class PrimitiveDesc {
     checkImpl(experts.every((e) => e.diffSrc.dataType === experts[0].diffSrc.dataType), `${FN}: all experts must share the diff_src data type`);
     checkImpl(experts.every((e) => e.weights.dataType === experts[0].weights.dataType), `${FN}: all experts must share the weights data type`);
     const p: P3DataProblem = { G, experts, runtimeDims: runtimeDimsMd };
-    const chosen = pickImpl(p3DataImplList, p, engine);
-    if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation (${chosen})`);
+    const chosen = firstImpl(p3DataImplList, (i) => i.reject(p, engine), (reasons) => `${FN}: no implementation (${reasons})`);
     this.engine = engine;
     this.impl = chosen;
     this.problem = Object.freeze({ ...p, experts: experts.map((e) => (e.weights.format === 'any' ? { ...e, weights: chosen.weightsLayout(e) } : e)) });

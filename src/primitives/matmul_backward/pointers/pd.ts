@@ -1,4 +1,5 @@
-import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { check, checkImpl } from '../../../common/status.js';
+import { firstImpl } from '../../pick_impl.js';
 import { countPdTime } from '../../../common/census.js';
 import { created } from '../../../runtime/live_engine.js';
 import { isRuntime } from '../../../common/dims.js';
@@ -7,7 +8,6 @@ import { MemoryDesc } from '../../../memory/desc.js';
 import { PrimitiveAttr } from '../../../attr/primitive_attr.js';
 import type { Engine } from '../../../runtime/engine.js';
 import { MAX_EXPERTS } from '../../grouped_gemm/pd.js';
-import { pickImpl } from '../impl.js';
 import { checkFloat, checkPlainAttr } from '../rules.js';
 import { p3WeightsImplList, type P3Expert, type P3WeightsImpl, type P3WeightsProblem } from './impls.js';
 import { refuseGpuEngine } from '../../gpu_refusal.js';
@@ -65,8 +65,7 @@ export class PrimitiveDesc {
       checkFloat(FN, 'diff_bias', diffBias);
     }
     const p: P3WeightsProblem = Object.freeze({ G, experts, runtimeDims: runtimeDimsMd, diffBias });
-    const chosen = pickImpl(p3WeightsImplList, p, engine);
-    if (typeof chosen === 'string') throw new DnnlError('unimplemented', `${FN}: no implementation (${chosen})`);
+    const chosen = firstImpl(p3WeightsImplList, (i) => i.reject(p, engine), (reasons) => `${FN}: no implementation (${reasons})`);
     this.engine = engine;
     this.impl = chosen;
     this.problem = p;

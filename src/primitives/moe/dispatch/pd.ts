@@ -1,4 +1,5 @@
-import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { check, checkImpl } from '../../../common/status.js';
+import { firstImpl } from '../../pick_impl.js';
 import { checkOptionKeys, optionKeys } from '../../../common/option_keys.js';
 import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
@@ -129,13 +130,7 @@ export class PrimitiveDesc {
 
   /** The first implementation of `list` that accepts the problem, or `unimplemented` with every reason. */
   private static pick<E, I extends { readonly name: string; reject(p: DispatchProblem, engine: E): string | undefined }>(list: readonly I[], p: DispatchProblem, engine: E): I {
-    const reasons: string[] = [];
-    for (const impl of list) {
-      const why = impl.reject(p, engine);
-      if (why === undefined) return impl;
-      reasons.push(`${impl.name}: ${why}`);
-    }
-    throw new DnnlError('unimplemented', `moe.dispatch: no implementation for t${p.T}k${p.k}e${p.E}g${p.G} (${reasons.join('; ')})`);
+    return firstImpl(list, (i) => i.reject(p, engine), (reasons) => `moe.dispatch: no implementation for t${p.T}k${p.k}e${p.E}g${p.G} (${reasons})`);
   }
 
   /** `topk_ids`, `src` (hidden), `dst`, `token_index`, `token_ks`, `row_of`, `expert_num_tokens`, `expert_map`. */

@@ -1,4 +1,5 @@
-import { check, checkImpl, DnnlError } from '../../../common/status.js';
+import { check, checkImpl } from '../../../common/status.js';
+import { firstImpl } from '../../pick_impl.js';
 import { countPdTime } from '../../../common/census.js';
 import { created } from '../../../runtime/live_engine.js';
 import { now, verboseLine } from '../../../common/verbose.js';
@@ -44,14 +45,7 @@ export class BackwardPrimitiveDesc {
     this.problem = p;
     this.diffSrc = plainDesc([p.T, p.E], 'f32', 'ab');
     this.diffTopkWeights = plainDesc([p.T, p.topK], 'f32', 'ab');
-    const reasons: string[] = [];
-    const impl = routingBackwardImplList.find((i) => {
-      const why = i.reject(p, engine);
-      if (why !== undefined) reasons.push(`${i.name}: ${why}`);
-      return why === undefined;
-    });
-    if (!impl) throw new DnnlError('unimplemented', `moe.routing.backward: no implementation for ${problemString(p)} (${reasons.join('; ')})`);
-    this.impl = impl;
+    this.impl = firstImpl(routingBackwardImplList, (i) => i.reject(p, engine), (reasons) => `moe.routing.backward: no implementation for ${problemString(p)} (${reasons})`);
     const ms = now() - t0;
     countPdTime(ms);
     verboseLine('create', ['moe_routing_bwd', this.implInfo, 'undef', `src:${p.src} diff_src:${this.diffSrc}`, '', '', problemString(p), ms.toFixed(4)]);

@@ -1,4 +1,5 @@
-import { DnnlError, check, checkImpl } from '../../../common/status.js';
+import { check, checkImpl } from '../../../common/status.js';
+import { firstImpl } from '../../pick_impl.js';
 import { checkOptionKeys } from '../../../common/option_keys.js';
 import { now, verboseLine } from '../../../common/verbose.js';
 import { countPdTime } from '../../../common/census.js';
@@ -71,13 +72,7 @@ export class PrimitiveDesc {
 
   /** The first implementation of `list` that accepts the problem, or `unimplemented` with every reason. */
   private static pick<E, I extends { readonly name: string; reject(p: RoutingProblem, engine: E): string | undefined }>(list: readonly I[], p: RoutingProblem, engine: E): I {
-    const reasons: string[] = [];
-    for (const impl of list) {
-      const why = impl.reject(p, engine);
-      if (why === undefined) return impl;
-      reasons.push(`${impl.name}: ${why}`);
-    }
-    throw new DnnlError('unimplemented', `moe.routing: no implementation for ${problemString(p)} (${reasons.join('; ')})`);
+    return firstImpl(list, (i) => i.reject(p, engine), (reasons) => `moe.routing: no implementation for ${problemString(p)} (${reasons})`);
   }
 
   /** Validation rules, one per line. */
