@@ -150,14 +150,29 @@ void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
     (XD) += 8;                                                                                     \
   }
 
+/* The 1-row x4 constants: the s4 bias and the nibble masks, locals from volatile seeds (see nibble_mask). */
+#define R4_CONSTS                                                                                  \
+  const v128_t xb = wasm_i32x4_splat(s4_bias);                                                     \
+  const v128_t m0 = wasm_i32x4_splat(nibble_mask), m1 = wasm_i32x4_shl(m0, 8), m2 = wasm_i32x4_shl(m0, 16), \
+               m3 = wasm_i32x4_shl(m0, 24)
+
+/* The 2-row x4 constants, KEEP'd (reloaded from the stack at each use). */
+#define R4_ROWS2_CONSTS                                                                            \
+  v128_t xb = wasm_i8x16_splat(DT == DT_S4 ? (int8_t)0x88 : 0);                                    \
+  v128_t m0 = wasm_i32x4_splat(0x0f), m1 = wasm_i32x4_splat(0x0f00), m2 = wasm_i32x4_splat(0x0f0000), \
+         m3 = wasm_i32x4_splat(0x0f000000);                                                        \
+  if (DT == DT_S4) KEEP(xb);                                                                       \
+  KEEP(m0);                                                                                        \
+  KEEP(m1);                                                                                        \
+  KEEP(m2);                                                                                        \
+  KEEP(m3)
+
 /* x4: the low nibbles (even k of a pair) masked in place, the high ones after a 4-bit shift of the lanes;
    s4 codes biased by 8 (xor), every nibble then unsigned. xd: relaxed_xdup's x4 layout, 8 floats per 4 k. */
 INLINE void r4_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* sq) {
   const uint8_t* u = w + ps;
-  const v128_t xb = wasm_i32x4_splat(s4_bias);
-  const v128_t m0 = wasm_i32x4_splat(nibble_mask), m1 = wasm_i32x4_shl(m0, 8), m2 = wasm_i32x4_shl(m0, 16),
-               m3 = wasm_i32x4_shl(m0, 24);
+  R4_CONSTS;
   const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
   const v128_t off = wasm_f32x4_splat(DT == DT_S4 ? 8.0f : 0.0f);
   const size_t blen = bs ? bs : kc;
@@ -169,6 +184,105 @@ INLINE void r4_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs,
     R4_PANEL(w, xe, t0, t1, t2, t3);
     R4_PANEL(u, xd, v0, v1, v2, v3);
     FOLD_BLOCK16(off);
+  }
+}
+
+/* One K block of blen k of two rows x one x4 panel into t0..t3 (row xd0) and v0..v3 (row xd1): r4_rows2's loop. */
+#define R4_ROWS2_BLOCK \
+  do { \
+    for (const uint8_t* const we = w + 4 * blen; w != we;) { \
+      v128_t r = wasm_v128_load(w); \
+      if (DT == DT_S4) r = wasm_v128_xor(r, xb); \
+      const v128_t rh = wasm_u32x4_shr(r, 4); \
+      const v128_t x0 = LDV(xd0, 0), y0 = LDV(xd1, 0); \
+      v128_t q = CVT(r, m0); \
+      t0 = MADD(x0, q, t0); \
+      v0 = MADD(y0, q, v0); \
+      q = CVT(r, m1); \
+      t1 = MADD(x0, q, t1); \
+      v1 = MADD(y0, q, v1); \
+      q = CVT(r, m2); \
+      t2 = MADD(x0, q, t2); \
+      v2 = MADD(y0, q, v2); \
+      q = CVT(r, m3); \
+      t3 = MADD(x0, q, t3); \
+      v3 = MADD(y0, q, v3); \
+      const v128_t x1 = LDV(xd0, 16), y1 = LDV(xd1, 16); \
+      q = CVT(rh, m0); \
+      t0 = MADD(x1, q, t0); \
+      v0 = MADD(y1, q, v0); \
+      q = CVT(rh, m1); \
+      t1 = MADD(x1, q, t1); \
+      v1 = MADD(y1, q, v1); \
+      q = CVT(rh, m2); \
+      t2 = MADD(x1, q, t2); \
+      v2 = MADD(y1, q, v2); \
+      q = CVT(rh, m3); \
+      t3 = MADD(x1, q, t3); \
+      v3 = MADD(y1, q, v3); \
+      w += 16; \
+      xd0 += 8; \
+      xd1 += 8; \
+    } \
+  } while (0)
+
+/* K-block-scaled s4 / u4, one panel at a time in one run (session 21): its codes over every block first, each
+   block's 4 sums (the 1-row R4_PANEL sums; 2 rows: both rows', r4_rows2's) kept at sums + 16 b (+ 16 nblk for the
+   second row), then the caller reads the panel's scales, which follow its codes (x4:p8k2+q), and f32_gemm_r4_fold
+   folds the blocks in block order: the same sums and folds as f32_gemm_1x16r4 / f32_gemm_2x16r (the same bits),
+   but the panel's codes and scales are read as one contiguous run instead of two panels' codes interleaved per
+   block after their scales (runs with gaps stream at half the rate here: reports/issue19-s20-dq.txt). */
+INLINE void r4_sums(const int DT, size_t rows, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xd1,
+                    const uint8_t* restrict w, float* restrict sums) {
+  const size_t nblk = kc / blen;
+  if (rows == 1) {
+    R4_CONSTS;
+    for (size_t b = 0; b < nblk; b++, sums += 16) {
+      const v128_t zero = wasm_f32x4_splat(0.0f);
+      v128_t t0 = zero, t1 = zero, t2 = zero, t3 = zero;
+      R4_PANEL(w, xd0, t0, t1, t2, t3);
+      wasm_v128_store(sums, t0);
+      wasm_v128_store(sums + 4, t1);
+      wasm_v128_store(sums + 8, t2);
+      wasm_v128_store(sums + 12, t3);
+    }
+    return;
+  }
+  R4_ROWS2_CONSTS;
+  for (size_t b = 0; b < nblk; b++, sums += 16) {
+    ZERO8;
+    R4_ROWS2_BLOCK;
+    float* s1 = sums + 16 * nblk;
+    wasm_v128_store(sums, t0);
+    wasm_v128_store(sums + 4, t1);
+    wasm_v128_store(sums + 8, t2);
+    wasm_v128_store(sums + 12, t3);
+    wasm_v128_store(s1, v0);
+    wasm_v128_store(s1 + 4, v1);
+    wasm_v128_store(s1 + 8, v2);
+    wasm_v128_store(s1 + 12, v3);
+  }
+}
+
+void f32_gemm_r4_sums(size_t rows, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xd1, const uint8_t* restrict w,
+                      int dt, float* restrict sums) {
+  if (dt == DT_S4) r4_sums(DT_S4, rows, kc, bs, xd0, xd1, w, sums);
+  else r4_sums(DT_U4, rows, kc, bs, xd0, xd1, w, sums);
+}
+
+void f32_gemm_r4_fold(size_t rows, size_t nc, size_t nblk, const float* restrict sums, const float* restrict xs0,
+                      const float* restrict xs1, const float* sq, float* restrict c, size_t ldc, int accumulate, int dt) {
+  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t off = wasm_f32x4_splat(dt == DT_S4 ? 8.0f : 0.0f);
+  for (size_t r = 0; r < rows; r++) {
+    const float* s = sums + 16 * nblk * r;
+    const float* xs = r ? xs1 : xs0;
+    float* cr = c + ldc * r;
+    for (size_t b = 0; b < nblk; b++, s += 16) {
+      const v128_t corr = wasm_f32x4_mul(off, wasm_f32x4_splat(xs[b]));
+      fold8(wasm_v128_load(s), wasm_v128_load(s + 4), wasm_v128_load(s + 8), wasm_v128_load(s + 12), p, corr, sq + 8 * b, cr, nc,
+            accumulate || b > 0);
+    }
   }
 }
 
@@ -285,52 +399,12 @@ INLINE void r8_rows2(const int DT, size_t nc, size_t kc, size_t blen, const floa
 INLINE void r4_rows2(const int DT, size_t nc, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xs0,
                      const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, float* restrict c, size_t ldc,
                      int accumulate, const float* sq) {
-  v128_t xb = wasm_i8x16_splat(DT == DT_S4 ? (int8_t)0x88 : 0);
-  v128_t m0 = wasm_i32x4_splat(0x0f), m1 = wasm_i32x4_splat(0x0f00), m2 = wasm_i32x4_splat(0x0f0000),
-         m3 = wasm_i32x4_splat(0x0f000000);
-  if (DT == DT_S4) KEEP(xb);
-  KEEP(m0);
-  KEEP(m1);
-  KEEP(m2);
-  KEEP(m3);
+  R4_ROWS2_CONSTS;
   const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
   const v128_t off = wasm_f32x4_splat(DT == DT_S4 ? 8.0f : 0.0f);
   for (size_t b = 0; b < kc; b += blen) {
     ZERO8;
-    for (const uint8_t* const we = w + 4 * blen; w != we;) {
-      v128_t r = wasm_v128_load(w);
-      if (DT == DT_S4) r = wasm_v128_xor(r, xb);
-      const v128_t rh = wasm_u32x4_shr(r, 4);
-      const v128_t x0 = LDV(xd0, 0), y0 = LDV(xd1, 0);
-      v128_t q = CVT(r, m0);
-      t0 = MADD(x0, q, t0);
-      v0 = MADD(y0, q, v0);
-      q = CVT(r, m1);
-      t1 = MADD(x0, q, t1);
-      v1 = MADD(y0, q, v1);
-      q = CVT(r, m2);
-      t2 = MADD(x0, q, t2);
-      v2 = MADD(y0, q, v2);
-      q = CVT(r, m3);
-      t3 = MADD(x0, q, t3);
-      v3 = MADD(y0, q, v3);
-      const v128_t x1 = LDV(xd0, 16), y1 = LDV(xd1, 16);
-      q = CVT(rh, m0);
-      t0 = MADD(x1, q, t0);
-      v0 = MADD(y1, q, v0);
-      q = CVT(rh, m1);
-      t1 = MADD(x1, q, t1);
-      v1 = MADD(y1, q, v1);
-      q = CVT(rh, m2);
-      t2 = MADD(x1, q, t2);
-      v2 = MADD(y1, q, v2);
-      q = CVT(rh, m3);
-      t3 = MADD(x1, q, t3);
-      v3 = MADD(y1, q, v3);
-      w += 16;
-      xd0 += 8;
-      xd1 += 8;
-    }
+    R4_ROWS2_BLOCK;
     FOLD_ROWS2(b);
   }
 }

@@ -250,6 +250,7 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
   const int32_t npan = cdiv(sw, NR);
   float xd[2][2 * RELAXED_PIECE], xs[2][RELAXED_PIECE / 4];
   float sall[16 * RELAXED_BLOCKS];
+  float sums[2 * 16 * RELAXED_BLOCKS]; /* the 1-2 rows' block sums of one panel (f32_gemm_r4_sums) */
   for (int32_t y = 0; y < kc;) {
     const int32_t kk = k0 + y, kabs = v->k0 + kk, acc = !first || y > 0;
     int32_t len = kc - y, blk = 0, nblk = 0, rel = 0;
@@ -285,6 +286,25 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
       }
       const size_t ps = np == 2 ? v->wps : 0, nc1 = (size_t)MIN(NR, ncp), nc2 = np == 2 ? (size_t)(ncp - NR) : 0;
       const uint8_t* pw = panel + (x8 ? (size_t)kk * NR : (size_t)(kk >> 1) * NR);
+      if (sb && (dt == DT_S4 || dt == DT_U4) && ok[0] && (mc == 1 || ok[1])) {
+        /* K-block-scaled s4 / u4: one panel at a time, its codes then its scales (x4:p8k2+q: right after them) in
+           one run, the blocks' sums kept and folded after (the same bits as the two-panel kernels) */
+        for (int32_t q = 0; q < np; q++) {
+          const uint8_t* pq = panel + (size_t)q * v->wps;
+          const int32_t ncq = MIN(NR, ncp - q * NR);
+          f32_gemm_r4_sums((size_t)mc, (size_t)len, (size_t)blk, xd[0], xd[1], pw + (size_t)q * v->wps, dt, sums);
+          const float* sq = sall;
+          if (qs->emb && qs->dt == DT_F32) sq = stage_scales(qs, v, sb, kabs, pq, v->wps, nb + q * NR, 1, ncq, sall); /* in place */
+          else
+            for (int32_t b = 0; b < nblk; b++) {
+              float* sd = sall + NR * b;
+              const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, pq, v->wps, nb + q * NR, 1, ncq, sd);
+              if (s1 != sd) for (int32_t i = 0; i < NR; i++) sd[i] = s1[i];
+            }
+          f32_gemm_r4_fold((size_t)mc, (size_t)ncq, (size_t)nblk, sums, xs[0], xs[1], sq, cp + q * NR, (size_t)ldc, acc, dt);
+        }
+        continue;
+      }
       for (int32_t b = 0; b < nblk; b++) { /* the blocks' scales, 16 per block (1.0 past the columns), decoded in place */
         float* sd = sall + 16 * b;
         const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, v->wps, nb, np, ncp, sd);

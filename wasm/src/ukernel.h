@@ -90,6 +90,14 @@ void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
 void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
+/* K-block-scaled s4 / u4 (bs > 0), one x4 panel (w at k-pair 0 of the piece) of 1 or 2 rows: the relaxed kernels' per-block
+   sums over every block of kc (16 floats per block at sums + 16 b, the second row's after the first's 16 kc / bs), then,
+   once the caller has read the panel's scales (8 per block at sq + 8 b), folded into C (nc columns, rows c, c + ldc) in
+   block order: the bits of f32_gemm_1x16r4 / f32_gemm_2x16r, with the panel's codes and scales read in one run. */
+void f32_gemm_r4_sums(size_t rows, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xd1, const uint8_t* restrict w,
+                      int dt, float* restrict sums);
+void f32_gemm_r4_fold(size_t rows, size_t nc, size_t nblk, const float* restrict sums, const float* restrict xs0,
+                      const float* restrict xs1, const float* sq, float* restrict c, size_t ldc, int accumulate, int dt);
 /* The same for two rows (C rows c, c + ldc; xd0 / xs0 and xd1 / xs1 their activations), any of the four types:
    each code converted once for both rows, each row's bits those of the 1-row kernels. */
 void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xs0,
