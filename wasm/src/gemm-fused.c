@@ -688,6 +688,10 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     const int dq_inplace = kb_row && !f4 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32;
     const int32_t dq_nblk = kvs ? cdiv(kc, kblk) : 0;
     const int dq_staged = kb_row && !dq_inplace && dq_nblk <= DQ_STAGE_BLOCKS;
+    /* f4_e2m1 with 1-byte K-block scales beside the panels (MXFP4 e8m0, NVFP4 f8_e4m3, blocks of at most 64 k): the
+       1-row quad tiles read them in place after each panel's codes (s16_dq_1x16f4), not from a copy staged first */
+    const int dq_f4b = kb_row && f4 && j->q[Q_WEI_SCALE].emb && (j->q[Q_WEI_SCALE].dt == DT_E8M0 || j->q[Q_WEI_SCALE].dt == DT_F8_E4M3) &&
+                       kblk <= 64;
     const int dq_fast = dq_inplace || dq_staged;
     /* Otherwise 1-2 rows of 8-bit src (|x| <= 255, no zero points) x x4 codes: s16_dq_1x16w4 (1 row, two panels per
        call; K blocks folded as above) or s16_dq_2x8w4 (2 rows, int32 sums) on copies of the rows in their quad
@@ -796,6 +800,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             const float* sp = kvs && dq_inplace ? (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) +
                                                       (size_t)((v->k0 + k0) / kblk) * NR : 0;
             size_t sps = two ? v->wps / 4 : 0;
+            if (kvs && dq_f4b && !dq8) {
+              const uint8_t* sb = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso + (size_t)((v->k0 + k0) / kblk) * NR;
+              s16_dq_1x16f4((size_t)kcp, (size_t)kblk, aq, xs, pw, two ? pstride : 0, sb, two ? v->wps : 0, j->q[Q_WEI_SCALE].dt, (float*)o, first);
+              if (!two) for (int32_t q = 0; q < NR; q++) out[q] = tmp[q];
+              continue;
+            }
             if (kvs && dq_staged) {
               stage_dq_scales(&j->q[Q_WEI_SCALE], v, v->k0 + k0, dq_nblk, sn + p * NR, nc1, sst, wtimes);
               if (two) stage_dq_scales(&j->q[Q_WEI_SCALE], v, v->k0 + k0, dq_nblk, sn + (p + 1) * NR, nc2, sst + DQ_STAGE_BLOCKS * NR, wtimes);
