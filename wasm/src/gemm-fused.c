@@ -703,6 +703,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
     /* 2 rows with K blocks: s16_dq_2x8w4 per block (int32 sums), folded by fold_block; the A block on block boundaries */
     const int dq_inplace2 = !f4 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32; /* (f32 scales beside the panels: read in place) */
+    const int dq_emb1 = j->q[Q_WEI_SCALE].emb && (j->q[Q_WEI_SCALE].dt == DT_E8M0 || j->q[Q_WEI_SCALE].dt == DT_F8_E4M3);
     const int kb_rows2 = kvs && mc == 2 && direct && kcp > 0 && kblk % 4 == 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
     const int quad = dq_quad_on && is_int && (mc == 1 || mc == 2) && direct && lowp && !x8w && kcp > 0 && !szb && !wzb && !comp &&
                      (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (mc == 1 ? dq_fast && kblk % 4 == 0 : kb_rows2)) && kcp <= 32768 &&
@@ -764,17 +765,23 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
                and then its scales read as runs (s16_dq_1x16w4's short blocks say why) */
             int32_t rsum[DQ2_BATCH * 2 * NR] __attribute__((aligned(16)));
             for (int32_t x = 0; x < DQ2_BATCH * 2 * NR; x++) rsum[x] = 0; /* (columns past ncp: folded, never stored) */
+            const uint8_t* psc = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso; /* (embedded scales) */
             for (int32_t y0 = 0, b = 0; y0 < kcp;) {
               const int32_t yb = y0;
               int32_t nb = 0;
               for (; nb < DQ2_BATCH && y0 < kcp; nb++, y0 += kblk, b++)
                 s16_dq_2x8w4((size_t)ncp, (size_t)MIN(kcp - y0, kblk), aq + y0, aq + qstride + y0, xs + b, xs + xstride + b,
                              bp + p * pstride + (size_t)y0 * (NR / 2), rsum + nb * 2 * NR, NR, 0, v->B.dt);
+              /* 1-byte scales beside the panel (MXFP4 e8m0, NVFP4 f8_e4m3): the batch's blocks decoded at once with SIMD,
+                 the values stage_block_scales gives (padding columns: their sums are 0, never stored) */
+              float bsb[(DQ2_BATCH + 1) * NR] __attribute__((aligned(16)));
+              if (dq_emb1) lowp_emb_scales(bsb, psc + (size_t)((v->k0 + k0 + yb) / kblk) * NR, j->q[Q_WEI_SCALE].dt, nb, wtimes);
               for (int32_t i = 0; i < nb; i++) {
                 const int32_t kabs = v->k0 + k0 + yb + i * kblk;
                 float bs[NR];
                 const float* sp = bs;
-                if (dq_inplace2) sp = (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) + (size_t)(kabs / kblk) * NR;
+                if (dq_inplace2) sp = (const float*)psc + (size_t)(kabs / kblk) * NR;
+                else if (dq_emb1) sp = bsb + (size_t)i * NR;
                 else stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
                 fold_block_ld(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, ldc, rsum + i * 2 * NR, NR, sp, mc, kabs == v->k0);
               }
