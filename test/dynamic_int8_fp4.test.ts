@@ -40,6 +40,8 @@ interface Case {
   readonly proposal?: 'P1' | 'P2';
   /** s4 weights (codes 0..15 as -8..7) on the same scale schemes: the staged K-block scales serve them too. */
   readonly s4?: boolean;
+  /** Every third K-block scale at the bottom of its type: e8m0 2^-127 .. 2^-124 (0x00 .. 0x03), f8_e4m3 subnormals m 2^-9. */
+  readonly tinyScales?: boolean;
 }
 
 /** A weight code's value: e2m1, or (s4) code - 8. */
@@ -70,6 +72,7 @@ async function run(eng: Engine, strm: Stream, c: Case, seed: number): Promise<{ 
   const sc = Float32Array.from({ length: E * nb * N }, () => scaleValue(r, sdt));
   // e8m0 codes 0x00 (2^-127, an f32 subnormal) and 0x01 (2^-126: times 0.5 a subnormal): the staging's slow lane
   if (sdt === dt.e8m0) sc.set([2 ** -127, 2 ** -126]);
+  if (c.tinyScales) for (let i = 2; i < sc.length; i += 3) sc[i] = sdt === dt.e8m0 ? 2 ** (-127 + (i % 4)) : (1 + (i % 7)) * 2 ** -9;
   const bias = c.bias ? Float32Array.from({ length: E * N }, () => f32(r() - 0.5)) : undefined;
   const o = await runDqMatmul(eng, strm, {
     ...c, x, w: Float64Array.from(codes, (q) => codeValue(c, q)), wdt: c.s4 ? dt.s4 : dt.f4_e2m1,
@@ -141,6 +144,17 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
         expectF32Bits(o.got, o.want, `${name} ${scheme} decode`);
         const t = await run(eng, strm, { E: 2, sizes: [130, 3], K: 576, N: 24, scheme }, 6);
         expectF32Bits(t.got, t.want, `${name} ${scheme} tall`);
+      }
+    }
+  });
+
+  it('1-row experts read the 1-byte block scales beside the panels: e8m0 0x00-0x03 and f8_e4m3 subnormals, odd block counts', async () => {
+    for (const scheme of ['mxfp4', 'nvfp4'] as const) {
+      for (const [name, eng, strm] of engines) {
+        // K = 7 blocks (an odd count: the last block's scales alone), 2 panels and an odd last one (N = 20)
+        const K = 7 * SCHEME[scheme].blk;
+        const o = await run(eng, strm, { E: 3, sizes: [1, 1, 2], K, N: 20, scheme, tinyScales: true }, 31);
+        expectF32Bits(o.got, o.want, `${name} ${scheme} tiny scales`);
       }
     }
   });

@@ -2,6 +2,7 @@
 /* Decoders by byte tables (i8x16.swizzle): the f4_e2m1 nibble table and f8_e4m3 in byte planes. Shared by
    the f32 x low-precision kernels and the embedded-scales decoder (gemm-lowp.c). */
 #include "common.h"
+#include "job.h"
 
 /* f4_e2m1 codes (nibbles) as 2 value + 16: 0, 1, 2, 3, 4, 6, 8, 12 and negatives, biased to 4..28 (one
    16-entry table lookup; halved after the conversion, exact). */
@@ -69,4 +70,28 @@ INLINE void fp8_half(fp8_planes_t p, const int HALF, v128_t* w0, v128_t* w1) {
   const v128_t z = wasm_i16x8_splat(0);
   *w0 = wasm_i16x8_shuffle(z, v, 0, 8, 1, 9, 2, 10, 3, 11);
   *w1 = wasm_i16x8_shuffle(z, v, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+/* 16 one-byte block scales (two K blocks' 8 columns: MXFP4's e8m0, NVFP4's f8_e4m3) as f32 times t (a power of
+   two: exact), w[0..1] the first block's, w[2..3] the second's: the values load_any gives (e8m0 2^(c - 127),
+   0x00 = 2^-127, 0xFF = NaN), then the product. Without 0x00 / 0xFF among them an e8m0 is a shift. */
+INLINE void scales16_b1(v128_t c, int dt, v128_t t, v128_t w[4]) {
+  if (dt == DT_E8M0) {
+    const v128_t lo = wasm_u16x8_extend_low_u8x16(c), hi = wasm_u16x8_extend_high_u8x16(c);
+    v128_t e[4] = { wasm_u32x4_extend_low_u16x8(lo), wasm_u32x4_extend_high_u16x8(lo), wasm_u32x4_extend_low_u16x8(hi),
+                    wasm_u32x4_extend_high_u16x8(hi) };
+    const int special = wasm_v128_any_true(wasm_v128_or(wasm_i8x16_eq(c, wasm_i8x16_splat(0)), wasm_i8x16_eq(c, wasm_i8x16_splat(-1))));
+    for (int q = 0; q < 4; q++) {
+      w[q] = wasm_i32x4_shl(e[q], 23);
+      if (special) {
+        w[q] = wasm_v128_bitselect(wasm_i32x4_splat(0x00400000), w[q], wasm_i32x4_eq(e[q], wasm_i32x4_splat(0)));
+        w[q] = wasm_v128_bitselect(wasm_i32x4_splat(0x7fc00000), w[q], wasm_i32x4_eq(e[q], wasm_i32x4_splat(255)));
+      }
+    }
+  } else {
+    const fp8_planes_t pl = e4m3_planes(c);
+    fp8_half(pl, 0, &w[0], &w[1]);
+    fp8_half(pl, 1, &w[2], &w[3]);
+  }
+  for (int q = 0; q < 4; q++) w[q] = wasm_f32x4_mul(w[q], t);
 }

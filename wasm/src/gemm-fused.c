@@ -688,6 +688,10 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     const int dq_inplace = kb_row && !f4 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32;
     const int32_t dq_nblk = kvs ? cdiv(kc, kblk) : 0;
     const int dq_staged = kb_row && !dq_inplace && dq_nblk <= DQ_STAGE_BLOCKS;
+    /* f4_e2m1 with 1-byte K-block scales beside the panels (MXFP4 e8m0, NVFP4 f8_e4m3, blocks of at most 64 k): the
+       1-row quad tiles read them in place after each panel's codes (s16_dq_1x16f4), not from a copy staged first */
+    const int dq_f4b = kb_row && f4 && j->q[Q_WEI_SCALE].emb && (j->q[Q_WEI_SCALE].dt == DT_E8M0 || j->q[Q_WEI_SCALE].dt == DT_F8_E4M3) &&
+                       kblk <= 64;
     const int dq_fast = dq_inplace || dq_staged;
     /* Otherwise 1-2 rows of 8-bit src (|x| <= 255, no zero points) x x4 codes: s16_dq_1x16w4 (1 row, two panels per
        call; K blocks folded as above) or s16_dq_2x8w4 (2 rows, int32 sums) on copies of the rows in their quad
@@ -699,6 +703,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
     const size_t a_room = 2 * (size_t)(j->mb + MR) * (size_t)MAX(scratch_kcf(j), j->kc_packed); /* int16 */
     /* 2 rows with K blocks: s16_dq_2x8w4 per block (int32 sums), folded by fold_block; the A block on block boundaries */
     const int dq_inplace2 = !f4 && j->q[Q_WEI_SCALE].emb && j->q[Q_WEI_SCALE].dt == DT_F32; /* (f32 scales beside the panels: read in place) */
+    const int dq_emb1 = j->q[Q_WEI_SCALE].emb && (j->q[Q_WEI_SCALE].dt == DT_E8M0 || j->q[Q_WEI_SCALE].dt == DT_F8_E4M3);
     const int kb_rows2 = kvs && mc == 2 && direct && kcp > 0 && kblk % 4 == 0 && (v->k0 + k0) % kblk == 0 && (kc % kblk == 0 || k0 + kc >= Kg);
     const int quad = dq_quad_on && is_int && (mc == 1 || mc == 2) && direct && lowp && !x8w && kcp > 0 && !szb && !wzb && !comp &&
                      (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || (mc == 1 ? dq_fast && kblk % 4 == 0 : kb_rows2)) && kcp <= 32768 &&
@@ -760,17 +765,23 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
                and then its scales read as runs (s16_dq_1x16w4's short blocks say why) */
             int32_t rsum[DQ2_BATCH * 2 * NR] __attribute__((aligned(16)));
             for (int32_t x = 0; x < DQ2_BATCH * 2 * NR; x++) rsum[x] = 0; /* (columns past ncp: folded, never stored) */
+            const uint8_t* psc = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso; /* (embedded scales) */
             for (int32_t y0 = 0, b = 0; y0 < kcp;) {
               const int32_t yb = y0;
               int32_t nb = 0;
               for (; nb < DQ2_BATCH && y0 < kcp; nb++, y0 += kblk, b++)
                 s16_dq_2x8w4((size_t)ncp, (size_t)MIN(kcp - y0, kblk), aq + y0, aq + qstride + y0, xs + b, xs + xstride + b,
                              bp + p * pstride + (size_t)y0 * (NR / 2), rsum + nb * 2 * NR, NR, 0, v->B.dt);
+              /* 1-byte scales beside the panel (MXFP4 e8m0, NVFP4 f8_e4m3): the batch's blocks decoded at once with SIMD,
+                 the values stage_block_scales gives (padding columns: their sums are 0, never stored) */
+              float bsb[(DQ2_BATCH + 1) * NR] __attribute__((aligned(16)));
+              if (dq_emb1) lowp_emb_scales(bsb, psc + (size_t)((v->k0 + k0 + yb) / kblk) * NR, j->q[Q_WEI_SCALE].dt, nb, wtimes);
               for (int32_t i = 0; i < nb; i++) {
                 const int32_t kabs = v->k0 + k0 + yb + i * kblk;
                 float bs[NR];
                 const float* sp = bs;
-                if (dq_inplace2) sp = (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) + (size_t)(kabs / kblk) * NR;
+                if (dq_inplace2) sp = (const float*)psc + (size_t)(kabs / kblk) * NR;
+                else if (dq_emb1) sp = bsb + (size_t)i * NR;
                 else stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
                 fold_block_ld(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, ldc, rsum + i * 2 * NR, NR, sp, mc, kabs == v->k0);
               }
@@ -796,6 +807,12 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             const float* sp = kvs && dq_inplace ? (const float*)((const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso) +
                                                       (size_t)((v->k0 + k0) / kblk) * NR : 0;
             size_t sps = two ? v->wps / 4 : 0;
+            if (kvs && dq_f4b && !dq8) {
+              const uint8_t* sb = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso + (size_t)((v->k0 + k0) / kblk) * NR;
+              s16_dq_1x16f4((size_t)kcp, (size_t)kblk, aq, xs, pw, two ? pstride : 0, sb, two ? v->wps : 0, j->q[Q_WEI_SCALE].dt, (float*)o, first);
+              if (!two) for (int32_t q = 0; q < NR; q++) out[q] = tmp[q];
+              continue;
+            }
             if (kvs && dq_staged) {
               stage_dq_scales(&j->q[Q_WEI_SCALE], v, v->k0 + k0, dq_nblk, sn + p * NR, nc1, sst, wtimes);
               if (two) stage_dq_scales(&j->q[Q_WEI_SCALE], v, v->k0 + k0, dq_nblk, sn + (p + 1) * NR, nc2, sst + DQ_STAGE_BLOCKS * NR, wtimes);

@@ -143,7 +143,7 @@ INLINE void emb_zps8(float* out, const uint8_t* p, int dt) {
    embedded scales (8 per block from p) as f32 times `times` (0.5 for f4_e2m1 weights, whose sums are of 2 v; a
    power of two: exact), the values load_any gives. 1-byte types (MXFP4's e8m0, NVFP4's f8_e4m3) two blocks (16
    bytes) at a time: out must have room for nblk rounded up to even.
-   e8m0 without 0x00 / 0xFF in the 16 bytes is a shift (those take emb_scales8's selects). */
+   (byte_tables.h scales16_b1.) */
 void lowp_emb_scales(float* out, const uint8_t* p, int dt, int32_t nblk, float times) {
   const v128_t t = wasm_f32x4_splat(times);
   if (dt == DT_E8M0 || dt == DT_F8_E4M3) {
@@ -151,24 +151,8 @@ void lowp_emb_scales(float* out, const uint8_t* p, int dt, int32_t nblk, float t
       /* a last odd block: its 8 bytes twice (no read past the section: a panel may end the heap) */
       const v128_t c = b + 1 < nblk ? wasm_v128_load(p) : wasm_v128_load64_splat(p);
       v128_t w[4];
-      if (dt == DT_E8M0) {
-        if (wasm_v128_any_true(wasm_v128_or(wasm_i8x16_eq(c, wasm_i8x16_splat(0)), wasm_i8x16_eq(c, wasm_i8x16_splat(-1))))) {
-          sbuf_e8m0(out, p);
-          sbuf_e8m0(out + 8, p + 8);
-          for (int q = 0; q < 4; q++) wasm_v128_store(out + 4 * q, wasm_f32x4_mul(wasm_v128_load(out + 4 * q), t));
-          continue;
-        }
-        const v128_t lo = wasm_u16x8_extend_low_u8x16(c), hi = wasm_u16x8_extend_high_u8x16(c);
-        w[0] = wasm_i32x4_shl(wasm_u32x4_extend_low_u16x8(lo), 23);
-        w[1] = wasm_i32x4_shl(wasm_u32x4_extend_high_u16x8(lo), 23);
-        w[2] = wasm_i32x4_shl(wasm_u32x4_extend_low_u16x8(hi), 23);
-        w[3] = wasm_i32x4_shl(wasm_u32x4_extend_high_u16x8(hi), 23);
-      } else {
-        const fp8_planes_t pl = e4m3_planes(c);
-        fp8_half(pl, 0, &w[0], &w[1]);
-        fp8_half(pl, 1, &w[2], &w[3]);
-      }
-      for (int q = 0; q < 4; q++) wasm_v128_store(out + 4 * q, wasm_f32x4_mul(w[q], t));
+      scales16_b1(c, dt, t, w);
+      for (int q = 0; q < 4; q++) wasm_v128_store(out + 4 * q, w[q]);
     }
     return;
   }

@@ -26,6 +26,7 @@
 #include "ukernel.h"
 #include "tile_io.h"
 #include "dq_row16.h"
+#include "byte_tables.h"
 
 #define DOT(a, b, acc) wasm_i32x4_add((acc), wasm_i32x4_dot_i16x8((a), (b)))
 #define KEEP(v) __asm__("" : "+r"(v))
@@ -184,14 +185,17 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
 /* Blocks of sums computed before their folds: at most this many per batch (their int32 sums, 8 KB, on the stack). */
 #define DQ4_SUMS_BATCH 256
 
-/* One panel of dq4_row16 for short K blocks (blk <= 64: w4k32, MXFP4, NVFP4) with scales (8 per block at sc): the
-   sums of up to DQ4_SUMS_BATCH blocks, then their folds in block order (the same f32 steps) into the 8 f32 at c.
-   So a panel's codes and then its scales (x4:p8k2+q: right past the codes) are read as one run: weights read with
-   gaps of 512 bytes or more between runs stream at half the rate (AMD EPYC, Node 20, 20 experts x 176 panels
-   from memory, bench-kernels' ukernel_dq4: 8 KB panels 12.6 GB/s back to back, 5.5-6.2 GB/s 512 B - 8 KB apart),
-   and reading a block's scales beside its codes (32 bytes every 128) made such gaps in both. */
-INLINE void dq4_panel_short(const int CK, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
-                            const uint8_t* restrict w, const float* restrict sc, float* restrict c, int first) {
+/* One panel of dq4_row16 for short K blocks (blk <= 64: w4k32, MXFP4, NVFP4) with scales: the sums of up to
+   DQ4_SUMS_BATCH blocks, then their folds in block order (the same f32 steps) into the 8 f32 at c. So a panel's
+   codes and then its scales (x4:p8k2+q: right past the codes) are read as one run: weights read with gaps of
+   512 bytes or more between runs stream at half the rate (AMD EPYC, Node 20, 20 experts x 176 panels from
+   memory, bench-kernels' ukernel_dq4: 8 KB panels 12.6 GB/s back to back, 5.5-6.2 GB/s 512 B - 8 KB apart),
+   and reading a block's scales beside its codes (32 bytes every 128) made such gaps in both.
+   SDT: the scales' type. DT_F32: 8 f32 per block at sc. DT_E8M0 / DT_F8_E4M3 (f4_e2m1 codes: MXFP4, NVFP4): the
+   panel's stored 8 bytes per block at sc, decoded two blocks at a time and times 0.5 (the codes' sums are of
+   2 v): the values the staged copy held (lowp_emb_scales), so the same bits. */
+INLINE void dq4_panel_short(const int CK, const int SDT, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                            const uint8_t* restrict w, const void* restrict scv, float* restrict c, int first) {
   DQ4_CONSTANTS(CK);
   const v128_t zero = wasm_i32x4_splat(0);
   v128_t f0 = zero, f1 = zero;
@@ -199,7 +203,21 @@ INLINE void dq4_panel_short(const int CK, size_t kc, size_t blk, const int16_t* 
     f0 = wasm_v128_load(c);
     f1 = wasm_v128_load(c + 4);
   }
+  const float* sc = (const float*)scv;
+  const uint8_t* sb = (const uint8_t*)scv;
   int32_t sums[DQ4_SUMS_BATCH * NR] __attribute__((aligned(16)));
+#define FOLD_BLOCK(B, S0, S1)                                                                                  \
+  do {                                                                                                         \
+    const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * (B))), (S0));         \
+    const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * (B) + 4)), (S1));     \
+    if (first && b0 + (B) == 0) {                                                                              \
+      f0 = p0;                                                                                                 \
+      f1 = p1;                                                                                                 \
+    } else {                                                                                                   \
+      f0 = wasm_f32x4_add(f0, p0);                                                                             \
+      f1 = wasm_f32x4_add(f1, p1);                                                                             \
+    }                                                                                                          \
+  } while (0)
   for (size_t k = 0, b0 = 0; k < kc;) {
     size_t nb = 0;
     for (; nb < DQ4_SUMS_BATCH && k < kc; nb++, k += blk) {
@@ -211,40 +229,52 @@ INLINE void dq4_panel_short(const int CK, size_t kc, size_t blk, const int16_t* 
       wasm_v128_store(sums + NR * nb, dq4_fix(CK, v0, bias));
       wasm_v128_store(sums + NR * nb + 4, dq4_fix(CK, v1, bias));
     }
-    for (size_t b = 0; b < nb; b++, sc += NR) {
-      const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * b)), wasm_v128_load(sc));
-      const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(sums + NR * b + 4)), wasm_v128_load(sc + 4));
-      if (first && b0 + b == 0) {
-        f0 = p0;
-        f1 = p1;
-      } else {
-        f0 = wasm_f32x4_add(f0, p0);
-        f1 = wasm_f32x4_add(f1, p1);
+    if (SDT == DT_F32) {
+      for (size_t b = 0; b < nb; b++, sc += NR) FOLD_BLOCK(b, wasm_v128_load(sc), wasm_v128_load(sc + 4));
+    } else {
+      const v128_t half = wasm_f32x4_splat(0.5f);
+      for (size_t b = 0; b < nb; b += 2, sb += 2 * NR) {
+        /* a last odd block: its 8 bytes twice (no read past the section: a panel may end the heap) */
+        v128_t s[4];
+        scales16_b1(b + 1 < nb ? wasm_v128_load(sb) : wasm_v128_load64_splat(sb), SDT, half, s);
+        FOLD_BLOCK(b, s[0], s[1]);
+        if (b + 1 < nb) FOLD_BLOCK(b + 1, s[2], s[3]);
       }
+      sb -= (nb & 1) * NR; /* an odd batch: the next one starts on the block after it */
     }
     b0 += nb;
   }
+#undef FOLD_BLOCK
   wasm_v128_store(c, f0);
   wasm_v128_store(c + 4, f1);
 }
 
-/* dq4_row16 for short K blocks with scales: one panel after the other (columns 0-7, then 8-15). */
-INLINE void dq4_row16_short(const int CK, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
-                            const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, float* restrict c, int first) {
+/* dq4_row16 for short K blocks with scales: one panel after the other (columns 0-7, then 8-15; the second panel's
+   scales sps floats (f32) or bytes (1-byte types) past the first's). */
+INLINE void dq4_row16_short(const int CK, const int SDT, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                            const uint8_t* restrict w, size_t ps, const void* restrict sc, size_t sps, float* restrict c, int first) {
   const size_t z = (size_t)((uint32_t)kc >> 31);
-  dq4_panel_short(CK, kc, blk, a + z, xs, w + z, sc, c, first);
-  dq4_panel_short(CK, kc, blk, a + z, xs, w + z + ps, sc + sps, c + NR, first);
+  dq4_panel_short(CK, SDT, kc, blk, a + z, xs, w + z, sc, c, first);
+  dq4_panel_short(CK, SDT, kc, blk, a + z, xs, w + z + ps, (const uint8_t*)sc + sps * (SDT == DT_F32 ? 4 : 1), c + NR, first);
+}
+
+/* 1 row x two panels of f4_e2m1 codes with their 1-byte K-block scales (sdt: DT_E8M0 or DT_F8_E4M3, 8 bytes per
+   block; blk <= 64, a multiple of 4) read in place, each panel's after its codes (sps: bytes from the first
+   panel's scales to the second's): s16_dq_1x16w4's folds into the f32 C, the same bits as with the staged copy. */
+void s16_dq_1x16f4(size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs, const uint8_t* restrict w, size_t ps,
+                   const uint8_t* restrict sc, size_t sps, int sdt, float* restrict c, int first) {
+  if (sdt == DT_E8M0) dq4_row16_short(C4_F4, DT_E8M0, kc, blk, a, xs, w, ps, sc, sps, c, first);
+  else dq4_row16_short(C4_F4, DT_F8_E4M3, kc, blk, a, xs, w, ps, sc, sps, c, first);
 }
 
 void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt) {
-  /* f4_e2m1's scales are staged apart from the panels (e8m0 / e4m3 decoded to f32), so reading codes then scales
-     as one run gains nothing there, and the batched folds cost it 6-9% (decode mxfp4:dq / nvfp4:dq, Node 20):
-     it keeps the per-block folds. */
+  /* f4_e2m1 with staged f32 scales (read apart from the panels) keeps the per-block folds: the batched ones cost it
+     6-9% (decode mxfp4:dq / nvfp4:dq, Node 20); its 1-byte scales beside the panels take s16_dq_1x16f4. */
   if (sc && blk && blk <= 64 && dt != DT_F4_E2M1) {
-    if (dt == DT_S4) dq4_row16_short(C4_S4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
-    else dq4_row16_short(C4_U4, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    if (dt == DT_S4) dq4_row16_short(C4_S4, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    else dq4_row16_short(C4_U4, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
     return;
   }
   if (dt == DT_S4) dq4_row16(C4_S4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);

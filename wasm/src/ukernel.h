@@ -44,6 +44,11 @@ void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int3
 void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt);
+/* s16_dq_1x16w4 for f4_e2m1 codes with their 1-byte K-block scales (sdt DT_E8M0 / DT_F8_E4M3: 8 bytes per block,
+   blk <= 64) read in place, each panel's past its codes (the second panel's sps bytes past the first's): K blocks
+   folded into the 16 f32 at c (F = p0 when first, else C + p_b), the scales times 0.5 (the sums are of 2 v). */
+void s16_dq_1x16f4(size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs, const uint8_t* restrict w, size_t ps,
+                   const uint8_t* restrict sc, size_t sps, int sdt, float* restrict c, int first);
 /* 1 row x two x8 panels (w, w + ps; s8 / u8) with the row's int16 k-pairs of a 3-row micro-panel (a): int32 sums
    (sc = 0) or K blocks folded with f32 scales as s16_dq_1x16w4; one swizzle per 8 columns x 2 k, bitwise
    s16_gemm_3x8w8 / s16_dq_1x8 (s16-gemm-1x16w8-wasmsimd.c). */
