@@ -17,14 +17,18 @@ let gpu: GpuEngine;
 let cpu: Engine;
 useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
-/** Expert i: K, N, its rows M_i; its src / dst allocations hold `cap` rows (default M_i + 2: NaN src rows past M_i). */
+/**
+ * Expert i: K, N, its rows M_i; its src / dst allocations hold `cap` rows (default M_i + 2, at least 5: NaN src rows
+ * past M_i). Capacities of 5 to 64 rows all take the gemv's 8-row tile (and N not a multiple of 4 its scalar loads):
+ * SwiftShader compiles a pipeline per tile and weights / scales kind, so the cases share few (seconds each).
+ */
 interface Ex { readonly K: number; readonly N: number; readonly rows: number; readonly cap?: number }
 interface Data { readonly x: Float32Array[]; readonly w: Float64Array[]; readonly sc: Float32Array[] }
 /** Weights type and scales: per column (blk 0) or in K blocks of `blk`, of type `sdt` (f32 by default). */
 interface Wt { readonly wdt: DataType; readonly blk: number; readonly sdt?: DataType }
 const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
 const SENTINEL = 12345;
-const capOf = (e: Ex): number => e.cap ?? e.rows + 2;
+const capOf = (e: Ex): number => e.cap ?? Math.max(e.rows + 2, 5);
 
 /** A normal f8_e4m3 value near 64 v (v in [0.001, 0.021]: exponents -4..0, 3 mantissa bits kept). */
 function e4m3Normal(v: number): number {
@@ -155,19 +159,23 @@ describe('dynamic int8 activations on the gpu engine (grouped_gemm :dq, Proposal
   });
 
   it('f4_e2m1 weights: MXFP4 (e8m0 per 32 K) and NVFP4 (f8_e4m3 per 16 K)', async () => {
-    await compare(same([5, 0, 1], 64, 21), { wdt: dt.f4_e2m1, blk: 32, sdt: dt.e8m0 }, 5, 'mxfp4');
-    await compare(same([0, 6], 48, 19), { wdt: dt.f4_e2m1, blk: 16, sdt: dt.f8_e4m3 }, 6, 'nvfp4');
+    // (4 rows of capacity: the gemv's 4-row tile, whose fp4 pipelines compile in half the 8-row one's time)
+    const cap4 = (rows: readonly number[], K: number, N: number): Ex[] => rows.map((r) => ({ K, N, rows: r, cap: 4 }));
+    await compare(cap4([3, 0, 1], 64, 21), { wdt: dt.f4_e2m1, blk: 32, sdt: dt.e8m0 }, 5, 'mxfp4');
+    await compare(cap4([0, 3], 48, 19), { wdt: dt.f4_e2m1, blk: 16, sdt: dt.f8_e4m3 }, 6, 'nvfp4');
   });
 
+  // (N multiples of 8, as the cpu engine's per-expert panels need: the vector-load pipelines of the decode shape's
+  // u4 per-column and s8 K-block cases)
   it('experts of different K and N (per-column scales; K blocks of 32 on K multiples of 32)', async () => {
-    await compare([{ K: 64, N: 24, rows: 7 }, { K: 160, N: 8, rows: 0 }, { K: 99, N: 40, rows: 3 }], { wdt: dt.s8, blk: 0 }, 3, 's8 mixed');
-    await compare([{ K: 64, N: 24, rows: 7 }, { K: 96, N: 24, rows: 0 }, { K: 32, N: 24, rows: 5 }], { wdt: dt.s4, blk: 32 }, 4, 's4 K-blocks mixed');
+    await compare([{ K: 64, N: 24, rows: 7 }, { K: 160, N: 8, rows: 0 }, { K: 99, N: 40, rows: 3 }], { wdt: dt.u4, blk: 0 }, 3, 'u4 mixed');
+    await compare([{ K: 64, N: 24, rows: 7 }, { K: 96, N: 24, rows: 0 }, { K: 32, N: 24, rows: 5 }], { wdt: dt.s8, blk: 32 }, 4, 's8 K-blocks mixed');
     // an expert of no rows of capacity (never quantized nor dispatched), one whose rows fill its allocations
-    await compare([{ K: 64, N: 24, rows: 0, cap: 0 }, { K: 99, N: 40, rows: 3, cap: 3 }], { wdt: dt.s8, blk: 0 }, 8, 's8 no capacity');
+    await compare([{ K: 64, N: 24, rows: 0, cap: 0 }, { K: 99, N: 40, rows: 6, cap: 6 }], { wdt: dt.u4, blk: 0 }, 8, 'u4 no capacity');
   });
 
   it('a second execution with other M_i reuses the workspace; a bad M_i (dst untouched) and a NaN row are raised at wait()', async () => {
-    const ex = same([3, 4, 5], 64, 16), wt = { wdt: dt.s4, blk: 32 }, d = makeData(ex, wt, 2);
+    const ex = same([3, 4, 5], 64, 17), wt = { wdt: dt.s4, blk: 32 }, d = makeData(ex, wt, 2);
     const strm = new Stream(gpu);
     const f = setup(gpu, strm, ex, wt, d);
     try {
@@ -176,7 +184,7 @@ describe('dynamic int8 activations on the gpu engine (grouped_gemm :dq, Proposal
       ex.forEach((e, i) => expectClose(full[i].subarray(0, e.rows * e.N), want[i], `expert ${i}`));
       // fewer rows: the first ones again, bit for bit (rows are quantized on their own)
       const fewer = await f.run([1, 0, 2]);
-      [1, 0, 2].forEach((m, i) => expect(Array.from(fewer[i].subarray(0, m * 16)), `M = ${m}, expert ${i}`).toEqual(Array.from(full[i].subarray(0, m * 16))));
+      [1, 0, 2].forEach((m, i) => expect(Array.from(fewer[i].subarray(0, m * 17)), `M = ${m}, expert ${i}`).toEqual(Array.from(full[i].subarray(0, m * 17))));
       for (const [dims, fragment] of [
         [[3, 7, 5], "ARG.RUNTIME_DIMS[1] = 7 rows do not fit expert 1's src/dst allocations (6 rows fit)"],
         [[3, -1, 5], 'ARG.RUNTIME_DIMS[1] = -1 must be non-negative'],
