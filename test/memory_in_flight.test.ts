@@ -6,7 +6,7 @@
  * does not take stay usable; the hold ends when the work settles, failed work included.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARG, Engine, Memory, RUNTIME_DIM_VAL, Stream, dt, matmul, memory, moe, offsets, reorder, tag } from '../src/index.js';
+import { ARG, Engine, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, moe, offsets, reorder, tag } from '../src/index.js';
 import { expectDnnlError, expectDnnlReject } from './helpers.js';
 
 const E = 2, K = 256, N = 256, SIZES = [150, 106], M = 256;
@@ -65,6 +65,42 @@ describe('cpu memory while stream work that uses it is in flight', () => {
     expect(() => dst.read()).not.toThrow();
     mm.destroy();
     for (const m of [src, wei, dst]) m.free();
+  });
+
+  it('grouped_gemm (:dq) holds every expert\'s src / weights / dst / scales and the runtime dims; not an unrelated memory', async () => {
+    const G = 3, k = 64, n = 32, rows = [3, 0, 2];
+    const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8).setScales(ARG.MULTIPLE_WEIGHTS, 2, [], dt.f32);
+    const srcMd = memory.desc([RUNTIME_DIM_VAL, k], dt.f32, tag.ab), dstMd = memory.desc([RUNTIME_DIM_VAL, n], dt.f32, tag.ab);
+    const weiMd = memory.desc([k, n], dt.s8, tag.ab), dimsMd = memory.desc([G], dt.s32, tag.x);
+    const pd = new grouped_gemm.PrimitiveDesc(eng, Array(G).fill(srcMd), Array(G).fill(weiMd), Array(G).fill(dstMd), dimsMd, attr);
+    const gg = new grouped_gemm.Primitive(pd);
+    const held: Memory[] = [], dsts: Memory[] = [];
+    const args: Record<number, Memory> = {};
+    const add = (id: number, m: Memory): void => { args[id] = m; held.push(m); };
+    for (let i = 0; i < G; i++) {
+      // runtime-rows views of 4-row plain allocations (which the host writes and reads)
+      const src = Memory.create(memory.desc([4, k], dt.f32, tag.ab), eng).write(new Float32Array(4 * k).fill(1));
+      dsts.push(Memory.create(memory.desc([4, n], dt.f32, tag.ab), eng));
+      add(ARG.MULTIPLE_SRC + i, Memory.create(srcMd, eng, src.handles[0], { capacityBytes: 4 * k * 4 }));
+      add(ARG.MULTIPLE_WEIGHTS + i, Memory.create(weiMd, eng).write(new Float32Array(k * n).fill(1)));
+      add(ARG.MULTIPLE_DST + i, Memory.create(dstMd, eng, dsts[i].handles[0], { capacityBytes: 4 * n * 4 }));
+      held.push(src); // (freed with the others; not an argument)
+      add(ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + i), Memory.create(pd.queryMd('scales:weights', i)!, eng).write(new Float32Array(n).fill(0.5)));
+    }
+    add(ARG.RUNTIME_DIMS, Memory.create(dimsMd, eng).write(rows));
+    const other = Memory.create(memory.desc([4], dt.f32, tag.a), eng).write([1, 2, 3, 4]);
+    gg.execute(strm, args);
+    expect(Object.values(args).map((m) => m.inUse)).toEqual(Object.values(args).map(() => true));
+    expect(other.inUse).toBe(false);
+    expectDnnlError(() => args[ARG.MULTIPLE_WEIGHTS + 2].read(), 'invalid_arguments', IN_FLIGHT);
+    expectDnnlError(() => args[ARG.RUNTIME_DIMS].write(rows), 'invalid_arguments', IN_FLIGHT);
+    expectDnnlError(() => args[ARG.ATTR_SCALES | (ARG.MULTIPLE_WEIGHTS + 1)].write(new Float32Array(n)), 'invalid_arguments', IN_FLIGHT);
+    await strm.wait();
+    expect(held.some((m) => m.inUse)).toBe(false);
+    // Rows of ones quantize exactly (scale 1 / 127): each dst value is k x 1 x 0.5.
+    [0, 2].forEach((i) => expect(Array.from(dsts[i].read().subarray(0, rows[i] * n))).toEqual(Array(rows[i] * n).fill(k / 2)));
+    gg.destroy();
+    for (const m of [...held, ...dsts, other]) m.free();
   });
 
   it('reorder and moe.layer hold theirs too', async () => {

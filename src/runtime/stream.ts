@@ -39,8 +39,8 @@ export class Stream {
 
   /**
    * @internal used by primitives. The engine counts the work as in flight until it settles; so do the
-   * host memories among `uses` (the execute's arguments, searched a few levels deep), whose `read` and
-   * `write` refuse meanwhile.
+   * host memories among `uses` (the execute's arguments, or the memories the primitive resolved from them,
+   * searched a few levels deep), whose `read` and `write` refuse meanwhile.
    */
   enqueue(task: StreamTask, uses?: unknown): void {
     const eng = this.engine;
@@ -134,12 +134,13 @@ interface HostMemoryUse {
 
 /**
  * The cpu memory objects in an execute's arguments: a record of memories, or an implementation's
- * argument struct (memories, plain records and arrays of them, nested a few levels).
+ * argument struct (memories, plain records and arrays of them, nested a few levels). A memory met twice
+ * is listed twice (its uses count up and down alike): no Set to fill per execute.
  */
-function hostMemoriesIn(x: unknown, out = new Set<HostMemoryUse>(), depth = 0): Set<HostMemoryUse> {
+function hostMemoriesIn(x: unknown, out: HostMemoryUse[] = [], depth = 0): HostMemoryUse[] {
   if (typeof x !== 'object' || x === null || ArrayBuffer.isView(x)) return out;
   if (typeof (x as Partial<HostMemoryUse>).streamUse === 'function') {
-    out.add(x as HostMemoryUse);
+    out.push(x as HostMemoryUse);
     return out;
   }
   // Into plain records and arrays only (not engines, descriptors, gpu memories...).

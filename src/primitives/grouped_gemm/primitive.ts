@@ -145,8 +145,10 @@ export class Primitive {
       a.binary.forEach((list, j) => clash(list[i], () => `binary post-op ${p.experts[i].fusion.binary[j].position} src1`));
     });
     const task = this.executor.task(a);
+    // The stream holds the memories resolved into `a` (arrays: a record of 769 integer keys at E = 256 with :dq
+    // is slow to walk).
     if (getVerbose() < 1) {
-      stream.enqueue(task, args);
+      stream.enqueue(task, a);
       return;
     }
     stream.enqueue(() => {
@@ -160,6 +162,6 @@ export class Primitive {
       const r = task();
       if (r) return r.then(line);
       line();
-    }, args);
+    }, a);
   }
 }
