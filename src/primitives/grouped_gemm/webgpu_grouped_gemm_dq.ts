@@ -69,6 +69,8 @@ interface Workspace {
   readonly codes: GpuMemory;
   readonly scales: GpuMemory;
   readonly quant: Executor<GpuDynamicQuantArgs>;
+  /** The last view of the caller's src made for `quant` (quantSrc). */
+  srcView?: GpuMemory;
 }
 
 class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
@@ -119,12 +121,20 @@ class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
       if (cap === 0) return;
       const buf = a.src[i].buffers[0];
       if (buf.size > max) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: dynamic quantization reads src as one storage binding; its buffer of ${buf.size} bytes exceeds maxStorageBufferBindingSize ${max} bytes`);
-      quants.push(w.quant.run({ src: GpuMemory.view(a.src[i], w.qp.src, [buf, a.runtimeDims.buffers[0]], [a.src[i].byteSizes[0], a.runtimeDims.byteSizes[0]]), dst: w.codes, scales: w.scales }));
+      quants.push(w.quant.run({ src: quantSrc(w, a.src[i], a.runtimeDims), dst: w.codes, scales: w.scales }));
     });
     // The quantization passes go after the GEMM's expert-dims pass (its M_i checks first among the errors, as on
     // the cpu engine) and before the experts' GEMMs. (A webgpu pass only records: no promise to wait for.)
     return this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } }, () => quants.forEach((q) => void q()));
   }
+}
+
+/** Expert i's src as the quantization pass reads it (its buffer with the M_i buffer as offsets): one view kept per
+ * workspace and made again only when the caller's buffers change, not E new objects per execute. */
+function quantSrc(w: Workspace, src: GpuMemory, dims: GpuMemory): GpuMemory {
+  const buf = src.buffers[0], off = dims.buffers[0], v = w.srcView;
+  if (v?.buffers[0] === buf && v.buffers[1] === off && v.byteSizes[0] === src.byteSizes[0] && v.byteSizes[1] === dims.byteSizes[0]) return v;
+  return (w.srcView = GpuMemory.view(src, w.qp.src, [buf, off], [src.byteSizes[0], dims.byteSizes[0]]));
 }
 
 function free(w: Workspace): void {
