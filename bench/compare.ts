@@ -6,11 +6,13 @@
  * reports/compare.html and rfcs/proposal-comparison.md.
  *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b] [--formats=f32,w8:dq,w4:dq] [--clock=wall|cpu] [--engine=cpu|gpu] [--spin-ms=1500] [--step-spin-ms=25]
  * `--formats`: f32 runs the examples (and the baseline); w8:dq / w4:dq run P#1, P#2 and P#3 on s8 / s4 weights with
- * dynamic int8 activations (bench/compare_dq.ts), each format's outputs checked bit-identical to its P#1's.
+ * dynamic int8 activations (bench/compare_dq.ts), each format's outputs checked bit-identical to its P#1's; on the gpu
+ * engine each runs beside the same weights with f32 activations (`w8` / `w4` rows), P#1 checked against the cpu
+ * engine's `:dq` / a float64 reference first (bench/compare_gpu.ts).
  * `--clock=cpu` (with --threads=1: the work runs in the calling thread) times by process CPU time, which a
  * time-shared core does not inflate.
  * (workloads: decode-e64, decode-e256, prefill-balanced-e8, prefill-skewed-e8, prefill-skewed-e64; rfcs/ is rewritten
- * only by a run of all of them)
+ * only by a run of all of them; ci-decode and ci-prefill, small shapes for SwiftShader, run only when named)
  * `--engine=gpu` runs the same workloads on the gpu engine (bench/compare_gpu.ts) with a host-read-back
  * baseline, and writes reports/compare-gpu.md / .json instead.
  */
@@ -23,7 +25,7 @@ import { createP1 } from '../examples/p1-grouped-memory.js';
 import { createP2 } from '../examples/p2-offsets-attr.js';
 import { createP3 } from '../examples/p3-pointer-array.js';
 import type { MoeShape, ProposalFactory, ProposalRunner } from '../examples/proposals_harness.js';
-import { createP1Dq, createP2Dq, createP3Dq, type DqFactory } from './compare_dq.js';
+import { createP1Dq, createP2Dq, createP3Dq, dqWeightsData, type DqFactory } from './compare_dq.js';
 import { fillRandom } from './timing.js';
 import { routeZipf } from './workloads.js';
 
@@ -44,6 +46,16 @@ const WORKLOADS: CompareWorkload[] = [
   { name: 'prefill-balanced-e8', tokens: 256, topk: 2, E: 8, K: 1024, N: 1408, zipf: 0, description: 'prefill: 256 tokens, top-2 of 8, uniform routing, K=1024 N=1408' },
   { name: 'prefill-skewed-e8', tokens: 256, topk: 2, E: 8, K: 1024, N: 1408, zipf: 1.5, description: 'prefill: 256 tokens, top-2 of 8, Zipf(1.5) routing, K=1024 N=1408' },
   { name: 'prefill-skewed-e64', tokens: 256, topk: 6, E: 64, K: 1024, N: 704, zipf: 1.0, description: 'prefill: 256 tokens, top-6 of 64, Zipf(1.0) routing, K=1024 N=704' },
+];
+
+/**
+ * Shapes for a software rasterizer (SwiftShader in CI): chosen only by name (`--workload=ci-decode,ci-prefill`),
+ * never by default. K, N off the kernels' tiles; ci-decode is all gemv (at most 2 rows per expert), ci-prefill
+ * takes the tiled GEMM and has experts of no rows.
+ */
+const CI_WORKLOADS: CompareWorkload[] = [
+  { name: 'ci-decode', tokens: 4, topk: 2, E: 8, K: 200, N: 72, zipf: 0.6, description: 'CI decode: 4 tokens, top-2 of 8 experts, K=200 N=72' },
+  { name: 'ci-prefill', tokens: 48, topk: 2, E: 6, K: 136, N: 88, zipf: 1.5, description: 'CI prefill: 48 tokens, top-2 of 6, Zipf(1.5) routing, K=136 N=88' },
 ];
 
 const PROPOSALS: ReadonlyArray<readonly [string, ProposalFactory, string]> = [
@@ -72,14 +84,15 @@ const steps = Number(args.get('steps') ?? 12);
 const KNOWN_OPTIONS = ['threads', 'steps', 'workload', 'formats', 'clock', 'engine', 'spin-ms', 'step-spin-ms'];
 for (const k of args.keys()) if (!KNOWN_OPTIONS.includes(k)) throw new Error(`compare: unknown option --${k} (options: ${KNOWN_OPTIONS.map((o) => `--${o}`).join(', ')})`);
 const chosen = (args.get('workload') ?? WORKLOADS.map((w) => w.name).join(',')).split(',');
-for (const c of chosen) if (!WORKLOADS.some((w) => w.name === c)) throw new Error(`compare: unknown workload '${c}' (workloads: ${WORKLOADS.map((w) => w.name).join(', ')})`);
+const KNOWN_WORKLOADS = [...WORKLOADS, ...CI_WORKLOADS];
+for (const c of chosen) if (!KNOWN_WORKLOADS.some((w) => w.name === c)) throw new Error(`compare: unknown workload '${c}' (workloads: ${KNOWN_WORKLOADS.map((w) => w.name).join(', ')})`);
+const chosenWorkloads = KNOWN_WORKLOADS.filter((w) => chosen.includes(w.name));
 /** rfcs/proposal-comparison.md quotes every workload: it is rewritten only by a run of all of them. */
-const allWorkloads = WORKLOADS.every((w) => chosen.includes(w.name));
+const allWorkloads = WORKLOADS.every((w) => chosen.includes(w.name)) && chosenWorkloads.length === WORKLOADS.length;
 const engineKind = args.get('engine') ?? 'cpu';
 if (engineKind !== 'cpu' && engineKind !== 'gpu') throw new Error(`--engine must be cpu or gpu, got '${engineKind}'`);
 const formats = (args.get('formats') ?? ['f32', ...Object.keys(DQ_FORMATS)].join(',')).split(',');
 for (const f of formats) if (f !== 'f32' && !Object.hasOwn(DQ_FORMATS, f)) throw new Error(`compare: unknown format '${f}' (formats: f32, ${Object.keys(DQ_FORMATS).join(', ')})`);
-if (engineKind === 'gpu' && args.has('formats')) throw new Error('compare: --formats runs on the cpu engine only (bench/compare_gpu.ts has no :dq rows yet: its proposals would need gpu :dq variants)');
 const clock = args.get('clock') ?? 'wall';
 if (clock !== 'wall' && clock !== 'cpu') throw new Error(`--clock must be wall or cpu, got '${clock}'`);
 // (process CPU time counts every thread: a step's time only when the work runs in the calling thread)
@@ -137,12 +150,8 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
   for (const f of formats.filter((x) => Object.hasOwn(DQ_FORMATS, x))) {
     // integer codes (s4: -7..7) and per-column scales, shared by the three proposals (each packs its own copy)
     const wdt = DQ_FORMATS[f];
-    const codes = new Float32Array(w.E * w.K * w.N);
-    fillRandom(codes, 9, wdt === dt.s4 ? 14 : 254);
-    const weights = Memory.create(memory.desc([w.E, w.K, w.N], wdt, tag.abc), eng).write(codes.map(Math.round));
-    const scales = new Float32Array(w.E * w.N);
-    fillRandom(scales, 6, 1e-3);
-    scales.forEach((v, i) => (scales[i] = (wdt === dt.s4 ? 16 : 1) * (2e-4 + Math.abs(v))));
+    const { codes, scales } = dqWeightsData(w.E, w.K, w.N, wdt);
+    const weights = Memory.create(memory.desc([w.E, w.K, w.N], wdt, tag.abc), eng).write(codes);
     for (const [name, factory, mark] of DQ_PROPOSALS) setups.push({ name: `${name} ${f}`, format: f, loc: linesOfUserCode('../bench/compare_dq.ts', mark), make: () => factory(eng, strm, shape, weights, scales) });
   }
   const routings = Array.from({ length: steps + 2 }, (_, s) => routeZipf(w.tokens, w.E, w.topk, w.zipf, 1000 + s));
@@ -200,7 +209,9 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
 
 if (engineKind === 'gpu') {
   const { compareGpu } = await import('./compare_gpu.js');
-  await compareGpu(WORKLOADS.filter((x) => chosen.includes(x.name)), steps, { spinMs: Number(args.get('spin-ms') ?? 1500), stepSpinMs: Number(args.get('step-spin-ms') ?? 25) });
+  // each :dq format beside its weights with f32 activations (the same codes and scales)
+  const variants = formats.flatMap((f) => (f === 'f32' ? [{ format: f, wdt: dt.f32, dq: false }] : [{ format: f.replace(':dq', ''), wdt: DQ_FORMATS[f], dq: false }, { format: f, wdt: DQ_FORMATS[f], dq: true }]));
+  await compareGpu(chosenWorkloads, steps, { spinMs: Number(args.get('spin-ms') ?? 1500), stepSpinMs: Number(args.get('step-spin-ms') ?? 25) }, variants);
 } else {
   await compareCpu();
 }
@@ -210,7 +221,7 @@ async function compareCpu(): Promise<void> {
   const PAD = formats.some((f) => f !== 'f32') ? 26 : 20;
   const all: Result[] = [];
   console.log(`groupdnn proposal comparison: threads ${threads}, ${steps} timed steps (routing changes every step), formats ${formats.join(', ')}, ${clock === 'cpu' ? 'process CPU time' : 'wall time'}, node ${process.version}`);
-  for (const w of WORKLOADS.filter((x) => chosen.includes(x.name))) {
+  for (const w of chosenWorkloads) {
     console.log(`\n${w.name}: ${w.description}`);
     console.log(`  ${'proposal'.padEnd(PAD)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'setup ms'.padStart(9)} ${'pd ms/step'.padStart(10)} ${'extra heap'.padStart(11)} ${'objs'.padStart(5)} ${'objs/step'.padStart(9)} ${'LoC'.padStart(4)}  identical`);
     for (const r of await runWorkload(w)) {
@@ -271,7 +282,7 @@ function markdownReport(rs: Result[], stampText: string): string {
     'code reorders, and bit-identical compares them with P1 of the same format.',
     '',
   ];
-  for (const w of WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name))) {
+  for (const w of KNOWN_WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name))) {
     lines.push(`## ${w.name}: ${w.description}`, '', '| proposal | step ms | host ms | setup ms | pd ms/step | extra heap B | objs | objs/step | LoC | bit-identical |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
     for (const r of rs.filter((x) => x.workload === w.name)) {
       lines.push(`| ${r.proposal} | ${r.step_ms.toFixed(3)} | ${r.host_ms.toFixed(3)} | ${r.setup_ms.toFixed(2)} | ${r.pd_per_step_ms.toFixed(3)} | ${r.extra_heap_bytes} | ${r.setup_objects} | ${r.objects_per_step.toFixed(1)} | ${r.loc} | ${r.identical ? 'yes' : 'NO'} |`);
@@ -282,7 +293,7 @@ function markdownReport(rs: Result[], stampText: string): string {
 }
 
 function bars(title: string, rs: Result[], value: (r: Result) => number, unit: string): string {
-  const ws = WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name));
+  const ws = KNOWN_WORKLOADS.filter((x) => rs.some((r) => r.workload === x.name));
   const names = [...new Set(rs.map((r) => r.proposal))];
   const colors = ['#4e79a7', '#f28e2b', '#59a14f', '#bab0ac', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#e15759'];
   const groupH = names.length * 16 + 14, left = 150, width = 460;

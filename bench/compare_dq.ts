@@ -7,8 +7,23 @@
  * User code sits between `// user-code-begin <name>` and `// user-code-end <name>`, counted as the examples'.
  * The per-step code repeats the examples' on purpose: it is the user code whose lines and objects are counted.
  */
-import { ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, dt, grouped_gemm, matmul, memory, offsets, reorder, tag, type Engine, type Stream } from '../src/index.js';
+import { ARG, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, dt, grouped_gemm, matmul, memory, offsets, reorder, tag, type DataType, type Engine, type Stream } from '../src/index.js';
 import type { MoeShape, ProposalRunner } from '../examples/proposals_harness.js';
+import { fillRandom } from './timing.js';
+
+/**
+ * The `:dq` rows' weights, shared by both engines' compares: integer codes [E, K, N] (s8: -127..127, s4: -7..7)
+ * and per-column scales [E, N] (s4's 16x larger, so both formats give outputs of one magnitude).
+ */
+export function dqWeightsData(E: number, K: number, N: number, wdt: DataType): { codes: Float32Array; scales: Float32Array } {
+  const codes = new Float32Array(E * K * N);
+  fillRandom(codes, 9, wdt === dt.s4 ? 14 : 254);
+  codes.forEach((v, i) => (codes[i] = Math.round(v)));
+  const scales = new Float32Array(E * N);
+  fillRandom(scales, 6, 1e-3);
+  scales.forEach((v, i) => (scales[i] = (wdt === dt.s4 ? 16 : 1) * (2e-4 + Math.abs(v))));
+  return { codes, scales };
+}
 
 /** A proposal on `weights` ([E, K, N] s8 / s4 abc) with per-column `scales` ([E, N], expert-major). */
 export type DqFactory = (eng: Engine, strm: Stream, shape: MoeShape, weights: Memory, scales: Float32Array) => ProposalRunner;
