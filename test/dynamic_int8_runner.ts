@@ -135,10 +135,12 @@ export interface DqMatmulRun {
   readonly E: number;
   /** Rows per expert (empty experts allowed). */
   readonly sizes: readonly number[];
+  /** Rows the src / dst allocations hold (default: the sizes' sum); src rows past the last offset are NaN. */
+  readonly capacity?: number;
   readonly K: number;
   readonly N: number;
   readonly proposal?: 'P1' | 'P2';
-  /** src [T, K]. */
+  /** src [sum of sizes, K]. */
   readonly x: Float32Array;
   /** Weights values [E, K, N] of type `wdt`. */
   readonly w: Float64Array;
@@ -152,9 +154,13 @@ export interface DqMatmulRun {
   readonly form?: 'any' | 'codes' | 'plain';
 }
 
-/** Runs one `:dq` grouped matmul (P#1 grouped memory or P#2 offsets attribute) on a cpu or gpu engine; dst starts as NaN. */
+/**
+ * Runs one `:dq` grouped matmul (P#1 grouped memory or P#2 offsets attribute) on a cpu or gpu engine; dst starts as
+ * NaN. `got`: the rows of the sizes; the rows of capacity past them must stay NaN (never written).
+ */
 export async function runDqMatmul(eng: Engine | GpuEngine, strm: Stream, c: DqMatmulRun): Promise<{ got: Float32Array; impl: string; wmd: string }> {
-  const { E, K, N, wdt } = c, T = c.sizes.reduce((a, b) => a + b, 0), form = c.form ?? 'any';
+  const { E, K, N, wdt } = c, used = c.sizes.reduce((a, b) => a + b, 0), T = c.capacity ?? used, form = c.form ?? 'any';
+  if (T < used) throw new Error(`runDqMatmul: capacity ${T} < ${used} rows`);
   const attr = new PrimitiveAttr().setDynamicQuantization(ARG.SRC, dt.s8);
   if (c.scales?.blk) attr.setScales(ARG.WEIGHTS, 7, [1, c.scales.blk, 1], c.scales.sdt);
   else if (c.scales) attr.setScales(ARG.WEIGHTS, 5, [], c.scales.sdt);
@@ -176,7 +182,9 @@ export async function runDqMatmul(eng: Engine | GpuEngine, strm: Stream, c: DqMa
   const mk = (md: MemoryDesc, share?: Memory | GpuMemory): Memory | GpuMemory => (gpu
     ? Memory.create(md, eng, share && [undefined, (share as GpuMemory).buffers[1]])
     : Memory.create(md, eng, share && [undefined, (share as Memory).handles[1]]));
-  const src = mk(srcMd).write(c.x), dst = mk(dstMd, p2 ? undefined : src);
+  const x = new Float32Array(T * K).fill(Number.NaN);
+  x.set(c.x);
+  const src = mk(srcMd).write(x), dst = mk(dstMd, p2 ? undefined : src);
   if (!p2) {
     if (src instanceof GpuMemory) src.writeOffsets(offs);
     else src.offsets.set(offs);
@@ -212,7 +220,10 @@ export async function runDqMatmul(eng: Engine | GpuEngine, strm: Stream, c: DqMa
   const prim = new matmul.Primitive(pd);
   prim.execute(strm, args);
   await strm.wait();
-  const got = Float32Array.from((await dst.read()).subarray(0, T * N));
+  const out = Float32Array.from((await dst.read()).subarray(0, T * N));
+  const written = out.subarray(used * N).findIndex((v) => !Number.isNaN(v));
+  if (written >= 0) throw new Error(`runDqMatmul: dst row ${used + Math.floor(written / N)} past the last offset was written`);
+  const got = out.subarray(0, used * N);
   mems.forEach((m) => m.free());
   prim.destroy();
   return { got, impl: pd.implInfo, wmd: wmd.toString() };

@@ -16,26 +16,37 @@ let gpu: GpuEngine;
 let cpu: Engine;
 useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
 
-type Case = DqIntCase;
+/** A case; `capacity`: the rows src / dst hold (default: the sizes' sum; runDqMatmul). */
+type Case = DqIntCase & { readonly capacity?: number };
 const data = dqIntData;
 
 
-const SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N'>][] = [
+/**
+ * Two pairs of shapes, each pair on one kernel (SwiftShader compiles a pipeline per kernel, weights type and scales
+ * kind, seconds each: the two shapes of a pair share it). The tiled GEMM's pair: 16 to 32 rows of capacity per
+ * expert on average (32-row tiles), N not a multiple of 4. The gemv's pair: 4 rows of capacity per expert (its
+ * 4-row tile, which compiles in about 60% of the 8-row one's time; src rows past the sizes NaN), N a multiple of 8
+ * (its vector loads; the scalar ones take half again the time) but of no column tile.
+ */
+const TILED_SHAPES: [string, Pick<Case, 'E' | 'sizes' | 'K' | 'N' | 'capacity'>][] = [
   ['E = 5, a 70-row expert, an empty one, 1-row ones, K = 99, N = 21', { E: 5, sizes: [70, 0, 9, 1, 33], K: 99, N: 21 }],
-  ['one expert takes all rows, K = 96, N = 19', { E: 4, sizes: [0, 0, 41, 0], K: 96, N: 19 }],
-  ['E = 1, K = 130, N = 13', { E: 1, sizes: [5], K: 130, N: 13 }],
-  ['decode: 1 row per expert, K = 256, N = 24', { E: 3, sizes: [1, 1, 1], K: 256, N: 24 }],
+  ['one expert takes all rows, K = 96, N = 19', { E: 4, sizes: [0, 0, 67, 0], K: 96, N: 19 }],
 ];
+const GEMV_SHAPES: typeof TILED_SHAPES = [
+  ['E = 1, 3 rows in 4 of capacity, K = 130, N = 24', { E: 1, sizes: [3], capacity: 4, K: 130, N: 24 }],
+  ['decode: 1 row per expert in 4 of capacity, K = 256, N = 40', { E: 3, sizes: [1, 1, 1], capacity: 12, K: 256, N: 40 }],
+];
+const SHAPES = [...TILED_SHAPES, ...GEMV_SHAPES];
 
 describe('dynamic int8 activations on the gpu engine (matmul :dq)', () => {
-  // Each (weights type, scales) pair runs two of the shapes: a type's two pairs take shapes 2i, 2i + 3 and
-  // 2i + 1, 2i + 2 (mod 4), so every shape meets every type once and both scale kinds across the matrix
-  // (SwiftShader compiles a pipeline per shape: the whole matrix would take minutes).
+  // Each (weights type, scales) pair runs one pair of shapes: a type's per-column scales one, its K blocks the
+  // other, alternating across types, so every shape meets every type once and both scale kinds twice. (s8
+  // per-column on the gemv: the pipelines the NaN-row and bad-offsets test below takes too.)
   const cases = [dt.s8, dt.u8, dt.s4, dt.u4].flatMap((wdt, wi) => [0, 32].map((blk, bi) => {
-    const j = 2 * wi + bi;
-    return [`${wdt}, ${blk ? `K-blocks of ${blk}` : 'per-column'} scales`, wdt, blk, [SHAPES[j % 4], SHAPES[(j + (bi ? 1 : 3)) % 4]]] as const;
+    const tiled = (wi + bi) % 2 === 1;
+    return [`${wdt}, ${blk ? `K-blocks of ${blk}` : 'per-column'} scales`, wdt, blk, tiled ? /\+gemm-tiled-/ : /\+gemv-splitk-r4-/, tiled ? TILED_SHAPES : GEMV_SHAPES] as const;
   }));
-  it.each(cases)('%s: vs the quantization model and the cpu engine, P#1 and P#2', async (_n, wdt, blk, shapes) => {
+  it.each(cases)('%s: vs the quantization model and the cpu engine, P#1 and P#2', async (_n, wdt, blk, kernel, shapes) => {
     for (const [name, shape] of shapes) {
       for (const proposal of ['P1', 'P2'] as const) {
         const c: Case = { ...shape, K: blk ? Math.ceil(shape.K / blk) * blk : shape.K, wdt, blk, proposal, bias: blk !== 0 };
@@ -43,6 +54,7 @@ describe('dynamic int8 activations on the gpu engine (matmul :dq)', () => {
         const run = { ...c, ...d, scales: { data: d.sc, blk } };
         const g = await runDqMatmul(gpu, new Stream(gpu), run);
         expect(g.impl).toMatch(/^webgpu:dynamic-quant\+/);
+        expect(g.impl, 'the kernel the pair of shapes shares').toMatch(kernel);
         expectClose(g.got, dqIntReference(c, d.x, d.w, d.sc, d.bias), `${name} ${proposal}`);
         const h = await runDqMatmul(cpu, new Stream(cpu), run);
         expectClose(g.got, h.got, `gpu vs cpu: ${name} ${proposal}`);
