@@ -1,0 +1,104 @@
+import type { DnnlError } from '../../../common/status.js';
+import type { GpuMemory } from '../../../memory/gpu_memory.js';
+import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
+import type { StreamTask } from '../../../runtime/stream.js';
+import { routeDispatchExtraBytes, routeDispatchKey, routeDispatchWgsl } from '../../../kernels/wgsl/moe_route_dispatch.js';
+import { routingCheckedFits, routingTokenFits, routingTokenWorkgroupBytes } from '../../../kernels/wgsl/moe_routing_token.js';
+import type { RoutingArgs } from '../routing/impl.js';
+import type { RoutingProblem } from '../routing/problem.js';
+import { routingDataError } from '../routing/runtime_data.js';
+import { routingConfigOf, routingParams } from '../routing/webgpu_routing.js';
+import type { DispatchArgs } from '../dispatch/impls.js';
+import { dispatchError } from '../dispatch/impls.js';
+import type { DispatchProblem } from '../dispatch/pd.js';
+import { dispatchParams, formOf } from '../dispatch/webgpu_dispatch.js';
+
+/**
+ * Benchmark / test switch, not public API; read when a layer primitive is created: `fuseRouteDispatch`
+ * off keeps the route and dispatch stages as two dispatches in every case.
+ */
+export const gpuLayerTuning = { fuseRouteDispatch: true };
+
+/** What `moe.layer.Primitive.fused` reports for this path. */
+export const ROUTE_DISPATCH_IMPL = 'webgpu:moe-route+dispatch-one';
+
+/**
+ * Why one dispatch cannot route and dispatch this layer's tokens (undefined: it can): the routing must
+ * be the route kernel that checks its logits itself (scores in workgroup memory, T <= 32, T E <= 4096),
+ * the dispatch its one-workgroup form (T k <= 256, no hidden copy, i.e. gemm1 'gather'), and both
+ * kernels' workgroup memory together must fit the device.
+ */
+export function routeDispatchRefusal(rp: RoutingProblem, dp: DispatchProblem, eng: GpuEngine): string | undefined {
+  if (rp.custom) return 'customRoutingFunction routes on the host';
+  if (rp.T === 0) return 'no tokens';
+  const c = routingConfigOf(rp);
+  if (c.scratch || !routingTokenFits(c)) return `the scores of E = ${rp.E} do not fit workgroup memory`;
+  if (!routingCheckedFits(rp.T, rp.E)) return `T = ${rp.T} tokens of E = ${rp.E} logits are past the in-kernel check (T <= 32, T x E <= 4096)`;
+  const form = formOf(dp);
+  if (form !== 'one') return `the dispatch takes its '${form}' form (T x k > 256, a hidden copy or many local experts)`;
+  const bytes = routingTokenWorkgroupBytes(c) + routeDispatchExtraBytes(dp.G);
+  if (bytes > eng.caps.maxComputeWorkgroupStorageSize) return `${bytes} bytes of workgroup memory exceed the device's ${eng.caps.maxComputeWorkgroupStorageSize}`;
+  return undefined;
+}
+
+/**
+ * moe.layer's route and dispatch stages as one dispatch (moe_route_dispatch.ts), for the problems
+ * `routeDispatchRefusal` accepts: the layer's execute records this in place of the two stages; each
+ * stage executed alone still runs its own kernel. Status slots, params and outputs are the two
+ * stages' own, so errors read the same at `stream.wait()`.
+ */
+export class RouteDispatchGpu {
+  private readonly pipeline: GPUComputePipeline;
+  private readonly routeParams: GPUBuffer;
+  private readonly dispatchParams: GPUBuffer;
+
+  constructor(private readonly rp: RoutingProblem, private readonly dp: DispatchProblem, private readonly eng: GpuEngine) {
+    const c = routingConfigOf(rp);
+    this.pipeline = eng.pipeline(routeDispatchKey(c, dp.G), () => routeDispatchWgsl(c, dp.G));
+    this.routeParams = eng.createBuffer(32, 'moe.routing params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+    this.dispatchParams = eng.createBuffer(64, 'moe.dispatch params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+  }
+
+  /** `dispatchErrors` renames the dispatch's runtime errors (the stream renames the task's as the route stage's). */
+  task(ra: RoutingArgs<GpuMemory>, da: DispatchArgs<GpuMemory>, dispatchErrors: (e: DnnlError) => DnnlError): StreamTask {
+    return () => this.record(ra, da, dispatchErrors);
+  }
+
+  private record(ra: RoutingArgs<GpuMemory>, da: DispatchArgs<GpuMemory>, dispatchErrors: (e: DnnlError) => DnnlError): void {
+    const { rp, dp, eng } = this;
+    eng.checkAlive();
+    const status = eng.status;
+    const rslot = status.take((code, i, x) => routingDataError(code, i, x));
+    const routeMap = status.errorMap;
+    status.errorMap = dispatchErrors;
+    let dslot;
+    try {
+      dslot = status.take((code, i, x, y) => dispatchError(dp, code, i, x, y));
+    } finally {
+      status.errorMap = routeMap;
+    }
+    eng.writeParams(this.routeParams, routingParams(rp, rslot.word));
+    eng.writeParams(this.dispatchParams, dispatchParams(dp, eng, da.expertMap !== undefined, dslot.word));
+    const buf = (binding: number, buffer: GPUBuffer): GPUBindGroupEntry => ({ binding, resource: { buffer } });
+    // Without a map the emap binding is never read: the logits (read-only here too) stand in for it.
+    const offs = dp.batched ? da.counts! : da.dst!;
+    const g0 = eng.bindGroup(this.pipeline, [
+      buf(0, this.dispatchParams), buf(2, (da.expertMap ?? ra.src).buffers[0]), buf(5, da.rowOf.buffers[0]), buf(6, da.tokenIndex.buffers[0]),
+      buf(7, da.tokenKs.buffers[0]), buf(8, offs.buffers[0]), { binding: 11, resource: dslot.binding },
+    ]);
+    const routeEntries = [buf(0, this.routeParams), buf(1, ra.src.buffers[0]), buf(3, ra.topkIds.buffers[0]), buf(4, ra.topkWeights.buffers[0]), { binding: 6, resource: rslot.binding }];
+    if (ra.correctionBias) routeEntries.push(buf(2, ra.correctionBias.buffers[0]));
+    const g1 = eng.bindGroup(this.pipeline, routeEntries, 1);
+    eng.computePass('moe.routing+dispatch', (pass) => {
+      pass.setPipeline(this.pipeline);
+      pass.setBindGroup(0, g0);
+      pass.setBindGroup(1, g1);
+      pass.dispatchWorkgroups(1);
+    });
+    eng.keepAlive(g0, g1);
+  }
+
+  destroy(): void {
+    this.eng.retire(this.routeParams, this.dispatchParams);
+  }
+}
