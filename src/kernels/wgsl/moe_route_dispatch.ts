@@ -14,14 +14,17 @@ import { checkAllWgsl, routeTokenFnWgsl } from './moe_routing_token.js';
  * dispatch error (an expert map entry) in the dispatch's slot.
  *
  * Both kernels name their uniform `P`, their ids `ids`, their status binding `status` and `report`:
- * the routing part is renamed (whole words) and bound as group 1, the dispatch part keeps group 0
- * with `ids` a workgroup array. A decode layer thus records one dispatch where it recorded two
+ * the routing part is renamed (whole words) and its bindings moved by ROUTE_BINDING_BASE (one bind
+ * group: one setBindGroup), the dispatch part keeps its names with `ids` a workgroup array. A decode layer thus records one dispatch where it recorded two
  * (3 Dawn calls and a pass boundary fewer).
  */
 
-/** Whole-word renames of the routing part (its own names against the dispatch's). */
+/** The routing part's binding n is ROUTE_BINDING_BASE + n (one bind group with the dispatch's 0-11). */
+export const ROUTE_BINDING_BASE = 16;
+
+/** Whole-word renames of the routing part (its own names against the dispatch's), its bindings moved past the dispatch's. */
 const ROUTE_RENAMES: readonly [RegExp, string][] = [
-  [/@group\(0\)/g, '@group(1)'], [/\bParams\b/g, 'RouteParams'], [/\bP\b/g, 'RP'],
+  [/\bParams\b/g, 'RouteParams'], [/\bP\b/g, 'RP'],
   [/\bids\b/g, 'route_ids'], [/\bstatus\b/g, 'route_status'], [/\breport\b/g, 'route_report'],
 ];
 
@@ -44,6 +47,7 @@ fn route_all(li: u32) -> bool {
   return true;
 }`;
   for (const [re, to] of ROUTE_RENAMES) s = s.replace(re, to);
+  s = s.replace(/@binding\((\d+)\)/g, (_m, b: string) => `@binding(${ROUTE_BINDING_BASE + Number(b)})`);
   // The dispatch part reads the experts from the workgroup copy, named as its kernels name the ids.
   return s.replace('DISPATCH_IDS', 'ids');
 }
@@ -72,3 +76,6 @@ fn main(@builtin(local_invocation_index) li: u32) {
 }
 `;
 }
+
+/** Storage buffers the fused kernel binds: the dispatch's map, four outputs and status; the routing's logits, [bias], ids, weights, status. */
+export const routeDispatchStorageBuffers = (bias: boolean): number => 10 + (bias ? 1 : 0);

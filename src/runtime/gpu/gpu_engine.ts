@@ -125,8 +125,7 @@ export class GpuEngine {
    * Bind groups by pipeline and resources: a primitive executed again on the same memory reuses its bind
    * groups (creating one costs ~20 us of host time through Dawn on an H200; a MoE layer needs a dozen).
    */
-  /** Per pipeline, per bind group index (most kernels use group 0 only). */
-  private readonly bindGroups = new WeakMap<GPUComputePipeline, { layout: GPUBindGroupLayout; cached: { entries: readonly GPUBindGroupEntry[]; group: GPUBindGroup }[] }[]>();
+  private readonly bindGroups = new WeakMap<GPUComputePipeline, { layout: GPUBindGroupLayout; cached: { entries: readonly GPUBindGroupEntry[]; group: GPUBindGroup }[] }>();
   /** The last words `writeParams` wrote to each params buffer: unchanged params are not written again. */
   private readonly lastParams = new WeakMap<GPUBuffer, Uint32Array>();
   private released = false;
@@ -338,20 +337,15 @@ export class GpuEngine {
   }
 
   /**
-   * @internal a bind group of `pipeline`'s group `index` (0 unless said) with `entries`, reused while the same resources come
+   * @internal a bind group of `pipeline`'s group 0 with `entries`, reused while the same resources come
    * again (same buffers, offsets and sizes, in the same order). At most BIND_GROUPS_PER_PIPELINE per
    * pipeline are kept, the least recently used dropped first.
    */
-  bindGroup(pipeline: GPUComputePipeline, entries: readonly GPUBindGroupEntry[], index = 0): GPUBindGroup {
-    let groups = this.bindGroups.get(pipeline);
-    if (!groups) {
-      groups = [];
-      this.bindGroups.set(pipeline, groups);
-    }
-    let c = groups[index];
+  bindGroup(pipeline: GPUComputePipeline, entries: readonly GPUBindGroupEntry[]): GPUBindGroup {
+    let c = this.bindGroups.get(pipeline);
     if (!c) {
-      c = { layout: pipeline.getBindGroupLayout(index), cached: [] };
-      groups[index] = c;
+      c = { layout: pipeline.getBindGroupLayout(0), cached: [] };
+      this.bindGroups.set(pipeline, c);
     }
     const list = c.cached;
     const at = list.findIndex((x) => sameEntries(x.entries, entries));

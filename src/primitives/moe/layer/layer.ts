@@ -268,7 +268,9 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
   readonly fused: readonly { readonly stages: readonly StageName[]; readonly implInfo: string }[];
   /** Why `execute` runs route and dispatch as two stages (undefined when it fuses them). */
   readonly fusedRefusal: string | undefined;
-  private readonly runFused: ((strm: Stream, args: LayerArgs<AnyMemory>) => void) | undefined;
+  private readonly runFused: StageRun | undefined;
+  private readonly runStage: readonly StageRun[];
+  private readonly argsVersion = new ArgsVersion();
   private readonly owned: AnyMemory[] = [];
   private readonly life: Lifetime;
   /** The stages executed at least once (the backward needs the workspace every one of them writes). */
@@ -401,14 +403,15 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
     };
     // Per stage: its inner arguments (rebuilt only when the layer's change: a decode loop executes the
     // layer on the same memory every time; the objects cost JS time per stage) and its error renaming.
+    // `version`: the layer arguments' (argsVersion), compared once per layer execute, not per stage.
     const calls = plans.map((s) => {
       const names = argNames(s);
       const rename = (e: unknown): unknown => layerExecuteError(e, s.name, names);
       const mapError = (e: DnnlError): DnnlError => rename(e) as DnnlError;
       const cache = new StageArgsCache();
       /** `body` on the stage's inner arguments, its errors (thrown or raised at wait) said as the stage's. */
-      const call = (strm: Stream, args: LayerArgs<AnyMemory>, body: (inner: Record<number, AnyMemory>) => void): void => {
-        const inner = cache.get(args, () => dropUndefined(s.args(args, ws)));
+      const call = (strm: Stream, args: LayerArgs<AnyMemory>, version: number, body: (inner: Record<number, AnyMemory>) => void): void => {
+        const inner = cache.get(version, () => dropUndefined(s.args(args, ws)));
         try {
           strm.mapErrors(mapError, () => body(inner));
         } catch (e) {
@@ -417,23 +420,24 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
       };
       return { call, mapError };
     });
+    this.runStage = plans.map((s, i) => (strm, args, version): void => {
+      calls[i].call(strm, args, version, (inner) => s.prim.execute(strm, inner));
+      this.ran.add(s.name);
+    });
     this.stages = plans.map((s, i) => ({
       name: s.name,
       implInfo: s.pd.implInfo,
-      execute: (strm: Stream, args: LayerArgs<MemoryOf<E>>): void => {
-        calls[i].call(strm, args, (inner) => s.prim.execute(strm, inner));
-        this.ran.add(s.name);
-      },
+      execute: (strm: Stream, args: LayerArgs<MemoryOf<E>>): void => this.runStage[i](strm, args, this.argsVersion.of(args)),
     }));
     if (fused) {
       const f = fused, [route, disp] = calls;
-      this.runFused = (strm, args): void => {
+      this.runFused = (strm, args, version): void => {
         let ra: ReturnType<typeof routePrim.resolve> | undefined;
-        route.call(strm, args, (inner) => { ra = routePrim.resolve(strm, inner); });
-        disp.call(strm, args, (inner) => {
+        route.call(strm, args, version, (inner) => { ra = routePrim.resolve(strm, inner); });
+        disp.call(strm, args, version, (inner) => {
           const da = dispatchPrim.resolve(strm, inner);
           // The task's own errors and the routing's slot are the route stage's; the dispatch's slot says its own.
-          route.call(strm, args, () => strm.enqueue(f.task(ra as RoutingArgs<GpuMemory>, da as DispatchArgs<GpuMemory>, disp.mapError), [ra, da]));
+          route.call(strm, args, version, () => strm.enqueue(f.task(ra as RoutingArgs<GpuMemory>, da as DispatchArgs<GpuMemory>, disp.mapError), [ra, da]));
         });
         this.ran.add('route').add('dispatch');
       };
@@ -462,13 +466,13 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
       for (const id of [ARG.ATTR_SCALES | wei, ARG.ATTR_ZERO_POINTS | wei])
         if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: ${argName(id)} must not be given: the packed ${argName(wei)} (${gemm.queryMd('weights')?.packed?.name}+q) store their scales / zero points, filled by the reorder`);
     }
-    const stages = this.stages;
+    const version = this.argsVersion.of(args), run = this.runStage;
     let i = 0;
     if (this.runFused) {
-      this.runFused(strm, args);
+      this.runFused(strm, args, version);
       i = 2;
     }
-    for (; i < stages.length; i++) stages[i].execute(strm, args);
+    for (; i < run.length; i++) run[i](strm, args, version);
   }
 
   /** @internal every stage has been executed at least once (moe.layer.BackwardPrimitive's precondition). */
@@ -493,25 +497,27 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
   }
 }
 
+/** A stage recorded on the layer's arguments, whose ArgsVersion is `version`. */
+type StageRun = (strm: Stream, args: LayerArgs<AnyMemory>, version: number) => void;
+
 /**
- * The last arguments a stage built and the layer arguments they came from: `get` returns them again
- * while the layer arguments hold the same memory objects under the same ids.
+ * Numbers the layer argument sets an execute is given: the same number while the same memory objects
+ * come under the same ids (a decode loop), a new one when any changes. Compared once per layer execute.
  */
-class StageArgsCache {
+class ArgsVersion {
   private keys: string[] = [];
   private vals: unknown[] = [];
-  private built: Record<number, AnyMemory> | undefined;
+  private version = 0;
 
-  get(args: LayerArgs<AnyMemory>, build: () => Record<number, AnyMemory>): Record<number, AnyMemory> {
-    if (this.built && this.same(args)) return this.built;
+  of(args: LayerArgs<AnyMemory>): number {
+    if (this.version > 0 && this.same(args)) return this.version;
     this.keys = [];
     this.vals = [];
     for (const k in args) {
       this.keys.push(k);
       this.vals.push(args[k]);
     }
-    this.built = build();
-    return this.built;
+    return ++this.version;
   }
 
   private same(args: LayerArgs<AnyMemory>): boolean {
@@ -521,6 +527,19 @@ class StageArgsCache {
       n++;
     }
     return n === this.keys.length;
+  }
+}
+
+/** The inner arguments a stage last built, and the ArgsVersion they were built for. */
+class StageArgsCache {
+  private version = 0;
+  private built: Record<number, AnyMemory> | undefined;
+
+  get(version: number, build: () => Record<number, AnyMemory>): Record<number, AnyMemory> {
+    if (this.built && this.version === version) return this.built;
+    this.built = build();
+    this.version = version;
+    return this.built;
   }
 }
 

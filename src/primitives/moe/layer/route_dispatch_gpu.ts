@@ -2,7 +2,7 @@ import type { DnnlError } from '../../../common/status.js';
 import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../../runtime/stream.js';
-import { routeDispatchExtraBytes, routeDispatchKey, routeDispatchWgsl } from '../../../kernels/wgsl/moe_route_dispatch.js';
+import { ROUTE_BINDING_BASE, routeDispatchExtraBytes, routeDispatchKey, routeDispatchStorageBuffers, routeDispatchWgsl } from '../../../kernels/wgsl/moe_route_dispatch.js';
 import { routingCheckedFits, routingTokenFits, routingTokenWorkgroupBytes } from '../../../kernels/wgsl/moe_routing_token.js';
 import type { RoutingArgs } from '../routing/impl.js';
 import type { RoutingProblem } from '../routing/problem.js';
@@ -38,6 +38,8 @@ export function routeDispatchRefusal(rp: RoutingProblem, dp: DispatchProblem, en
   if (form !== 'one') return `the dispatch takes its '${form}' form (T x k > 256, a hidden copy or many local experts)`;
   const bytes = routingTokenWorkgroupBytes(c) + routeDispatchExtraBytes(dp.G);
   if (bytes > eng.caps.maxComputeWorkgroupStorageSize) return `${bytes} bytes of workgroup memory exceed the device's ${eng.caps.maxComputeWorkgroupStorageSize}`;
+  const storage = routeDispatchStorageBuffers(c.bias), limit = eng.device.limits.maxStorageBuffersPerShaderStage;
+  if (storage > limit) return `${storage} storage buffers exceed the device's maxStorageBuffersPerShaderStage ${limit}`;
   return undefined;
 }
 
@@ -82,20 +84,20 @@ export class RouteDispatchGpu {
     const buf = (binding: number, buffer: GPUBuffer): GPUBindGroupEntry => ({ binding, resource: { buffer } });
     // Without a map the emap binding is never read: the logits (read-only here too) stand in for it.
     const offs = dp.batched ? da.counts! : da.dst!;
-    const g0 = eng.bindGroup(this.pipeline, [
+    const R = ROUTE_BINDING_BASE;
+    const entries = [
       buf(0, this.dispatchParams), buf(2, (da.expertMap ?? ra.src).buffers[0]), buf(5, da.rowOf.buffers[0]), buf(6, da.tokenIndex.buffers[0]),
       buf(7, da.tokenKs.buffers[0]), buf(8, offs.buffers[0]), { binding: 11, resource: dslot.binding },
-    ]);
-    const routeEntries = [buf(0, this.routeParams), buf(1, ra.src.buffers[0]), buf(3, ra.topkIds.buffers[0]), buf(4, ra.topkWeights.buffers[0]), { binding: 6, resource: rslot.binding }];
-    if (ra.correctionBias) routeEntries.push(buf(2, ra.correctionBias.buffers[0]));
-    const g1 = eng.bindGroup(this.pipeline, routeEntries, 1);
+      buf(R, this.routeParams), buf(R + 1, ra.src.buffers[0]), buf(R + 3, ra.topkIds.buffers[0]), buf(R + 4, ra.topkWeights.buffers[0]), { binding: R + 6, resource: rslot.binding },
+    ];
+    if (ra.correctionBias) entries.push(buf(R + 2, ra.correctionBias.buffers[0]));
+    const group = eng.bindGroup(this.pipeline, entries);
     eng.computePass('moe.routing+dispatch', (pass) => {
       pass.setPipeline(this.pipeline);
-      pass.setBindGroup(0, g0);
-      pass.setBindGroup(1, g1);
+      pass.setBindGroup(0, group);
       pass.dispatchWorkgroups(1);
     });
-    eng.keepAlive(g0, g1);
+    eng.keepAlive(group);
   }
 
   destroy(): void {
