@@ -53,6 +53,8 @@ export class RouteDispatchGpu {
   private readonly pipeline: GPUComputePipeline;
   private readonly routeParams: GPUBuffer;
   private readonly dispatchParams: GPUBuffer;
+  private wordsKey = '';
+  private words: [Uint32Array<ArrayBuffer>, Uint32Array<ArrayBuffer>] = [new Uint32Array(0), new Uint32Array(0)];
 
   constructor(private readonly rp: RoutingProblem, private readonly dp: DispatchProblem, private readonly eng: GpuEngine) {
     const c = routingConfigOf(rp);
@@ -79,8 +81,14 @@ export class RouteDispatchGpu {
     } finally {
       status.errorMap = routeMap;
     }
-    eng.writeParams(this.routeParams, routingParams(rp, rslot.word));
-    eng.writeParams(this.dispatchParams, dispatchParams(dp, eng, da.expertMap !== undefined, dslot.word));
+    // The words change only with the slots and the map's presence: built again only then (they were ~2% of a decode layer's JS).
+    const key = `${rslot.word}:${dslot.word}:${da.expertMap !== undefined}`;
+    if (key !== this.wordsKey) {
+      this.wordsKey = key;
+      this.words = [routingParams(rp, rslot.word), dispatchParams(dp, eng, da.expertMap !== undefined, dslot.word)];
+    }
+    eng.writeParams(this.routeParams, this.words[0]);
+    eng.writeParams(this.dispatchParams, this.words[1]);
     const buf = (binding: number, buffer: GPUBuffer): GPUBindGroupEntry => ({ binding, resource: { buffer } });
     // Without a map the emap binding is never read: the logits (read-only here too) stand in for it.
     const offs = dp.batched ? da.counts! : da.dst!;
