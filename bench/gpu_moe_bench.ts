@@ -7,6 +7,8 @@
  *   --workloads=moe-b,decode-1,decode-4,qwen3-decode-1,qwen3-prefill-256   (bench/moe_workloads.ts names + qwen3-*)
  *   --variants=f32,int4,int8,w8a8   --reps=10   --stages=true
  *   --dawn-calls=true: also count the Dawn methods one layer.execute + wait calls, with their host time
+ *   --fuse=true|false|both: moe.layer's route + dispatch as one dispatch at decode sizes (default true;
+ *     both: each row twice in this process, fused first; `fused` / `refused` in the line say which ran)
  *   --spin-ms=1500: GPU kept busy this long before each row is timed (sustained clocks: gpu_clock_warmup.ts)
  * Writes JSON to $OUT/gpu_moe_bench.json when OUT is set.
  */
@@ -15,6 +17,7 @@ import { Engine, Stream, dt, moe, type GpuEngine } from '../src/index.js';
 import { MOE_WORKLOADS, moeFlops, type MoeWorkload } from './moe_workloads.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { countDawnCalls, layerMemories, layerPd, variantConfig, type GpuMoeVariant } from './gpu_bench_common.js';
+import { gpuLayerTuning } from '../src/primitives/moe/layer/route_dispatch_gpu.js';
 
 export type { GpuMoeVariant };
 
@@ -63,6 +66,8 @@ export interface GpuMoeRow {
   /** Bytes of the experts' weights the routing touched, read once: the decode bound's numerator. */
   touchedWeightBytes: number;
   stages: { name: string; impl: string; ms: number }[];
+  /** The layer's fused stages (`layer.fused`), or why route + dispatch were not fused. */
+  fused: string;
   /** Per layer (execute + wait): each Dawn method's calls and host time, most expensive first (--dawn-calls). */
   dawnCalls?: { method: string; calls: number; us: number }[];
 }
@@ -76,6 +81,8 @@ export interface GpuMoeOptions {
   dawnCalls?: boolean;
   /** Milliseconds of sustained GPU work before each row is timed (gpu_clock_warmup.ts). */
   spinMs?: number;
+  /** Route + dispatch fused at decode sizes: on (default), off, or each row both ways. */
+  fuse?: 'true' | 'false' | 'both';
   log?: (line: string) => void;
 }
 
@@ -85,6 +92,7 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
   const strm = new Stream(eng);
   const pd = layerPd(eng, w, v);
   const layer = new moe.layer.Primitive(pd);
+  const fused = layer.fused.length ? `fused ${layer.fused.map((f) => f.stages.join('+')).join(', ')}` : `refused (${layer.fusedRefusal})`;
   const { args, owned } = layerMemories(eng, pd, w, v);
   await keepGpuBusy(eng, o.spinMs ?? 0);
   const host: number[] = [];
@@ -133,7 +141,7 @@ async function measure(eng: GpuEngine, w: MoeWorkload, v: GpuMoeVariant, o: GpuM
   }
   layer.destroy();
   for (const m of owned) m.free();
-  return { workload: w.name, variant: v, layerMs, hostMs: median(host), gpuMs, passes, tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages, dawnCalls };
+  return { workload: w.name, variant: v, layerMs, hostMs: median(host), gpuMs, passes, tflops: moeFlops(w) / layerMs / 1e9, touchedWeightBytes: touched * perExpert, stages, fused, dawnCalls };
 }
 
 async function floorMs(eng: GpuEngine, reps: number): Promise<number> {
@@ -166,12 +174,14 @@ export async function runGpuMoe(o: GpuMoeOptions, eng?: GpuEngine): Promise<{ fl
     const rows: GpuMoeRow[] = [];
     for (const name of o.workloads) {
       const w = gpuMoeWorkload(name);
-      for (const v of o.variants) {
+      for (const v of o.variants) for (const fuse of o.fuse === 'both' ? [true, false] : [o.fuse !== 'false']) {
+        gpuLayerTuning.fuseRouteDispatch = fuse;
         const r = await measure(e, w, v, o);
+        gpuLayerTuning.fuseRouteDispatch = true;
         rows.push(r);
         const st = r.stages.map((s) => `${s.name} ${s.ms.toFixed(3)}`).join(', ');
         const gpu = r.gpuMs === undefined ? '' : `; GPU passes ${r.gpuMs.toFixed(3)} ms = ${r.passes.map((x) => `${x.label} ${(x.ms * 1000).toFixed(0)}`).join(' + ')} us`;
-        log(`${w.name} (T=${w.T} E=${w.E} k=${w.k} K=${w.K} I=${w.I}) ${v}: layer ${r.layerMs.toFixed(3)} ms (host recording ${r.hostMs.toFixed(3)} ms; ${r.tflops.toFixed(2)} TFLOP/s; touched weights ${(r.touchedWeightBytes / 1e6).toFixed(1)} MB)${gpu}${st ? `; stages alone (ms, each with its own wait): ${st}` : ''}`);
+        log(`${w.name} (T=${w.T} E=${w.E} k=${w.k} K=${w.K} I=${w.I}) ${v} [${r.fused}]: layer ${r.layerMs.toFixed(3)} ms (host recording ${r.hostMs.toFixed(3)} ms; ${r.tflops.toFixed(2)} TFLOP/s; touched weights ${(r.touchedWeightBytes / 1e6).toFixed(1)} MB)${gpu}${st ? `; stages alone (ms, each with its own wait): ${st}` : ''}`);
         if (r.dawnCalls) {
           const total = r.dawnCalls.reduce((a, x) => a + x.us, 0);
           log(`  Dawn calls per layer (execute + wait): ${total.toFixed(0)} us of host time in ${r.dawnCalls.reduce((a, x) => a + x.calls, 0).toFixed(0)} calls: ${r.dawnCalls.map((x) => `${x.method} ${x.calls.toFixed(1)}x ${x.us.toFixed(0)} us`).join(', ')}`);
@@ -193,6 +203,7 @@ export function gpuMoeOptionsFrom(args: ReadonlyMap<string, string>): GpuMoeOpti
     reps: Number(args.get('reps') ?? 10),
     stages: (args.get('stages') ?? 'true') !== 'false',
     dawnCalls: args.get('dawn-calls') === 'true',
+    fuse: (args.get('fuse') ?? 'true') as GpuMoeOptions['fuse'],
     spinMs: Number(args.get('spin-ms') ?? 1500),
   };
 }

@@ -53,7 +53,9 @@ fn RANK() -> u32 { return LOC() + P.n; }
 `;
 
 const SCRATCH_RW = '@group(0) @binding(3) var<storage, read_write> scr: array<atomic<u32>>;';
-export const DISPATCH_IDS = '@group(0) @binding(1) var<storage, read> ids: array<i32>;\n@group(0) @binding(2) var<storage, read> emap: array<i32>;';
+export const DISPATCH_ID_BINDING = '@group(0) @binding(1) var<storage, read> ids: array<i32>;';
+export const DISPATCH_EMAP = '@group(0) @binding(2) var<storage, read> emap: array<i32>;';
+export const DISPATCH_IDS = `${DISPATCH_ID_BINDING}\n${DISPATCH_EMAP}`;
 const FAIL = 'fn fail_key(key: u32) { atomicMax(&scr[0], 0xffffffffu - key); }';
 const GID = '(wid.y * nwg.x + wid.x) * 256u + li';
 const BUILTINS = '@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32';

@@ -16,7 +16,7 @@
  * Error keys as moe_dispatch.ts: slot i: i; map entry e: n + e; expert g over capacity: n + E + g; the
  * smallest is reported (workgroup atomicMin: the order of the invocations cannot show).
  */
-import { DISPATCH_BLOCK, DISPATCH_COMMON, DISPATCH_IDS, DISPATCH_STATUS, DISPATCH_WRITE_BINDINGS, reportFnWgsl } from './moe_dispatch.js';
+import { DISPATCH_BLOCK, DISPATCH_COMMON, DISPATCH_EMAP, DISPATCH_ID_BINDING, DISPATCH_IDS, DISPATCH_STATUS, DISPATCH_WRITE_BINDINGS, reportFnWgsl } from './moe_dispatch.js';
 
 /** Local experts the workgroup-memory forms hold (counts, bases and starts: 12 KiB). */
 export const DISPATCH_LOCAL_MAX_G = 1024;
@@ -188,18 +188,21 @@ fn copy_args(used: u32, failed: bool) {
 }
 `;
 
-/** The whole dispatch in one workgroup: n <= 256 slots, no hidden copy, no scratch. */
-export function dispatchOneWgsl(): string {
+/**
+ * The one-workgroup form's declarations but its ids binding, and its body as `fn dispatch_one(li)`
+ * (256 invocations), for up to `gmax` local experts. The fused route + dispatch kernel
+ * (moe_route_dispatch.ts) declares `ids` as the workgroup array its routing fills.
+ */
+export function dispatchOneFnWgsl(gmax: number): string {
   return /* wgsl */ `${DISPATCH_COMMON}
-${DISPATCH_IDS}
+${DISPATCH_EMAP}
 ${DISPATCH_WRITE_BINDINGS}
 ${DISPATCH_STATUS}
 ${LAYOUT}
-${shared(DISPATCH_LOCAL_MAX_G)}
-${scan(DISPATCH_LOCAL_MAX_G)}
+${shared(gmax)}
+${scan(gmax)}
 
-@compute @workgroup_size(${DISPATCH_BLOCK})
-fn main(@builtin(local_invocation_index) li: u32) {
+fn dispatch_one(li: u32) {
   clear_counts(li);
   let l = local_of(li);
   loc[li] = l;
@@ -216,6 +219,17 @@ fn main(@builtin(local_invocation_index) li: u32) {
   }
   if (li < P.n) { write_slot(li, l, rank); }
   for (var i = li; i < max(P.R, P.G + 1u); i += ${DISPATCH_BLOCK}u) { write_row_offs(i); }
+}`;
+}
+
+/** The whole dispatch in one workgroup: n <= 256 slots, no hidden copy, no scratch. */
+export function dispatchOneWgsl(): string {
+  return /* wgsl */ `${DISPATCH_ID_BINDING}
+${dispatchOneFnWgsl(DISPATCH_LOCAL_MAX_G)}
+
+@compute @workgroup_size(${DISPATCH_BLOCK})
+fn main(@builtin(local_invocation_index) li: u32) {
+  dispatch_one(li);
 }
 `;
 }

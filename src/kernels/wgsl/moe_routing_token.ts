@@ -18,14 +18,14 @@ import { ROUTE_WG, ROUTING_REPORT, routingHeaderWgsl, routingOutputsWgsl, type R
  */
 
 /** Bytes of workgroup memory the kernel needs for `c`. */
-function workgroupBytes(c: Omit<RoutingKernelConfig, 'scratch'>): number {
+export function routingTokenWorkgroupBytes(c: Omit<RoutingKernelConfig, 'scratch'>): number {
   const E4 = (c.E + 3) & ~3;
   return 4 * (E4 * (c.bias ? 2 : 1) + 2 * c.groups + 2 * c.k + ROUTE_WG + 8);
 }
 
 /** Whether the workgroup-per-token kernel applies (its scores in workgroup memory, at most 8 KiB). */
 export function routingTokenFits(c: Omit<RoutingKernelConfig, 'scratch'>): boolean {
-  return workgroupBytes(c) <= 8192;
+  return routingTokenWorkgroupBytes(c) <= 8192;
 }
 
 /**
@@ -48,7 +48,7 @@ export function routingCheckedFits(T: number, E: number): boolean {
  * finite. `KEYW` is the key, 0xffffffff for none. The report itself (row_error, one invocation) runs
  * only on the error path.
  */
-function checkAllWgsl(c: RoutingKernelConfig): string {
+export function checkAllWgsl(c: RoutingKernelConfig): string {
   return /* wgsl */ `
   if (li == 0u) { atomicStore(&KEYW, 0xffffffffu); atomicStore(&FINW, 0u); }
   workgroupBarrier();
@@ -71,23 +71,22 @@ function checkAllWgsl(c: RoutingKernelConfig): string {
 }
 
 /**
- * The route kernel; `checked`: it checks every logit itself (routingCheckedFits) instead of reading
- * the check pass's flag.
+ * The per-token routing of a workgroup of `wg` invocations as `fn route_token(t, li)` (t uniform), with
+ * its workgroup memory and, with `checked`, the check's words (checkAllWgsl). Shared by the route
+ * kernel (one token per workgroup) and the fused route + dispatch kernel (moe_route_dispatch.ts: one
+ * workgroup routes every token in turn); the bits do not depend on `wg` (the max is exact in any
+ * order, the sum keeps its four lanes, the top-k is a rank).
  */
-export function routingTokenWgsl(c: RoutingKernelConfig, checked = false): string {
+export function routeTokenFnWgsl(c: RoutingKernelConfig, wg: number, checked: boolean): string {
   const E4 = (c.E + 3) & ~3;
   const sel = c.bias ? 'SELS' : 'SCORE';
-  return /* wgsl */ `${routingHeaderWgsl(c)}
-${WGSL_VMATH}
-${routingOutputsWgsl(c)}
-${ROUTING_REPORT}
-const WG = ${ROUTE_WG}u;
+  return /* wgsl */ `const WG = ${wg}u;
 var<workgroup> SCORE: array<f32, ${E4}>;
 ${c.bias ? `var<workgroup> SELS: array<f32, ${E4}>;` : ''}
 var<workgroup> GS: array<f32, ${c.groups}>;
 var<workgroup> GSEL: array<u32, ${c.groups}>;
 var<workgroup> TOPI: array<u32, ${c.k}>;
-var<workgroup> RED: array<f32, ${ROUTE_WG}>;
+var<workgroup> RED: array<f32, ${wg}>;
 var<workgroup> LANE: array<f32, 4>;
 var<workgroup> FLAGW: u32;
 ${checked ? 'var<workgroup> KEYW: atomic<u32>;\nvar<workgroup> FINW: atomic<u32>;' : ''}
@@ -95,16 +94,8 @@ ${checked ? 'var<workgroup> KEYW: atomic<u32>;\nvar<workgroup> FINW: atomic<u32>
 fn ninf() -> f32 { return bitcast<f32>(0xff800000u | P.zero); }
 fn fmax(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
 
-@compute @workgroup_size(${ROUTE_WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  // One token per workgroup: t and the flag are uniform, so the early returns keep the barriers uniform.
-  let t = wid.y * nwg.x + wid.x;
-  ${checked ? checkAllWgsl(c) : `if (li == 0u) { FLAGW = atomicLoad(&flag[0]); }
-  let f = workgroupUniformLoad(&FLAGW);
-  if (f != 0u) {
-    if (t == 0u && li == 0u) { report(0xffffffffu - f); }
-    return;
-  }`}
+// Token t's top-k: ids and weights written, its experts left in TOPI.
+fn route_token(t: u32, li: u32) {
   if (t >= P.T) { return; }
   for (var e = li; e < E4; e += WG) {
     if (e < E) { SCORE[e] = bitcast<f32>(logit_bits(t, e)); } else { SCORE[e] = ninf(); }
@@ -179,6 +170,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       wts[o + q] = x * P.scale;
     }
   }
+}`;
+}
+
+/**
+ * The route kernel; `checked`: it checks every logit itself (routingCheckedFits) instead of reading
+ * the check pass's flag.
+ */
+export function routingTokenWgsl(c: RoutingKernelConfig, checked = false): string {
+  return /* wgsl */ `${routingHeaderWgsl(c)}
+${WGSL_VMATH}
+${routingOutputsWgsl(c)}
+${ROUTING_REPORT}
+${routeTokenFnWgsl(c, ROUTE_WG, checked)}
+
+@compute @workgroup_size(${ROUTE_WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  // One token per workgroup: t and the flag are uniform, so the early returns keep the barriers uniform.
+  let t = wid.y * nwg.x + wid.x;
+  ${checked ? checkAllWgsl(c) : `if (li == 0u) { FLAGW = atomicLoad(&flag[0]); }
+  let f = workgroupUniformLoad(&FLAGW);
+  if (f != 0u) {
+    if (t == 0u && li == 0u) { report(0xffffffffu - f); }
+    return;
+  }`}
+  route_token(t, li);
 }
 `;
 }

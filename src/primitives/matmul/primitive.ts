@@ -88,14 +88,14 @@ export class Primitive {
       weights: this.arg(args, ARG.WEIGHTS, p.weights),
       dst: this.arg(args, ARG.DST, p.dst),
       bias: p.bias ? this.arg(args, ARG.BIAS, p.bias) : undefined,
-      offsets: p.offsetsFrom === 'attr' ? this.arg(args, ARG.ATTR_GROUPED_OFFSETS | ARG.SRC, this.pd.queryMd('grouped_offsets')!) : undefined,
+      offsets: p.offsetsFrom === 'attr' ? this.arg(args, ARG.ATTR_GROUPED_OFFSETS | ARG.SRC, this.md('grouped_offsets')) : undefined,
       scales: this.quantArgs(args, ARG.ATTR_SCALES, p.fusion.scales),
       zeroPoints: this.quantArgs(args, ARG.ATTR_ZERO_POINTS, p.fusion.zeroPoints),
       binary: p.fusion.binary.map((b) => this.arg(args, ARG.ATTR_MULTIPLE_POST_OP(b.position) | ARG.SRC_1, b.md)),
-      tokenIndex: p.moe.gather || p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_INDEX, this.pd.queryMd('token_index')!) : undefined,
-      tokenKs: p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_KS, this.pd.queryMd('token_ks')!) : undefined,
-      counts: p.moe.batchedCounts ? this.arg(args, ARG.MOE_EXPERT_NUM_TOKENS, this.pd.queryMd('expert_num_tokens')!) : undefined,
-      expertMap: p.moe.expertMap ? this.arg(args, ARG.MOE_EXPERT_MAP, this.pd.queryMd('expert_map')!) : undefined,
+      tokenIndex: p.moe.gather || p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_INDEX, this.md('token_index')) : undefined,
+      tokenKs: p.moe.scatterTopK ? this.arg(args, ARG.MOE_TOKEN_KS, this.md('token_ks')) : undefined,
+      counts: p.moe.batchedCounts ? this.arg(args, ARG.MOE_EXPERT_NUM_TOKENS, this.md('expert_num_tokens')) : undefined,
+      expertMap: p.moe.expertMap ? this.arg(args, ARG.MOE_EXPERT_MAP, this.md('expert_map')) : undefined,
       gluBackward: this.gluBackwardArgs(args),
     };
     const inputs: [AnyMemory | undefined, string][] = [[a.src, 'ARG.SRC'], [a.weights, 'ARG.WEIGHTS'], [a.bias, 'ARG.BIAS'],
@@ -189,6 +189,18 @@ export class Primitive {
   }
 
   /** The checks build their messages only on failure (`if (...) check(false, ...)`): execute is on the hot path. */
+  /** The pd's descriptor `what`, built once (queryMd builds a new one per call: a decode layer's execute asked for it every time). */
+  private md(what: 'grouped_offsets' | 'token_index' | 'token_ks' | 'expert_num_tokens' | 'expert_map'): MemoryDesc {
+    let md = this.mds.get(what);
+    if (!md) {
+      md = this.pd.queryMd(what)!;
+      this.mds.set(what, md);
+    }
+    return md;
+  }
+
+  private readonly mds = new Map<string, MemoryDesc>();
+
   private arg(args: ExecArgs, id: number, md: MemoryDesc, alt?: MemoryDesc): AnyMemory {
     const m = args[id];
     // Names and descriptors are rendered only for a message (execute is on the hot path).

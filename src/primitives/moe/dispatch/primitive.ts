@@ -23,6 +23,11 @@ export class Primitive extends OpPrimitive<PrimitiveDesc, DispatchArgs<AnyMemory
   }
 
   execute(stream: Stream, args: ExecArgs): void {
+    this.enqueue(stream, this.resolve(stream, args));
+  }
+
+  /** @internal execute's checks: the arguments resolved, or the error execute throws (moe.layer's fused route + dispatch records them itself). */
+  resolve(stream: Stream, args: ExecArgs): DispatchArgs<AnyMemory> {
     const p = this.pd.problem, eng = this.pd.engine;
     this.begin(FN, stream);
     if (!p.hidden) noArg(FN, args, ARG.SRC, 'the pd was created without hidden (index-only dispatch)');
@@ -44,6 +49,6 @@ export class Primitive extends OpPrimitive<PrimitiveDesc, DispatchArgs<AnyMemory
     // the cpu engine, an invalid binding on the gpu engine.
     const outs = all.slice(3).filter(([m]) => m !== undefined);
     outs.forEach(([m, id], i) => outs.slice(0, i).forEach(([o, oid]) => check(m !== o, `${FN}: ${argName(oid)} values overlap ${argName(id)} values`)));
-    this.enqueue(stream, a);
+    return a;
   }
 }

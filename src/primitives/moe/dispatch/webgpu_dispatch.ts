@@ -45,6 +45,15 @@ function scratchWords(p: DispatchProblem): number {
   return form === 'four' ? dispatchScratchWords(n, p.G) : form === 'two' ? dispatchLocalScratchWords(n, p.G, placeBlocks(p)) : 4;
 }
 
+/** @internal the dispatch kernels' uniform (moe_dispatch.ts DISPATCH_COMMON) for one execution. */
+export function dispatchParams(p: DispatchProblem, eng: GpuEngine, hasMap: boolean, slotWord: number): Uint32Array<ArrayBuffer> {
+  const n = p.T * p.k;
+  return Uint32Array.from([
+    n, p.k, p.E, p.G, p.R, p.cap, p.block, p.batched ? 1 : 0, Math.ceil(n / DISPATCH_BLOCK), slotWord, p.K, p.hidden ? p.hidden.strides[0] : 0,
+    hasMap ? 1 : 0, eng.caps.maxComputeWorkgroupsPerDimension, is16(p) ? 1 : 0, formOf(p) === 'two' ? placeBlocks(p) : 0,
+  ]);
+}
+
 /** The passes of the problem's form in the batch's compute pass; nothing is read back by the host. */
 class WebgpuDispatchExecutor {
   private readonly form: DispatchForm;
@@ -77,11 +86,7 @@ class WebgpuDispatchExecutor {
     const { p, eng, n, form } = this;
     eng.checkAlive();
     const slot = eng.status.take((code, i, x, y) => dispatchError(p, code, i, x, y));
-    const nb = Math.ceil(n / DISPATCH_BLOCK);
-    eng.writeParams(this.params, Uint32Array.from([
-      n, p.k, p.E, p.G, p.R, p.cap, p.block, p.batched ? 1 : 0, nb, slot.word, p.K, p.hidden ? p.hidden.strides[0] : 0,
-      a.expertMap ? 1 : 0, eng.caps.maxComputeWorkgroupsPerDimension, is16(p) ? 1 : 0, form === 'two' ? placeBlocks(p) : 0,
-    ]));
+    eng.writeParams(this.params, dispatchParams(p, eng, a.expertMap !== undefined, slot.word));
     // Offsets (contiguous: the grouped dst's offsets buffer, or the index-only dst) or the batched counts.
     const offsBuf = p.batched ? a.counts!.buffers[0] : a.hidden ? a.dst!.buffers[1] : a.dst!.buffers[0];
     eng.computePass('moe.dispatch', (pass) => {

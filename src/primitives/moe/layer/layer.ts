@@ -23,6 +23,9 @@ import { layerExecuteError, layerPdError } from './layer_errors.js';
 import { enqueueInputWeighting } from './input_weighting.js';
 import { sharedPds } from './shared_expert.js';
 import { enqueueInputWeightingGpu } from './input_weighting_gpu.js';
+import { gpuLayerTuning, ROUTE_DISPATCH_IMPL, RouteDispatchGpu, routeDispatchRefusal } from './route_dispatch_gpu.js';
+import type { RoutingArgs } from '../routing/impl.js';
+import type { DispatchArgs } from '../dispatch/impls.js';
 
 /** The stages of a layer, in order; each is also a primitive of its own (`layer.stage(name)`). */
 export type StageName = 'route' | 'quantize_hidden' | 'dispatch' | 'weight_input' | 'gemm1' | 'activation' | 'quantize_act' | 'gemm2' | 'combine'
@@ -251,7 +254,23 @@ function checkPermuteQuant(w8a8: boolean): void {
 export class Primitive<E extends Engine | GpuEngine = Engine> {
   readonly pd: PrimitiveDesc<E>;
   readonly workspace: Workspace<MemoryOf<E>>;
+  /**
+   * Every stage, each runnable alone with its own kernels (`stage(name).execute`). `execute` runs them
+   * in this order, except the stages listed in `fused`, which it records as one kernel.
+   */
   readonly stages: readonly Stage<MemoryOf<E>>[];
+  /**
+   * Stages `execute` records as one kernel instead of one by one, with that kernel's impl: on a gpu
+   * engine at decode sizes, `route` + `dispatch` as one dispatch (`webgpu:moe-route+dispatch-one`;
+   * same outputs, bits and errors as the two stages). Empty where nothing is fused; `fusedRefusal`
+   * then says why route + dispatch are not.
+   */
+  readonly fused: readonly { readonly stages: readonly StageName[]; readonly implInfo: string }[];
+  /** Why `execute` runs route and dispatch as two stages (undefined when it fuses them). */
+  readonly fusedRefusal: string | undefined;
+  private readonly runFused: StageRun | undefined;
+  private readonly runStage: readonly StageRun[];
+  private readonly argsVersion = new ArgsVersion();
   private readonly owned: AnyMemory[] = [];
   private readonly life: Lifetime;
   /** The stages executed at least once (the backward needs the workspace every one of them writes). */
@@ -300,11 +319,12 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
     const twFlat = createOn(plainDesc([T * k, 1], 'f32', 'ab'), eng, [ws.topkWeights.handles[0]]);
     const plans: StagePlan[] = [];
     const add = (name: StageName, p: { implInfo: string }, prim: StagePlan['prim'], args: StageArgsFn): void => { plans.push({ name, pd: p, prim, args }); };
-    add('route', pd.routing, new routing.Primitive(pd.routing), (a, w) => ({
+    const routePrim = new routing.Primitive(pd.routing), dispatchPrim = new dispatch.Primitive(dpd);
+    add('route', pd.routing, routePrim, (a, w) => ({
       [ARG.SRC]: a[ARG.MOE_ROUTER_LOGITS], [ARG.MOE_TOPK_IDS]: w.topkIds, [ARG.MOE_TOPK_WEIGHTS]: w.topkWeights, [ARG.MOE_CORRECTION_BIAS]: a[ARG.MOE_CORRECTION_BIAS],
     }));
     if (pd.quantHidden) add('quantize_hidden', pd.quantHidden, new dynamic_quant.Primitive(pd.quantHidden), (a, w) => ({ [ARG.SRC]: a[ARG.SRC], [ARG.DST]: w.hiddenQ, [ARG.ATTR_SCALES | ARG.DST]: w.hiddenScales }));
-    add('dispatch', dpd, new dispatch.Primitive(dpd), (a, w) => ({
+    add('dispatch', dpd, dispatchPrim, (a, w) => ({
       [ARG.MOE_TOPK_IDS]: w.topkIds, [ARG.SRC]: permuted ? a[ARG.SRC] : undefined, [ARG.MOE_EXPERT_MAP]: a[ARG.MOE_EXPERT_MAP],
       [ARG.DST]: dispatchDst, [ARG.MOE_TOKEN_INDEX]: w.tokenIndex, [ARG.MOE_TOKEN_KS]: w.tokenKs, [ARG.MOE_ROW_OF]: w.rowOf,
     }));
@@ -347,7 +367,17 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
         [ARG.SRC]: w.sharedAct, [ARG.WEIGHTS]: a[ARG.MOE_SHARED_W2], [S | ARG.WEIGHTS]: a[S | ARG.MOE_SHARED_W2], [ARG.DST]: a[ARG.DST], [ARG.ATTR_MULTIPLE_POST_OP(0) | ARG.SRC_1]: w.sharedGate,
       }));
     }
-    const owned = this.owned, prims = plans.map((s) => s.prim);
+    // Route + dispatch as one dispatch where they are adjacent stages of a gpu layer and fit one workgroup.
+    let fused: RouteDispatchGpu | undefined;
+    if (eng.kind === 'gpu' && gpuLayerTuning.fuseRouteDispatch && plans[1].name === 'dispatch') {
+      this.fusedRefusal = routeDispatchRefusal(pd.routing.problem, dpd.problem, eng);
+      if (this.fusedRefusal === undefined) fused = new RouteDispatchGpu(pd.routing.problem, dpd.problem, eng);
+    } else {
+      this.fusedRefusal = eng.kind !== 'gpu' ? 'a cpu engine' : !gpuLayerTuning.fuseRouteDispatch ? 'switched off' : 'a stage between route and dispatch (quantize_hidden)';
+    }
+    this.fused = fused ? [{ stages: ['route', 'dispatch'], implInfo: ROUTE_DISPATCH_IMPL }] : [];
+    const owned = this.owned, prims: { destroy(): void }[] = plans.map((s) => s.prim);
+    if (fused) prims.push(fused);
     owned.push(twFlat);
     if (actQGrouped) owned.push(actQGrouped);
     this.life = new Lifetime(this, {
@@ -371,27 +401,47 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
       }
       return names;
     };
-    this.stages = plans.map((s) => {
+    // Per stage: its inner arguments (rebuilt only when the layer's change: a decode loop executes the
+    // layer on the same memory every time; the objects cost JS time per stage) and its error renaming.
+    // `version`: the layer arguments' (argsVersion), compared once per layer execute, not per stage.
+    const calls = plans.map((s) => {
       const names = argNames(s);
       const rename = (e: unknown): unknown => layerExecuteError(e, s.name, names);
       const mapError = (e: DnnlError): DnnlError => rename(e) as DnnlError;
-      // The stage's arguments depend only on the layer's: rebuilt only when those change (a decode loop
-      // executes the layer on the same memory every time; the objects cost JS time per stage).
       const cache = new StageArgsCache();
-      return {
-        name: s.name,
-        implInfo: s.pd.implInfo,
-        execute: (strm: Stream, args: LayerArgs<MemoryOf<E>>): void => {
-          const inner = cache.get(args, () => dropUndefined(s.args(args, ws)));
-          try {
-            strm.mapErrors(mapError, () => s.prim.execute(strm, inner));
-          } catch (e) {
-            throw rename(e);
-          }
-          this.ran.add(s.name);
-        },
+      /** `body` on the stage's inner arguments, its errors (thrown or raised at wait) said as the stage's. */
+      const call = (strm: Stream, args: LayerArgs<AnyMemory>, version: number, body: (inner: Record<number, AnyMemory>) => void): void => {
+        const inner = cache.get(version, () => dropUndefined(s.args(args, ws)));
+        try {
+          strm.mapErrors(mapError, () => body(inner));
+        } catch (e) {
+          throw rename(e);
+        }
       };
+      return { call, mapError };
     });
+    this.runStage = plans.map((s, i) => (strm, args, version): void => {
+      calls[i].call(strm, args, version, (inner) => s.prim.execute(strm, inner));
+      this.ran.add(s.name);
+    });
+    this.stages = plans.map((s, i) => ({
+      name: s.name,
+      implInfo: s.pd.implInfo,
+      execute: (strm: Stream, args: LayerArgs<MemoryOf<E>>): void => this.runStage[i](strm, args, this.argsVersion.of(args)),
+    }));
+    if (fused) {
+      const f = fused, [route, disp] = calls;
+      this.runFused = (strm, args, version): void => {
+        let ra: ReturnType<typeof routePrim.resolve> | undefined;
+        route.call(strm, args, version, (inner) => { ra = routePrim.resolve(strm, inner); });
+        disp.call(strm, args, version, (inner) => {
+          const da = dispatchPrim.resolve(strm, inner);
+          // The task's own errors and the routing's slot are the route stage's; the dispatch's slot says its own.
+          route.call(strm, args, version, () => strm.enqueue(f.task(ra as RoutingArgs<GpuMemory>, da as DispatchArgs<GpuMemory>, disp.mapError), [ra, da]));
+        });
+        this.ran.add('route').add('dispatch');
+      };
+    }
   }
 
   /** Enqueues the whole layer. Argument errors throw here, runtime-data errors at `stream.wait()`. */
@@ -416,7 +466,13 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
       for (const id of [ARG.ATTR_SCALES | wei, ARG.ATTR_ZERO_POINTS | wei])
         if (args[id] !== undefined) throw new DnnlError('invalid_arguments', `moe.layer.execute: ${argName(id)} must not be given: the packed ${argName(wei)} (${gemm.queryMd('weights')?.packed?.name}+q) store their scales / zero points, filled by the reorder`);
     }
-    for (const s of this.stages) s.execute(strm, args);
+    const version = this.argsVersion.of(args), run = this.runStage;
+    let i = 0;
+    if (this.runFused) {
+      this.runFused(strm, args, version);
+      i = 2;
+    }
+    for (; i < run.length; i++) run[i](strm, args, version);
   }
 
   /** @internal every stage has been executed at least once (moe.layer.BackwardPrimitive's precondition). */
@@ -441,25 +497,27 @@ export class Primitive<E extends Engine | GpuEngine = Engine> {
   }
 }
 
+/** A stage recorded on the layer's arguments, whose ArgsVersion is `version`. */
+type StageRun = (strm: Stream, args: LayerArgs<AnyMemory>, version: number) => void;
+
 /**
- * The last arguments a stage built and the layer arguments they came from: `get` returns them again
- * while the layer arguments hold the same memory objects under the same ids.
+ * Numbers the layer argument sets an execute is given: the same number while the same memory objects
+ * come under the same ids (a decode loop), a new one when any changes. Compared once per layer execute.
  */
-class StageArgsCache {
+class ArgsVersion {
   private keys: string[] = [];
   private vals: unknown[] = [];
-  private built: Record<number, AnyMemory> | undefined;
+  private version = 0;
 
-  get(args: LayerArgs<AnyMemory>, build: () => Record<number, AnyMemory>): Record<number, AnyMemory> {
-    if (this.built && this.same(args)) return this.built;
+  of(args: LayerArgs<AnyMemory>): number {
+    if (this.version > 0 && this.same(args)) return this.version;
     this.keys = [];
     this.vals = [];
     for (const k in args) {
       this.keys.push(k);
       this.vals.push(args[k]);
     }
-    this.built = build();
-    return this.built;
+    return ++this.version;
   }
 
   private same(args: LayerArgs<AnyMemory>): boolean {
@@ -469,6 +527,19 @@ class StageArgsCache {
       n++;
     }
     return n === this.keys.length;
+  }
+}
+
+/** The inner arguments a stage last built, and the ArgsVersion they were built for. */
+class StageArgsCache {
+  private version = 0;
+  private built: Record<number, AnyMemory> | undefined;
+
+  get(version: number, build: () => Record<number, AnyMemory>): Record<number, AnyMemory> {
+    if (this.built && this.version === version) return this.built;
+    this.built = build();
+    this.version = version;
+    return this.built;
   }
 }
 

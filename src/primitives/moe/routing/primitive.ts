@@ -63,6 +63,22 @@ export class Primitive {
    * read when the work runs: do not rewrite them before `wait()`.
    */
   execute(stream: Stream, args: ExecArgs): void {
+    const task = this.executor.task(this.resolve(stream, args));
+    if (getVerbose() < 1) {
+      stream.enqueue(task, args);
+      return;
+    }
+    stream.enqueue(() => {
+      const t0 = now();
+      const line = (): void => verboseLine('exec', ['moe_routing', this.pd.implInfo, 'undef', this.pd.mdsString(), '', '', problemString(this.pd.problem), (now() - t0).toFixed(4)]);
+      const r = task();
+      if (r) return r.then(line);
+      line();
+    }, args);
+  }
+
+  /** @internal execute's checks: the arguments resolved, or the error execute throws (moe.layer's fused route + dispatch records them itself). */
+  resolve(stream: Stream, args: ExecArgs): RoutingArgs<AnyMemory> {
     const p = this.pd.problem;
     if (this.life.destroyed) check(false, `${FN}: primitive used after destroy()`);
     if (stream.engine !== this.pd.engine) check(false, `${FN}: stream belongs to another engine`);
@@ -78,18 +94,7 @@ export class Primitive {
       for (const [m, other] of inputs) if (m && overlaps(out, m)) check(false, `${FN}: ${name} values overlap ${other} values`);
     }
     if (overlaps(a.topkIds, a.topkWeights)) check(false, `${FN}: ARG.MOE_TOPK_IDS values overlap ARG.MOE_TOPK_WEIGHTS values`);
-    const task = this.executor.task(a);
-    if (getVerbose() < 1) {
-      stream.enqueue(task, args);
-      return;
-    }
-    stream.enqueue(() => {
-      const t0 = now();
-      const line = (): void => verboseLine('exec', ['moe_routing', this.pd.implInfo, 'undef', this.pd.mdsString(), '', '', problemString(p), (now() - t0).toFixed(4)]);
-      const r = task();
-      if (r) return r.then(line);
-      line();
-    }, args);
+    return a;
   }
 
   private arg(args: ExecArgs, id: number, md: MemoryDesc): AnyMemory {

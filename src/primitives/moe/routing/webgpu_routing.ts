@@ -17,7 +17,8 @@ import { routingDataError } from './runtime_data.js';
  */
 export const gpuRoutingTuning = { checked: true };
 
-function configOf(p: RoutingProblem): RoutingKernelConfig {
+/** @internal the kernel config of a problem (the fused route + dispatch of moe.layer builds on it). */
+export function routingConfigOf(p: RoutingProblem): RoutingKernelConfig {
   const base = {
     E: p.E, k: p.topK, groups: p.groupCount, kgroup: p.kGroup, gmode: p.groupSelectMode, softmax: p.scoring === 'softmax', renorm: p.renormalize,
     dt: p.src.dataType as RoutingKernelConfig['dt'], bias: p.correctionBias !== undefined,
@@ -25,6 +26,16 @@ function configOf(p: RoutingProblem): RoutingKernelConfig {
   return { ...base, scratch: routingPrivateBytes(base) > ROUTING_PRIVATE_LIMIT };
 }
 
+
+/** @internal the route kernels' uniform (moe_routing.ts PARAMS) for one execution. */
+export function routingParams(p: RoutingProblem, slotWord: number): Uint32Array<ArrayBuffer> {
+  const words = new Uint32Array(8);
+  const floats = new Float32Array(words.buffer);
+  words.set([p.T, p.src.strides[0], p.src.strides[1], slotWord]);
+  floats[4] = p.routedScalingFactor;
+  floats[5] = p.renormalizeEps;
+  return words;
+}
 
 /**
  * Two dispatches in one compute pass: a check of every logit and bias entry (a workgroup per token; the
@@ -53,7 +64,7 @@ class WebgpuRoutingExecutor {
   };
 
   constructor(private readonly p: RoutingProblem, private readonly eng: GpuEngine) {
-    const c = configOf(p);
+    const c = routingConfigOf(p);
     this.perToken = !c.scratch && routingTokenFits(c);
     this.checked = this.perToken && gpuRoutingTuning.checked && routingCheckedFits(p.T, p.E);
     if (!this.checked) this.check = eng.pipeline(routingKey(c, 'check'), () => routingCheckWgsl(c));
@@ -78,12 +89,7 @@ class WebgpuRoutingExecutor {
     const mayBeSet = !this.checked && (this.flagDirty || this.unsettled > 0);
     this.unsettled++;
     const slot = eng.status.take((code, i, x) => routingDataError(code, i, x), this.settle);
-    const words = new Uint32Array(8);
-    const floats = new Float32Array(words.buffer);
-    words.set([p.T, p.src.strides[0], p.src.strides[1], slot.word]);
-    floats[4] = p.routedScalingFactor;
-    floats[5] = p.renormalizeEps;
-    eng.writeParams(this.params, words);
+    eng.writeParams(this.params, routingParams(p, slot.word));
     if (mayBeSet) {
       eng.encode('moe.routing', (enc) => enc.clearBuffer(this.flag));
       this.flagDirty = false;
@@ -133,7 +139,7 @@ export const webgpuRouting: GpuRoutingImpl = {
     if (!fits32(p.src) || !fits32(p.topkIds)) return 'too large for 32-bit indexing';
     const limit = eng.caps.maxStorageBufferBindingSize;
     if (p.src.getSize(0) > limit || p.topkIds.getSize(0) > limit) return `a binding exceeds the device's maxStorageBufferBindingSize ${limit}`;
-    const c = configOf(p);
+    const c = routingConfigOf(p);
     if (c.scratch && 4 * p.T * ((p.E + 3) & ~3) * (c.bias ? 2 : 1) > limit) return `the score scratch of T x E exceeds the device's maxStorageBufferBindingSize ${limit}`;
     return undefined;
   },
