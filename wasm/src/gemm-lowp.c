@@ -360,9 +360,9 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
   const size_t pbytes = v->wps;
   const int32_t npan = cdiv(sw, NR);
-  /* 1-2 row tiles, 4-bit codes, K-varying scales in blocks of a multiple of 4 k (zero points constant along
-     K): whole blocks in one f32_gemm_1x16w4_kb (1 row x 2 panels, a piece) or f32_gemm_2x8w4_kb call */
-  const int kb_ok = !x8 && mc <= 2 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
+  /* 1-2 row tiles, K-varying scales in blocks of a multiple of 4 k (zero points constant along K): whole blocks in
+     one f32_gemm_1x16w*_kb (1 row x 2 panels, a piece) or f32_gemm_2x8w*_kb call */
+  const int kb_ok = mc <= 2 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
   /* embedded f32 scales are read in place by the _kb kernels: 8 per block, a panel's bytes apart */
   const int kb_inplace = qs->emb && qs->dt == DT_F32;
   /* accumulation_mode relaxed: 1-2 row tiles of integer or f4_e2m1 codes without zero points, K blocks of a multiple of 4 */
@@ -410,7 +410,7 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
         }
         stale = sb != 0; /* staged below unless the _kb kernels take the blocks */
       }
-      if (kb_ok && !(kk & 1) && kabs % qs->blk_k == 0) { /* whole K blocks in one call (4-bit) */
+      if (kb_ok && !(kk & 1) && kabs % qs->blk_k == 0) { /* whole K blocks in one call */
         const int32_t blk = qs->blk_k;
         /* 1 row x 2 panels: a piece; 1-2 rows x 1 panel (decode in registers): every whole block (staged: what sall holds) */
         const int32_t plen = np == 2 ? MIN(kc - y, LOWP_PIECE - kk % LOWP_PIECE)
@@ -427,12 +427,13 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
               if (s1 != sd) for (int32_t q = 0; q < sst; q++) sd[q] = s1[q];
             }
           float* cp = c + p * NR;
-          if (np == 2)
-            f32_gemm_1x16w4_kb(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)plen, (size_t)blk, a + (size_t)y * MR, panel, pbytes, cp,
-                               !first || y > 0, dt, zq, sk, kb_inplace ? pbytes / 4 : NR, (size_t)sst);
-          else
-            f32_gemm_2x8w4_kb((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)plen, (size_t)blk, a + (size_t)y * MR, panel, cp, (size_t)ldc,
-                              !first || y > 0, dt, zq, sk, (size_t)sst);
+          const float* ay = a + (size_t)y * MR;
+          const size_t sps = kb_inplace ? pbytes / 4 : NR;
+          const uint8_t* pk = panel + (size_t)kk * NR; /* x8: the piece's first codes */
+          if (np == 2 && x8) f32_gemm_1x16w8_kb(NR, (size_t)(ncp - NR), (size_t)plen, (size_t)blk, ay, pk, pbytes, cp, !first || y > 0, dt, zq, sk, sps, (size_t)sst);
+          else if (np == 2) f32_gemm_1x16w4_kb(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)plen, (size_t)blk, ay, panel, pbytes, cp, !first || y > 0, dt, zq, sk, sps, (size_t)sst);
+          else if (x8) f32_gemm_2x8w8_kb((size_t)mc, (size_t)ncp, (size_t)plen, (size_t)blk, ay, pk, cp, (size_t)ldc, !first || y > 0, dt, zq, sk, (size_t)sst);
+          else f32_gemm_2x8w4_kb((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)plen, (size_t)blk, ay, panel, cp, (size_t)ldc, !first || y > 0, dt, zq, sk, (size_t)sst);
           y += plen;
           next = y;
           continue;

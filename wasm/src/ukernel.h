@@ -123,6 +123,12 @@ void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* z
 void f32_gemm_1x16w4_kb(size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs, const float* restrict a,
                         const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* zq,
                         const float* sq, size_t sps, size_t sst);
+/* The x8 (s8 u8 f8_e4m3 f8_e5m2) kernels over kc / bs K blocks likewise (w at the piece's first k, which is even):
+   f32_gemm_1x16w8_kb block b's scales at sq + sst b and sq + sps + sst b, f32_gemm_2x8w8_kb at sq + sst b. */
+void f32_gemm_1x16w8_kb(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w, size_t ps,
+                        float* restrict c, int accumulate, int dt, const float* zq, const float* sq, size_t sps, size_t sst);
+void f32_gemm_2x8w8_kb(size_t mr, size_t nc, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w, float* restrict c,
+                       size_t ldc, int accumulate, int dt, const float* zq, const float* sq, size_t sst);
 /* f32_gemm_2x8w4 over kc / bs K blocks likewise (1-2 rows x one panel): block b's 8 scales at sq + sst b. */
 void f32_gemm_2x8w4_kb(size_t mr, size_t nc, size_t k0, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w,
                        float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq, size_t sst);
