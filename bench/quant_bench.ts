@@ -80,6 +80,8 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w4', int8: false, scales: true, fused: false, wei: dt.s4 },
   /** Weight-only int4 with K-blocks of 32 (f32 scales), as onnxruntime's MatMulNBits block 32. */
   { name: 'w4k32', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 } },
+  /** Weight-only int8 with K-blocks of 32 (f32 scales). */
+  { name: 'w8k32', int8: false, scales: true, fused: false, wei: dt.s8, kBlock: { k: 32, dt: dt.f32 } },
   /** fp8 e4m3 weights, per-column scales. */
   { name: 'fp8', int8: false, scales: true, fused: false, wei: dt.f8_e4m3 },
   { name: 'fp8e5m2', int8: false, scales: true, fused: false, wei: dt.f8_e5m2 },
@@ -102,6 +104,7 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w8:relaxed', int8: false, scales: true, fused: false, wei: dt.s8, relaxed: true },
   { name: 'w4:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, relaxed: true },
   { name: 'w4k32:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, relaxed: true },
+  { name: 'w8k32:relaxed', int8: false, scales: true, fused: false, wei: dt.s8, kBlock: { k: 32, dt: dt.f32 }, relaxed: true },
   { name: 'mxfp4:relaxed', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 }, relaxed: true },
   { name: 'nvfp4:relaxed', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 }, relaxed: true },
   // The same with the scales at execution on codes-only panels (`-rt`): what tag.any gave before the `+q` layouts.

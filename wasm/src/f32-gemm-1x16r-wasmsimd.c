@@ -30,6 +30,8 @@
 /* 0x0f, read through a volatile so the x4 masks are locals V8 can keep in registers (a KEEP'd constant
    lives in linear memory and is reloaded at every use; a v128.const is re-materialized at every use). */
 static volatile int32_t nibble_mask = 0x0f, s4_bias = (int32_t)0x88888888;
+/* The same for the x8 one-panel sums (R8_CONSTS): the byte mask and the s8 / u8 bias xors. */
+static volatile int32_t byte_mask = 0xff, s8_bias = 0x00808080, u8_bias = (int32_t)0x80000000;
 
 void relaxed_xdup(const float* a, size_t kc, size_t blen, int x4, float* restrict xd, float* restrict xs) {
   float s = 0.0f;
@@ -124,6 +126,19 @@ INLINE void r8_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs,
     FOLD_BLOCK16(off);
   }
 }
+
+/* One x8 panel's 4 sums over blen k (blen / 2 iterations of 16 bytes) of one row: r8_row16's first-panel chains
+   (t0..t3), alone; advances P and XD. */
+#define R8_PANEL(P, XD, T0, T1, T2, T3)                                                            \
+  for (const uint8_t* const pe = (P) + 8 * blen; (P) != pe;) {                                     \
+    const v128_t x = LDV(XD, 0), r = wasm_v128_xor(wasm_v128_load(P), xb);                         \
+    T0 = MADD(x, CVT(r, m0), T0);                                                                  \
+    T1 = MADD(x, CVT(r, m1), T1);                                                                  \
+    T2 = MADD(x, CVT(r, m2), T2);                                                                  \
+    T3 = MADD(x, wasm_f32x4_convert_i32x4(wasm_i32x4_shr(r, 24)), T3);                             \
+    (P) += 16;                                                                                     \
+    (XD) += 4;                                                                                     \
+  }
 
 void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq) {
@@ -228,52 +243,56 @@ INLINE void r4_row16(const int DT, size_t nc1, size_t nc2, size_t kc, size_t bs,
 
 /* K-block-scaled s4 / u4, one panel at a time in one run (session 21): its codes over every block first, each
    block's 4 sums (the 1-row R4_PANEL sums; 2 rows: both rows', r4_rows2's) kept at sums + 16 b (+ 16 nblk for the
-   second row), then the caller reads the panel's scales, which follow its codes (x4:p8k2+q), and f32_gemm_r4_fold
+   second row), then the caller reads the panel's scales, which follow its codes (x4:p8k2+q), and f32_gemm_r_fold
    folds the blocks in block order: the same sums and folds as f32_gemm_1x16r4 / f32_gemm_2x16r (the same bits),
    but the panel's codes and scales are read as one contiguous run instead of two panels' codes interleaved per
    block after their scales (runs with gaps stream at half the rate here: reports/issue19-s20-dq.txt). */
+/* A block's 4 sums of one row at S (16 floats). */
+#define STORE_SUMS(S, T0, T1, T2, T3)    \
+  do {                                   \
+    wasm_v128_store((S), (T0));          \
+    wasm_v128_store((S) + 4, (T1));      \
+    wasm_v128_store((S) + 8, (T2));      \
+    wasm_v128_store((S) + 12, (T3));     \
+  } while (0)
+
+/* The per-block sums of one panel, 1 or 2 rows, for a code family: CONSTS1 / PANEL the 1-row constants and loop,
+   CONSTS2 / BLOCK2 the 2-row ones. */
+#define BLOCK_SUMS(CONSTS1, PANEL, CONSTS2, BLOCK2)                                                \
+  do {                                                                                             \
+    const size_t nblk = kc / blen;                                                                 \
+    if (rows == 1) {                                                                               \
+      CONSTS1;                                                                                     \
+      for (size_t b = 0; b < nblk; b++, sums += 16) {                                              \
+        const v128_t zero = wasm_f32x4_splat(0.0f);                                                \
+        v128_t t0 = zero, t1 = zero, t2 = zero, t3 = zero;                                         \
+        PANEL(w, xd0, t0, t1, t2, t3);                                                             \
+        STORE_SUMS(sums, t0, t1, t2, t3);                                                          \
+      }                                                                                            \
+      break;                                                                                       \
+    }                                                                                              \
+    CONSTS2;                                                                                       \
+    for (size_t b = 0; b < nblk; b++, sums += 16) {                                                \
+      ZERO8;                                                                                       \
+      BLOCK2;                                                                                      \
+      STORE_SUMS(sums, t0, t1, t2, t3);                                                            \
+      STORE_SUMS(sums + 16 * nblk, v0, v1, v2, v3);                                                \
+    }                                                                                              \
+  } while (0)
+
 INLINE void r4_sums(const int DT, size_t rows, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xd1,
                     const uint8_t* restrict w, float* restrict sums) {
-  const size_t nblk = kc / blen;
-  if (rows == 1) {
-    R4_CONSTS;
-    for (size_t b = 0; b < nblk; b++, sums += 16) {
-      const v128_t zero = wasm_f32x4_splat(0.0f);
-      v128_t t0 = zero, t1 = zero, t2 = zero, t3 = zero;
-      R4_PANEL(w, xd0, t0, t1, t2, t3);
-      wasm_v128_store(sums, t0);
-      wasm_v128_store(sums + 4, t1);
-      wasm_v128_store(sums + 8, t2);
-      wasm_v128_store(sums + 12, t3);
-    }
-    return;
-  }
-  R4_ROWS2_CONSTS;
-  for (size_t b = 0; b < nblk; b++, sums += 16) {
-    ZERO8;
-    R4_ROWS2_BLOCK;
-    float* s1 = sums + 16 * nblk;
-    wasm_v128_store(sums, t0);
-    wasm_v128_store(sums + 4, t1);
-    wasm_v128_store(sums + 8, t2);
-    wasm_v128_store(sums + 12, t3);
-    wasm_v128_store(s1, v0);
-    wasm_v128_store(s1 + 4, v1);
-    wasm_v128_store(s1 + 8, v2);
-    wasm_v128_store(s1 + 12, v3);
-  }
+  BLOCK_SUMS(R4_CONSTS, R4_PANEL, R4_ROWS2_CONSTS, R4_ROWS2_BLOCK);
 }
 
-void f32_gemm_r4_sums(size_t rows, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xd1, const uint8_t* restrict w,
-                      int dt, float* restrict sums) {
-  if (dt == DT_S4) r4_sums(DT_S4, rows, kc, bs, xd0, xd1, w, sums);
-  else r4_sums(DT_U4, rows, kc, bs, xd0, xd1, w, sums);
-}
-
-void f32_gemm_r4_fold(size_t rows, size_t nc, size_t nblk, const float* restrict sums, const float* restrict xs0,
-                      const float* restrict xs1, const float* sq, float* restrict c, size_t ldc, int accumulate, int dt) {
-  const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
-  const v128_t off = wasm_f32x4_splat(dt == DT_S4 ? 8.0f : 0.0f);
+void f32_gemm_r_fold(size_t rows, size_t nc, size_t nblk, const float* restrict sums, const float* restrict xs0,
+                     const float* restrict xs1, const float* sq, float* restrict c, size_t ldc, int accumulate, int dt) {
+  const int x8 = dt == DT_S8 || dt == DT_U8;
+  /* r4_row16's / r8_row16's powers and biases */
+  const v128_t p = x8 ? wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 1.0f) : wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+  const v128_t off = dt == DT_S8   ? wasm_f32x4_make(128.0f, 128.0f, 128.0f, 0.0f)
+                     : dt == DT_U8 ? wasm_f32x4_make(0.0f, 0.0f, 0.0f, -128.0f)
+                                   : wasm_f32x4_splat(dt == DT_S4 ? 8.0f : 0.0f);
   for (size_t r = 0; r < rows; r++) {
     const float* s = sums + 16 * nblk * r;
     const float* xs = r ? xs1 : xs0;
@@ -358,6 +377,19 @@ void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
     v3 = MADD(Y, q, v3);                                                                           \
   } while (0)
 
+/* One K block of blen k of two rows x one x8 panel into t0..t3 (row xd0) and v0..v3 (row xd1): r8_rows2's loop. */
+#define R8_ROWS2_BLOCK                                                                             \
+  do {                                                                                             \
+    for (const uint8_t* const we = w + 8 * blen; w != we;) {                                       \
+      const v128_t x = LDV(xd0, 0), y = LDV(xd1, 0);                                               \
+      const v128_t r = wasm_v128_xor(wasm_v128_load(w), xb);                                       \
+      ROWS2_BYTES(r, wasm_i32x4_shr, x, y);                                                        \
+      w += 16;                                                                                     \
+      xd0 += 4;                                                                                    \
+      xd1 += 4;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
 /* The end of K block B in the two-row kernels: both rows' sums folded into C (accumulating after block 0), each
    row's block sum times the decoding offset as its correction, then the next block's staged scales. */
 #define FOLD_ROWS2(B)                                                                              \
@@ -371,27 +403,29 @@ void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
 /* Two rows (C rows c, c + ldc) x one panel of nc columns: each code converted once for both rows. Per row the
    same chains in the same order as the 1-row kernels above, so a row's bits do not depend on the tile height.
    sq: block b's 8 scales at sq + 16 b (the 1-row kernels' staging), or 0; xs0 / xs1: the rows' block sums. */
+/* The 2-row x8 constants, KEEP'd (reloaded from the stack at each use). */
+#define R8_ROWS2_CONSTS                                                                            \
+  v128_t xb = wasm_i32x4_splat(DT == DT_S8 ? 0x00808080 : (int32_t)0x80000000);                   \
+  v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000); \
+  KEEP(xb);                                                                                        \
+  KEEP(m0);                                                                                        \
+  KEEP(m1);                                                                                        \
+  KEEP(m2)
+
+/* The 1-row one-panel x8 constants (r8_sums: its 4 sums leave the masks room in registers), from volatile seeds. */
+#define R8_CONSTS                                                                                  \
+  const v128_t xb = wasm_i32x4_splat(DT == DT_S8 ? s8_bias : u8_bias);                             \
+  const v128_t m0 = wasm_i32x4_splat(byte_mask), m1 = wasm_i32x4_shl(m0, 8), m2 = wasm_i32x4_shl(m0, 16)
+
 INLINE void r8_rows2(const int DT, size_t nc, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xs0,
                      const float* restrict xd1, const float* restrict xs1, const uint8_t* restrict w, float* restrict c, size_t ldc,
                      int accumulate, const float* sq) {
-  v128_t xb = wasm_i32x4_splat(DT == DT_S8 ? 0x00808080 : (int32_t)0x80000000);
-  v128_t m0 = wasm_i32x4_splat(0xff), m1 = wasm_i32x4_splat(0xff00), m2 = wasm_i32x4_splat(0xff0000);
-  KEEP(xb);
-  KEEP(m0);
-  KEEP(m1);
-  KEEP(m2);
+  R8_ROWS2_CONSTS;
   const v128_t p = wasm_f32x4_make(1.0f, 0x1p-8f, 0x1p-16f, 1.0f);
   const v128_t off = DT == DT_S8 ? wasm_f32x4_make(128.0f, 128.0f, 128.0f, 0.0f) : wasm_f32x4_make(0.0f, 0.0f, 0.0f, -128.0f);
   for (size_t b = 0; b < kc; b += blen) {
     ZERO8;
-    for (const uint8_t* const we = w + 8 * blen; w != we;) {
-      const v128_t x = LDV(xd0, 0), y = LDV(xd1, 0);
-      const v128_t r = wasm_v128_xor(wasm_v128_load(w), xb);
-      ROWS2_BYTES(r, wasm_i32x4_shr, x, y);
-      w += 16;
-      xd0 += 4;
-      xd1 += 4;
-    }
+    R8_ROWS2_BLOCK;
     FOLD_ROWS2(b);
   }
 }
@@ -448,5 +482,22 @@ void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* r
       case DT_U4: r4_rows2(DT_U4, nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
       default: rf4_rows2(nc, kc, blen, xd0, xs0, xd1, xs1, wp, cp, ldc, accumulate, sp); break;
     }
+  }
+}
+
+/* The same for s8 / u8 (x8:p8, session 22): r8_row16's first-panel chains (1 row) or r8_rows2's (2 rows) per block;
+   f32_gemm_r_sums: any of the four integer types. */
+INLINE void r8_sums(const int DT, size_t rows, size_t kc, size_t blen, const float* restrict xd0, const float* restrict xd1,
+                    const uint8_t* restrict w, float* restrict sums) {
+  BLOCK_SUMS(R8_CONSTS, R8_PANEL, R8_ROWS2_CONSTS, R8_ROWS2_BLOCK);
+}
+
+void f32_gemm_r_sums(size_t rows, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xd1, const uint8_t* restrict w,
+                     int dt, float* restrict sums) {
+  switch (dt) {
+    case DT_S4: r4_sums(DT_S4, rows, kc, bs, xd0, xd1, w, sums); break;
+    case DT_U4: r4_sums(DT_U4, rows, kc, bs, xd0, xd1, w, sums); break;
+    case DT_S8: r8_sums(DT_S8, rows, kc, bs, xd0, xd1, w, sums); break;
+    default: r8_sums(DT_U8, rows, kc, bs, xd0, xd1, w, sums); break;
   }
 }

@@ -102,6 +102,42 @@ INLINE void quad_values(const int F4, dec4c_t kc4, v128_t raw, v128_t* ev, v128_
     STEP(ODD, OFF, w0, w1);                  \
   } while (0)
 
+/* Four k (two k-pairs, one 16-byte load) of 1-2 rows x one panel: through the byte planes, or by the magic
+   conversion. */
+#define ROWS_QUAD_PLANES()                                                  \
+  do {                                                                      \
+    const v128_t raw = wasm_v128_load(w);                                   \
+    v128_t e0, e1, o0, o1;                                                  \
+    nib_halves(kc4, wasm_v128_and(raw, kc4.m.m4), &e0, &e1);                \
+    nib_halves(kc4, wasm_v128_and(wasm_u16x8_shr(raw, 4), kc4.m.m4), &o0, &o1); \
+    PLANE_K(e0, 0, 0);                                                      \
+    PLANE_K(o0, 1, 16);                                                     \
+    PLANE_K(e1, 0, 32);                                                     \
+    PLANE_K(o1, 1, 48);                                                     \
+    w += 16;                                                                \
+    a += 16;                                                                \
+  } while (0)
+
+#define ROWS_QUAD_MAGIC(F4)                          \
+  do {                                               \
+    v128_t ev, od, w0, w1;                           \
+    quad_values(F4, kc4, wasm_v128_load(w), &ev, &od); \
+    dec4(F4, U8LO(ev), kc4, &w0, &w1);               \
+    AFFINE(w0, w1)                                   \
+    STEP(0, 0, w0, w1);                              \
+    dec4(F4, U8LO(od), kc4, &w0, &w1);               \
+    AFFINE(w0, w1)                                   \
+    STEP(1, 16, w0, w1);                             \
+    dec4(F4, U8HI(ev), kc4, &w0, &w1);               \
+    AFFINE(w0, w1)                                   \
+    STEP(0, 32, w0, w1);                             \
+    dec4(F4, U8HI(od), kc4, &w0, &w1);               \
+    AFFINE(w0, w1)                                   \
+    STEP(1, 48, w0, w1);                             \
+    w += 16;                                         \
+    a += 16;                                         \
+  } while (0)
+
 INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, size_t nc, size_t k0, size_t kc,
                     const float* restrict a, const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate,
                     const float* zq, const float* sq, dec4c_t kc4) {
@@ -120,38 +156,10 @@ INLINE void w4_rows(const int R, const int F4, const int AFF, const int ODD, siz
     kc--;
   }
   if (PLANES(F4)) {
-    for (size_t n = kc / 4; n; n--) { /* two k-pairs per load, through the byte planes */
-      const v128_t raw = wasm_v128_load(w);
-      v128_t e0, e1, o0, o1;
-      nib_halves(kc4, wasm_v128_and(raw, kc4.m.m4), &e0, &e1);
-      nib_halves(kc4, wasm_v128_and(wasm_u16x8_shr(raw, 4), kc4.m.m4), &o0, &o1);
-      PLANE_K(e0, 0, 0);
-      PLANE_K(o0, 1, 16);
-      PLANE_K(e1, 0, 32);
-      PLANE_K(o1, 1, 48);
-      w += 16;
-      a += 16;
-    }
+    for (size_t n = kc / 4; n; n--) ROWS_QUAD_PLANES();
     kc &= 3;
   }
-  for (size_t n = kc / 4; n; n--) { /* two k-pairs per load */
-    v128_t ev, od, w0, w1;
-    quad_values(F4, kc4, wasm_v128_load(w), &ev, &od);
-    dec4(F4, U8LO(ev), kc4, &w0, &w1);
-    AFFINE(w0, w1)
-    STEP(0, 0, w0, w1);
-    dec4(F4, U8LO(od), kc4, &w0, &w1);
-    AFFINE(w0, w1)
-    STEP(1, 16, w0, w1);
-    dec4(F4, U8HI(ev), kc4, &w0, &w1);
-    AFFINE(w0, w1)
-    STEP(0, 32, w0, w1);
-    dec4(F4, U8HI(od), kc4, &w0, &w1);
-    AFFINE(w0, w1)
-    STEP(1, 48, w0, w1);
-    w += 16;
-    a += 16;
-  }
+  for (size_t n = kc / 4; n; n--) ROWS_QUAD_MAGIC(F4);
   if (kc & 2) {
     const v128_t x = pair_values(F4, kc4, wasm_v128_load64_zero(w));
     v128_t w0, w1, w2, w3;
@@ -188,6 +196,39 @@ void f32_gemm_2x8w4(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
   const int aff = AFF_CODE(zq, sq), odd = (k0 & 1) && kc;
   if (dt == DT_F4_E2M1) { AFF_SWITCH(aff, W4_ROWS, 1) }
   else { AFF_SWITCH(aff, W4_ROWS, 0) }
+}
+
+/* f32_gemm_2x8w4 with K-varying scales over whole K blocks (ukernel.h): the same steps per k as w4_rows, the
+   accumulators kept in registers across the blocks instead of a call (C tile load + store, setup) per block. */
+INLINE void w4_rows_kb(const int R, const int F4, const int AFF, size_t nc, size_t k0, size_t kc, size_t bs,
+                       const float* restrict a, const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate,
+                       const float* zq, const float* sq, size_t sst, dec4c_t kc4) {
+  const size_t zz = (size_t)((uint32_t)kc >> 31);
+  a = a + zz;
+  w = w + zz + (k0 >> 1) * 8;
+  ACC_DECL
+  AFF_DECL
+  for (size_t b = kc / bs; b; b--, sq += sst) {
+    s0 = wasm_v128_load(sq);
+    s1 = wasm_v128_load(sq + 4);
+    for (size_t n = bs / 4; n; n--) {
+      if (PLANES(F4)) ROWS_QUAD_PLANES();
+      else ROWS_QUAD_MAGIC(F4);
+    }
+  }
+  ACC_STORE;
+}
+
+#define W4_ROWS_KB(F4, AFF)                                                                              \
+  if (mr >= 2) w4_rows_kb(2, F4, AFF, nc, k0, kc, bs, a, w, c, ldc, accumulate, zq, sq, sst, kc4);         \
+  else w4_rows_kb(1, F4, AFF, nc, k0, kc, bs, a, w, c, ldc, accumulate, zq, sq, sst, kc4);
+
+void f32_gemm_2x8w4_kb(size_t mr, size_t nc, size_t k0, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w,
+                       float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq, size_t sst) {
+  const dec4c_t kc4 = dec4_consts(dt);
+  /* scales always present (AFF bit 1) */
+  if (dt == DT_F4_E2M1) { if (zq) { W4_ROWS_KB(1, 3) } else { W4_ROWS_KB(1, 2) } }
+  else { if (zq) { W4_ROWS_KB(0, 3) } else { W4_ROWS_KB(0, 2) } }
 }
 
 /* The same step through the byte planes (nib_halves): the same values. */
@@ -317,18 +358,18 @@ void f32_gemm_1x16w4(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
    without a call (C tile load + store, setup) per block of 16-32 k. */
 INLINE void w4_row16_kb(const int F4, const int AFF, size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs,
                         const float* restrict a, const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate,
-                        const float* zq, const float* sq, dec4c_t kc4) {
+                        const float* zq, const float* sq, size_t sps, size_t sst, dec4c_t kc4) {
   const size_t zz = (size_t)((uint32_t)kc >> 31);
   a = a + zz;
   w = w + zz + (k0 >> 1) * 8;
   const uint8_t* u = w + ps;
   ACC16_DECL
   AFF16_DECL
-  for (size_t b = kc / bs; b; b--, sq += 16) {
+  for (size_t b = kc / bs; b; b--, sq += sst) {
     s0 = wasm_v128_load(sq);
     s1 = wasm_v128_load(sq + 4);
-    s2 = wasm_v128_load(sq + 8);
-    s3 = wasm_v128_load(sq + 12);
+    s2 = wasm_v128_load(sq + sps);
+    s3 = wasm_v128_load(sq + sps + 4);
     for (size_t n = bs / 4; n; n--) {
       ROW16_QUAD(F4);
     }
@@ -336,11 +377,11 @@ INLINE void w4_row16_kb(const int F4, const int AFF, size_t nc1, size_t nc2, siz
   ACC16_STORE;
 }
 
-#define W4_ROW16_KB(F4, AFF) w4_row16_kb(F4, AFF, nc1, nc2, k0, kc, bs, a, w, ps, c, accumulate, zq, sq, kc4);
+#define W4_ROW16_KB(F4, AFF) w4_row16_kb(F4, AFF, nc1, nc2, k0, kc, bs, a, w, ps, c, accumulate, zq, sq, sps, sst, kc4);
 
 void f32_gemm_1x16w4_kb(size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs, const float* restrict a,
                         const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* zq,
-                        const float* sq) {
+                        const float* sq, size_t sps, size_t sst) {
   const dec4c_t kc4 = dec4_consts(dt);
   /* scales always present (AFF bit 1) */
   if (dt == DT_F4_E2M1) { if (zq) { W4_ROW16_KB(1, 3) } else { W4_ROW16_KB(1, 2) } }

@@ -22,8 +22,10 @@ INLINE void dec8_lo(const int DT, v128_t raw, v128_t* lo, v128_t* hi) {
   else dec8(widen_lo(DT, raw), lo, hi);
 }
 
-INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, size_t nc, size_t kc, const float* restrict a,
-                    const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate, const float* zq,
+/* KB (f32_gemm_2x8w8_kb): kc / bs whole K blocks of bs (even) k from an even k, block b's scales at sq + sst b, the
+   accumulators kept in registers across them; else one call is one K block (or none). */
+INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, const int KB, size_t nc, size_t kc, size_t bs, size_t sst,
+                    const float* restrict a, const uint8_t* restrict w, float* restrict c, size_t ldc, int accumulate, const float* zq,
                     const float* sq) {
   const size_t zz = (size_t)((uint32_t)kc >> 31); /* 0: pointers V8 knows are zero-extended (f32 kernel) */
   a = a + zz;
@@ -39,27 +41,34 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, siz
     a += 4;
     kc--;
   }
-  for (size_t n = kc / 2; n; n--) {
-    const v128_t raw = wasm_v128_load(w);
-    v128_t w0, w1, w2, w3;
-    if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) {
-      const fp8_planes_t pl = fp8_planes(DT, raw);
-      fp8_half(pl, 0, &w0, &w1);
-      AFFINE(w0, w1)
-      STEP(0, 0, w0, w1);
-      fp8_half(pl, 1, &w2, &w3);
-    } else {
-      dec8(widen_lo(DT, raw), &w0, &w1);
-      AFFINE(w0, w1)
-      STEP(0, 0, w0, w1);
-      dec8(widen_hi(DT, raw), &w2, &w3);
+  for (size_t b = KB ? kc / bs : 1; b; b--) {
+    if (KB) {
+      s0 = wasm_v128_load(sq);
+      s1 = wasm_v128_load(sq + 4);
+      sq += sst;
     }
-    AFFINE(w2, w3)
-    STEP(1, 16, w2, w3);
-    w += 16;
-    a += 8;
+    for (size_t n = (KB ? bs : kc) / 2; n; n--) {
+      const v128_t raw = wasm_v128_load(w);
+      v128_t w0, w1, w2, w3;
+      if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) {
+        const fp8_planes_t pl = fp8_planes(DT, raw);
+        fp8_half(pl, 0, &w0, &w1);
+        AFFINE(w0, w1)
+        STEP(0, 0, w0, w1);
+        fp8_half(pl, 1, &w2, &w3);
+      } else {
+        dec8(widen_lo(DT, raw), &w0, &w1);
+        AFFINE(w0, w1)
+        STEP(0, 0, w0, w1);
+        dec8(widen_hi(DT, raw), &w2, &w3);
+      }
+      AFFINE(w2, w3)
+      STEP(1, 16, w2, w3);
+      w += 16;
+      a += 8;
+    }
   }
-  if (kc & 1) {
+  if (!KB && (kc & 1)) {
     v128_t w0, w1;
     dec8_lo(DT, wasm_v128_load64_zero(w), &w0, &w1);
     AFFINE(w0, w1)
@@ -70,11 +79,11 @@ INLINE void w8_rows(const int R, const int DT, const int AFF, const int ODD, siz
 
 #define W8_ROWS(DT, AFF)                                                                      \
   if (odd) {                                                                                  \
-    if (mr >= 2) w8_rows(2, DT, AFF, 1, nc, kc, a, w, c, ldc, accumulate, zq, sq);            \
-    else w8_rows(1, DT, AFF, 1, nc, kc, a, w, c, ldc, accumulate, zq, sq);                    \
+    if (mr >= 2) w8_rows(2, DT, AFF, 1, 0, nc, kc, 0, 0, a, w, c, ldc, accumulate, zq, sq);   \
+    else w8_rows(1, DT, AFF, 1, 0, nc, kc, 0, 0, a, w, c, ldc, accumulate, zq, sq);           \
   } else {                                                                                    \
-    if (mr >= 2) w8_rows(2, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);            \
-    else w8_rows(1, DT, AFF, 0, nc, kc, a, w, c, ldc, accumulate, zq, sq);                    \
+    if (mr >= 2) w8_rows(2, DT, AFF, 0, 0, nc, kc, 0, 0, a, w, c, ldc, accumulate, zq, sq);   \
+    else w8_rows(1, DT, AFF, 0, 0, nc, kc, 0, 0, a, w, c, ldc, accumulate, zq, sq);           \
   }
 
 void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
@@ -88,6 +97,24 @@ void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
   }
 }
 
+#define W8_ROWS_KB(DT, AFF)                                                                   \
+  if (mr >= 2) w8_rows(2, DT, AFF, 0, 1, nc, kc, bs, sst, a, w, c, ldc, accumulate, zq, sq);  \
+  else w8_rows(1, DT, AFF, 0, 1, nc, kc, bs, sst, a, w, c, ldc, accumulate, zq, sq);
+
+/* scales always present (AFF bit 1) */
+#define KB_SWITCH(MACRO)                                                                      \
+  switch (dt) {                                                                               \
+    case DT_S8: if (zq) { MACRO(DT_S8, 3) } else { MACRO(DT_S8, 2) } return;                  \
+    case DT_U8: if (zq) { MACRO(DT_U8, 3) } else { MACRO(DT_U8, 2) } return;                  \
+    case DT_F8_E4M3: if (zq) { MACRO(DT_F8_E4M3, 3) } else { MACRO(DT_F8_E4M3, 2) } return;    \
+    default: if (zq) { MACRO(DT_F8_E5M2, 3) } else { MACRO(DT_F8_E5M2, 2) } return;           \
+  }
+
+void f32_gemm_2x8w8_kb(size_t mr, size_t nc, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w, float* restrict c,
+                       size_t ldc, int accumulate, int dt, const float* zq, const float* sq, size_t sst) {
+  KB_SWITCH(W8_ROWS_KB)
+}
+
 /* Whether the 1-row loop converts s8 codes by the magic number (lowp_gemm.h u16_to_f32x8, the codes biased by the
    xor 0x80) rather than widen + convert (V8 emits i16x8 / i32x4.extend_high_s as an unpack and an arithmetic shift):
    on the relaxed build (bare 1 x 16 kernel, L1, same process, Node 24: s8 1.22x; u8, whose extends are one
@@ -99,9 +126,10 @@ void f32_gemm_2x8w8(size_t mr, size_t nc, size_t k0, size_t kc, const float* res
 #endif
 
 /* 1 row x 2 panels (lowp_gemm.h): w and w + ps are the two panels' codes at k0. */
-INLINE void w8_row16(const int DT, const int AFF, const int ODD, size_t nc1, size_t nc2, size_t kc, const float* restrict a,
-                     const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, const float* zq,
-                     const float* sq) {
+/* KB (f32_gemm_1x16w8_kb): as in w8_rows, the second panel's scales sps floats after the first's. */
+INLINE void w8_row16(const int DT, const int AFF, const int ODD, const int KB, size_t nc1, size_t nc2, size_t kc, size_t bs, size_t sps,
+                     size_t sst, const float* restrict a, const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate,
+                     const float* zq, const float* sq) {
   const size_t zz = (size_t)((uint32_t)kc >> 31);
   a = a + zz;
   w = w + zz;
@@ -122,44 +150,53 @@ INLINE void w8_row16(const int DT, const int AFF, const int ODD, size_t nc1, siz
     a += 4;
     kc--;
   }
-  for (size_t n = kc / 2; n; n--) {
-    const v128_t r0 = wasm_v128_load(w), r1 = wasm_v128_load(u);
-    v128_t w0, w1, w2, w3;
-    if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) {
-      const fp8_planes_t p0 = fp8_planes(DT, r0), p1 = fp8_planes(DT, r1);
-      fp8_half(p0, 0, &w0, &w1);
-      fp8_half(p1, 0, &w2, &w3);
-      AFFINE16(w0, w1, w2, w3)
-      STEP16(0, 0, w0, w1, w2, w3);
-      fp8_half(p0, 1, &w0, &w1);
-      fp8_half(p1, 1, &w2, &w3);
+  for (size_t b = KB ? kc / bs : 1; b; b--) {
+    if (KB) {
+      s0 = wasm_v128_load(sq);
+      s1 = wasm_v128_load(sq + 4);
+      s2 = wasm_v128_load(sq + sps);
+      s3 = wasm_v128_load(sq + sps + 4);
+      sq += sst;
     }
+    for (size_t n = (KB ? bs : kc) / 2; n; n--) {
+      const v128_t r0 = wasm_v128_load(w), r1 = wasm_v128_load(u);
+      v128_t w0, w1, w2, w3;
+      if (DT == DT_F8_E4M3 || DT == DT_F8_E5M2) {
+        const fp8_planes_t p0 = fp8_planes(DT, r0), p1 = fp8_planes(DT, r1);
+        fp8_half(p0, 0, &w0, &w1);
+        fp8_half(p1, 0, &w2, &w3);
+        AFFINE16(w0, w1, w2, w3)
+        STEP16(0, 0, w0, w1, w2, w3);
+        fp8_half(p0, 1, &w0, &w1);
+        fp8_half(p1, 1, &w2, &w3);
+      }
 #if MAGIC8
-    else if (DT == DT_S8) {
-      const v128_t b0 = wasm_v128_xor(r0, mk.xb), b1 = wasm_v128_xor(r1, mk.xb);
-      u16_to_f32x8(u8lo_u16(b0, mk), mk, &w0, &w1);
-      u16_to_f32x8(u8lo_u16(b1, mk), mk, &w2, &w3);
-      AFFINE16(w0, w1, w2, w3)
-      STEP16(0, 0, w0, w1, w2, w3);
-      u16_to_f32x8(u8hi_u16(b0, mk), mk, &w0, &w1);
-      u16_to_f32x8(u8hi_u16(b1, mk), mk, &w2, &w3);
-    }
+      else if (DT == DT_S8) {
+        const v128_t b0 = wasm_v128_xor(r0, mk.xb), b1 = wasm_v128_xor(r1, mk.xb);
+        u16_to_f32x8(u8lo_u16(b0, mk), mk, &w0, &w1);
+        u16_to_f32x8(u8lo_u16(b1, mk), mk, &w2, &w3);
+        AFFINE16(w0, w1, w2, w3)
+        STEP16(0, 0, w0, w1, w2, w3);
+        u16_to_f32x8(u8hi_u16(b0, mk), mk, &w0, &w1);
+        u16_to_f32x8(u8hi_u16(b1, mk), mk, &w2, &w3);
+      }
 #endif
-    else {
-      dec8(widen_lo(DT, r0), &w0, &w1);
-      dec8(widen_lo(DT, r1), &w2, &w3);
+      else {
+        dec8(widen_lo(DT, r0), &w0, &w1);
+        dec8(widen_lo(DT, r1), &w2, &w3);
+        AFFINE16(w0, w1, w2, w3)
+        STEP16(0, 0, w0, w1, w2, w3);
+        dec8(widen_hi(DT, r0), &w0, &w1);
+        dec8(widen_hi(DT, r1), &w2, &w3);
+      }
       AFFINE16(w0, w1, w2, w3)
-      STEP16(0, 0, w0, w1, w2, w3);
-      dec8(widen_hi(DT, r0), &w0, &w1);
-      dec8(widen_hi(DT, r1), &w2, &w3);
+      STEP16(1, 16, w0, w1, w2, w3);
+      w += 16;
+      u += 16;
+      a += 8;
     }
-    AFFINE16(w0, w1, w2, w3)
-    STEP16(1, 16, w0, w1, w2, w3);
-    w += 16;
-    u += 16;
-    a += 8;
   }
-  if (kc & 1) {
+  if (!KB && (kc & 1)) {
     v128_t w0, w1, w2, w3;
     dec8_lo(DT, wasm_v128_load64_zero(w), &w0, &w1);
     dec8_lo(DT, wasm_v128_load64_zero(u), &w2, &w3);
@@ -170,8 +207,9 @@ INLINE void w8_row16(const int DT, const int AFF, const int ODD, size_t nc1, siz
 }
 
 #define W8_ROW16(DT, AFF)                                                                          \
-  if (odd) w8_row16(DT, AFF, 1, nc1, nc2, kc, a, w, ps, c, accumulate, zq, sq);                    \
-  else w8_row16(DT, AFF, 0, nc1, nc2, kc, a, w, ps, c, accumulate, zq, sq);
+  if (odd) w8_row16(DT, AFF, 1, 0, nc1, nc2, kc, 0, 0, 0, a, w, ps, c, accumulate, zq, sq);        \
+  else w8_row16(DT, AFF, 0, 0, nc1, nc2, kc, 0, 0, 0, a, w, ps, c, accumulate, zq, sq);
+#define W8_ROW16_KB(DT, AFF) w8_row16(DT, AFF, 0, 1, nc1, nc2, kc, bs, sps, sst, a, w, ps, c, accumulate, zq, sq);
 
 void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* restrict a, const uint8_t* restrict w,
                      size_t ps, float* restrict c, int accumulate, int dt, const float* zq, const float* sq) {
@@ -182,6 +220,11 @@ void f32_gemm_1x16w8(size_t nc1, size_t nc2, size_t k0, size_t kc, const float* 
     case DT_F8_E4M3: AFF_SWITCH(aff, W8_ROW16, DT_F8_E4M3) return;
     default: AFF_SWITCH(aff, W8_ROW16, DT_F8_E5M2) return;
   }
+}
+
+void f32_gemm_1x16w8_kb(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w, size_t ps,
+                        float* restrict c, int accumulate, int dt, const float* zq, const float* sq, size_t sps, size_t sst) {
+  KB_SWITCH(W8_ROW16_KB)
 }
 
 INLINE void w8_decode(const int DT, const int AFF, const uint8_t* w, size_t kc, const float* zq, const float* sq, float* out) {

@@ -234,7 +234,7 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
   const int32_t npan = cdiv(sw, NR);
   float xd[2][2 * RELAXED_PIECE], xs[2][RELAXED_PIECE / 4];
   float sall[16 * RELAXED_BLOCKS];
-  float sums[2 * 16 * RELAXED_BLOCKS]; /* the 1-2 rows' block sums of one panel (f32_gemm_r4_sums) */
+  float sums[2 * 16 * RELAXED_BLOCKS]; /* the 1-2 rows' block sums of one panel (f32_gemm_r_sums) */
   for (int32_t y = 0; y < kc;) {
     const int32_t kk = k0 + y, kabs = v->k0 + kk, acc = !first || y > 0;
     int32_t len = kc - y, blk = 0, nblk = 0, rel = 0;
@@ -270,13 +270,13 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
       }
       const size_t ps = np == 2 ? v->wps : 0, nc1 = (size_t)MIN(NR, ncp), nc2 = np == 2 ? (size_t)(ncp - NR) : 0;
       const uint8_t* pw = panel + (x8 ? (size_t)kk * NR : (size_t)(kk >> 1) * NR);
-      if (sb && (dt == DT_S4 || dt == DT_U4) && ok[0] && (mc == 1 || ok[1])) {
-        /* K-block-scaled s4 / u4: one panel at a time, its codes then its scales (x4:p8k2+q: right after them) in
-           one run, the blocks' sums kept and folded after (the same bits as the two-panel kernels) */
+      if (sb && dt != DT_F4_E2M1 && ok[0] && (mc == 1 || ok[1])) {
+        /* K-block-scaled s4 / u4 / s8 / u8: one panel at a time, its codes then its scales (+q: right after them)
+           in one run, the blocks' sums kept and folded after (the same bits as the two-panel kernels) */
         for (int32_t q = 0; q < np; q++) {
           const uint8_t* pq = panel + (size_t)q * v->wps;
           const int32_t ncq = MIN(NR, ncp - q * NR);
-          f32_gemm_r4_sums((size_t)mc, (size_t)len, (size_t)blk, xd[0], xd[1], pw + (size_t)q * v->wps, dt, sums);
+          f32_gemm_r_sums((size_t)mc, (size_t)len, (size_t)blk, xd[0], xd[1], pw + (size_t)q * v->wps, dt, sums);
           const float* sq = sall;
           if (qs->emb && qs->dt == DT_F32) sq = stage_scales(qs, v, sb, kabs, pq, v->wps, nb + q * NR, 1, ncq, sall); /* in place */
           else
@@ -285,7 +285,7 @@ static void relaxed_segment(const job_t* j, const group_view_t* v, const void* s
               const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, pq, v->wps, nb + q * NR, 1, ncq, sd);
               if (s1 != sd) for (int32_t i = 0; i < NR; i++) sd[i] = s1[i];
             }
-          f32_gemm_r4_fold((size_t)mc, (size_t)ncq, (size_t)nblk, sums, xs[0], xs[1], sq, cp + q * NR, (size_t)ldc, acc, dt);
+          f32_gemm_r_fold((size_t)mc, (size_t)ncq, (size_t)nblk, sums, xs[0], xs[1], sq, cp + q * NR, (size_t)ldc, acc, dt);
         }
         continue;
       }
@@ -360,9 +360,11 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
   const int x8 = v->wfmt == WEI_X8_P8, dt = v->B.dt;
   const size_t pbytes = v->wps;
   const int32_t npan = cdiv(sw, NR);
-  /* 1-row tiles, 4-bit codes, K-varying scales in blocks of a multiple of 4 k (zero points constant along
-     K): whole blocks of a piece in one f32_gemm_1x16w4_kb call */
-  const int kb_ok = !x8 && mc == 1 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
+  /* 1-2 row tiles, K-varying scales in blocks of a multiple of 4 k (zero points constant along K): whole blocks in
+     one f32_gemm_1x16w*_kb (1 row x 2 panels, a piece) or f32_gemm_2x8w*_kb call */
+  const int kb_ok = mc <= 2 && sb && !(zb && qz->st_k) && qs->blk_k % 4 == 0 && qs->blk_k <= LOWP_PIECE;
+  /* embedded f32 scales are read in place by the _kb kernels: 8 per block, a panel's bytes apart */
+  const int kb_inplace = qs->emb && qs->dt == DT_F32;
   /* accumulation_mode relaxed: 1-2 row tiles of integer or f4_e2m1 codes without zero points, K blocks of a multiple of 4 */
   const int relaxed = j->accum_mode == ACC_RELAXED && mc <= 2 && !zb && (dt == DT_S8 || dt == DT_U8 || dt == DT_S4 || dt == DT_U4 || dt == DT_F4_E2M1) &&
                       (!sb || qs->blk_k % 4 == 0);
@@ -387,6 +389,7 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
     int32_t next = 0; /* where the zero points / scales change */
     int32_t yp = -1;  /* tall tiles: first k (block relative) of the piece decoded into `block` so far */
     const float *zq = 0, *sq = 0;
+    int stale = 0; /* whether sq is still to be staged for this K block */
     for (int32_t y = 0; y < kc;) {
       const int32_t kk = k0 + y, kabs = v->k0 + kk;
       if (y == next) { /* a new K block of zero points and scales */
@@ -405,24 +408,39 @@ void lowp_segment(const job_t* j, const group_view_t* v, int32_t sn, int32_t sw,
             zbuf[q] = q >= ncp ? 0.0f : (float)load_int(zb, qz->dt, qz->blk_n == 1 ? i0 + (size_t)q * (size_t)qz->st_n : qindex(qz, v->g, kabs, nb + q));
           zq = zbuf;
         }
-        if (sb) sq = stage_scales(qs, v, sb, kabs, panel, pbytes, nb, np, ncp, sbuf);
+        stale = sb != 0; /* staged below unless the _kb kernels take the blocks */
       }
-      if (kb_ok && np == 2 && kabs % qs->blk_k == 0) { /* whole K blocks of a piece in one call (4-bit, 1 row, 2 panels) */
-        const int32_t plen = MIN(kc - y, LOWP_PIECE - kk % LOWP_PIECE), nblk = plen / qs->blk_k;
-        if (plen % qs->blk_k == 0 && nblk > 1) {
+      if (kb_ok && !(kk & 1) && kabs % qs->blk_k == 0) { /* whole K blocks in one call */
+        const int32_t blk = qs->blk_k;
+        /* 1 row x 2 panels: a piece; 1-2 rows x 1 panel (decode in registers): every whole block (staged: what sall holds) */
+        const int32_t plen = np == 2 ? MIN(kc - y, LOWP_PIECE - kk % LOWP_PIECE)
+                                     : (kb_inplace ? kc - y : MIN(kc - y, blk * (16 * (LOWP_PIECE / 4) / NR))) / blk * blk;
+        const int32_t nblk = plen / blk, sst = kb_inplace ? NR : NR * np;
+        if (plen % blk == 0 && nblk > 1) {
           float sall[16 * (LOWP_PIECE / 4)];
-          for (int32_t q = 0; q < 16; q++) sall[q] = sq[q];
-          for (int32_t b = 1; b < nblk; b++) {
-            const float* sb1 = stage_scales(qs, v, sb, kabs + b * qs->blk_k, panel, pbytes, nb, np, ncp, sall + 16 * b);
-            if (sb1 != sall + 16 * b) for (int32_t q = 0; q < 16; q++) sall[16 * b + q] = sb1[q];
-          }
-          f32_gemm_1x16w4_kb(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)plen, (size_t)qs->blk_k, a + (size_t)y * MR, panel,
-                             pbytes, c + p * NR, !first || y > 0, dt, zq, sall);
+          const float* sk = sall;
+          if (kb_inplace) sk = (const float*)(panel + v->wso + (size_t)(kabs / blk) * emb_block_bytes(qs));
+          else
+            for (int32_t b = 0; b < nblk; b++) {
+              float* sd = sall + sst * b;
+              const float* s1 = stage_scales(qs, v, sb, kabs + b * blk, panel, pbytes, nb, np, ncp, sd);
+              if (s1 != sd) for (int32_t q = 0; q < sst; q++) sd[q] = s1[q];
+            }
+          float* cp = c + p * NR;
+          const float* ay = a + (size_t)y * MR;
+          const size_t sps = kb_inplace ? pbytes / 4 : NR;
+          const uint8_t* pk = panel + (size_t)kk * NR; /* x8: the piece's first codes */
+          if (np == 2 && x8) f32_gemm_1x16w8_kb(NR, (size_t)(ncp - NR), (size_t)plen, (size_t)blk, ay, pk, pbytes, cp, !first || y > 0, dt, zq, sk, sps, (size_t)sst);
+          else if (np == 2) f32_gemm_1x16w4_kb(NR, (size_t)(ncp - NR), (size_t)kk, (size_t)plen, (size_t)blk, ay, panel, pbytes, cp, !first || y > 0, dt, zq, sk, sps, (size_t)sst);
+          else if (x8) f32_gemm_2x8w8_kb((size_t)mc, (size_t)ncp, (size_t)plen, (size_t)blk, ay, pk, cp, (size_t)ldc, !first || y > 0, dt, zq, sk, (size_t)sst);
+          else f32_gemm_2x8w4_kb((size_t)mc, (size_t)ncp, (size_t)kk, (size_t)plen, (size_t)blk, ay, panel, cp, (size_t)ldc, !first || y > 0, dt, zq, sk, (size_t)sst);
           y += plen;
           next = y;
           continue;
         }
       }
+      if (stale) sq = stage_scales(qs, v, sb, kabs, panel, pbytes, nb, np, ncp, sbuf);
+      stale = 0;
       /* tall tiles: pieces of LOWP_PIECE k (the f32 block in L1); 1-2 rows decode in registers: the whole K block
          in one call (no C tile load + store per 256 k; the same chains, the same bits) */
       const int32_t len = mc <= 2 ? next - y : MIN(next - y, LOWP_PIECE - kk % LOWP_PIECE);

@@ -95,14 +95,15 @@ void f32_gemm_1x16r8(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* 
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
 void f32_gemm_1x16r4(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd, const float* restrict xs,
                      const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* sq);
-/* K-block-scaled s4 / u4 (bs > 0), one x4 panel (w at k-pair 0 of the piece) of 1 or 2 rows: the relaxed kernels' per-block
-   sums over every block of kc (16 floats per block at sums + 16 b, the second row's after the first's 16 kc / bs), then,
-   once the caller has read the panel's scales (8 per block at sq + 8 b), folded into C (nc columns, rows c, c + ldc) in
-   block order: the bits of f32_gemm_1x16r4 / f32_gemm_2x16r, with the panel's codes and scales read in one run. */
-void f32_gemm_r4_sums(size_t rows, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xd1, const uint8_t* restrict w,
-                      int dt, float* restrict sums);
-void f32_gemm_r4_fold(size_t rows, size_t nc, size_t nblk, const float* restrict sums, const float* restrict xs0,
-                      const float* restrict xs1, const float* sq, float* restrict c, size_t ldc, int accumulate, int dt);
+/* K-block-scaled s4 / u4 / s8 / u8 (bs > 0), one panel (x4: w at k-pair 0 of the piece; x8: at k 0) of 1 or 2 rows:
+   the relaxed kernels' per-block sums (4 x 4 floats per block and row: sums + 16 b, the second row's after the
+   first's nblk blocks) over the panel's codes, then, once the caller has read the panel's scales (8 per block at
+   sq + 8 b), folded into C (nc columns, rows c, c + ldc) in block order by f32_gemm_r_fold (dt: the codes' type):
+   the bits of f32_gemm_1x16r4 / 1x16r8 / 2x16r, with the panel's codes and scales read in one run. */
+void f32_gemm_r_sums(size_t rows, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xd1, const uint8_t* restrict w,
+                     int dt, float* restrict sums);
+void f32_gemm_r_fold(size_t rows, size_t nc, size_t nblk, const float* restrict sums, const float* restrict xs0,
+                     const float* restrict xs1, const float* sq, float* restrict c, size_t ldc, int accumulate, int dt);
 /* The same for two rows (C rows c, c + ldc; xd0 / xs0 and xd1 / xs1 their activations), any of the four types:
    each code converted once for both rows, each row's bits those of the 1-row kernels. */
 void f32_gemm_2x16r(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict xd0, const float* restrict xs0,
@@ -115,11 +116,22 @@ void relaxed_xdup(const float* a, size_t kc, size_t blen, int x4, float* restric
 /* The weights of kc k (from w + 8k, or from k0 of a 4-bit panel) decoded (and (w - z) * s) into out [kc][8]. */
 void decode_2x8w8(const uint8_t* w, size_t kc, int dt, const float* zq, const float* sq, float* out);
 void decode_2x8w4(const uint8_t* w, size_t k0, size_t kc, int dt, const float* zq, const float* sq, float* out);
-/* f32_gemm_1x16w4 over kc / bs K blocks of bs k (bs a multiple of 4, k0 a multiple of bs): block b's 16
-   scales at sq + 16 b, the accumulators kept in registers across blocks (one call per panel piece). */
+/* f32_gemm_1x16w4 over kc / bs K blocks of bs k (bs a multiple of 4, k0 a multiple of bs): block b's 8
+   scales of the first panel at sq + sst b, of the second at sq + sps + sst b (staged: sps 8, sst 16; in place
+   beside the panels: a panel's floats apart, 8), the accumulators kept in registers across blocks (one call per
+   panel piece). */
 void f32_gemm_1x16w4_kb(size_t nc1, size_t nc2, size_t k0, size_t kc, size_t bs, const float* restrict a,
                         const uint8_t* restrict w, size_t ps, float* restrict c, int accumulate, int dt, const float* zq,
-                        const float* sq);
+                        const float* sq, size_t sps, size_t sst);
+/* The x8 (s8 u8 f8_e4m3 f8_e5m2) kernels over kc / bs K blocks likewise (w at the piece's first k, which is even):
+   f32_gemm_1x16w8_kb block b's scales at sq + sst b and sq + sps + sst b, f32_gemm_2x8w8_kb at sq + sst b. */
+void f32_gemm_1x16w8_kb(size_t nc1, size_t nc2, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w, size_t ps,
+                        float* restrict c, int accumulate, int dt, const float* zq, const float* sq, size_t sps, size_t sst);
+void f32_gemm_2x8w8_kb(size_t mr, size_t nc, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w, float* restrict c,
+                       size_t ldc, int accumulate, int dt, const float* zq, const float* sq, size_t sst);
+/* f32_gemm_2x8w4 over kc / bs K blocks likewise (1-2 rows x one panel): block b's 8 scales at sq + sst b. */
+void f32_gemm_2x8w4_kb(size_t mr, size_t nc, size_t k0, size_t kc, size_t bs, const float* restrict a, const uint8_t* restrict w,
+                       float* restrict c, size_t ldc, int accumulate, int dt, const float* zq, const float* sq, size_t sst);
 
 /* x16:p8 panels of bf16 / f16 codes (f32-gemm-2x8wx16-wasmsimd.c): w the codes of k0 (the 8 codes of k at w + 8k),
    converted exactly in registers; accumulation and rows as f32_gemm_2x8w8 / f32_gemm_1x16w8 (ps: bytes between the
