@@ -3,7 +3,7 @@
  * (webgpu:moe-route+dispatch-one): the same bits in every output the two stages write and the layer's
  * output, the same errors at stream.wait(), and the layouts it refuses keep the two stages.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ARG, DnnlError, Engine, GpuEngine, GpuMemory, Memory, Stream, dt, memory, moe, tag, type DataType } from '../src/index.js';
 import { gpuLayerTuning } from '../src/primitives/moe/layer/route_dispatch_gpu.js';
 import { useGpuAndCpuEngines } from './gpu_test_engines.js';
@@ -12,7 +12,9 @@ import { data, type Shape } from './moe_layer_reference.js';
 let gpu: GpuEngine;
 let cpu: Engine;
 useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
-afterEach(() => { gpuLayerTuning.fuseRouteDispatch = true; });
+// The kernel routes up to 32 tokens; the default cap (2, by its GPU time) is lifted here so its token loop is tested.
+beforeEach(() => { gpuLayerTuning.fuseMaxTokens = 32; });
+afterEach(() => { gpuLayerTuning.fuseRouteDispatch = true; gpuLayerTuning.fuseMaxTokens = 2; });
 
 type Config = Omit<moe.layer.LayerConfig, 'tokens' | 'hidden' | 'intermediate' | 'experts' | 'topK' | 'weights'>;
 interface Inputs { readonly logits?: Float64Array; readonly map?: Int32Array; readonly bias?: Float64Array }
@@ -126,6 +128,12 @@ describe('moe.layer on the gpu engine: route + dispatch as one dispatch at decod
     const permute = await run(gpu, small(2, 8, 2), { gemm1: 'permute' });
     expect(permute.fused).toEqual([]);
     expect(permute.refusal).toMatch(/dispatch takes its 'grid' form/);
+    gpuLayerTuning.fuseMaxTokens = 2;
+    const three = await run(gpu, small(3, 8, 2), {});
+    expect(three.fused).toEqual([]);
+    expect(three.refusal).toMatch(/T = 3 tokens: one workgroup routes them one after another/);
+    expect((await run(gpu, small(2, 8, 2), {})).fused).toEqual(['route+dispatch:webgpu:moe-route+dispatch-one']);
+    gpuLayerTuning.fuseMaxTokens = 32;
     const big = await run(gpu, { T: 33, E: 8, k: 8, K: 8, I: 4 }, {});
     expect(big.fused).toEqual([]);
     expect(big.refusal).toMatch(/T = 33 tokens/);

@@ -14,10 +14,14 @@ import type { DispatchProblem } from '../dispatch/pd.js';
 import { dispatchParams, formOf } from '../dispatch/webgpu_dispatch.js';
 
 /**
- * Benchmark / test switch, not public API; read when a layer primitive is created: `fuseRouteDispatch`
- * off keeps the route and dispatch stages as two dispatches in every case.
+ * Benchmark / test switches, not public API; read when a layer primitive is created: `fuseRouteDispatch`
+ * off keeps the route and dispatch stages as two dispatches in every case; `fuseMaxTokens` is the most
+ * tokens fused. The fused kernel routes its tokens one after another in one workgroup where the routing
+ * kernel runs a workgroup per token: on an H100 (MoE-B, E = 64, k = 6) the fused pass took 23 us against
+ * 14 + 12 at T = 1, but 43 against 18 + 16 at T = 4, while the dispatch it saves is ~7 us of host time
+ * (reports/route-dispatch-h100-s22): past 2 tokens the GPU loses what the host gains.
  */
-export const gpuLayerTuning = { fuseRouteDispatch: true };
+export const gpuLayerTuning = { fuseRouteDispatch: true, fuseMaxTokens: 2 };
 
 /** What `moe.layer.Primitive.fused` reports for this path. */
 export const ROUTE_DISPATCH_IMPL = 'webgpu:moe-route+dispatch-one';
@@ -31,6 +35,7 @@ export const ROUTE_DISPATCH_IMPL = 'webgpu:moe-route+dispatch-one';
 export function routeDispatchRefusal(rp: RoutingProblem, dp: DispatchProblem, eng: GpuEngine): string | undefined {
   if (rp.custom) return 'customRoutingFunction routes on the host';
   if (rp.T === 0) return 'no tokens';
+  if (rp.T > gpuLayerTuning.fuseMaxTokens) return `T = ${rp.T} tokens: one workgroup routes them one after another, slower on the GPU than a workgroup per token past ${gpuLayerTuning.fuseMaxTokens}`;
   const c = routingConfigOf(rp);
   if (c.scratch || !routingTokenFits(c)) return `the scores of E = ${rp.E} do not fit workgroup memory`;
   if (!routingCheckedFits(rp.T, rp.E)) return `T = ${rp.T} tokens of E = ${rp.E} logits are past the in-kernel check (T <= 32, T x E <= 4096)`;
