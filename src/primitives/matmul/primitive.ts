@@ -188,7 +188,6 @@ export class Primitive {
     return out;
   }
 
-  /** The checks build their messages only on failure (`if (...) check(false, ...)`): execute is on the hot path. */
   /** The pd's descriptor `what`, built once (queryMd builds a new one per call: a decode layer's execute asked for it every time). */
   private md(what: 'grouped_offsets' | 'token_index' | 'token_ks' | 'expert_num_tokens' | 'expert_map'): MemoryDesc {
     let md = this.mds.get(what);
@@ -201,6 +200,7 @@ export class Primitive {
 
   private readonly mds = new Map<string, MemoryDesc>();
 
+  /** The checks build their messages only on failure (`if (...) check(false, ...)`): execute is on the hot path. */
   private arg(args: ExecArgs, id: number, md: MemoryDesc, alt?: MemoryDesc): AnyMemory {
     const m = args[id];
     // Names and descriptors are rendered only for a message (execute is on the hot path).
