@@ -12,9 +12,9 @@ import { data, type Shape } from './moe_layer_reference.js';
 let gpu: GpuEngine;
 let cpu: Engine;
 useGpuAndCpuEngines((g, c) => { gpu = g; cpu = c; });
-// The kernel routes up to 32 tokens; the default cap (2, by its GPU time) is lifted here so its token loop is tested.
-beforeEach(() => { gpuLayerTuning.fuseMaxTokens = 32; });
-afterEach(() => { gpuLayerTuning.fuseRouteDispatch = true; gpuLayerTuning.fuseMaxTokens = 2; });
+// The kernel routes up to 32 tokens, 8 at once; the default caps (8 tokens, 2 in turn, by its GPU time) are lifted here so its rounds are tested.
+beforeEach(() => { gpuLayerTuning.fuseMaxTokens = 32; gpuLayerTuning.fuseMaxRounds = 32; });
+afterEach(() => { gpuLayerTuning.fuseRouteDispatch = true; gpuLayerTuning.fuseMaxTokens = 8; gpuLayerTuning.fuseMaxRounds = 2; });
 
 type Config = Omit<moe.layer.LayerConfig, 'tokens' | 'hidden' | 'intermediate' | 'experts' | 'topK' | 'weights'>;
 interface Inputs { readonly logits?: Float64Array; readonly map?: Int32Array; readonly bias?: Float64Array }
@@ -79,8 +79,8 @@ async function sameBits(s: Shape, c: Config, x: Inputs = {}): Promise<Out> {
 const small = (T: number, E: number, k: number): Shape => ({ T, E, k, K: 20, I: 12 });
 
 describe('moe.layer on the gpu engine: route + dispatch as one dispatch at decode sizes', () => {
-  it('the same bits as the two stages: T = 1 and 4, softmax, the cpu layer\'s experts', async () => {
-    for (const s of [small(1, 8, 2), small(4, 16, 6)]) {
+  it('the same bits as the two stages: T = 1, 4, 8 and 13 (8 at once, then 5 of 8 groups), softmax, the cpu layer\'s experts', async () => {
+    for (const s of [small(1, 8, 2), small(4, 16, 6), small(8, 64, 6), small(13, 16, 4)]) {
       const f = await sameBits(s, {});
       const c = await run(cpu, s, {});
       expect(f.ids).toEqual(c.ids);
@@ -94,16 +94,22 @@ describe('moe.layer on the gpu engine: route + dispatch as one dispatch at decod
     const f = await sameBits(s, {}, { logits });
     expect(Array.from(f.ids)).toEqual([0, 1, 2, 1, 2, 0, 0, 1, 2]);
     expect((await run(cpu, s, {}, { logits })).ids).toEqual(f.ids);
+    // The same ties 8 at once (groups of 32 lanes), tokens 3-7 repeating tokens 0-2 and then all equal.
+    const s8 = small(8, 8, 3), logits8 = Float64Array.from({ length: 64 }, (_, i) => (i < 24 ? logits[i] : i < 48 ? logits[i - 24] : 0));
+    const f8 = await sameBits(s8, {}, { logits: logits8 });
+    expect(Array.from(f8.ids)).toEqual([...f.ids, ...f.ids, 0, 1, 2, 0, 1, 2]);
     await sameBits(small(2, 1, 1), {});
     await sameBits(small(2, 4, 4), {});
   });
 
   it('sigmoid with a correction bias and grouped top-k; an expert map (2 of 5 experts here)', async () => {
     const E = 8, bias = Float64Array.from({ length: E }, (_, e) => (e % 3) * 0.05);
-    await sameBits(small(3, E, 2), { routing: { scoring: 'sigmoid', correctionBias: true, groupCount: 4, kGroup: 2 } }, { bias });
+    for (const T of [3, 8]) await sameBits(small(T, E, 2), { routing: { scoring: 'sigmoid', correctionBias: true, groupCount: 4, kGroup: 2 } }, { bias });
     const map = Int32Array.from([-1, 0, -1, 1, -1]);
-    const f = await sameBits(small(4, 5, 2), { localExperts: 2 }, { map });
-    expect(f.rows[0].some((r) => r < 0)).toBe(true);
+    for (const T of [4, 8]) {
+      const f = await sameBits(small(T, 5, 2), { localExperts: 2 }, { map });
+      expect(f.rows[0].some((r) => r < 0)).toBe(true);
+    }
   });
 
   it('errors at stream.wait() read as the two stages\': a NaN logit (routing), a bad expert map entry (dispatch)', async () => {
@@ -124,16 +130,22 @@ describe('moe.layer on the gpu engine: route + dispatch as one dispatch at decod
     expect(bad).toBe(await message({ map }, { localExperts: 2 }, false));
   });
 
-  it('refused, with the two stages kept: gemm1 permute (hidden copy), T k > 256, W8A8 (quantize_hidden between), a cpu engine', async () => {
+  it('refused, with the two stages kept: gemm1 permute (hidden copy), past the token caps, T k > 256, W8A8 (quantize_hidden between), a cpu engine', async () => {
     const permute = await run(gpu, small(2, 8, 2), { gemm1: 'permute' });
     expect(permute.fused).toEqual([]);
     expect(permute.refusal).toMatch(/dispatch takes its 'grid' form/);
-    gpuLayerTuning.fuseMaxTokens = 2;
-    const three = await run(gpu, small(3, 8, 2), {});
-    expect(three.fused).toEqual([]);
-    expect(three.refusal).toMatch(/T = 3 tokens: one workgroup routes them one after another/);
-    expect((await run(gpu, small(2, 8, 2), {})).fused).toEqual(['route+dispatch:webgpu:moe-route+dispatch-one']);
+    gpuLayerTuning.fuseMaxTokens = 8;
+    gpuLayerTuning.fuseMaxRounds = 2;
+    const nine = await run(gpu, small(9, 8, 2), {});
+    expect(nine.fused).toEqual([]);
+    expect(nine.refusal).toMatch(/T = 9 tokens: past 8, one workgroup routes them slower/);
+    expect((await run(gpu, small(8, 8, 2), {})).fused).toEqual(['route+dispatch:webgpu:moe-route+dispatch-one']);
     gpuLayerTuning.fuseMaxTokens = 32;
+    gpuLayerTuning.fuseMaxRounds = 1;
+    const rounds = await run(gpu, small(9, 8, 2), {});
+    expect(rounds.fused).toEqual([]);
+    expect(rounds.refusal).toMatch(/T = 9 tokens, 8 at once: 2 in turn, past 1 slower/);
+    gpuLayerTuning.fuseMaxRounds = 32;
     const big = await run(gpu, { T: 33, E: 8, k: 8, K: 8, I: 4 }, {});
     expect(big.fused).toEqual([]);
     expect(big.refusal).toMatch(/T = 33 tokens/);

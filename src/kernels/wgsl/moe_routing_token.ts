@@ -17,10 +17,14 @@ import { ROUTE_WG, ROUTING_REPORT, routingHeaderWgsl, routingOutputsWgsl, type R
  * kernel with its storage scratch.
  */
 
-/** Bytes of workgroup memory the kernel needs for `c`. */
-export function routingTokenWorkgroupBytes(c: Omit<RoutingKernelConfig, 'scratch'>): number {
+/**
+ * Bytes of workgroup memory route_token needs for `c` in a workgroup of `wg` invocations routing `ng`
+ * tokens at once (routeTokenFnWgsl): each token its scores, group and top-k words and LANE; RED and
+ * the check's words once.
+ */
+export function routingTokenWorkgroupBytes(c: Omit<RoutingKernelConfig, 'scratch'>, wg = ROUTE_WG, ng = 1): number {
   const E4 = (c.E + 3) & ~3;
-  return 4 * (E4 * (c.bias ? 2 : 1) + 2 * c.groups + 2 * c.k + ROUTE_WG + 8);
+  return 4 * (ng * (E4 * (c.bias ? 2 : 1) + 2 * c.groups + 2 * c.k + 4) + wg + 4);
 }
 
 /** Whether the workgroup-per-token kernel applies (its scores in workgroup memory, at most 8 KiB). */
@@ -46,19 +50,19 @@ export function routingCheckedFits(T: number, E: number): boolean {
  * T + e) found by each workgroup over all the logits, in parallel: an element is NaN, or +inf under
  * softmax; a token has no finite logit under softmax (a bit per token, T <= 32); a bias entry is not
  * finite. `KEYW` is the key, 0xffffffff for none. The report itself (row_error, one invocation) runs
- * only on the error path.
+ * only on the error path. `wg`: the workgroup's size (a WGSL expression), the loops' stride.
  */
-export function checkAllWgsl(c: RoutingKernelConfig): string {
+export function checkAllWgsl(c: RoutingKernelConfig, wg = 'WG'): string {
   return /* wgsl */ `
   if (li == 0u) { atomicStore(&KEYW, 0xffffffffu); atomicStore(&FINW, 0u); }
   workgroupBarrier();
-  for (var i = li; i < P.T * E; i += WG) {
+  for (var i = li; i < P.T * E; i += ${wg}) {
     let tt = i / E;
     let b = logit_bits(tt, i % E);
     if (is_nan(b) || (SOFTMAX && b == 0x7f800000u)) { atomicMin(&KEYW, tt); }
     if (b != 0xff800000u) { atomicOr(&FINW, 1u << tt); }
   }
-  ${c.bias ? 'for (var e = li; e < E; e += WG) { if (((bias[e] >> 23u) & 0xffu) == 0xffu) { atomicMin(&KEYW, P.T + e); } }' : ''}
+  ${c.bias ? `for (var e = li; e < E; e += ${wg}) { if (((bias[e] >> 23u) & 0xffu) == 0xffu) { atomicMin(&KEYW, P.T + e); } }` : ''}
   workgroupBarrier();
   if (SOFTMAX && li < P.T && ((atomicLoad(&FINW) >> li) & 1u) == 0u) { atomicMin(&KEYW, li); }
   workgroupBarrier();
@@ -70,16 +74,32 @@ export function checkAllWgsl(c: RoutingKernelConfig): string {
   }`;
 }
 
+/** route_token's per-token workgroup arrays: a row each of `ng` tokens routed at once. */
+const TOKEN_ARRAYS = 'SCORE|SELS|GS|GSEL|TOPI|RED|LANE';
+
 /**
  * The per-token routing of a workgroup of `wg` invocations as `fn route_token(t, li)` (t uniform), with
  * its workgroup memory and, with `checked`, the check's words (checkAllWgsl). Shared by the route
- * kernel (one token per workgroup) and the fused route + dispatch kernel (moe_route_dispatch.ts: one
- * workgroup routes every token in turn); the bits do not depend on `wg` (the max is exact in any
- * order, the sum keeps its four lanes, the top-k is a rank).
+ * kernel (one token per workgroup) and the fused route + dispatch kernel (moe_route_dispatch.ts).
+ * With `ng` > 1 (a power of two) the workgroup routes `ng` tokens at once: `fn route_token(t, li, gi)`,
+ * group gi of WG = wg / ng invocations (li its lane) routes token t with row gi of each workgroup
+ * array; t differs between groups, so a t past the last token cannot return before the barriers: it
+ * routes the last token again and writes nothing. The bits do not depend on WG (>= 4): the max is
+ * exact in any order, the sum keeps its four lanes (one invocation each), the top-k is a rank, the
+ * weights are summed in slot order by one invocation.
  */
-export function routeTokenFnWgsl(c: RoutingKernelConfig, wg: number, checked: boolean): string {
+export function routeTokenFnWgsl(c: RoutingKernelConfig, wg: number, checked: boolean, ng = 1): string {
+  const fn = routeTokenText(c, wg / ng, checked, ng);
+  if (ng === 1) return fn;
+  return fn
+    .replace(new RegExp(`(var<workgroup> (?:${TOKEN_ARRAYS}): )(array<\\w+, \\d+>)`, 'g'), `$1array<$2, ${ng}>`)
+    .replace(new RegExp(`\\b(${TOKEN_ARRAYS})\\[`, 'g'), '$1[gi][');
+}
+
+function routeTokenText(c: RoutingKernelConfig, wg: number, checked: boolean, ng: number): string {
   const E4 = (c.E + 3) & ~3;
   const sel = c.bias ? 'SELS' : 'SCORE';
+  const grouped = ng > 1;
   return /* wgsl */ `const WG = ${wg}u;
 var<workgroup> SCORE: array<f32, ${E4}>;
 ${c.bias ? `var<workgroup> SELS: array<f32, ${E4}>;` : ''}
@@ -95,10 +115,10 @@ fn ninf() -> f32 { return bitcast<f32>(0xff800000u | P.zero); }
 fn fmax(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
 
 // Token t's top-k: ids and weights written, its experts left in TOPI.
-fn route_token(t: u32, li: u32) {
-  if (t >= P.T) { return; }
+fn route_token(t: u32, li: u32${grouped ? ', gi: u32' : ''}) {
+  ${grouped ? 'let tl = min(t, P.T - 1u);' : 'if (t >= P.T) { return; }'}
   for (var e = li; e < E4; e += WG) {
-    if (e < E) { SCORE[e] = bitcast<f32>(logit_bits(t, e)); } else { SCORE[e] = ninf(); }
+    if (e < E) { SCORE[e] = bitcast<f32>(logit_bits(${grouped ? 'tl' : 't'}, e)); } else { SCORE[e] = ninf(); }
   }
   workgroupBarrier();
   if (SOFTMAX) {
@@ -158,7 +178,7 @@ fn route_token(t: u32, li: u32) {
   }
   workgroupBarrier();
   // Weights: the (uncorrected) scores of the chosen experts, summed in slot order.
-  if (li == 0u) {
+  if (li == 0u${grouped ? ' && t < P.T' : ''}) {
     var sum = 0.0f;
     for (var q = 0u; q < K; q++) { sum = sum + SCORE[TOPI[q]]; }
     let den = sum + P.eps;

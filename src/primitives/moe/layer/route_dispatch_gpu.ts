@@ -2,8 +2,8 @@ import type { DnnlError } from '../../../common/status.js';
 import type { GpuMemory } from '../../../memory/gpu_memory.js';
 import type { GpuEngine } from '../../../runtime/gpu/gpu_engine.js';
 import type { StreamTask } from '../../../runtime/stream.js';
-import { ROUTE_BINDING_BASE, routeDispatchExtraBytes, routeDispatchKey, routeDispatchStorageBuffers, routeDispatchWgsl } from '../../../kernels/wgsl/moe_route_dispatch.js';
-import { routingCheckedFits, routingTokenFits, routingTokenWorkgroupBytes } from '../../../kernels/wgsl/moe_routing_token.js';
+import { ROUTE_BINDING_BASE, routeDispatchBytes, routeDispatchGroups, routeDispatchKey, routeDispatchStorageBuffers, routeDispatchWgsl } from '../../../kernels/wgsl/moe_route_dispatch.js';
+import { routingCheckedFits, routingTokenFits } from '../../../kernels/wgsl/moe_routing_token.js';
 import type { RoutingArgs } from '../routing/impl.js';
 import type { RoutingProblem } from '../routing/problem.js';
 import { routingDataError } from '../routing/runtime_data.js';
@@ -16,12 +16,14 @@ import { dispatchParams, formOf } from '../dispatch/webgpu_dispatch.js';
 /**
  * Benchmark / test switches, not public API; read when a layer primitive is created: `fuseRouteDispatch`
  * off keeps the route and dispatch stages as two dispatches in every case; `fuseMaxTokens` is the most
- * tokens fused. The fused kernel routes its tokens one after another in one workgroup where the routing
- * kernel runs a workgroup per token: on an H100 (MoE-B, E = 64, k = 6) the fused pass took 23 us against
- * 14 + 12 at T = 1, but 43 against 18 + 16 at T = 4, while the dispatch it saves is ~7 us of host time
- * (reports/route-dispatch-h100-s22): past 2 tokens the GPU loses what the host gains.
+ * tokens fused, `fuseMaxRounds` the most tokens one group of the fused kernel routes one after another.
+ * The fused kernel routes up to 8 tokens at once in one workgroup (routeDispatchGroups; fewer where
+ * their scores do not fit workgroup memory) where the routing kernel runs a workgroup per token: when
+ * it routed every token in turn, on an H100 (MoE-B, E = 64, k = 6) it took 23 us against 14 + 12 at
+ * T = 1, but 43 against 18 + 16 at T = 4, while the dispatch it saves is ~7 us of host time
+ * (reports/route-dispatch-h100-s22): past 2 tokens in turn the GPU loses what the host gains.
  */
-export const gpuLayerTuning = { fuseRouteDispatch: true, fuseMaxTokens: 2 };
+export const gpuLayerTuning = { fuseRouteDispatch: true, fuseMaxTokens: 8, fuseMaxRounds: 2 };
 
 /** What `moe.layer.Primitive.fused` reports for this path. */
 export const ROUTE_DISPATCH_IMPL = 'webgpu:moe-route+dispatch-one';
@@ -35,14 +37,17 @@ export const ROUTE_DISPATCH_IMPL = 'webgpu:moe-route+dispatch-one';
 export function routeDispatchRefusal(rp: RoutingProblem, dp: DispatchProblem, eng: GpuEngine): string | undefined {
   if (rp.custom) return 'customRoutingFunction routes on the host';
   if (rp.T === 0) return 'no tokens';
-  if (rp.T > gpuLayerTuning.fuseMaxTokens) return `T = ${rp.T} tokens: one workgroup routes them one after another, slower on the GPU than a workgroup per token past ${gpuLayerTuning.fuseMaxTokens}`;
+  if (rp.T > gpuLayerTuning.fuseMaxTokens) return `T = ${rp.T} tokens: past ${gpuLayerTuning.fuseMaxTokens}, one workgroup routes them slower on the GPU than a workgroup per token`;
   const c = routingConfigOf(rp);
   if (c.scratch || !routingTokenFits(c)) return `the scores of E = ${rp.E} do not fit workgroup memory`;
   if (!routingCheckedFits(rp.T, rp.E)) return `T = ${rp.T} tokens of E = ${rp.E} logits are past the in-kernel check (T <= 32, T x E <= 4096)`;
   const form = formOf(dp);
   if (form !== 'one') return `the dispatch takes its '${form}' form (T x k > 256, a hidden copy or many local experts)`;
-  const bytes = routingTokenWorkgroupBytes(c) + routeDispatchExtraBytes(dp.G);
-  if (bytes > eng.caps.maxComputeWorkgroupStorageSize) return `${bytes} bytes of workgroup memory exceed the device's ${eng.caps.maxComputeWorkgroupStorageSize}`;
+  const maxBytes = eng.caps.maxComputeWorkgroupStorageSize, ng = routeDispatchGroups(c, rp.T, dp.G, maxBytes);
+  const bytes = routeDispatchBytes(c, ng, dp.G);
+  if (bytes > maxBytes) return `${bytes} bytes of workgroup memory exceed the device's ${maxBytes}`;
+  const rounds = Math.ceil(rp.T / ng);
+  if (rounds > gpuLayerTuning.fuseMaxRounds) return `T = ${rp.T} tokens, ${ng} at once: ${rounds} in turn, past ${gpuLayerTuning.fuseMaxRounds} slower on the GPU than a workgroup per token`;
   const storage = routeDispatchStorageBuffers(c.bias), limit = eng.device.limits.maxStorageBuffersPerShaderStage;
   if (storage > limit) return `${storage} storage buffers exceed the device's maxStorageBuffersPerShaderStage ${limit}`;
   return undefined;
@@ -62,8 +67,8 @@ export class RouteDispatchGpu {
   private words: [Uint32Array<ArrayBuffer>, Uint32Array<ArrayBuffer>] = [new Uint32Array(0), new Uint32Array(0)];
 
   constructor(private readonly rp: RoutingProblem, private readonly dp: DispatchProblem, private readonly eng: GpuEngine) {
-    const c = routingConfigOf(rp);
-    this.pipeline = eng.pipeline(routeDispatchKey(c, dp.G), () => routeDispatchWgsl(c, dp.G));
+    const c = routingConfigOf(rp), ng = routeDispatchGroups(c, rp.T, dp.G, eng.caps.maxComputeWorkgroupStorageSize);
+    this.pipeline = eng.pipeline(routeDispatchKey(c, ng, dp.G), () => routeDispatchWgsl(c, ng, dp.G));
     this.routeParams = eng.createBuffer(32, 'moe.routing params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     this.dispatchParams = eng.createBuffer(64, 'moe.dispatch params', GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
   }
