@@ -21,7 +21,9 @@ import { dispatchParams, formOf } from '../dispatch/webgpu_dispatch.js';
  * their scores do not fit workgroup memory) where the routing kernel runs a workgroup per token: when
  * it routed every token in turn, on an H100 (MoE-B, E = 64, k = 6) it took 23 us against 14 + 12 at
  * T = 1, but 43 against 18 + 16 at T = 4, while the dispatch it saves is ~7 us of host time
- * (reports/route-dispatch-h100-s22): past 2 tokens in turn the GPU loses what the host gains.
+ * (reports/route-dispatch-h100-s22): past 2 tokens in turn the GPU loses what the host gains. Routing
+ * 8 at once, it takes 23 / 27 / 30 us at T = 1 / 4 / 8 against 14 + 12 / 18 + 16 / 20 + 18 for the two
+ * kernels (reports/route-dispatch-h100-s22/parallel).
  */
 export const gpuLayerTuning = { fuseRouteDispatch: true, fuseMaxTokens: 8, fuseMaxRounds: 2 };
 
