@@ -29,6 +29,7 @@ import { fillRandom } from './timing.js';
 import { createP1Dq, dqWeightsData } from './compare_dq.js';
 import { routeZipf } from './workloads.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
+import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 
 /** Milliseconds of sustained GPU work before each workload's timed steps, and before each step. */
 export interface GpuCompareClocks {
@@ -198,8 +199,10 @@ async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number,
     return p;
   };
 
-  // (the :dq passes: P#1 / P#2 one quantization dispatch, P#3 one per expert, the baseline one per matmul)
+  // (the :dq passes: P#1 / P#2 one quantization dispatch, P#3 one per expert unless every expert runs the gemv
+  // (capacity up to gemvDenseMaxRows), which then quantizes its own rows (gemvQuantSrc), the baseline one per matmul)
   const dq = v.dq ? 1 : 0;
+  const dq3 = v.dq && !(gpuKernelTuning.gemvQuantSrc && capE.every((c) => c <= gpuKernelTuning.gemvDenseMaxRows)) ? 1 : 0;
   const timing = PROPOSALS.map(() => ({ host: [] as number[], total: [] as number[], dispatches: 0 }));
   const stepFns: (() => Promise<number>)[] = [
     async () => {
@@ -212,7 +215,7 @@ async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number,
     },
     async () => {
       p3.execute(strm, a3);
-      return 1 + E * (1 + dq);
+      return 1 + E * (1 + dq3);
     },
     async () => {
       const o = await src1.readOffsets(); // the host read-back the device-side proposals avoid

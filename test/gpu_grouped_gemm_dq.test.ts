@@ -12,6 +12,7 @@ import { ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_V
 import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { dqIntData, dqIntReference, expectClose } from './dynamic_int8_runner.js';
 import { expectDnnlReject } from './helpers.js';
+import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
 
 let gpu: GpuEngine;
 let cpu: Engine;
@@ -55,7 +56,7 @@ function reference(ex: readonly Ex[], blk: number, d: Data): Float32Array[] {
 
 interface P3 {
   readonly impl: string;
-  run(dims?: readonly number[]): Promise<Float32Array[]>;
+  run(dims?: readonly number[], slots?: (n: number) => void): Promise<Float32Array[]>;
   free(): void;
 }
 
@@ -105,9 +106,12 @@ function setup(eng: Engine | GpuEngine, strm: Stream, ex: readonly Ex[], wt: Wt,
   const prim = new grouped_gemm.Primitive(pd);
   return {
     impl: pd.implInfo,
-    async run(m = ex.map((e) => e.rows)) {
+    async run(m = ex.map((e) => e.rows), slots?: (n: number) => void) {
       dims.write(m);
+      const before = gpuKind ? (eng as GpuEngine).status.pending : 0;
       prim.execute(strm, args);
+      // (the status slots the execution took: the M_i checks', then one per quantization pass or the gemvs' one)
+      slots?.((gpuKind ? (eng as GpuEngine).status.pending : 0) - before);
       await strm.wait();
       return Promise.all(dsts.map(async (x) => Float32Array.from(await x.read())));
     },
@@ -172,6 +176,61 @@ describe('dynamic int8 activations on the gpu engine (grouped_gemm :dq, Proposal
     await compare([{ K: 64, N: 24, rows: 7 }, { K: 96, N: 24, rows: 0 }, { K: 32, N: 24, rows: 5 }], { wdt: dt.s8, blk: 32 }, 4, 's8 K-blocks mixed');
     // an expert of no rows of capacity (never quantized nor dispatched), one whose rows fill its allocations
     await compare([{ K: 64, N: 24, rows: 0, cap: 0 }, { K: 99, N: 40, rows: 6, cap: 6 }], { wdt: dt.u4, blk: 0 }, 8, 'u4 no capacity');
+  });
+
+  // gpuKernelTuning.gemvQuantSrc: where every expert with rows runs the gemv, it quantizes its own rows (no pass per
+  // expert); against the two-pass path on the same primitive and data: the same bits, NaN rows and M_i errors.
+  it.each([
+    ['s8 per-column, an empty expert, 1-row ones, K and N off the tiles', same([3, 0, 1, 6], 99, 21), { wdt: dt.s8, blk: 0 }, [1, 0, 1, 3]],
+    ['s4 K-blocks of 32, one expert takes all rows', same([0, 0, 9, 0], 96, 19), { wdt: dt.s4, blk: 32 }, [0, 0, 4, 0]],
+    ['s8 K-blocks of 32, E = 1', same([5], 160, 13), { wdt: dt.s8, blk: 32 }, [2]],
+    ['s4 per-column, E = 1', same([6], 130, 13), { wdt: dt.s4, blk: 0 }, [6]],
+  ] as const)('gemvs quantizing their rows: the two-pass bits, NaN rows, bad M_i (%s)', async (name, ex, wt, other) => {
+    const d = makeData(ex, wt, 11);
+    const f = setup(gpu, new Stream(gpu), ex, wt, d);
+    const bits = (xs: Float32Array[]): number[][] => xs.map((x) => Array.from(new Uint32Array(x.buffer, x.byteOffset, x.length)));
+    // Runs `dims` with and without the gemvs quantizing: the same dst bits or the same error; the passes each path records.
+    const both = async (dims: readonly number[]): Promise<{ out: (number[][] | string)[]; slots: number[] }> => {
+      const out: (number[][] | string)[] = [], slots: number[] = [];
+      for (const on of [true, false]) {
+        gpuKernelTuning.gemvQuantSrc = on;
+        try {
+          out.push(bits(await f.run(dims, (n) => slots.push(n))));
+        } catch (e) {
+          out.push(String(e));
+        } finally {
+          gpuKernelTuning.gemvQuantSrc = true;
+        }
+      }
+      return { out, slots };
+    };
+    try {
+      const want = reference(ex, wt.blk, d);
+      const first = await f.run();
+      ex.forEach((e, i) => expectClose(first[i].subarray(0, e.rows * e.N), want[i], `${name}: expert ${i} vs the model`));
+      for (const dims of [ex.map((e) => e.rows), other]) {
+        const r = await both(dims);
+        expect(typeof r.out[0], `${name} ${dims}`).not.toBe('string');
+        expect(r.out[0], `${name} ${dims}: same bits`).toEqual(r.out[1]);
+        // M_i checks + the gemvs' NaN slot, vs M_i checks + one quantization pass per expert with rows of capacity
+        expect(r.slots, `${name} ${dims}: passes`).toEqual([2, 1 + ex.length]);
+      }
+      // The rows past M_i are NaN (the setup's padding): M_i + 1 takes one in, and in two experts the lower one is
+      // reported; one M_i past the capacity is reported before any NaN row.
+      const nan = ex.map((e) => e.rows + 1);
+      const last = ex.length - 1;
+      const bad = ex.map((e, i) => (i === last ? capOf(e) + 1 : e.rows + 1));
+      for (const [dims, fragment] of [
+        [nan, `grouped_gemm.execute: src[0] row ${ex[0].rows} has a NaN or infinite value`],
+        [bad, `ARG.RUNTIME_DIMS[${last}] = ${capOf(ex[last]) + 1} rows do not fit expert ${last}'s src/dst allocations`],
+      ] as const) {
+        const r = await both(dims);
+        expect(r.out[0], `${name} ${dims}`).toContain(fragment);
+        expect(r.out[0], `${name} ${dims}: the two-pass error`).toEqual(r.out[1]);
+      }
+    } finally {
+      f.free();
+    }
   });
 
   it('a second execution with other M_i reuses the workspace; a bad M_i (dst untouched) and a NaN row are raised at wait()', async () => {

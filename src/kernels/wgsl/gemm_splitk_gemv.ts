@@ -4,6 +4,8 @@ import { FUSION_BINDING, fusionOperands, gemmFusionKey, gluColumnWgsl, gluFnWgsl
 import { inlineScheduleBindings, inlineScheduleKey, inlineScheduleWgsl, Y_FOLD, ZERO_TILE, type InlineScheduleConfig } from './grouped_schedule.js';
 import { fusionChainWgsl } from './gemm_fusion.js';
 import { TOKEN_INDEX_BINDING, TOKEN_KS_BINDING } from './gemm_rows.js';
+import { WGSL_EXACT_HELPERS } from './wgsl_exact.js';
+import { floatBitsLoad, QROWS_ERR_NONFINITE } from './quant_rows.js';
 
 /**
  * `gemv-splitk`: the decode grouped GEMM (a few rows per expert), bound by streaming the touched
@@ -72,6 +74,16 @@ export interface GemvSplitKConfig {
    * multiply per block instead of per element); only where the scale has K blocks (not per k).
    */
   readonly blockScale?: boolean | undefined;
+  /**
+   * Dynamic int8 activations quantized in the kernel (dense GEMM of s8 src with per-row scales, one K pass): src
+   * (binding 1) holds the caller's float rows of this type, P.lda (word 18) apart; each workgroup takes the
+   * absmax of each of its rows over the whole K, s = RNE(amax / 127) and the codes RNE(x / s) with the
+   * quant-rows-s8 kernel's integer functions (wgsl_exact.ts), so codes, scales and sums are those of a
+   * quantization pass followed by this kernel on its s8 rows, bit for bit. A row holding a NaN or an
+   * infinity is reported in the status slot (GEMV_STATUS_BINDING): code QROWS_ERR_NONFINITE, word 1 the
+   * atomicMax of ~(expert << 16 | row), the expert being word 19: the lowest expert, then its lowest row.
+   */
+  readonly quantSrc?: 'f32' | 'bf16' | 'f16' | undefined;
 }
 
 export interface GemvRows {
@@ -84,6 +96,8 @@ export const GEMV_NO_ROWS: GemvRows = { gather: false, scatter: false, zeroFill:
 
 /** Binding of the partial sums (KG > 1). */
 export const GEMV_PARTIALS_BINDING = 20;
+/** Binding of the status slot of a kernel quantizing its src (quantSrc). */
+export const GEMV_STATUS_BINDING = 21;
 
 /**
  * Columns per thread and lanes per workgroup for a weights type (256 threads = L lanes x S slices);
@@ -114,7 +128,7 @@ export function gemvFusionSupported(f: GemmFusion): boolean {
 export function gemvSplitKKey(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
   const f = c.fusion;
   const r = `${c.moe.gather ? 'G' : ''}${c.moe.scatter ? 'S' : ''}${c.moe.zeroFill ? 'Z' : ''}`;
-  return `gemv-splitk-${pass}:r${c.rows}:L${gemvGeometry(c.wei, c.lanes).L}u${c.unroll ?? 4}${hoistsScale(c) ? 'h' : ''}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.dense ? 'dense' : c.inline ? inlineScheduleKey(c.inline) : 'sched'}:${f ? gemmFusionKey(f) : c.epilogue}`;
+  return `gemv-splitk-${pass}:r${c.rows}:L${gemvGeometry(c.wei, c.lanes).L}u${c.unroll ?? 4}${hoistsScale(c) ? 'h' : ''}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.dense ? 'dense' : c.inline ? inlineScheduleKey(c.inline) : 'sched'}${c.quantSrc ? `:q${c.quantSrc}` : ''}:${f ? gemmFusionKey(f) : c.epilogue}`;
 }
 
 /**
@@ -166,6 +180,8 @@ function tileWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
  * GEMM (applied per output there); the others (binary, dst) in the epilogue.
  */
 const inKLoop = (c: GemvSplitKConfig, name: string): boolean => name === 'szp' || name === 'wzp' || (!c.fusion?.intAcc && (name === 'ssc' || name === 'wsc'));
+/** The src scale the kernel computes itself (quantSrc) is bound nowhere. */
+const computedHere = (c: GemvSplitKConfig, name: string): boolean => c.quantSrc !== undefined && name === 'ssc';
 /** An integer GEMM's per-output src scale is at the src row of a gathered routed row. */
 const putReadsTokens = (c: GemvSplitKConfig): boolean => c.moe.scatter || (c.moe.gather && c.fusion?.intAcc === true && c.fusion.srcScale !== undefined);
 
@@ -177,7 +193,7 @@ function passOperands(c: GemvSplitKConfig, pass: 'main' | 'reduce'): ReturnType<
   if (!c.fusion) return [];
   const put = putIn(c, pass);
   const loop = pass === 'main';
-  return fusionOperands(c.fusion).filter((o) => (inKLoop(c, o.name) ? loop : put));
+  return fusionOperands(c.fusion).filter((o) => !computedHere(c, o.name) && (inKLoop(c, o.name) ? loop : put));
 }
 
 /**
@@ -191,6 +207,7 @@ export function gemvBindings(c: GemvSplitKConfig, pass: 'main' | 'reduce'): numb
   if (c.inline) out.push(...inlineScheduleBindings(c.inline, pass === 'main'));
   else if (!c.dense) out.push(4);
   if (pass === 'main') out.push(1, 2);
+  if (pass === 'main' && c.quantSrc) out.push(GEMV_STATUS_BINDING);
   if (put) out.push(3);
   if (c.kSplit > 1) out.push(GEMV_PARTIALS_BINDING);
   if (put && c.bias) out.push(5);
@@ -209,7 +226,8 @@ function bindingsWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): { decl: str
   const D = wgslType(c.dst);
   const decl: string[] = [HEADER];
   const uses: string[] = [];
-  if (used.has(1)) decl.push(`@group(0) @binding(1) var<storage, read> A: array<${wgslType(c.src).array}>;`);
+  if (used.has(1)) decl.push(`@group(0) @binding(1) var<storage, read> A: array<${c.quantSrc ? 'u32' : wgslType(c.src).array}>;`);
+  if (used.has(GEMV_STATUS_BINDING)) decl.push(`@group(0) @binding(${GEMV_STATUS_BINDING}) var<storage, read_write> QST: array<atomic<u32>>;`, quantSrcWgsl(c.quantSrc!, c.rows));
   if (used.has(2)) decl.push(`@group(0) @binding(2) var<storage, read> B: array<${weightsArray(c)}>;`);
   if (used.has(3)) decl.push(`@group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;`);
   if (used.has(4)) decl.push('@group(0) @binding(4) var<storage, read> S: array<u32>;');
@@ -249,7 +267,7 @@ function putFn(c: GemvSplitKConfig): string {
   // The integer GEMM's sums times the src scale (of the row read) and the weights' (of the column).
   const srcRow = c.moe.gather ? 'u32(max(TI[rr], 0))' : 'rr';
   const col = (x: string, cc: string): string => (f?.intAcc
-    ? `f32(${x})${f.srcScale ? ` * ${wgslType(f.srcScale.dt).load('SSC', `ix_ssc(gq, gq, ${srcRow}, 0u)`)}` : ''}${f.weiScale ? ` * ${wgslType(f.weiScale.dt).load('WSC', `ix_wsc(g, g, 0u, ${cc})`)}` : ''}`
+    ? `f32(${x})${f.srcScale ? ` * ${c.quantSrc ? 'bitcast<f32>(qsc[rr - qm0])' : wgslType(f.srcScale.dt).load('SSC', `ix_ssc(gq, gq, ${srcRow}, 0u)`)}` : ''}${f.weiScale ? ` * ${wgslType(f.weiScale.dt).load('WSC', `ix_wsc(g, g, 0u, ${cc})`)}` : ''}`
     : x) + (Bi ? ` + ${Bi.load('BIAS', `g * P.bg + (${cc}) * P.bn`)}` : '');
   const value = f?.glu
     ? `let gc = glu_col(cn, 0u); let uc = glu_col(cn, 1u);
@@ -264,6 +282,38 @@ function putFn(c: GemvSplitKConfig): string {
   ${f ? fusionChainWgsl(f, c.dst) : c.epilogue}
   ${wgslStore(c.dst, 'D', 'di', 'v')}
 }`;
+}
+
+/** Declarations of a kernel quantizing its src (quantSrc): the exact helpers, the row absmax and scales, the src load. */
+function quantSrcWgsl(src: 'f32' | 'bf16' | 'f16', R: number): string {
+  return `${WGSL_EXACT_HELPERS}
+var<workgroup> qmax: array<atomic<u32>, ${R}>;
+var<private> qsc: array<u32, ${R}>;
+var<private> qm0: u32;
+fn qbits(i: u32) -> u32 { return ${floatBitsLoad(src, 'A')}; }`;
+}
+
+/**
+ * The quantization prologue (quantSrc): each real row's absmax over the whole K (quant-rows-s8's: the
+ * largest |x| bits, order-free), its scale qs<r> (1 for a zero row), a non-finite row reported by one
+ * invocation of the workgroup of column tile 0. Padding rows (past m1) keep scale 1: never stored.
+ */
+function quantPrologue(R: number): string {
+  const rows = Array.from({ length: R }, (_, r) => r);
+  return `
+  qm0 = m0;
+  {
+    ${rows.map((r) => `var mx${r} = 0u;`).join(' ')}
+    for (var kk = li; kk < P.K; kk += 256u) {
+      ${rows.map((r) => `if (m0 + ${r}u < m1) { mx${r} = max(mx${r}, qbits(ar${r} + kk) & 0x7fffffffu); }`).join('\n      ')}
+    }
+    ${rows.map((r) => `if (mx${r} != 0u) { atomicMax(&qmax[${r}], mx${r}); }`).join('\n    ')}
+  }
+  workgroupBarrier();
+  ${rows.map((r) => `let qa${r} = atomicLoad(&qmax[${r}]);
+  let qs${r} = select(0x3f800000u, ex_div127(qa${r}), qa${r} != 0u && qa${r} < 0x7f800000u);
+  qsc[${r}] = qs${r};
+  if (qa${r} >= 0x7f800000u && wid.x == 0u && li == 0u) { atomicStore(&QST[0], ${QROWS_ERR_NONFINITE}u); atomicMax(&QST[1], ~((P._p1 << 16u) | (m0 + ${r}u))); }`).join('\n  ')}`;
 }
 
 /** Zeros in the dst columns of this column tile for a ZERO_TILE tile (rows in no group). */
@@ -429,6 +479,7 @@ function columnMap(c: GemvSplitKConfig, L: number, C: number): { TD: number; wgs
 }
 
 export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
+  if (c.quantSrc && (c.kSplit !== 1 || !c.dense || c.src !== 's8' || !c.fusion?.srcScale || c.fusion.srcZp)) throw new Error('gemv-splitk: quantSrc needs a dense GEMM of s8 src with per-row scales in one K pass');
   const { C, L, S: SL } = gemvGeometry(c.wei, c.lanes);
   const R = c.rows, CV = C / 4;
   const U = c.unroll ?? 4;
@@ -443,6 +494,8 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   // The src element of row r at k, dequantized (src zero point, then scale) at the row it was read
   // from; the integer GEMM: the code minus the zero point.
   const srcAt = (r: number, k: string): string => {
+    // quantSrc: the code; a float GEMM takes code x scale per element, as it does with a bound scale.
+    if (c.quantSrc) return int ? `ex_quant_s8(qbits(ar${r} + ${k}), qs${r})` : `(f32(ex_quant_s8(qbits(ar${r} + ${k}), qs${r})) * bitcast<f32>(qs${r}))`;
     const ld = (t: DataType, buf: string, i: string): string => (int ? wgslType(t).loadInt! : wgslType(t).load)(buf, i);
     let e = ld(c.src, 'A', `ar${r} + ${k}`);
     if (f?.srcZp) e = `(${e} - ${ld(f.srcZp.dt, 'SZP', `ix_szp(gq, gq, sr${r}, ${k})`)})`;
@@ -462,7 +515,7 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   // A gather reads src row TI[routed row] (-1: a padding row, its sums zeroed after the loop).
   const rowDecl = Array.from({ length: R }, (_, r) => (c.moe.gather
     ? `let t${r} = TI[min(m0 + ${r}u, m1 - 1u)]; let sr${r} = u32(max(t${r}, 0));`
-    : `let sr${r} = min(m0 + ${r}u, m1 - 1u);`) + ` let ar${r} = sr${r} * P.lda;`).join('\n  ');
+    : `let sr${r} = min(m0 + ${r}u, m1 - 1u);`) + ` let ar${r} = sr${r} * ${c.quantSrc ? 'P._p0' : 'P.lda'};`).join('\n  ') + (c.quantSrc ? quantPrologue(R) : '');
   const padZero = c.moe.gather ? Array.from({ length: R }, (_, r) => `if (t${r} < 0) { ${Array.from({ length: CV }, (_, h) => `c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')} }`).join('\n  ') : '';
   // Loads of n consecutive k first, then their FMAs: n loads in flight per thread; U at a time, then 4, then 1.
   const unrolled = (n: number): string => `${Array.from({ length: n }, (_, u) => weightLoad(c, C, `k + ${u}u`, `_${u}`) + dequant(c, C, `_${u}`)).join('\n        ')}

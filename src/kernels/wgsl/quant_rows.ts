@@ -23,9 +23,14 @@ export function quantRowsWorkgroup(cols: number): number {
   return cols >= 1024 ? 256 : 64;
 }
 
+/** WGSL: the f32 bits of element i of a float array `buf` read as u32 words (16-bit types two to a word). */
+export function floatBitsLoad(src: 'f32' | 'bf16' | 'f16', buf: string): string {
+  return src === 'f32' ? `${buf}[i]` : src === 'bf16' ? `((${buf}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u`
+    : `ex_f16_to_f32_bits((${buf}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu)`;
+}
+
 export function quantRowsWgsl(src: 'f32' | 'bf16' | 'f16', grouped: boolean, WG: number): string {
-  const load = src === 'f32' ? 'X[i]' : src === 'bf16' ? '((X[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u'
-    : 'ex_f16_to_f32_bits((X[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu)';
+  const load = floatBitsLoad(src, 'X');
   return /* wgsl */ `
 struct Params { rows: u32, cols: u32, srcLd: u32, dstLd: u32, G: u32, slot: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(0) var<uniform> P: Params;

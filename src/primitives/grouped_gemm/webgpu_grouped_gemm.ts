@@ -15,8 +15,10 @@ import type { Expert, GroupedGemmProblem } from './problem.js';
 import { gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
 import { planExpertWindows, type ExpertRowWindow } from './expert_windows.js';
 import { GEMM_ROWS_PARAMS_WORDS } from '../../kernels/wgsl/gemm_rows.js';
-import { GEMV_PARAMS_WORDS, GEMV_SCHED_WORD, gemvBindings, gemvSplitKKey, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
-import { expertGemvPlan, type GemvPlan } from '../matmul/webgpu_kernel_choice.js';
+import { GEMV_PARAMS_WORDS, GEMV_SCHED_WORD, GEMV_STATUS_BINDING, gemvBindings, gemvSplitKKey, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
+import { QROWS_ERR_NONFINITE } from '../../kernels/wgsl/quant_rows.js';
+import { expertGemvPlan, gpuKernelTuning, type GemvPlan } from '../matmul/webgpu_kernel_choice.js';
+import { dqNonFiniteExpertRow } from '../matmul/dq_errors.js';
 import { ARG, argName } from '../args.js';
 import { EXPERT_QUANT_ARG_ID } from './problem.js';
 import { QUANT_ARGS } from '../../attr/fusion.js';
@@ -140,10 +142,11 @@ interface ExpertRun {
  * Expert e's gemv-splitk params (gemm_splitk_gemv.ts GEMV_PARAMS_WORDS, dense form); M (word 0) is
  * written on the device per execution, `cap` bounds the rows.
  */
-function expertGemvParams(e: Expert, g: GemvPlan, cap: number): Uint32Array {
+function expertGemvParams(e: Expert, g: GemvPlan, cap: number, i: number, quantLda: number): Uint32Array {
   const P = new Uint32Array(GEMV_PARAMS_WORDS);
   P.set([0, e.K, e.N, e.src.strides[0], e.weights.strides[0], e.weights.strides[1], 0, e.dst.strides[0]]);
-  P.set([g.colTiles, g.cfg.kSplit, g.kChunk, 0, e.dstN], 13);
+  // Words 18, 19 (read by the kernel quantizing its src only): the caller's float src row stride, the expert.
+  P.set([g.colTiles, g.cfg.kSplit, g.kChunk, 0, e.dstN, quantLda, i], 13);
   P.set([1, cap, 0, 0, 0, 1, 0], GEMV_SCHED_WORD);
   return P;
 }
@@ -186,8 +189,23 @@ function rowOperandCount(p: GroupedGemmProblem): number {
   return n;
 }
 
+/**
+ * webgpu:dynamic-quant's float src (the experts' GEMMs run on its s8 rows): where every expert with rows of
+ * capacity runs the gemv (decode), the gemv quantizes its own rows (GemvSplitKConfig.quantSrc) from these
+ * instead of a quantization pass per expert; `lda`: each expert's src row stride (elements).
+ */
+export interface GemmQuantSrc {
+  readonly dt: 'f32' | 'bf16' | 'f16';
+  readonly lda: readonly number[];
+}
+
+/** An execution's float src when its gemvs quantize it (GemmQuantSrc): the caller's src memories. */
+export type QuantSrcArgs = readonly GpuMemory[];
+
 export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly epilogue: string;
+  /** The gemv pipelines quantizing their src (quantSrc), by the plan they derive from. */
+  private readonly quantPipes = new Map<GemvPlan, GPUComputePipeline>();
   /** Each expert's fusion (undefined: a plain float GEMM with the eltwise epilogue). */
   private readonly fusions: (GemmFusion | undefined)[];
   /** Each expert's fusion uniform (wgsl_quant.ts), `fusionStride` bytes apart, and their sizes. */
@@ -216,11 +234,11 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
   private readonly emptyOut: GPUBuffer;
   /** The info and window words last written (the params slots follow from them). */
   private lastPlan: Uint32Array | undefined;
-  private cache: { key: GPUBuffer[]; plan: Uint32Array; gemm: GPUBindGroup[][] } | undefined;
+  private cache: { key: GPUBuffer[]; plan: Uint32Array; gemm: GPUBindGroup[][]; statusAt: number } | undefined;
   /** Each expert's kernel by row capacity (ExpertKernel). */
   private readonly kernels: Map<number, ExpertKernel>[];
 
-  constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
+  constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine, private readonly quantSrc?: GemmQuantSrc) {
     this.epilogue = eltwiseChainWgsl(p.attr.postOps.entries) ?? '';
     this.fusions = p.experts.map((_, i) => expertFusion(p, i));
     this.kernels = p.experts.map(() => new Map());
@@ -249,12 +267,36 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
   /**
    * `afterDims` (webgpu:dynamic-quant's quantization passes) is recorded between the expert-dims pass and the
    * experts' GEMMs: the runtime M_i checks then come first in the execution's errors, as on the cpu engine.
+   * With `raw` (the float src of a GemmQuantSrc executor), an execution whose experts with rows all run the
+   * gemv has it quantize them and records no `afterDims`.
    */
-  task(a: GroupedGemmArgs<GpuMemory>, afterDims?: () => void): StreamTask {
+  task(a: GroupedGemmArgs<GpuMemory>, afterDims?: () => void, raw?: QuantSrcArgs): StreamTask {
     // Planned at execute (buffer sizes are host facts): what no window can bind throws there.
     const ops = this.fusions.some((f) => f) ? rowOperands(this.p, a) : [];
     const runs = this.plan(a, ops);
-    return () => this.encode(a, ops, runs, afterDims);
+    const quant = raw && this.quantizesInGemv(runs) ? raw : undefined;
+    return () => this.encode(a, ops, runs, quant ? undefined : afterDims, quant);
+  }
+
+  /**
+   * Whether the gemvs quantize the src (gpuKernelTuning.gemvQuantSrc): every expert with rows of capacity on
+   * the one-pass dense gemv (a tiled expert keeps its quantization pass, and then all do: the errors of NaN
+   * rows stay in expert order), experts and rows within the 16 bits each of the reported key.
+   */
+  private quantizesInGemv(runs: readonly ExpertRun[]): boolean {
+    return this.quantSrc !== undefined && gpuKernelTuning.gemvQuantSrc && this.p.G <= 0x10000
+      && runs.every((r) => r.cap === 0 || (r.kernel.gemv?.cfg.kSplit === 1 && !r.windows && r.cap <= 0x10000));
+  }
+
+  /** Expert i's gemv quantizing its src (GemvSplitKConfig.quantSrc). */
+  private quantPipeline(g: GemvPlan): GPUComputePipeline {
+    let pipe = this.quantPipes.get(g);
+    if (!pipe) {
+      const cfg = { ...g.cfg, quantSrc: this.quantSrc!.dt };
+      pipe = this.eng.pipeline(gemvSplitKKey(cfg, 'main'), () => WGSL_ELTWISE_HELPERS + gemvSplitKWgsl(cfg));
+      this.quantPipes.set(g, pipe);
+    }
+    return pipe;
   }
 
   /** Expert i's kernel for capacity `cap` (windows: the tiled kernel, whose row windows split it). */
@@ -309,7 +351,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
     });
   }
 
-  private encode(a: GroupedGemmArgs<GpuMemory>, ops: readonly RowOperand[], runs: readonly ExpertRun[], afterDims: (() => void) | undefined): void {
+  private encode(a: GroupedGemmArgs<GpuMemory>, ops: readonly RowOperand[], runs: readonly ExpertRun[], afterDims: (() => void) | undefined, raw: QuantSrcArgs | undefined): void {
     const { p, eng } = this;
     eng.checkAlive();
     const G = p.G;
@@ -343,8 +385,10 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       return op ? new DnnlError('invalid_arguments', `ARG.RUNTIME_DIMS[${i}] = ${x} rows do not fit ${op.name()} (${op.cap} rows fit)`) : runtimeDimsError(code, i, x, y);
     });
     eng.writeParams(this.dimsParams, new Uint32Array([G, slot.word, PARAMS_STRIDE / 4, ops.length]));
+    // The gemvs quantizing their src report NaN rows in one slot after the M_i checks' (~word 1: expert << 16 | row).
+    const nanSlot = raw && eng.status.take((code, i) => (code === QROWS_ERR_NONFINITE ? dqNonFiniteExpertRow((~i >>> 0) >>> 16, ~i & 0xffff) : new DnnlError('runtime_error', `grouped_gemm: kernel status ${code}`)));
     // The plan written last (equal to this one): its identity keys the bind-group cache.
-    const groups = this.bindGroups(a, runs, this.lastPlan!, slot.binding);
+    const groups = this.bindGroups(a, runs, this.lastPlan!, slot.binding, raw && nanSlot ? { src: raw, status: nanSlot.binding } : undefined);
     // One dispatch per expert (per row window past one binding): WGSL cannot index an array of
     // buffers, so each expert binds its own. A small grid covers the expert's capacity (host-known):
     // tiles at or past M_i (device-known) and those of other windows return at once; a larger one is
@@ -355,7 +399,8 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
         const r = runs[i];
         if (r.cap === 0) continue;
         // Experts of one capacity share their pipeline: set it once per run of them (a Dawn call each).
-        if (r.kernel.pipeline !== current) pass.setPipeline((current = r.kernel.pipeline!));
+        const pipe = raw ? this.quantPipeline(r.kernel.gemv!) : r.kernel.pipeline!;
+        if (pipe !== current) pass.setPipeline((current = pipe));
         const x = this.gridX(i, r), y = Math.min(maxY, Math.ceil(r.cap / r.tile.tm));
         for (const bg of groups.gemm[i]) {
           pass.setBindGroup(0, bg);
@@ -393,7 +438,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
     const all = new Uint32Array((slots * PARAMS_STRIDE) / 4);
     runs.forEach((r, i) => {
       const e = this.p.experts[i];
-      if (!r.windows) all.set(r.kernel.gemv ? expertGemvParams(e, r.kernel.gemv, r.cap) : expertParams(e, undefined), (r.slot * PARAMS_STRIDE) / 4);
+      if (!r.windows) all.set(r.kernel.gemv ? expertGemvParams(e, r.kernel.gemv, r.cap, i, this.quantSrc?.lda[i] ?? 0) : expertParams(e, undefined), (r.slot * PARAMS_STRIDE) / 4);
       r.windows?.forEach((w, j) => all.set(expertParams(e, w), ((r.slot + j) * PARAMS_STRIDE) / 4));
     });
     this.eng.write(this.params, 0, all);
@@ -403,10 +448,13 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
   }
 
   /** Bind groups of this set of buffers and plan: reused while the execution's memories, plan and status block stay the same. */
-  private bindGroups(a: GroupedGemmArgs<GpuMemory>, runs: readonly ExpertRun[], plan: Uint32Array, status: GPUBufferBinding): { gemm: GPUBindGroup[][]; dims: GPUBindGroup } {
+  private bindGroups(a: GroupedGemmArgs<GpuMemory>, runs: readonly ExpertRun[], plan: Uint32Array, status: GPUBufferBinding,
+    quant: { src: QuantSrcArgs; status: GPUBufferBinding } | undefined): { gemm: GPUBindGroup[][]; dims: GPUBindGroup } {
     const nonEmpty = (b: GPUBuffer, out = false): GPUBuffer => (b.size > 0 ? b : out ? this.emptyOut : this.emptyIn);
     const fusionMems = [...Object.values(a.scales), ...Object.values(a.zeroPoints), ...a.binary].flatMap((list) => (list ?? []).filter((m) => m !== undefined));
-    const key = [a.runtimeDims.buffers[0], ...[...a.src, ...a.weights, ...a.dst, ...fusionMems].map((m) => m.buffers[0])];
+    // The gemvs quantizing their src bind it and the NaN slot (the n-th execution after a wait: the same slot).
+    const key = [a.runtimeDims.buffers[0], ...[...a.src, ...a.weights, ...a.dst, ...fusionMems, ...(quant?.src ?? [])].map((m) => m.buffers[0]), ...(quant ? [quant.status.buffer] : [])];
+    const statusAt = quant ? quant.status.offset ?? 0 : -1;
     // The status slot's range changes with the execution's place after the wait: the engine's cache.
     const dims = this.eng.bindGroup(this.dimsPipe, [
       { binding: 0, resource: { buffer: this.dimsParams } },
@@ -418,7 +466,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       { binding: 6, resource: { buffer: this.checks } },
     ]);
     const c = this.cache;
-    if (c && sameBuffers(key, c.key) && c.plan === plan) return { gemm: c.gemm, dims };
+    if (c && sameBuffers(key, c.key) && c.plan === plan && c.statusAt === statusAt) return { gemm: c.gemm, dims };
     const dev = this.eng.device;
     const gemm = runs.map((r, i) => {
       // An expert of no capacity is never dispatched.
@@ -426,8 +474,8 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       const f = this.fusions[i];
       const fusion = f ? fusionEntries(subjectOf(this.p, i), f, { buffer: this.fusionParams!, offset: i * this.fusionStride, size: this.fusionBytes[i] },
         expertFusionArgs(a, i), (m) => nonEmpty(m.buffers[0])) : [];
-      const layout = r.kernel.pipeline.getBindGroupLayout(0);
-      const src = a.src[i].buffers[0], wei = a.weights[i].buffers[0], dst = a.dst[i].buffers[0];
+      const layout = (quant ? this.quantPipeline(r.kernel.gemv!) : r.kernel.pipeline).getBindGroupLayout(0);
+      const src = (quant?.src ?? a.src)[i].buffers[0], wei = a.weights[i].buffers[0], dst = a.dst[i].buffers[0];
       const g = r.kernel.gemv;
       if (g) {
         // gemv-splitk binds exactly gemvBindings (its auto layout): params, src, weights, dst, the fusion.
@@ -436,7 +484,9 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
           [1, { binding: 1, resource: { buffer: nonEmpty(src) } }], [2, { binding: 2, resource: { buffer: nonEmpty(wei) } }], [3, { binding: 3, resource: { buffer: nonEmpty(dst, true) } }],
           ...fusion.map((f): [number, GPUBindGroupEntry] => [f.binding, f]),
         ]);
-        return [dev.createBindGroup({ label: `grouped_gemm expert ${i} (gemv)`, layout, entries: gemvBindings(g.cfg, 'main').map((b) => all.get(b)!) })];
+        if (quant) all.set(GEMV_STATUS_BINDING, { binding: GEMV_STATUS_BINDING, resource: quant.status });
+        const cfg = quant ? { ...g.cfg, quantSrc: this.quantSrc!.dt } : g.cfg;
+        return [dev.createBindGroup({ label: `grouped_gemm expert ${i} (gemv)`, layout, entries: gemvBindings(cfg, 'main').map((b) => all.get(b)!) })];
       }
       const entries = (slot: number, w?: ExpertRowWindow): GPUBindGroupEntry[] => [
         { binding: 0, resource: { buffer: this.params, offset: slot * PARAMS_STRIDE, size: GEMM_ROWS_PARAMS_WORDS * 4 } },
@@ -449,7 +499,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       return r.windows ? r.windows.map((w, j) => dev.createBindGroup({ label: `${label} rows ${w.rLo}+`, layout, entries: entries(r.slot + j, w) }))
         : [dev.createBindGroup({ label, layout, entries: entries(r.slot) })];
     });
-    this.cache = { key, plan, gemm };
+    this.cache = { key, plan, gemm, statusAt };
     return { gemm, dims };
   }
 

@@ -8,6 +8,9 @@
  *      bit for bit;
  *   2. the experts' GEMMs of the webgpu grouped_gemm on those s8 rows with per-row src scales: the cpu's
  *      inner problem (wasm_grouped_gemm_dq.ts innerProblem) with the caller's weights, scales and post-ops.
+ * Where every expert with rows of capacity runs the gemv (decode), step 1 is not recorded: each gemv quantizes
+ * its own rows with the same integer functions (gemm_splitk_gemv.ts quantSrc), same codes, scales and bits, and
+ * reports NaN rows in the same words (gpuKernelTuning.gemvQuantSrc = false keeps the passes).
  * The integer products are exact on both engines; the float epilogue may round in another order than the
  * cpu's, so the engines agree within tolerance, not bit for bit (as matmul's :dq, webgpu_dynamic_quant.ts).
  */
@@ -81,7 +84,8 @@ class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
 
   constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
     this.inner = innerProblem(p);
-    this.gemm = new WebgpuGroupedGemmExecutor(this.inner, eng);
+    const dt = p.experts[0].src.dataType as 'f32' | 'bf16' | 'f16';
+    this.gemm = new WebgpuGroupedGemmExecutor(this.inner, eng, { dt, lda: p.experts.map((e) => e.src.strides[0]) });
     this.ws = p.experts.map(() => undefined);
   }
 
@@ -124,8 +128,9 @@ class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
       quants.push(w.quant.run({ src: quantSrc(w, a.src[i], a.runtimeDims), dst: w.codes, scales: w.scales }));
     });
     // The quantization passes go after the GEMM's expert-dims pass (its M_i checks first among the errors, as on
-    // the cpu engine) and before the experts' GEMMs. (A webgpu pass only records: no promise to wait for.)
-    return this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } }, () => quants.forEach((q) => void q()));
+    // the cpu engine) and before the experts' GEMMs, unless the gemvs quantize. (A webgpu pass only records: no
+    // promise to wait for.)
+    return this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } }, () => quants.forEach((q) => void q()), a.src);
   }
 }
 

@@ -93,6 +93,11 @@ export const gpuKernelTuning: {
    * for f32, u4 and s8 (84 / 79 / 62 us vs 254 / 110 / 101 us); at T = 128 u4 and s8 were even.
    */
   gemvDenseMaxRows: number;
+  /**
+   * P#3 `:dq` (webgpu:dynamic-quant): where every expert with rows runs the dense gemv, the gemv quantizes its
+   * own rows (gemm_splitk_gemv.ts quantSrc), same bits, no quantization pass per expert; false: the passes.
+   */
+  gemvQuantSrc: boolean;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
@@ -100,7 +105,7 @@ export const gpuKernelTuning: {
   // by type, 8 loads in flight, one row per tile where M <= G. (Its SwiftShader hang was the fp8 E4M3
   // decoder's branch inlined 52 times at unroll 8: wgsl_dtypes.ts WGSL_LOWP_HELPERS, now branch-free.)
   gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
-  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1, gemvDenseMaxRows: 64,
+  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1, gemvDenseMaxRows: 64, gemvQuantSrc: true,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
