@@ -72,11 +72,12 @@ async function counted(targets: readonly [object, readonly string[]][], fn: () =
 }
 
 describe('gpu engine host calls per execution', () => {
-  it('a decode layer executed again records one compute pass of 5 dispatches for its five stages, no clearBuffer, one error scope, nothing created or written; the same bits', async () => {
+  it('a decode layer executed again records one compute pass of 4 dispatches for its five stages (route + dispatch fused), no clearBuffer, one error scope, nothing created or written; the same bits', async () => {
     const L = decodeLayer(1);
     // Both GEMMs find their tiles themselves: no grouped-schedule dispatch in front of them.
     expect(L.layer.pd.implInfo).toMatch(/gemv-splitk-r\d-kg1(-vec)?\+inline-schedule.*gemv-splitk-r\d-kg1(-vec)?\+inline-schedule/);
     expect(L.layer.pd.implInfo).not.toMatch(/grouped-schedule/);
+    expect(L.layer.fused.map((f) => f.implInfo)).toEqual(['webgpu:moe-route+dispatch-one']);
     const strm = new Stream(gpu);
     for (let r = 0; r < 2; r++) {
       L.layer.execute(strm, L.args);
@@ -101,13 +102,13 @@ describe('gpu engine host calls per execution', () => {
       }
     });
     const per = Object.fromEntries(Object.entries(c).map(([name, n]) => [name, n / runs]));
-    // routing: one (its logits checked in the route kernel at decode sizes); dispatch: one (one workgroup at decode sizes); gemm1 and gemm2: one gemv each (the
+    // routing + dispatch: one (one workgroup checks the logits, routes and places at decode sizes); gemm1 and gemm2: one gemv each (the
     // schedule inside it, K not split); combine: one (its row_of check fused at decode sizes).
     expect(per).toEqual({
       createBindGroup: 0, createBuffer: 0, pushErrorScope: 1, popErrorScope: 1, submit: 1, writeBuffer: 0,
       // The one copy is the status slots' read-back.
       beginComputePass: 1, clearBuffer: 0, copyBufferToBuffer: 1, end: 1,
-      dispatchWorkgroups: 5, dispatchWorkgroupsIndirect: 0, setPipeline: 5, setBindGroup: 5,
+      dispatchWorkgroups: 4, dispatchWorkgroupsIndirect: 0, setPipeline: 4, setBindGroup: 4,
     });
     expect(await L.out.read()).toEqual(first);
     L.layer.destroy();
@@ -126,7 +127,7 @@ describe('gpu engine host calls per execution', () => {
     try {
       L.layer.execute(strm, L.args);
       await strm.wait();
-      expect(gpu.takeProfile().map((x) => x.label)).toEqual(['moe.routing', 'moe.dispatch', 'matmul', 'matmul', 'moe.combine']);
+      expect(gpu.takeProfile().map((x) => x.label)).toEqual(['moe.routing+dispatch', 'matmul', 'matmul', 'moe.combine']);
     } finally {
       gpu.setProfiling(false);
     }
