@@ -163,6 +163,41 @@ async function floorMs(eng: GpuEngine, reps: number): Promise<number> {
   return ms;
 }
 
+/**
+ * Dawn's floor for the submit a decode layer makes, with no library code and no work in it: one validation
+ * error scope, one encoder with one compute pass of `dispatches` one-workgroup dispatches (pipeline and bind
+ * group set for each), a 256-byte status copy, submit, then the copy mapped and read (the wait). A layer's
+ * wall cannot go below this plus its kernels' own GPU time.
+ */
+async function submitFloorMs(eng: GpuEngine, dispatches: number, reps: number): Promise<number> {
+  const dev = eng.device;
+  const p = eng.pipeline('bench-moe-floor', () => '@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3u) { b[i.x] = b[i.x] + 1u; }');
+  const buf = dev.createBuffer({ size: 256, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const read = dev.createBuffer({ size: 256, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const bg = dev.createBindGroup({ layout: p.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }] });
+  const ms = await timed(async () => {
+    dev.pushErrorScope('validation');
+    const enc = dev.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    for (let d = 0; d < dispatches; d++) {
+      pass.setPipeline(p);
+      pass.setBindGroup(0, bg);
+      pass.dispatchWorkgroups(1);
+    }
+    pass.end();
+    enc.copyBufferToBuffer(buf, 0, read, 0, 256);
+    dev.queue.submit([enc.finish()]);
+    const scope = dev.popErrorScope();
+    await read.mapAsync(GPUMapMode.READ);
+    void new Uint32Array(read.getMappedRange())[0];
+    read.unmap();
+    if (await scope) throw new Error('submit floor: validation error');
+  }, reps * 3);
+  buf.destroy();
+  read.destroy();
+  return ms;
+}
+
 export async function runGpuMoe(o: GpuMoeOptions, eng?: GpuEngine): Promise<{ floorMs: number; rows: GpuMoeRow[] }> {
   const log = o.log ?? ((l: string) => console.log(l));
   const own = eng === undefined;
@@ -171,6 +206,8 @@ export async function runGpuMoe(o: GpuMoeOptions, eng?: GpuEngine): Promise<{ fl
     log(`gpu: ${e.adapterInfo} (${e.source}); node ${process.version}`);
     const floor = await floorMs(e, o.reps);
     log(`floor (1 dispatch + wait): ${(floor * 1000).toFixed(1)} us`);
+    // A decode layer submits 4 dispatches (route+dispatch fused, two GEMMs, combine) and reads its status.
+    for (const d of [1, 4, 5]) log(`submit floor (error scope, ${d} one-workgroup dispatch${d > 1 ? 'es' : ''}, status copy + map): ${(await submitFloorMs(e, d, o.reps) * 1000).toFixed(1)} us`);
     const rows: GpuMoeRow[] = [];
     for (const name of o.workloads) {
       const w = gpuMoeWorkload(name);
