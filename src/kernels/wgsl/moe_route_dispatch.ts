@@ -1,7 +1,7 @@
 import { WGSL_VMATH } from './wgsl_vmath.js';
 import { DISPATCH_BLOCK } from './moe_dispatch.js';
 import { dispatchOneFnWgsl } from './moe_dispatch_local.js';
-import { ROUTING_REPORT, routingHeaderWgsl, routingKey, routingOutputsWgsl, type RoutingKernelConfig } from './moe_routing.js';
+import { ROUTING_NAMES, routingHeaderWgsl, routingKey, routingOutputsWgsl, routingReportWgsl, type RoutingKernelConfig, type RoutingNames } from './moe_routing.js';
 import { checkAllWgsl, routeTokenFnWgsl, routingTokenWorkgroupBytes } from './moe_routing_token.js';
 
 /**
@@ -14,47 +14,65 @@ import { checkAllWgsl, routeTokenFnWgsl, routingTokenWorkgroupBytes } from './mo
  * dispatch error (an expert map entry) in the dispatch's slot.
  *
  * Both kernels name their uniform `P`, their ids `ids`, their status binding `status` and `report`:
- * the routing part is renamed (whole words) and its bindings moved by ROUTE_BINDING_BASE (one bind
- * group: one setBindGroup), the dispatch part keeps its names with `ids` a workgroup array. A decode layer thus records one dispatch where it recorded two
- * (3 Dawn calls and a pass boundary fewer).
+ * the routing part is generated with its own names (ROUTE_NAMES) and its bindings moved by
+ * ROUTE_BINDING_BASE (one bind group: one setBindGroup), the dispatch part keeps its names with `ids`
+ * a workgroup array. A decode layer thus records one dispatch where it recorded two (3 Dawn calls and
+ * a pass boundary fewer).
  */
 
 /** The routing part's binding n is ROUTE_BINDING_BASE + n (one bind group with the dispatch's 0-11). */
 export const ROUTE_BINDING_BASE = 16;
 
-/** Whole-word renames of the routing part (its own names against the dispatch's), its bindings moved past the dispatch's. */
-const ROUTE_RENAMES: readonly [RegExp, string][] = [
-  [/\bParams\b/g, 'RouteParams'], [/\bP\b/g, 'RP'],
-  [/\bids\b/g, 'route_ids'], [/\bstatus\b/g, 'route_status'], [/\breport\b/g, 'route_report'],
-];
+/**
+ * The routing part's names where the dispatch part declares the same (its params, ids, status and
+ * report); the others are the routing kernels' own. test/moe_route_dispatch_wgsl.test.ts checks that
+ * the two parts declare no name twice.
+ */
+export const ROUTE_NAMES: RoutingNames = Object.freeze({
+  ...ROUTING_NAMES, paramsType: 'RouteParams', params: 'RP', ids: 'route_ids', status: 'route_status', report: 'route_report', bindingBase: ROUTE_BINDING_BASE,
+});
 
-function routePart(c: RoutingKernelConfig, ng: number): string {
+/** The dispatch part's ids, as its kernels name them: here the workgroup copy the routing part fills. */
+const DISPATCH_IDS = 'ids';
+
+function routePart(c: RoutingKernelConfig, ng: number, n: RoutingNames): string {
   // checkAllWgsl ends the kernel after reporting an error: here route_all says so to main instead.
-  const check = checkAllWgsl(c, `${DISPATCH_BLOCK}u`).replace(/return;(\s*\})$/, 'return false;$1');
+  const check = checkAllWgsl(c, `${DISPATCH_BLOCK}u`, n, 'return false;');
   // Group gi (WG lanes) routes tokens gi, gi + ng, ...: ng at once, its experts copied from its TOPI row.
   const [gi, at] = ng > 1 ? ['li / WG', '[gi]'] : ['0u', ''];
-  let s = `${routingHeaderWgsl(c)}
-${routingOutputsWgsl(c)}
-${ROUTING_REPORT}
-${routeTokenFnWgsl(c, DISPATCH_BLOCK, true, ng)}
+  const P = n.params;
+  return `${routingHeaderWgsl(c, n)}
+${routingOutputsWgsl(c, n)}
+${routingReportWgsl(n)}
+${routeTokenFnWgsl(c, DISPATCH_BLOCK, true, ng, n)}
 fn route_all(li: u32) -> bool {
   let t = 0u;
   ${check}
   let gi = ${gi};
   let gl = li % WG;
-  for (var t0 = 0u; t0 < P.T; t0 += ${ng}u) {
+  for (var t0 = 0u; t0 < ${P}.T; t0 += ${ng}u) {
     let tt = t0 + gi;
     route_token(tt, gl${ng > 1 ? ', gi' : ''});
     workgroupBarrier();
-    if (tt < P.T) { for (var q = gl; q < K; q += WG) { DISPATCH_IDS[tt * K + q] = i32(TOPI${at}[q]); } }
+    if (tt < ${P}.T) { for (var q = gl; q < K; q += WG) { ${DISPATCH_IDS}[tt * K + q] = i32(TOPI${at}[q]); } }
   }
   workgroupBarrier();
   return true;
 }`;
-  for (const [re, to] of ROUTE_RENAMES) s = s.replace(re, to);
-  s = s.replace(/@binding\((\d+)\)/g, (_m, b: string) => `@binding(${ROUTE_BINDING_BASE + Number(b)})`);
-  // The dispatch part reads the experts from the workgroup copy, named as its kernels name the ids.
-  return s.replace('DISPATCH_IDS', 'ids');
+}
+
+/** The dispatch part: the workgroup copy of the ids and dispatch_one for up to G local experts. */
+function dispatchPart(G: number): string {
+  return `var<workgroup> ${DISPATCH_IDS}: array<i32, ${DISPATCH_BLOCK}>;
+${dispatchOneFnWgsl(Math.max(1, G))}`;
+}
+
+/**
+ * The fused kernel's two parts (routeDispatchWgsl joins them): `names` are the routing part's,
+ * ROUTE_NAMES but in a test that shows a collision is caught.
+ */
+export function routeDispatchParts(c: RoutingKernelConfig, ng: number, G: number, names: RoutingNames = ROUTE_NAMES): { route: string; dispatch: string } {
+  return { route: routePart(c, ng, names), dispatch: dispatchPart(G) };
 }
 
 /**
@@ -85,10 +103,10 @@ export function routeDispatchBytes(c: RoutingKernelConfig, ng: number, G: number
 }
 
 export function routeDispatchWgsl(c: RoutingKernelConfig, ng: number, G: number): string {
+  const { route, dispatch } = routeDispatchParts(c, ng, G);
   return /* wgsl */ `${WGSL_VMATH}
-${routePart(c, ng)}
-var<workgroup> ids: array<i32, ${DISPATCH_BLOCK}>;
-${dispatchOneFnWgsl(Math.max(1, G))}
+${route}
+${dispatch}
 
 @compute @workgroup_size(${DISPATCH_BLOCK})
 fn main(@builtin(local_invocation_index) li: u32) {

@@ -32,18 +32,51 @@ export function routingKey(c: RoutingKernelConfig, which: 'check' | 'route'): st
   return `moe-routing-${which}:E${c.E}:k${c.k}:g${c.groups}:${c.kgroup}:${c.gmode}:${c.softmax ? 'softmax' : 'sigmoid'}:${c.renorm ? 'renorm' : ''}:${c.dt}:${c.bias ? 'bias' : ''}:${c.scratch ? 'scratch' : ''}`;
 }
 
+/**
+ * The module-scope names of a routing kernel's parts (routingHeaderWgsl, routingOutputsWgsl,
+ * routingReportWgsl, moe_routing_token.ts's routeTokenFnWgsl and checkAllWgsl) that a kernel holding
+ * them next to another kernel's parts may have to change, and where their bindings start: the fused
+ * route + dispatch kernel (moe_route_dispatch.ts) passes its own. ROUTING_NAMES: the routing kernels'.
+ */
+export interface RoutingNames {
+  /** The params struct and its uniform (binding 0). */
+  readonly paramsType: string;
+  readonly params: string;
+  /** Storage bindings: logits (1), correction bias (2), ids (3), weights (4), check flag (5), status (6). */
+  readonly src: string;
+  readonly bias: string;
+  readonly ids: string;
+  readonly wts: string;
+  readonly flag: string;
+  readonly status: string;
+  /** The function that writes an error to the status slot. */
+  readonly report: string;
+  /** Binding n of the routing kernel is bindingBase + n. */
+  readonly bindingBase: number;
+}
+
+export const ROUTING_NAMES: RoutingNames = Object.freeze({
+  paramsType: 'Params', params: 'P', src: 'src', bias: 'bias', ids: 'ids', wts: 'wts', flag: 'flag', status: 'status', report: 'report', bindingBase: 0,
+});
+
+/** `@group(0) @binding(b)` of the routing kernel's binding b, moved by n.bindingBase. */
+function binding(n: RoutingNames, b: number): string {
+  return `@group(0) @binding(${n.bindingBase + b})`;
+}
+
 /** Params (uniform): T, the logits' element strides, the status slot's word, scale and eps (f32), zero (a runtime 0). */
-const PARAMS = 'struct Params { T: u32, st: u32, se: u32, slot: u32, scale: f32, eps: f32, zero: u32, _p: u32 }';
+const paramsStruct = (n: RoutingNames): string => `struct ${n.paramsType} { T: u32, st: u32, se: u32, slot: u32, scale: f32, eps: f32, zero: u32, _p: u32 }`;
 
 /** Status codes (runtime_data.ts ROUTE_ERR, wasm/src/moe-route.c). */
 const NAN = 110, POS_INF = 111, NO_FINITE = 112;
 export const ROUTE_ERR_BIAS = 113;
 
 /** Params, logits binding, flag, logit_bits / row_error / fail_key: shared by the routing kernels. */
-export function routingHeaderWgsl(c: RoutingKernelConfig): string {
+export function routingHeaderWgsl(c: RoutingKernelConfig, n: RoutingNames = ROUTING_NAMES): string {
+  const { params: P, src } = n;
   // 16-bit logits sit two per u32 word (low half first); every type is read as the bits of its f32 value.
-  const bits = c.dt === 'f32' ? 'return src[i];' : `
-  let h = (src[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;
+  const bits = c.dt === 'f32' ? `return ${src}[i];` : `
+  let h = (${src}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;
   ${c.dt === 'bf16' ? 'return h << 16u;' : `
   let s = (h & 0x8000u) << 16u;
   let x = (h >> 10u) & 0x1fu;
@@ -52,17 +85,17 @@ export function routingHeaderWgsl(c: RoutingKernelConfig): string {
   if (x == 31u) { return s | 0x7f800000u | (m << 13u); }
   return s | ((x + 112u) << 23u) | (m << 13u);`}`;
   return /* wgsl */ `
-${PARAMS}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> src: array<u32>;
-${c.bias ? '@group(0) @binding(2) var<storage, read> bias: array<u32>;' : ''}
-@group(0) @binding(5) var<storage, read_write> flag: array<atomic<u32>>;
+${paramsStruct(n)}
+${binding(n, 0)} var<uniform> ${P}: ${n.paramsType};
+${binding(n, 1)} var<storage, read> ${src}: array<u32>;
+${c.bias ? `${binding(n, 2)} var<storage, read> ${n.bias}: array<u32>;` : ''}
+${binding(n, 5)} var<storage, read_write> ${n.flag}: array<atomic<u32>>;
 const E = ${c.E}u;
 const SOFTMAX = ${c.softmax};
 
 // The f32 bits of logit (t, e): exact for every storage type (f16 decoded by hand: subnormals, inf, NaN kept).
 fn logit_bits(t: u32, e: u32) -> u32 {
-  let i = t * P.st + e * P.se;
+  let i = t * ${P}.st + e * ${P}.se;
   ${bits}
 }
 fn is_nan(b: u32) -> bool { return (b & 0x7fffffffu) > 0x7f800000u; }
@@ -81,7 +114,7 @@ fn row_error(t: u32) -> vec2<u32> {
 }
 
 // Errors are ranked by key (token t: t; bias entry e: T + e): the flag keeps the smallest, inverted so that 0 means none.
-fn fail_key(key: u32) { atomicMax(&flag[0], 0xffffffffu - key); }
+fn fail_key(key: u32) { atomicMax(&${n.flag}[0], 0xffffffffu - key); }
 `;
 }
 
@@ -116,9 +149,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 
 /** The outputs (ids, weights) and the constants of a route kernel: shared by both route kernels. */
-export function routingOutputsWgsl(c: RoutingKernelConfig): string {
-  return /* wgsl */ `@group(0) @binding(3) var<storage, read_write> ids: array<i32>;
-@group(0) @binding(4) var<storage, read_write> wts: array<f32>;
+export function routingOutputsWgsl(c: RoutingKernelConfig, n: RoutingNames = ROUTING_NAMES): string {
+  return /* wgsl */ `${binding(n, 3)} var<storage, read_write> ${n.ids}: array<i32>;
+${binding(n, 4)} var<storage, read_write> ${n.wts}: array<f32>;
 const E4 = ${(c.E + 3) & ~3}u;
 const K = ${c.k}u;
 const G = ${c.groups}u;
@@ -128,24 +161,27 @@ const RENORM = ${c.renorm};`;
 }
 
 /** The status binding and `report(key)`: the error of the smallest key, in the status slot. */
-export const ROUTING_REPORT = /* wgsl */ `
-@group(0) @binding(6) var<storage, read_write> status: array<u32>;
-fn report(key: u32) {
+export function routingReportWgsl(n: RoutingNames = ROUTING_NAMES): string {
+  const { params: P, status } = n;
+  return /* wgsl */ `
+${binding(n, 6)} var<storage, read_write> ${status}: array<u32>;
+fn ${n.report}(key: u32) {
   var code = ${ROUTE_ERR_BIAS}u;
   var i = 0u;
-  var x = key - P.T;
-  if (key < P.T) {
+  var x = key - ${P}.T;
+  if (key < ${P}.T) {
     let r = row_error(key);
     code = r.x;
     i = key;
     x = r.y;
   }
-  status[P.slot] = code;
-  status[P.slot + 1u] = i;
-  status[P.slot + 2u] = x;
-  status[P.slot + 3u] = 0u;
+  ${status}[${P}.slot] = code;
+  ${status}[${P}.slot + 1u] = i;
+  ${status}[${P}.slot + 2u] = x;
+  ${status}[${P}.slot + 3u] = 0u;
 }
 `;
+}
 
 /**
  * Pass 2: one invocation per token routes it exactly as wasm/src/moe-route.c does (four-lane softmax
@@ -210,7 +246,7 @@ fn group_push(x: f32, idx: u32) {
   gti[p] = idx;
 }
 
-${ROUTING_REPORT}
+${routingReportWgsl()}
 @compute @workgroup_size(${ROUTE_WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let t = (wid.y * nwg.x + wid.x) * ${ROUTE_WG}u + li;

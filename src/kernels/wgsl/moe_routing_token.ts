@@ -1,5 +1,5 @@
 import { WGSL_VMATH } from './wgsl_vmath.js';
-import { ROUTE_WG, ROUTING_REPORT, routingHeaderWgsl, routingOutputsWgsl, type RoutingKernelConfig } from './moe_routing.js';
+import { ROUTE_WG, ROUTING_NAMES, routingHeaderWgsl, routingOutputsWgsl, routingReportWgsl, type RoutingKernelConfig, type RoutingNames } from './moe_routing.js';
 
 /**
  * `moe-routing` pass 2, one workgroup per token: the ROUTE_WG invocations share the token's experts,
@@ -50,27 +50,29 @@ export function routingCheckedFits(T: number, E: number): boolean {
  * T + e) found by each workgroup over all the logits, in parallel: an element is NaN, or +inf under
  * softmax; a token has no finite logit under softmax (a bit per token, T <= 32); a bias entry is not
  * finite. `KEYW` is the key, 0xffffffff for none. The report itself (row_error, one invocation) runs
- * only on the error path. `wg`: the workgroup's size (a WGSL expression), the loops' stride.
+ * only on the error path. `wg`: the workgroup's size (a WGSL expression), the loops' stride; `n`: the
+ * routing part's names (RoutingNames); `exit`: the statement that ends the caller after an error.
  */
-export function checkAllWgsl(c: RoutingKernelConfig, wg = 'WG'): string {
+export function checkAllWgsl(c: RoutingKernelConfig, wg = 'WG', n: RoutingNames = ROUTING_NAMES, exit = 'return;'): string {
+  const P = n.params;
   return /* wgsl */ `
   if (li == 0u) { atomicStore(&KEYW, 0xffffffffu); atomicStore(&FINW, 0u); }
   workgroupBarrier();
-  for (var i = li; i < P.T * E; i += ${wg}) {
+  for (var i = li; i < ${P}.T * E; i += ${wg}) {
     let tt = i / E;
     let b = logit_bits(tt, i % E);
     if (is_nan(b) || (SOFTMAX && b == 0x7f800000u)) { atomicMin(&KEYW, tt); }
     if (b != 0xff800000u) { atomicOr(&FINW, 1u << tt); }
   }
-  ${c.bias ? `for (var e = li; e < E; e += ${wg}) { if (((bias[e] >> 23u) & 0xffu) == 0xffu) { atomicMin(&KEYW, P.T + e); } }` : ''}
+  ${c.bias ? `for (var e = li; e < E; e += ${wg}) { if (((${n.bias}[e] >> 23u) & 0xffu) == 0xffu) { atomicMin(&KEYW, ${P}.T + e); } }` : ''}
   workgroupBarrier();
-  if (SOFTMAX && li < P.T && ((atomicLoad(&FINW) >> li) & 1u) == 0u) { atomicMin(&KEYW, li); }
+  if (SOFTMAX && li < ${P}.T && ((atomicLoad(&FINW) >> li) & 1u) == 0u) { atomicMin(&KEYW, li); }
   workgroupBarrier();
   if (li == 0u) { FLAGW = atomicLoad(&KEYW); }
   let key = workgroupUniformLoad(&FLAGW);
   if (key != 0xffffffffu) {
-    if (t == 0u && li == 0u) { report(key); }
-    return;
+    if (t == 0u && li == 0u) { ${n.report}(key); }
+    ${exit}
   }`;
 }
 
@@ -86,17 +88,18 @@ const TOKEN_ARRAYS = 'SCORE|SELS|GS|GSEL|TOPI|RED|LANE';
  * array; t differs between groups, so a t past the last token cannot return before the barriers: it
  * routes the last token again and writes nothing. The bits do not depend on WG (>= 4): the max is
  * exact in any order, the sum keeps its four lanes (one invocation each), the top-k is a rank, the
- * weights are summed in slot order by one invocation.
+ * weights are summed in slot order by one invocation. `n`: the routing part's names (RoutingNames).
  */
-export function routeTokenFnWgsl(c: RoutingKernelConfig, wg: number, checked: boolean, ng = 1): string {
-  const fn = routeTokenText(c, wg / ng, checked, ng);
+export function routeTokenFnWgsl(c: RoutingKernelConfig, wg: number, checked: boolean, ng = 1, n: RoutingNames = ROUTING_NAMES): string {
+  const fn = routeTokenText(c, wg / ng, checked, ng, n);
   if (ng === 1) return fn;
   return fn
     .replace(new RegExp(`(var<workgroup> (?:${TOKEN_ARRAYS}): )(array<\\w+, \\d+>)`, 'g'), `$1array<$2, ${ng}>`)
     .replace(new RegExp(`\\b(${TOKEN_ARRAYS})\\[`, 'g'), '$1[gi][');
 }
 
-function routeTokenText(c: RoutingKernelConfig, wg: number, checked: boolean, ng: number): string {
+function routeTokenText(c: RoutingKernelConfig, wg: number, checked: boolean, ng: number, n: RoutingNames): string {
+  const P = n.params;
   const E4 = (c.E + 3) & ~3;
   const sel = c.bias ? 'SELS' : 'SCORE';
   const grouped = ng > 1;
@@ -111,12 +114,12 @@ var<workgroup> LANE: array<f32, 4>;
 var<workgroup> FLAGW: u32;
 ${checked ? 'var<workgroup> KEYW: atomic<u32>;\nvar<workgroup> FINW: atomic<u32>;' : ''}
 
-fn ninf() -> f32 { return bitcast<f32>(0xff800000u | P.zero); }
+fn ninf() -> f32 { return bitcast<f32>(0xff800000u | ${P}.zero); }
 fn fmax(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
 
 // Token t's top-k: ids and weights written, its experts left in TOPI.
 fn route_token(t: u32, li: u32${grouped ? ', gi: u32' : ''}) {
-  ${grouped ? 'let tl = min(t, P.T - 1u);' : 'if (t >= P.T) { return; }'}
+  ${grouped ? `let tl = min(t, ${P}.T - 1u);` : `if (t >= ${P}.T) { return; }`}
   for (var e = li; e < E4; e += WG) {
     if (e < E) { SCORE[e] = bitcast<f32>(logit_bits(${grouped ? 'tl' : 't'}, e)); } else { SCORE[e] = ninf(); }
   }
@@ -144,7 +147,7 @@ fn route_token(t: u32, li: u32${grouped ? ', gi: u32' : ''}) {
   } else {
     for (var e = li; e < E4; e += WG) { SCORE[e] = vm_logistic(SCORE[e]); }
   }
-  ${c.bias ? 'for (var e = li; e < E; e += WG) { SELS[e] = SCORE[e] + bitcast<f32>(bias[e]); }' : ''}
+  ${c.bias ? `for (var e = li; e < E; e += WG) { SELS[e] = SCORE[e] + bitcast<f32>(${n.bias}[e]); }` : ''}
   workgroupBarrier();
   if (G > 1u) {
     for (var g = li; g < G; g += WG) {
@@ -178,16 +181,16 @@ fn route_token(t: u32, li: u32${grouped ? ', gi: u32' : ''}) {
   }
   workgroupBarrier();
   // Weights: the (uncorrected) scores of the chosen experts, summed in slot order.
-  if (li == 0u${grouped ? ' && t < P.T' : ''}) {
+  if (li == 0u${grouped ? ` && t < ${P}.T` : ''}) {
     var sum = 0.0f;
     for (var q = 0u; q < K; q++) { sum = sum + SCORE[TOPI[q]]; }
-    let den = sum + P.eps;
+    let den = sum + ${P}.eps;
     let o = t * K;
     for (var q = 0u; q < K; q++) {
       var x = SCORE[TOPI[q]];
       if (RENORM) { x = select(0.0f, x / den, den > 0.0f); }
-      ids[o + q] = i32(TOPI[q]);
-      wts[o + q] = x * P.scale;
+      ${n.ids}[o + q] = i32(TOPI[q]);
+      ${n.wts}[o + q] = x * ${P}.scale;
     }
   }
 }`;
@@ -201,7 +204,7 @@ export function routingTokenWgsl(c: RoutingKernelConfig, checked = false): strin
   return /* wgsl */ `${routingHeaderWgsl(c)}
 ${WGSL_VMATH}
 ${routingOutputsWgsl(c)}
-${ROUTING_REPORT}
+${routingReportWgsl()}
 ${routeTokenFnWgsl(c, ROUTE_WG, checked)}
 
 @compute @workgroup_size(${ROUTE_WG})

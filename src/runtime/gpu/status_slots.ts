@@ -69,8 +69,12 @@ export class StatusSlots {
     this.stride = Math.max(SLOT_WORDS * 4, device.limits.minStorageBufferOffsetAlignment);
   }
 
-  /** A zeroed slot for one execution (see StatusSlot); `settle` hears whether it was written once it is read back. */
-  take(decode: SlotDecoder, settle?: SlotSettle): StatusSlot {
+  /**
+   * A zeroed slot for one execution (see StatusSlot); `settle` hears whether it was written once it is
+   * read back; `map` renames its decoded error in place of errorMap (a task that records another
+   * stage's kernel, as moe.layer's fused route + dispatch does for the dispatch).
+   */
+  take(decode: SlotDecoder, settle?: SlotSettle, map = this.errorMap): StatusSlot {
     const n = this.used.length;
     const block = Math.floor(n / SLOTS_PER_BLOCK), slot = n % SLOTS_PER_BLOCK;
     if (block === this.blocks.length) {
@@ -80,7 +84,6 @@ export class StatusSlots {
         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
       }));
     }
-    const map = this.errorMap;
     this.used.push({ block, slot, decode: map ? (c, i, x, y) => { const e = decode(c, i, x, y); return e && map(e); } : decode, settle });
     const buffer = this.blocks[block];
     return { binding: { buffer, offset: slot * this.stride, size: SLOT_WORDS * 4 }, word: 0 };

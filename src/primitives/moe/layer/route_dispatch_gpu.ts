@@ -85,14 +85,8 @@ export class RouteDispatchGpu {
     eng.checkAlive();
     const status = eng.status;
     const rslot = status.take((code, i, x) => routingDataError(code, i, x));
-    const routeMap = status.errorMap;
-    status.errorMap = dispatchErrors;
-    let dslot;
-    try {
-      dslot = status.take((code, i, x, y) => dispatchError(dp, code, i, x, y));
-    } finally {
-      status.errorMap = routeMap;
-    }
+    // The stream's errorMap names the task's errors as the route stage's: the dispatch's slot gets its own.
+    const dslot = status.take((code, i, x, y) => dispatchError(dp, code, i, x, y), undefined, dispatchErrors);
     // The words change only with the slots and the map's presence: built again only then (they were ~2% of a decode layer's JS).
     const key = `${rslot.word}:${dslot.word}:${da.expertMap !== undefined}`;
     if (key !== this.wordsKey) {
