@@ -7,7 +7,7 @@
  * E = 1, K and N off the tiles, experts of different K / N; rows past M_i hold NaN and are never read; bad M_i
  * and a NaN row raised at wait(), dst untouched.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL as RT, Stream, dt, grouped_gemm, memory, reorder, tag, type DataType } from '../src/index.js';
 import { useGpuAndCpuEngines } from './gpu_test_engines.js';
 import { dqIntData, dqIntReference, expectClose } from './dynamic_int8_runner.js';
@@ -229,6 +229,74 @@ describe('dynamic int8 activations on the gpu engine (grouped_gemm :dq, Proposal
         expect(r.out[0], `${name} ${dims}: the two-pass error`).toEqual(r.out[1]);
       }
     } finally {
+      f.free();
+    }
+  });
+
+  // The gemv quantizing its rows stages their codes in workgroup memory where R rows x ceil(K / 4) words fit beside
+  // its other variables (gemvQuantStageWords), else each lane requantizes the codes it reads: both give the two-pass
+  // bits, and neither allocates the two-pass workspace. `staged`: the form gemvQuantStage = true takes.
+  it.each([
+    // 8-row tile: 8 x 2050 words (65600 bytes) past any workgroup memory limit up to 64 KiB
+    ['K = 8200 past workgroup memory (8-row tile), an empty expert, one expert takes all rows', same([0, 6, 0], 8200, 12), { wdt: dt.s8, blk: 0 }, false],
+    // 1-row tile: 2050 words (8200 bytes) beside the 4 KiB reduction fit the 16 KiB default
+    ['K = 8200 staged (1 row of capacity), an empty expert', [{ K: 8200, N: 12, rows: 1, cap: 1 }, { K: 8200, N: 12, rows: 0, cap: 1 }], { wdt: dt.s8, blk: 0 }, true],
+    ['E = 1, K = 1030 (not a multiple of 4 nor of the unroll), N = 13', same([5], 1030, 13), { wdt: dt.u8, blk: 0 }, true],
+    ['K-blocks of 32, K = 352, 1-row experts and an empty one', same([1, 0, 2], 352, 19), { wdt: dt.u4, blk: 32 }, true],
+  ] as const)('gemvs quantizing their rows, codes staged or requantized per lane: the two-pass bits, no workspace (%s)', async (name, ex, wt, staged) => {
+    expect(gpu.caps.maxComputeWorkgroupStorageSize, 'the cases assume a limit from 16 to 64 KiB').toBeLessThanOrEqual(65536);
+    const d = makeData(ex, wt, 13);
+    const f = setup(gpu, new Stream(gpu), ex, wt, d);
+    const pipes = vi.spyOn(gpu, 'pipeline'), buffers = vi.spyOn(gpu, 'createBuffer');
+    // Runs `dims` with codes staged (where they fit), requantized per lane, and on the two-pass path: the dst bits or
+    // the error, the gemv keys quantizing f32 rows (':qf32' then 'w<words>' where staged) and the buffers created.
+    const run = async (dims: readonly number[], stage: boolean, quantSrc: boolean): Promise<{ out: number[][] | string; keys: string[]; made: string[] }> => {
+      gpuKernelTuning.gemvQuantStage = stage;
+      gpuKernelTuning.gemvQuantSrc = quantSrc;
+      pipes.mockClear();
+      buffers.mockClear();
+      try {
+        const xs = await f.run(dims);
+        return { out: xs.map((x) => Array.from(new Uint32Array(x.buffer, x.byteOffset, x.length))), keys: keysOf(), made: madeOf() };
+      } catch (e) {
+        return { out: String(e), keys: keysOf(), made: madeOf() };
+      } finally {
+        gpuKernelTuning.gemvQuantStage = true;
+        gpuKernelTuning.gemvQuantSrc = true;
+      }
+    };
+    const keysOf = (): string[] => [...new Set(pipes.mock.calls.map((c) => c[0]).filter((k) => k.includes(':qf32')))];
+    const madeOf = (): string[] => buffers.mock.calls.map((c) => c[1]);
+    const words = Math.ceil(ex[0].K / 4);
+    try {
+      const want = reference(ex, wt.blk, d);
+      for (const [j, dims] of [ex.map((e) => e.rows), ex.map((e) => Math.min(e.rows, 1))].entries()) {
+        const [st, lanes, two] = [await run(dims, true, true), await run(dims, false, true), await run(dims, true, false)];
+        expect(typeof st.out, `${name} ${dims}: ${st.out}`).not.toBe('string');
+        ex.forEach((e, i) => {
+          const got = new Float32Array(new Uint32Array((st.out as number[][])[i]).buffer).subarray(0, dims[i] * e.N);
+          expectClose(got, want[i].subarray(0, dims[i] * e.N), `${name} ${dims}: expert ${i} vs the model`);
+        });
+        expect(st.out, `${name} ${dims}: staged vs per-lane bits`).toEqual(lanes.out);
+        expect(st.out, `${name} ${dims}: vs the two-pass bits`).toEqual(two.out);
+        expect(st.keys.length, `${name}: gemv keys ${st.keys}`).toBeGreaterThan(0);
+        expect(st.keys.every((k) => k.includes(`:qf32w${words}:`) === staged), `${name}: staged keys ${st.keys}`).toBe(true);
+        expect(lanes.keys.every((k) => k.includes(':qf32:')), `${name}: per-lane keys ${lanes.keys}`).toBe(true);
+        // The two-pass workspace (s8 rows, scales, a quantization pass per expert) only where the passes run: made by
+        // the primitive's first two-pass execution, then kept.
+        for (const r of [st, lanes]) expect(r.made.filter((l) => l === 'dynamic_quant params' || l.startsWith('Memory.create')), `${name}: buffers made`).toEqual([]);
+        if (j === 0) expect(two.made, `${name}: the passes' workspace`).toContain('dynamic_quant params');
+      }
+      // A NaN row (the setup's padding past M_i) in the first expert with rows: the two-pass error either way.
+      const nan = ex.map((e, i) => (i === ex.findIndex((x) => x.rows > 0) ? e.rows + 1 : e.rows));
+      if (nan.every((m, i) => m <= capOf(ex[i]))) {
+        const [st, lanes, two] = [await run(nan, true, true), await run(nan, false, true), await run(nan, true, false)];
+        expect(st.out, `${name} ${nan}`).toContain('has a NaN or infinite value');
+        expect([lanes.out, two.out], `${name} ${nan}`).toEqual([st.out, st.out]);
+      }
+    } finally {
+      pipes.mockRestore();
+      buffers.mockRestore();
       f.free();
     }
   });

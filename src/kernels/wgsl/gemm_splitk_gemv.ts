@@ -84,6 +84,12 @@ export interface GemvSplitKConfig {
    * atomicMax of ~(expert << 16 | row), the expert being word 19: the lowest expert, then its lowest row.
    */
   readonly quantSrc?: 'f32' | 'bf16' | 'f16' | undefined;
+  /**
+   * quantSrc only: u32 words per row (ceil(K / 4), 4 codes each) of the workgroup's codes, quantized once by the
+   * whole workgroup after the scales and read by the K loop (gemvQuantStageWords: where R rows of them fit the
+   * workgroup memory); undefined: every lane requantizes each code it reads (the same codes, ~50 integer ops each).
+   */
+  readonly quantStage?: number | undefined;
 }
 
 export interface GemvRows {
@@ -125,10 +131,31 @@ export function gemvFusionSupported(f: GemmFusion): boolean {
   return !f.intAcc || [f.srcZp, f.weiZp].every((o) => !o || wgslType(o.dt).loadInt !== undefined);
 }
 
+/** A workgroup variable's bytes as WebGPU counts them against maxComputeWorkgroupStorageSize: rounded up to 16. */
+const wgBytes = (n: number): number => Math.ceil(n / 16) * 16;
+
+/** Workgroup memory of the main pass (`red`, the GLU's `tot`, quantSrc's `qmax` and staged codes), in bytes. */
+export function gemvWorkgroupBytes(c: GemvSplitKConfig): number {
+  const { C, L } = gemvGeometry(c.wei, c.lanes);
+  const tot = c.fusion?.glu && c.kSplit === 1 ? wgBytes(L * C * 4) : 0;
+  const quant = c.quantSrc ? wgBytes(c.rows * 4) + (c.quantStage ? wgBytes(c.rows * c.quantStage * 4) : 0) : 0;
+  return 256 * (C / 4) * 16 + tot + quant;
+}
+
+/**
+ * The words per row of a quantSrc kernel's staged codes for K (GemvSplitKConfig.quantStage): ceil(K / 4) where
+ * the R rows of them fit `limit` bytes of workgroup memory beside the kernel's other variables, else undefined
+ * (the lanes requantize).
+ */
+export function gemvQuantStageWords(c: GemvSplitKConfig, K: number, limit: number): number | undefined {
+  const words = Math.max(1, Math.ceil(K / 4));
+  return gemvWorkgroupBytes({ ...c, quantStage: words }) <= limit ? words : undefined;
+}
+
 export function gemvSplitKKey(c: GemvSplitKConfig, pass: 'main' | 'reduce'): string {
   const f = c.fusion;
   const r = `${c.moe.gather ? 'G' : ''}${c.moe.scatter ? 'S' : ''}${c.moe.zeroFill ? 'Z' : ''}`;
-  return `gemv-splitk-${pass}:r${c.rows}:L${gemvGeometry(c.wei, c.lanes).L}u${c.unroll ?? 4}${hoistsScale(c) ? 'h' : ''}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.dense ? 'dense' : c.inline ? inlineScheduleKey(c.inline) : 'sched'}${c.quantSrc ? `:q${c.quantSrc}` : ''}:${f ? gemmFusionKey(f) : c.epilogue}`;
+  return `gemv-splitk-${pass}:r${c.rows}:L${gemvGeometry(c.wei, c.lanes).L}u${c.unroll ?? 4}${hoistsScale(c) ? 'h' : ''}:${c.src}.${c.wei}.${c.dst}.${c.bias ?? 'nobias'}:${c.vec ? 'vec' : 'scalar'}:kg${c.kSplit > 1 ? 'n' : '1'}:rows${r}:${c.dense ? 'dense' : c.inline ? inlineScheduleKey(c.inline) : 'sched'}${c.quantSrc ? `:q${c.quantSrc}${c.quantStage ? `w${c.quantStage}` : ''}` : ''}:${f ? gemmFusionKey(f) : c.epilogue}`;
 }
 
 /**
@@ -227,7 +254,7 @@ function bindingsWgsl(c: GemvSplitKConfig, pass: 'main' | 'reduce'): { decl: str
   const decl: string[] = [HEADER];
   const uses: string[] = [];
   if (used.has(1)) decl.push(`@group(0) @binding(1) var<storage, read> A: array<${c.quantSrc ? 'u32' : wgslType(c.src).array}>;`);
-  if (used.has(GEMV_STATUS_BINDING)) decl.push(`@group(0) @binding(${GEMV_STATUS_BINDING}) var<storage, read_write> QST: array<atomic<u32>>;`, quantSrcWgsl(c.quantSrc!, c.rows));
+  if (used.has(GEMV_STATUS_BINDING)) decl.push(`@group(0) @binding(${GEMV_STATUS_BINDING}) var<storage, read_write> QST: array<atomic<u32>>;`, quantSrcWgsl(c.quantSrc!, c.rows, c.quantStage));
   if (used.has(2)) decl.push(`@group(0) @binding(2) var<storage, read> B: array<${weightsArray(c)}>;`);
   if (used.has(3)) decl.push(`@group(0) @binding(3) var<storage, read_write> D: array<${D.rwArray}>;`);
   if (used.has(4)) decl.push('@group(0) @binding(4) var<storage, read> S: array<u32>;');
@@ -284,21 +311,29 @@ function putFn(c: GemvSplitKConfig): string {
 }`;
 }
 
-/** Declarations of a kernel quantizing its src (quantSrc): the exact helpers, the row absmax and scales, the src load. */
-function quantSrcWgsl(src: 'f32' | 'bf16' | 'f16', R: number): string {
+/**
+ * Declarations of a kernel quantizing its src (quantSrc): the exact helpers, the row absmax and scales, the src
+ * load; with a stage (W words per row), the workgroup's codes, 4 a word (code of k in byte k % 4 of word k / 4),
+ * and `qcode(word, k)`, the code of k sign-extended from its byte.
+ */
+function quantSrcWgsl(src: 'f32' | 'bf16' | 'f16', R: number, W: number | undefined): string {
   return `${WGSL_EXACT_HELPERS}
 var<workgroup> qmax: array<atomic<u32>, ${R}>;
 var<private> qsc: array<u32, ${R}>;
 var<private> qm0: u32;
-fn qbits(i: u32) -> u32 { return ${floatBitsLoad(src, 'A')}; }`;
+fn qbits(i: u32) -> u32 { return ${floatBitsLoad(src, 'A')}; }${W ? `
+var<workgroup> qcodes: array<u32, ${R * W}>;
+fn qcode(w: u32, k: u32) -> i32 { return extractBits(bitcast<i32>(qcodes[w]), (k & 3u) * 8u, 8u); }` : ''}`;
 }
 
 /**
  * The quantization prologue (quantSrc): each real row's absmax over the whole K (quant-rows-s8's: the
  * largest |x| bits, order-free), its scale qs<r> (1 for a zero row), a non-finite row reported by one
  * invocation of the workgroup of column tile 0. Padding rows (past m1) keep scale 1: never stored.
+ * With a stage of W words per row, the workgroup then quantizes each real row's codes once into it (the
+ * codes the lanes would compute, ex_quant_s8); padding rows keep the zero-initialized words.
  */
-function quantPrologue(R: number): string {
+function quantPrologue(R: number, W: number | undefined): string {
   const rows = Array.from({ length: R }, (_, r) => r);
   return `
   qm0 = m0;
@@ -313,7 +348,18 @@ function quantPrologue(R: number): string {
   ${rows.map((r) => `let qa${r} = atomicLoad(&qmax[${r}]);
   let qs${r} = select(0x3f800000u, ex_div127(qa${r}), qa${r} != 0u && qa${r} < 0x7f800000u);
   qsc[${r}] = qs${r};
-  if (qa${r} >= 0x7f800000u && wid.x == 0u && li == 0u) { atomicStore(&QST[0], ${QROWS_ERR_NONFINITE}u); atomicMax(&QST[1], ~((P._p1 << 16u) | (m0 + ${r}u))); }`).join('\n  ')}`;
+  if (qa${r} >= 0x7f800000u && wid.x == 0u && li == 0u) { atomicStore(&QST[0], ${QROWS_ERR_NONFINITE}u); atomicMax(&QST[1], ~((P._p1 << 16u) | (m0 + ${r}u))); }`).join('\n  ')}${W ? `
+  ${rows.map((r) => `if (m0 + ${r}u < m1) {
+    for (var qw = li; qw < min(${W}u, (P.K + 3u) / 4u); qw += 256u) {
+      var word = 0u;
+      for (var j = 0u; j < 4u; j++) {
+        let k = 4u * qw + j;
+        if (k < P.K) { word |= (bitcast<u32>(ex_quant_s8(qbits(ar${r} + k), qs${r})) & 0xffu) << (8u * j); }
+      }
+      qcodes[${r * W}u + qw] = word;
+    }
+  }`).join('\n  ')}
+  workgroupBarrier();` : ''}`;
 }
 
 /** Zeros in the dst columns of this column tile for a ZERO_TILE tile (rows in no group). */
@@ -480,6 +526,7 @@ function columnMap(c: GemvSplitKConfig, L: number, C: number): { TD: number; wgs
 
 export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   if (c.quantSrc && (c.kSplit !== 1 || !c.dense || c.src !== 's8' || !c.fusion?.srcScale || c.fusion.srcZp)) throw new Error('gemv-splitk: quantSrc needs a dense GEMM of s8 src with per-row scales in one K pass');
+  if (c.quantStage !== undefined && (!c.quantSrc || !Number.isInteger(c.quantStage) || c.quantStage < 1)) throw new Error(`gemv-splitk: quantStage ${c.quantStage} needs quantSrc and a whole number of words`);
   const { C, L, S: SL } = gemvGeometry(c.wei, c.lanes);
   const R = c.rows, CV = C / 4;
   const U = c.unroll ?? 4;
@@ -495,7 +542,10 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   // from; the integer GEMM: the code minus the zero point.
   const srcAt = (r: number, k: string): string => {
     // quantSrc: the code; a float GEMM takes code x scale per element, as it does with a bound scale.
-    if (c.quantSrc) return int ? `ex_quant_s8(qbits(ar${r} + ${k}), qs${r})` : `(f32(ex_quant_s8(qbits(ar${r} + ${k}), qs${r})) * bitcast<f32>(qs${r}))`;
+    if (c.quantSrc) {
+      const code = c.quantStage ? `qcode(${r * c.quantStage}u + ((${k}) >> 2u), ${k})` : `ex_quant_s8(qbits(ar${r} + ${k}), qs${r})`;
+      return int ? code : `(f32(${code}) * bitcast<f32>(qs${r}))`;
+    }
     const ld = (t: DataType, buf: string, i: string): string => (int ? wgslType(t).loadInt! : wgslType(t).load)(buf, i);
     let e = ld(c.src, 'A', `ar${r} + ${k}`);
     if (f?.srcZp) e = `(${e} - ${ld(f.srcZp.dt, 'SZP', `ix_szp(gq, gq, sr${r}, ${k})`)})`;
@@ -515,7 +565,7 @@ export function gemvSplitKWgsl(c: GemvSplitKConfig): string {
   // A gather reads src row TI[routed row] (-1: a padding row, its sums zeroed after the loop).
   const rowDecl = Array.from({ length: R }, (_, r) => (c.moe.gather
     ? `let t${r} = TI[min(m0 + ${r}u, m1 - 1u)]; let sr${r} = u32(max(t${r}, 0));`
-    : `let sr${r} = min(m0 + ${r}u, m1 - 1u);`) + ` let ar${r} = sr${r} * ${c.quantSrc ? 'P._p0' : 'P.lda'};`).join('\n  ') + (c.quantSrc ? quantPrologue(R) : '');
+    : `let sr${r} = min(m0 + ${r}u, m1 - 1u);`) + ` let ar${r} = sr${r} * ${c.quantSrc ? 'P._p0' : 'P.lda'};`).join('\n  ') + (c.quantSrc ? quantPrologue(R, c.quantStage) : '');
   const padZero = c.moe.gather ? Array.from({ length: R }, (_, r) => `if (t${r} < 0) { ${Array.from({ length: CV }, (_, h) => `c${r}_${h} = ${acc.v}(${acc.zero});`).join(' ')} }`).join('\n  ') : '';
   // Loads of n consecutive k first, then their FMAs: n loads in flight per thread; U at a time, then 4, then 1.
   const unrolled = (n: number): string => `${Array.from({ length: n }, (_, u) => weightLoad(c, C, `k + ${u}u`, `_${u}`) + dequant(c, C, `_${u}`)).join('\n        ')}

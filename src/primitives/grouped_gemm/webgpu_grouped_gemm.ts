@@ -15,7 +15,7 @@ import type { Expert, GroupedGemmProblem } from './problem.js';
 import { gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
 import { planExpertWindows, type ExpertRowWindow } from './expert_windows.js';
 import { GEMM_ROWS_PARAMS_WORDS } from '../../kernels/wgsl/gemm_rows.js';
-import { GEMV_PARAMS_WORDS, GEMV_SCHED_WORD, GEMV_STATUS_BINDING, gemvBindings, gemvSplitKKey, gemvSplitKWgsl } from '../../kernels/wgsl/gemm_splitk_gemv.js';
+import { GEMV_PARAMS_WORDS, GEMV_SCHED_WORD, GEMV_STATUS_BINDING, gemvBindings, gemvQuantStageWords, gemvSplitKKey, gemvSplitKWgsl, type GemvSplitKConfig } from '../../kernels/wgsl/gemm_splitk_gemv.js';
 import { QROWS_ERR_NONFINITE } from '../../kernels/wgsl/quant_rows.js';
 import { expertGemvPlan, gpuKernelTuning, type GemvPlan } from '../matmul/webgpu_kernel_choice.js';
 import { dqNonFiniteExpertRow } from '../matmul/dq_errors.js';
@@ -202,10 +202,17 @@ export interface GemmQuantSrc {
 /** An execution's float src when its gemvs quantize it (GemmQuantSrc): the caller's src memories. */
 export type QuantSrcArgs = readonly GpuMemory[];
 
+/** The two-pass form of a GemmQuantSrc execution: each expert's s8 rows and their scales, and the recording of the passes writing them. */
+export interface QuantPasses {
+  readonly src: GpuMemory[];
+  readonly scales: GpuMemory[];
+  readonly record: () => void;
+}
+
 export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly epilogue: string;
-  /** The gemv pipelines quantizing their src (quantSrc), by the plan they derive from. */
-  private readonly quantPipes = new Map<GemvPlan, GPUComputePipeline>();
+  /** The gemv pipelines quantizing their src (quantSrc), by the plan they derive from, and whether they stage the codes (quantStage). */
+  private readonly quantPipes = new Map<GemvPlan, { readonly staged: boolean; readonly pipe: GPUComputePipeline }>();
   /** Each expert's fusion (undefined: a plain float GEMM with the eltwise epilogue). */
   private readonly fusions: (GemmFusion | undefined)[];
   /** Each expert's fusion uniform (wgsl_quant.ts), `fusionStride` bytes apart, and their sizes. */
@@ -234,7 +241,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
   private readonly emptyOut: GPUBuffer;
   /** The info and window words last written (the params slots follow from them). */
   private lastPlan: Uint32Array | undefined;
-  private cache: { key: GPUBuffer[]; plan: Uint32Array; gemm: GPUBindGroup[][]; statusAt: number } | undefined;
+  private cache: { key: GPUBuffer[]; plan: Uint32Array; gemm: GPUBindGroup[][]; statusAt: number; staged: boolean } | undefined;
   /** Each expert's kernel by row capacity (ExpertKernel). */
   private readonly kernels: Map<number, ExpertKernel>[];
 
@@ -267,15 +274,26 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
   /**
    * `afterDims` (webgpu:dynamic-quant's quantization passes) is recorded between the expert-dims pass and the
    * experts' GEMMs: the runtime M_i checks then come first in the execution's errors, as on the cpu engine.
-   * With `raw` (the float src of a GemmQuantSrc executor), an execution whose experts with rows all run the
-   * gemv has it quantize them and records no `afterDims`.
    */
-  task(a: GroupedGemmArgs<GpuMemory>, afterDims?: () => void, raw?: QuantSrcArgs): StreamTask {
+  task(a: GroupedGemmArgs<GpuMemory>, afterDims?: () => void): StreamTask {
     // Planned at execute (buffer sizes are host facts): what no window can bind throws there.
     const ops = this.fusions.some((f) => f) ? rowOperands(this.p, a) : [];
     const runs = this.plan(a, ops);
-    const quant = raw && this.quantizesInGemv(runs) ? raw : undefined;
-    return () => this.encode(a, ops, runs, quant ? undefined : afterDims, quant);
+    return () => this.encode(a, ops, runs, afterDims, undefined);
+  }
+
+  /**
+   * An execution of a GemmQuantSrc executor: `a` holds the caller's float src and no src scales. Where its experts
+   * with rows all run the gemv, it quantizes them (quantizesInGemv) and nothing else is allocated or recorded; else
+   * `passes()` gives the s8 rows, their scales and the passes, recorded after the expert-dims pass. (The float src
+   * plans as the s8 rows would: the capacity of the caller's src and dst, and one binding as the float rows take one.)
+   */
+  quantTask(a: GroupedGemmArgs<GpuMemory>, passes: () => QuantPasses): StreamTask {
+    const ops = this.fusions.some((f) => f) ? rowOperands(this.p, a) : [];
+    const runs = this.plan(a, ops);
+    if (this.quantizesInGemv(runs)) return () => this.encode(a, ops, runs, undefined, a.src);
+    const q = passes();
+    return this.task({ ...a, src: q.src, scales: { ...a.scales, src: q.scales } }, q.record);
   }
 
   /**
@@ -288,15 +306,26 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       && runs.every((r) => r.cap === 0 || (r.kernel.gemv?.cfg.kSplit === 1 && !r.windows && r.cap <= 0x10000));
   }
 
-  /** Expert i's gemv quantizing its src (GemvSplitKConfig.quantSrc). */
-  private quantPipeline(g: GemvPlan): GPUComputePipeline {
-    let pipe = this.quantPipes.get(g);
-    if (!pipe) {
-      const cfg = { ...g.cfg, quantSrc: this.quantSrc!.dt };
-      pipe = this.eng.pipeline(gemvSplitKKey(cfg, 'main'), () => WGSL_ELTWISE_HELPERS + gemvSplitKWgsl(cfg));
-      this.quantPipes.set(g, pipe);
+  /**
+   * Expert i's gemv quantizing its src (GemvSplitKConfig.quantSrc): its codes staged in workgroup memory where R
+   * rows of K codes fit the device's (gpuKernelTuning.gemvQuantStage), else requantized by each lane.
+   */
+  private quantPipeline(i: number, g: GemvPlan): GPUComputePipeline {
+    const staged = gpuKernelTuning.gemvQuantStage;
+    let q = this.quantPipes.get(g);
+    if (q?.staged !== staged) {
+      const cfg = this.quantConfig(i, g.cfg, staged);
+      q = { staged, pipe: this.eng.pipeline(gemvSplitKKey(cfg, 'main'), () => WGSL_ELTWISE_HELPERS + gemvSplitKWgsl(cfg)) };
+      this.quantPipes.set(g, q);
     }
-    return pipe;
+    return q.pipe;
+  }
+
+  /** Expert i's gemv config quantizing its src, staging its codes (quantStage) when `staged` and they fit. */
+  private quantConfig(i: number, cfg: GemvSplitKConfig, staged: boolean): GemvSplitKConfig {
+    const q: GemvSplitKConfig = { ...cfg, quantSrc: this.quantSrc!.dt };
+    const words = staged ? gemvQuantStageWords(q, this.p.experts[i].K, this.eng.caps.maxComputeWorkgroupStorageSize) : undefined;
+    return words ? { ...q, quantStage: words } : q;
   }
 
   /** Expert i's kernel for capacity `cap` (windows: the tiled kernel, whose row windows split it). */
@@ -399,7 +428,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
         const r = runs[i];
         if (r.cap === 0) continue;
         // Experts of one capacity share their pipeline: set it once per run of them (a Dawn call each).
-        const pipe = raw ? this.quantPipeline(r.kernel.gemv!) : r.kernel.pipeline!;
+        const pipe = raw ? this.quantPipeline(i, r.kernel.gemv!) : r.kernel.pipeline!;
         if (pipe !== current) pass.setPipeline((current = pipe));
         const x = this.gridX(i, r), y = Math.min(maxY, Math.ceil(r.cap / r.tile.tm));
         for (const bg of groups.gemm[i]) {
@@ -455,6 +484,8 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
     // The gemvs quantizing their src bind it and the NaN slot (the n-th execution after a wait: the same slot).
     const key = [a.runtimeDims.buffers[0], ...[...a.src, ...a.weights, ...a.dst, ...fusionMems, ...(quant?.src ?? [])].map((m) => m.buffers[0]), ...(quant ? [quant.status.buffer] : [])];
     const statusAt = quant ? quant.status.offset ?? 0 : -1;
+    // (a gemvQuantStage change between executions changes the pipelines, and so their auto layouts)
+    const staged = gpuKernelTuning.gemvQuantStage;
     // The status slot's range changes with the execution's place after the wait: the engine's cache.
     const dims = this.eng.bindGroup(this.dimsPipe, [
       { binding: 0, resource: { buffer: this.dimsParams } },
@@ -466,15 +497,18 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       { binding: 6, resource: { buffer: this.checks } },
     ]);
     const c = this.cache;
-    if (c && sameBuffers(key, c.key) && c.plan === plan && c.statusAt === statusAt) return { gemm: c.gemm, dims };
+    if (c && sameBuffers(key, c.key) && c.plan === plan && c.statusAt === statusAt && c.staged === staged) return { gemm: c.gemm, dims };
     const dev = this.eng.device;
     const gemm = runs.map((r, i) => {
       // An expert of no capacity is never dispatched.
       if (!r.kernel.pipeline) return [];
       const f = this.fusions[i];
+      // A gemv quantizing its src computes the src scales (gemvBindings binds none): its src stands in for their slot.
+      const fa = expertFusionArgs(a, i);
+      const fargs = quant ? { ...fa, scales: { ...fa.scales, src: quant.src[i] } } : fa;
       const fusion = f ? fusionEntries(subjectOf(this.p, i), f, { buffer: this.fusionParams!, offset: i * this.fusionStride, size: this.fusionBytes[i] },
-        expertFusionArgs(a, i), (m) => nonEmpty(m.buffers[0])) : [];
-      const layout = (quant ? this.quantPipeline(r.kernel.gemv!) : r.kernel.pipeline).getBindGroupLayout(0);
+        fargs, (m) => nonEmpty(m.buffers[0])) : [];
+      const layout = (quant ? this.quantPipeline(i, r.kernel.gemv!) : r.kernel.pipeline).getBindGroupLayout(0);
       const src = (quant?.src ?? a.src)[i].buffers[0], wei = a.weights[i].buffers[0], dst = a.dst[i].buffers[0];
       const g = r.kernel.gemv;
       if (g) {
@@ -485,7 +519,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
           ...fusion.map((f): [number, GPUBindGroupEntry] => [f.binding, f]),
         ]);
         if (quant) all.set(GEMV_STATUS_BINDING, { binding: GEMV_STATUS_BINDING, resource: quant.status });
-        const cfg = quant ? { ...g.cfg, quantSrc: this.quantSrc!.dt } : g.cfg;
+        const cfg = quant ? this.quantConfig(i, g.cfg, staged) : g.cfg;
         return [dev.createBindGroup({ label: `grouped_gemm expert ${i} (gemv)`, layout, entries: gemvBindings(cfg, 'main').map((b) => all.get(b)!) })];
       }
       const entries = (slot: number, w?: ExpertRowWindow): GPUBindGroupEntry[] => [
@@ -499,7 +533,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       return r.windows ? r.windows.map((w, j) => dev.createBindGroup({ label: `${label} rows ${w.rLo}+`, layout, entries: entries(r.slot + j, w) }))
         : [dev.createBindGroup({ label, layout, entries: entries(r.slot) })];
     });
-    this.cache = { key, plan, gemm, statusAt };
+    this.cache = { key, plan, gemm, statusAt, staged };
     return { gemm, dims };
   }
 

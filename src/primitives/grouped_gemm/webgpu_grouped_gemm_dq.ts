@@ -8,9 +8,9 @@
  *      bit for bit;
  *   2. the experts' GEMMs of the webgpu grouped_gemm on those s8 rows with per-row src scales: the cpu's
  *      inner problem (wasm_grouped_gemm_dq.ts innerProblem) with the caller's weights, scales and post-ops.
- * Where every expert with rows of capacity runs the gemv (decode), step 1 is not recorded: each gemv quantizes
- * its own rows with the same integer functions (gemm_splitk_gemv.ts quantSrc), same codes, scales and bits, and
- * reports NaN rows in the same words (gpuKernelTuning.gemvQuantSrc = false keeps the passes).
+ * Where every expert with rows of capacity runs the gemv (decode), step 1 is not recorded and its workspace not
+ * allocated: each gemv quantizes its own rows with the same integer functions (gemm_splitk_gemv.ts quantSrc), same
+ * codes, scales and bits, and reports NaN rows in the same words (gpuKernelTuning.gemvQuantSrc = false keeps the passes).
  * The integer products are exact on both engines; the float epilogue may round in another order than the
  * cpu's, so the engines agree within tolerance, not bit for bit (as matmul's :dq, webgpu_dynamic_quant.ts).
  */
@@ -29,7 +29,7 @@ import type { GpuGroupedGemmImpl, GroupedGemmArgs, GroupedGemmExecutor } from '.
 import type { Expert, GroupedGemmProblem } from './problem.js';
 import { DIMS_ERR, gpuRowCapacity, runtimeDimsError } from './runtime_dims.js';
 import { innerProblem } from './wasm_grouped_gemm_dq.js';
-import { WebgpuGroupedGemmExecutor, webgpuGroupedGemm } from './webgpu_grouped_gemm.js';
+import { WebgpuGroupedGemmExecutor, webgpuGroupedGemm, type QuantPasses } from './webgpu_grouped_gemm.js';
 
 /**
  * Expert i's quantization pass over `cap` rows of capacity. Its src is read as a grouped src of i groups
@@ -79,14 +79,17 @@ interface Workspace {
 class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly inner: GroupedGemmProblem;
   private readonly gemm: WebgpuGroupedGemmExecutor;
-  /** Per expert, rebuilt when its capacity (a host fact: its src / dst buffers' sizes) changes. */
+  /** Per expert, rebuilt when its capacity (a host fact: its src / dst buffers' sizes) changes; made by the first execution with the passes. */
   private readonly ws: (Workspace | undefined)[];
+  /** Per expert, its quantization problem for the capacity last checked (checked whether or not the passes run). */
+  private readonly qps: ({ readonly cap: number; readonly qp: DynamicQuantProblem } | undefined)[];
 
   constructor(private readonly p: GroupedGemmProblem, private readonly eng: GpuEngine) {
     this.inner = innerProblem(p);
     const dt = p.experts[0].src.dataType as 'f32' | 'bf16' | 'f16';
     this.gemm = new WebgpuGroupedGemmExecutor(this.inner, eng, { dt, lda: p.experts.map((e) => e.src.strides[0]) });
     this.ws = p.experts.map(() => undefined);
+    this.qps = p.experts.map(() => undefined);
   }
 
   destroy(): void {
@@ -94,14 +97,23 @@ class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
     this.ws.forEach((w) => w && free(w));
   }
 
+  /** Expert i's quantization of `cap` rows, or why the gpu engine has none (thrown). */
+  private quantProblemFor(i: number, cap: number): DynamicQuantProblem {
+    const held = this.qps[i];
+    if (held?.cap === cap) return held.qp;
+    const qp = quantProblem(this.p.experts[i], i, cap);
+    const why = webgpuDynamicQuant.reject(qp, this.eng);
+    if (why) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: quantizing ${cap} rows of src: ${why}`);
+    this.qps[i] = { cap, qp };
+    return qp;
+  }
+
   /** Expert i's workspace for `cap` rows (those of its src and dst allocations). */
   private workspace(i: number, cap: number): Workspace {
     const held = this.ws[i];
     if (held?.cap === cap) return held;
     if (held) free(held);
-    const e = this.p.experts[i], qp = quantProblem(e, i, cap);
-    const why = webgpuDynamicQuant.reject(qp, this.eng);
-    if (why) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: quantizing ${cap} rows of src: ${why}`);
+    const e = this.p.experts[i], qp = this.quantProblemFor(i, cap);
     // Runtime-rows memories of exactly `cap` rows: the GEMM's checks see the caller's capacity.
     const inner = this.inner.experts[i];
     const codes = GpuMemory.create(inner.src, this.eng, undefined, { capacityBytes: cap * e.K });
@@ -115,22 +127,31 @@ class WebgpuDynamicQuantExecutor implements GroupedGemmExecutor<GpuMemory> {
 
   task(a: GroupedGemmArgs<GpuMemory>): StreamTask {
     const max = this.eng.caps.maxStorageBufferBindingSize;
-    const quants: StreamTask[] = [], src: GpuMemory[] = [], scales: GpuMemory[] = [];
-    this.p.experts.forEach((_e, i) => {
+    const caps = this.p.experts.map((_e, i) => {
       const cap = Math.min(gpuRowCapacity(a.src[i]), gpuRowCapacity(a.dst[i]));
+      this.quantProblemFor(i, cap);
+      // No rows of capacity: nothing to read (the GEMM's expert-dims pass checks M_i).
+      const buf = a.src[i].buffers[0];
+      if (cap > 0 && buf.size > max) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: dynamic quantization reads src as one storage binding; its buffer of ${buf.size} bytes exceeds maxStorageBufferBindingSize ${max} bytes`);
+      return cap;
+    });
+    return this.gemm.quantTask(a, () => this.passes(a, caps));
+  }
+
+  /**
+   * The two-pass form: each expert's workspace and the quantization passes writing it, recorded after the GEMM's
+   * expert-dims pass (its M_i checks first among the errors, as on the cpu engine) and before the experts' GEMMs.
+   * (A webgpu pass only records: no promise to wait for.)
+   */
+  private passes(a: GroupedGemmArgs<GpuMemory>, caps: readonly number[]): QuantPasses {
+    const quants: StreamTask[] = [], src: GpuMemory[] = [], scales: GpuMemory[] = [];
+    caps.forEach((cap, i) => {
       const w = this.workspace(i, cap);
       src.push(w.codes);
       scales.push(w.scales);
-      // No rows of capacity: nothing to read (the GEMM's expert-dims pass checks M_i).
-      if (cap === 0) return;
-      const buf = a.src[i].buffers[0];
-      if (buf.size > max) throw new DnnlError('unimplemented', `grouped_gemm: expert ${i}: dynamic quantization reads src as one storage binding; its buffer of ${buf.size} bytes exceeds maxStorageBufferBindingSize ${max} bytes`);
-      quants.push(w.quant.run({ src: quantSrc(w, a.src[i], a.runtimeDims), dst: w.codes, scales: w.scales }));
+      if (cap > 0) quants.push(w.quant.run({ src: quantSrc(w, a.src[i], a.runtimeDims), dst: w.codes, scales: w.scales }));
     });
-    // The quantization passes go after the GEMM's expert-dims pass (its M_i checks first among the errors, as on
-    // the cpu engine) and before the experts' GEMMs, unless the gemvs quantize. (A webgpu pass only records: no
-    // promise to wait for.)
-    return this.gemm.task({ ...a, src, scales: { ...a.scales, src: scales } }, () => quants.forEach((q) => void q()), a.src);
+    return { src, scales, record: () => quants.forEach((q) => void q()) };
   }
 }
 

@@ -98,6 +98,11 @@ export const gpuKernelTuning: {
    * own rows (gemm_splitk_gemv.ts quantSrc), same bits, no quantization pass per expert; false: the passes.
    */
   gemvQuantSrc: boolean;
+  /**
+   * With gemvQuantSrc: the workgroup quantizes its rows' codes once into workgroup memory where they fit
+   * (gemm_splitk_gemv.ts gemvQuantStageWords), the same codes as each lane requantizing those it reads (false).
+   */
+  gemvQuantStage: boolean;
 } = {
   gemv: true, vec4: true, dot4: true, gemvMaxRows: 8, kPerThread: undefined, tiledTn: undefined, tiledBk: undefined, chunk: true, staticKBlocks: true,
   dot4Bk: undefined, gemvInline: true, gemvKSplit: undefined, gemvTargetWorkgroups: 512,
@@ -105,7 +110,7 @@ export const gpuKernelTuning: {
   // by type, 8 loads in flight, one row per tile where M <= G. (Its SwiftShader hang was the fp8 E4M3
   // decoder's branch inlined 52 times at unroll 8: wgsl_dtypes.ts WGSL_LOWP_HELPERS, now branch-free.)
   gemvMinWorkgroups: 128, gemvLanes: undefined, gemvUnroll: 8, gemvBlockScale: false, gemvRows: undefined, gemvAlignK: false,
-  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1, gemvDenseMaxRows: 64, gemvQuantSrc: true,
+  gemvSmallGrid: 256, gemvDenseMaxKSplit: 1, gemvDenseMaxRows: 64, gemvQuantSrc: true, gemvQuantStage: true,
 };
 
 /** The tuning of gemv-splitk before session 10 (bench/gpu_decode_probe.ts `old`: the previous kernel in-process). */
