@@ -5,10 +5,12 @@
  * objects created and lines of user code (from examples/), and writes reports/compare.md,
  * reports/compare.html and rfcs/proposal-comparison.md.
  *   npm run compare -- [--threads=N] [--steps=S] [--workload=a,b] [--formats=f32,w8:dq,w4:dq] [--clock=wall|cpu] [--engine=cpu|gpu] [--spin-ms=1500] [--step-spin-ms=25]
- * `--formats`: f32 runs the examples (and the baseline); w8:dq / w4:dq run P#1, P#2 and P#3 on s8 / s4 weights with
- * dynamic int8 activations (bench/compare_dq.ts), each format's outputs checked bit-identical to its P#1's; on the gpu
- * engine each runs beside the same weights with f32 activations (`w8` / `w4` rows), P#1 checked against the cpu
- * engine's `:dq` / a float64 reference first (bench/compare_gpu.ts).
+ * `--formats`: f32 runs the examples (and the baseline); w8:dq / w4:dq / w4k32:dq / w8k32:dq run P#1, P#2 and P#3 on
+ * s8 / s4 weights (per-column scales; `k32`: per 32-K block and column, bench/quant_bench.ts's formats of those names)
+ * with dynamic int8 activations (bench/compare_dq.ts), each format's outputs checked bit-identical to its P#1's; on
+ * the gpu engine each runs beside the same weights with f32 activations (`w8` / `w4` / `w4k32` / `w8k32` rows, which
+ * the gpu engine also takes on their own), P#1 checked against the cpu engine's `:dq` / a float64 reference first
+ * (bench/compare_gpu.ts). The cpu compare has no f32-activation rows for them: it refuses `w8` ... `w8k32`.
  * `--clock=cpu` (with --threads=1: the work runs in the calling thread) times by process CPU time, which a
  * time-shared core does not inflate.
  * (workloads: decode-e64, decode-e256, prefill-balanced-e8, prefill-skewed-e8, prefill-skewed-e64; rfcs/ is rewritten
@@ -19,13 +21,13 @@
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Engine, Memory, Stream, dt, memory, objectCensus, tag, type DataType } from '../src/index.js';
+import { Engine, Memory, Stream, dt, memory, objectCensus, tag } from '../src/index.js';
 import { createBaseline } from '../examples/baseline-per-expert-loop.js';
 import { createP1 } from '../examples/p1-grouped-memory.js';
 import { createP2 } from '../examples/p2-offsets-attr.js';
 import { createP3 } from '../examples/p3-pointer-array.js';
 import type { MoeShape, ProposalFactory, ProposalRunner } from '../examples/proposals_harness.js';
-import { createP1Dq, createP2Dq, createP3Dq, dqWeightsData, type DqFactory } from './compare_dq.js';
+import { QUANT_WEIGHTS_FORMATS, createP1Dq, createP2Dq, createP3Dq, dqWeightsData, type DqFactory, type QuantWeightsFormat } from './compare_dq.js';
 import { fillRandom } from './timing.js';
 import { routeZipf } from './workloads.js';
 
@@ -50,12 +52,13 @@ const WORKLOADS: CompareWorkload[] = [
 
 /**
  * Shapes for a software rasterizer (SwiftShader in CI): chosen only by name (`--workload=ci-decode,ci-prefill`),
- * never by default. K, N off the kernels' tiles; ci-decode is all gemv (at most 2 rows per expert), ci-prefill
- * takes the tiled GEMM and has experts of no rows.
+ * never by default. N off the kernels' tiles; K an odd multiple of 32, the `k32` formats' block (off the dot4
+ * GEMM's 64-wide K slice; a whole number of the f32 tiled GEMM's 16-wide ones, which K = 200 / 136 were not);
+ * ci-decode is all gemv (at most 2 rows per expert), ci-prefill takes the tiled GEMM and has experts of no rows.
  */
 const CI_WORKLOADS: CompareWorkload[] = [
-  { name: 'ci-decode', tokens: 4, topk: 2, E: 8, K: 200, N: 72, zipf: 0.6, description: 'CI decode: 4 tokens, top-2 of 8 experts, K=200 N=72' },
-  { name: 'ci-prefill', tokens: 48, topk: 2, E: 6, K: 136, N: 88, zipf: 1.5, description: 'CI prefill: 48 tokens, top-2 of 6, Zipf(1.5) routing, K=136 N=88' },
+  { name: 'ci-decode', tokens: 4, topk: 2, E: 8, K: 224, N: 72, zipf: 0.6, description: 'CI decode: 4 tokens, top-2 of 8 experts, K=224 N=72' },
+  { name: 'ci-prefill', tokens: 48, topk: 2, E: 6, K: 160, N: 88, zipf: 1.5, description: 'CI prefill: 48 tokens, top-2 of 6, Zipf(1.5) routing, K=160 N=88' },
 ];
 
 const PROPOSALS: ReadonlyArray<readonly [string, ProposalFactory, string]> = [
@@ -65,8 +68,10 @@ const PROPOSALS: ReadonlyArray<readonly [string, ProposalFactory, string]> = [
   ['baseline loop', createBaseline, 'baseline-per-expert-loop.ts'],
 ];
 
-/** The `:dq` rows: weights type of each format, and the factories (user code marked by `p1` / `p2` / `p3` in compare_dq.ts). */
-const DQ_FORMATS: Readonly<Record<string, DataType>> = { 'w8:dq': dt.s8, 'w4:dq': dt.s4 };
+/** The `:dq` rows: the weights of each format (`w8:dq`: QUANT_WEIGHTS_FORMATS' `w8`), and the factories (user code marked by `p1` / `p2` / `p3` in compare_dq.ts). */
+const DQ_FORMATS: Readonly<Record<string, QuantWeightsFormat>> = Object.fromEntries(Object.entries(QUANT_WEIGHTS_FORMATS).map(([name, f]) => [`${name}:dq`, f]));
+/** The default `:dq` formats, also the RFC's (bench/proposal-comparison.template.md). */
+const DEFAULT_DQ_FORMATS = ['w8:dq', 'w4:dq'];
 const DQ_PROPOSALS: ReadonlyArray<readonly [string, DqFactory, string]> = [
   ['P1 grouped memory', createP1Dq, 'p1'],
   ['P2 offsets attr', createP2Dq, 'p2'],
@@ -91,8 +96,14 @@ const chosenWorkloads = KNOWN_WORKLOADS.filter((w) => chosen.includes(w.name));
 const allWorkloads = WORKLOADS.every((w) => chosen.includes(w.name)) && chosenWorkloads.length === WORKLOADS.length;
 const engineKind = args.get('engine') ?? 'cpu';
 if (engineKind !== 'cpu' && engineKind !== 'gpu') throw new Error(`--engine must be cpu or gpu, got '${engineKind}'`);
-const formats = (args.get('formats') ?? ['f32', ...Object.keys(DQ_FORMATS)].join(',')).split(',');
-for (const f of formats) if (f !== 'f32' && !Object.hasOwn(DQ_FORMATS, f)) throw new Error(`compare: unknown format '${f}' (formats: f32, ${Object.keys(DQ_FORMATS).join(', ')})`);
+const formats = (args.get('formats') ?? ['f32', ...DEFAULT_DQ_FORMATS].join(',')).split(',');
+for (const f of formats) {
+  if (f !== 'f32' && !Object.hasOwn(DQ_FORMATS, f) && !Object.hasOwn(QUANT_WEIGHTS_FORMATS, f)) throw new Error(`compare: unknown format '${f}' (formats: f32, ${[...Object.keys(QUANT_WEIGHTS_FORMATS), ...Object.keys(DQ_FORMATS)].join(', ')})`);
+  // (the cpu rows of integer weights are P#1-P#3 :dq, compare_dq.ts: f32 activations on them run on the gpu engine only)
+  if (engineKind === 'cpu' && Object.hasOwn(QUANT_WEIGHTS_FORMATS, f)) throw new Error(`compare: format '${f}' (f32 activations) runs with --engine=gpu only; the cpu engine runs its weights with dynamic int8 activations: '${f}:dq'`);
+  const kBlock = (DQ_FORMATS[f] ?? QUANT_WEIGHTS_FORMATS[f])?.kBlock;
+  for (const w of chosenWorkloads) if (kBlock && w.K % kBlock !== 0) throw new Error(`compare: format '${f}' scales blocks of ${kBlock} rows of K; workload '${w.name}' has K = ${w.K}, not a multiple of ${kBlock}`);
+}
 const clock = args.get('clock') ?? 'wall';
 if (clock !== 'wall' && clock !== 'cpu') throw new Error(`--clock must be wall or cpu, got '${clock}'`);
 // (process CPU time counts every thread: a step's time only when the work runs in the calling thread)
@@ -148,11 +159,11 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
     for (const [name, factory, file] of PROPOSALS) setups.push({ name, format: 'f32', loc: linesOfUserCode(file), make: () => factory(eng, strm, shape, weights) });
   }
   for (const f of formats.filter((x) => Object.hasOwn(DQ_FORMATS, x))) {
-    // integer codes (s4: -7..7) and per-column scales, shared by the three proposals (each packs its own copy)
-    const wdt = DQ_FORMATS[f];
-    const { codes, scales } = dqWeightsData(w.E, w.K, w.N, wdt);
-    const weights = Memory.create(memory.desc([w.E, w.K, w.N], wdt, tag.abc), eng).write(codes);
-    for (const [name, factory, mark] of DQ_PROPOSALS) setups.push({ name: `${name} ${f}`, format: f, loc: linesOfUserCode('../bench/compare_dq.ts', mark), make: () => factory(eng, strm, shape, weights, scales) });
+    // integer codes (s4: -7..7) and per-column (per K-block) scales, shared by the three proposals (each packs its own copy)
+    const fmt = DQ_FORMATS[f];
+    const { codes, scales } = dqWeightsData(w.E, w.K, w.N, fmt);
+    const weights = Memory.create(memory.desc([w.E, w.K, w.N], fmt.wdt, tag.abc), eng).write(codes);
+    for (const [name, factory, mark] of DQ_PROPOSALS) setups.push({ name: `${name} ${f}`, format: f, loc: linesOfUserCode('../bench/compare_dq.ts', mark), make: () => factory(eng, strm, shape, weights, scales, fmt.kBlock) });
   }
   const routings = Array.from({ length: steps + 2 }, (_, s) => routeZipf(w.tokens, w.E, w.topk, w.zipf, 1000 + s));
   const tokens = new Float32Array(shape.capacity * w.K);
@@ -209,8 +220,9 @@ async function runWorkload(w: CompareWorkload): Promise<Result[]> {
 
 if (engineKind === 'gpu') {
   const { compareGpu } = await import('./compare_gpu.js');
-  // each :dq format beside its weights with f32 activations (the same codes and scales)
-  const variants = formats.flatMap((f) => (f === 'f32' ? [{ format: f, wdt: dt.f32, dq: false }] : [{ format: f.replace(':dq', ''), wdt: DQ_FORMATS[f], dq: false }, { format: f, wdt: DQ_FORMATS[f], dq: true }]));
+  // each :dq format beside its weights with f32 activations (the same codes and scales), each variant once
+  const names = [...new Set(formats.flatMap((f) => (Object.hasOwn(DQ_FORMATS, f) ? [f.replace(':dq', ''), f] : [f])))];
+  const variants = names.map((f) => (f === 'f32' ? { format: f, wdt: dt.f32, dq: false } : { format: f, ...(DQ_FORMATS[f] ?? QUANT_WEIGHTS_FORMATS[f]), dq: Object.hasOwn(DQ_FORMATS, f) }));
   await compareGpu(chosenWorkloads, steps, { spinMs: Number(args.get('spin-ms') ?? 1500), stepSpinMs: Number(args.get('step-spin-ms') ?? 25) }, variants);
 } else {
   await compareCpu();
@@ -261,7 +273,7 @@ function rfcFromTemplate(rs: Result[], stampText: string): string {
       .replaceAll(`STEP_PRE_${k}`, ['prefill-balanced-e8', 'prefill-skewed-e8', 'prefill-skewed-e64'].map((w) => ms(pick(prop, w)?.step_ms)).join(' / '));
   }
   for (const k of ['P1', 'P2', 'P3'] as const) {
-    const dq = Object.keys(DQ_FORMATS).map((f) => `${f} ${['decode-e64', 'decode-e256', 'prefill-skewed-e64'].map((w) => ms(pick(`${keys[k]} ${f}`, w)?.step_ms)).join(' / ')}`);
+    const dq = DEFAULT_DQ_FORMATS.map((f) => `${f} ${['decode-e64', 'decode-e256', 'prefill-skewed-e64'].map((w) => ms(pick(`${keys[k]} ${f}`, w)?.step_ms)).join(' / ')}`);
     out = out.replaceAll(`STEP_DQ_${k}`, dq.join('; '));
   }
   const measured = markdownReport(rs, stampText).split('\n').slice(2).join('\n');
@@ -277,7 +289,7 @@ function markdownReport(rs: Result[], stampText: string): string {
     'objects, writing offsets, `execute` argument checks); pd ms/step = primitive-descriptor creation inside steps;',
     'extra heap = engine heap used beyond the src/dst values; objs = user-created descriptors, memory objects, attrs,',
     'pds and primitives at setup; objs/step = the same per step; LoC = lines of user code in `examples/`.',
-    'Rows `w8:dq` / `w4:dq`: s8 / s4 weights (per-column scales) with dynamic int8 activations',
+    'Rows `w8:dq` / `w4:dq`: s8 / s4 weights (per-column scales; `w4k32:dq` / `w8k32:dq`: per 32-K block and column) with dynamic int8 activations',
     '(`attr.setDynamicQuantization`, bench/compare_dq.ts); their extra heap includes the packed weights their user',
     'code reorders, and bit-identical compares them with P1 of the same format.',
     '',

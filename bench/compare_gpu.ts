@@ -10,12 +10,14 @@
  * back (`GpuMemory.readOffsets()`), executes one matmul per active expert and waits. Steps run all
  * four round-robin; medians. Writes reports/compare-gpu.md and reports/compare-gpu.json.
  *
- * Weights variants (`--formats`, GpuWeightsVariant): f32, or s8 / s4 codes with per-column scales
- * (bench/compare_dq.ts dqWeightsData) under f32 activations (`w8`, `w4`) and with dynamic int8 activations
- * (`attr.setDynamicQuantization`, `w8:dq`, `w4:dq`); the four APIs run each variant on the same data. Before the
+ * Weights variants (`--formats`, GpuWeightsVariant): f32, or s8 / s4 codes with per-column scales or f32 scales per
+ * 32-K block and column (bench/compare_dq.ts dqWeightsData) under f32 activations (`w8`, `w4`, `w4k32`, `w8k32`)
+ * and with dynamic int8 activations (`attr.setDynamicQuantization`, `w8:dq` ... `w8k32:dq`); the four APIs run
+ * each variant on the same data. Before the
  * timed steps, after the last warm-up step, P#1's output is checked against a float64 reference (the `:dq`
- * variants: the cpu engine's P#1 `:dq`, bench/compare_dq.ts, whose row quantization is the gpu's bit for bit) and
- * the other three against P#1's.
+ * variants: the cpu engine's P#1 `:dq`, bench/compare_dq.ts, whose row quantization is the gpu's bit for bit: the
+ * per-column formats match it to the bit, the K-block ones within tolerance, their block folds rounding in another
+ * order, src/primitives/matmul/webgpu_dynamic_quant.ts) and the other three against P#1's.
  *
  * Clocks: the GPU is kept busy `spinMs` before each workload's timed steps and `stepSpinMs` before each
  * step (after its uploads), bench/gpu_clock_warmup.ts: an H200 drops its SM clock within a second of
@@ -23,10 +25,10 @@
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import {
-  ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, offsets, tag, type DataType,
+  ARG, Engine, GpuEngine, GpuMemory, Memory, PrimitiveAttr, RUNTIME_DIM_VAL, Stream, dt, grouped_gemm, matmul, memory, offsets, tag,
 } from '../src/index.js';
 import { fillRandom } from './timing.js';
-import { createP1Dq, dqWeightsData } from './compare_dq.js';
+import { createP1Dq, dqWeightsData, type QuantWeightsFormat } from './compare_dq.js';
 import { routeZipf } from './workloads.js';
 import { keepGpuBusy } from './gpu_clock_warmup.js';
 import { gpuKernelTuning } from '../src/primitives/matmul/webgpu_kernel_choice.js';
@@ -48,11 +50,13 @@ export interface GpuCompareWorkload {
   readonly description: string;
 }
 
-/** The weights of one group of rows: f32, or integer codes with per-column scales; `dq`: dynamic int8 activations. */
-export interface GpuWeightsVariant {
-  /** The rows' label: f32, w8, w8:dq, w4, w4:dq. */
+/**
+ * The weights of one group of rows: f32, or integer codes with per-column scales (`kBlock`: per `kBlock` rows of K
+ * and column); `dq`: dynamic int8 activations.
+ */
+export interface GpuWeightsVariant extends QuantWeightsFormat {
+  /** The rows' label: f32, w8, w8:dq, w4, w4:dq, w4k32, w4k32:dq, w8k32, w8k32:dq. */
   readonly format: string;
-  readonly wdt: DataType;
   readonly dq: boolean;
 }
 
@@ -98,30 +102,34 @@ function relDiff(got: Float32Array, want: Float32Array): number {
   return d / scale;
 }
 
-/** The float64 reference of P#1's rows (routed order): x [rows, K] times each expert's weights (times its column scales). */
-function referenceOf(x: Float32Array, sizes: readonly number[], wAll: Float32Array, scales: Float32Array | undefined, K: number, N: number): Float32Array {
+/**
+ * The float64 reference of P#1's rows (routed order): x [rows, K] times each expert's weights, each weight times
+ * its scale (scales [E, N], or [E, K / kBlock, N]).
+ */
+function referenceOf(x: Float32Array, sizes: readonly number[], wAll: Float32Array, scales: Float32Array | undefined, K: number, N: number, kBlock = K): Float32Array {
   const out = new Float32Array(x.length / K * N), acc = new Float64Array(N);
+  const blocks = K / kBlock;
   let r = 0;
   sizes.forEach((m, e) => {
     for (const end = r + m; r < end; r++) {
       acc.fill(0);
       for (let k = 0; k < K; k++) {
-        const v = x[r * K + k], w0 = (e * K + k) * N;
-        for (let n = 0; n < N; n++) acc[n] += v * wAll[w0 + n];
+        const v = x[r * K + k], w0 = (e * K + k) * N, s0 = (e * blocks + Math.floor(k / kBlock)) * N;
+        for (let n = 0; n < N; n++) acc[n] += v * wAll[w0 + n] * (scales ? scales[s0 + n] : 1);
       }
-      for (let n = 0; n < N; n++) out[r * N + n] = acc[n] * (scales ? scales[e * N + n] : 1);
+      for (let n = 0; n < N; n++) out[r * N + n] = acc[n];
     }
   });
   return out;
 }
 
 /** P#1 `:dq` of the same weights, scales and rows on the cpu engine (bench/compare_dq.ts): the gpu's reference. */
-async function cpuDqReference(x: Float32Array, sizes: readonly number[], wdt: DataType, wAll: Float32Array, scales: Float32Array, K: number, N: number): Promise<Float32Array> {
+async function cpuDqReference(x: Float32Array, sizes: readonly number[], { wdt, kBlock }: QuantWeightsFormat, wAll: Float32Array, scales: Float32Array, K: number, N: number): Promise<Float32Array> {
   const E = sizes.length, cpu = await Engine.create({ threads: 1 });
   try {
     const strm = new Stream(cpu);
     const weights = Memory.create(memory.desc([E, K, N], wdt, tag.abc), cpu).write(wAll);
-    const run = createP1Dq(cpu, strm, { E, K, N, capacity: x.length / K }, weights, scales);
+    const run = createP1Dq(cpu, strm, { E, K, N, capacity: x.length / K }, weights, scales, kBlock);
     run.srcValues.set(x);
     run.step(sizes);
     await strm.wait();
@@ -144,13 +152,19 @@ async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number,
     fillRandom(a, 17 + e);
     return a;
   });
-  // f32 weights, or integer codes with per-column scales [E, N] (the cpu compare's :dq data)
-  const quant = v.wdt !== dt.f32 ? dqWeightsData(E, K, N, v.wdt) : undefined;
+  // f32 weights, or integer codes with per-column scales [E, N] or per K-block [E, K / kBlock, N] (the cpu compare's :dq data)
+  const quant = v.wdt !== dt.f32 ? dqWeightsData(E, K, N, v) : undefined;
   const wAll = quant?.codes ?? new Float32Array(E * K * N);
   if (!quant) fillRandom(wAll, 9, 0.05);
-  /** The variant's attributes: weights scales on `arg` (mask), dynamic int8 activations. */
-  const attrOf = (arg: number, mask: number, a = new PrimitiveAttr()): PrimitiveAttr => {
-    if (quant) a.setScales(arg, mask);
+  const kBlocks = v.kBlock ? K / v.kBlock : 0;
+  /**
+   * The variant's attributes: weights scales on `arg` of `ndims` dims (per column: the mask of N and of the
+   * expert dim if any; K-block: of K too, groups of kBlock rows of K), dynamic int8 activations.
+   */
+  const attrOf = (arg: number, ndims: 2 | 3, a = new PrimitiveAttr()): PrimitiveAttr => {
+    const kBit = 1 << (ndims - 2), perColumn = ndims === 3 ? 5 : 2;
+    if (quant && v.kBlock) a.setScales(arg, perColumn | kBit, ndims === 3 ? [1, v.kBlock, 1] : [v.kBlock, 1], dt.f32);
+    else if (quant) a.setScales(arg, perColumn);
     if (v.dq) a.setDynamicQuantization(ARG.SRC, dt.s8);
     return a;
   };
@@ -159,16 +173,18 @@ async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number,
   const src1Md = memory.desc.grouped([cap, K], dt.f32, E, [RUNTIME_DIM_VAL, K]);
   const dst1Md = memory.desc.grouped([cap, N], dt.f32, E, [RUNTIME_DIM_VAL, N]);
   const wei = Memory.create(memory.desc([E, K, N], v.wdt, tag.abc), eng).write(wAll);
-  const pd1 = new matmul.PrimitiveDesc(eng, src1Md, wei.desc, dst1Md, attrOf(ARG.WEIGHTS, 5));
+  const pd1 = new matmul.PrimitiveDesc(eng, src1Md, wei.desc, dst1Md, attrOf(ARG.WEIGHTS, 3));
   const p1 = new matmul.Primitive(pd1);
   const src1 = Memory.create(src1Md, eng);
   const dst1 = Memory.create(dst1Md, eng, [undefined, src1.buffers[1]]);
-  // The [E, N] scales of P#1 / P#2, and each expert's [N] of P#3 and the baseline.
+  // The [E, N] ([E, K / kBlock, N]) scales of P#1 / P#2, and each expert's [N] ([K / kBlock, N]) of P#3 and the baseline.
   const sc = quant && Memory.create(pd1.queryMd('scales:weights')!, eng).write(quant.scales);
-  const scE = Array.from({ length: quant ? E : 0 }, (_, e) => Memory.create(memory.desc([N], dt.f32, tag.a), eng).write(quant!.scales.subarray(e * N, (e + 1) * N)));
+  const scMd = kBlocks ? memory.desc([kBlocks, N], dt.f32, tag.ab) : memory.desc([N], dt.f32, tag.a);
+  const perExpert = Math.max(kBlocks, 1) * N;
+  const scE = Array.from({ length: quant ? E : 0 }, (_, e) => Memory.create(scMd, eng).write(quant!.scales.subarray(e * perExpert, (e + 1) * perExpert)));
   const scArg = (s: GpuMemory | undefined, arg: number = ARG.WEIGHTS): Record<number, GpuMemory> => (s ? { [ARG.ATTR_SCALES | arg]: s } : {});
   // P#2: plain src / dst and the grouped-offsets attribute.
-  const pd2 = new matmul.PrimitiveDesc(eng, memory.desc([cap, K], dt.f32, tag.ab), wei.desc, memory.desc([cap, N], dt.f32, tag.ab), attrOf(ARG.WEIGHTS, 5, new PrimitiveAttr().setGroupedOffsets(ARG.SRC, E, dt.s32)));
+  const pd2 = new matmul.PrimitiveDesc(eng, memory.desc([cap, K], dt.f32, tag.ab), wei.desc, memory.desc([cap, N], dt.f32, tag.ab), attrOf(ARG.WEIGHTS, 3, new PrimitiveAttr().setGroupedOffsets(ARG.SRC, E, dt.s32)));
   const p2 = new matmul.Primitive(pd2);
   const src2 = Memory.create(pd2.queryMd('src')!, eng), dst2 = Memory.create(pd2.queryMd('dst')!, eng);
   const offs2 = Memory.create(pd2.queryMd('grouped_offsets')!, eng);
@@ -249,7 +265,7 @@ async function runWorkload(eng: GpuEngine, w: GpuCompareWorkload, steps: number,
     const asF32 = (o: Uint8Array): Float32Array => new Float32Array(o.slice().buffer);
     checks = outs.map((o) => ({ identical: Buffer.from(o).equals(ref), maxRelDiff: relDiff(asF32(o), asF32(outs[0])) }));
     const rows = x.subarray(0, offs[E] * K);
-    const want = v.dq ? await cpuDqReference(rows, sizes, v.wdt, wAll, quant!.scales, K, N) : referenceOf(rows, sizes, wAll, quant?.scales, K, N);
+    const want = v.dq ? await cpuDqReference(rows, sizes, v, wAll, quant!.scales, K, N) : referenceOf(rows, sizes, wAll, quant?.scales, K, N, v.kBlock);
     refRelDiff = relDiff(asF32(outs[0]), want);
   };
   for (let s = 0; s < routings.length; s++) {
@@ -312,7 +328,8 @@ function markdown(rs: GpuCompareResult[], workloads: readonly GpuCompareWorkload
     'all four take the GEMV, P3 and the baseline in its dense form; an expert or a matmul of more rows takes the tiled',
     'GEMM, whose K order can differ); P1\'s row shows `ref`: the same measure against a float64 reference (`:dq` rows:',
     'the cpu engine\'s P1 `:dq`), checked after the warm-up steps, before the timed ones; the run fails beyond ' + AGREE + '.',
-    'Rows `w8` / `w4`: s8 / s4 weights with per-column scales under f32 activations; `w8:dq` / `w4:dq`: the same',
+    'Rows `w8` / `w4`: s8 / s4 weights with per-column scales under f32 activations (`w4k32` / `w8k32`: f32 scales per',
+    '32-K block and column, bench/quant_bench.ts\'s formats of those names); `w8:dq` / `w4:dq` / `w4k32:dq` / `w8k32:dq`: the same',
     'weights with dynamic int8 activations (`attr.setDynamicQuantization`); `/ baseline` against the baseline of the',
     'same weights. The GPU is kept busy before each workload and step (sustained clocks, bench/gpu_clock_warmup.ts).',
     '',
