@@ -230,7 +230,7 @@ if (engineKind === 'gpu') {
 
 /** The cpu engine comparison: all four proposals (and the :dq rows), reports and rfcs/proposal-comparison.md. */
 async function compareCpu(): Promise<void> {
-  const PAD = formats.some((f) => f !== 'f32') ? 26 : 20;
+  const PAD = 20 + Math.max(0, ...formats.filter((f) => f !== 'f32').map((f) => f.length + 1));
   const all: Result[] = [];
   console.log(`groupdnn proposal comparison: threads ${threads}, ${steps} timed steps (routing changes every step), formats ${formats.join(', ')}, ${clock === 'cpu' ? 'process CPU time' : 'wall time'}, node ${process.version}`);
   for (const w of chosenWorkloads) {

@@ -355,7 +355,8 @@ export async function compareGpu(workloads: readonly GpuCompareWorkload[], steps
   try {
     for (const w of workloads) {
       console.log(`\n${w.name}: ${w.description}`);
-      const pad = variants.some((v) => v.format !== 'f32') ? 30 : 24;
+      // 'baseline host read-back' and its format, one space, one column of margin.
+      const pad = 24 + Math.max(0, ...variants.filter((v) => v.format !== 'f32').map((v) => v.format.length + 2));
       console.log(`  ${'proposal'.padEnd(pad)} ${'step ms'.padStart(9)} ${'host ms'.padStart(9)} ${'dispatches'.padStart(10)}  vs P1`);
       for (const v of variants) {
         for (const r of await runWorkload(eng, w, steps, clocks, v)) {
