@@ -76,9 +76,6 @@ export function checkAllWgsl(c: RoutingKernelConfig, wg = 'WG', n: RoutingNames 
   }`;
 }
 
-/** route_token's per-token workgroup arrays: a row each of `ng` tokens routed at once. */
-const TOKEN_ARRAYS = 'SCORE|SELS|GS|GSEL|TOPI|RED|LANE';
-
 /**
  * The per-token routing of a workgroup of `wg` invocations as `fn route_token(t, li)` (t uniform), with
  * its workgroup memory and, with `checked`, the check's words (checkAllWgsl). Shared by the route
@@ -91,26 +88,30 @@ const TOKEN_ARRAYS = 'SCORE|SELS|GS|GSEL|TOPI|RED|LANE';
  * weights are summed in slot order by one invocation. `n`: the routing part's names (RoutingNames).
  */
 export function routeTokenFnWgsl(c: RoutingKernelConfig, wg: number, checked: boolean, ng = 1, n: RoutingNames = ROUTING_NAMES): string {
-  const fn = routeTokenText(c, wg / ng, checked, ng, n);
-  if (ng === 1) return fn;
-  return fn
-    .replace(new RegExp(`(var<workgroup> (?:${TOKEN_ARRAYS}): )(array<\\w+, \\d+>)`, 'g'), `$1array<$2, ${ng}>`)
-    .replace(new RegExp(`\\b(${TOKEN_ARRAYS})\\[`, 'g'), '$1[gi][');
-}
-
-function routeTokenText(c: RoutingKernelConfig, wg: number, checked: boolean, ng: number, n: RoutingNames): string {
   const P = n.params;
   const E4 = (c.E + 3) & ~3;
-  const sel = c.bias ? 'SELS' : 'SCORE';
+  const groupSize = wg / ng;
   const grouped = ng > 1;
-  return /* wgsl */ `const WG = ${wg}u;
-var<workgroup> SCORE: array<f32, ${E4}>;
-${c.bias ? `var<workgroup> SELS: array<f32, ${E4}>;` : ''}
-var<workgroup> GS: array<f32, ${c.groups}>;
-var<workgroup> GSEL: array<u32, ${c.groups}>;
-var<workgroup> TOPI: array<u32, ${c.k}>;
-var<workgroup> RED: array<f32, ${wg}>;
-var<workgroup> LANE: array<f32, 4>;
+  // The per-token workgroup arrays: with ng > 1 a row each of the ng tokens routed at once, group gi
+  // indexing its own row.
+  const rows = (type: string, len: number): string => (grouped ? `array<array<${type}, ${len}>, ${ng}>` : `array<${type}, ${len}>`);
+  const row = (name: string): string => (grouped ? `${name}[gi]` : name);
+  const SCORE = row('SCORE');
+  const SELS = row('SELS');
+  const GS = row('GS');
+  const GSEL = row('GSEL');
+  const TOPI = row('TOPI');
+  const RED = row('RED');
+  const LANE = row('LANE');
+  const sel = c.bias ? SELS : SCORE;
+  return /* wgsl */ `const WG = ${groupSize}u;
+var<workgroup> SCORE: ${rows('f32', E4)};
+${c.bias ? `var<workgroup> SELS: ${rows('f32', E4)};` : ''}
+var<workgroup> GS: ${rows('f32', c.groups)};
+var<workgroup> GSEL: ${rows('u32', c.groups)};
+var<workgroup> TOPI: ${rows('u32', c.k)};
+var<workgroup> RED: ${rows('f32', groupSize)};
+var<workgroup> LANE: ${rows('f32', 4)};
 var<workgroup> FLAGW: u32;
 ${checked ? 'var<workgroup> KEYW: atomic<u32>;\nvar<workgroup> FINW: atomic<u32>;' : ''}
 
@@ -121,33 +122,33 @@ fn fmax(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
 fn route_token(t: u32, li: u32${grouped ? ', gi: u32' : ''}) {
   ${grouped ? `let tl = min(t, ${P}.T - 1u);` : `if (t >= ${P}.T) { return; }`}
   for (var e = li; e < E4; e += WG) {
-    if (e < E) { SCORE[e] = bitcast<f32>(logit_bits(${grouped ? 'tl' : 't'}, e)); } else { SCORE[e] = ninf(); }
+    if (e < E) { ${SCORE}[e] = bitcast<f32>(logit_bits(${grouped ? 'tl' : 't'}, e)); } else { ${SCORE}[e] = ninf(); }
   }
   workgroupBarrier();
   if (SOFTMAX) {
     var m = ninf();
-    for (var e = li; e < E4; e += WG) { m = fmax(m, SCORE[e]); }
-    RED[li] = m;
+    for (var e = li; e < E4; e += WG) { m = fmax(m, ${SCORE}[e]); }
+    ${RED}[li] = m;
     workgroupBarrier();
     for (var h = WG / 2u; h > 0u; h = h / 2u) {
-      if (li < h) { RED[li] = fmax(RED[li], RED[li + h]); }
+      if (li < h) { ${RED}[li] = fmax(${RED}[li], ${RED}[li + h]); }
       workgroupBarrier();
     }
-    let mx = RED[0];
-    for (var e = li; e < E4; e += WG) { SCORE[e] = vm_exp(SCORE[e] - mx); }
+    let mx = ${RED}[0];
+    for (var e = li; e < E4; e += WG) { ${SCORE}[e] = vm_exp(${SCORE}[e] - mx); }
     workgroupBarrier();
     if (li < 4u) {
       var acc = 0.0f;
-      for (var e = li; e < E4; e += 4u) { acc = acc + SCORE[e]; }
-      LANE[li] = acc;
+      for (var e = li; e < E4; e += 4u) { acc = acc + ${SCORE}[e]; }
+      ${LANE}[li] = acc;
     }
     workgroupBarrier();
-    let s = (LANE[0] + LANE[1]) + (LANE[2] + LANE[3]);
-    for (var e = li; e < E4; e += WG) { SCORE[e] = SCORE[e] / s; }
+    let s = (${LANE}[0] + ${LANE}[1]) + (${LANE}[2] + ${LANE}[3]);
+    for (var e = li; e < E4; e += WG) { ${SCORE}[e] = ${SCORE}[e] / s; }
   } else {
-    for (var e = li; e < E4; e += WG) { SCORE[e] = vm_logistic(SCORE[e]); }
+    for (var e = li; e < E4; e += WG) { ${SCORE}[e] = vm_logistic(${SCORE}[e]); }
   }
-  ${c.bias ? `for (var e = li; e < E; e += WG) { SELS[e] = SCORE[e] + bitcast<f32>(${n.bias}[e]); }` : ''}
+  ${c.bias ? `for (var e = li; e < E; e += WG) { ${SELS}[e] = ${SCORE}[e] + bitcast<f32>(${n.bias}[e]); }` : ''}
   workgroupBarrier();
   if (G > 1u) {
     for (var g = li; g < G; g += WG) {
@@ -157,39 +158,39 @@ fn route_token(t: u32, li: u32${grouped ? ', gi: u32' : ''}) {
         let v = ${sel}[e];
         if (v > a) { b = a; a = v; } else if (v > b) { b = v; }
       }
-      GS[g] = ${c.gmode === 0 ? 'a' : 'a + b'};
+      ${GS}[g] = ${c.gmode === 0 ? 'a' : 'a + b'};
     }
     workgroupBarrier();
     for (var g = li; g < G; g += WG) {
-      let v = GS[g];
+      let v = ${GS}[g];
       var r = 0u;
-      for (var h = 0u; h < G; h++) { if (GS[h] > v || (GS[h] == v && h < g)) { r++; } }
-      GSEL[g] = select(0u, 1u, r < KG);
+      for (var h = 0u; h < G; h++) { if (${GS}[h] > v || (${GS}[h] == v && h < g)) { r++; } }
+      ${GSEL}[g] = select(0u, 1u, r < KG);
     }
     workgroupBarrier();
   }
   for (var e = li; e < E; e += WG) {
-    if (G > 1u && GSEL[e / PER] == 0u) { continue; }
+    if (G > 1u && ${GSEL}[e / PER] == 0u) { continue; }
     let v = ${sel}[e];
     var r = 0u;
     for (var j = 0u; j < E; j++) {
-      if (G > 1u && GSEL[j / PER] == 0u) { continue; }
+      if (G > 1u && ${GSEL}[j / PER] == 0u) { continue; }
       let w = ${sel}[j];
       if (w > v || (w == v && j < e)) { r++; }
     }
-    if (r < K) { TOPI[r] = e; }
+    if (r < K) { ${TOPI}[r] = e; }
   }
   workgroupBarrier();
   // Weights: the (uncorrected) scores of the chosen experts, summed in slot order.
   if (li == 0u${grouped ? ` && t < ${P}.T` : ''}) {
     var sum = 0.0f;
-    for (var q = 0u; q < K; q++) { sum = sum + SCORE[TOPI[q]]; }
+    for (var q = 0u; q < K; q++) { sum = sum + ${SCORE}[${TOPI}[q]]; }
     let den = sum + ${P}.eps;
     let o = t * K;
     for (var q = 0u; q < K; q++) {
-      var x = SCORE[TOPI[q]];
+      var x = ${SCORE}[${TOPI}[q]];
       if (RENORM) { x = select(0.0f, x / den, den > 0.0f); }
-      ${n.ids}[o + q] = i32(TOPI[q]);
+      ${n.ids}[o + q] = i32(${TOPI}[q]);
       ${n.wts}[o + q] = x * ${P}.scale;
     }
   }
