@@ -375,6 +375,56 @@ describe('gpu engine: errors outside a recorded batch', () => {
   });
 });
 
+describe('gpu engine: WebGPU errors inside a batch', () => {
+  /** Records a batch whose submit raises a validation error (a copy of 6 bytes: sizes must be multiples of 4). */
+  const badCopy = (e: GpuEngine): void => {
+    const a = e.createBuffer(16, 'test a'), b = e.createBuffer(16, 'test b');
+    e.encode('bad copy', (enc) => enc.copyBufferToBuffer(a, 0, b, 0, 6));
+  };
+  /** Records a batch that raises a validation error while it is open (a bind group of the wrong layout). */
+  const badGroup = (e: GpuEngine): void => {
+    const code = '@group(0) @binding(0) var<storage, read_write> x: array<u32>; @compute @workgroup_size(1) fn main() { x[0] = 1u; }';
+    const pipe = e.pipeline('test one binding', () => code);
+    e.computePass('bad group', () => {
+      e.device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [] });
+    });
+  };
+  const expectBatchError = async (e: GpuEngine, label: string): Promise<void> => {
+    const strm = new Stream(e);
+    const err = await strm.wait().then(() => undefined, (x: unknown) => x);
+    expect(err).toBeInstanceOf(DnnlError);
+    expect((err as DnnlError).status).toBe('runtime_error');
+    expect((err as DnnlError).message).toMatch(new RegExp(`^runtime_error: ${label}: WebGPU error: `));
+    // The stream goes on.
+    await strm.wait();
+  };
+
+  it('an error raised at submit or while the batch is open is a DnnlError at the next wait naming what the batch recorded; the stream goes on', async () => {
+    badCopy(eng);
+    await expectBatchError(eng, 'bad copy');
+    badGroup(eng);
+    await expectBatchError(eng, 'bad group');
+  });
+
+  it("the same on a caller's device, and the caller's own uncaptured-error listeners never see the engine's errors", async () => {
+    const { Engine } = await import('../src/index.js');
+    const mine = (await Engine.create({ kind: 'gpu', device: eng.device })) as GpuEngine;
+    let seen = 0;
+    const count = (): void => void seen++;
+    eng.device.addEventListener('uncapturederror', count);
+    try {
+      badCopy(mine);
+      await expectBatchError(mine, 'bad copy');
+      badGroup(mine);
+      await expectBatchError(mine, 'bad group');
+    } finally {
+      eng.device.removeEventListener('uncapturederror', count);
+      mine.release();
+    }
+    expect(seen).toBe(0);
+  });
+});
+
 describe('gpu engine: one submit per batch', () => {
   it('primitives recorded between waits reach the queue in one submit; host writes between them stay in order', async () => {
     const M = 7, K = 13, N = 9;
