@@ -209,10 +209,20 @@ export interface QuantPasses {
   readonly record: () => void;
 }
 
+/** A gemv quantizing its src: whether it stages the codes, its config and its pipeline. */
+interface QuantGemv {
+  readonly staged: boolean;
+  readonly cfg: GemvSplitKConfig;
+  readonly pipe: GPUComputePipeline;
+}
+
 export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory> {
   private readonly epilogue: string;
-  /** The gemv pipelines quantizing their src (quantSrc), by the plan they derive from, and whether they stage the codes (quantStage). */
-  private readonly quantPipes = new Map<GemvPlan, { readonly staged: boolean; readonly pipe: GPUComputePipeline }>();
+  /**
+   * The gemvs quantizing their src (quantSrc), by the plan they derive from: whether they stage the codes
+   * (quantStage), their config (whose bindings the bind groups follow) and pipeline.
+   */
+  private readonly quantGemvs = new Map<GemvPlan, QuantGemv>();
   /** Each expert's fusion (undefined: a plain float GEMM with the eltwise epilogue). */
   private readonly fusions: (GemmFusion | undefined)[];
   /** Each expert's fusion uniform (wgsl_quant.ts), `fusionStride` bytes apart, and their sizes. */
@@ -310,15 +320,15 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
    * Expert i's gemv quantizing its src (GemvSplitKConfig.quantSrc): its codes staged in workgroup memory where R
    * rows of K codes fit the device's (gpuKernelTuning.gemvQuantStage), else requantized by each lane.
    */
-  private quantPipeline(i: number, g: GemvPlan): GPUComputePipeline {
+  private quantGemv(i: number, g: GemvPlan): QuantGemv {
     const staged = gpuKernelTuning.gemvQuantStage;
-    let q = this.quantPipes.get(g);
+    let q = this.quantGemvs.get(g);
     if (q?.staged !== staged) {
       const cfg = this.quantConfig(i, g.cfg, staged);
-      q = { staged, pipe: this.eng.pipeline(gemvSplitKKey(cfg, 'main'), () => WGSL_ELTWISE_HELPERS + gemvSplitKWgsl(cfg)) };
-      this.quantPipes.set(g, q);
+      q = { staged, cfg, pipe: this.eng.pipeline(gemvSplitKKey(cfg, 'main'), () => WGSL_ELTWISE_HELPERS + gemvSplitKWgsl(cfg)) };
+      this.quantGemvs.set(g, q);
     }
-    return q.pipe;
+    return q;
   }
 
   /** Expert i's gemv config quantizing its src, staging its codes (quantStage) when `staged` and they fit. */
@@ -428,7 +438,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
         const r = runs[i];
         if (r.cap === 0) continue;
         // Experts of one capacity share their pipeline: set it once per run of them (a Dawn call each).
-        const pipe = raw ? this.quantPipeline(i, r.kernel.gemv!) : r.kernel.pipeline!;
+        const pipe = raw ? this.quantGemv(i, r.kernel.gemv!).pipe : r.kernel.pipeline!;
         if (pipe !== current) pass.setPipeline((current = pipe));
         const x = this.gridX(i, r), y = Math.min(maxY, Math.ceil(r.cap / r.tile.tm));
         for (const bg of groups.gemm[i]) {
@@ -508,7 +518,8 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
       const fargs = quant ? { ...fa, scales: { ...fa.scales, src: quant.src[i] } } : fa;
       const fusion = f ? fusionEntries(subjectOf(this.p, i), f, { buffer: this.fusionParams!, offset: i * this.fusionStride, size: this.fusionBytes[i] },
         fargs, (m) => nonEmpty(m.buffers[0])) : [];
-      const layout = (quant ? this.quantPipeline(i, r.kernel.gemv!) : r.kernel.pipeline).getBindGroupLayout(0);
+      const qg = quant ? this.quantGemv(i, r.kernel.gemv!) : undefined;
+      const layout = (qg ? qg.pipe : r.kernel.pipeline).getBindGroupLayout(0);
       const src = (quant?.src ?? a.src)[i].buffers[0], wei = a.weights[i].buffers[0], dst = a.dst[i].buffers[0];
       const g = r.kernel.gemv;
       if (g) {
@@ -519,8 +530,7 @@ export class WebgpuGroupedGemmExecutor implements GroupedGemmExecutor<GpuMemory>
           ...fusion.map((f): [number, GPUBindGroupEntry] => [f.binding, f]),
         ]);
         if (quant) all.set(GEMV_STATUS_BINDING, { binding: GEMV_STATUS_BINDING, resource: quant.status });
-        const cfg = quant ? this.quantConfig(i, g.cfg, staged) : g.cfg;
-        return [dev.createBindGroup({ label: `grouped_gemm expert ${i} (gemv)`, layout, entries: gemvBindings(cfg, 'main').map((b) => all.get(b)!) })];
+        return [dev.createBindGroup({ label: `grouped_gemm expert ${i} (gemv)`, layout, entries: gemvBindings(qg?.cfg ?? g.cfg, 'main').map((b) => all.get(b)!) })];
       }
       const entries = (slot: number, w?: ExpertRowWindow): GPUBindGroupEntry[] => [
         { binding: 0, resource: { buffer: this.params, offset: slot * PARAMS_STRIDE, size: GEMM_ROWS_PARAMS_WORDS * 4 } },
