@@ -381,8 +381,8 @@ export async function checkLayerCase(eng: Engines, c: LayerCase): Promise<string
     if (ref.nearTie[t] || ids) continue;
     if (sl(cpuR.ids).join() !== sl(ref.ids).join()) bad.push(`routing token ${t}: cpu ids [${sl(cpuR.ids)}], float64 [${sl(ref.ids)}] (logits [${Array.from(d.logits).slice(t * c.E, (t + 1) * c.E)}])`);
     if (sl(gpuR.ids).join() !== sl(cpuR.ids).join()) bad.push(`routing token ${t}: gpu ids [${sl(gpuR.ids)}], cpu [${sl(cpuR.ids)}]`);
-    const lowp = c.dataType !== 'f32' ? 0 : 1; // 16-bit logits are exact but the tolerance of weights is the same
-    for (let s = 0; s < c.k && lowp; s++) {
+    // 16-bit logits are exact values: the routing weights are f32 either way.
+    for (let s = 0; s < c.k; s++) {
       const i = t * c.k + s;
       if (sl(cpuR.ids).join() !== sl(ref.ids).join()) break;
       for (const [name, w] of [['cpu', cpuR.w], ['gpu', gpuR.w]] as const) {
@@ -399,8 +399,7 @@ export async function checkLayerCase(eng: Engines, c: LayerCase): Promise<string
   const again = await run(eng.gpu);
   if (typeof again === 'string') bad.push(`gpu second run ${again}`);
   else if (!sameBits(again.out, gpuR.out) || again.ids.join() !== gpuR.ids.join()) bad.push('gpu: a second run gave different bits');
-  if (c.T > 0) bad.push(...(await checkNaNLogit(eng, c, d)));
-  if (c.T > 0 && d.map) bad.push(...(await checkBadMap(eng, c, d)));
+  if (c.T > 0) bad.push(...(await checkBadInput(eng, c, d)));
   return bad;
 }
 
@@ -412,38 +411,36 @@ function repeatedIds(c: LayerCase): Int32Array {
   return ids;
 }
 
-/** An expert map entry outside [-1, G): a DnnlError at wait on both engines, the guarded input untouched. */
-async function checkBadMap(eng: Engines, c: LayerCase, d: LayerData): Promise<string[]> {
-  const map = Int32Array.from(d.map!);
-  map[map.findIndex((v) => v >= 0)] = c.G + 3;
+/** Bad runtime data given to `run`: a DnnlError (message matching `pattern`) at wait on both engines, the guarded input untouched. */
+async function expectRuntimeError(eng: Engines, what: string, pattern: RegExp, run: (e: AnyEngine) => Promise<unknown>): Promise<string[]> {
   const bad: string[] = [];
   for (const [name, e] of [['cpu', eng.cpu], ['gpu', eng.gpu]] as const) {
     try {
-      await runLayerCase(e, c, d, d.logits, undefined, map);
-      bad.push(`${name}: an expert map entry ${c.G + 3} >= G ran without an error`);
+      await run(e);
+      bad.push(`${name}: ${what} ran without an error`);
     } catch (err) {
-      if (!(err instanceof DnnlError)) bad.push(`${name}: a bad map entry threw ${String(err)}`);
+      if (!(err instanceof DnnlError) || !pattern.test(err.message)) bad.push(`${name}: ${what} threw ${String(err)}`);
       const x = err as { w13Before?: Float64Array; w13After?: Float64Array };
-      if (x.w13Before && x.w13After && x.w13Before.some((v, i) => !Object.is(v, x.w13After![i]))) bad.push(`${name}: a bad map entry changed the weights`);
+      if (x.w13Before && x.w13After && x.w13Before.some((v, i) => !Object.is(v, x.w13After![i]))) bad.push(`${name}: ${what} changed the weights`);
     }
   }
   return bad;
 }
 
-/** A NaN logit: a DnnlError at wait on both engines, the weights untouched. */
-async function checkNaNLogit(eng: Engines, c: LayerCase, d: LayerData): Promise<string[]> {
+/** A NaN logit, a non-finite correction bias, an expert map entry outside [-1, G): errors at wait. */
+async function checkBadInput(eng: Engines, c: LayerCase, d: LayerData): Promise<string[]> {
   const logits = Float64Array.from(d.logits);
   logits[Math.floor(c.T / 2) * c.E + (c.E - 1)] = Number.NaN;
-  const bad: string[] = [];
-  for (const [name, e] of [['cpu', eng.cpu], ['gpu', eng.gpu]] as const) {
-    try {
-      await runLayerCase(e, c, d, logits);
-      bad.push(`${name}: a NaN logit ran without an error`);
-    } catch (err) {
-      if (!(err instanceof DnnlError) || !/NaN/.test(err.message)) bad.push(`${name}: a NaN logit threw ${String(err)}`);
-      const x = err as { w13Before?: Float64Array; w13After?: Float64Array };
-      if (x.w13Before && x.w13After && x.w13Before.some((v, i) => !Object.is(v, x.w13After![i]))) bad.push(`${name}: a NaN logit changed the weights`);
-    }
+  const bad = await expectRuntimeError(eng, 'a NaN logit', /NaN/, (e) => runLayerCase(e, c, d, logits));
+  if (d.cbias) {
+    const cbias = Float64Array.from(d.cbias);
+    cbias[c.E - 1] = Number.POSITIVE_INFINITY;
+    bad.push(...(await expectRuntimeError(eng, 'an infinite correction bias', /correction_bias/i, (e) => runLayerCase(e, c, { ...d, cbias }))));
+  }
+  if (d.map) {
+    const map = Int32Array.from(d.map);
+    map[map.findIndex((v) => v >= 0)] = c.G + 3;
+    bad.push(...(await expectRuntimeError(eng, `an expert map entry ${c.G + 3} >= G`, /expert_map/i, (e) => runLayerCase(e, c, d, d.logits, undefined, map))));
   }
   return bad;
 }
@@ -517,8 +514,8 @@ export function genDispatchCase(rng: Rng): DispatchCase {
   const G = rng() < 0.6 ? E : int(rng, 1, E);
   const batched = rng() < 0.3;
   return {
-    o: { T, E, k, G, K: int(rng, 1, 40), block: batched ? 1 : pick(rng, [1, 1, 2, 4, 16]), batched, cap: batched ? T : 0, hidden: rng() < 0.7, hdt: pick(rng, ['f32', 'f32', 'bf16', 'f16'] as const) },
-    repeats: !batched && rng() < 0.3, badId: rng() < 0.15, dataSeed: Math.floor(rng() * 2 ** 31),
+    o: { T, E, k, G, K: int(rng, 1, 40), block: batched ? 1 : pick(rng, [1, 1, 2, 4, 16]), batched, cap: batched ? (rng() < 0.3 ? int(rng, 1, Math.max(1, T)) : T) : 0, hidden: rng() < 0.7, hdt: pick(rng, ['f32', 'f32', 'bf16', 'f16'] as const) },
+    repeats: rng() < 0.3, badId: rng() < 0.15, dataSeed: Math.floor(rng() * 2 ** 31),
   };
 }
 
@@ -584,7 +581,11 @@ export async function checkDispatchCase(eng: Engines, c: DispatchCase): Promise<
     }
   }
   if (bad.length) return bad;
-  const expectError = c.badId && T > 0;
+  // Bad runtime data: an id outside [0, E), a repeat in the batched format, a batched expert over its capacity.
+  const perExpert = new Map<number, number>();
+  for (const e of ids) if (e >= 0 && e < E && (!map || map[e] >= 0)) perExpert.set(e, (perExpert.get(e) ?? 0) + 1);
+  const overCap = c.o.batched && [...perExpert.values()].some((n) => n > Math.max(1, c.o.cap));
+  const expectError = T > 0 && (c.badId || (c.o.batched && c.repeats && k > 1) || overCap);
   for (const [name, r] of Object.entries(runs)) {
     if (expectError !== !!r.error) bad.push(`dispatch ${name}: ${expectError ? 'bad id without an error' : 'error on good ids'}`);
     if (expectError) {
