@@ -93,6 +93,18 @@ describe('reference and comparison', () => {
     expect([...out]).toEqual([5, 2 * 9 + 5]);
   });
 
+  it('a post-op result beyond f32 range is Infinity for the later post-ops (the library computes in f32)', () => {
+    const out = referenceMatmul({
+      shape: { kind: 'dense', src: [1, 2], wei: [2, 2], dst: [1, 2], M: 1, K: 2, N: 2 },
+      src: Float64Array.from([45, 1]), wei: Float64Array.from([2, 1, 0, -1]),
+      quant: { src: {}, wei: {}, dst: {} },
+      // e^90 overflows f32; e^44 / 4 does not
+      postOps: [{ kind: 'eltwise', alg: 'exp', alpha: 0, beta: 0 }, { kind: 'eltwise', alg: 'linear', alpha: 0.25, beta: 0.5 }],
+    });
+    expect(out[0]).toBe(Infinity);
+    expect(out[1]).toBeCloseTo(0.25 * Math.exp(44) + 0.5, -10);
+  });
+
   it('erf to ~1e-15', () => {
     expect(erf64(0)).toBe(0);
     expect(erf64(0.5)).toBeCloseTo(0.5204998778130465, 15);
@@ -127,6 +139,9 @@ describe('reference and comparison', () => {
     expect(eltwise64('elu', -1, 0.5, 0)).toBeCloseTo(0.5 * (Math.exp(-1) - 1), 15);
     expect(eltwise64('soft_relu', 1, 2, 0)).toBeCloseTo(Math.log(1 + Math.exp(2)) / 2, 15);
     expect(eltwise64('soft_relu', 100, 1, 0)).toBe(100);
+    // log1p: e^-40 is lost in 1 + e^-40 (float64), not in the library's f32 softplus
+    expect(eltwise64('soft_relu', -80, 0.5, 0)).toBeCloseTo(2 * Math.exp(-40), 30);
+    expect(eltwise64('mish', -40, 0, 0) / (-40 * Math.exp(-40))).toBeCloseTo(1, 12);
     expect(eltwise64('pow', -2, 0.5, 3)).toBe(-4);
     expect(eltwise64('hardswish', 1, 0.25, 0.5)).toBe(0.75);
     expect(eltwise64('hardsigmoid', -4, 0.25, 0.5)).toBe(0);

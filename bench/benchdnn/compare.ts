@@ -8,13 +8,14 @@
  * a reference beyond the type's range expects +-Infinity (IEEE overflow, as the library's f32 math).
  */
 import type { DataType } from '../../src/index.js';
+import { F32_OVERFLOW } from './reference.js';
 
 /** Mantissa bits of the floating-point dst types. */
 const MANTISSA: Partial<Record<DataType, number>> = { f32: 23, bf16: 7, f16: 10, f8_e4m3: 3, f8_e5m2: 2, f4_e2m1: 1 };
 const INT_RANGE: Partial<Record<DataType, readonly [number, number]>> = { s8: [-128, 127], u8: [0, 255], s32: [-2147483648, 2147483647] };
 const FP_MAX: Partial<Record<DataType, number>> = { f8_e4m3: 448, f8_e5m2: 57344, f4_e2m1: 6 };
 /** IEEE dst types overflow to infinity: past these magnitudes (max finite + half an ulp) RNE gives +-Inf. */
-const OVERFLOW: Partial<Record<DataType, number>> = { f32: 2 ** 128 * (1 - 2 ** -25), bf16: 2 ** 128 * (1 - 2 ** -9), f16: 65520 };
+const OVERFLOW: Partial<Record<DataType, number>> = { f32: F32_OVERFLOW, bf16: 2 ** 128 * (1 - 2 ** -9), f16: 65520 };
 
 /** The error of an f32 result that went through a transcendental post-op (exp, tanh, erf, ...). */
 const F32_ERROR = 2 ** -20;
