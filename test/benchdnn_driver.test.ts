@@ -51,6 +51,12 @@ describe('a wrong library result fails', () => {
     expect(lines[1]).toMatch(/^ {2}worst error at dst\[37\]: exp:/);
   });
 
+  it('sqrt is not correctly rounded on the gpu engine (WGSL: 1 / inverseSqrt): f32 dst after it allows 2^-20, not 2^-23', async () => {
+    const off = (d: Float64Array): void => d.forEach((v, i) => { d[i] = v + 2 ** -22 * Math.max(Math.abs(v), 1); });
+    expect((await run(['--ctx-exe=1', '--matmul', '--attr-post-ops=abs+sqrt', '4x8:8x4'], off)).summary).toMatchObject({ tests: 1, passed: 1 });
+    expect((await run(['--ctx-exe=1', '--matmul', '--attr-post-ops=abs', '4x8:8x4'], off)).summary).toMatchObject({ tests: 1, failed: 1 });
+  });
+
   it('rows of one group swapped with another (a routing bug) fail', async () => {
     const { summary } = await run(problem, (d) => {
       const N = 24;

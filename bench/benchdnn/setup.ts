@@ -70,9 +70,10 @@ const ELTWISE: readonly string[] = [
 /**
  * Post-ops whose f32 result is not the correctly rounded one: approximations of exp / log / tanh / erf, or
  * several roundings (pow by repeated multiplication; hardswish / hardsigmoid with an alpha such as 0.166667
- * that f32 does not hold exactly). Their f32 dst gets 2^-20 (compare.ts).
+ * that f32 does not hold exactly; sqrt, which WGSL computes as 1 / inverseSqrt, not correctly rounded). Their
+ * f32 dst gets 2^-20 (compare.ts).
  */
-const TRANSCENDENTAL: readonly string[] = ['gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'exp', 'elu', 'soft_relu', 'log', 'pow', 'mish', 'hardswish', 'hardsigmoid'];
+const TRANSCENDENTAL: readonly string[] = ['gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'exp', 'elu', 'soft_relu', 'log', 'pow', 'mish', 'hardswish', 'hardsigmoid', 'sqrt'];
 /** benchdnn's `_dst` algorithms (`*_use_dst_for_bwd`) have the same forward as the plain ones. */
 const forwardAlg = (alg: string): string => (alg.endsWith('_dst') ? alg.slice(0, -'_dst'.length) : alg);
 
