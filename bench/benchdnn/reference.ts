@@ -48,6 +48,8 @@ export interface RefInputs {
   readonly postOps: readonly RefPostOp[];
   /** dst before execution (read by a sum post-op). */
   readonly dstBefore?: Float64Array;
+  /** Post-op results beyond f32's range stay finite (the cpu's reference impl: float64 math, f32 stores). */
+  readonly wideIntermediates?: boolean;
 }
 
 /** erf to ~1e-16: Maclaurin series below 2.5, Lentz's continued fraction for erfc above. */
@@ -82,7 +84,8 @@ export function eltwise64(alg: string, x: number, alpha: number, beta: number): 
   switch (alg) {
     case 'relu': return x > 0 ? x : alpha * x;
     case 'gelu_erf': return 0.5 * x * (1 + erf64(x / Math.SQRT2));
-    case 'gelu_tanh': return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * x * (1 + 0.044715 * x * x)));
+    // 0.5 (1 + tanh z) as 1 / (1 + e^-2z): 1 + tanh z is 0 in float64 below z = -19, the result is not
+    case 'gelu_tanh': return x / (1 + Math.exp(-2 * Math.sqrt(2 / Math.PI) * x * (1 + 0.044715 * x * x)));
     case 'swish': return x / (1 + Math.exp(-alpha * x));
     case 'logistic': return 1 / (1 + Math.exp(-x));
     case 'tanh': return Math.tanh(x);
@@ -150,7 +153,7 @@ function epilogue(inp: RefInputs, acc: number, g: number, dstCoords: readonly nu
       const y = op.values[broadcastIndex(op.dims, op.byGroup ? groupCoords : dstCoords)];
       x = op.alg === 'mul' ? x * y : x + y;
     }
-    x = f32Overflow(x);
+    if (!inp.wideIntermediates) x = f32Overflow(x);
   }
   return x / quantAt(inp.quant.dst.scales, dstCoords, g, 1) + quantAt(inp.quant.dst.zeroPoints, dstCoords, g, 0);
 }
