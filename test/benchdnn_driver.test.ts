@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { runDriver } from '../bench/benchdnn/driver.js';
 import { compare, tolerance } from '../bench/benchdnn/compare.js';
-import { eltwise64, erf64, referenceMatmul } from '../bench/benchdnn/reference.js';
+import { eltwise64, erf64, referenceMatmul, type RefInputs } from '../bench/benchdnn/reference.js';
 
 const INPUTS = 'bench/benchdnn/inputs';
 
@@ -51,6 +51,12 @@ describe('a wrong library result fails', () => {
     expect(lines[1]).toMatch(/^ {2}worst error at dst\[37\]: exp:/);
   });
 
+  it('sqrt is not correctly rounded on the gpu engine (WGSL: 1 / inverseSqrt): f32 dst after it allows 2^-20, not 2^-23', async () => {
+    const off = (d: Float64Array): void => d.forEach((v, i) => { d[i] = v + 2 ** -22 * Math.max(Math.abs(v), 1); });
+    expect((await run(['--ctx-exe=1', '--matmul', '--attr-post-ops=abs+sqrt', '4x8:8x4'], off)).summary).toMatchObject({ tests: 1, passed: 1 });
+    expect((await run(['--ctx-exe=1', '--matmul', '--attr-post-ops=abs', '4x8:8x4'], off)).summary).toMatchObject({ tests: 1, failed: 1 });
+  });
+
   it('rows of one group swapped with another (a routing bug) fail', async () => {
     const { summary } = await run(problem, (d) => {
       const N = 24;
@@ -93,6 +99,25 @@ describe('reference and comparison', () => {
     expect([...out]).toEqual([5, 2 * 9 + 5]);
   });
 
+  it('a post-op result beyond f32 range is Infinity for the later post-ops (the library computes in f32)', () => {
+    const inputs: RefInputs = {
+      shape: { kind: 'dense', src: [1, 2], wei: [2, 2], dst: [1, 2], M: 1, K: 2, N: 2 },
+      src: Float64Array.from([45, 1]), wei: Float64Array.from([2, 1, 0, -1]),
+      quant: { src: {}, wei: {}, dst: {} },
+      // e^90 overflows f32; e^44 / 4 does not
+      postOps: [{ kind: 'eltwise', alg: 'exp', alpha: 0, beta: 0 }, { kind: 'eltwise', alg: 'linear', alpha: 0.25, beta: 0.5 }],
+    };
+    const out = referenceMatmul(inputs);
+    expect(out[0]).toBe(Infinity);
+    expect(out[1]).toBeCloseTo(0.25 * Math.exp(44) + 0.5, -10);
+    // the cpu's reference impl keeps float64 between post-ops: its finite result is accepted too
+    const wide = referenceMatmul({ ...inputs, wideIntermediates: true });
+    expect(wide[0]).toBeCloseTo(0.25 * Math.exp(90) + 0.5, -30);
+    expect(compare([Infinity, out[1]], out, 'f32', true, wide).errors).toBe(0);
+    expect(compare([wide[0], out[1]], out, 'f32', true, wide).errors).toBe(0);
+    expect(compare([1e38, out[1]], out, 'f32', true, wide).errors).toBe(1);
+  });
+
   it('erf to ~1e-15', () => {
     expect(erf64(0)).toBe(0);
     expect(erf64(0.5)).toBeCloseTo(0.5204998778130465, 15);
@@ -110,6 +135,13 @@ describe('reference and comparison', () => {
     expect(compare([1000.3 + 1e-3, -3, 0], ref, 'f32', false).errors).toBe(1);
     expect(compare([127, -128, 3], [300, -1000, 2.6], 's8', false).errors).toBe(0);
     expect(compare([127, -128, 2], [300, -1000, 2.6], 's8', false).errors).toBe(1);
+    // integer dst after a transcendental post-op: its f32 result may round a reference just below a half up
+    expect(compare([18], [17.49999912142878], 's32', false).errors).toBe(1);
+    expect(compare([18, 17], [17.49999912142878, 17.49999912142878], 's32', true).errors).toBe(0);
+    expect(compare([18], [17.4999], 's32', true).errors).toBe(1);
+    // a NaN (log / sqrt of a negative sum) converts to 0 in an integer dst, as the library's conversion does
+    expect(compare([0, 0, -128], [NaN, 0.2, -Infinity], 's8', true).errors).toBe(0);
+    expect(compare([1], [NaN], 'u8', true).errors).toBe(1);
     expect(compare([448, Infinity], [1e6, 1e300], 'f8_e4m3', false).errors).toBe(1);
     expect(compare([Infinity, -Infinity, NaN], [1e40, -1e300, 1], 'f32', false).errors).toBe(1);
     expect(compare([65504], [70000], 'f16', false).errors).toBe(1);
@@ -123,6 +155,11 @@ describe('reference and comparison', () => {
     expect(eltwise64('elu', -1, 0.5, 0)).toBeCloseTo(0.5 * (Math.exp(-1) - 1), 15);
     expect(eltwise64('soft_relu', 1, 2, 0)).toBeCloseTo(Math.log(1 + Math.exp(2)) / 2, 15);
     expect(eltwise64('soft_relu', 100, 1, 0)).toBe(100);
+    // log1p: e^-40 is lost in 1 + e^-40 (float64), not in the library's f32 softplus
+    expect(eltwise64('soft_relu', -80, 0.5, 0)).toBeCloseTo(2 * Math.exp(-40), 30);
+    expect(eltwise64('mish', -40, 0, 0) / (-40 * Math.exp(-40))).toBeCloseTo(1, 12);
+    expect(eltwise64('gelu_tanh', 1, 0, 0)).toBeCloseTo(0.5 * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * 1.044715)), 15);
+    expect(eltwise64('gelu_tanh', -12, 0, 0)).toBeLessThan(0); // not 0: the negative tail keeps its sign
     expect(eltwise64('pow', -2, 0.5, 3)).toBe(-4);
     expect(eltwise64('hardswish', 1, 0.25, 0.5)).toBe(0.75);
     expect(eltwise64('hardsigmoid', -4, 0.25, 0.5)).toBe(0);

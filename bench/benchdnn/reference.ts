@@ -48,6 +48,8 @@ export interface RefInputs {
   readonly postOps: readonly RefPostOp[];
   /** dst before execution (read by a sum post-op). */
   readonly dstBefore?: Float64Array;
+  /** Post-op results beyond f32's range stay finite (the cpu's reference impl: float64 math, f32 stores). */
+  readonly wideIntermediates?: boolean;
 }
 
 /** erf to ~1e-16: Maclaurin series below 2.5, Lentz's continued fraction for erfc above. */
@@ -82,7 +84,8 @@ export function eltwise64(alg: string, x: number, alpha: number, beta: number): 
   switch (alg) {
     case 'relu': return x > 0 ? x : alpha * x;
     case 'gelu_erf': return 0.5 * x * (1 + erf64(x / Math.SQRT2));
-    case 'gelu_tanh': return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * x * (1 + 0.044715 * x * x)));
+    // 0.5 (1 + tanh z) as 1 / (1 + e^-2z): 1 + tanh z is 0 in float64 below z = -19, the result is not
+    case 'gelu_tanh': return x / (1 + Math.exp(-2 * Math.sqrt(2 / Math.PI) * x * (1 + 0.044715 * x * x)));
     case 'swish': return x / (1 + Math.exp(-alpha * x));
     case 'logistic': return 1 / (1 + Math.exp(-x));
     case 'tanh': return Math.tanh(x);
@@ -93,12 +96,13 @@ export function eltwise64(alg: string, x: number, alpha: number, beta: number): 
     case 'exp': return Math.exp(x);
     case 'elu': return x > 0 ? x : alpha * (Math.exp(x) - 1);
     case 'sqrt': return Math.sqrt(x);
-    case 'soft_relu': return (alpha * x > 40 ? alpha * x : Math.log(1 + Math.exp(alpha * x))) / alpha;
+    // log1p: log(1 + e^z) is 0 in float64 for z < -37, the exact value (e^z) is a normal f32 down to -87
+    case 'soft_relu': return (alpha * x > 40 ? alpha * x : Math.log1p(Math.exp(alpha * x))) / alpha;
     case 'log': return Math.log(x);
     case 'clip_v2': return x >= beta ? beta : x <= alpha ? alpha : x;
     case 'pow': return alpha * x ** beta;
     case 'round': return roundHalfEven64(x);
-    case 'mish': return x * Math.tanh(x > 40 ? x : Math.log(1 + Math.exp(x)));
+    case 'mish': return x * Math.tanh(x > 40 ? x : Math.log1p(Math.exp(x)));
     case 'hardswish': return x * Math.min(1, Math.max(0, alpha * x + beta));
     case 'hardsigmoid': return Math.min(1, Math.max(0, alpha * x + beta));
     default: throw new Error(`reference: eltwise ${alg} has no reference`);
@@ -129,6 +133,15 @@ function deq(v: number, q: RefArgQuant, coords: readonly number[], g: number): n
   return (v - quantAt(q.zeroPoints, coords, g, 0)) * quantAt(q.scales, coords, g, 1);
 }
 
+/** Past this magnitude an f32 result rounds to +-Infinity (max finite + half an ulp). */
+export const F32_OVERFLOW = 2 ** 128 * (1 - 2 ** -25);
+
+/**
+ * The library computes post-ops in f32: a result beyond f32's range is +-Infinity there, and stays
+ * infinite through the later post-ops (exp of 90 then `linear:0.25` is Inf, not 3.06e38).
+ */
+const f32Overflow = (x: number): number => (Math.abs(x) >= F32_OVERFLOW ? (x > 0 ? Infinity : -Infinity) : x);
+
 /** bias, post-ops, dst scale / zero point for one output element. */
 function epilogue(inp: RefInputs, acc: number, g: number, dstCoords: readonly number[], biasCoords: readonly number[], groupCoords: readonly number[], dstIndex: number): number {
   let x = acc;
@@ -140,6 +153,7 @@ function epilogue(inp: RefInputs, acc: number, g: number, dstCoords: readonly nu
       const y = op.values[broadcastIndex(op.dims, op.byGroup ? groupCoords : dstCoords)];
       x = op.alg === 'mul' ? x * y : x + y;
     }
+    if (!inp.wideIntermediates) x = f32Overflow(x);
   }
   return x / quantAt(inp.quant.dst.scales, dstCoords, g, 1) + quantAt(inp.quant.dst.zeroPoints, dstCoords, g, 0);
 }

@@ -13,7 +13,8 @@
  *   leading 1s; mask 0 of a grouped src / dst is one value per group (a `common` value repeated).
  * - `--attr-post-ops`: eltwise -> `appendEltwise`, sum -> `appendSum`, mul / add -> `appendBinary`
  *   with src1 [G, 1] (mask 0: per group), [M, 1] (mask 1: per row), [G, N] (mask 2: per column, the
- *   row repeated per group), [M, N] (mask 3; grouped with the `grouped` tag).
+ *   row repeated per group), [M, N] (mask 3; grouped with the `grouped` tag); the per-group shapes are
+ *   [G, 1, 1|N] when total_M = G (the library reads a 2D [G, ...] src1 as per row then).
  * - `--attr-fpmath`: groupdnn has no fpmath attribute; it always computes in f32, which every fpmath
  *   mode allows, so the knob is accepted and changes nothing.
  */
@@ -70,9 +71,10 @@ const ELTWISE: readonly string[] = [
 /**
  * Post-ops whose f32 result is not the correctly rounded one: approximations of exp / log / tanh / erf, or
  * several roundings (pow by repeated multiplication; hardswish / hardsigmoid with an alpha such as 0.166667
- * that f32 does not hold exactly). Their f32 dst gets 2^-20 (compare.ts).
+ * that f32 does not hold exactly; sqrt, which WGSL computes as 1 / inverseSqrt, not correctly rounded). Their
+ * f32 dst gets 2^-20 (compare.ts).
  */
-const TRANSCENDENTAL: readonly string[] = ['gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'exp', 'elu', 'soft_relu', 'log', 'pow', 'mish', 'hardswish', 'hardsigmoid'];
+const TRANSCENDENTAL: readonly string[] = ['gelu_erf', 'gelu_tanh', 'swish', 'logistic', 'tanh', 'exp', 'elu', 'soft_relu', 'log', 'pow', 'mish', 'hardswish', 'hardsigmoid', 'sqrt'];
 /** benchdnn's `_dst` algorithms (`*_use_dst_for_bwd`) have the same forward as the plain ones. */
 const forwardAlg = (alg: string): string => (alg.endsWith('_dst') ? alg.slice(0, -'_dst'.length) : alg);
 
@@ -166,8 +168,14 @@ function binaryPlan(op: Extract<Problem['postOps']['ops'][number], { kind: 'bina
       const md = memory.desc.grouped([M, N], dataType, G, [RUNTIME_DIM_VAL, N]);
       return { position, alg, md, dims: [M, N], byGroup: false, replicated: false };
     }
+    const tag2 = op.tag === 'any' ? 'ab' : op.tag;
+    // When total_M = G a 2D [G, 1|N] src1 is per row to the library (rfcs/0002 section 4): per group is
+    // then [G, 1, 1|N] (the extent-1 dim b outermost keeps the 2D tag's strides).
+    const md = (dims: number[], byGroup: boolean): MemoryDesc => (byGroup && M === G
+      ? memory.desc([dims[0], 1, dims[1]], dataType, `b${tag2.replace('b', 'c')}`)
+      : memory.desc(dims, dataType, tag2));
     const pick = (dims: number[], byGroup: boolean, replicated = false): BinaryPlan =>
-      ({ position, alg, md: memory.desc(dims, dataType, op.tag === 'any' ? 'ab' : op.tag), dims, byGroup, replicated });
+      ({ position, alg, md: md(dims, byGroup), dims, byGroup, replicated });
     if (mask === 0) return pick([G, 1], true);
     if (mask === 1) return pick([M, 1], false);
     if (mask === 2) return pick([G, N], true, true);

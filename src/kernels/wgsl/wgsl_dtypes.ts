@@ -95,12 +95,12 @@ fn dec_e2m1(c: u32) -> f32 {
   let a = select(ldexp(1.0 + f32(m) * 0.5, i32(e) - 1), f32(m) * 0.5, e == 0u);
   return select(a, -a, (c & 8u) != 0u);
 }
-fn sat_s8(x: f32) -> u32 { return bitcast<u32>(i32(clamp(round(x), -128.0, 127.0))) & 0xffu; }
-fn sat_u8(x: f32) -> u32 { return u32(clamp(round(x), 0.0, 255.0)); }
+fn sat_nan0(x: f32) -> f32 { return select(x, 0.0, (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u); }
+fn sat_s8(x: f32) -> u32 { return bitcast<u32>(i32(clamp(round(sat_nan0(x)), -128.0, 127.0))) & 0xffu; }
+fn sat_u8(x: f32) -> u32 { return u32(clamp(round(sat_nan0(x)), 0.0, 255.0)); }
 fn sat_s32(x: f32) -> i32 {
-  let r = round(x);
+  let r = round(sat_nan0(x));
   if (r >= 2147483648.0) { return 2147483647; }
-  if (r != r) { return 0; }
   return i32(max(r, -2147483648.0));
 }
 `;

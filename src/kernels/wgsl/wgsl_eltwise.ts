@@ -1,5 +1,6 @@
 import type { EltwiseAlg } from '../../attr/eltwise.js';
 import type { PostOp } from '../../attr/post_ops.js';
+import { WGSL_VMATH } from './wgsl_vmath.js';
 
 /** An f32 literal that WGSL parses back to the same value. */
 export function f32Literal(x: number): string {
@@ -27,8 +28,12 @@ export function f32Literal(x: number): string {
  *   number) and a compiler folds a literal `0.0 * x` to 0, so the tests are integer ones on the bits:
  *   `gd_keep_nan` returns a NaN argument as the result, `gd_zmul` is `0 * x` with its NaN for an
  *   infinite x, `gd_clamp01` keeps a NaN. Subnormal results may flush to 0 (GPUs do; WGSL allows it).
+ * - the exp post-op is the cpu's v_exp (WGSL_VMATH's vm_exp, a few ulp everywhere): WGSL's exp is
+ *   3 + 2|x| ulp, 3.4e-6 relative at x = 77, where the result is large and that error is the dst's.
+ *   The helpers below keep the builtin where its result is damped (a logistic, an erfc tail, e^x - 1
+ *   below 0, mish's ratio).
  */
-export const WGSL_ELTWISE_HELPERS = /* wgsl */ `
+export const WGSL_ELTWISE_HELPERS = /* wgsl */ `${WGSL_VMATH}
 fn gd_nan(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) | 0x7fc00000u); }
 fn gd_inf(x: f32) -> f32 { return bitcast<f32>((bitcast<u32>(x) & 0x80000000u) | 0x7f800000u); }
 fn gd_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -195,7 +200,7 @@ function eltwiseOfNumber(alg: EltwiseAlg, x: string, alpha: number, beta: number
     case 'eltwise_clip': case 'eltwise_clip_v2': return `min(${b}, max(${a}, ${x}))`;
     case 'eltwise_abs': return `abs(${x})`;
     case 'eltwise_square': return `${x} * ${x}`;
-    case 'eltwise_exp': return `exp(${x})`;
+    case 'eltwise_exp': return `vm_exp(${x})`;
     case 'eltwise_elu': return `select(${timesAlpha(alpha, `gd_expm1(min(${x}, 0.0))`)}, ${x}, ${x} > 0.0)`;
     case 'eltwise_sqrt': return `gd_sqrt(${x})`;
     case 'eltwise_soft_relu': return alpha === 1 ? `gd_softplus(${x})` : `gd_softplus(${timesAlpha(alpha, x)}) / ${a}`;
