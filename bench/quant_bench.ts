@@ -55,6 +55,8 @@ interface Variant {
   readonly dynamic?: boolean;
   /** Runs with the kernels' set_dq_quad(0): the former 3x8 integer decode kernels, for an in-process A/B (issue 19). */
   readonly former?: boolean;
+  /** Runs with the kernels' set_dq_quad(1): the SIMD128 int16 decode kernels even where relaxed SIMD's i16x8 dot runs (in-process A/B). */
+  readonly quadOnly?: boolean;
   /** attr accumulation_mode relaxed (rfcs/0007): the reordered decode kernels on the same packed weights. */
   readonly relaxed?: boolean;
   /** bf16 / f16 weights reordered into an explicit `f32:p8` descriptor: what tag.any gave before `x16:p8` (in-process A/B). */
@@ -100,6 +102,9 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'w8:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s8, dynamic: true, former: true },
   { name: 'w4:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true, former: true },
   { name: 'w4k32:dq-3x8', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true, former: true },
+  // The same on the SIMD128 int16 1-row kernel where relaxed SIMD's i16x8 dot (s8_dq_1x16w4r) would run (set_dq_quad(1); the same bits).
+  { name: 'w4:dq-quad', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true, quadOnly: true },
+  { name: 'w4k32:dq-quad', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true, quadOnly: true },
   // issue 19: the exact formats with accumulation_mode relaxed (f32_gemm_1x16r decode tiles; the same packed weights).
   { name: 'w8:relaxed', int8: false, scales: true, fused: false, wei: dt.s8, relaxed: true },
   { name: 'w4:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, relaxed: true },
@@ -249,10 +254,10 @@ export function prepare(eng: Engine, strm: Stream, w: Workload, v: Variant, form
   return {
     impl: pd.implInfo,
     run: async () => {
-      if (v.former) eng.kernels?.set_dq_quad(0);
+      if (v.former || v.quadOnly) eng.kernels?.set_dq_quad(v.former ? 0 : 1);
       prim.execute(strm, args);
       await strm.wait();
-      if (v.former) eng.kernels?.set_dq_quad(1);
+      if (v.former || v.quadOnly) eng.kernels?.set_dq_quad(2);
     },
     error: () => {
       if (!host.src || !host.wei || !host.sc) return undefined;

@@ -103,7 +103,7 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
         for (const proposal of ['P1', 'P2'] as const) {
           const c: Case = { ...shape, K: blk ? Math.ceil(shape.K / blk) * blk : shape.K, scheme, proposal, bias: proposal === 'P2' };
           const o = await run(eng, strm, c, 11 + blk);
-          expect(o.impl).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8-wf4-dq8(\+rdot)?$/);
+          expect(o.impl).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8-wf4-dq8(\+rd16)?(\+rdot)?$/);
           // the relaxed dot runs fp4 too: only when asked for, and where relaxed SIMD is native (Node 22+)
           expect(o.impl.endsWith('+rdot')).toBe(name.startsWith('relaxed+dot') && Number(process.versions.node.split('.')[0]) >= 22);
           if (scheme !== 'none') expect(o.wmd).toContain('+q');

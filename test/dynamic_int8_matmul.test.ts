@@ -41,11 +41,13 @@ describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuanti
             // K-blocks need K a multiple of the block: K = 99 and 130 become 128 and 160 there.
             const c: Case = { ...shape, K: blk ? Math.ceil(shape.K / blk) * blk + (shape.K % blk ? blk : 0) : shape.K, wdt, blk, proposal, bias: blk !== 0 };
             const o = await run(eng, strm, c, 7 + blk);
-            expect(o.impl).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8-w[84]-dq8(\+rdot)?$/);
+            expect(o.impl).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8-w[84]-dq8(\+rd16)?(\+rdot)?$/);
             // the relaxed dot: only when asked for (relaxedDot), never in the SIMD128 build nor on Node 20
             // (relaxed SIMD behind a flag computes it wrong)
             const native = Number(process.versions.node.split('.')[0]) >= 22;
             expect(o.impl.endsWith('+rdot')).toBe(name.startsWith('relaxed+dot') && native && (wdt === dt.s4 || wdt === dt.u4));
+            // relaxed SIMD's i16x8 dot (1-2 row tiles of s4 / u4 codes): on every relaxed engine where relaxed SIMD is native
+            expect(o.impl.includes('+rd16')).toBe(name.startsWith('relaxed') && native && (wdt === dt.s4 || wdt === dt.u4));
             expect(o.wmd).toContain('+q');
             expectF32Bits(o.got, o.want, `${name} ${proposal}`);
           }

@@ -202,7 +202,7 @@ async function runP3(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, 
 async function compare(eng: Engine, strm: Stream, ex: readonly Ex[], wt: Weights, seed: number, what: string, ref: readonly [Engine, Stream] = [eng, strm]): Promise<{ out: Float32Array[]; impl: string }> {
   const d = makeData(ex, wt, seed);
   const p3 = await runP3(eng, strm, ex, wt, d);
-  expect(p3.impl, what).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8(-wf?[84])?-dq8(\+rdot)?$/);
+  expect(p3.impl, what).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8(-wf?[84])?-dq8(\+rd16)?(\+rdot)?$/);
   const uniform = ex.every((e) => e.K === ex[0].K && e.N === ex[0].N);
   const p1 = uniform ? await runP1(ref[0], ref[1], ex, wt, d)
     : (await Promise.all(ex.map(async (e, g) => (await runP1(ref[0], ref[1], [e], wt, { x: [d.x[g]], w: [d.w[g]], s: [d.s[g]] }))[0])));

@@ -21,11 +21,13 @@ export interface KernelExports {
   check_scratch_bytes(job: number): number;
   /** Tests: encode n floats to a dst job DT (RNE, saturating). */
   check_encode(dt: number, src: number, dst: number, n: number): void;
-  /** Whether the integer kernels may use i32x4.relaxed_dot_i8x16_i7x16_add_s (1: relaxed SIMD is native, then probed; 0: never). */
+  /** Which relaxed dots the integer kernels may use where they probe exact: bit 0 i32x4.relaxed_dot_i8x16_i7x16_add_s, bit 1 i16x8.relaxed_dot_i8x16_i7x16_s (the engine sets them only where relaxed SIMD is native). */
   set_relaxed_dot(allowed: number): void;
   /** 1 when the relaxed build uses the relaxed dot (native relaxed SIMD and the kernel's probe exact), else 0. */
   relaxed_dot_ok(): number;
-  /** Bench A/B: 0 runs the 1-2 row x4 integer decode tiles on the former 3x8 kernels (the same bits), 1 (default) on s16_dq_1x16w4 / 2x8w4. */
+  /** 1 when the 1-2 row x4 `:dq` tiles run on relaxed SIMD's i16x8 dot (native relaxed SIMD and its probe exact), else 0. */
+  relaxed_dot16_ok(): number;
+  /** Bench A/B: 0 runs the 1-2 row x4 integer decode tiles on the former 3x8 kernels (the same bits), 1 on s16_dq_1x16w4 / 2x8w4, 2 (default) also on s8_dq_1x16w4r (relaxed i16x8 dot) where it is allowed. */
   set_dq_quad(on: number): void;
   peak_f32(iters: number, seed: number): number;
   ukernel_f32(reps: number, kc: number, a: number, w: number, c: number): number;

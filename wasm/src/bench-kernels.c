@@ -110,14 +110,16 @@ EXPORT(ukernel_relaxed16) float ukernel_relaxed16(int32_t reps, int32_t kc, int3
 
 /* The 1-row integer decode kernels on 4-bit weights, L1-resident (issue 19): reps calls of 1 x 16 x kc;
    w: two x4 panels ps bytes apart. neu = 0: s16_gemm_3x8w4 per panel (a: the 3-row int16 micro-panel);
-   1: s16_dq_1x16w4 (a: the quad layout, xs its activation sum); >= 32: the same in K blocks of neu k, folded with
+   1: s16_dq_1x16w4 (a: the quad layout, xs its activation sum); -1: s8_dq_1x16w4r (a: rd16_row's expansion, relaxed
+   build); >= 32: the same in K blocks of neu k, folded with
    f32 scales read past each panel's codes (w + 4 kc: 8 per block, the x4:p8k2+q layout when ps = 4 kc + 32 kc / neu;
    xs: one sum per block). */
 EXPORT(ukernel_dq4) int32_t ukernel_dq4(int32_t reps, int32_t kc, int32_t dt, int32_t neu, const int16_t* a, const int32_t* xs,
                                         const uint8_t* w, int32_t ps, int32_t* c) {
   for (int32_t r = 0; r < reps; r++) {
     __asm__ volatile("" ::: "memory");
-    if (neu >= 32) s16_dq_1x16w4(NR, NR, (size_t)kc, (size_t)neu, a, xs, w, (size_t)ps, (const float*)(w + 4 * kc), (size_t)ps / 4, c, 0, 1, dt);
+    if (neu == -1) s8_dq_1x16w4r(NR, NR, (size_t)kc, 0, a, xs, w, (size_t)ps, 0, 0, c, r > 0, 1, dt);
+    else if (neu >= 32) s16_dq_1x16w4(NR, NR, (size_t)kc, (size_t)neu, a, xs, w, (size_t)ps, (const float*)(w + 4 * kc), (size_t)ps / 4, c, 0, 1, dt);
     else if (neu) s16_dq_1x16w4(NR, NR, (size_t)kc, 0, a, xs, w, (size_t)ps, 0, 0, c, r > 0, 1, dt);
     else {
       s16_gemm_3x8w4(1, NR, (size_t)kc, a, w, c, NR, r > 0, dt);
@@ -140,6 +142,8 @@ EXPORT(stream_relaxed16) int32_t stream_relaxed16(int32_t npan, int32_t kc, int3
   return (int32_t)c[0];
 }
 /* s16_quad_row for the kernel benchmark and the tests of the quad layout. */
+/* s8_rd16_row (the relaxed i16x8 dot's expansion of a row) for the kernel benchmark. */
+EXPORT(rd16_row) void rd16_row(const int16_t* a, int8_t* out, int32_t kcp, int32_t blk, int32_t* sums) { s8_rd16_row(a, out, (size_t)kcp, (size_t)blk, sums); }
 EXPORT(quad_row) void quad_row(const int16_t* a, int16_t* out, int32_t kcp, int32_t blk, int32_t* sums) { s16_quad_row(a, out, (size_t)kcp, (size_t)blk, sums); }
 /* The same walking npan panels of kc k (x4, ps = 4 kc bytes each, consecutive) two at a time, as the decode
    workload streams one expert's weights: weights from memory rather than L1. */
@@ -148,7 +152,8 @@ EXPORT(stream_dq4) int32_t stream_dq4(int32_t npan, int32_t kc, int32_t dt, int3
   const size_t ps = 4 * (size_t)kc;
   for (int32_t p = 0; p + 1 < npan; p += 2) {
     const uint8_t* pw = w + (size_t)p * ps;
-    if (neu) s16_dq_1x16w4(NR, NR, (size_t)kc, 0, a, xs, pw, ps, 0, 0, c + p * NR, 0, 1, dt);
+    if (neu == -1) s8_dq_1x16w4r(NR, NR, (size_t)kc, 0, a, xs, pw, ps, 0, 0, c + p * NR, 0, 1, dt);
+    else if (neu) s16_dq_1x16w4(NR, NR, (size_t)kc, 0, a, xs, pw, ps, 0, 0, c + p * NR, 0, 1, dt);
     else {
       s16_gemm_3x8w4(1, NR, (size_t)kc, a, pw, c + p * NR, NR, 0, dt);
       s16_gemm_3x8w4(1, NR, (size_t)kc, a, pw + ps, c + p * NR + NR, NR, 0, dt);

@@ -586,8 +586,10 @@ static void fold_block(float* facc, const int32_t* ci, const float* bs, int32_t 
 }
 
 /* 0: the 1-2 row x4 decode tiles run the former 3x8 / dq_row kernels instead of s16_dq_1x16w4 / 2x8w4 (the same
-   bits): an in-process A/B for `bench --mode=weights` (variant w4:dq-3x8). In the shared memory: every thread sees it. */
-static volatile int32_t dq_quad_on = 1;
+   bits); 1: those, without the relaxed i16x8 dot (s8_dq_1x16w4r) on 1-row x4 tiles; 2 (default): with it where
+   allowed. In-process A/Bs for `bench --mode=weights` (variants w4:dq-3x8, w4:dq-quad). In the shared memory: every
+   thread sees it. */
+static volatile int32_t dq_quad_on = 2;
 EXPORT(set_dq_quad) void set_dq_quad(int32_t on) { dq_quad_on = on; }
 
 void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t m0, int32_t mc, int32_t n0,
@@ -717,11 +719,20 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
        as above); 2 rows without K blocks: s16_dq_2x8w8 (int32 sums) */
     const int dq8 = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || dq_fast) && kcp <= 32768;
+    /* 1-2 rows of s8 src x u4 / s4 codes where relaxed SIMD is native: s8_dq_1x16w4r / s8_dq_2x8w4r on the rows expanded
+       to 8 bytes per k (s8_rd16_row, in the quad layout's place; their sums past them). qk: int16 per k of a row's layout. */
+    const int rd16 = quad && !f4 && !dq_f4b && dq_quad_on == 2 && v->A.dt == DT_S8 &&
+                     3 * (size_t)KC + 8 + 4 * (size_t)mc * qstride + 4 * xstride <= a_room && rd16_ok();
+    const size_t qk = rd16 ? 4 : 1;
+    if (rd16) xs = (int32_t*)(aq + 4 * (size_t)mc * qstride);
+    int16_t* const aq1 = aq + qk * qstride; /* the second row's layout */
     if (fresh) s->a_quad = 0;
-    if (quad && !s->a_quad) {
-      for (int32_t i = 0; i < mc; i++)
-        s16_quad_row_x((const int16_t*)s->a + 2 * i, aq + i * qstride, (size_t)kcp, kvs ? (size_t)kblk : 0, xs + i * xstride, f4 ? 1 : 16);
-      s->a_quad = 1;
+    if (quad && s->a_quad != 1 + rd16) {
+      for (int32_t i = 0; i < mc; i++) {
+        if (rd16) s8_rd16_row((const int16_t*)s->a + 2 * i, (int8_t*)(aq + i * qk * qstride), (size_t)kcp, kvs ? (size_t)kblk : 0, xs + i * xstride);
+        else s16_quad_row_x((const int16_t*)s->a + 2 * i, aq + i * qstride, (size_t)kcp, kvs ? (size_t)kblk : 0, xs + i * xstride, f4 ? 1 : 16);
+      }
+      s->a_quad = 1 + rd16;
     }
     for (int sg = 0; sg < t.nseg; sg++) {
       const int32_t sn = t.seg_n[sg], sw = t.seg_w[sg], npan = cdiv(sw, NR);
@@ -757,8 +768,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
           for (int32_t p = 0; p < npan; p++) {
             const int32_t ncp = MIN(NR, sw - p * NR);
             if (!kvs) {
-              s16_dq_2x8w4((size_t)ncp, (size_t)kcp, aq, aq + qstride, xs, xs + xstride, bp + p * pstride, (int32_t*)cseg + p * NR,
-                           (size_t)ldc, !first, v->B.dt);
+              (rd16 ? s8_dq_2x8w4r : s16_dq_2x8w4)((size_t)ncp, (size_t)kcp, aq, aq1, xs, xs + xstride, bp + p * pstride, (int32_t*)cseg + p * NR,
+                                                   (size_t)ldc, !first, v->B.dt);
               continue;
             }
             /* each K block's int32 sums (up to DQ2_BATCH blocks kept), then their folds in block order: the panel's codes
@@ -770,8 +781,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
               const int32_t yb = y0;
               int32_t nb = 0;
               for (; nb < DQ2_BATCH && y0 < kcp; nb++, y0 += kblk, b++)
-                s16_dq_2x8w4((size_t)ncp, (size_t)MIN(kcp - y0, kblk), aq + y0, aq + qstride + y0, xs + b, xs + xstride + b,
-                             bp + p * pstride + (size_t)y0 * (NR / 2), rsum + nb * 2 * NR, NR, 0, v->B.dt);
+                (rd16 ? s8_dq_2x8w4r : s16_dq_2x8w4)((size_t)ncp, (size_t)MIN(kcp - y0, kblk), aq + qk * (size_t)y0, aq1 + qk * (size_t)y0, xs + b,
+                                                     xs + xstride + b, bp + p * pstride + (size_t)y0 * (NR / 2), rsum + nb * 2 * NR, NR, 0, v->B.dt);
               /* 1-byte scales beside the panel (MXFP4 e8m0, NVFP4 f8_e4m3): the batch's blocks decoded at once with SIMD,
                  the values stage_block_scales gives (padding columns: their sums are 0, never stored) */
               float bsb[(DQ2_BATCH + 1) * NR] __attribute__((aligned(16)));
@@ -821,6 +832,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             }
             if (dq8)
               s16_dq_1x16w8((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, (const int16_t*)s->a, pw,
+                            two ? pstride : 0, sp, two ? sps : 0, o, !first, first, v->B.dt);
+            else if (rd16)
+              s8_dq_1x16w4r((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, aq, xs, pw,
                             two ? pstride : 0, sp, two ? sps : 0, o, !first, first, v->B.dt);
             else
               s16_dq_1x16w4((size_t)nc1, (size_t)nc2, (size_t)kcp, kvs ? (size_t)kblk : 0, aq, xs, pw,

@@ -41,7 +41,7 @@
 
 /* The row's int16 k-pairs (s16_gemm_3x8's micro-panel, row 0: k-pair t at i32 index 3t) in the quad
    layout at out: per 4 k, int16 [16 x0 - x1, 16 x2 - x3, x1, x3] (mul = 16, x4 codes) or [x0, x2, x1, x3]
-   (mul = 1, f4_e2m1 codes) (a missing last k-pair: zeros); sums[b] = the activations' sum over block b of
+   (mul = 1, f4_e2m1 codes), or (mul = 0) s8_rd16_row's 32 bytes (a missing last k-pair: zeros); sums[b] = the activations' sum over block b of
    blk k (blk a multiple of 4; 0: one block of kcp). */
 void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int32_t* sums, int32_t mul) {
   const int32_t* in = (const int32_t*)a;
@@ -51,10 +51,15 @@ void s16_quad_row_x(const int16_t* a, int16_t* out, size_t kcp, size_t blk, int3
   for (size_t k = 0; k < kcp; k += 4) {
     const int32_t p0 = in[3 * (k / 2)], p1 = k + 2 < kcp ? in[3 * (k / 2 + 1)] : 0;
     const int16_t x0 = (int16_t)p0, x1 = (int16_t)(p0 >> 16), x2 = (int16_t)p1, x3 = (int16_t)(p1 >> 16);
-    out[k] = (int16_t)(mul == 16 ? 16 * x0 - x1 : x0);
-    out[k + 1] = (int16_t)(mul == 16 ? 16 * x2 - x3 : x2);
-    out[k + 2] = x1;
-    out[k + 3] = x3;
+    if (mul == 0) { /* s8_rd16_row's expansion */
+      wasm_v128_store(out + 4 * k, wasm_i16x8_splat((int16_t)((uint8_t)x0 | (uint8_t)x2 << 8)));
+      wasm_v128_store(out + 4 * k + 8, wasm_i16x8_splat((int16_t)((uint8_t)x1 | (uint8_t)x3 << 8)));
+    } else {
+      out[k] = (int16_t)(mul == 16 ? 16 * x0 - x1 : x0);
+      out[k + 1] = (int16_t)(mul == 16 ? 16 * x2 - x3 : x2);
+      out[k + 2] = x1;
+      out[k + 3] = x3;
+    }
     s += x0 + x1 + x2 + x3;
     if ((k + 4) % blk == 0 || k + 4 >= kcp) {
       sums[b++] = s;
@@ -114,15 +119,115 @@ enum { C4_U4 = 0, C4_S4 = 1, C4_F4 = 2 };
     }                                                                                      \
   } while (0)
 
+/* The 1-row kernels' two ways to sum (a constant after inlining): KV_QUAD, the SIMD128 int16 dots on the quad layout
+   (16 x the sums), and KV_RD16, relaxed SIMD's i16x8 dot on the row's bytes (the sums themselves; RELAXED build). */
+enum { KV_QUAD = 0, KV_RD16 = 1 };
+
 /* The block's sums from the kernels' raw ones: x4 codes 16 x (back by an arithmetic shift), minus the s4
    bias 8 x sum(x); f4 minus 12 x sum(x). */
-INLINE v128_t dq4_fix(const int CK, v128_t v, v128_t bias) {
-  if (CK != C4_F4) v = wasm_i32x4_shr(v, 4);
+INLINE v128_t dq4_fix(const int CK, const int KV, v128_t v, v128_t bias) {
+  if (CK != C4_F4 && KV == KV_QUAD) v = wasm_i32x4_shr(v, 4);
   return CK == C4_U4 ? v : wasm_i32x4_sub(v, bias);
 }
 INLINE v128_t dq4_bias(const int CK, int32_t xs) {
   return wasm_i32x4_splat((int32_t)((uint32_t)xs * (CK == C4_F4 ? 12u : 8u)));
 }
+
+#ifdef RELAXED
+/* KV_RD16 (issue 19): i16x8.relaxed_dot_i8x16_i7x16_s is one pmaddubsw on x64 (16 byte products summed in pairs
+   into int16 lanes), against the quad kernel's 4 pmaddwd + 4 paddd and 2 shuffles per 16 code bytes: here 1
+   shuffle, 2 dots, 2 int16 adds. One byte shuffle puts column q's two code bytes side by side (bytes (q, q + 8) of
+   the 16: k-pairs t and t + 1); masked, the pair is (c(4s), c(4s + 2)); shifted right 4 as int16 and masked,
+   (c(4s + 1), c(4s + 3)). The row's bytes are expanded once per A block (s8_rd16_row) to [x(4s) x(4s + 2)] x 8 and
+   [x(4s + 1) x(4s + 3)] x 8, so each int16 lane of the dots is one column. Codes are the i7 operand (u4, s4
+   biased by xor 0x88: [0, 15]), so the relaxed dot is exact (no VNNI-dependent result); a pair is at most
+   2 x 128 x 15 = 3840, so 8 dots (16 k) fit int16 before they are widened to the int32 sums. Integer sums:
+   bitwise the quad kernel's. */
+#define RD16(x, c) ((v128_t)__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8((__i8x16)(x), (__i8x16)(c)))
+#define RD16_STEP(P, LOAD)                                                                              \
+  do {                                                                                                  \
+    v128_t r_ = (LOAD);                                                                                 \
+    if (CK == C4_S4) r_ = wasm_v128_xor(r_, xb);                                                        \
+    r_ = (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)r_, (__i8x16)ix);                        \
+    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_), wasm_v128_and(r_, mlo)));                          \
+    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_ + 16), wasm_v128_and(wasm_u16x8_shr(r_, 4), mlo)));  \
+    (P) += 16;                                                                                          \
+    x_ += 32;                                                                                           \
+  } while (0)
+#define RD16_WIDEN(V0, V1)                                       \
+  do {                                                           \
+    V0 = wasm_i32x4_add(V0, wasm_i32x4_extend_low_i16x8(h_));    \
+    V1 = wasm_i32x4_add(V1, wasm_i32x4_extend_high_i16x8(h_));   \
+  } while (0)
+/* One panel (P) over LEN k (even; one K block) from the expanded row at a: int32 sums into V0 / V1 (columns 0-3 / 4-7);
+   P and a past the block (a: 32 bytes per 4 k, a last k-pair included). */
+#define RD16_BLOCK(P, LEN, V0, V1)                                                  \
+  do {                                                                              \
+    const int8_t* x_ = (const int8_t*)a;                                            \
+    size_t n_ = (LEN) / 4;                                                          \
+    for (; n_ >= 4; n_ -= 4) {                                                      \
+      v128_t h_ = zero;                                                             \
+      RD16_STEP(P, wasm_v128_load(P));                                              \
+      RD16_STEP(P, wasm_v128_load(P));                                              \
+      RD16_STEP(P, wasm_v128_load(P));                                              \
+      RD16_STEP(P, wasm_v128_load(P));                                              \
+      RD16_WIDEN(V0, V1);                                                           \
+    }                                                                               \
+    if (n_ || ((LEN) & 2)) { /* at most 3 steps and the last k-pair: 8 dots */      \
+      v128_t h_ = zero;                                                             \
+      for (; n_; n_--) RD16_STEP(P, wasm_v128_load(P));                             \
+      if ((LEN) & 2) RD16_STEP(P, wasm_v128_load64_zero(P));                        \
+      RD16_WIDEN(V0, V1);                                                           \
+    }                                                                               \
+    a = (const int16_t*)x_;                                                         \
+  } while (0)
+/* The same for two rows (a0, a1: both expanded) against each code vector: int32 sums V0 / V1 (row 0), V2 / V3 (row 1). */
+#define RD16_STEP2(P, LOAD)                                                                  \
+  do {                                                                                       \
+    v128_t r_ = (LOAD);                                                                      \
+    if (CK == C4_S4) r_ = wasm_v128_xor(r_, xb);                                             \
+    r_ = (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)r_, (__i8x16)ix);             \
+    const v128_t lo_ = wasm_v128_and(r_, mlo), hi_ = wasm_v128_and(wasm_u16x8_shr(r_, 4), mlo); \
+    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_), lo_));                                  \
+    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_ + 16), hi_));                             \
+    g_ = wasm_i16x8_add(g_, RD16(wasm_v128_load(y_), lo_));                                  \
+    g_ = wasm_i16x8_add(g_, RD16(wasm_v128_load(y_ + 16), hi_));                             \
+    (P) += 16;                                                                               \
+    x_ += 32;                                                                                \
+    y_ += 32;                                                                                \
+  } while (0)
+#define RD16_ROWS2(P, LEN, V0, V1, V2, V3)                                          \
+  do {                                                                              \
+    const int8_t* x_ = (const int8_t*)a0;                                           \
+    const int8_t* y_ = (const int8_t*)a1;                                           \
+    size_t n_ = (LEN) / 4;                                                          \
+    for (; n_ >= 4; n_ -= 4) {                                                      \
+      v128_t h_ = zero, g_ = zero;                                                  \
+      RD16_STEP2(P, wasm_v128_load(P));                                             \
+      RD16_STEP2(P, wasm_v128_load(P));                                             \
+      RD16_STEP2(P, wasm_v128_load(P));                                             \
+      RD16_STEP2(P, wasm_v128_load(P));                                             \
+      RD16_WIDEN(V0, V1);                                                           \
+      h_ = g_;                                                                      \
+      RD16_WIDEN(V2, V3);                                                           \
+    }                                                                               \
+    if (n_ || ((LEN) & 2)) {                                                        \
+      v128_t h_ = zero, g_ = zero;                                                  \
+      for (; n_; n_--) RD16_STEP2(P, wasm_v128_load(P));                            \
+      if ((LEN) & 2) RD16_STEP2(P, wasm_v128_load64_zero(P));                       \
+      RD16_WIDEN(V0, V1);                                                           \
+      h_ = g_;                                                                      \
+      RD16_WIDEN(V2, V3);                                                           \
+    }                                                                               \
+  } while (0)
+#define RD16_IX(KV_)                                                                            \
+  v128_t ix = wasm_i8x16_const(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);          \
+  if ((KV_) == KV_RD16) KEEP(ix)
+#else
+#define RD16_BLOCK(P, LEN, V0, V1) do { (void)(P); } while (0)
+#define RD16_ROWS2(P, LEN, V0, V1, V2, V3) do { (void)(P); } while (0)
+#define RD16_IX(KV_)
+#endif
 
 /* One step of one panel (P): 4 k (or the last k-pair), its two sums V0 (columns 0-3) and V1 (4-7). */
 #define PANEL_STEP(P, LOAD, V0, V1)                                                   \
@@ -140,7 +245,7 @@ INLINE v128_t dq4_bias(const int CK, int32_t xs) {
    shorter). sc = 0: C (int32, nc1 + nc2 columns) = sums (+ C when acc), one block. Else block b's sums
    in f32 times its 8 + 8 f32 scales (sc + 8 b and sc + sps + 8 b) added in block order to the f32 C
    (F = p0 when first, else F + p_b): dq_row's arithmetic. */
-INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a,
+INLINE void dq4_row16(const int CK, const int KV, size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a,
                       const int32_t* restrict xs, const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps,
                       void* restrict c, int acc, int first) {
   const size_t z = (size_t)((uint32_t)kc >> 31);
@@ -148,6 +253,7 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
   w = w + z;
   const uint8_t* u = w + ps;
   DQ4_CONSTANTS(CK);
+  RD16_IX(KV);
   DQ16_F_INIT
   for (size_t k = 0; k < kc; k += blk) {
     const size_t len = kc - k < blk ? kc - k : blk;
@@ -156,6 +262,11 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
        on Node 24, 1.09x on Node 20: reports/issue19-s11-kernel-ab.txt); integer sums,
        so the same bits. */
     const int16_t* a0 = a;
+    if (KV == KV_RD16) {
+      RD16_BLOCK(w, len, v0, v1);
+      a = a0;
+      RD16_BLOCK(u, len, v2, v3);
+    } else {
     for (const uint8_t* const we2 = w + 32 * (len / 8); w != we2;) {
       PANEL_STEP(w, wasm_v128_load(w), v0, v1);
       PANEL_STEP(w, wasm_v128_load(w), v0, v1);
@@ -170,12 +281,13 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
     }
     if (len & 4) PANEL_STEP(u, wasm_v128_load(u), v2, v3);
     if (len & 2) PANEL_STEP(u, wasm_v128_load64_zero(u), v2, v3);
+    }
     /* the exact sums (x4: 16 x, shifted back), minus the codes' bias x sum(x) */
     const v128_t bias = dq4_bias(CK, *xs);
-    v0 = dq4_fix(CK, v0, bias);
-    v1 = dq4_fix(CK, v1, bias);
-    v2 = dq4_fix(CK, v2, bias);
-    v3 = dq4_fix(CK, v3, bias);
+    v0 = dq4_fix(CK, KV, v0, bias);
+    v1 = dq4_fix(CK, KV, v1, bias);
+    v2 = dq4_fix(CK, KV, v2, bias);
+    v3 = dq4_fix(CK, KV, v3, bias);
     xs++;
     DQ16_BLOCK_END;
   }
@@ -194,9 +306,10 @@ INLINE void dq4_row16(const int CK, size_t nc1, size_t nc2, size_t kc, size_t bl
    SDT: the scales' type. DT_F32: 8 f32 per block at sc. DT_E8M0 / DT_F8_E4M3 (f4_e2m1 codes: MXFP4, NVFP4): the
    panel's stored 8 bytes per block at sc, decoded two blocks at a time and times 0.5 (the codes' sums are of
    2 v): the values the staged copy held (lowp_emb_scales), so the same bits. */
-INLINE void dq4_panel_short(const int CK, const int SDT, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+INLINE void dq4_panel_short(const int CK, const int KV, const int SDT, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                             const uint8_t* restrict w, const void* restrict scv, float* restrict c, int first) {
   DQ4_CONSTANTS(CK);
+  RD16_IX(KV);
   const v128_t zero = wasm_i32x4_splat(0);
   v128_t f0 = zero, f1 = zero;
   if (!first) {
@@ -223,11 +336,14 @@ INLINE void dq4_panel_short(const int CK, const int SDT, size_t kc, size_t blk, 
     for (; nb < DQ4_SUMS_BATCH && k < kc; nb++, k += blk) {
       const size_t len = kc - k < blk ? kc - k : blk;
       v128_t v0 = zero, v1 = zero;
-      for (size_t n = len / 4; n; n--) PANEL_STEP(w, wasm_v128_load(w), v0, v1);
-      if (len & 2) PANEL_STEP(w, wasm_v128_load64_zero(w), v0, v1);
+      if (KV == KV_RD16) RD16_BLOCK(w, len, v0, v1);
+      else {
+        for (size_t n = len / 4; n; n--) PANEL_STEP(w, wasm_v128_load(w), v0, v1);
+        if (len & 2) PANEL_STEP(w, wasm_v128_load64_zero(w), v0, v1);
+      }
       const v128_t bias = dq4_bias(CK, *xs++);
-      wasm_v128_store(sums + NR * nb, dq4_fix(CK, v0, bias));
-      wasm_v128_store(sums + NR * nb + 4, dq4_fix(CK, v1, bias));
+      wasm_v128_store(sums + NR * nb, dq4_fix(CK, KV, v0, bias));
+      wasm_v128_store(sums + NR * nb + 4, dq4_fix(CK, KV, v1, bias));
     }
     if (SDT == DT_F32) {
       for (size_t b = 0; b < nb; b++, sc += NR) FOLD_BLOCK(b, wasm_v128_load(sc), wasm_v128_load(sc + 4));
@@ -251,11 +367,11 @@ INLINE void dq4_panel_short(const int CK, const int SDT, size_t kc, size_t blk, 
 
 /* dq4_row16 for short K blocks with scales: one panel after the other (columns 0-7, then 8-15; the second panel's
    scales sps floats (f32) or bytes (1-byte types) past the first's). */
-INLINE void dq4_row16_short(const int CK, const int SDT, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+INLINE void dq4_row16_short(const int CK, const int KV, const int SDT, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                             const uint8_t* restrict w, size_t ps, const void* restrict sc, size_t sps, float* restrict c, int first) {
   const size_t z = (size_t)((uint32_t)kc >> 31);
-  dq4_panel_short(CK, SDT, kc, blk, a + z, xs, w + z, sc, c, first);
-  dq4_panel_short(CK, SDT, kc, blk, a + z, xs, w + z + ps, (const uint8_t*)sc + sps * (SDT == DT_F32 ? 4 : 1), c + NR, first);
+  dq4_panel_short(CK, KV, SDT, kc, blk, a + z, xs, w + z, sc, c, first);
+  dq4_panel_short(CK, KV, SDT, kc, blk, a + z, xs, w + z + ps, (const uint8_t*)sc + sps * (SDT == DT_F32 ? 4 : 1), c + NR, first);
 }
 
 /* 1 row x two panels of f4_e2m1 codes with their 1-byte K-block scales (sdt: DT_E8M0 or DT_F8_E4M3, 8 bytes per
@@ -263,8 +379,8 @@ INLINE void dq4_row16_short(const int CK, const int SDT, size_t kc, size_t blk, 
    panel's scales to the second's): s16_dq_1x16w4's folds into the f32 C, the same bits as with the staged copy. */
 void s16_dq_1x16f4(size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs, const uint8_t* restrict w, size_t ps,
                    const uint8_t* restrict sc, size_t sps, int sdt, float* restrict c, int first) {
-  if (sdt == DT_E8M0) dq4_row16_short(C4_F4, DT_E8M0, kc, blk, a, xs, w, ps, sc, sps, c, first);
-  else dq4_row16_short(C4_F4, DT_F8_E4M3, kc, blk, a, xs, w, ps, sc, sps, c, first);
+  if (sdt == DT_E8M0) dq4_row16_short(C4_F4, KV_QUAD, DT_E8M0, kc, blk, a, xs, w, ps, sc, sps, c, first);
+  else dq4_row16_short(C4_F4, KV_QUAD, DT_F8_E4M3, kc, blk, a, xs, w, ps, sc, sps, c, first);
 }
 
 void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
@@ -273,19 +389,80 @@ void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t*
   /* f4_e2m1 with staged f32 scales (read apart from the panels) keeps the per-block folds: the batched ones cost it
      6-9% (decode mxfp4:dq / nvfp4:dq, Node 20); its 1-byte scales beside the panels take s16_dq_1x16f4. */
   if (sc && blk && blk <= 64 && dt != DT_F4_E2M1) {
-    if (dt == DT_S4) dq4_row16_short(C4_S4, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
-    else dq4_row16_short(C4_U4, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    if (dt == DT_S4) dq4_row16_short(C4_S4, KV_QUAD, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    else dq4_row16_short(C4_U4, KV_QUAD, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
     return;
   }
-  if (dt == DT_S4) dq4_row16(C4_S4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
-  else if (dt == DT_F4_E2M1) dq4_row16(C4_F4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
-  else dq4_row16(C4_U4, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  if (dt == DT_S4) dq4_row16(C4_S4, KV_QUAD, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  else if (dt == DT_F4_E2M1) dq4_row16(C4_F4, KV_QUAD, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  else dq4_row16(C4_U4, KV_QUAD, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
 }
+
+#ifdef RELAXED
+/* s16_dq_1x16w4 on relaxed SIMD's i16x8 dot (KV_RD16), u4 / s4 codes: a the row expanded by s8_rd16_row, xs its sums
+   per block; the same arguments and bitwise the same results otherwise. */
+void s8_dq_1x16w4r(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                   const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
+                   int dt) {
+  if (sc && blk && blk <= 64) {
+    if (dt == DT_S4) dq4_row16_short(C4_S4, KV_RD16, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    else dq4_row16_short(C4_U4, KV_RD16, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
+    return;
+  }
+  if (dt == DT_S4) dq4_row16(C4_S4, KV_RD16, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  else dq4_row16(C4_U4, KV_RD16, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+}
+
+/* Whether i16x8.relaxed_dot_i8x16_i7x16_s sums exactly here (i7 second operand: it must on every lowering), probed
+   once on 70 k of s4 codes against scalar sums (as rdot_ok does for the i32x4 dot). The engine allows it only where
+   relaxed SIMD is native (Node 22+, browsers; set_relaxed_dot bit 2). */
+static volatile int32_t rd16_state; /* 0 unknown, 1 exact, 2 not used */
+void rd16_allow(int32_t allowed) { rd16_state = allowed ? 0 : 2; }
+int32_t rd16_ok(void) {
+  if (rd16_state == 0) {
+    enum { PK = 70 }; /* 16 k chunks, one more step and a last k-pair */
+    static int16_t a3[3 * PK];
+    static int16_t ax[16 * (PK / 4 + 1)];
+    static uint8_t w[2 * 4 * PK];
+    static int32_t c[2 * NR];
+    int32_t xs[2];
+    for (int k = 0; k < PK; k++) a3[3 * (k & ~1) + (k & 1)] = (int16_t)((k * 97 + 13) % 256 - 128);
+    for (int i = 0; i < 2 * 4 * PK; i++) w[i] = (uint8_t)((i * 59 + 7) & 255);
+    s8_rd16_row(a3, (int8_t*)ax, PK, 0, xs);
+    s8_dq_1x16w4r(NR, NR, PK, 0, ax, xs, w, 4 * PK, 0, 0, c, 0, 1, DT_S4);
+    int ok = 1;
+    for (int q = 0; q < 2 * NR; q++) {
+      int32_t want = 0;
+      for (int k = 0; k < PK; k++) {
+        const int nib = (w[(q / NR) * 4 * PK + (k >> 1) * NR + q % NR] >> (4 * (k & 1))) & 15;
+        want += a3[3 * (k & ~1) + (k & 1)] * (nib >= 8 ? nib - 16 : nib);
+      }
+      ok = ok && c[q] == want;
+    }
+    rd16_state = ok ? 1 : 2;
+  }
+  return rd16_state == 1;
+}
+#else
+void s8_dq_1x16w4r(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
+                   const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
+                   int dt) {
+  s16_dq_1x16w4(nc1, nc2, kc, blk, a, xs, w, ps, sc, sps, c, acc, first, dt); /* never called: rd16_ok() is 0 */
+}
+void rd16_allow(int32_t allowed) { (void)allowed; }
+int32_t rd16_ok(void) { return 0; }
+#endif
+
+EXPORT(relaxed_dot16_ok) int32_t relaxed_dot16_ok(void) { return rd16_ok(); }
+
+/* The row's k values (s8) expanded for s8_dq_1x16w4r / s8_dq_2x8w4r: per 4 k, 32 bytes, [x0 x2] x 8 then [x1 x3] x 8 (a
+   missing last k-pair: zeros); sums as s16_quad_row. */
+void s8_rd16_row(const int16_t* a, int8_t* out, size_t kcp, size_t blk, int32_t* sums) { s16_quad_row_x(a, (int16_t*)out, kcp, blk, sums, 0); }
 
 /* 2 rows x one x4 panel, int32 sums (C rows c, c + ldc (+)= sums; nc columns): the decode tiles of experts
    with two rows. The panel's bytes are rearranged once for both rows; a0 / a1 the rows' quad layouts, xs0 /
    xs1 their activation sums over kc. */
-INLINE void dq4_rows2(const int CK, size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
+INLINE void dq4_rows2(const int CK, const int KV, size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
                       const int32_t* restrict xs0, const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c,
                       size_t ldc, int acc) {
   const size_t z = (size_t)((uint32_t)kc >> 31);
@@ -293,8 +470,13 @@ INLINE void dq4_rows2(const int CK, size_t nc, size_t kc, const int16_t* restric
   a1 = a1 + z;
   w = w + z;
   DQ4_CONSTANTS(CK);
+  RD16_IX(KV);
   const v128_t zero = wasm_i32x4_splat(0);
   v128_t v0 = zero, v1 = zero, v2 = zero, v3 = zero;
+  if (KV == KV_RD16) {
+    /* the relaxed i16x8 dot (RD16_BLOCK's steps, each code vector against both rows: 2 more dots, no more shuffles) */
+    RD16_ROWS2(w, kc, v0, v1, v2, v3);
+  } else {
 #define ROWS2_STEP(LOAD_W)                                                                              \
   do {                                                                                                  \
     v128_t l0, h0, l1, h1;                                                                              \
@@ -313,17 +495,29 @@ INLINE void dq4_rows2(const int CK, size_t nc, size_t kc, const int16_t* restric
   for (size_t n = kc / 4; n; n--) ROWS2_STEP(wasm_v128_load(w));
   if (kc & 2) ROWS2_STEP(wasm_v128_load64_zero(w));
 #undef ROWS2_STEP
+  }
   const v128_t b0 = dq4_bias(CK, *xs0), b1 = dq4_bias(CK, *xs1);
-  v0 = dq4_fix(CK, v0, b0);
-  v1 = dq4_fix(CK, v1, b0);
-  v2 = dq4_fix(CK, v2, b1);
-  v3 = dq4_fix(CK, v3, b1);
+  v0 = dq4_fix(CK, KV, v0, b0);
+  v1 = dq4_fix(CK, KV, v1, b0);
+  v2 = dq4_fix(CK, KV, v2, b1);
+  v3 = dq4_fix(CK, KV, v3, b1);
   dq_store_rows2(c, ldc, nc, acc, v0, v1, v2, v3);
 }
 
 void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
                   const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt) {
-  if (dt == DT_S4) dq4_rows2(C4_S4, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
-  else if (dt == DT_F4_E2M1) dq4_rows2(C4_F4, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
-  else dq4_rows2(C4_U4, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  if (dt == DT_S4) dq4_rows2(C4_S4, KV_QUAD, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  else if (dt == DT_F4_E2M1) dq4_rows2(C4_F4, KV_QUAD, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  else dq4_rows2(C4_U4, KV_QUAD, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+}
+
+/* s16_dq_2x8w4 on relaxed SIMD's i16x8 dot (u4 / s4): a0 / a1 the rows expanded by s8_rd16_row; bitwise the same. */
+void s8_dq_2x8w4r(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
+                  const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt) {
+#ifdef RELAXED
+  if (dt == DT_S4) dq4_rows2(C4_S4, KV_RD16, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  else dq4_rows2(C4_U4, KV_RD16, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+#else
+  s16_dq_2x8w4(nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc, dt); /* never called: rd16_ok() is 0 */
+#endif
 }

@@ -421,7 +421,12 @@ void s8_rdot_1x8w4(size_t kc, size_t blk, const int8_t* restrict a, const uint8_
    of s4 codes against scalar sums. The state lives in the shared memory: every thread of one engine
    sees the same answer (racing probes agree). */
 static volatile int32_t rdot_state; /* 0 unknown, 1 exact, 2 not used */
-EXPORT(set_relaxed_dot) void set_relaxed_dot(int32_t allowed) { rdot_state = allowed ? 0 : 2; }
+/* allowed: bit 0 the i32x4 dot (opt-in: Engine.create relaxedDot), bit 1 the i16x8 dot of s8_dq_1x16w4r (where relaxed
+   SIMD is native) */
+EXPORT(set_relaxed_dot) void set_relaxed_dot(int32_t allowed) {
+  rdot_state = allowed & 1 ? 0 : 2;
+  rd16_allow(allowed & 2);
+}
 int32_t rdot_ok(void) {
   if (rdot_state == 0) {
     static int8_t a[64];

@@ -13,13 +13,12 @@
  * The weights keep the weight-only layout (`x8:p8+q` / `x4:p8k2+q`), as matmul's.
  */
 import { MemoryDesc } from '../../memory/desc.js';
-import { PACKED_X4 } from '../../memory/packed_weights.js';
 import type { Engine } from '../../runtime/engine.js';
 import { DnnlError } from '../../common/status.js';
 import { planFused, samePlan, type FusedPlan } from '../../kernels/fused_job.js';
 import { FLOAT_TYPES, type QuantParam } from '../../attr/fusion.js';
 import { OpJob, type OpStatus } from '../../kernels/op_job.js';
-import { INT_WEIGHTS, dynamicIntPlan, weightOnlyLayout } from '../matmul/wasm_dynamic_quant.js';
+import { INT_WEIGHTS, dynamicIntPlan, relaxedDotSuffix, weightOnlyLayout } from '../matmul/wasm_dynamic_quant.js';
 import { KIND_QUANT_ROWS_S8, QUANT_ROWS, SRC_DT } from '../../kernels/quant_rows_job.js';
 
 /** quant_rows_s8 with runs (wasm/src/quant-rows-s8.c): the table of runs and their count; a run is 8 int32s. */
@@ -68,8 +67,7 @@ export const wasmDynamicQuantGroupedGemm: GroupedGemmImpl = {
   describe(engine, p) {
     const plan = planInner(innerProblem(p));
     const w = p.experts[0].weights;
-    const rdot = w.packed?.name === PACKED_X4 && engine.kernels?.relaxed_dot_ok() === 1 ? '+rdot' : '';
-    return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, w)}-dq8${rdot}`}`;
+    return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, w)}-dq8${relaxedDotSuffix(engine, w)}`}`;
   },
   reject(p, engine) {
     if (!p.attr.dynamicQuantization) return NOT_THIS_FEATURE;

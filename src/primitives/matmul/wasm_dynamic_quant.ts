@@ -76,6 +76,15 @@ export function dynamicIntPlan(plan: FusedPlan | string, weights: MemoryDesc, fu
   return { ...plan, path: PATH.int };
 }
 
+/** The relaxed dots the `:dq` decode tiles of these packed weights run on, for implInfo: `+rd16`, the 1-2 row tiles of s4 / u4
+ * codes on i16x8.relaxed_dot_i8x16_i7x16_s (wherever relaxed SIMD is native and the kernel probes exact; s8 src), and `+rdot`,
+ * the 1-row x4 tiles the int16 kernels cannot take on i32x4.relaxed_dot_i8x16_i7x16_add_s (opt-in: Engine relaxedDot). */
+export function relaxedDotSuffix(engine: Engine, weights: MemoryDesc): string {
+  if (weights.packed?.name !== PACKED_X4) return '';
+  const rd16 = (weights.dataType === 's4' || weights.dataType === 'u4') && engine.kernels?.relaxed_dot16_ok() === 1 ? '+rd16' : '';
+  return rd16 + (engine.kernels?.relaxed_dot_ok() === 1 ? '+rdot' : '');
+}
+
 /** The weight-only layout: codes with their scales beside the panels, as the f32 x low-precision path stores them
  * (grouped_gemm `:dq` picks it per expert too). */
 export function weightOnlyLayout(p: Pick<MatmulProblem, 'weights' | 'fusion'>): MemoryDesc {
@@ -86,10 +95,7 @@ export const wasmDynamicQuantMatmul: MatmulImpl = {
   name: 'wasm:dynamic-quant',
   describe(engine, p) {
     const plan = planInner(innerProblem(p));
-    // `+rdot`: 1-row tiles of x4 weights that the int16 decode kernels cannot take run on i32x4.relaxed_dot_i8x16_i7x16_add_s
-    // (native relaxed SIMD, probed exact)
-    const rdot = p.weights.packed?.name === PACKED_X4 && engine.kernels?.relaxed_dot_ok() === 1 ? '+rdot' : '';
-    return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, p.weights)}-dq8${rdot}`}`;
+    return `wasm:${engine.isa}:${typeof plan === 'string' ? 'dynamic-s8' : `${kernelName(plan, p.weights)}-dq8${relaxedDotSuffix(engine, p.weights)}`}`;
   },
   reject(p, engine) {
     if (!p.attr.dynamicQuantization) return NOT_THIS_FEATURE;
