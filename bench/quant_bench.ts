@@ -105,6 +105,8 @@ export const VARIANTS: readonly Variant[] = [
   // The same on the SIMD128 int16 1-row kernel where relaxed SIMD's i16x8 dot (s8_dq_1x16w4r) would run (set_dq_quad(1); the same bits).
   { name: 'w4:dq-quad', int8: false, scales: true, fused: false, wei: dt.s4, dynamic: true, quadOnly: true },
   { name: 'w4k32:dq-quad', int8: false, scales: true, fused: false, wei: dt.s4, kBlock: { k: 32, dt: dt.f32 }, dynamic: true, quadOnly: true },
+  { name: 'mxfp4:dq-quad', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 32, dt: dt.e8m0 }, dynamic: true, quadOnly: true },
+  { name: 'nvfp4:dq-quad', int8: false, scales: true, fused: false, wei: dt.f4_e2m1, kBlock: { k: 16, dt: dt.f8_e4m3 }, dynamic: true, quadOnly: true },
   // issue 19: the exact formats with accumulation_mode relaxed (f32_gemm_1x16r decode tiles; the same packed weights).
   { name: 'w8:relaxed', int8: false, scales: true, fused: false, wei: dt.s8, relaxed: true },
   { name: 'w4:relaxed', int8: false, scales: true, fused: false, wei: dt.s4, relaxed: true },

@@ -106,6 +106,8 @@ describe('dynamic int8 activations on f4_e2m1 weights (MXFP4 / NVFP4 :dq)', () =
           expect(o.impl).toMatch(/^wasm:(simd128|relaxed):s16-gemm-3x8-wf4-dq8(\+rd16)?(\+rdot)?$/);
           // the relaxed dot runs fp4 too: only when asked for, and where relaxed SIMD is native (Node 22+)
           expect(o.impl.endsWith('+rdot')).toBe(name.startsWith('relaxed+dot') && Number(process.versions.node.split('.')[0]) >= 22);
+          // relaxed SIMD's i16x8 dot on the 1-2 row tiles: every relaxed engine where relaxed SIMD is native
+          expect(o.impl.includes('+rd16')).toBe(name.startsWith('relaxed') && Number(process.versions.node.split('.')[0]) >= 22);
           if (scheme !== 'none') expect(o.wmd).toContain('+q');
           expectF32Bits(o.got, o.want, `${name} ${proposal}`);
         }

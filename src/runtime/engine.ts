@@ -24,7 +24,8 @@ export interface EngineOptions {
    * `i32x4.relaxed_dot_i8x16_i7x16_add_s` where relaxed SIMD is native (never on Node 20, which computes
    * it wrong). Default false: on x64 without VNNI V8 lowers it to three instructions and the SIMD128 int16
    * kernel was faster (decode w4:dq 8.0 ms without, 10.6-11.1 ms with, Node 24, AMD EPYC without VNNI);
-   * try it on CPUs with AVX-VNNI or Arm dot products. Results are the same bits either way.
+   * try it on CPUs with AVX-VNNI or Arm dot products. Results are the same bits either way. (The 1-2 row tiles of s4 / u4 /
+   * f4_e2m1 codes use `i16x8.relaxed_dot_i8x16_i7x16_s` wherever relaxed SIMD is native, without this option: one instruction on x64.)
    */
   relaxedDot?: boolean;
 }

@@ -739,9 +739,9 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
        as above); 2 rows without K blocks: s16_dq_2x8w8 (int32 sums) */
     const int dq8 = dq_quad_on && is_int && (mc == 1 || (mc == 2 && !kvs)) && direct && lowp && x8w && kcp > 0 && !szb && !wzb && !comp &&
                     (v->A.dt == DT_S8 || v->A.dt == DT_U8) && (!kvs || dq_fast) && kcp <= 32768;
-    /* 1-2 rows of s8 src x u4 / s4 codes where relaxed SIMD is native: s8_dq_1x16w4r / s8_dq_2x8w4r on the rows expanded
+    /* 1-2 rows of s8 src x u4 / s4 / f4_e2m1 codes where relaxed SIMD is native: s8_dq_1x16w4r / s8_dq_2x8w4r on the rows expanded
        to 8 bytes per k (s8_rd16_row, in the quad layout's place; their sums past them). qk: int16 per k of a row's layout. */
-    const int rd16 = quad && !f4 && !dq_f4b && dq_quad_on == 2 && v->A.dt == DT_S8 &&
+    const int rd16 = quad && dq_quad_on == 2 && v->A.dt == DT_S8 &&
                      3 * (size_t)KC + 8 + 4 * (size_t)mc * qstride + 4 * xstride <= a_room && rd16_ok();
     const size_t qk = rd16 ? 4 : 1;
     if (rd16) xs = (int32_t*)(aq + 4 * (size_t)mc * qstride);
@@ -840,7 +840,8 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
             size_t sps = two ? v->wps / 4 : 0;
             if (kvs && dq_f4b && !dq8) {
               const uint8_t* sb = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso + (size_t)((v->k0 + k0) / kblk) * NR;
-              s16_dq_1x16f4((size_t)kcp, (size_t)kblk, aq, xs, pw, two ? pstride : 0, sb, two ? v->wps : 0, j->q[Q_WEI_SCALE].dt, (float*)o, first);
+              (rd16 ? s8_dq_1x16f4r : s16_dq_1x16f4)((size_t)kcp, (size_t)kblk, aq, xs, pw, two ? pstride : 0, sb, two ? v->wps : 0,
+                                                     j->q[Q_WEI_SCALE].dt, (float*)o, first);
               if (!two) for (int32_t q = 0; q < NR; q++) out[q] = tmp[q];
               continue;
             }

@@ -145,15 +145,30 @@ INLINE v128_t dq4_bias(const int CK, int32_t xs) {
    2 x 128 x 15 = 3840, so 8 dots (16 k) fit int16 before they are widened to the int32 sums. Integer sums:
    bitwise the quad kernel's. */
 #define RD16(x, c) ((v128_t)__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8((__i8x16)(x), (__i8x16)(c)))
-#define RD16_STEP(P, LOAD)                                                                              \
-  do {                                                                                                  \
-    v128_t r_ = (LOAD);                                                                                 \
-    if (CK == C4_S4) r_ = wasm_v128_xor(r_, xb);                                                        \
-    r_ = (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)r_, (__i8x16)ix);                        \
-    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_), wasm_v128_and(r_, mlo)));                          \
-    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_ + 16), wasm_v128_and(wasm_u16x8_shr(r_, 4), mlo)));  \
-    (P) += 16;                                                                                          \
-    x_ += 32;                                                                                           \
+/* 16 code bytes (LOAD) as the dots' i7 operands: L, columns' (k 4s, 4s + 2), and H, (4s + 1, 4s + 3); f4_e2m1 nibbles
+   through the table to 2 v + 12 in [0, 24] (then a pair is at most 2 x 128 x 24 = 6144: 4 dots, 8 k, per int16 sum). */
+#define RD16_CODES(LOAD, L, H)                                                                   \
+  do {                                                                                           \
+    v128_t r_ = (LOAD);                                                                          \
+    if (CK == C4_S4) r_ = wasm_v128_xor(r_, xb);                                                 \
+    r_ = (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)r_, (__i8x16)ix);                 \
+    L = wasm_v128_and(r_, mlo);                                                                  \
+    H = wasm_v128_and(wasm_u16x8_shr(r_, 4), mlo);                                               \
+    if (CK == C4_F4) {                                                                           \
+      L = LUT16(mhi, L);                                                                         \
+      H = LUT16(mhi, H);                                                                         \
+    }                                                                                            \
+  } while (0)
+/* steps (4 k) per int16 sum before it is widened */
+#define RD16_CH (CK == C4_F4 ? 2 : 4)
+#define RD16_STEP(P, LOAD)                                      \
+  do {                                                          \
+    v128_t lo_, hi_;                                            \
+    RD16_CODES(LOAD, lo_, hi_);                                 \
+    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_), lo_));     \
+    h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_ + 16), hi_)); \
+    (P) += 16;                                                  \
+    x_ += 32;                                                   \
   } while (0)
 #define RD16_WIDEN(V0, V1)                                       \
   do {                                                           \
@@ -166,15 +181,17 @@ INLINE v128_t dq4_bias(const int CK, int32_t xs) {
   do {                                                                              \
     const int8_t* x_ = (const int8_t*)a;                                            \
     size_t n_ = (LEN) / 4;                                                          \
-    for (; n_ >= 4; n_ -= 4) {                                                      \
+    for (; n_ >= RD16_CH; n_ -= RD16_CH) {                                          \
       v128_t h_ = zero;                                                             \
       RD16_STEP(P, wasm_v128_load(P));                                              \
       RD16_STEP(P, wasm_v128_load(P));                                              \
-      RD16_STEP(P, wasm_v128_load(P));                                              \
-      RD16_STEP(P, wasm_v128_load(P));                                              \
+      if (RD16_CH == 4) {                                                           \
+        RD16_STEP(P, wasm_v128_load(P));                                            \
+        RD16_STEP(P, wasm_v128_load(P));                                            \
+      }                                                                             \
       RD16_WIDEN(V0, V1);                                                           \
     }                                                                               \
-    if (n_ || ((LEN) & 2)) { /* at most 3 steps and the last k-pair: 8 dots */      \
+    if (n_ || ((LEN) & 2)) { /* fewer steps than a chunk and the last k-pair */     \
       v128_t h_ = zero;                                                             \
       for (; n_; n_--) RD16_STEP(P, wasm_v128_load(P));                             \
       if ((LEN) & 2) RD16_STEP(P, wasm_v128_load64_zero(P));                        \
@@ -185,10 +202,8 @@ INLINE v128_t dq4_bias(const int CK, int32_t xs) {
 /* The same for two rows (a0, a1: both expanded) against each code vector: int32 sums V0 / V1 (row 0), V2 / V3 (row 1). */
 #define RD16_STEP2(P, LOAD)                                                                  \
   do {                                                                                       \
-    v128_t r_ = (LOAD);                                                                      \
-    if (CK == C4_S4) r_ = wasm_v128_xor(r_, xb);                                             \
-    r_ = (v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)r_, (__i8x16)ix);             \
-    const v128_t lo_ = wasm_v128_and(r_, mlo), hi_ = wasm_v128_and(wasm_u16x8_shr(r_, 4), mlo); \
+    v128_t lo_, hi_;                                                                         \
+    RD16_CODES(LOAD, lo_, hi_);                                                              \
     h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_), lo_));                                  \
     h_ = wasm_i16x8_add(h_, RD16(wasm_v128_load(x_ + 16), hi_));                             \
     g_ = wasm_i16x8_add(g_, RD16(wasm_v128_load(y_), lo_));                                  \
@@ -202,12 +217,14 @@ INLINE v128_t dq4_bias(const int CK, int32_t xs) {
     const int8_t* x_ = (const int8_t*)a0;                                           \
     const int8_t* y_ = (const int8_t*)a1;                                           \
     size_t n_ = (LEN) / 4;                                                          \
-    for (; n_ >= 4; n_ -= 4) {                                                      \
+    for (; n_ >= RD16_CH; n_ -= RD16_CH) {                                          \
       v128_t h_ = zero, g_ = zero;                                                  \
       RD16_STEP2(P, wasm_v128_load(P));                                             \
       RD16_STEP2(P, wasm_v128_load(P));                                             \
-      RD16_STEP2(P, wasm_v128_load(P));                                             \
-      RD16_STEP2(P, wasm_v128_load(P));                                             \
+      if (RD16_CH == 4) {                                                           \
+        RD16_STEP2(P, wasm_v128_load(P));                                           \
+        RD16_STEP2(P, wasm_v128_load(P));                                           \
+      }                                                                             \
       RD16_WIDEN(V0, V1);                                                           \
       h_ = g_;                                                                      \
       RD16_WIDEN(V2, V3);                                                           \
@@ -405,13 +422,21 @@ void s16_dq_1x16w4(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t*
 void s8_dq_1x16w4r(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt) {
-  if (sc && blk && blk <= 64) {
+  if (sc && blk && blk <= 64 && dt != DT_F4_E2M1) { /* (f4_e2m1 with staged scales: per-block folds, as s16_dq_1x16w4) */
     if (dt == DT_S4) dq4_row16_short(C4_S4, KV_RD16, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
     else dq4_row16_short(C4_U4, KV_RD16, DT_F32, kc, blk, a, xs, w, ps, sc, sps, (float*)c, first);
     return;
   }
   if (dt == DT_S4) dq4_row16(C4_S4, KV_RD16, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+  else if (dt == DT_F4_E2M1) dq4_row16(C4_F4, KV_RD16, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
   else dq4_row16(C4_U4, KV_RD16, nc1, nc2, kc, blk ? blk : kc, a, xs, w, ps, sc, sps, c, acc, first);
+}
+
+/* s16_dq_1x16f4 on the relaxed i16x8 dot: a expanded by s8_rd16_row. */
+void s8_dq_1x16f4r(size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs, const uint8_t* restrict w, size_t ps,
+                   const uint8_t* restrict sc, size_t sps, int sdt, float* restrict c, int first) {
+  if (sdt == DT_E8M0) dq4_row16_short(C4_F4, KV_RD16, DT_E8M0, kc, blk, a, xs, w, ps, sc, sps, c, first);
+  else dq4_row16_short(C4_F4, KV_RD16, DT_F8_E4M3, kc, blk, a, xs, w, ps, sc, sps, c, first);
 }
 
 /* Whether i16x8.relaxed_dot_i8x16_i7x16_s sums exactly here (i7 second operand: it must on every lowering), probed
@@ -449,6 +474,10 @@ void s8_dq_1x16w4r(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t*
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt) {
   s16_dq_1x16w4(nc1, nc2, kc, blk, a, xs, w, ps, sc, sps, c, acc, first, dt); /* never called: rd16_ok() is 0 */
+}
+void s8_dq_1x16f4r(size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs, const uint8_t* restrict w, size_t ps,
+                   const uint8_t* restrict sc, size_t sps, int sdt, float* restrict c, int first) {
+  s16_dq_1x16f4(kc, blk, a, xs, w, ps, sc, sps, sdt, c, first); /* never called: rd16_ok() is 0 */
 }
 void rd16_allow(int32_t allowed) { (void)allowed; }
 int32_t rd16_ok(void) { return 0; }
@@ -517,6 +546,7 @@ void s8_dq_2x8w4r(size_t nc, size_t kc, const int16_t* restrict a0, const int16_
                   const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt) {
 #ifdef RELAXED
   if (dt == DT_S4) dq4_rows2(C4_S4, KV_RD16, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+  else if (dt == DT_F4_E2M1) dq4_rows2(C4_F4, KV_RD16, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
   else dq4_rows2(C4_U4, KV_RD16, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
 #else
   s16_dq_2x8w4(nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc, dt); /* never called: rd16_ok() is 0 */

@@ -66,11 +66,13 @@ void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_
    1 row of s8 codes x one x4 panel on it, int32 sums (sc = 0) or K blocks folded with f32 scales (s16-gemm-3x8-wasmsimd.c). */
 int32_t rdot_ok(void);
 /* Relaxed SIMD's i16x8 dot for the 1-row x4 tiles: whether it sums exactly (probed once; 0 in the SIMD128 build;
-   rd16_allow from set_relaxed_dot), the row's expansion for it, and s16_dq_2x8w4 / s16_dq_1x16w4 on it (u4 / s4, bitwise the same;
+   rd16_allow from set_relaxed_dot), the row's expansion for it, and s16_dq_2x8w4 / s16_dq_1x16w4 / s16_dq_1x16f4 on it (u4 / s4 / f4_e2m1, bitwise the same;
    s16-gemm-1x16w4-wasmsimd.c). */
 int32_t rd16_ok(void);
 void rd16_allow(int32_t allowed);
 void s8_rd16_row(const int16_t* a, int8_t* out, size_t kcp, size_t blk, int32_t* sums);
+void s8_dq_1x16f4r(size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs, const uint8_t* restrict w, size_t ps,
+                   const uint8_t* restrict sc, size_t sps, int sdt, float* restrict c, int first);
 void s8_dq_2x8w4r(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
                   const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt);
 void s8_dq_1x16w4r(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,

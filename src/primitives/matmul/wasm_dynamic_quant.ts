@@ -76,12 +76,12 @@ export function dynamicIntPlan(plan: FusedPlan | string, weights: MemoryDesc, fu
   return { ...plan, path: PATH.int };
 }
 
-/** The relaxed dots the `:dq` decode tiles of these packed weights run on, for implInfo: `+rd16`, the 1-2 row tiles of s4 / u4
- * codes on i16x8.relaxed_dot_i8x16_i7x16_s (wherever relaxed SIMD is native and the kernel probes exact; s8 src), and `+rdot`,
+/** The relaxed dots the `:dq` decode tiles of these packed weights run on, for implInfo: `+rd16`, the 1-2 row tiles of s4 / u4 /
+ * f4_e2m1 codes on i16x8.relaxed_dot_i8x16_i7x16_s (wherever relaxed SIMD is native and the kernel probes exact; s8 src), and `+rdot`,
  * the 1-row x4 tiles the int16 kernels cannot take on i32x4.relaxed_dot_i8x16_i7x16_add_s (opt-in: Engine relaxedDot). */
 export function relaxedDotSuffix(engine: Engine, weights: MemoryDesc): string {
   if (weights.packed?.name !== PACKED_X4) return '';
-  const rd16 = (weights.dataType === 's4' || weights.dataType === 'u4') && engine.kernels?.relaxed_dot16_ok() === 1 ? '+rd16' : '';
+  const rd16 = ['s4', 'u4', 'f4_e2m1'].includes(weights.dataType) && engine.kernels?.relaxed_dot16_ok() === 1 ? '+rd16' : '';
   return rd16 + (engine.kernels?.relaxed_dot_ok() === 1 ? '+rdot' : '');
 }
 
