@@ -124,8 +124,9 @@ export class Engine {
     const kernels = await instantiate(module, memory, stackTop());
     // The relaxed dot only on request and where relaxed SIMD is native (the flag is in the shared memory:
     // workers see it).
-    // bit 0: the opt-in i32x4 relaxed dot; bit 1: the i16x8 one of the 1-row x4 `:dq` tiles (faster than SIMD128's
-    // int16 dots on x64 without VNNI too), wherever relaxed SIMD is native. Both are probed exact before use.
+    // bit 0: the opt-in i32x4 relaxed dot; bit 1: the i16x8 one of the 1-2 row `:dq` tiles of x4 and f4 codes
+    // (faster than SIMD128's int16 dots on x64 without VNNI too), wherever relaxed SIMD is native. Both are probed
+    // exact before use.
     const native = isa === 'relaxed' && relaxedSimdNative();
     kernels.set_relaxed_dot((native && options.relaxedDot === true ? 1 : 0) | (native ? 2 : 0));
     check((kernels.__heap_base.value as number) <= RESERVED_LOW_BYTES, 'engine: kernel static data exceeds the reserved low memory');

@@ -647,13 +647,7 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
   for (int sg = 0; sg < t.nseg; sg++) {
     const int32_t c0 = t.seg_c[sg], n0s = t.seg_n[sg], wd = t.seg_w[sg];
     if (has_bias) decode_f32(w.bias + c0, v->bias, j->b_dt, v->bias_off + (size_t)n0s * j->b_n, j->b_n, wd);
-    if (wsb && qws->emb && qws->dt == DT_F32 && n0s % NR == 0) /* f32 beside each panel: 8 at a time (padding: zeroed below) */
-      for (int32_t x = 0; x < wd; x += NR) {
-        const float* ps = (const float*)((const uint8_t*)wsb + (size_t)((n0s + x) / NR) * v->wps + v->wso);
-        wasm_v128_store(w.cscale + c0 + x, wasm_v128_load(ps));
-        wasm_v128_store(w.cscale + c0 + x + 4, wasm_v128_load(ps + 4));
-      }
-    else if (wsb && qws->emb) /* embedded: 8 per panel */
+    if (wsb && qws->emb) /* embedded: 8 per panel */
       for (int32_t x = 0, run; x < wd; x += run) {
         run = MIN(wd - x, NR - (n0s + x) % NR);
         decode_f32(w.cscale + c0 + x, (const char*)wsb, qws->dt, emb_index(qws, v, 0, n0s + x), 1, run);
