@@ -65,6 +65,13 @@ describe('dynamic int8 activations on weight-only matmuls (attr.setDynamicQuanti
     }
   });
 
+  it('2-row experts over 259 K blocks: the kernel sums them in batches of 128 blocks, an odd last batch', async () => {
+    for (const [name, eng, strm] of engines) {
+      const o = await run(eng, strm, { E: 3, sizes: [2, 1, 2], K: 4144, N: 20, wdt: dt.s4, blk: 16 }, 8);
+      expectF32Bits(o.got, o.want, `${name} K 4144`);
+    }
+  });
+
   it('K-blocks of 16 and 64 with bias, grouped', async () => {
     for (const blk of [16, 64]) {
       for (const [name, eng, strm] of engines) {

@@ -18,6 +18,22 @@
     f3 = wasm_v128_load((const float*)c + 12);       \
   }
 
+/* One block's products p0..p3 into f0..f3: F = p (START: the first block of C), else F + p. */
+#define DQ16_FOLD4(START, P0, P1, P2, P3) \
+  do {                                    \
+    if (START) {                          \
+      f0 = (P0);                          \
+      f1 = (P1);                          \
+      f2 = (P2);                          \
+      f3 = (P3);                          \
+    } else {                              \
+      f0 = wasm_f32x4_add(f0, (P0));      \
+      f1 = wasm_f32x4_add(f1, (P1));      \
+      f2 = wasm_f32x4_add(f2, (P2));      \
+      f3 = wasm_f32x4_add(f3, (P3));      \
+    }                                     \
+  } while (0)
+
 /* After block k's sums (v0..v3, bias removed): the int32 store and return (sc = 0), or the fold into f0..f3. */
 #define DQ16_BLOCK_END                                                                          \
   do {                                                                                          \
@@ -37,17 +53,7 @@
     const v128_t p2 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v2), wasm_v128_load(sc + sps));    \
     const v128_t p3 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(v3), wasm_v128_load(sc + sps + 4)); \
     sc += NR;                                                                                   \
-    if (first && k == 0) {                                                                      \
-      f0 = p0;                                                                                  \
-      f1 = p1;                                                                                  \
-      f2 = p2;                                                                                  \
-      f3 = p3;                                                                                  \
-    } else {                                                                                    \
-      f0 = wasm_f32x4_add(f0, p0);                                                              \
-      f1 = wasm_f32x4_add(f1, p1);                                                              \
-      f2 = wasm_f32x4_add(f2, p2);                                                              \
-      f3 = wasm_f32x4_add(f3, p3);                                                              \
-    }                                                                                           \
+    DQ16_FOLD4(first && k == 0, p0, p1, p2, p3);                                                \
   } while (0)
 
 /* After the last block: the f32 accumulators into C. */

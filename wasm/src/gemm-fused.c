@@ -786,29 +786,29 @@ void run_tile_fused(const job_t* j, scratch_t* s, const group_view_t* v, int32_t
                                                    (size_t)ldc, !first, v->B.dt);
               continue;
             }
-            /* each K block's int32 sums (up to DQ2_BATCH blocks kept), then their folds in block order: the panel's codes
-               and then its scales read as runs (s16_dq_1x16w4's short blocks say why) */
+            const uint8_t* psc = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso; /* (embedded scales) */
+            if (dq_inplace2 || dq_emb1) { /* scales beside the panel: one call sums and folds every block */
+              const int sdt = dq_inplace2 ? DT_F32 : j->q[Q_WEI_SCALE].dt;
+              const uint8_t* sb = psc + (size_t)((v->k0 + k0) / kblk) * NR * (dq_inplace2 ? sizeof(float) : 1);
+              (rd16 ? s8_dq_2x8w4r_kb : s16_dq_2x8w4_kb)((size_t)kcp, (size_t)kblk, aq, aq1, xs, xs + xstride, bp + p * pstride, sb, sdt, wtimes,
+                                                         s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, (size_t)ldc, first, v->B.dt);
+              continue;
+            }
+            /* staged scales: each K block's int32 sums (up to DQ2_BATCH blocks kept), then their folds in block order: the
+               panel's codes and then its scales read as runs (s16_dq_1x16w4's short blocks say why) */
             int32_t rsum[DQ2_BATCH * 2 * NR] __attribute__((aligned(16)));
             for (int32_t x = 0; x < DQ2_BATCH * 2 * NR; x++) rsum[x] = 0; /* (columns past ncp: folded, never stored) */
-            const uint8_t* psc = (const uint8_t*)v->wpacked + (size_t)(sn / NR + p) * v->wps + v->wso; /* (embedded scales) */
             for (int32_t y0 = 0, b = 0; y0 < kcp;) {
               const int32_t yb = y0;
               int32_t nb = 0;
               for (; nb < DQ2_BATCH && y0 < kcp; nb++, y0 += kblk, b++)
                 (rd16 ? s8_dq_2x8w4r : s16_dq_2x8w4)((size_t)ncp, (size_t)MIN(kcp - y0, kblk), aq + qk * (size_t)y0, aq1 + qk * (size_t)y0, xs + b,
                                                      xs + xstride + b, bp + p * pstride + (size_t)y0 * (NR / 2), rsum + nb * 2 * NR, NR, 0, v->B.dt);
-              /* 1-byte scales beside the panel (MXFP4 e8m0, NVFP4 f8_e4m3): the batch's blocks decoded at once with SIMD,
-                 the values stage_block_scales gives (padding columns: their sums are 0, never stored) */
-              float bsb[(DQ2_BATCH + 1) * NR] __attribute__((aligned(16)));
-              if (dq_emb1) lowp_emb_scales(bsb, psc + (size_t)((v->k0 + k0 + yb) / kblk) * NR, j->q[Q_WEI_SCALE].dt, nb, wtimes);
               for (int32_t i = 0; i < nb; i++) {
                 const int32_t kabs = v->k0 + k0 + yb + i * kblk;
                 float bs[NR];
-                const float* sp = bs;
-                if (dq_inplace2) sp = (const float*)psc + (size_t)(kabs / kblk) * NR;
-                else if (dq_emb1) sp = bsb + (size_t)i * NR;
-                else stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
-                fold_block_ld(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, ldc, rsum + i * 2 * NR, NR, sp, mc, kabs == v->k0);
+                stage_block_scales(&j->q[Q_WEI_SCALE], v, kabs, sn + p * NR, ncp, bs, wtimes);
+                fold_block_ld(s->b + FACC_OFFSET + t.seg_c[sg] + p * NR, ldc, rsum + i * 2 * NR, NR, bs, mc, kabs == v->k0);
               }
             }
           }

@@ -312,6 +312,24 @@ INLINE void dq4_row16(const int CK, const int KV, size_t nc1, size_t nc2, size_t
   DQ16_F_STORE
 }
 
+/* A batch's folds in block order, FOLD(b, s0, s1) for block b with its scales read in place: SDT DT_F32, 8 f32 per
+   block at sc; 1-byte types, 8 bytes per block at sb, decoded two blocks at a time times TV. sc / sb end past the batch. */
+#define FOLD_BATCH(FOLD, NB, TV)                                                                                        \
+  do {                                                                                                                  \
+    if (SDT == DT_F32) {                                                                                                \
+      for (size_t b_ = 0; b_ < (NB); b_++, sc += NR) FOLD(b_, wasm_v128_load(sc), wasm_v128_load(sc + 4));              \
+    } else {                                                                                                            \
+      for (size_t b_ = 0; b_ < (NB); b_ += 2, sb += 2 * NR) {                                                           \
+        /* a last odd block: its 8 bytes twice (no read past the section: a panel may end the heap) */                  \
+        v128_t s_[4];                                                                                                   \
+        scales16_b1(b_ + 1 < (NB) ? wasm_v128_load(sb) : wasm_v128_load64_splat(sb), SDT, (TV), s_);                    \
+        FOLD(b_, s_[0], s_[1]);                                                                                         \
+        if (b_ + 1 < (NB)) FOLD(b_ + 1, s_[2], s_[3]);                                                                  \
+      }                                                                                                                 \
+      sb -= ((NB) & 1) * NR; /* an odd batch: the next one starts on the block after it */                              \
+    }                                                                                                                   \
+  } while (0)
+
 /* Blocks of sums computed before their folds: at most this many per batch (their int32 sums, 8 KB, on the stack). */
 #define DQ4_SUMS_BATCH 256
 
@@ -336,6 +354,7 @@ INLINE void dq4_panel_short(const int CK, const int KV, const int SDT, size_t kc
   }
   const float* sc = (const float*)scv;
   const uint8_t* sb = (const uint8_t*)scv;
+  const v128_t half = wasm_f32x4_splat(0.5f); /* (1-byte scales: f4_e2m1's 2 v codes) */
   int32_t sums[DQ4_SUMS_BATCH * NR] __attribute__((aligned(16)));
 #define FOLD_BLOCK(B, S0, S1)                                                                                  \
   do {                                                                                                         \
@@ -363,19 +382,7 @@ INLINE void dq4_panel_short(const int CK, const int KV, const int SDT, size_t kc
       wasm_v128_store(sums + NR * nb, dq4_fix(CK, KV, v0, bias));
       wasm_v128_store(sums + NR * nb + 4, dq4_fix(CK, KV, v1, bias));
     }
-    if (SDT == DT_F32) {
-      for (size_t b = 0; b < nb; b++, sc += NR) FOLD_BLOCK(b, wasm_v128_load(sc), wasm_v128_load(sc + 4));
-    } else {
-      const v128_t half = wasm_f32x4_splat(0.5f);
-      for (size_t b = 0; b < nb; b += 2, sb += 2 * NR) {
-        /* a last odd block: its 8 bytes twice (no read past the section: a panel may end the heap) */
-        v128_t s[4];
-        scales16_b1(b + 1 < nb ? wasm_v128_load(sb) : wasm_v128_load64_splat(sb), SDT, half, s);
-        FOLD_BLOCK(b, s[0], s[1]);
-        if (b + 1 < nb) FOLD_BLOCK(b + 1, s[2], s[3]);
-      }
-      sb -= (nb & 1) * NR; /* an odd batch: the next one starts on the block after it */
-    }
+    FOLD_BATCH(FOLD_BLOCK, nb, half);
     b0 += nb;
   }
 #undef FOLD_BLOCK
@@ -493,16 +500,10 @@ EXPORT(relaxed_dot16_ok) int32_t relaxed_dot16_ok(void) { return rd16_ok(); }
    missing last k-pair: zeros); sums as s16_quad_row. */
 void s8_rd16_row(const int16_t* a, int8_t* out, size_t kcp, size_t blk, int32_t* sums) { s16_quad_row_x(a, (int16_t*)out, kcp, blk, sums, 0); }
 
-/* 2 rows x one x4 panel, int32 sums (C rows c, c + ldc (+)= sums; nc columns): the decode tiles of experts
-   with two rows. The panel's bytes are rearranged once for both rows; a0 / a1 the rows' quad layouts, xs0 /
-   xs1 their activation sums over kc. */
-INLINE void dq4_rows2(const int CK, const int KV, size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
-                      const int32_t* restrict xs0, const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c,
-                      size_t ldc, int acc) {
-  const size_t z = (size_t)((uint32_t)kc >> 31);
-  a0 = a0 + z;
-  a1 = a1 + z;
-  w = w + z;
+/* The int32 sums of 2 rows x one x4 panel over kc k (even): v0 / v1 (row 0, columns 0-3 / 4-7), v2 / v3 (row 1), bias
+   not removed. The panel's bytes are rearranged once for both rows; a0 / a1 the rows' layouts (quad, or rd16_row's). */
+INLINE void dq4_rows2_sums(const int CK, const int KV, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
+                           const uint8_t* restrict w, v128_t* s0, v128_t* s1, v128_t* s2, v128_t* s3) {
   DQ4_CONSTANTS(CK);
   RD16_IX(KV);
   const v128_t zero = wasm_i32x4_splat(0);
@@ -530,6 +531,20 @@ INLINE void dq4_rows2(const int CK, const int KV, size_t nc, size_t kc, const in
   if (kc & 2) ROWS2_STEP(wasm_v128_load64_zero(w));
 #undef ROWS2_STEP
   }
+  *s0 = v0;
+  *s1 = v1;
+  *s2 = v2;
+  *s3 = v3;
+}
+
+/* 2 rows x one x4 panel, int32 sums (C rows c, c + ldc (+)= sums; nc columns): the decode tiles of experts
+   with two rows. xs0 / xs1 the rows' activation sums over kc. */
+INLINE void dq4_rows2(const int CK, const int KV, size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1,
+                      const int32_t* restrict xs0, const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c,
+                      size_t ldc, int acc) {
+  const size_t z = (size_t)((uint32_t)kc >> 31);
+  v128_t v0, v1, v2, v3;
+  dq4_rows2_sums(CK, KV, kc, a0 + z, a1 + z, w + z, &v0, &v1, &v2, &v3);
   const v128_t b0 = dq4_bias(CK, *xs0), b1 = dq4_bias(CK, *xs1);
   v0 = dq4_fix(CK, KV, v0, b0);
   v1 = dq4_fix(CK, KV, v1, b0);
@@ -538,11 +553,108 @@ INLINE void dq4_rows2(const int CK, const int KV, size_t nc, size_t kc, const in
   dq_store_rows2(c, ldc, nc, acc, v0, v1, v2, v3);
 }
 
+/* Blocks per batch of dq4_rows2_short (their int32 sums for two rows, 8 KB, on the stack). */
+#define DQ4_ROWS2_BATCH 128
+
+/* 2 rows x one x4 panel in K blocks of blk k (a multiple of 4; the last may be shorter) with the panel's scales read
+   in place: each block's int32 sums for both rows (xs0 / xs1: one activation sum per block), up to DQ4_ROWS2_BATCH
+   blocks, then their folds in block order into the f32 rows c and c + ldf (F = p0 when first and the block is the
+   first, else F + p_b, p_b = float(sums) x scales): fold_block_ld's arithmetic, so the bits of one call per block.
+   One call per panel: the per-block calls and folds outside cost w4k32:dq's 2-row tiles a third of their time.
+   SDT: DT_F32, 8 f32 per block at scv; DT_E8M0 / DT_F8_E4M3, 8 bytes per block decoded two blocks at a time, times
+   `times` (0.5 for f4_e2m1's 2 v codes), the values lowp_emb_scales gives. */
+INLINE void dq4_rows2_short(const int CK, const int KV, const int SDT, size_t kc, size_t blk, const int16_t* restrict a0,
+                            const int16_t* restrict a1, const int32_t* restrict xs0, const int32_t* restrict xs1,
+                            const uint8_t* restrict w, const void* restrict scv, float times, float* restrict c, size_t ldf,
+                            int first) {
+  const size_t qk = KV == KV_RD16 ? 4 : 1; /* int16 per k of a row's layout */
+  const v128_t zero = wasm_i32x4_splat(0);
+  float* restrict c1 = c + ldf;
+  v128_t f0 = zero, f1 = zero, f2 = zero, f3 = zero;
+  if (!first) {
+    f0 = wasm_v128_load(c);
+    f1 = wasm_v128_load(c + 4);
+    f2 = wasm_v128_load(c1);
+    f3 = wasm_v128_load(c1 + 4);
+  }
+  const float* sc = (const float*)scv;
+  const uint8_t* sb = (const uint8_t*)scv;
+  const v128_t tv = wasm_f32x4_splat(times);
+  int32_t sums[DQ4_ROWS2_BATCH * 2 * NR] __attribute__((aligned(16)));
+#define FOLD_ROWS2(B, S0, S1)                                                                                      \
+  do {                                                                                                             \
+    const int32_t* q_ = sums + 2 * NR * (B);                                                                       \
+    const v128_t p0 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(q_)), (S0));                          \
+    const v128_t p1 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(q_ + 4)), (S1));                      \
+    const v128_t p2 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(q_ + 8)), (S0));                      \
+    const v128_t p3 = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_v128_load(q_ + 12)), (S1));                     \
+    DQ16_FOLD4(first && b0 + (B) == 0, p0, p1, p2, p3);                                                            \
+  } while (0)
+  for (size_t k = 0, b0 = 0; k < kc;) {
+    size_t nb = 0;
+    for (; nb < DQ4_ROWS2_BATCH && k < kc; nb++, k += blk) {
+      const size_t len = kc - k < blk ? kc - k : blk;
+      v128_t v0, v1, v2, v3;
+      dq4_rows2_sums(CK, KV, len, a0 + qk * k, a1 + qk * k, w + k * (NR / 2), &v0, &v1, &v2, &v3);
+      const v128_t bz0 = dq4_bias(CK, xs0[b0 + nb]), bz1 = dq4_bias(CK, xs1[b0 + nb]);
+      int32_t* q = sums + 2 * NR * nb;
+      wasm_v128_store(q, dq4_fix(CK, KV, v0, bz0));
+      wasm_v128_store(q + 4, dq4_fix(CK, KV, v1, bz0));
+      wasm_v128_store(q + 8, dq4_fix(CK, KV, v2, bz1));
+      wasm_v128_store(q + 12, dq4_fix(CK, KV, v3, bz1));
+    }
+    FOLD_BATCH(FOLD_ROWS2, nb, tv);
+    b0 += nb;
+  }
+#undef FOLD_ROWS2
+  wasm_v128_store(c, f0);
+  wasm_v128_store(c + 4, f1);
+  wasm_v128_store(c1, f2);
+  wasm_v128_store(c1 + 4, f3);
+}
+
+/* dq4_rows2_short's entry: x4 / f4_e2m1 codes (dt), scales of type sdt (DT_F32, DT_E8M0, DT_F8_E4M3). */
+#define DQ4_ROWS2_SHORT_CALL(KV_)                                                                                           \
+  do {                                                                                                                     \
+    const int ck_ = dt == DT_S4 ? C4_S4 : dt == DT_F4_E2M1 ? C4_F4 : C4_U4;                                                \
+    if (sdt == DT_F32) {                                                                                                   \
+      if (ck_ == C4_S4) dq4_rows2_short(C4_S4, KV_, DT_F32, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first);     \
+      else if (ck_ == C4_F4) dq4_rows2_short(C4_F4, KV_, DT_F32, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first); \
+      else dq4_rows2_short(C4_U4, KV_, DT_F32, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first);                  \
+    } else if (sdt == DT_E8M0) {                                                                                           \
+      if (ck_ == C4_F4) dq4_rows2_short(C4_F4, KV_, DT_E8M0, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first);    \
+      else if (ck_ == C4_S4) dq4_rows2_short(C4_S4, KV_, DT_E8M0, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first); \
+      else dq4_rows2_short(C4_U4, KV_, DT_E8M0, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first);                 \
+    } else {                                                                                                               \
+      if (ck_ == C4_F4) dq4_rows2_short(C4_F4, KV_, DT_F8_E4M3, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first); \
+      else if (ck_ == C4_S4) dq4_rows2_short(C4_S4, KV_, DT_F8_E4M3, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first); \
+      else dq4_rows2_short(C4_U4, KV_, DT_F8_E4M3, kc, blk, a0, a1, xs0, xs1, w, sc, times, c, ldf, first);              \
+    }                                                                                                                      \
+  } while (0)
+
+void s16_dq_2x8w4_kb(size_t kc, size_t blk, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
+                     const int32_t* restrict xs1, const uint8_t* restrict w, const void* restrict sc, int sdt, float times,
+                     float* restrict c, size_t ldf, int first, int dt) {
+  DQ4_ROWS2_SHORT_CALL(KV_QUAD);
+}
+
 void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
                   const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt) {
   if (dt == DT_S4) dq4_rows2(C4_S4, KV_QUAD, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
   else if (dt == DT_F4_E2M1) dq4_rows2(C4_F4, KV_QUAD, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
   else dq4_rows2(C4_U4, KV_QUAD, nc, kc, a0, a1, xs0, xs1, w, c, ldc, acc);
+}
+
+/* s16_dq_2x8w4_kb on relaxed SIMD's i16x8 dot: a0 / a1 the rows expanded by s8_rd16_row; bitwise the same. */
+void s8_dq_2x8w4r_kb(size_t kc, size_t blk, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
+                     const int32_t* restrict xs1, const uint8_t* restrict w, const void* restrict sc, int sdt, float times,
+                     float* restrict c, size_t ldf, int first, int dt) {
+#ifdef RELAXED
+  DQ4_ROWS2_SHORT_CALL(KV_RD16);
+#else
+  (void)kc, (void)blk, (void)a0, (void)a1, (void)xs0, (void)xs1, (void)w, (void)sc, (void)sdt, (void)times, (void)c, (void)ldf, (void)first, (void)dt;
+  __builtin_trap(); /* never called: rd16_ok() is 0 */
+#endif
 }
 
 /* s16_dq_2x8w4 on relaxed SIMD's i16x8 dot (u4 / s4): a0 / a1 the rows expanded by s8_rd16_row; bitwise the same. */

@@ -62,6 +62,12 @@ void s16_dq_2x8w8(size_t nc, size_t kc, const int16_t* restrict a, const uint8_t
    (+)= the int32 sums (nc columns). */
 void s16_dq_2x8w4(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
                   const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt);
+/* The same over K blocks of blk k (a multiple of 4) with the panel's scales in place (sc; sdt DT_F32 / DT_E8M0 /
+   DT_F8_E4M3, 1-byte ones times `times`), xs0 / xs1 one sum per block: the f32 rows c, c + ldf = (first ? 0 : C) + the
+   block folds in order (fold_block_ld's steps, one call per panel); x4 or f4_e2m1 codes (dt). */
+void s16_dq_2x8w4_kb(size_t kc, size_t blk, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
+                     const int32_t* restrict xs1, const uint8_t* restrict w, const void* restrict sc, int sdt, float times,
+                     float* restrict c, size_t ldf, int first, int dt);
 /* Relaxed SIMD: whether relaxed_dot_i8x16_i7x16_add computes exactly (probed once; 0 in the SIMD128 build), and
    1 row of s8 codes x one x4 panel on it, int32 sums (sc = 0) or K blocks folded with f32 scales (s16-gemm-3x8-wasmsimd.c). */
 int32_t rdot_ok(void);
@@ -75,6 +81,9 @@ void s8_dq_1x16f4r(size_t kc, size_t blk, const int16_t* restrict a, const int32
                    const uint8_t* restrict sc, size_t sps, int sdt, float* restrict c, int first);
 void s8_dq_2x8w4r(size_t nc, size_t kc, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
                   const int32_t* restrict xs1, const uint8_t* restrict w, int32_t* restrict c, size_t ldc, int acc, int dt);
+void s8_dq_2x8w4r_kb(size_t kc, size_t blk, const int16_t* restrict a0, const int16_t* restrict a1, const int32_t* restrict xs0,
+                     const int32_t* restrict xs1, const uint8_t* restrict w, const void* restrict sc, int sdt, float times,
+                     float* restrict c, size_t ldf, int first, int dt);
 void s8_dq_1x16w4r(size_t nc1, size_t nc2, size_t kc, size_t blk, const int16_t* restrict a, const int32_t* restrict xs,
                    const uint8_t* restrict w, size_t ps, const float* restrict sc, size_t sps, void* restrict c, int acc, int first,
                    int dt);
